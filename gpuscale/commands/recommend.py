@@ -1,0 +1,14 @@
+"""`gpuscale recommend` (being built)."""
+
+from __future__ import annotations
+
+from gpuscale.errors import GpuscaleError
+
+
+def register(sub) -> None:
+    parser = sub.add_parser("recommend", help="(not built yet)")
+    parser.set_defaults(func=main)
+
+
+def main(args) -> int:
+    raise GpuscaleError("'gpuscale recommend' is not built yet")

@@ -1,0 +1,22 @@
+"""Errors a user can cause. Each carries a one-line message and an exit code;
+the CLI prints the message (never a traceback) and exits with the code."""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+"""The run itself failed (trainer error, killed)."""
+EXIT_USAGE = 2
+"""Bad input: a wrong flag, a missing or damaged file, a bad model spec."""
+EXIT_INTERRUPTED = 130
+
+
+class GpuscaleError(Exception):
+    """A problem the user can fix; ``str(error)`` is the one-line message."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, message: str, exit_code: int | None = None):
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code

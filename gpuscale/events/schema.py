@@ -1,0 +1,243 @@
+"""The one event schema: a run is a stream of these typed records.
+
+Every source (the trainer process, the NVML and host samplers, a user's Keras
+callback, a remote worker, a recording on disk) produces these events, and every
+consumer (the recorder, the analysis, the dashboard, the CLI) reads them without
+asking where they came from.
+
+Conventions
+-----------
+* ``t`` is wall-clock time in seconds since the Unix epoch (``time.time()``),
+  the one clock every process and host shares. Durations are measured with
+  ``time.perf_counter()`` and stored in fields ending in ``_s``.
+* Units are in the field names: ``_s`` seconds, ``_bytes`` bytes,
+  ``_bytes_s`` bytes per second, ``_pct`` percent (0-100), ``_w`` watts,
+  ``_c`` degrees Celsius, ``_mhz`` megahertz.
+* ``None`` means "not available" (unsupported by the device, not measured); the
+  UI shows it as "n/a". It is never a guessed value.
+* ``worker`` is the index of the machine (multi-worker runs); 0 on one machine.
+* On the wire and on disk each event is one JSON object whose ``kind`` field
+  names its type; fields equal to their default are omitted.
+
+Versioning: :data:`SCHEMA_VERSION` is ``"MAJOR.MINOR"``. A minor bump only adds
+optional fields, so a reader accepts any file with the same major version
+(unknown fields are ignored); a different major version is refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Union
+
+import msgspec
+
+SCHEMA_VERSION = "1.0"
+SCHEMA_MAJOR = 1
+
+
+class _Event(msgspec.Struct, tag_field="kind", kw_only=True, omit_defaults=True):
+    t: float
+    """Wall-clock time, seconds since the Unix epoch."""
+    worker: int = 0
+    """Index of the worker (machine) the event comes from; 0 on a single machine."""
+
+
+class DeviceInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One device a run uses or a sampler sees."""
+
+    index: int
+    name: str
+    kind: Literal["gpu", "cpu-logical", "cpu"] = "gpu"
+    uuid: str | None = None
+    memory_total_bytes: int | None = None
+    pcie_gen: int | None = None
+    """Current PCIe link generation (1-6)."""
+    pcie_width: int | None = None
+    """Current PCIe link width (lanes)."""
+    pcie_max_gen: int | None = None
+    pcie_max_width: int | None = None
+    nvlink_links: int | None = None
+    """Active NVLink links; 0 when the GPU has none."""
+    mig: bool = False
+    tf_name: str | None = None
+    """The TensorFlow device name, e.g. ``/job:localhost/replica:0/task:0/device:GPU:0``."""
+
+
+class StartEvent(_Event, tag="start"):
+    """First event of a run: what was run, where, with which versions."""
+
+    schema: str = SCHEMA_VERSION
+    gpuscale_version: str
+    tensorflow_version: str | None = None
+    host: str
+    pid: int
+    source: Literal["trainer", "script", "replay"] = "trainer"
+    """Who produced the run: the built-in trainer, or the user's script."""
+    config: dict[str, Any] = {}
+    """The full run configuration as given (and as resolved)."""
+    devices: list[DeviceInfo] = []
+    platform: Literal["gpu", "cpu-logical", "cpu"] = "cpu-logical"
+    model: str = ""
+    strategy: str = ""
+    """``mirrored``, ``central-storage``, ``one-device``, ``multi-worker``, or the user's."""
+    cross_device_ops: str | None = None
+    """All-reduce implementation: ``nccl``, ``hierarchical-copy``, ``reduce-to-one``,
+    ``collective`` (multi-worker) or ``None`` when there is nothing to reduce."""
+    num_replicas: int = 1
+    num_workers: int = 1
+    scaling: Literal["weak", "strong"] = "weak"
+    """``weak``: fixed batch per replica (global batch grows with replicas);
+    ``strong``: fixed global batch (split across replicas)."""
+    global_batch: int = 0
+    per_replica_batch: int = 0
+    param_count: int | None = None
+    """Trainable parameters."""
+    payload_bytes: int | None = None
+    """Gradient bytes all-reduced per step (trainable parameters x dtype size)."""
+    mixed_precision: bool = False
+    pids: list[int] = []
+    """Processes of the run (for matching NVML's per-process memory)."""
+    note: str | None = None
+    """Why defaults were picked, e.g. the CPU-laptop auto-sizing."""
+
+
+class StepEvent(_Event, tag="step"):
+    """One training step, timed on the host after the step's results were
+    fetched (synchronised: the device work of the step is finished)."""
+
+    step: int
+    step_time_s: float
+    samples: int
+    """Samples processed by the step across all replicas (the global batch)."""
+    warmup: bool = False
+    """Warm-up steps are recorded but excluded from statistics."""
+
+
+class PhaseEvent(_Event, tag="phase"):
+    """The breakdown of one step into phases, measured every K-th step.
+
+    ``compute_s + allreduce_s + apply_s`` approximates ``step_time_s``; the
+    trainer's module docstring says how each term is measured.
+    """
+
+    step: int
+    step_time_s: float
+    """The fused step (forward, backward, all-reduce, apply) timed alone."""
+    compute_s: float
+    """Forward + backward on every replica, no gradient exchange."""
+    allreduce_s: float
+    """Exposed all-reduce: what the step waits for the gradient exchange
+    (fused step minus compute minus apply, floored at 0)."""
+    apply_s: float
+    """Optimizer update of the (already reduced) gradients."""
+    input_s: float = 0.0
+    """Time spent waiting for the next batch from the input pipeline."""
+    payload_bytes: int | None = None
+    num_tensors: int | None = None
+    """Gradient tensors all-reduced per step."""
+    method: str = "differenced"
+
+
+class GpuSample(_Event, tag="gpu"):
+    """One NVML sample of one GPU. ``None`` fields are unsupported or unavailable."""
+
+    index: int
+    util_gpu_pct: float | None = None
+    """Percent of the last sample period (1/6 s to 1 s) in which any kernel ran
+    (NCCL kernels count: busy is not working)."""
+    util_mem_pct: float | None = None
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    proc_mem_bytes: int | None = None
+    """Memory used by the run's own processes; ``None`` when NVML's PIDs cannot
+    be matched (e.g. containers reporting host PIDs)."""
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    temp_c: float | None = None
+    sm_clock_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    throttle_reasons: list[str] | None = None
+    pcie_rx_bytes_s: float | None = None
+    pcie_tx_bytes_s: float | None = None
+    nvlink_rx_bytes_s: float | None = None
+    nvlink_tx_bytes_s: float | None = None
+    gpm_sm_activity_pct: float | None = None
+    """Hopper+ GPM: share of SM cycles with a resident warp (working, not just busy)."""
+    gpm_tensor_activity_pct: float | None = None
+    gpm_dram_bw_pct: float | None = None
+    lost: bool = False
+    """The GPU fell off the bus (NVML GpuIsLost); no further samples follow."""
+
+
+class HostSample(_Event, tag="host"):
+    """One sample of the host: always present, the only samples without a GPU."""
+
+    cpu_pct: float
+    """All cores, 0-100."""
+    mem_used_bytes: int
+    mem_total_bytes: int
+    proc_cpu_pct: float | None = None
+    """The run's processes, percent of one core (can exceed 100)."""
+    proc_rss_bytes: int | None = None
+
+
+class LogEvent(_Event, tag="log"):
+    """A line of text: the trainer's output, a telemetry status, a gpuscale notice."""
+
+    message: str
+    source: str = "trainer"
+    """``trainer`` (its stdout/stderr), ``telemetry``, ``recorder``, ``gpuscale``."""
+    level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+class ErrorEvent(_Event, tag="error"):
+    """The run failed: a one-paragraph message and, where there is one, the traceback."""
+
+    message: str
+    traceback: str | None = None
+    source: str = "trainer"
+
+
+class EndEvent(_Event, tag="end"):
+    """Last event of a run."""
+
+    status: Literal["completed", "stopped", "failed", "lost"]
+    """``stopped``: the user stopped it; ``lost``: the process died without a word."""
+    steps: int = 0
+    duration_s: float = 0.0
+    summary: dict[str, Any] | None = None
+    """The analysis of the run (``gpuscale.analysis``), for readers that want it
+    without recomputing."""
+
+
+Event = Union[
+    StartEvent, StepEvent, PhaseEvent, GpuSample, HostSample, LogEvent, ErrorEvent, EndEvent
+]
+EVENT_TYPES: tuple[type, ...] = (
+    StartEvent,
+    StepEvent,
+    PhaseEvent,
+    GpuSample,
+    HostSample,
+    LogEvent,
+    ErrorEvent,
+    EndEvent,
+)
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(Event)
+
+
+def encode(event: Event) -> bytes:
+    """One event as one line of JSON, without the newline."""
+    return _encoder.encode(event)
+
+
+def decode(data: bytes | str) -> Event:
+    """Decode and validate one event. Raises ``msgspec.ValidationError`` or
+    ``msgspec.DecodeError`` on bad input; callers wrap those in their own error."""
+    return _decoder.decode(data)
+
+
+def to_builtins(event: Event) -> dict[str, Any]:
+    """The event as plain Python data (what its JSON holds)."""
+    return msgspec.to_builtins(event)

@@ -1,0 +1,292 @@
+"""How events travel between processes and machines: newline-delimited JSON over TCP.
+
+One mechanism serves every producer that is not the parent process itself: the
+built-in trainer (a child process), a user's script with the Keras callback, and
+the workers of a multi-worker run on other hosts. The parent (``gpuscale run``,
+``watch`` or ``recommend``) runs an :class:`EventServer`; a producer finds it
+through the environment and sends events with an :class:`EventClient`.
+
+Environment
+-----------
+``GPUSCALE_EVENTS``  ``host:port`` of the server.
+``GPUSCALE_TOKEN``   shared secret; a connection that does not present it is
+                     closed and nothing it sent is accepted.
+``GPUSCALE_WORKER``  the worker index this process reports as (default 0).
+
+Protocol
+--------
+The client's first line is a hello, ``{"hello":"gpuscale","token":...,"worker":N}``;
+every further line is one event (:mod:`gpuscale.events.schema`). Lines longer
+than :data:`MAX_LINE_BYTES` or that do not decode are dropped with a warning.
+Why plain TCP: it is in the standard library, works the same on loopback and
+across hosts of a cluster, needs no broker, and a closed socket tells the chief
+at once that a worker is gone.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import queue
+import secrets
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+import msgspec
+
+from gpuscale.events.schema import EndEvent, Event, LogEvent, decode, encode
+
+ENV_ADDRESS = "GPUSCALE_EVENTS"
+ENV_TOKEN = "GPUSCALE_TOKEN"
+ENV_WORKER = "GPUSCALE_WORKER"
+DEFAULT_PORT = 47470
+"""The port a multi-worker chief listens on unless told otherwise."""
+MAX_LINE_BYTES = 4 * 1024 * 1024
+
+
+class _Hello(msgspec.Struct):
+    hello: str
+    token: str
+    worker: int = 0
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """``"host:port"`` -> ``(host, port)``; raises ``ValueError`` with a clear message."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"not an address of the form host:port: {address!r}")
+    return host.strip("[]"), int(port)
+
+
+class EventServer:
+    """Accepts authenticated connections and hands every event to ``on_event``.
+
+    ``on_event`` is called from the server's threads; it must be thread-safe
+    (putting into a ``queue.Queue`` is). ``on_disconnect(worker, saw_end)`` is
+    called when a producer's connection closes; ``saw_end`` is False when it went
+    away without an end event (a crashed or killed worker).
+    """
+
+    def __init__(
+        self,
+        on_event: Callable[[Event], None],
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        token: str | None = None,
+        on_disconnect: Callable[[int, bool], None] | None = None,
+    ):
+        self._on_event = on_event
+        self._on_disconnect = on_disconnect
+        self.token = token or secrets.token_hex(16)
+        self._sock = socket.create_server((host, port), reuse_port=False)
+        self._sock.settimeout(0.2)
+        self.host, self.port = self._sock.getsockname()[:2]
+        self._closed = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._conns: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._accept_thread = threading.Thread(
+            target=self._accept_loop, name="gpuscale-event-server", daemon=True
+        )
+        self._accept_thread.start()
+
+    @property
+    def address(self) -> str:
+        host = self.host if self.host not in ("0.0.0.0", "::") else socket.gethostname()
+        return f"{host}:{self.port}"
+
+    def env(self, worker: int = 0) -> dict[str, str]:
+        """The environment a producer needs to reach this server."""
+        return {ENV_ADDRESS: self.address, ENV_TOKEN: self.token, ENV_WORKER: str(worker)}
+
+    def _notice(self, message: str, level: str = "warning") -> None:
+        self._on_event(LogEvent(t=time.time(), message=message, source="gpuscale", level=level))
+
+    def _accept_loop(self) -> None:
+        while not self._closed.is_set():
+            try:
+                conn, peer = self._sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+            thread = threading.Thread(
+                target=self._serve, args=(conn, peer), name="gpuscale-event-conn", daemon=True
+            )
+            with self._lock:
+                self._conns.add(conn)
+                self._threads.append(thread)
+            thread.start()
+
+    def _serve(self, conn: socket.socket, peer: tuple) -> None:
+        worker = -1
+        saw_end = False
+        authenticated = False
+        try:
+            conn.settimeout(None)
+            reader = conn.makefile("rb")
+            first = reader.readline(MAX_LINE_BYTES)
+            try:
+                hello = msgspec.json.decode(first, type=_Hello)
+                ok = hello.hello == "gpuscale" and hmac.compare_digest(hello.token, self.token)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                ok = False
+            if not ok:
+                self._notice(f"rejected a connection from {peer[0]}: no valid gpuscale token")
+                return
+            authenticated = True
+            worker = hello.worker
+            bad = 0
+            for line in iter(lambda: reader.readline(MAX_LINE_BYTES + 1), b""):
+                if len(line) > MAX_LINE_BYTES or not line.endswith(b"\n"):
+                    if not line.endswith(b"\n") and len(line) <= MAX_LINE_BYTES:
+                        break  # connection cut mid-line
+                    bad += 1
+                    continue
+                try:
+                    event = decode(line)
+                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                    bad += 1
+                    if bad <= 3:
+                        self._notice(f"dropped a malformed event from worker {worker}: {exc}")
+                    continue
+                if isinstance(event, EndEvent):
+                    saw_end = True
+                self._on_event(event)
+        except OSError:
+            pass
+        finally:
+            with self._lock:
+                self._conns.discard(conn)
+            try:
+                conn.close()
+            except OSError:
+                pass
+            if authenticated and self._on_disconnect is not None and not self._closed.is_set():
+                self._on_disconnect(worker, saw_end)
+
+    def close(self) -> None:
+        """Stop accepting; close open connections after their buffered lines are read."""
+        self._closed.set()
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+        self._accept_thread.join(timeout=1)
+        with self._lock:
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join(timeout=1)
+        with self._lock:
+            for conn in list(self._conns):
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
+_STOP = object()
+
+
+class EventClient:
+    """Sends events to an :class:`EventServer` from a background thread, so a slow
+    network never stalls the training step. Connecting retries for
+    ``connect_timeout_s``; a broken connection is retried a few times with back-off,
+    then events are dropped with one message on stderr (training goes on)."""
+
+    def __init__(
+        self,
+        address: str,
+        token: str,
+        *,
+        worker: int = 0,
+        connect_timeout_s: float = 10.0,
+        reconnect_attempts: int = 3,
+    ):
+        self.address = address
+        self.worker = worker
+        self._host, self._port = parse_address(address)
+        self._token = token
+        self._reconnect_attempts = reconnect_attempts
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._sock: socket.socket | None = None
+        self._broken = False
+        self._connect(connect_timeout_s)
+        self._thread = threading.Thread(target=self._send_loop, name="gpuscale-events", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None, **kwargs) -> EventClient | None:
+        """A client for the server named in the environment, or None if none is."""
+        environ = os.environ if environ is None else environ
+        address = environ.get(ENV_ADDRESS)
+        if not address:
+            return None
+        worker = int(environ.get(ENV_WORKER, "0") or 0)
+        return cls(address, environ.get(ENV_TOKEN, ""), worker=worker, **kwargs)
+
+    def _connect(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        delay = 0.05
+        while True:
+            try:
+                sock = socket.create_connection((self._host, self._port), timeout=5)
+                sock.settimeout(None)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                hello = _Hello(hello="gpuscale", token=self._token, worker=self.worker)
+                sock.sendall(msgspec.json.encode(hello) + b"\n")
+                self._sock = sock
+                return
+            except OSError as exc:
+                if time.monotonic() + delay > deadline:
+                    raise ConnectionError(
+                        f"cannot reach the gpuscale event server at {self.address}: {exc}"
+                    ) from exc
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    def send(self, event: Event) -> None:
+        """Queue one event for sending; returns at once."""
+        self._queue.put(event)
+
+    def _send_loop(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is _STOP:
+                return
+            if self._broken:
+                continue
+            data = encode(item) + b"\n"
+            for attempt in range(self._reconnect_attempts + 1):
+                try:
+                    assert self._sock is not None
+                    self._sock.sendall(data)
+                    break
+                except (OSError, AssertionError):
+                    if attempt == self._reconnect_attempts:
+                        self._broken = True
+                        print(
+                            f"gpuscale: lost the event server at {self.address}; "
+                            "events are no longer reported (training goes on)",
+                            file=sys.stderr,
+                        )
+                        break
+                    try:
+                        self._connect(timeout_s=0.5 * 2**attempt)
+                    except ConnectionError:
+                        pass
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Send what is queued (waiting at most ``timeout_s``), then close."""
+        self._queue.put(_STOP)
+        self._thread.join(timeout=timeout_s)
+        if self._sock is not None:
+            try:
+                self._sock.shutdown(socket.SHUT_WR)
+                self._sock.close()
+            except OSError:
+                pass
