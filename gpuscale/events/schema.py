@@ -62,7 +62,7 @@ class DeviceInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
     """The TensorFlow device name, e.g. ``/job:localhost/replica:0/task:0/device:GPU:0``."""
 
 
-class StartEvent(_Event, tag="start"):
+class StartEvent(_Event, tag="start", kw_only=True):
     """First event of a run: what was run, where, with which versions."""
 
     schema: str = SCHEMA_VERSION
@@ -100,7 +100,7 @@ class StartEvent(_Event, tag="start"):
     """Why defaults were picked, e.g. the CPU-laptop auto-sizing."""
 
 
-class StepEvent(_Event, tag="step"):
+class StepEvent(_Event, tag="step", kw_only=True):
     """One training step, timed on the host after the step's results were
     fetched (synchronised: the device work of the step is finished)."""
 
@@ -112,7 +112,7 @@ class StepEvent(_Event, tag="step"):
     """Warm-up steps are recorded but excluded from statistics."""
 
 
-class PhaseEvent(_Event, tag="phase"):
+class PhaseEvent(_Event, tag="phase", kw_only=True):
     """The breakdown of one step into phases, measured every K-th step.
 
     ``compute_s + allreduce_s + apply_s`` approximates ``step_time_s``; the
@@ -137,7 +137,7 @@ class PhaseEvent(_Event, tag="phase"):
     method: str = "differenced"
 
 
-class GpuSample(_Event, tag="gpu"):
+class GpuSample(_Event, tag="gpu", kw_only=True):
     """One NVML sample of one GPU. ``None`` fields are unsupported or unavailable."""
 
     index: int
@@ -168,7 +168,7 @@ class GpuSample(_Event, tag="gpu"):
     """The GPU fell off the bus (NVML GpuIsLost); no further samples follow."""
 
 
-class HostSample(_Event, tag="host"):
+class HostSample(_Event, tag="host", kw_only=True):
     """One sample of the host: always present, the only samples without a GPU."""
 
     cpu_pct: float
@@ -180,7 +180,7 @@ class HostSample(_Event, tag="host"):
     proc_rss_bytes: int | None = None
 
 
-class LogEvent(_Event, tag="log"):
+class LogEvent(_Event, tag="log", kw_only=True):
     """A line of text: the trainer's output, a telemetry status, a gpuscale notice."""
 
     message: str
@@ -189,7 +189,7 @@ class LogEvent(_Event, tag="log"):
     level: Literal["debug", "info", "warning", "error"] = "info"
 
 
-class ErrorEvent(_Event, tag="error"):
+class ErrorEvent(_Event, tag="error", kw_only=True):
     """The run failed: a one-paragraph message and, where there is one, the traceback."""
 
     message: str
@@ -197,7 +197,7 @@ class ErrorEvent(_Event, tag="error"):
     source: str = "trainer"
 
 
-class EndEvent(_Event, tag="end"):
+class EndEvent(_Event, tag="end", kw_only=True):
     """Last event of a run."""
 
     status: Literal["completed", "stopped", "failed", "lost"]
