@@ -1,0 +1,128 @@
+"""Host samples with psutil: CPU, memory, and the run's own processes.
+
+CPU percentages are computed here from CPU-time counters between two samples
+(not with ``psutil.cpu_percent``, whose module-level state other callers in the
+same process would reset):
+
+* ``cpu_pct``: busy share of all cores over the last period, 0-100
+  (busy = total CPU time minus idle and iowait);
+* ``proc_cpu_pct``: user + system CPU time of the run's processes over the last
+  period, in percent of one core (200 = two cores busy);
+* ``mem_used_bytes``: total minus available memory (what the OS cannot hand out
+  without swapping), ``proc_rss_bytes``: resident memory of the run's processes.
+
+A process seen for the first time has no previous counter, so it adds to
+``proc_cpu_pct`` from its second sample on; a process that died or cannot be
+read is dropped without a word (the run's PID list may be stale).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+
+import psutil
+
+from gpuscale.events.schema import HostSample
+
+PidsFn = Callable[[], Iterable[int]]
+
+
+def _busy_and_total(times: object) -> tuple[float, float]:
+    fields = getattr(times, "_fields", ())
+    total = sum(getattr(times, name) for name in fields if name not in ("guest", "guest_nice"))
+    idle = getattr(times, "idle", 0.0) + getattr(times, "iowait", 0.0)
+    return total - idle, total
+
+
+class HostSampler:
+    """Samples the host and the processes ``pids()`` names; never raises from :meth:`sample`."""
+
+    def __init__(self, pids: PidsFn | None = None, *, worker: int = 0):
+        self._pids = pids
+        self._worker = worker
+        self._cpu_prev = _busy_and_total(psutil.cpu_times())
+        self._procs: dict[int, psutil.Process] = {}
+        self._proc_prev: dict[int, tuple[float, float]] = {}
+        """PID -> (CPU seconds, monotonic time) at the previous sample."""
+        self.problems: list[str] = []
+
+    def _system_cpu_pct(self) -> float:
+        busy, total = _busy_and_total(psutil.cpu_times())
+        prev_busy, prev_total = self._cpu_prev
+        self._cpu_prev = (busy, total)
+        d_total = total - prev_total
+        if d_total <= 0:
+            return 0.0
+        return max(0.0, min(100.0, 100.0 * (busy - prev_busy) / d_total))
+
+    def run_pids(self) -> list[int]:
+        """The run's PIDs now (``[]`` when no callable was given or it failed)."""
+        if self._pids is None:
+            return []
+        try:
+            return sorted({int(pid) for pid in self._pids()})
+        except Exception as exc:  # the caller's callable must not stop the sampler
+            self._note(f"the run's PID list is unavailable ({exc})")
+            return []
+
+    def _note(self, message: str) -> None:
+        if message not in self.problems:
+            self.problems.append(message)
+
+    def _processes(self, pids: list[int]) -> tuple[float | None, int | None]:
+        if not pids:
+            return None, None
+        now = time.monotonic()
+        cpu_pct = 0.0
+        rss = 0
+        measured_cpu = False
+        alive = False
+        for pid in pids:
+            proc = self._procs.get(pid)
+            try:
+                if proc is None:
+                    proc = psutil.Process(pid)
+                    self._procs[pid] = proc
+                with proc.oneshot():
+                    cpu = proc.cpu_times()
+                    mem = proc.memory_info()
+            except (psutil.Error, OSError):
+                self._procs.pop(pid, None)
+                self._proc_prev.pop(pid, None)
+                continue
+            alive = True
+            rss += mem.rss
+            seconds = cpu.user + cpu.system
+            prev = self._proc_prev.get(pid)
+            self._proc_prev[pid] = (seconds, now)
+            if prev is not None and now > prev[1]:
+                cpu_pct += 100.0 * max(0.0, seconds - prev[0]) / (now - prev[1])
+                measured_cpu = True
+        for pid in list(self._procs):
+            if pid not in pids:
+                self._procs.pop(pid, None)
+                self._proc_prev.pop(pid, None)
+        if not alive:
+            return None, None
+        return (cpu_pct if measured_cpu else None), rss
+
+    def sample(self, t: float | None = None) -> HostSample | None:
+        """One :class:`HostSample` stamped ``t`` (default ``time.time()``); ``None``
+        only if psutil itself fails."""
+        try:
+            cpu_pct = self._system_cpu_pct()
+            vm = psutil.virtual_memory()
+            proc_cpu, proc_rss = self._processes(self.run_pids())
+        except Exception as exc:
+            self._note(f"host sampling failed ({exc})")
+            return None
+        return HostSample(
+            t=time.time() if t is None else t,
+            worker=self._worker,
+            cpu_pct=round(cpu_pct, 2),
+            mem_used_bytes=int(vm.total - vm.available),
+            mem_total_bytes=int(vm.total),
+            proc_cpu_pct=None if proc_cpu is None else round(proc_cpu, 2),
+            proc_rss_bytes=proc_rss,
+        )
