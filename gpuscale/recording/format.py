@@ -1,0 +1,65 @@
+"""Rules of the recording format shared by the writer and the reader.
+
+A recording is one run: newline-delimited JSON, one event per line
+(:mod:`gpuscale.events.schema`), the start event first, the end event last,
+optionally gzip-compressed. ``docs/recording-format.md`` is the user-facing
+description; this module holds the numbers both sides must agree on.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gpuscale.events.schema import SCHEMA_MAJOR, SCHEMA_VERSION
+
+TIME_TOLERANCE_S = 5.0
+"""How far ``t`` may go backwards between two consecutive events of one worker.
+
+Events reach the recorder from several threads and processes (the sampler, the
+trainer over TCP), so arrival order can differ from ``t`` order by a little;
+more than this is damage (a shuffled or spliced file). The start event is not
+part of this order: it may be composed after sampling began."""
+
+MAX_LINE_BYTES = 32 * 1024 * 1024
+"""No event line is longer; a longer one means the file is not a recording
+(and the reader never has to hold more than this for one line)."""
+
+SUFFIXES = (".ndjson", ".ndjson.gz", ".jsonl", ".jsonl.gz")
+"""File names the store lists as recordings."""
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+_VERSION_RE = re.compile(r"^(\d{1,6})\.(\d{1,6})$")
+
+READER_MINOR = int(SCHEMA_VERSION.split(".")[1])
+
+
+def parse_version(text: str) -> tuple[int, int] | None:
+    """``"1.0"`` -> ``(1, 0)``; ``None`` when ``text`` is not ``MAJOR.MINOR``."""
+    match = _VERSION_RE.match(text)
+    if match is None:
+        return None
+    return int(match.group(1)), int(match.group(2))
+
+
+def version_problem(text: str) -> str | None:
+    """Why a file of schema version ``text`` cannot be read, or ``None`` if it can.
+
+    Same major version: readable (a newer minor only adds optional fields and
+    event kinds, which this reader ignores). Other major: refused, naming both."""
+    parsed = parse_version(text)
+    if parsed is None:
+        return f"unknown recording format version {text[:40]!r} (expected MAJOR.MINOR)"
+    if parsed[0] != SCHEMA_MAJOR:
+        from gpuscale import __version__
+
+        return (
+            f"recording format {text}, but this gpuscale ({__version__}) reads format "
+            f"{SCHEMA_MAJOR}.x (it writes {SCHEMA_VERSION}); "
+            + (
+                "upgrade gpuscale to read it"
+                if parsed[0] > SCHEMA_MAJOR
+                else "read it with an older gpuscale"
+            )
+        )
+    return None

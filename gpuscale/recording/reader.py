@@ -1,0 +1,525 @@
+"""Read a recording back: safely (any damage is one clear error) and fast.
+
+How it stays fast: the file is read in 1 MiB chunks, each cut at its last
+newline and decoded in one call to msgspec's ``Decoder.decode_lines``, which
+parses and validates every line against the typed schema in C (no dicts, no
+per-line Python call). Only when a chunk fails (or holds a line that is not
+exactly one event) is it decoded again line by line, to name the bad line.
+
+How it stays safe: nothing is executed (JSON only, decoded into typed structs);
+memory is bounded (one chunk plus one line of at most
+:data:`~gpuscale.recording.format.MAX_LINE_BYTES`; gzip output is decompressed
+a chunk at a time, so a compression bomb is read like a large file); every
+problem becomes a :class:`RecordingError` naming the file and the line.
+
+What is forgiven, with a one-line warning: a cut-off last line (the writer was
+killed while writing it), a gzip stream that ends early (the same crash), a
+missing end event (the run was killed or is still running), and, in a file of a
+newer minor version, event kinds this gpuscale does not know.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+
+from gpuscale.errors import GpuscaleError
+from gpuscale.events.schema import (
+    EVENT_TYPES,
+    EndEvent,
+    Event,
+    StartEvent,
+)
+from gpuscale.recording.format import (
+    GZIP_MAGIC,
+    MAX_LINE_BYTES,
+    READER_MINOR,
+    TIME_TOLERANCE_S,
+    parse_version,
+    version_problem,
+)
+
+CHUNK_BYTES = 1024 * 1024
+"""Bytes read (or decompressed) at a time."""
+
+LOAD_LIMIT_BYTES = 2 * 1024**3
+"""Most (uncompressed) bytes :func:`load_run` holds in memory; past this it asks
+the caller to stream with :func:`iter_events` instead."""
+
+_DECODE_ERRORS = (msgspec.MsgspecError, RecursionError, ValueError, TypeError, OverflowError)
+_KNOWN_KINDS = frozenset(cls.__struct_config__.tag for cls in EVENT_TYPES)
+
+
+class RecordingError(GpuscaleError):
+    """A recording cannot be read. The message names the file and, where there
+    is one, the line (1-based); exit code 2."""
+
+    def __init__(self, path: str | os.PathLike, message: str, line: int | None = None):
+        self.path = Path(path)
+        self.line = line
+        self.reason = message
+        where = f"{path}: line {line}: " if line is not None else f"{path}: "
+        super().__init__(where + message)
+
+
+@dataclass
+class LoadedRun:
+    """A whole recording in memory."""
+
+    path: Path
+    start: StartEvent
+    events: list[Event]
+    """The complete stream in file order: ``start`` first, ``end`` last when present."""
+    end: EndEvent | None
+    """``None`` when the run was killed (or is still being recorded)."""
+    warnings: list[str] = field(default_factory=list)
+    """One line each: what was forgiven (a cut last line, a missing end event)."""
+    truncated: bool = False
+    """The file ends in the middle of a line or of its gzip stream (a crash)."""
+    schema: str = "1.0"
+    """The file's format version (from its start event)."""
+
+
+class _Probe(msgspec.Struct):
+    """Just enough of a line to route it: its kind and, on the first, its version."""
+
+    kind: object = None
+    schema: object = None
+
+
+_probe_decoder = msgspec.json.Decoder(_Probe)
+
+
+class _StreamCut(Exception):
+    """The gzip stream ended before its end marker (a crash while writing)."""
+
+
+class _Reader:
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        on_warning: Callable[[str], None] | None,
+        max_bytes: int | None = None,
+    ):
+        self.path = Path(path)
+        self.on_warning = on_warning
+        self.max_bytes = max_bytes
+        self.decoder = msgspec.json.Decoder(Event)
+        self.line_no = 0
+        """Lines fully consumed so far."""
+        self.bytes_read = 0
+        self.started = False
+        self.ended = False
+        self.last_t: dict[int, float] = {}
+        self.truncated = False
+        self.schema = "1.0"
+        self.newer_minor = False
+        self.skipped_kinds: set[str] = set()
+        self.start: StartEvent | None = None
+        self.end: EndEvent | None = None
+        self._pending_start: StartEvent | None = None
+
+    # -- errors and warnings -------------------------------------------------------
+
+    def error(self, message: str, line: int | None = None) -> RecordingError:
+        return RecordingError(self.path, message, line)
+
+    def warn(self, message: str) -> None:
+        if self.on_warning is not None:
+            self.on_warning(f"{self.path}: {message}")
+
+    # -- bytes -----------------------------------------------------------------
+
+    def open(self):
+        try:
+            f = open(self.path, "rb")  # noqa: SIM115 - closed by the caller
+        except FileNotFoundError:
+            raise self.error("no such file") from None
+        except IsADirectoryError:
+            raise self.error("is a directory, not a recording") from None
+        except PermissionError:
+            raise self.error("permission denied (cannot read the file)") from None
+        except OSError as exc:
+            raise self.error(f"cannot open: {exc.strerror or exc}") from None
+        try:
+            if self.max_bytes is not None:
+                size = os.fstat(f.fileno()).st_size
+                if size > self.max_bytes and f.peek(2)[:2] != GZIP_MAGIC:
+                    raise self.error(
+                        f"{size / 1e9:.1f} GB is more than gpuscale loads into memory at once "
+                        f"({self.max_bytes / 1e9:.1f} GB); stream it with "
+                        "gpuscale.recording.reader.iter_events"
+                    )
+        except BaseException:
+            f.close()
+            raise
+        return f
+
+    def chunks(self, f) -> Iterator[bytes]:
+        """The file's (decompressed) bytes, a chunk at a time."""
+        try:
+            head = f.peek(2)[:2]
+        except OSError as exc:
+            raise self.error(f"cannot read: {exc.strerror or exc}") from None
+        if head == GZIP_MAGIC:
+            yield from self._gzip_chunks(f)
+            return
+        while True:
+            try:
+                data = f.read(CHUNK_BYTES)
+            except OSError as exc:
+                raise self.error(f"cannot read: {exc.strerror or exc}", self.line_no + 1) from None
+            if not data:
+                return
+            yield data
+
+    def _gzip_chunks(self, f) -> Iterator[bytes]:
+        decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            while True:
+                if decomp.eof:
+                    data = decomp.unused_data or f.read(CHUNK_BYTES)
+                    if not data:
+                        return  # clean end of the last gzip member
+                    decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)  # concatenated member
+                elif decomp.unconsumed_tail:
+                    data = decomp.unconsumed_tail
+                else:
+                    data = f.read(CHUNK_BYTES)
+                    if not data:
+                        rest = decomp.flush()
+                        if rest:
+                            yield rest
+                        raise _StreamCut
+                out = decomp.decompress(data, CHUNK_BYTES)
+                if out:
+                    yield out
+        except zlib.error as exc:
+            raise self.error(f"gzip data is corrupt ({exc})", self.line_no + 1) from None
+        except OSError as exc:
+            raise self.error(f"cannot read: {exc.strerror or exc}", self.line_no + 1) from None
+
+    # -- lines -----------------------------------------------------------------
+
+    def batches(self) -> Iterator[list[Event]]:
+        """Validated events, a chunk's worth at a time, in file order."""
+        f = self.open()
+        with f:
+            pending: list[bytes] = []
+            pending_len = 0
+            stream_cut = False
+            chunks = self.chunks(f)
+            while True:
+                try:
+                    chunk = next(chunks)
+                except StopIteration:
+                    break
+                except _StreamCut:
+                    stream_cut = True
+                    break
+                self.bytes_read += len(chunk)
+                if self.max_bytes is not None and self.bytes_read > self.max_bytes:
+                    raise self.error(
+                        f"holds more than the {self.max_bytes / 1e9:.1f} GB of events gpuscale "
+                        "loads into memory at once; stream it with "
+                        "gpuscale.recording.reader.iter_events",
+                        self.line_no + 1,
+                    )
+                cut = chunk.rfind(b"\n")
+                if cut < 0:
+                    pending.append(chunk)
+                    pending_len += len(chunk)
+                    if pending_len > MAX_LINE_BYTES:
+                        raise self.error(
+                            f"longer than {MAX_LINE_BYTES // 2**20} MiB without a newline: "
+                            "not a gpuscale recording",
+                            self.line_no + 1,
+                        )
+                    continue
+                if pending:
+                    pending.append(chunk[: cut + 1])
+                    complete = b"".join(pending)
+                else:
+                    complete = chunk if cut == len(chunk) - 1 else chunk[: cut + 1]
+                rest = chunk[cut + 1 :]
+                pending = [rest] if rest else []
+                pending_len = len(rest)
+                if not self.started:
+                    complete = self._first_lines(complete)
+                    if not complete:
+                        if self._pending_start is not None:
+                            yield [self._pending_start]
+                            self._pending_start = None
+                        continue
+                events = self._decode_complete(complete)
+                if events:
+                    yield events
+            tail = b"".join(pending)
+            last = self._last_line(tail, stream_cut)
+            if last is not None:
+                yield [last]
+        if not self.started:
+            if self.line_no == 0 and not tail.strip():
+                raise self.error("empty file: not a gpuscale recording")
+            raise self.error("no start event: not a gpuscale recording", 1)
+        if self.end is None:
+            self.warn(
+                f"no end event after line {self.line_no}: the run was killed or is still "
+                "running; read what was recorded"
+            )
+
+    def _first_lines(self, complete: bytes) -> bytes:
+        """Consume leading blank lines and the start line; return the rest."""
+        pos = 0
+        while True:
+            nl = complete.find(b"\n", pos)
+            if nl < 0:
+                return b""
+            line = complete[pos:nl]
+            self.line_no += 1
+            pos = nl + 1
+            if line.strip():
+                self._start(line)
+                return complete[pos:]
+
+    def _start(self, line: bytes) -> StartEvent:
+        number = self.line_no
+        try:
+            probe = _probe_decoder.decode(line)
+        except msgspec.DecodeError as exc:
+            raise self.error(f"not JSON ({exc}): not a gpuscale recording", number) from None
+        except _DECODE_ERRORS:
+            raise self.error("not a JSON object: not a gpuscale recording", number) from None
+        if probe.kind != "start":
+            kind = probe.kind if isinstance(probe.kind, str) else None
+            what = f"a {kind[:40]!r} event" if kind else "no 'kind' field"
+            raise self.error(
+                f"the first line has {what}; a gpuscale recording starts with a start event",
+                number,
+            )
+        schema = probe.schema if probe.schema is not None else "1.0"
+        if not isinstance(schema, str):
+            raise self.error("the start event's 'schema' is not a string", number)
+        problem = version_problem(schema)
+        if problem is not None:
+            raise self.error(problem, number)
+        self.schema = schema
+        self.newer_minor = (parse_version(schema) or (0, 0))[1] > READER_MINOR
+        try:
+            start = self.decoder.decode(line)
+        except _DECODE_ERRORS as exc:
+            raise self.error(f"the start event is not valid: {exc}", number) from None
+        if self.newer_minor and start.schema != schema:
+            start = msgspec.structs.replace(start, schema=schema)
+        self.start = start
+        self.started = True
+        self._pending_start = start
+        return start
+
+    def _decode_complete(self, complete: bytes) -> list[Event]:
+        """Decode whole lines (``complete`` ends with a newline) and check their order."""
+        n_lines = complete.count(b"\n")
+        events: list[Event] | None
+        try:
+            events = self.decoder.decode_lines(complete)
+        except _DECODE_ERRORS:
+            events = None
+        line_numbers: list[int] | None = None
+        if events is None or len(events) != n_lines:
+            events, line_numbers = self._decode_slowly(complete)
+        start = self._pending_start
+        if start is not None:
+            self._pending_start = None
+            events.insert(0, start)
+            if line_numbers is not None:
+                line_numbers.insert(0, self.line_no)
+            base_shift = 1
+        else:
+            base_shift = 0
+        bad = self._check_order(events)
+        if bad is not None:
+            index, message = bad
+            if line_numbers is not None:
+                line = line_numbers[index]
+            else:
+                line = self.line_no + index + 1 - base_shift
+            raise self.error(message, line)
+        self.line_no += n_lines
+        return events
+
+    def _decode_slowly(self, complete: bytes) -> tuple[list[Event], list[int]]:
+        """Line by line: to name a bad line, skip blank ones, and skip kinds unknown
+        to this reader in a file of a newer minor version."""
+        events: list[Event] = []
+        numbers: list[int] = []
+        lines = complete.split(b"\n")
+        lines.pop()  # after the final newline
+        decode = self.decoder.decode
+        for offset, line in enumerate(lines):
+            number = self.line_no + offset + 1
+            if not line.strip():
+                continue
+            try:
+                events.append(decode(line))
+            except _DECODE_ERRORS as exc:
+                if self._skippable(line, number):
+                    continue
+                raise self._line_error(line, exc, number) from None
+            numbers.append(number)
+        return events, numbers
+
+    def _skippable(self, line: bytes, number: int) -> bool:
+        if not self.newer_minor:
+            return False
+        try:
+            kind = _probe_decoder.decode(line).kind
+        except _DECODE_ERRORS:
+            return False
+        if not isinstance(kind, str) or kind in _KNOWN_KINDS:
+            return False
+        if kind not in self.skipped_kinds:
+            self.skipped_kinds.add(kind)
+            self.warn(
+                f"line {number}: skipping {kind[:40]!r} events, a kind this gpuscale does not "
+                f"know (the file is format {self.schema})"
+            )
+        return True
+
+    def _line_error(self, line: bytes, exc: Exception, number: int) -> RecordingError:
+        if isinstance(exc, RecursionError):
+            return self.error("JSON nested too deeply", number)
+        if isinstance(exc, msgspec.DecodeError):
+            return self.error(f"not JSON ({exc})", number)
+        try:
+            kind = _probe_decoder.decode(line).kind
+        except _DECODE_ERRORS:
+            kind = None
+        if isinstance(kind, str) and kind not in _KNOWN_KINDS:
+            return self.error(f"unknown event kind {kind[:40]!r}", number)
+        if isinstance(kind, str):
+            return self.error(f"not a valid {kind!r} event: {exc}", number)
+        return self.error(f"not a valid event: {exc}", number)
+
+    def _check_order(self, events: list[Event]) -> tuple[int, str] | None:
+        """Index and reason of the first event out of order, or ``None``.
+
+        Rules: one start event, first; nothing after the end event; within a
+        worker, ``t`` never goes back by more than TIME_TOLERANCE_S."""
+        last_t = self.last_t
+        tolerance = TIME_TOLERANCE_S
+        ended = self.ended
+        for index, event in enumerate(events):
+            cls = type(event)
+            if ended:
+                return index, "an event after the end event (two runs joined in one file?)"
+            if cls is StartEvent:
+                if index == 0 and event is self.start and not last_t:
+                    continue
+                return index, "a second start event (two runs joined in one file?)"
+            if cls is EndEvent:
+                ended = True
+                self.end = event
+            worker = event.worker
+            t = event.t
+            previous = last_t.get(worker)
+            if previous is None:
+                last_t[worker] = t
+            elif t > previous:
+                last_t[worker] = t
+            elif t < previous - tolerance:
+                return index, (
+                    f"time goes backwards by {previous - t:.3g} s (events out of order; "
+                    f"up to {tolerance:g} s is tolerated)"
+                )
+        self.ended = ended
+        return None
+
+    def _last_line(self, tail: bytes, stream_cut: bool) -> Event | None:
+        """The bytes after the last newline: a complete event kept, a cut one dropped."""
+        if stream_cut:
+            self.truncated = True
+            self.warn(
+                f"the gzip stream ends early after line {self.line_no} (the run was cut off "
+                "while writing); read what was recorded"
+            )
+        if not tail.strip(b" \t\r\n"):
+            return None
+        number = self.line_no + 1
+        if not self.started:
+            if tail.strip(b" \t\r\n\x00"):
+                try:
+                    self._start(tail)
+                except RecordingError as exc:
+                    raise self.error(
+                        f"the start event is cut off or invalid: nothing to read ({exc.reason})",
+                        number,
+                    ) from None
+                start = self._pending_start
+                self._pending_start = None
+                return start
+            return None
+        try:
+            event = self.decoder.decode(tail)
+        except _DECODE_ERRORS:
+            event = None
+        if event is not None:
+            bad = self._check_order([event])
+            if bad is not None:
+                raise self.error(bad[1], number)
+            self.line_no += 1
+            return event
+        self.truncated = True
+        self.warn(
+            f"line {number} is cut off (the run was killed while writing it); dropped it and "
+            f"kept the {self.line_no} lines before"
+        )
+        return None
+
+
+def iter_events(
+    path: str | os.PathLike, on_warning: Callable[[str], None] | None = None
+) -> Iterator[Event]:
+    """Stream a recording's events in file order (start first), in bounded memory.
+
+    Raises :class:`RecordingError` on damage (possibly after yielding the events
+    before it); calls ``on_warning(message)`` for what is forgiven."""
+    reader = _Reader(path, on_warning)
+    for batch in reader.batches():
+        yield from batch
+
+
+def load_run(
+    path: str | os.PathLike,
+    on_warning: Callable[[str], None] | None = None,
+    *,
+    max_bytes: int = LOAD_LIMIT_BYTES,
+) -> LoadedRun:
+    """Read a whole recording into memory; raises :class:`RecordingError` on damage.
+
+    ``max_bytes`` bounds the (uncompressed) size held in memory."""
+    warnings: list[str] = []
+
+    def warn(message: str) -> None:
+        warnings.append(message)
+        if on_warning is not None:
+            on_warning(message)
+
+    reader = _Reader(path, warn, max_bytes)
+    events: list[Event] = []
+    for batch in reader.batches():
+        events.extend(batch)
+    assert reader.start is not None  # batches() raises otherwise
+    return LoadedRun(
+        path=reader.path,
+        start=reader.start,
+        events=events,
+        end=reader.end,
+        warnings=warnings,
+        truncated=reader.truncated,
+        schema=reader.schema,
+    )
