@@ -299,33 +299,37 @@ class Sampler:
 
     def _run_pcie(self) -> None:
         """PCIe throughput blocks ~20 ms per call: refresh it here, apart from the samples."""
-        rx_counter = 1
-        tx_counter = 0
-        if self._lib is not None:
-            rx_counter = self._lib.constant("NVML_PCIE_UTIL_RX_BYTES", 1)
-            tx_counter = self._lib.constant("NVML_PCIE_UTIL_TX_BYTES", 0)
         while not self._stop_event.is_set():
             started = time.monotonic()
-            for gpu in list(self._gpus):
-                lib = self._lib
-                if lib is None or self._stop_event.is_set():
-                    return
-                if gpu.lost:
-                    continue
-                try:
-                    rx = lib.query("nvmlDeviceGetPcieThroughput", gpu.handle, rx_counter)
-                    tx = lib.query("nvmlDeviceGetPcieThroughput", gpu.handle, tx_counter)
-                except GpuLostError:
-                    with self._lock:
-                        self._lost_pending.add(gpu.index)
-                    continue
-                with self._lock:
-                    self._pcie[gpu.index] = (
-                        None if rx is None else float(rx) * _KIB,
-                        None if tx is None else float(tx) * _KIB,
-                    )
+            try:
+                self.refresh_pcie()
+            except Exception:  # never let this thread die with a traceback
+                pass
             spent = time.monotonic() - started
             self._stop_event.wait(max(0.0, self.interval_s - spent))
+
+    def refresh_pcie(self) -> None:
+        """Read PCIe rx/tx of every GPU once (blocking); the next samples carry the values."""
+        lib = self._lib
+        if lib is None:
+            return
+        rx_counter = lib.constant("NVML_PCIE_UTIL_RX_BYTES", 1)
+        tx_counter = lib.constant("NVML_PCIE_UTIL_TX_BYTES", 0)
+        for gpu in list(self._gpus):
+            if gpu.lost or self._stop_event.is_set():
+                continue
+            try:
+                rx = lib.query("nvmlDeviceGetPcieThroughput", gpu.handle, rx_counter)
+                tx = lib.query("nvmlDeviceGetPcieThroughput", gpu.handle, tx_counter)
+            except GpuLostError:
+                with self._lock:
+                    self._lost_pending.add(gpu.index)
+                continue
+            with self._lock:
+                self._pcie[gpu.index] = (
+                    None if rx is None else float(rx) * _KIB,
+                    None if tx is None else float(tx) * _KIB,
+                )
 
     def _send(self, event: Event) -> None:
         try:
