@@ -135,6 +135,9 @@ class PhaseEvent(_Event, tag="phase", kw_only=True):
     num_tensors: int | None = None
     """Gradient tensors all-reduced per step."""
     method: str = "differenced"
+    allreduce_total_s: float | None = None
+    """The all-reduce of a gradient-sized payload timed alone (nothing to overlap
+    with): its full cost, of which ``allreduce_s`` is the part the step waits for."""
 
 
 class GpuSample(_Event, tag="gpu", kw_only=True):

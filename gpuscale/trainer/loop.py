@@ -1,0 +1,358 @@
+"""The data-parallel training loop and its phase measurement (imports TensorFlow).
+
+How a step is measured
+----------------------
+Every step runs ``train_fn``, the real step: on every replica forward and
+backward pass, then ``optimizer.apply(grads)``. Keras 3's TensorFlow optimizer
+sums the gradients across replicas itself when it is called in a replica
+context (``keras/src/backend/tensorflow/optimizer.py``: ``_backend_update_step``
+calls ``_all_reduce_sum_gradients``, i.e.
+``get_replica_context().all_reduce(SUM, grads)``; Keras 3 has no switch to turn
+that off, unlike Keras 2's ``skip_gradients_aggregation`` /
+``experimental_aggregate_gradients``). So the optimizer gets the per-replica
+gradients and does the one all-reduce, exactly as ``model.fit`` does; the loss
+is averaged over the *global* batch so the sum is the mean gradient.
+The step time (:class:`StepEvent`) is the host wall clock from asking the input
+for the batch until the host holds a value read from every replica's *updated*
+variables (so asynchronous dispatch cannot make a step look shorter than it is).
+
+Every K-th step (a probe) the same batch also goes through two more compiled
+functions, each timed alone and synchronised the same way:
+
+* ``compute_fn``: forward + backward on every replica, no exchange; it returns a
+  value read from every gradient so nothing is pruned.
+* ``grads_fn``: ``compute_fn`` plus the explicit
+  ``get_replica_context().all_reduce(SUM, grads)`` -- the call the optimizer makes.
+
+and the phase breakdown (:class:`PhaseEvent`) is
+
+* ``compute_s`` = T(compute_fn)
+* ``allreduce_s`` = T(grads_fn) - T(compute_fn), floored at 0: the *exposed*
+  all-reduce, what the step waits for the gradient exchange
+* ``apply_s`` = T(train_fn) - T(grads_fn), floored at 0: the optimizer update
+* ``input_s``: the wait for the next batch from the input pipeline
+* ``allreduce_total_s``: an all-reduce of buffers shaped like the gradients,
+  timed alone (nothing to overlap with): the full cost of the exchange.
+
+``payload_bytes`` is the bytes of all trainable variables in the gradient dtype
+(sparse embedding gradients are made dense, so that is what travels);
+``num_tensors`` the gradient tensors handed to the all-reduce (TensorFlow may
+pack them into fewer messages).
+
+What it cannot see
+------------------
+* Overlap: where communication runs alongside computation (XLA or other
+  schedulers), the difference only shows the part the step waits for; the
+  hidden part shows in ``allreduce_total_s`` alone.
+* On CPU logical devices the "all-reduce" is a memory copy within one process;
+  its cost says nothing about PCIe or NVLink. Treat CPU runs as a demonstration.
+* The three functions are compiled separately; Grappler (or XLA) may fuse or
+  schedule them slightly differently, so the terms are estimates that can be
+  off by the noise of one step (hence the flooring at 0).
+* One sample per probe: a single probe is noisy, the medians over many are not.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from gpuscale.errors import GpuscaleError
+from gpuscale.events.schema import DeviceInfo, PhaseEvent, StepEvent
+from gpuscale.trainer.models import BuiltModel, build_model
+from gpuscale.trainer.options import TrainConfig
+from gpuscale.trainer.sizing import Sizing, resolve_sizing
+
+
+@dataclass
+class DevicePlan:
+    """The devices a run uses."""
+
+    platform: str
+    """``gpu`` or ``cpu-logical``."""
+    names: list[str]
+    """TensorFlow device names, one per replica."""
+    infos: list[DeviceInfo]
+
+
+def setup_devices(config: TrainConfig) -> DevicePlan:
+    """Pick the devices; on a machine without a GPU split the CPU into N logical
+    devices. Must run before TensorFlow initialises its devices. GPU selection by
+    index (``--gpus``) is done earlier, through ``CUDA_VISIBLE_DEVICES``."""
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        n = config.devices or (1 if config.strategy == "one-device" else len(gpus))
+        if n > len(gpus):
+            raise GpuscaleError(f"--devices {n}: TensorFlow sees only {len(gpus)} GPU(s)")
+        chosen = gpus[:n]
+        tf.config.set_visible_devices(chosen, "GPU")
+        for gpu in chosen:
+            tf.config.experimental.set_memory_growth(gpu, True)
+        logical = tf.config.list_logical_devices("GPU")
+        infos = []
+        for i, dev in enumerate(logical):
+            details = tf.config.experimental.get_device_details(chosen[i]) or {}
+            index = config.gpus[i] if config.gpus else i
+            infos.append(
+                DeviceInfo(index=index, name=details.get("device_name", "GPU"), kind="gpu", tf_name=dev.name)
+            )
+        return DevicePlan("gpu", [d.name for d in logical], infos)
+    if config.gpus is not None:
+        raise GpuscaleError(
+            "--gpus: TensorFlow sees no GPU on this machine; use --devices N for N logical CPU devices"
+        )
+    n = config.devices or (1 if config.strategy == "one-device" else 2)
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(n)])
+    logical = tf.config.list_logical_devices("CPU")
+    infos = [DeviceInfo(index=i, name=f"CPU logical device {i}", kind="cpu-logical", tf_name=d.name) for i, d in enumerate(logical)]
+    return DevicePlan("cpu-logical", [d.name for d in logical], infos)
+
+
+def build_strategy(config: TrainConfig, plan: DevicePlan) -> tuple[tf.distribute.Strategy, str | None, str]:
+    """The tf.distribute strategy for ``config`` on ``plan``'s devices.
+
+    Returns ``(strategy, cross_device_ops, note)``: the all-reduce's name as the
+    StartEvent reports it and a sentence on what was picked automatically.
+    The one place strategies are made (multi-worker will be added here)."""
+    if config.strategy == "one-device":
+        return tf.distribute.OneDeviceStrategy(plan.names[0]), None, ""
+    if config.strategy == "central-storage":
+        strategy = tf.distribute.experimental.CentralStorageStrategy(
+            compute_devices=plan.names, parameter_device="/cpu:0"
+        )
+        return strategy, "reduce-to-one", "central-storage keeps the variables on the CPU and reduces gradients there."
+    choice = config.all_reduce
+    on_gpu = plan.platform == "gpu"
+    if choice in ("auto", "collective"):
+        impl = "NCCL" if on_gpu else "ring"
+        note = (
+            f"all-reduce: TensorFlow's default for MirroredStrategy, CollectiveAllReduce ({impl} implementation)."
+            if choice == "auto"
+            else ""
+        )
+        return tf.distribute.MirroredStrategy(plan.names), "collective", note
+    if choice in ("nccl", "hierarchical-copy") and not on_gpu:
+        raise GpuscaleError(
+            f"--all-reduce {choice} needs GPUs; on CPU logical devices use reduce-to-one or auto"
+        )
+    ops = {
+        "nccl": tf.distribute.NcclAllReduce,
+        "hierarchical-copy": tf.distribute.HierarchicalCopyAllReduce,
+        "reduce-to-one": tf.distribute.ReductionToOneDevice,
+    }[choice]()
+    return tf.distribute.MirroredStrategy(plan.names, cross_device_ops=ops), choice, ""
+
+
+def _touch(tensors: list) -> tf.Tensor:
+    """A cheap scalar that depends on every tensor (first element of each), so
+    nothing is pruned and fetching it waits for all of them."""
+    parts = []
+    for t in tensors:
+        if isinstance(t, tf.IndexedSlices):
+            t = t.values
+        parts.append(tf.cast(tf.reshape(t, [-1])[0], tf.float32))
+    return tf.add_n(parts)
+
+
+def _variable(v) -> tf.Variable:
+    return v.value if isinstance(v, keras.Variable) else v
+
+
+class Trainer:
+    """A model, a strategy, the data and the three compiled functions.
+
+    ``run(stop)`` yields a :class:`StepEvent` per step and a :class:`PhaseEvent`
+    per probe until ``config.steps`` are done or ``stop`` is set (the current
+    step is finished first)."""
+
+    def __init__(self, config: TrainConfig, plan: DevicePlan, *, cpu_count: int | None = None):
+        self.config = config
+        self.plan = plan
+        self.strategy, self.cross_device_ops, strategy_note = build_strategy(config, plan)
+        self.num_replicas = self.strategy.num_replicas_in_sync
+        self.sizing: Sizing = resolve_sizing(config, plan.platform, self.num_replicas, cpu_count)
+        notes = [self.sizing.note, strategy_note]
+        if config.mixed_precision:
+            policy = "mixed_float16" if plan.platform == "gpu" else "mixed_bfloat16"
+            keras.mixed_precision.set_global_policy(policy)
+            notes.append(f"mixed precision: {policy}.")
+        self.note = " ".join(n for n in notes if n) or None
+        keras.utils.set_random_seed(config.seed)
+        with self.strategy.scope():
+            self.built: BuiltModel = build_model(
+                config.model, width=self.sizing.width or 128, image_size=config.image_size
+            )
+            optimizer = keras.optimizers.Adam(learning_rate=1e-3)
+            if config.mixed_precision and plan.platform == "gpu":
+                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+            self.optimizer = optimizer
+            self.optimizer.build(self.built.model.trainable_variables)
+        self.model = self.built.model
+        self.loss = keras.losses.SparseCategoricalCrossentropy(
+            from_logits=self.built.from_logits, reduction=None
+        )
+        self.variables = list(self.model.trainable_variables)
+        self.param_count = int(sum(np.prod(v.shape) for v in self.variables))
+        self.payload_bytes = int(sum(np.prod(v.shape) * tf.as_dtype(v.dtype).size for v in self.variables))
+        self.num_tensors = len(self.variables)
+        self.global_batch = self.sizing.per_replica_batch * self.num_replicas
+        self._compile_functions()
+
+    # -- the replica computations -------------------------------------------------
+    def replica_gradients(self, x, y) -> list:
+        """Forward + backward on one replica; the loss is averaged over the global
+        batch, so the SUM all-reduce of these gradients is the mean gradient."""
+        with tf.GradientTape() as tape:
+            out = self.model(x, training=True)
+            per_example = self.loss(y, tf.cast(out, tf.float32))
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=self.global_batch)
+            if self.model.losses:
+                loss += tf.nn.scale_regularization_loss(tf.add_n(self.model.losses))
+            scaled = self.optimizer.scale_loss(loss)
+        grads = tape.gradient(scaled, [_variable(v) for v in self.variables])
+        if any(g is None for g in grads):
+            missing = [v.name for v, g in zip(self.variables, grads) if g is None]
+            raise GpuscaleError(f"the model has trainable variables the loss does not depend on: {', '.join(missing[:5])}")
+        # Sparse (embedding) gradients made dense: the payload is then the variables' bytes.
+        return [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
+
+    def _compile_functions(self) -> None:
+        strategy = self.strategy
+        sum_op = tf.distribute.ReduceOp.SUM
+
+        def compute_replica(x, y):
+            return _touch(self.replica_gradients(x, y))
+
+        def grads_replica(x, y):
+            grads = self.replica_gradients(x, y)
+            reduced = tf.distribute.get_replica_context().all_reduce(sum_op, grads)
+            return _touch(reduced)
+
+        def train_replica(x, y):
+            grads = self.replica_gradients(x, y)
+            self.optimizer.apply(grads, self.variables)  # sums across replicas itself
+            return _touch([_variable(v).read_value() for v in self.variables])
+
+        def allreduce_replica(buffers):
+            return _touch(tf.distribute.get_replica_context().all_reduce(sum_op, buffers))
+
+        self.compute_fn = tf.function(lambda batch: strategy.run(compute_replica, args=batch))
+        self.grads_fn = tf.function(lambda batch: strategy.run(grads_replica, args=batch))
+        self.train_fn = tf.function(lambda batch: strategy.run(train_replica, args=batch))
+        self.allreduce_fn = tf.function(lambda buffers: strategy.run(allreduce_replica, args=(buffers,)))
+
+        def make_buffers():
+            rid = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.float32)
+            return [tf.fill(v.shape, tf.cast(rid + 1.0, v.dtype)) for v in self.variables]
+
+        self._buffers = tf.function(lambda: strategy.run(make_buffers))()
+
+    # -- data -----------------------------------------------------------------------
+    def batches(self) -> Iterator:
+        """Distributed batches: synthetic ones made once on each device (reused
+        every step, so input costs nothing), or a host-side tf.data pipeline."""
+        built, per_replica, seed = self.built, self.sizing.per_replica_batch, self.config.seed
+        if built.dataset is not None or self.config.data == "host":
+            return iter(self.strategy.experimental_distribute_dataset(self._host_dataset()))
+
+        def make_batch():
+            rid = tf.distribute.get_replica_context().replica_id_in_sync_group
+            s = tf.stack([tf.constant(seed, tf.int32), tf.cast(rid, tf.int32)])
+            shape = (per_replica, *built.input_shape)
+            if built.input_dtype == "int32":
+                x = tf.random.stateless_uniform(shape, s, minval=0, maxval=built.vocab_size or 2, dtype=tf.int32)
+            else:
+                x = tf.random.stateless_uniform(shape, s)
+            y = tf.random.stateless_uniform((per_replica,), s + 1, minval=0, maxval=built.num_classes, dtype=tf.int32)
+            return x, y
+
+        batch = tf.function(lambda: self.strategy.run(make_batch))()
+        return itertools.repeat(batch)
+
+    def _host_dataset(self) -> tf.data.Dataset:
+        built, options = self.built, tf.data.Options()
+        if built.dataset is not None:
+            ds = built.dataset
+        else:
+            rng = np.random.default_rng(self.config.seed)
+            pool = max(4 * self.global_batch, 256)
+            if built.input_dtype == "int32":
+                x = rng.integers(0, built.vocab_size or 2, size=(pool, *built.input_shape), dtype=np.int32)
+            else:
+                x = rng.integers(0, 256, size=(pool, *built.input_shape), dtype=np.uint8)
+            y = rng.integers(0, built.num_classes, size=(pool,), dtype=np.int32)
+            ds = tf.data.Dataset.from_tensor_slices((x, y))
+            if built.input_dtype != "int32":  # decode-like host work: cast, scale, random flip
+                ds = ds.map(
+                    lambda a, b: (tf.image.random_flip_left_right(tf.cast(a, tf.float32) / 255.0)
+                                  if len(built.input_shape) == 3 else tf.cast(a, tf.float32) / 255.0, b),
+                    num_parallel_calls=tf.data.AUTOTUNE,
+                )
+        ds = ds.repeat().batch(self.global_batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+        return ds.with_options(options)
+
+    # -- timing ----------------------------------------------------------------------
+    def _sync(self, out) -> None:
+        for value in self.strategy.experimental_local_results(out):
+            value.numpy()
+
+    def _timed(self, fn: Callable, *args) -> float:
+        start = time.perf_counter()
+        self._sync(fn(*args))
+        return time.perf_counter() - start
+
+    def run(self, stop: threading.Event | None = None) -> Iterator[StepEvent | PhaseEvent]:
+        """Train ``config.steps`` steps (fewer if ``stop`` is set), yielding events."""
+        config, batches = self.config, self.batches()
+        k = config.phase_every
+        probes_ready = False
+        for step in range(config.steps):
+            if stop is not None and stop.is_set():
+                return
+            start = time.perf_counter()
+            batch = next(batches)
+            got_batch = time.perf_counter()
+            self._sync(self.train_fn(batch))
+            end = time.perf_counter()
+            warmup = step < config.warmup_steps
+            yield StepEvent(
+                t=time.time(),
+                step=step,
+                step_time_s=end - start,
+                samples=self.global_batch,
+                warmup=warmup,
+            )
+            if not k:
+                continue
+            if not probes_ready:  # compile the probe functions once, untimed
+                self._sync(self.compute_fn(batch))
+                self._sync(self.grads_fn(batch))
+                self._sync(self.allreduce_fn(self._buffers))
+                probes_ready = True
+            if warmup or (step + 1) % k:
+                continue
+            compute_s = self._timed(self.compute_fn, batch)
+            grads_s = self._timed(self.grads_fn, batch)
+            total_s = self._timed(self.allreduce_fn, self._buffers)
+            train_s = end - got_batch
+            yield PhaseEvent(
+                t=time.time(),
+                step=step,
+                step_time_s=train_s,
+                compute_s=compute_s,
+                allreduce_s=max(0.0, grads_s - compute_s),
+                apply_s=max(0.0, train_s - grads_s),
+                input_s=got_batch - start,
+                payload_bytes=self.payload_bytes,
+                num_tensors=self.num_tensors,
+                allreduce_total_s=total_s,
+            )

@@ -1,0 +1,217 @@
+"""The trainer's options: command-line flags -> a validated :class:`TrainConfig`.
+
+Imports no TensorFlow: ``run``, ``watch`` and ``recommend`` parse these in the
+parent process and hand the config (as JSON) to the trainer child process.
+Values left as ``None`` are decided by the trainer once it knows the devices
+(see :mod:`gpuscale.trainer.sizing`), and it says what it picked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import Literal
+
+import msgspec
+
+from gpuscale.errors import GpuscaleError
+
+BUILTIN_MODELS = ("mnist-cnn", "resnet50", "mlp", "transformer")
+STRATEGIES = ("mirrored", "central-storage", "one-device")
+ALL_REDUCE = ("auto", "collective", "nccl", "hierarchical-copy", "reduce-to-one")
+DATA = ("synthetic", "host")
+_USER_MODEL = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
+
+
+class TrainConfig(msgspec.Struct, kw_only=True, frozen=True):
+    """One training run, as asked for. ``None`` means "let the trainer pick"."""
+
+    devices: int | None = None
+    """How many devices (GPUs, or logical CPU devices without a GPU)."""
+    gpus: list[int] | None = None
+    """Which GPUs (indices as nvidia-smi counts them, like CUDA_VISIBLE_DEVICES)."""
+    strategy: Literal["mirrored", "central-storage", "one-device"] = "mirrored"
+    all_reduce: Literal["auto", "collective", "nccl", "hierarchical-copy", "reduce-to-one"] = "auto"
+    model: str = "mnist-cnn"
+    width: int | None = None
+    """mnist-cnn channels per convolution (seed 002: 128)."""
+    image_size: int = 224
+    """resnet50 input height and width."""
+    batch_per_replica: int | None = None
+    """Weak scaling: fixed batch per replica."""
+    global_batch: int | None = None
+    """Strong scaling: fixed global batch, split across replicas."""
+    data: Literal["synthetic", "host"] = "synthetic"
+    steps: int = 100
+    """Steps to run, warm-up included."""
+    warmup_steps: int = 5
+    phase_every: int = 10
+    """Measure the phase breakdown every K-th step (0: never)."""
+    mixed_precision: bool = False
+    seed: int = 0
+
+    @property
+    def num_devices(self) -> int | None:
+        return len(self.gpus) if self.gpus is not None else self.devices
+
+
+def _gpu_list(text: str) -> list[int]:
+    try:
+        gpus = [int(part) for part in text.split(",") if part.strip() != ""]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected GPU indices like 0,2 but got {text!r}") from None
+    if not gpus or any(g < 0 for g in gpus):
+        raise argparse.ArgumentTypeError(f"expected GPU indices like 0,2 but got {text!r}")
+    return gpus
+
+
+def add_trainer_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the trainer's flags (shared by ``run``, ``watch`` and ``recommend``)."""
+    g = parser.add_argument_group("devices and strategy")
+    g.add_argument(
+        "--devices",
+        type=int,
+        metavar="N",
+        help="use N devices: the first N GPUs, or N logical CPU devices without a GPU (default: all GPUs, or 2 CPU devices)",
+    )
+    g.add_argument(
+        "--gpus",
+        type=_gpu_list,
+        metavar="LIST",
+        help="which GPUs, e.g. 0,2 (like CUDA_VISIBLE_DEVICES)",
+    )
+    g.add_argument(
+        "--strategy",
+        choices=STRATEGIES,
+        default="mirrored",
+        help="mirrored: a replica per device, all-reduce; central-storage: variables on the CPU; "
+        "one-device: the single-device baseline (default: mirrored)",
+    )
+    g.add_argument(
+        "--all-reduce",
+        choices=ALL_REDUCE,
+        default="auto",
+        help="MirroredStrategy's gradient exchange (default auto: what TensorFlow picks, "
+        "CollectiveAllReduce; NCCL inside it on GPUs, ring on CPU)",
+    )
+    g = parser.add_argument_group("model and data")
+    g.add_argument(
+        "--model",
+        default="mnist-cnn",
+        metavar="NAME",
+        help="mnist-cnn, resnet50, mlp, transformer, or package.module:function returning a "
+        "Keras model or (model, dataset) (default: mnist-cnn)",
+    )
+    g.add_argument("--width", type=int, metavar="C", help="mnist-cnn channels per convolution (seed 002: 128)")
+    g.add_argument("--image-size", type=int, default=224, metavar="PX", help="resnet50 image size (default 224)")
+    batch = g.add_mutually_exclusive_group()
+    batch.add_argument(
+        "--batch-per-replica", type=int, metavar="N", help="weak scaling: N samples per replica per step"
+    )
+    batch.add_argument(
+        "--global-batch", type=int, metavar="N", help="strong scaling: N samples per step, split across replicas"
+    )
+    g.add_argument(
+        "--data",
+        choices=DATA,
+        default="synthetic",
+        help="synthetic: made once on each device (no input cost); host: a tf.data pipeline on the "
+        "host, to see an input-bound run (default: synthetic)",
+    )
+    g = parser.add_argument_group("steps and measurement")
+    g.add_argument("--steps", type=int, default=100, metavar="N", help="steps to run, warm-up included (default 100)")
+    g.add_argument(
+        "--warmup-steps", type=int, default=5, metavar="N", help="first steps left out of the statistics (default 5)"
+    )
+    g.add_argument(
+        "--phase-every",
+        type=int,
+        default=10,
+        metavar="K",
+        help="measure the compute / all-reduce / apply breakdown every K-th step, 0 for never (default 10)",
+    )
+    g.add_argument("--mixed-precision", action="store_true", help="float16 on GPUs, bfloat16 on CPU")
+    g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """Validate the parsed flags; raises :class:`GpuscaleError` with one line."""
+    config = TrainConfig(
+        devices=args.devices,
+        gpus=args.gpus,
+        strategy=args.strategy,
+        all_reduce=args.all_reduce,
+        model=args.model,
+        width=args.width,
+        image_size=args.image_size,
+        batch_per_replica=args.batch_per_replica,
+        global_batch=args.global_batch,
+        data=args.data,
+        steps=args.steps,
+        warmup_steps=args.warmup_steps,
+        phase_every=args.phase_every,
+        mixed_precision=args.mixed_precision,
+        seed=args.seed,
+    )
+    validate(config)
+    return config
+
+
+def validate(config: TrainConfig) -> None:
+    """Raise :class:`GpuscaleError` for the first thing wrong with ``config``."""
+    if config.devices is not None and config.gpus is not None:
+        raise GpuscaleError("give --devices or --gpus, not both")
+    if config.devices is not None and config.devices < 1:
+        raise GpuscaleError(f"--devices must be at least 1, not {config.devices}")
+    if config.gpus is not None and len(set(config.gpus)) != len(config.gpus):
+        raise GpuscaleError(f"--gpus lists a GPU twice: {','.join(map(str, config.gpus))}")
+    n = config.num_devices
+    if config.strategy == "one-device" and n is not None and n != 1:
+        raise GpuscaleError(f"--strategy one-device uses one device, but {n} were asked for")
+    if config.all_reduce != "auto" and config.strategy != "mirrored":
+        raise GpuscaleError(f"--all-reduce applies to --strategy mirrored, not {config.strategy}")
+    if config.model not in BUILTIN_MODELS and not _USER_MODEL.match(config.model):
+        raise GpuscaleError(
+            f"--model {config.model!r}: expected one of {', '.join(BUILTIN_MODELS)} "
+            "or package.module:function"
+        )
+    if config.width is not None:
+        if config.model != "mnist-cnn":
+            raise GpuscaleError("--width applies to --model mnist-cnn only")
+        if config.width < 1:
+            raise GpuscaleError(f"--width must be at least 1, not {config.width}")
+    if config.image_size != 224 and config.model != "resnet50":
+        raise GpuscaleError("--image-size applies to --model resnet50 only")
+    if config.image_size < 32:
+        raise GpuscaleError(f"--image-size must be at least 32 (ResNet-50's minimum), not {config.image_size}")
+    for flag, value in (("--batch-per-replica", config.batch_per_replica), ("--global-batch", config.global_batch)):
+        if value is not None and value < 1:
+            raise GpuscaleError(f"{flag} must be at least 1, not {value}")
+    if config.global_batch is not None and n is not None and config.global_batch % n:
+        raise GpuscaleError(
+            f"--global-batch {config.global_batch} does not split evenly across {n} devices"
+        )
+    if config.steps < 1:
+        raise GpuscaleError(f"--steps must be at least 1, not {config.steps}")
+    if config.warmup_steps < 0:
+        raise GpuscaleError(f"--warmup-steps cannot be negative ({config.warmup_steps})")
+    if config.warmup_steps >= config.steps:
+        raise GpuscaleError(
+            f"--warmup-steps {config.warmup_steps} leaves no measured step out of --steps {config.steps}"
+        )
+    if config.phase_every < 0:
+        raise GpuscaleError(f"--phase-every cannot be negative ({config.phase_every})")
+
+
+def to_json(config: TrainConfig) -> str:
+    return msgspec.json.encode(config).decode()
+
+
+def from_json(text: str) -> TrainConfig:
+    """Decode and validate a config handed to the trainer process."""
+    try:
+        config = msgspec.json.decode(text, type=TrainConfig)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise GpuscaleError(f"bad trainer configuration: {exc}") from exc
+    validate(config)
+    return config
