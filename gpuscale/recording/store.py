@@ -1,0 +1,298 @@
+"""Where recordings live, what they are called, and a cheap listing of them.
+
+Runs are stored in ``<data dir>/runs/``, where the data dir is
+``$GPUSCALE_DATA_DIR`` when set, else ``platformdirs.user_data_dir("gpuscale")``
+(``~/.local/share/gpuscale`` on Linux, ``~/Library/Application Support/gpuscale``
+on macOS). A run's file name says when it started (local time), which model
+and how many devices: ``20261121-193000_mnist-cnn_2xcpu.ndjson``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import zlib
+from datetime import datetime
+from pathlib import Path
+
+import msgspec
+
+from gpuscale.events.schema import EndEvent, Event, StartEvent, StepEvent
+from gpuscale.recording.format import GZIP_MAGIC, MAX_LINE_BYTES, SUFFIXES, version_problem
+from gpuscale.recording.reader import RecordingError, iter_events
+
+ENV_DATA_DIR = "GPUSCALE_DATA_DIR"
+TAIL_BYTES = 64 * 1024
+"""How much of a file's end :func:`list_runs` reads to find its end event."""
+
+_PLATFORM_SHORT = {"gpu": "gpu", "cpu-logical": "cpu", "cpu": "cpu"}
+
+
+def data_dir() -> Path:
+    """gpuscale's data folder: ``$GPUSCALE_DATA_DIR`` or the platform's user data dir."""
+    override = os.environ.get(ENV_DATA_DIR)
+    if override:
+        return Path(override).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("gpuscale", appauthor=False))
+
+
+def runs_dir() -> Path:
+    """The folder recordings are written to by default (may not exist yet)."""
+    return data_dir() / "runs"
+
+
+def _slug(text: str, limit: int = 40) -> str:
+    slug = re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-.")
+    return slug[:limit].strip("-.") or "run"
+
+
+def default_path(
+    model: str,
+    devices: int,
+    platform: str,
+    when: datetime | None = None,
+    *,
+    compress: bool = False,
+) -> Path:
+    """A fresh path in :func:`runs_dir` for a run of ``model`` on ``devices``
+    devices of ``platform`` (``gpu``, ``cpu-logical`` or ``cpu``) started at
+    ``when`` (default now, local time), e.g.
+    ``.../runs/20261121-193000_mnist-cnn_2xcpu.ndjson``. If that name is taken,
+    ``-2``, ``-3``, ... is appended. ``compress`` gives a ``.ndjson.gz`` name."""
+    when = when or datetime.now()
+    stamp = when.strftime("%Y%m%d-%H%M%S")
+    device_part = f"{max(int(devices), 0)}x{_PLATFORM_SHORT.get(platform, _slug(platform, 12))}"
+    stem = f"{stamp}_{_slug(model)}_{device_part}"
+    suffix = ".ndjson.gz" if compress else ".ndjson"
+    folder = runs_dir()
+    candidate = folder / f"{stem}{suffix}"
+    number = 2
+    while candidate.exists():
+        candidate = folder / f"{stem}-{number}{suffix}"
+        number += 1
+    return candidate
+
+
+class RunInfo(msgspec.Struct, kw_only=True):
+    """One recording as :func:`list_runs` sees it, read cheaply (first line and tail)."""
+
+    path: str
+    start_t: float | None
+    """Start time, seconds since the Unix epoch (the start event's ``t``)."""
+    model: str
+    devices: int
+    """Replicas of the run (``num_replicas``: devices across all workers)."""
+    platform: str
+    steps: int | None
+    """From the end event; for a run without one, the highest step number seen
+    near the end of the file (``None`` if none)."""
+    duration_s: float | None
+    """From the end event; else the last event's time minus the start time."""
+    size_bytes: int
+    status: str
+    """The end event's status (``completed``, ``stopped``, ``failed``, ``lost``),
+    ``incomplete`` (no end event: killed, or still running) or ``unreadable``."""
+    problem: str | None = None
+    """Why the file cannot be read, when ``status`` is ``unreadable``."""
+
+    @property
+    def when(self) -> datetime | None:
+        """Start time as a local datetime."""
+        return datetime.fromtimestamp(self.start_t).astimezone() if self.start_t else None
+
+
+def list_runs(directory: str | os.PathLike | None = None) -> list[RunInfo]:
+    """Every recording in ``directory`` (default :func:`runs_dir`), oldest first.
+
+    Reads each file's first line and last :data:`TAIL_BYTES` (gzip files are
+    decompressed in a stream, keeping only the tail), so listing is fast and
+    bounded in memory. A file that cannot be read is listed with its problem."""
+    folder = Path(directory) if directory is not None else runs_dir()
+    try:
+        entries = [p for p in folder.iterdir() if p.name.endswith(SUFFIXES) and p.is_file()]
+    except OSError:
+        return []
+    runs = [_info(path) for path in entries]
+    runs.sort(key=lambda r: (r.start_t is None, r.start_t or 0.0, r.path))
+    return runs
+
+
+def _info(path: Path) -> RunInfo:
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = 0
+    try:
+        head, tail, whole = _head_and_tail(path)
+        start = _start(path, head)
+    except RecordingError as exc:
+        return _unreadable(path, size, exc.reason)
+    except OSError as exc:
+        return _unreadable(path, size, f"cannot read: {exc.strerror or exc}")
+    end, last_step, last_t = _scan_tail(tail, whole)
+    if end is not None:
+        steps: int | None = end.steps
+        duration: float | None = end.duration_s
+        status = end.status
+    else:
+        steps = last_step + 1 if last_step is not None else None
+        duration = (last_t - start.t) if last_t is not None else None
+        status = "incomplete"
+    return RunInfo(
+        path=str(path),
+        start_t=start.t,
+        model=start.model or str(start.config.get("model", "") or "?"),
+        devices=start.num_replicas,
+        platform=start.platform,
+        steps=steps,
+        duration_s=duration,
+        size_bytes=size,
+        status=status,
+    )
+
+
+def _unreadable(path: Path, size: int, problem: str) -> RunInfo:
+    return RunInfo(
+        path=str(path),
+        start_t=None,
+        model="?",
+        devices=0,
+        platform="?",
+        steps=None,
+        duration_s=None,
+        size_bytes=size,
+        status="unreadable",
+        problem=problem,
+    )
+
+
+def _head_and_tail(path: Path) -> tuple[bytes, bytes, bool]:
+    """The first line, the last TAIL_BYTES, and whether the tail is the whole file."""
+    with open(path, "rb") as f:
+        if f.peek(2)[:2] == GZIP_MAGIC:
+            return _gzip_head_and_tail(f)
+        head = f.readline(MAX_LINE_BYTES)
+        size = os.fstat(f.fileno()).st_size
+        offset = max(size - TAIL_BYTES, 0)
+        f.seek(offset)
+        return head, f.read(TAIL_BYTES), offset == 0
+
+
+def _gzip_head_and_tail(f) -> tuple[bytes, bytes, bool]:
+    decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    head = b""
+    tail = b""
+    dropped = False
+    try:
+        while True:
+            if decomp.eof:
+                data = decomp.unused_data or f.read(1 << 20)
+                if not data:
+                    break
+                decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            elif decomp.unconsumed_tail:
+                data = decomp.unconsumed_tail
+            else:
+                data = f.read(1 << 20)
+                if not data:
+                    tail += decomp.flush()
+                    break
+            out = decomp.decompress(data, 1 << 20)
+            if not head or (b"\n" not in head and len(head) < MAX_LINE_BYTES):
+                head += out[: MAX_LINE_BYTES - len(head)]
+            tail += out
+            if len(tail) > 2 * TAIL_BYTES:
+                tail = tail[-TAIL_BYTES:]
+                dropped = True
+    except zlib.error as exc:
+        raise RecordingError(f.name, f"gzip data is corrupt ({exc})") from None
+    nl = head.find(b"\n")
+    if nl >= 0:
+        head = head[: nl + 1]
+    return head, tail, not dropped
+
+
+_probe = msgspec.json.Decoder(dict)
+_start_decoder = msgspec.json.Decoder(StartEvent)
+_event_decoder = msgspec.json.Decoder(Event)
+
+
+def _start(path: Path, head: bytes) -> StartEvent:
+    if not head.strip():
+        raise RecordingError(path, "empty file: not a gpuscale recording")
+    try:
+        fields = _probe.decode(head)
+    except (msgspec.MsgspecError, RecursionError):
+        raise RecordingError(
+            path, "line 1 is not a JSON object: not a gpuscale recording"
+        ) from None
+    if fields.get("kind") != "start":
+        raise RecordingError(path, "line 1 is not a start event: not a gpuscale recording")
+    schema = fields.get("schema", "1.0")
+    problem = version_problem(schema) if isinstance(schema, str) else "bad 'schema' field"
+    if problem is not None:
+        raise RecordingError(path, problem)
+    try:
+        return _start_decoder.decode(head)
+    except (msgspec.MsgspecError, RecursionError) as exc:
+        raise RecordingError(path, f"line 1 is not a valid start event ({exc})") from None
+
+
+def _scan_tail(tail: bytes, whole: bool) -> tuple[EndEvent | None, int | None, float | None]:
+    """(end event, highest step, latest t) among the complete lines of ``tail``."""
+    lines = tail.split(b"\n")
+    if not whole:
+        lines = lines[1:]  # the first is probably cut
+    end = None
+    last_step = None
+    last_t = None
+    for line in reversed(lines):
+        if not line.strip():
+            continue
+        try:
+            event = _event_decoder.decode(line)
+        except (msgspec.MsgspecError, RecursionError):
+            continue
+        if isinstance(event, EndEvent) and end is None:
+            end = event
+        if isinstance(event, StepEvent) and (last_step is None or event.step > last_step):
+            last_step = event.step
+        if not isinstance(event, StartEvent) and (last_t is None or event.t > last_t):
+            last_t = event.t
+    return end, last_step, last_t
+
+
+def find_run(name: str, directory: str | os.PathLike | None = None) -> Path:
+    """A recording named by path, or by (a unique prefix of) its file name in the
+    runs folder. Raises :class:`RecordingError` when there is none or several."""
+    direct = Path(name).expanduser()
+    if direct.exists() or os.sep in name or "/" in name:
+        return direct
+    folder = Path(directory) if directory is not None else runs_dir()
+    try:
+        matches = sorted(
+            p for p in folder.iterdir() if p.name.startswith(name) and p.name.endswith(SUFFIXES)
+        )
+    except OSError:
+        matches = []
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise RecordingError(name, f"no such file, and no recording in {folder} starts with it")
+    raise RecordingError(
+        name, f"{len(matches)} recordings in {folder} start with it; give more of the name"
+    )
+
+
+__all__ = [
+    "ENV_DATA_DIR",
+    "RunInfo",
+    "data_dir",
+    "default_path",
+    "find_run",
+    "iter_events",
+    "list_runs",
+    "runs_dir",
+]
