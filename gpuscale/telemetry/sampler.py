@@ -169,19 +169,24 @@ class Sampler:
             return
         self._lib = lib
         wanted = self._gpu_indices
+        failed: list[int] = []
         for info in probe.devices:
             if wanted is not None and info.index not in wanted:
                 continue
             try:
                 handle = lib.query("nvmlDeviceGetHandleByIndex", info.index)
                 if handle is None:
+                    failed.append(info.index)
                     continue
                 gpu = _Gpu(info, handle)
                 self._prepare(gpu)
             except GpuLostError:
+                failed.append(info.index)
                 continue
             self._gpus.append(gpu)
         self.devices = [g.info for g in self._gpus]
+        if failed:
+            self.status += f"; GPU {', '.join(map(str, failed))} lost while starting"
         if wanted is not None:
             missing = sorted(set(wanted) - {d.index for d in probe.devices})
             if missing:
@@ -368,22 +373,23 @@ class Sampler:
             lost_now = set(self._lost_pending)
             self._lost_pending.clear()
         rows: list[tuple[_Gpu, dict[str, Any], list[Any] | None]] = []
+        lost: dict[int, list[Any]] = {}
         for gpu in self._gpus:
             if gpu.lost:
                 continue
             if gpu.index in lost_now:
-                events.extend(self._mark_lost(gpu, t))
+                lost[gpu.index] = self._mark_lost(gpu, t)
                 continue
             try:
                 fields, procs = self._sample_gpu(lib, gpu)
             except GpuLostError:
-                events.extend(self._mark_lost(gpu, t))
+                lost[gpu.index] = self._mark_lost(gpu, t)
                 continue
             rows.append((gpu, fields, procs))
         proc_mem, notice = self._proc_memory(rows, run_pids)
-        events.append(notice)
+        samples: dict[int, list[Any]] = dict(lost)
         for gpu, fields, _ in rows:
-            events.append(
+            samples[gpu.index] = [
                 GpuSample(
                     t=t,
                     worker=self._worker,
@@ -391,7 +397,10 @@ class Sampler:
                     proc_mem_bytes=proc_mem.get(gpu.index),
                     **fields,
                 )
-            )
+            ]
+        for index in sorted(samples):
+            events.extend(samples[index])
+        events.append(notice)
         return [e for e in events if e is not None]
 
     def _mark_lost(self, gpu: _Gpu, t: float) -> list[Any]:
