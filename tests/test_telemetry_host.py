@@ -1,0 +1,87 @@
+"""Host samples with real psutil: the machine, the run's processes, dead PIDs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+
+from gpuscale.telemetry.host import HostSampler
+
+MY_PID = os.getpid()
+
+
+def dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_machine_fields_are_sane():
+    sampler = HostSampler()
+    sample = sampler.sample(t=123.0)
+    assert sample.t == 123.0
+    assert 0.0 <= sample.cpu_pct <= 100.0
+    vm = psutil.virtual_memory()
+    assert sample.mem_total_bytes == vm.total
+    assert 0 < sample.mem_used_bytes <= vm.total
+    assert sample.proc_cpu_pct is None and sample.proc_rss_bytes is None  # no run PIDs
+
+
+def test_busy_child_cpu_is_counted_from_the_second_sample():
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time\nend = time.time() + 3\nwhile time.time() < end: pass"]
+    )
+    try:
+        sampler = HostSampler(lambda: [child.pid])
+        first = sampler.sample()
+        assert first.proc_cpu_pct is None  # no previous counter yet: unknown, not 0
+        assert first.proc_rss_bytes > 0
+        time.sleep(0.3)
+        second = sampler.sample()
+        assert second.proc_cpu_pct > 25.0  # a spinning process, on a shared 2-core box
+        assert second.proc_cpu_pct <= 100.0 * psutil.cpu_count() + 1
+        assert second.cpu_pct > 0.0
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_dead_pids_are_dropped():
+    gone = dead_pid()
+    sampler = HostSampler(lambda: [MY_PID, gone])
+    a = sampler.sample()
+    b = sampler.sample()
+    own_rss = psutil.Process(MY_PID).memory_info().rss
+    assert abs(b.proc_rss_bytes - own_rss) < 64 * 1024**2
+    assert a.proc_rss_bytes > 0 and b.proc_cpu_pct is not None
+
+
+def test_all_pids_dead_is_unknown():
+    sampler = HostSampler(lambda: [dead_pid()])
+    sample = sampler.sample()
+    assert sample.proc_cpu_pct is None and sample.proc_rss_bytes is None
+
+
+def test_a_process_that_dies_between_samples():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    sampler = HostSampler(lambda: [MY_PID, child.pid])
+    with_child = sampler.sample().proc_rss_bytes
+    child.kill()
+    child.wait()
+    after = sampler.sample()
+    assert after.proc_rss_bytes < with_child
+    assert after.proc_cpu_pct is not None  # our own process still counts
+
+
+def test_pids_callable_that_raises():
+    def pids():
+        raise RuntimeError("no trainer yet")
+
+    sampler = HostSampler(pids)
+    sample = sampler.sample()
+    assert sample is not None and sample.proc_rss_bytes is None
+    assert any("no trainer yet" in p for p in sampler.problems)
