@@ -1,0 +1,407 @@
+"""The dashboard: one Textual app for live runs and replays.
+
+Data flow: a background thread reads the :class:`~gpuscale.ui.sources.EventSource`
+and folds events into a :class:`~gpuscale.ui.model.RunModel`; a timer redraws
+the screen from the model at most ``refresh_hz`` times a second, whatever the
+event rate; charts and the analysis are computed in another thread at most
+every ``chart_interval_s`` and arrive as coalescing messages. The app never
+asks where events come from beyond ``source.replay_status()`` (the transport
+keys) and ``source.stop()`` (quit).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+
+from textual import work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Footer
+from textual.worker import get_current_worker
+
+from gpuscale.events.schema import EndEvent
+from gpuscale.ui.messages import AdviceReady, ChartsReady, ChartTexts, RunFailed, RunFinished
+from gpuscale.ui.model import RunModel, Snapshot
+from gpuscale.ui.sources import EventSource, ReplaySource
+from gpuscale.ui.widgets.advice import AdvicePanel
+from gpuscale.ui.widgets.charts import (
+    BREAKDOWN_CHART,
+    BUILDERS,
+    STEP_CHART,
+    UTIL_CHART,
+    ChartPanel,
+)
+from gpuscale.ui.widgets.devices import DeviceGrid
+from gpuscale.ui.widgets.header import RunHeader
+from gpuscale.ui.widgets.logpane import LogPane
+from gpuscale.ui.widgets.screens import ErrorScreen, HelpScreen
+
+CHART_IDS = (STEP_CHART, BREAKDOWN_CHART, UTIL_CHART)
+READ_TIMEOUT_S = 0.05
+
+
+class GpuscaleApp(App[int]):
+    """The dashboard. Build it with :func:`build_app`."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "gpuscale"
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
+    BINDINGS = [
+        Binding("q", "quit_run", "Quit"),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("space", "toggle_replay", "Pause", priority=True),
+        Binding("left", "left", "Seek", key_display="←/→", priority=True),
+        Binding("right", "right", "Seek", show=False, priority=True),
+        Binding("plus,equals_sign", "speed(1)", "Speed", key_display="+/-", priority=True),
+        Binding("minus,underscore", "speed(-1)", "Slower", show=False, priority=True),
+        Binding("end", "jump_end", "End", show=False),
+        Binding("home", "restart", "Start", show=False),
+        Binding("p", "toggle_display", "Freeze"),
+        Binding("s", "screenshot", "SVG"),
+        Binding("c", "next_chart", "Chart"),
+        Binding("t", "toggle_theme", "Theme", show=False),
+        Binding("e", "show_error", "Error", show=False),
+    ]
+    REPLAY_ONLY = {"toggle_replay", "speed", "jump_end", "restart"}
+
+    def __init__(
+        self,
+        source: EventSource,
+        *,
+        refresh_hz: float = 10.0,
+        chart_interval_s: float = 0.5,
+        screenshot_dir: Path | None = None,
+    ) -> None:
+        super().__init__()
+        self.source = source
+        self.model = RunModel()
+        self.refresh_hz = refresh_hz
+        self.chart_interval_s = chart_interval_s
+        self.screenshot_dir = screenshot_dir
+        self.display_paused = False
+        self.frames = 0
+        self.frame_time_total_s = 0.0
+        self._pump_lock = threading.Lock()
+        self._drawn_version = -1
+        self._charted_version = -1
+        self._last_chart_build = 0.0
+        self._finished_posted = False
+        self._failed: RunFailed | None = None
+        self._error_shown = False
+        self._chart_index = 0
+        self._charted_sizes: dict[str, tuple[int, int]] = {}
+        self._summary = None
+        self._quitting = False
+        self._last_snap: Snapshot | None = None
+        for warning in source.info.warnings:
+            self.model.add_notice(warning)
+
+    @property
+    def is_replay(self) -> bool:
+        return isinstance(self.source, ReplaySource)
+
+    # -- layout ------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield RunHeader(id="header")
+        yield DeviceGrid(id="devices")
+        with Horizontal(id="middle"):
+            with Horizontal(id="charts"):
+                for chart_id in CHART_IDS:
+                    yield ChartPanel(chart_id)
+            yield AdvicePanel(id="advice")
+        yield LogPane(id="log")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self._show_chart(0)
+        self.redraw(force=True)
+        self.pump()
+        self.set_interval(1 / self.refresh_hz, self.tick, name="redraw")
+
+    # -- background: source -> model ---------------------------------------------
+    @work(thread=True, exclusive=True, group="pump", exit_on_error=False)
+    def pump(self) -> None:
+        """Read the source and fold its events into the model (own thread)."""
+        worker = get_current_worker()
+        try:
+            self.source.start()
+        except Exception as exc:  # a live run that cannot start: show why, stay open
+            self.post_message(RunFailed(str(exc) or type(exc).__name__))
+            return
+        while not worker.is_cancelled and not self._quitting:
+            try:
+                self.pump_once(READ_TIMEOUT_S)
+            except Exception as exc:  # the stream broke: say so, keep what we have
+                self.post_message(RunFailed(f"the event stream failed: {exc}"))
+                return
+
+    def pump_once(self, timeout_s: float = 0.0) -> int:
+        """Move one batch from the source into the model; returns events moved."""
+        with self._pump_lock:
+            batch = self.source.read(timeout_s)
+            if batch is not None:
+                if batch.reset:
+                    self.model.reset()
+                    self._finished_posted = False
+                self.model.absorb(batch.events)
+            if self.source.finished and not self._finished_posted:
+                self._finished_posted = True
+                self.post_message(RunFinished(self.model.end))
+        return len(batch.events) if batch is not None else 0
+
+    # -- foreground: model -> screen ---------------------------------------------
+    def tick(self) -> None:
+        """The redraw timer: draw if anything changed, and start chart builds."""
+        if self.display_paused:
+            return
+        if self.model.version != self._drawn_version:
+            self.redraw()
+        elif self.is_replay:
+            self._draw_header(None)
+        now = time.monotonic()
+        sizes = self._chart_sizes()
+        if (
+            self._charted_version != self.model.version or sizes != self._charted_sizes
+        ) and now - self._last_chart_build >= self.chart_interval_s:
+            self._last_chart_build = now
+            self.build_charts(sizes)
+
+    def redraw(self, force: bool = False) -> None:
+        """Draw every panel from a fresh snapshot of the model."""
+        started = time.perf_counter()
+        log = self.query_one(LogPane)
+        snap = self.model.snapshot(logs_after=log.last_seq if log.epoch == self.model.epoch else 0)
+        self._drawn_version = snap.version
+        self._draw_header(snap)
+        self.query_one(DeviceGrid).show(snap)
+        log.show(snap.epoch, snap.logs)
+        if snap.version != self._charted_version and self._summary is None:
+            self.query_one(AdvicePanel).show(None, final=False)
+        self.frames += 1
+        self.frame_time_total_s += time.perf_counter() - started
+
+    def _draw_header(self, snap: Snapshot | None) -> None:
+        if snap is None:
+            snap = self._last_snap
+            if snap is None:
+                return
+        self._last_snap = snap
+        self.query_one(RunHeader).show(
+            snap, self.source.info, self.source.replay_status(), self.display_paused
+        )
+
+    def _chart_sizes(self) -> dict[str, tuple[int, int]]:
+        sizes = {}
+        for chart_id in CHART_IDS:
+            panel = self.query_one(f"#{chart_id}", ChartPanel)
+            if panel.display and panel.content_size.width > 0:
+                sizes[chart_id] = (panel.content_size.width, panel.content_size.height)
+        return sizes
+
+    @work(thread=True, exclusive=True, group="charts", exit_on_error=False)
+    def build_charts(self, sizes: dict[str, tuple[int, int]]) -> None:
+        """Charts and the analysis, off the UI thread; results arrive as messages."""
+        self._charted_sizes = sizes
+        self.post_message(ChartsReady(self.compute_charts(sizes)))
+        version, summary = self.model.summary()
+        self.post_message(AdviceReady((version, summary)))
+
+    def compute_charts(self, sizes: dict[str, tuple[int, int]]) -> ChartTexts:
+        snap = self.model.snapshot(logs_after=2**62)
+        texts = {
+            chart_id: BUILDERS[chart_id](snap, width, height)
+            for chart_id, (width, height) in sizes.items()
+        }
+        return ChartTexts(snap.version, texts)
+
+    def on_charts_ready(self, message: ChartsReady) -> None:
+        self._charted_version = message.charts.version
+        for chart_id, text in message.charts.texts.items():
+            self.query_one(f"#{chart_id}", ChartPanel).update(text)
+
+    def on_advice_ready(self, message: AdviceReady) -> None:
+        _version, summary = message.analysis  # type: ignore[misc]
+        self._summary = summary
+        self.query_one(AdvicePanel).show(summary, final=self.model.end is not None)
+
+    async def settle(self) -> None:
+        """Absorb everything the source has ready now and draw it all, charts
+        included, synchronously (tests, snapshots and the benchmark)."""
+        while self.pump_once(0.0):
+            pass
+        self.redraw(force=True)
+        self.on_charts_ready(ChartsReady(self.compute_charts(self._chart_sizes())))
+        self.on_advice_ready(AdviceReady(self.model.summary()))
+
+    # -- run end and failure -------------------------------------------------------
+    def on_run_finished(self, message: RunFinished) -> None:
+        end: EndEvent | None = message.end
+        self.redraw(force=True)
+        snap_errors = self.model.snapshot(logs_after=2**62).errors
+        if end is not None and end.status != "failed" and not snap_errors:
+            self.notify(
+                f"Run {end.status}: {end.steps} steps in {end.duration_s:.1f} s. "
+                "The final summary stays on screen; q quits.",
+                title="Run ended",
+                timeout=8,
+            )
+        elif end is None and not snap_errors:
+            self.notify(
+                "The stream ended without an end event (the run was cut short); "
+                "showing everything recorded.",
+                severity="warning",
+                timeout=8,
+            )
+        if snap_errors or (end is not None and end.status in ("failed", "lost")):
+            error = snap_errors[-1] if snap_errors else None
+            text = error.message if error else f"the run ended with status '{end.status}'"
+            self.post_message(RunFailed(text, error.traceback if error else None))
+        self.build_charts(self._chart_sizes())
+
+    def on_run_failed(self, message: RunFailed) -> None:
+        self._failed = message
+        if not self._error_shown:
+            self._error_shown = True
+            self.push_screen(ErrorScreen(message.message, message.traceback))
+
+    # -- actions -------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in self.REPLAY_ONLY:
+            return self.is_replay
+        if action == "show_error":
+            return self._failed is not None
+        if action == "next_chart":
+            return self.screen.has_class("-narrow") if isinstance(self.screen, Screen) else True
+        return True
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(replay=self.is_replay))
+
+    def action_quit_run(self) -> None:
+        """Quit; a live run's trainer is stopped cleanly first (the recording is
+        finalized by the run's own stop)."""
+        if self._quitting:
+            return
+        self._quitting = True
+        if self.source.info.kind == "live":
+            self.notify("Stopping the trainer and finalizing the recording…", timeout=10)
+        self._stop_and_exit()
+
+    @work(thread=True, group="quit", exit_on_error=False)
+    def _stop_and_exit(self) -> None:
+        try:
+            self.source.stop()
+        finally:
+            self.call_from_thread(self.exit, 0)
+
+    def action_toggle_display(self) -> None:
+        self.display_paused = not self.display_paused
+        self._draw_header(None)
+        if not self.display_paused:
+            self.redraw(force=True)
+
+    def action_toggle_replay(self) -> None:
+        if isinstance(self.source, ReplaySource):
+            paused = self.source.toggle_pause()
+            self.notify("Replay paused (space resumes)" if paused else "Replay resumed", timeout=2)
+            self._draw_header(None)
+
+    def action_left(self) -> None:
+        if isinstance(self.source, ReplaySource):
+            self.source.seek(-self.source.seek_step_s)
+            self._draw_header(None)
+        else:
+            self.screen.focus_previous()
+
+    def action_right(self) -> None:
+        if isinstance(self.source, ReplaySource):
+            self.source.seek(self.source.seek_step_s)
+            self._draw_header(None)
+        else:
+            self.screen.focus_next()
+
+    def action_speed(self, direction: int) -> None:
+        if isinstance(self.source, ReplaySource):
+            speed = self.source.change_speed(direction)
+            self.notify(f"Replay speed {speed:g}x", timeout=2)
+            self._draw_header(None)
+
+    def action_jump_end(self) -> None:
+        if isinstance(self.source, ReplaySource):
+            self.source.jump_to_end()
+
+    def action_restart(self) -> None:
+        if isinstance(self.source, ReplaySource):
+            self.source.seek_to(0.0)
+
+    def action_screenshot(self) -> None:
+        directory = self.screenshot_dir or Path.cwd()
+        start = self.model.start
+        model = (start.model if start else "") or "run"
+        name = f"gpuscale_{model}_{datetime.now():%Y%m%d-%H%M%S}.svg"
+        try:
+            path = self.save_screenshot(name, str(directory))
+        except OSError as exc:
+            self.notify(f"Could not save the screenshot in {directory}: {exc}", severity="error")
+            return
+        self.notify(f"Screenshot saved to {path}", title="Screenshot", timeout=8)
+
+    def action_next_chart(self) -> None:
+        self._show_chart(self._chart_index + 1)
+        self.build_charts(self._chart_sizes())
+
+    def _show_chart(self, index: int) -> None:
+        self._chart_index = index % len(CHART_IDS)
+        for n, chart_id in enumerate(CHART_IDS):
+            self.query_one(f"#{chart_id}").set_class(n == self._chart_index, "-shown")
+        self.call_after_refresh(lambda: self.build_charts(self._chart_sizes()))
+
+    def action_toggle_theme(self) -> None:
+        self.theme = "textual-light" if self.current_theme.dark else "textual-dark"
+
+    def action_show_error(self) -> None:
+        if self._failed is not None:
+            self.push_screen(ErrorScreen(self._failed.message, self._failed.traceback))
+
+    def get_system_commands(self, screen: Screen):
+        yield from super().get_system_commands(screen)
+        yield SystemCommand(
+            "Pause display", "Freeze the screen; the run goes on", self.action_toggle_display
+        )
+        yield SystemCommand(
+            "Save screenshot",
+            "An SVG of the screen in the current directory",
+            self.action_screenshot,
+        )
+        yield SystemCommand(
+            "Next chart", "Cycle the chart shown on a narrow screen", self.action_next_chart
+        )
+        yield SystemCommand(
+            "Light / dark theme",
+            "Toggle between textual-light and textual-dark",
+            self.action_toggle_theme,
+        )
+        if self.is_replay:
+            yield SystemCommand(
+                "Replay: pause / resume", "Same as space", self.action_toggle_replay
+            )
+            yield SystemCommand("Replay: jump to end", "Show the final state", self.action_jump_end)
+            yield SystemCommand(
+                "Replay: back to start", "Replay from the beginning", self.action_restart
+            )
+        if self._failed is not None:
+            yield SystemCommand(
+                "Show the error", "The failed run's message and traceback", self.action_show_error
+            )
+
+
+def build_app(source: EventSource, **options: object) -> GpuscaleApp:
+    """The dashboard for ``source`` (live run, replay, or in-memory events);
+    the one factory used by the commands, the tests and the benchmark."""
+    return GpuscaleApp(source, **options)  # type: ignore[arg-type]

@@ -1,0 +1,59 @@
+"""Typed messages the dashboard's background work posts to the UI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.message import Message
+
+from gpuscale.events.schema import EndEvent
+
+
+class RunFinished(Message):
+    """The source will send nothing more: the run ended (``end``) or the stream
+    stopped without an end event (``end`` is None)."""
+
+    def __init__(self, end: EndEvent | None) -> None:
+        super().__init__()
+        self.end = end
+
+
+class RunFailed(Message):
+    """The run failed, or the source could not start: show the error."""
+
+    def __init__(self, message: str, traceback: str | None = None) -> None:
+        super().__init__()
+        self.message = message
+        self.traceback = traceback
+
+
+@dataclass
+class ChartTexts:
+    """Charts rendered off the UI thread, keyed by panel id."""
+
+    version: int
+    texts: dict[str, Text]
+
+
+class ChartsReady(Message):
+    """Freshly built charts. Only the newest matters, so a pending one is
+    replaced rather than queued (``can_replace``)."""
+
+    def __init__(self, charts: ChartTexts) -> None:
+        super().__init__()
+        self.charts = charts
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ChartsReady)
+
+
+class AdviceReady(Message):
+    """A new analysis of the run for the recommendation panel (newest wins)."""
+
+    def __init__(self, analysis: object) -> None:
+        super().__init__()
+        self.analysis = analysis
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, AdviceReady)

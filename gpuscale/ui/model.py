@@ -1,0 +1,231 @@
+"""The dashboard's state: every event of a run absorbed into one model.
+
+Pure Python (no Textual): the event source's thread calls :meth:`RunModel.absorb`
+as fast as events arrive, and the screen redraws from the model on a timer, so
+the redraw rate never depends on the event rate. A lock guards the model; the
+UI takes a :meth:`RunModel.snapshot` (cheap copies) under it and renders
+outside it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+
+from gpuscale.analysis.summary import RunAccumulator, RunSummary
+from gpuscale.events.schema import (
+    DeviceInfo,
+    EndEvent,
+    ErrorEvent,
+    Event,
+    GpuSample,
+    HostSample,
+    LogEvent,
+    PhaseEvent,
+    StartEvent,
+    StepEvent,
+)
+
+HISTORY_POINTS = 120
+"""Samples kept per device for the utilization history (a minute at 2 Hz)."""
+STEP_POINTS = 600
+"""Steps kept for the step-time and throughput chart."""
+PHASE_POINTS = 60
+"""Phase breakdowns kept for the stacked chart."""
+LOG_LINES = 2000
+
+
+@dataclass
+class DeviceState:
+    """One GPU (or logical CPU device) as the dashboard knows it."""
+
+    worker: int
+    index: int
+    info: DeviceInfo | None = None
+    last: GpuSample | None = None
+    util_history_pct: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
+    lost: bool = False
+
+    @property
+    def kind(self) -> str:
+        return self.info.kind if self.info is not None else "gpu"
+
+
+@dataclass(frozen=True)
+class LogLine:
+    seq: int
+    t: float
+    source: str
+    level: str
+    message: str
+
+
+@dataclass
+class Snapshot:
+    """What one frame draws: copies taken under the model's lock."""
+
+    version: int
+    epoch: int
+    start: StartEvent | None
+    elapsed_s: float
+    last_step: int
+    steps_measured: int
+    steps_t: list[int]
+    step_times_s: list[float]
+    throughputs: list[float]
+    phases: list[PhaseEvent]
+    devices: list[DeviceState]
+    host: HostSample | None
+    host_cpu_history_pct: list[float]
+    end: EndEvent | None
+    errors: list[ErrorEvent]
+    log_epoch: int
+    logs: list[LogLine]
+    notices: list[str]
+
+
+class RunModel:
+    """Absorbs events (any thread) and hands out snapshots (UI thread)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything (a replay seeking backwards rebuilds from the start)."""
+        lock = self._lock
+        with lock:
+            self.version = getattr(self, "version", 0) + 1
+            self.epoch = getattr(self, "epoch", 0) + 1
+            self.events_absorbed = getattr(self, "events_absorbed", 0)
+            self.start: StartEvent | None = None
+            self.first_t: float | None = None
+            self.last_t: float | None = None
+            self.last_step = 0
+            self.steps: deque[StepEvent] = deque(maxlen=STEP_POINTS)
+            self.steps_measured = 0
+            self.phases: deque[PhaseEvent] = deque(maxlen=PHASE_POINTS)
+            self.accumulator = RunAccumulator()
+            self.devices: dict[tuple[int, int], DeviceState] = {}
+            self.host: HostSample | None = None
+            self.host_cpu_history_pct: deque[float] = deque(maxlen=HISTORY_POINTS)
+            self.end: EndEvent | None = None
+            self.errors: list[ErrorEvent] = []
+            self.logs: deque[LogLine] = deque(maxlen=LOG_LINES)
+            self.log_seq = 0
+            self.notices: list[str] = []
+
+    # -- absorbing ---------------------------------------------------------------
+    def absorb(self, events: list[Event]) -> None:
+        """Fold a batch of events into the model (thread-safe)."""
+        with self._lock:
+            for event in events:
+                self._absorb_one(event)
+            self.events_absorbed += len(events)
+            self.version += 1
+
+    def add_notice(self, message: str) -> None:
+        """A gpuscale message about the stream itself (e.g. a damaged recording)."""
+        with self._lock:
+            self.notices.append(message)
+            self._log(self.last_t or 0.0, "gpuscale", "warning", message)
+            self.version += 1
+
+    def _log(self, t: float, source: str, level: str, message: str) -> None:
+        self.log_seq += 1
+        self.logs.append(LogLine(self.log_seq, t, source, level, message))
+
+    def _device(self, worker: int, index: int) -> DeviceState:
+        key = (worker, index)
+        state = self.devices.get(key)
+        if state is None:
+            state = self.devices[key] = DeviceState(worker, index)
+        return state
+
+    def _absorb_one(self, event: Event) -> None:
+        self.accumulator.add(event)
+        t = event.t
+        if self.first_t is None:
+            self.first_t = t
+        if self.last_t is None or t > self.last_t:
+            self.last_t = t
+        if isinstance(event, GpuSample):
+            state = self._device(event.worker, event.index)
+            if state.info is None:
+                state.info = DeviceInfo(index=event.index, name=f"GPU {event.index}")
+            state.last = event
+            if event.lost:
+                state.lost = True
+            elif event.util_gpu_pct is not None:
+                state.util_history_pct.append(event.util_gpu_pct)
+        elif isinstance(event, StepEvent):
+            self.steps.append(event)
+            self.last_step = max(self.last_step, event.step)
+            if not event.warmup:
+                self.steps_measured += 1
+        elif isinstance(event, PhaseEvent):
+            self.phases.append(event)
+        elif isinstance(event, HostSample):
+            self.host = event
+            self.host_cpu_history_pct.append(event.cpu_pct)
+        elif isinstance(event, LogEvent):
+            self._log(t, event.source, event.level, event.message)
+        elif isinstance(event, ErrorEvent):
+            self.errors.append(event)
+            self._log(t, event.source, "error", event.message)
+        elif isinstance(event, StartEvent):
+            self.start = event
+            self.first_t = t
+            for info in event.devices:
+                self._device(event.worker, info.index).info = info
+        elif isinstance(event, EndEvent):
+            self.end = event
+            self._log(
+                t,
+                "gpuscale",
+                "info" if event.status == "completed" else "warning",
+                f"run {event.status} after {event.steps} steps, {event.duration_s:.1f} s",
+            )
+
+    # -- reading -----------------------------------------------------------------
+    def summary(self) -> tuple[int, RunSummary]:
+        """The analysis of everything absorbed so far (``gpuscale.analysis``), with
+        the model version it describes. Costs a sort of the step times: call it
+        at most about once a second, off the UI thread."""
+        with self._lock:
+            return self.version, self.accumulator.summary()
+
+    def snapshot(self, logs_after: int = 0) -> Snapshot:
+        """Copies of what a frame needs; ``logs_after`` skips log lines already drawn."""
+        with self._lock:
+            start_t = self.start.t if self.start is not None else self.first_t
+            elapsed = (self.last_t - start_t) if (self.last_t and start_t) else 0.0
+            steps = list(self.steps)
+            return Snapshot(
+                version=self.version,
+                epoch=self.epoch,
+                start=self.start,
+                elapsed_s=elapsed,
+                last_step=self.last_step,
+                steps_measured=self.steps_measured,
+                steps_t=[s.step for s in steps],
+                step_times_s=[s.step_time_s for s in steps],
+                throughputs=[
+                    s.samples / s.step_time_s if s.step_time_s > 0 else 0.0 for s in steps
+                ],
+                phases=list(self.phases),
+                devices=[
+                    DeviceState(
+                        d.worker, d.index, d.info, d.last, deque(d.util_history_pct), d.lost
+                    )
+                    for _, d in sorted(self.devices.items())
+                ],
+                host=self.host,
+                host_cpu_history_pct=list(self.host_cpu_history_pct),
+                end=self.end,
+                errors=list(self.errors),
+                log_epoch=self.epoch,
+                logs=[line for line in self.logs if line.seq > logs_after],
+                notices=list(self.notices),
+            )

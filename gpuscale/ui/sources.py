@@ -1,0 +1,365 @@
+"""Event sources for the dashboard: a live run or a recording, one interface.
+
+The dashboard never asks where events came from: it calls :meth:`EventSource.read`
+from a background thread and folds what it gets into its model. A replay also
+answers the transport controls (pause, seek, speed, jump to the end); a live run
+only starts and stops. No Textual import here.
+"""
+
+from __future__ import annotations
+
+import bisect
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from gpuscale.errors import GpuscaleError
+from gpuscale.events.schema import EndEvent, Event, StartEvent
+
+MAX_BATCH = 20_000
+"""Most events handed over in one read, so a jump through a long recording
+still lets the screen redraw between batches."""
+
+SPEEDS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
+"""The replay speeds `+` and `-` step through (run seconds per wall second)."""
+
+
+@dataclass
+class Batch:
+    """Events to fold into the model; ``reset`` means forget everything first."""
+
+    events: list[Event]
+    reset: bool = False
+
+
+@dataclass
+class ReplayStatus:
+    """Where a replay stands, in run seconds from the start event."""
+
+    position_s: float
+    duration_s: float
+    speed: float
+    paused: bool
+    at_end: bool
+
+
+@dataclass
+class SourceInfo:
+    kind: Literal["live", "replay", "memory"]
+    label: str
+    """What the header shows: the recording path (live runs record by default)."""
+    warnings: list[str] = field(default_factory=list)
+
+
+class EventSource:
+    """Base interface. Subclasses implement :meth:`read`; the rest is optional."""
+
+    info: SourceInfo
+
+    def start(self) -> None:
+        """Begin producing events (a live run starts its trainer here)."""
+
+    def read(self, timeout_s: float) -> Batch | None:
+        """The next events, waiting at most ``timeout_s``; ``None`` when none came."""
+        raise NotImplementedError
+
+    @property
+    def finished(self) -> bool:
+        """No further events will come (until a replay seeks back)."""
+        return False
+
+    def stop(self) -> None:
+        """Stop producing (a live run stops its trainer and finalizes the recording).
+        Idempotent."""
+
+    def replay_status(self) -> ReplayStatus | None:
+        """Transport state for a replay; ``None`` for a live run."""
+        return None
+
+
+# -- replay ------------------------------------------------------------------------
+
+
+def load_recording(path: Path) -> tuple[list[Event], list[str]]:
+    """All events of a recording and the reader's warnings.
+
+    Raises :class:`GpuscaleError` (exit 2) for a file that cannot be used at all.
+    """
+    try:
+        from gpuscale.recording.reader import load_run
+    except ImportError:  # the reader is not in this tree yet
+        return _decode_lines(path)
+    run = load_run(path)
+    events: list[Event] = list(run.events)
+    if not events or events[0] is not run.start:
+        events.insert(0, run.start)
+    if run.end is not None and events[-1] is not run.end:
+        events.append(run.end)
+    return events, list(run.warnings)
+
+
+def _decode_lines(path: Path) -> tuple[list[Event], list[str]]:
+    import msgspec
+
+    from gpuscale.events.schema import decode
+
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise GpuscaleError(f"cannot read {path}: {exc.strerror or exc}") from None
+    lines = data.split(b"\n")
+    events: list[Event] = []
+    warnings: list[str] = []
+    last = len(lines) - 1
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            events.append(decode(line))
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            if number - 1 == last:  # no newline after it: the crash case
+                warnings.append(f"{path.name}: line {number} is truncated; dropped it")
+                continue
+            raise GpuscaleError(f"{path}: line {number}: not a gpuscale event ({exc})") from None
+    if not events:
+        raise GpuscaleError(f"{path}: empty recording")
+    return events, warnings
+
+
+class ReplaySource(EventSource):
+    """Plays a recording back at ``speed`` run seconds per wall second.
+
+    ``clock`` is injectable so tests can drive time by hand.
+    """
+
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        speed: float = 1.0,
+        end: bool = False,
+        seek_step_s: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+        events: list[Event] | None = None,
+        warnings: Iterable[str] = (),
+    ) -> None:
+        self.path = Path(path)
+        if events is None:
+            events, found = load_recording(self.path)
+            warnings = [*warnings, *found]
+        if not events or not isinstance(events[0], StartEvent):
+            raise GpuscaleError(f"{self.path}: not a gpuscale recording (no start event)")
+        if speed <= 0:
+            raise GpuscaleError(f"--speed must be positive, got {speed}")
+        self.info = SourceInfo("replay", str(self.path), list(warnings))
+        if not isinstance(events[-1], EndEvent):
+            self.info.warnings.append(
+                f"{self.path.name} has no end event: the run was interrupted "
+                "(everything recorded up to then is shown)"
+            )
+        self._events = events
+        t0 = events[0].t
+        # Offsets in run seconds; a recording is in time order, but never trust it blindly.
+        offsets: list[float] = []
+        latest = 0.0
+        for event in events:
+            latest = max(latest, event.t - t0)
+            offsets.append(latest)
+        self._offsets = offsets
+        self.duration_s = offsets[-1]
+        self.seek_step_s = seek_step_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._speed = speed
+        self._paused = False
+        self._anchor_pos_s = 0.0
+        self._anchor_clock = clock()
+        self._cursor = 0  # events handed over so far
+        self._need_reset = False
+        if end:
+            self.jump_to_end()
+
+    # transport ------------------------------------------------------------------
+    def _position_locked(self) -> float:
+        pos = self._anchor_pos_s
+        if not self._paused:
+            pos += (self._clock() - self._anchor_clock) * self._speed
+        return min(max(pos, 0.0), self.duration_s)
+
+    def _set_position_locked(self, pos_s: float) -> None:
+        pos_s = min(max(pos_s, 0.0), self.duration_s)
+        self._anchor_pos_s = pos_s
+        self._anchor_clock = self._clock()
+        target = bisect.bisect_right(self._offsets, pos_s)
+        if target < self._cursor:
+            self._cursor = 0
+            self._need_reset = True
+        self._wake.set()
+
+    @property
+    def position_s(self) -> float:
+        with self._lock:
+            return self._position_locked()
+
+    def toggle_pause(self) -> bool:
+        """Pause or resume; returns True when now paused."""
+        with self._lock:
+            self._set_position_locked(self._position_locked())
+            self._paused = not self._paused
+            return self._paused
+
+    def seek(self, delta_s: float) -> None:
+        """Move the replay position by ``delta_s`` run seconds (negative: back)."""
+        with self._lock:
+            self._set_position_locked(self._position_locked() + delta_s)
+
+    def seek_to(self, position_s: float) -> None:
+        with self._lock:
+            self._set_position_locked(position_s)
+
+    def jump_to_end(self) -> None:
+        """Show the final state at once."""
+        with self._lock:
+            self._set_position_locked(self.duration_s)
+
+    def change_speed(self, direction: int) -> float:
+        """One step faster (+1) or slower (-1) through :data:`SPEEDS`; returns the speed."""
+        with self._lock:
+            self._set_position_locked(self._position_locked())
+            if direction > 0:
+                faster = [s for s in SPEEDS if s > self._speed]
+                self._speed = faster[0] if faster else self._speed
+            else:
+                slower = [s for s in SPEEDS if s < self._speed]
+                self._speed = slower[-1] if slower else self._speed
+            return self._speed
+
+    def replay_status(self) -> ReplayStatus:
+        with self._lock:
+            pos = self._position_locked()
+            return ReplayStatus(
+                position_s=pos,
+                duration_s=self.duration_s,
+                speed=self._speed,
+                paused=self._paused,
+                at_end=self._cursor >= len(self._events),
+            )
+
+    # reading --------------------------------------------------------------------
+    @property
+    def finished(self) -> bool:
+        with self._lock:
+            return self._cursor >= len(self._events)
+
+    def read(self, timeout_s: float) -> Batch | None:
+        with self._lock:
+            batch = self._take_locked()
+            if batch is not None:
+                return batch
+            wait = timeout_s
+            if not self._paused and self._cursor < len(self._events):
+                due = (self._offsets[self._cursor] - self._position_locked()) / self._speed
+                wait = min(timeout_s, max(due, 0.0))
+            self._wake.clear()
+        self._wake.wait(wait)
+        with self._lock:
+            return self._take_locked()
+
+    def _take_locked(self) -> Batch | None:
+        target = bisect.bisect_right(self._offsets, self._position_locked())
+        reset = self._need_reset
+        if target <= self._cursor and not reset:
+            return None
+        stop = min(target, self._cursor + MAX_BATCH)
+        events = self._events[self._cursor : stop]
+        self._cursor = stop
+        self._need_reset = False
+        return Batch(events, reset=reset)
+
+
+# -- live and in-memory ---------------------------------------------------------
+
+
+class QueueSource(EventSource):
+    """Events pushed by anyone (tests, benchmarks, a producer thread) via :meth:`put`."""
+
+    def __init__(self, label: str = "(in memory)") -> None:
+        self.info = SourceInfo("memory", label)
+        self._queue: queue.Queue[Event] = queue.Queue()
+        self._ended = False
+        self.started = False
+        self.stopped = False
+
+    def put(self, event: Event) -> None:
+        self._queue.put(event)
+
+    def start(self) -> None:
+        self.started = True
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    @property
+    def finished(self) -> bool:
+        return self._ended and self._queue.empty()
+
+    def read(self, timeout_s: float) -> Batch | None:
+        try:
+            first = self._queue.get(timeout=timeout_s)
+        except queue.Empty:
+            return None
+        events = [first]
+        while len(events) < MAX_BATCH:
+            try:
+                events.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        if any(isinstance(e, EndEvent) for e in events):
+            self._ended = True
+        return Batch(events)
+
+
+class LiveSource(EventSource):
+    """A live run: wraps :class:`gpuscale.session.LiveRun` (or anything with
+    ``start()``, ``events(timeout)``, ``stop()`` and ``recording_path``)."""
+
+    def __init__(self, run: Any) -> None:
+        self.run = run
+        self._ended = False
+        self._stopped = False
+        path = getattr(run, "recording_path", None)
+        self.info = SourceInfo("live", str(path) if path else "not recorded (--no-record)")
+
+    def start(self) -> None:
+        self.run.start()
+        path = getattr(self.run, "recording_path", None)
+        if path:
+            self.info.label = str(path)
+
+    def read(self, timeout_s: float) -> Batch | None:
+        if self._ended:
+            time.sleep(timeout_s)
+            return None
+        got = self.run.events(timeout_s)
+        if got is None:
+            return None
+        events = list(got) if not isinstance(got, list) else got
+        if not events:
+            return None
+        if any(isinstance(e, EndEvent) for e in events):
+            self._ended = True
+        return Batch(events)
+
+    @property
+    def finished(self) -> bool:
+        return self._ended
+
+    def stop(self) -> None:
+        if not self._stopped:
+            self._stopped = True
+            self.run.stop()

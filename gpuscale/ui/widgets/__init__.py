@@ -1,0 +1,1 @@
+"""The dashboard's components, one module per screen region."""

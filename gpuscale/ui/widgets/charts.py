@@ -1,0 +1,111 @@
+"""Charts over time, drawn with plotext (via textual-plotext's ``Plot``).
+
+Plotext takes 10-20 ms to draw a plot, too slow for the UI thread at 10 frames
+a second, so the charts are built in a worker thread from a snapshot and handed
+to :class:`ChartPanel` as finished text (see ``GpuscaleApp``).
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+from textual_plotext.plot import Plot
+
+from gpuscale.ui.model import Snapshot
+
+STEP_CHART = "chart-steps"
+BREAKDOWN_CHART = "chart-breakdown"
+UTIL_CHART = "chart-util"
+CHART_TITLES = {
+    STEP_CHART: "Step time ms (left) · samples/s (right)",
+    BREAKDOWN_CHART: "Phases per step (ms)",
+    UTIL_CHART: "Utilization (%)",
+}
+PHASE_COLORS = ("green", "red", "blue", "orange")
+LINE_COLORS = ("cyan", "orange", "green", "magenta", "blue", "red", "yellow", "gray")
+
+
+def _new_plot(width: int, height: int) -> Plot:
+    plot = Plot()
+    plot.theme("clear")
+    plot.plotsize(max(width, 10), max(height, 4))
+    return plot
+
+
+def _empty(width: int, message: str) -> Text:
+    return Text(message, style="dim")
+
+
+def build_step_chart(snap: Snapshot, width: int, height: int) -> Text:
+    """Step time and throughput against the step number."""
+    if len(snap.steps_t) < 2:
+        return _empty(width, "step times appear here after the first steps")
+    plot = _new_plot(width, height)
+    plot.plot(snap.steps_t, [t * 1000 for t in snap.step_times_s], color="cyan", marker="braille")
+    plot.plot(snap.steps_t, snap.throughputs, color="orange", yside="right", marker="braille")
+    plot.xlabel("step")
+    return Text.from_ansi(plot.build(), no_wrap=True)
+
+
+def build_breakdown_chart(snap: Snapshot, width: int, height: int) -> Text:
+    """A stacked bar per measured step: compute, exposed all-reduce, apply, input."""
+    phases = snap.phases[-max(4, (width - 10) // 2) :]
+    if not phases:
+        return _empty(
+            width, "the phase breakdown appears after the first measured step (every K-th step)"
+        )
+    plot = _new_plot(width, height)
+    series = [
+        [p.compute_s * 1000 for p in phases],
+        [p.allreduce_s * 1000 for p in phases],
+        [p.apply_s * 1000 for p in phases],
+        [p.input_s * 1000 for p in phases],
+    ]
+    plot.stacked_bar(
+        [str(p.step) for p in phases],
+        series,
+        labels=["compute", "all-reduce", "apply", "input"] if height >= 8 else None,
+        color=list(PHASE_COLORS),
+        width=0.8,
+    )
+    return Text.from_ansi(plot.build(), no_wrap=True)
+
+
+def build_util_chart(snap: Snapshot, width: int, height: int) -> Text:
+    """Utilization of every GPU over its recent samples (host CPU when no GPU)."""
+    plot = _new_plot(width, height)
+    plotted = False
+    gpus = [d for d in snap.devices if d.kind == "gpu" and d.util_history_pct]
+    for n, device in enumerate(gpus):
+        history = list(device.util_history_pct)
+        label = f"GPU{device.index}" if height >= 8 else None
+        plot.plot(history, color=LINE_COLORS[n % len(LINE_COLORS)], label=label, marker="braille")
+        plotted = True
+    if not gpus and len(snap.host_cpu_history_pct) >= 2:
+        plot.plot(
+            snap.host_cpu_history_pct,
+            color="cyan",
+            label="host CPU" if height >= 8 else None,
+            marker="braille",
+        )
+        plotted = True
+    if not plotted:
+        return _empty(width, "utilization appears after the first samples")
+    plot.ylim(0, 100)
+    plot.xlabel("samples (newest right)")
+    return Text.from_ansi(plot.build(), no_wrap=True)
+
+
+BUILDERS = {
+    STEP_CHART: build_step_chart,
+    BREAKDOWN_CHART: build_breakdown_chart,
+    UTIL_CHART: build_util_chart,
+}
+
+
+class ChartPanel(Static, can_focus=True):
+    """Shows a chart built elsewhere (see the module docstring)."""
+
+    def __init__(self, chart_id: str) -> None:
+        super().__init__(id=chart_id, classes="chart")
+        self.border_title = CHART_TITLES[chart_id]

@@ -1,0 +1,266 @@
+"""Device cards: one per GPU or logical CPU device, plus the host.
+
+Cards show the latest sample; ``n/a`` where the device does not report a
+value. When full cards would take too much of the screen (many devices on a
+small terminal) every card condenses to one line.
+"""
+
+from __future__ import annotations
+
+import math
+
+from textual.containers import Vertical
+from textual.content import Content
+from textual.widgets import Sparkline, Static
+
+from gpuscale.events.schema import GpuSample, HostSample
+from gpuscale.ui import formatting as fmt
+from gpuscale.ui.model import DeviceState, Snapshot
+
+CARD_MIN_WIDTH = 40
+"""Columns a full card needs (border included)."""
+CARD_HEIGHT = 8
+COMPACT_MIN_WIDTH = 40
+MAX_SHARE_OF_SCREEN = 0.42
+"""Full cards may take at most this share of the screen's height."""
+
+HOST_KEY = "host"
+
+
+def _pct_style(pct: float | None) -> str:
+    if pct is None:
+        return "$text-muted"
+    if pct >= 90:
+        return "$text-error"
+    if pct >= 70:
+        return "$text-warning"
+    return "$text-success"
+
+
+def _gauge(label: str, pct: float | None, width: int, tail: str) -> Content:
+    bar_width = max(width - len(label) - len(tail) - 2, 4)
+    return Content.assemble(
+        (label, "bold"), " ", (fmt.bar(pct, bar_width), _pct_style(pct)), " ", tail
+    )
+
+
+def _gb_s(value: float | None) -> str:
+    if value is None:
+        return fmt.NA
+    value /= 1e9
+    return f"{value:.1f}" if value < 10 else f"{value:.0f}"
+
+
+def _pair(name: str, rx: float | None, tx: float | None) -> str:
+    if rx is None and tx is None:
+        return f"{name} n/a"
+    return f"{name} ↓{_gb_s(rx)} ↑{_gb_s(tx)}"
+
+
+def gpu_lines(sample: GpuSample | None, width: int) -> Content:
+    """The body of a full GPU card (5 lines)."""
+    if sample is None:
+        return Content("waiting for the first sample…")
+    util = sample.util_gpu_pct
+    lines = [_gauge("util", util, width, f"{fmt.number(util, '3.0f', '%')}")]
+    mem_pct = (
+        100 * sample.mem_used_bytes / sample.mem_total_bytes
+        if sample.mem_used_bytes is not None and sample.mem_total_bytes
+        else None
+    )
+    mem_tail = f"{fmt.gib(sample.mem_used_bytes)}/{fmt.gib(sample.mem_total_bytes)} GiB"
+    lines.append(_gauge("mem ", mem_pct, width, mem_tail))
+    power = f"{fmt.number(sample.power_w)}/{fmt.number(sample.power_limit_w)} W"
+    temp = f"{fmt.number(sample.temp_c)} °C"
+    clock = f"SM {fmt.number(sample.sm_clock_mhz)} MHz"
+    lines.append(Content(f"{power} · {temp} · {clock}"))
+    links = f"{_pair('PCIe', sample.pcie_rx_bytes_s, sample.pcie_tx_bytes_s)}"
+    nvlink = _pair("NVLink", sample.nvlink_rx_bytes_s, sample.nvlink_tx_bytes_s)
+    lines.append(Content(f"{links} {nvlink} GB/s"))
+    if sample.gpm_sm_activity_pct is None and sample.gpm_tensor_activity_pct is None:
+        gpm = Content.styled("GPM activity n/a", "$text-muted")
+    else:
+        gpm = Content(
+            f"GPM SM {fmt.number(sample.gpm_sm_activity_pct, '.0f', '%')}"
+            f" · tensor {fmt.number(sample.gpm_tensor_activity_pct, '.0f', '%')}"
+        )
+    if sample.throttle_reasons:
+        gpm = gpm + Content.styled(
+            " · throttled: " + ",".join(sample.throttle_reasons), "$text-warning"
+        )
+    lines.append(gpm)
+    return Content("\n").join(lines)
+
+
+def gpu_line(device: DeviceState, width: int) -> Content:
+    """A GPU in one line (compact mode)."""
+    name = f"GPU{device.index}" if device.worker == 0 else f"w{device.worker}/GPU{device.index}"
+    if device.lost:
+        return Content.assemble(
+            (name, "bold"), " ", ("LOST (fell off the bus)", "bold $text-error")
+        )
+    sample = device.last
+    if sample is None:
+        return Content.assemble((name, "bold"), " waiting…")
+    util = sample.util_gpu_pct
+    mem = f"{fmt.gib(sample.mem_used_bytes)}/{fmt.gib(sample.mem_total_bytes)}G"
+    tail = f" {fmt.number(util, '3.0f', '%')} {mem} {fmt.number(sample.power_w)}W {fmt.number(sample.temp_c)}°C"
+    bar_width = max(width - len(name) - len(tail) - 1, 3)
+    return Content.assemble((name, "bold"), " ", (fmt.bar(util, bar_width), _pct_style(util)), tail)
+
+
+def host_lines(host: HostSample | None, width: int, compact: bool) -> Content:
+    """The host: all-core CPU, memory, and the trainer's own CPU and memory."""
+    if host is None:
+        return Content("host: waiting for the first sample…")
+    trainer = (
+        f"trainer CPU {fmt.number(host.proc_cpu_pct, '.0f', '%')}"
+        f" · RSS {fmt.size(host.proc_rss_bytes)}"
+    )
+    mem_pct = 100 * host.mem_used_bytes / host.mem_total_bytes if host.mem_total_bytes else None
+    mem_tail = f"{fmt.gib(host.mem_used_bytes)}/{fmt.gib(host.mem_total_bytes)} GiB"
+    if compact:
+        tail = (
+            f" {host.cpu_pct:3.0f}% · trainer {fmt.number(host.proc_cpu_pct, '.0f', '%')}"
+            f" {fmt.size(host.proc_rss_bytes)}"
+        )
+        bar_width = max(width - len("host") - len(tail) - 1, 3)
+        return Content.assemble(
+            ("host", "bold"),
+            " ",
+            (fmt.bar(host.cpu_pct, bar_width), _pct_style(host.cpu_pct)),
+            tail,
+        )
+    return Content("\n").join(
+        [
+            _gauge("CPU ", host.cpu_pct, width, f"{host.cpu_pct:3.0f}%"),
+            _gauge("mem ", mem_pct, width, mem_tail),
+            Content(trainer),
+            Content.styled("trainer % = share of one core", "$text-muted"),
+        ]
+    )
+
+
+class DeviceCard(Vertical):
+    """One device (or the host): a text body and its utilization history."""
+
+    def __init__(self, key: str, title: str) -> None:
+        super().__init__(classes="card")
+        self.key = key
+        self.border_title = title
+
+    def compose(self):
+        yield Static(classes="card-body")
+        yield Sparkline([], classes="card-spark")
+
+    def show_device(self, device: DeviceState, compact: bool, width: int) -> None:
+        body = self.query_one(".card-body", Static)
+        info = device.info
+        self.set_class(device.lost, "lost")
+        if device.kind != "gpu":
+            tf_name = (info.tf_name or "").rsplit("/", 1)[-1] if info else ""
+            if compact:
+                body.update(
+                    Content.assemble(
+                        (f"CPU:{device.index}", "bold"), " logical device (shares host cores)"
+                    )
+                )
+            else:
+                body.update(
+                    Content("\n").join(
+                        [
+                            Content(f"logical CPU device {tf_name}".rstrip()),
+                            Content("a TensorFlow replica on the host;"),
+                            Content("it shares the host's cores, so"),
+                            Content("no per-device telemetry: see host"),
+                        ]
+                    )
+                )
+            return
+        if compact:
+            body.update(gpu_line(device, width))
+            return
+        if device.lost:
+            body.update(
+                Content.styled(
+                    "LOST: the GPU fell off the bus\n(NVML reports GpuIsLost);\nno further samples",
+                    "bold $text-error",
+                )
+            )
+        else:
+            body.update(gpu_lines(device.last, width))
+        self.query_one(Sparkline).data = list(device.util_history_pct) or [0.0]
+        used = device.last.proc_mem_bytes if device.last is not None else None
+        self.border_subtitle = f"run uses {fmt.size(used)}" if used is not None else ""
+
+    def show_host(
+        self, host: HostSample | None, history: list[float], compact: bool, width: int
+    ) -> None:
+        self.query_one(".card-body", Static).update(host_lines(host, width, compact))
+        if not compact:
+            self.query_one(Sparkline).data = history or [0.0]
+
+
+def device_title(device: DeviceState) -> str:
+    info = device.info
+    prefix = f"worker {device.worker} · " if device.worker else ""
+    if device.kind != "gpu":
+        return f"{prefix}CPU:{device.index} (logical)"
+    name = info.name if info is not None else ""
+    return (
+        f"{prefix}GPU {device.index} · {name}"
+        if name and name != f"GPU {device.index}"
+        else f"{prefix}GPU {device.index}"
+    )
+
+
+class DeviceGrid(Vertical, can_focus=True):
+    """All device cards, wrapping to the width; condensed when space is short."""
+
+    BORDER_TITLE = "Devices"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._keys: list[str] = []
+        self.compact = False
+
+    def _layout_for(self, count: int) -> tuple[int, bool, int]:
+        """(columns, compact, text width inside one card) for ``count`` cards,
+        computed from the screen size so it does not wait for a layout pass."""
+        width = max(self.app.size.width, 1)
+        screen_height = self.app.size.height
+        columns = max(1, width // CARD_MIN_WIDTH)
+        rows = math.ceil(count / columns)
+        if rows * CARD_HEIGHT <= screen_height * MAX_SHARE_OF_SCREEN:
+            card_width = (width - (columns - 1)) // columns
+            return columns, False, card_width - 4  # border and padding
+        columns = max(1, width // COMPACT_MIN_WIDTH)
+        return columns, True, (width - (columns - 1)) // columns - 1
+
+    def on_resize(self) -> None:
+        self.app.call_after_refresh(self.app.redraw, True)
+
+    def show(self, snap: Snapshot) -> None:
+        keys = [HOST_KEY] + [f"{d.worker}-{d.index}" for d in snap.devices]
+        if keys != self._keys:
+            self._keys = keys
+            self.remove_children()
+            cards = [DeviceCard(HOST_KEY, "host")]
+            cards += [
+                DeviceCard(key, device_title(d))
+                for key, d in zip(keys[1:], snap.devices, strict=False)
+            ]
+            self.mount_all(cards)
+            self.call_after_refresh(self.app.redraw, True)
+            return
+        columns, compact, text_width = self._layout_for(len(keys))
+        self.compact = compact
+        self.set_class(compact, "compact")
+        self.styles.grid_size_columns = columns
+        cards = list(self.query(DeviceCard))
+        if not cards:
+            return
+        cards[0].show_host(snap.host, snap.host_cpu_history_pct, compact, text_width)
+        for card, device in zip(cards[1:], snap.devices, strict=False):
+            card.border_title = device_title(device)
+            card.show_device(device, compact, text_width)

@@ -1,0 +1,75 @@
+"""The run header: what runs, where, how far along, and where it is recorded."""
+
+from __future__ import annotations
+
+from textual.content import Content
+from textual.widgets import Static
+
+from gpuscale.ui import formatting as fmt
+from gpuscale.ui.model import Snapshot
+from gpuscale.ui.sources import ReplayStatus, SourceInfo
+
+
+def describe_run(snap: Snapshot) -> str:
+    """Model · strategy (all-reduce) · devices · batch, in one line."""
+    start = snap.start
+    if start is None:
+        return "waiting for the run to start…"
+    devices = len(start.devices) or start.num_replicas
+    platform = {"gpu": "GPU", "cpu-logical": "logical CPU", "cpu": "CPU"}[start.platform]
+    device_text = f"{devices}x {platform}"
+    if start.num_workers > 1:
+        device_text += f" on {start.num_workers} workers"
+    strategy = start.strategy or "?"
+    if start.cross_device_ops:
+        strategy += f" ({start.cross_device_ops})"
+    batch = f"batch {start.global_batch}"
+    if start.num_replicas > 1:
+        batch = f"batch {start.num_replicas}x{start.per_replica_batch}={start.global_batch}"
+    batch += f" ({start.scaling} scaling)"
+    return f"{start.model or '?'} · {strategy} · {device_text} · {batch}"
+
+
+class RunHeader(Static):
+    """Two lines: the run, then progress, state and the recording."""
+
+    def show(
+        self,
+        snap: Snapshot,
+        source: SourceInfo,
+        replay: ReplayStatus | None,
+        display_paused: bool,
+    ) -> None:
+        state = "running"
+        style = "$text-success"
+        if snap.end is not None:
+            state = snap.end.status
+            style = "$text-success" if state == "completed" else "$text-error"
+        elif snap.errors:
+            state, style = "failed", "$text-error"
+        elif snap.start is None:
+            state, style = "starting", "$text-warning"
+        parts = [
+            f"step {snap.last_step}",
+            f"elapsed {fmt.clock(snap.elapsed_s)}",
+        ]
+        if replay is not None:
+            mode = "paused" if replay.paused else f"{replay.speed:g}x"
+            parts.insert(
+                0,
+                f"replay {fmt.clock(replay.position_s)}/{fmt.clock(replay.duration_s)} {mode}",
+            )
+            label = f"file {source.label}"
+        else:
+            label = f"recording {source.label}"
+        line2 = Content.assemble(
+            (state.upper(), f"bold {style}"),
+            "  " + " · ".join(parts) + "  ",
+            (label, "$text-muted"),
+        )
+        line1 = Content.assemble(("gpuscale", "bold"), "  " + describe_run(snap))
+        if display_paused:
+            line1 = line1 + Content.assemble(
+                "  ", (" DISPLAY PAUSED (p) ", "reverse $text-warning")
+            )
+        self.update(Content("\n").join([line1, line2]))

@@ -1,0 +1,32 @@
+"""The log pane: the trainer's output, telemetry notices and errors, in order."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import RichLog
+
+from gpuscale.ui.model import LogLine
+
+LEVEL_STYLES = {"error": "bold red", "warning": "yellow", "debug": "dim", "info": ""}
+
+
+class LogPane(RichLog):
+    """Appends the lines it has not shown yet; cleared when a replay seeks back."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, max_lines=2000, wrap=True, markup=False, highlight=False)
+        self.border_title = "Log"
+        self.last_seq = 0
+        self.epoch = 0
+
+    def show(self, epoch: int, lines: list[LogLine]) -> None:
+        if epoch != self.epoch:
+            self.epoch = epoch
+            self.last_seq = 0
+            self.clear()
+        for line in lines:
+            if line.seq <= self.last_seq:
+                continue
+            self.last_seq = line.seq
+            prefix = "" if line.source == "trainer" else f"[{line.source}] "
+            self.write(Text(prefix + line.message, style=LEVEL_STYLES.get(line.level, "")))
