@@ -1,14 +1,163 @@
-"""`gpuscale recommend` (being built)."""
+"""`gpuscale recommend`: single or multi-GPU, how many, and why.
+
+Offline (``--from FILE...``: recordings and/or sweep files) this imports no
+TensorFlow. Live (no ``--from``) it runs a short sweep of the trainer over 1, 2,
+4, ... devices, records each run and recommends from what it measured.
+"""
 
 from __future__ import annotations
+
+import argparse
+import json
+import sys
 
 from gpuscale.errors import GpuscaleError
 
 
 def register(sub) -> None:
-    parser = sub.add_parser("recommend", help="(not built yet)")
+    parser = sub.add_parser(
+        "recommend",
+        help="single or multi-GPU, how many, and why (measured, predicted, explained)",
+        description=(
+            "Recommend a device count and configuration. With --from, from recordings "
+            "and/or sweep files (no TensorFlow needed); without it, run a short sweep of the "
+            "trainer over 1, 2, 4, ... devices first (same options as 'gpuscale run')."
+        ),
+    )
+    parser.add_argument(
+        "--from",
+        dest="inputs",
+        nargs="+",
+        metavar="FILE",
+        help="recordings (.ndjson) and/or sweep files (.json, see docs/sweep-format.md)",
+    )
+    parser.add_argument(
+        "--min-efficiency",
+        type=_fraction,
+        default=None,
+        metavar="F",
+        help="floor on the marginal efficiency of each doubling, 0-1 or a percentage (default 0.6)",
+    )
+    parser.add_argument(
+        "--max-devices",
+        type=_positive_int,
+        default=8,
+        metavar="N",
+        help="predict up to N devices (default 8)",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the whole result as one JSON object (a sweep file --from reads back)",
+    )
+    live = parser.add_argument_group("live sweep (without --from)")
+    live.add_argument(
+        "--sweep",
+        type=_count_list,
+        metavar="LIST",
+        help="device counts to run, e.g. 1,2,4 (default: 1, 2, 4, ... up to what there is)",
+    )
+    live.add_argument(
+        "--no-record",
+        action="store_true",
+        help="do not keep recordings of the sweep's runs",
+    )
+    try:
+        from gpuscale.trainer.options import add_trainer_arguments
+    except ImportError:  # the trainer package is not there: offline only
+        pass
+    else:
+        add_trainer_arguments(parser)
+        parser.set_defaults(steps=40, warmup_steps=5)
     parser.set_defaults(func=main)
 
 
+def _fraction(text: str) -> float:
+    try:
+        value = float(text.rstrip("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a fraction like 0.6 or 60%, got {text!r}"
+        ) from None
+    if text.endswith("%") or value > 1:
+        value /= 100
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], got {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {text!r}")
+    return value
+
+
+def _count_list(text: str) -> list[int]:
+    try:
+        counts = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected device counts like 1,2,4, got {text!r}"
+        ) from None
+    if not counts or counts[0] < 1:
+        raise argparse.ArgumentTypeError(f"expected device counts like 1,2,4, got {text!r}")
+    return counts
+
+
 def main(args) -> int:
-    raise GpuscaleError("'gpuscale recommend' is not built yet")
+    from gpuscale.analysis.recommend import DEFAULT_MIN_EFFICIENCY
+
+    floor = args.min_efficiency if args.min_efficiency is not None else DEFAULT_MIN_EFFICIENCY
+    if args.inputs:
+        from gpuscale.analysis.sweep import load_inputs
+
+        sweep = load_inputs(args.inputs)
+        heading = None
+    else:
+        from gpuscale.commands.recommend_live import run_sweep
+
+        sweep, heading = run_sweep(args, quiet=args.json)
+    return report(
+        sweep, floor=floor, max_devices=args.max_devices, as_json=args.json, heading=heading
+    )
+
+
+def report(sweep, *, floor: float, max_devices: int, as_json: bool, heading: str | None) -> int:
+    """Recommend from a :class:`~gpuscale.analysis.sweep.Sweep` and print it."""
+    import msgspec
+
+    from gpuscale.analysis.recommend import recommend
+    from gpuscale.analysis.sweep import sweep_document
+
+    rec = recommend(
+        sweep.points,
+        min_efficiency=floor,
+        max_devices=max_devices,
+        available_devices=sweep.available_devices,
+    )
+    if as_json:
+        body = msgspec.to_builtins(rec)
+        body.pop("table")
+        body.pop("models")
+        doc = sweep_document(
+            rec.table,
+            source="; ".join(dict.fromkeys(sweep.sources)) or None,
+            note=" ".join(dict.fromkeys(sweep.notes)) or None,
+            available_devices=sweep.available_devices,
+            models=msgspec.to_builtins(rec.models),
+            recommendation=body,
+        )
+        json.dump(doc, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    from gpuscale.commands.recommend_render import render
+
+    render(rec, sweep, heading=heading)
+    return 0
+
+
+__all__ = ["register", "main", "report", "GpuscaleError"]

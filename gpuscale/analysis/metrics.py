@@ -1,0 +1,98 @@
+"""Every scaling metric, defined once with its formula. The rest of
+:mod:`gpuscale.analysis` calls these and never re-derives them.
+
+Notation: ``N`` devices (replicas), ``t(N)`` median step time in seconds, ``b(N)``
+samples per step across all replicas (the global batch), ``X(N) = b(N) / t(N)``
+throughput in samples per second.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0-100) with linear interpolation between the two
+    nearest ranks (numpy's default). ``values`` must not be empty."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("percentile of no values")
+    pos = (len(ordered) - 1) * q / 100.0
+    low = math.floor(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def median(values: Sequence[float]) -> float:
+    """The 50th percentile."""
+    return percentile(values, 50.0)
+
+
+def spread(values: Sequence[float]) -> float:
+    """Relative spread of step times: ``(p90 - p10) / median``. 0.05 means the middle
+    80 % of steps lie within 5 % of the median's size; robust to a few outliers."""
+    mid = median(values)
+    if mid <= 0:
+        return 0.0
+    return (percentile(values, 90.0) - percentile(values, 10.0)) / mid
+
+
+def throughput(samples_per_step: float, step_time_s: float) -> float:
+    """Samples per second: ``X = b / t``."""
+    return samples_per_step / step_time_s
+
+
+def speedup(throughput_n: float, throughput_base: float) -> float:
+    """``S(N) = X(N) / X(base)``: how many times more samples per second than the
+    baseline (one device, or the smallest count measured). For strong scaling
+    (fixed global batch) this equals ``t(base) / t(N)``; for weak scaling
+    ``N t(base) / (base t(N))``."""
+    return throughput_n / throughput_base
+
+
+def efficiency(speedup_n: float, devices: int, base_devices: int = 1) -> float:
+    """Scaling efficiency ``E(N) = S(N) / (N / base)``: 1.0 is linear scaling,
+    0.5 means half of every added device is lost."""
+    return speedup_n / (devices / base_devices)
+
+
+def marginal_efficiency(
+    throughput_from: float, devices_from: int, throughput_to: float, devices_to: int
+) -> float:
+    """Efficiency of the step from ``N1`` to ``N2`` devices, per doubling:
+    ``(X(N2) / X(N1)) ** (1 / log2(N2 / N1)) / 2``.
+
+    For a doubling (1->2, 2->4, 4->8) this is simply the throughput gain divided by
+    2: 1.0 means the added devices are used fully, 0.76 that doubling from 4 to 8
+    gave 1.52 times the samples per second. Other steps (2->3, 1->4) are put on the
+    same per-doubling scale, so the value does not depend on how the counts were
+    spaced."""
+    if devices_to <= devices_from:
+        raise ValueError("marginal efficiency needs more devices at the end")
+    gain = throughput_to / throughput_from
+    if gain <= 0:
+        return 0.0
+    return gain ** (1.0 / math.log2(devices_to / devices_from)) / 2.0
+
+
+def ring_volume_factor(devices: int) -> float:
+    """Bytes each device sends (and receives) in a ring all-reduce, per byte of
+    payload: ``2 (N - 1) / N`` (reduce-scatter then all-gather)."""
+    return 2.0 * (devices - 1) / devices
+
+
+def algbw_bytes_s(payload_bytes: float, allreduce_s: float) -> float:
+    """Algorithm bandwidth: ``payload / all-reduce time`` (NCCL's ``algbw``)."""
+    return payload_bytes / allreduce_s
+
+
+def busbw_bytes_s(algbw: float, devices: int) -> float:
+    """Bus bandwidth: ``algbw x 2 (N - 1) / N``, the rate each link actually carried
+    in a ring all-reduce; comparable with the link's peak (NCCL's ``busbw``)."""
+    return algbw * ring_volume_factor(devices)
+
+
+def share(part_s: float, whole_s: float) -> float:
+    """``part / whole``, e.g. the exposed all-reduce's share of the step."""
+    return part_s / whole_s if whole_s > 0 else 0.0

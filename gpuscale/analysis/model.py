@@ -1,0 +1,412 @@
+"""A communication model of data-parallel step time, fitted to what was
+measured, that predicts device counts that were not.
+
+The model::
+
+    t(N) = compute(N) + comm(N)
+
+    compute(N) = c0 + c1 (N - 1)       weak scaling (fixed batch per replica):
+                                       the same work per device; c1 is the measured
+                                       drift (0 with one measured count)
+    compute(N) = s + p / N             strong scaling (fixed global batch): a serial
+                                       part s and a parallel part p split N ways
+
+    comm(N)    = alpha h(N) + beta v(N)
+        ring   (NCCL, collective):        h = N - 1, v = 2 (N - 1) / N
+        gather (reduce to one device):     h = N - 1, v = N - 1
+        host   (variables on the CPU):     h = N,     v = N
+
+``beta`` is the time to move one gradient payload over one link (payload /
+bandwidth) and ``v(N)`` how many payloads cross the busiest link per step: a
+ring moves ``2(N-1)/N`` of the payload through every link, a gather moves
+``N - 1`` copies through the one device that gathers (and as many back out), and
+variables on the host move one copy per device through the host's link.
+``alpha`` is the latency per hop. Throughput is ``global batch / t(N)``.
+
+How it is fitted (weighted least squares on relative error, all terms >= 0):
+
+* With phase breakdowns (``compute_s``, ``allreduce_s``): ``alpha`` and ``beta``
+  from the exposed all-reduce times; compute from ``t - allreduce``. With one
+  multi-device count only ``beta`` (the bandwidth) is fitted. Strong scaling
+  splits ``s`` and ``p`` when 2+ counts have phases, else assumes ``s = 0``.
+* From step times alone: all terms jointly from ``t(N)``. Ring needs 3 counts to
+  fit ``alpha`` beside ``beta`` (2 give ``beta`` only). For gather and host, ``h``
+  and ``v`` grow alike, so only ``beta`` is fitted (it absorbs the latency).
+  Strong scaling without phases assumes ``s = 0``: the ring's ``2 - 2/N`` is a
+  mix of ``1`` and ``1/N``, so a serial part cannot be told apart from it.
+* One measured count and nothing to fit comm from: if the payload and the link's
+  peak are known, ``beta = payload / peak`` (an optimistic prediction, the link at
+  its peak); otherwise nothing is predicted.
+
+What it accounts for: the compute split (strong) or constant per-device work
+plus measured drift (weak), ring versus gather versus host traffic, per-hop
+latency, the measured effective bandwidth.
+
+What it ignores: changes in overlap of communication with the backward pass as
+``N`` grows (a model fitted on exposed time assumes the same hidden fraction),
+topology (NUMA, PCIe switches shared by several GPUs, NVLink mixed with PCIe,
+crossing sockets), stragglers, an input pipeline that stops keeping up, memory
+effects of a different per-device batch, and multi-worker network links (each
+worker's inter-machine link is treated like any other hop).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+
+import msgspec
+
+from gpuscale.analysis import metrics
+from gpuscale.analysis.sweep import SweepPoint
+
+
+def hops(exchange: str, devices: int) -> float:
+    """``h(N)``: latency hops per step (see the module docstring)."""
+    return float(devices) if exchange == "host" else float(devices - 1)
+
+
+def volume(exchange: str, devices: int) -> float:
+    """``v(N)``: payloads crossing the busiest link per step."""
+    if exchange == "ring":
+        return metrics.ring_volume_factor(devices)
+    if exchange == "gather":
+        return float(devices - 1)
+    return float(devices)
+
+
+class ScalingModel(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The fitted model of one configuration; see the module docstring."""
+
+    config: str
+    scaling: str
+    exchange: str
+    per_replica_batch: int
+    """Weak scaling: samples per device per step."""
+    global_batch: int
+    """Strong scaling: samples per step (at the smallest measured count for weak)."""
+    c0_s: float = 0.0
+    """Weak: compute per step at one device."""
+    c1_s: float = 0.0
+    """Weak: compute drift per added device."""
+    serial_s: float = 0.0
+    """Strong: the part that does not split."""
+    parallel_s: float = 0.0
+    """Strong: the part that splits N ways (its value at one device)."""
+    alpha_s: float = 0.0
+    """Latency per hop."""
+    beta_s: float = 0.0
+    """Seconds to move one payload over one link."""
+    payload_bytes: int | None = None
+    bandwidth_bytes_s: float | None = None
+    """``payload / beta``: the effective link bandwidth (when the payload is known)."""
+    basis: str = ""
+    """``phases``, ``step times`` or ``link peak`` (what comm was fitted from)."""
+    fitted_devices: list[int] = []
+    fit_error: float | None = None
+    """Largest relative error of the fit on the measured points; ``None`` when the
+    fit has as many terms as points (it passes through them, nothing to check)."""
+    predicts: bool = True
+    """False when nothing could be fitted for communication (one count, no peak)."""
+    compute_scale: float = 1.0
+    """Multiplier on compute (1.0 as fitted; :meth:`with_compute_scale` changes it)."""
+
+    def compute_time_s(self, devices: int) -> float:
+        """``compute(N)``."""
+        if self.scaling == "strong":
+            value = self.serial_s + self.parallel_s / devices
+        else:
+            value = self.c0_s + self.c1_s * (devices - 1)
+        return max(value, 0.0) * self.compute_scale
+
+    def comm_time_s(self, devices: int) -> float:
+        """``comm(N) = alpha h(N) + beta v(N)``; 0 at one device unless variables
+        live on the host."""
+        if devices == 1 and self.exchange != "host":
+            return 0.0
+        return self.alpha_s * hops(self.exchange, devices) + self.beta_s * volume(
+            self.exchange, devices
+        )
+
+    def step_time_s(self, devices: int) -> float:
+        """``t(N) = compute(N) + comm(N)``."""
+        return self.compute_time_s(devices) + self.comm_time_s(devices)
+
+    def samples_per_step(self, devices: int) -> int:
+        if self.scaling == "strong":
+            return self.global_batch
+        return self.per_replica_batch * devices
+
+    def throughput(self, devices: int) -> float:
+        """Samples per second at ``N`` devices."""
+        return metrics.throughput(self.samples_per_step(devices), self.step_time_s(devices))
+
+    def comm_share(self, devices: int) -> float:
+        return metrics.share(self.comm_time_s(devices), self.step_time_s(devices))
+
+    def with_compute_scale(self, factor: float) -> ScalingModel:
+        """The same model with compute multiplied by ``factor`` (a batch ``factor``
+        times larger: compute grows with the batch, the gradient payload does not)."""
+        return msgspec.structs.replace(self, compute_scale=self.compute_scale * factor)
+
+
+def _lstsq(rows: list[list[float]], targets: list[float]) -> list[float] | None:
+    """Least squares by the normal equations (a handful of columns)."""
+    k = len(rows[0])
+    a = [[sum(r[i] * r[j] for r in rows) for j in range(k)] for i in range(k)]
+    b = [sum(r[i] * y for r, y in zip(rows, targets, strict=True)) for i in range(k)]
+    for col in range(k):
+        pivot = max(range(col, k), key=lambda r: abs(a[r][col]))
+        if abs(a[pivot][col]) < 1e-15:
+            return None
+        a[col], a[pivot] = a[pivot], a[col]
+        b[col], b[pivot] = b[pivot], b[col]
+        for r in range(k):
+            if r != col:
+                f = a[r][col] / a[col][col]
+                a[r] = [x - f * y for x, y in zip(a[r], a[col], strict=True)]
+                b[r] -= f * b[col]
+    return [b[i] / a[i][i] for i in range(k)]
+
+
+def nnls(columns: list[list[float]], targets: list[float]) -> list[float]:
+    """Non-negative least squares, minimizing the squared *relative* error
+    ``sum(((A x)_i - y_i) / y_i)^2`` over ``x >= 0``, by trying every subset of
+    columns (there are at most four)."""
+    n = len(targets)
+    k = len(columns)
+    weights = [1.0 / y if y > 0 else 1.0 for y in targets]
+    best: tuple[float, list[float]] | None = None
+    for size in range(k, 0, -1):
+        for subset in itertools.combinations(range(k), size):
+            rows = [[columns[j][i] * weights[i] for j in subset] for i in range(n)]
+            solution = _lstsq(rows, [targets[i] * weights[i] for i in range(n)])
+            if solution is None or any(x < 0 for x in solution):
+                continue
+            x = [0.0] * k
+            for j, value in zip(subset, solution, strict=True):
+                x[j] = value
+            error = sum(
+                ((sum(columns[j][i] * x[j] for j in range(k)) - targets[i]) * weights[i]) ** 2
+                for i in range(n)
+            )
+            if best is None or error < best[0] - 1e-15:
+                best = (error, x)
+    return best[1] if best else [0.0] * k
+
+
+def _median_or_none(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return metrics.median(known) if known else None
+
+
+class _Count(msgspec.Struct):
+    devices: int
+    step_time_s: float
+    compute_s: float | None
+    allreduce_s: float | None
+
+
+def _by_count(points: Sequence[SweepPoint]) -> list[_Count]:
+    groups: dict[int, list[SweepPoint]] = defaultdict(list)
+    for p in points:
+        groups[p.devices].append(p)
+    counts = []
+    for n in sorted(groups):
+        ps = groups[n]
+        counts.append(
+            _Count(
+                devices=n,
+                step_time_s=metrics.median([p.step_time_s or 0.0 for p in ps]),
+                compute_s=_median_or_none([p.compute_s for p in ps]),
+                allreduce_s=_median_or_none([p.allreduce_s for p in ps]),
+            )
+        )
+    return counts
+
+
+def fit(points: Sequence[SweepPoint]) -> ScalingModel:
+    """Fit the model to the measured, normalized points of ONE configuration (same
+    label and scaling). See the module docstring for what is fitted when."""
+    if not points:
+        raise ValueError("fit needs at least one point")
+    first = points[0]
+    scaling, exchange = first.scaling, first.exchange_kind
+    counts = _by_count(points)
+    smallest = min(points, key=lambda p: p.devices)
+    payloads = [p.payload_bytes for p in points if p.payload_bytes]
+    payload = int(metrics.median(payloads)) if payloads else None
+    model = ScalingModel(
+        config=first.config,
+        scaling=scaling,
+        exchange=exchange,
+        per_replica_batch=smallest.per_replica_batch or 1,
+        global_batch=smallest.global_batch or 1,
+        payload_bytes=payload,
+        fitted_devices=[c.devices for c in counts],
+    )
+    exchanging = [c for c in counts if c.devices > 1 or exchange == "host"]
+    with_phases = [c for c in exchanging if c.allreduce_s is not None]
+    if with_phases:
+        _fit_from_phases(model, counts, with_phases)
+    else:
+        _fit_from_step_times(model, counts, exchanging, points)
+    if model.beta_s > 0 and payload:
+        model.bandwidth_bytes_s = payload / model.beta_s
+    errors = [abs(model.step_time_s(c.devices) / c.step_time_s - 1) for c in counts]
+    terms = _terms(model)
+    model.fit_error = max(errors) if len(counts) > terms else None
+    return model
+
+
+def _terms(model: ScalingModel) -> int:
+    """Free parameters the fit used (to tell whether the fit error means anything)."""
+    names = ["alpha_s", "beta_s"]
+    names += ["serial_s", "parallel_s"] if model.scaling == "strong" else ["c0_s", "c1_s"]
+    return max(1, sum(1 for n in names if getattr(model, n) != 0.0))
+
+
+def _fit_from_phases(model: ScalingModel, counts: list[_Count], with_phases: list[_Count]) -> None:
+    model.basis = "phases"
+    exchange = model.exchange
+    comm_targets = [c.allreduce_s or 0.0 for c in with_phases]
+    distinct = len({c.devices for c in with_phases})
+    if exchange == "ring" and distinct >= 2 and all(t > 0 for t in comm_targets):
+        alpha, beta = nnls(
+            [
+                [hops(exchange, c.devices) for c in with_phases],
+                [volume(exchange, c.devices) for c in with_phases],
+            ],
+            comm_targets,
+        )
+    else:
+        vs = [volume(exchange, c.devices) for c in with_phases]
+        alpha = 0.0
+        beta = max(
+            0.0, sum(v * t for v, t in zip(vs, comm_targets, strict=True)) / sum(v * v for v in vs)
+        )
+    model.alpha_s, model.beta_s = alpha, beta
+    # Compute: the step minus its exposed exchange (measured where there are phases).
+    rest = []
+    for c in counts:
+        comm = c.allreduce_s if c.allreduce_s is not None else model.comm_time_s(c.devices)
+        rest.append((c.devices, max(c.step_time_s - comm, 1e-9)))
+    _fit_compute(model, rest, split_known=len(rest) >= 2)
+
+
+def _fit_compute(model: ScalingModel, rest: list[tuple[int, float]], split_known: bool) -> None:
+    ns = [n for n, _ in rest]
+    ys = [y for _, y in rest]
+    if model.scaling == "strong":
+        if split_known and len(set(ns)) >= 2:
+            serial, parallel = nnls([[1.0] * len(ns), [1.0 / n for n in ns]], ys)
+        else:
+            serial, parallel = 0.0, metrics.median([n * y for n, y in rest])
+        model.serial_s, model.parallel_s = serial, parallel
+    elif len(set(ns)) >= 2:
+        solution = _lstsq([[1.0, n - 1.0] for n in ns], ys)
+        model.c0_s, model.c1_s = solution if solution else (metrics.median(ys), 0.0)
+    else:
+        model.c0_s, model.c1_s = metrics.median(ys), 0.0
+
+
+def _fit_from_step_times(
+    model: ScalingModel,
+    counts: list[_Count],
+    exchanging: list[_Count],
+    points: Sequence[SweepPoint],
+) -> None:
+    exchange = model.exchange
+    ns = [c.devices for c in counts]
+    ys = [c.step_time_s for c in counts]
+    distinct = len(set(ns))
+    comm_columns: list[list[float]] = []
+    if exchanging and distinct >= 2:
+        comm_columns.append(
+            [volume(exchange, n) if n > 1 or exchange == "host" else 0.0 for n in ns]
+        )
+        if exchange == "ring" and distinct >= 3:
+            comm_columns.append([hops(exchange, n) if n > 1 else 0.0 for n in ns])
+    if model.scaling == "strong":
+        compute_columns = [[1.0 / n for n in ns]]
+    else:
+        compute_columns = [[1.0] * len(ns)]
+    solution = nnls(compute_columns + comm_columns, ys)
+    if model.scaling == "strong":
+        model.parallel_s = solution[0]
+    else:
+        model.c0_s = solution[0]
+    if comm_columns:
+        model.basis = "step times"
+        model.beta_s = solution[1]
+        if len(comm_columns) > 1:
+            model.alpha_s = solution[2]
+        return
+    # Nothing to fit comm from: the link's peak, if both it and the payload are known.
+    peaks = [p.interconnect_bytes_s for p in points if p.interconnect_bytes_s]
+    payloads = [p.payload_bytes for p in points if p.payload_bytes]
+    if peaks and payloads and model.exchange != "host":
+        model.basis = "link peak"
+        model.beta_s = metrics.median(payloads) / min(peaks)
+    else:
+        model.basis = "none"
+        model.predicts = False
+
+
+def predict(model: ScalingModel, devices: int, template: SweepPoint) -> SweepPoint:
+    """A predicted point at ``devices`` (``predicted`` set; timing from the model)."""
+    step = model.step_time_s(devices)
+    samples = model.samples_per_step(devices)
+    return SweepPoint(
+        devices=devices,
+        scaling=template.scaling,
+        config=template.config,
+        per_replica_batch=max(1, round(samples / devices)),
+        global_batch=samples,
+        step_time_s=step,
+        throughput=metrics.throughput(samples, step),
+        payload_bytes=model.payload_bytes,
+        exchange=template.exchange,
+        platform=template.platform,
+        device_name=template.device_name,
+        mixed_precision=template.mixed_precision,
+        predicted=True,
+        comm_share=model.comm_share(devices),
+        note=f"predicted by the {model.exchange} model fitted to {model.basis} at "
+        + ", ".join(str(n) for n in model.fitted_devices)
+        + " devices",
+    )
+
+
+def compute_scale_for(
+    model: ScalingModel, devices_from: int, devices_to: int, floor: float
+) -> float | None:
+    """The factor by which compute per step must grow (a ``factor`` times larger
+    batch) for the step from ``devices_from`` to ``devices_to`` devices to reach
+    marginal efficiency ``floor``. 1.0 if it already does; ``None`` if no batch
+    gets there (compute drift or a serial part caps it). Found by bisection: more
+    compute per step always makes the exchange relatively cheaper."""
+
+    def eff(k: float) -> float:
+        m = model.with_compute_scale(k)
+        return metrics.marginal_efficiency(
+            m.throughput(devices_from), devices_from, m.throughput(devices_to), devices_to
+        )
+
+    if eff(1.0) >= floor:
+        return 1.0
+    high = 2.0
+    while eff(high) < floor:
+        high *= 2
+        if high > 1e6:
+            return None
+    low = 1.0
+    for _ in range(60):
+        mid = math.sqrt(low * high)
+        if eff(mid) >= floor:
+            high = mid
+        else:
+            low = mid
+    return high

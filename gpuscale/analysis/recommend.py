@@ -1,0 +1,651 @@
+"""Single or multi-GPU, how many, with which configuration, and why.
+
+The rule (:func:`choose_devices`): walk the device counts upward and accept each
+next count only while its *marginal efficiency* against the last accepted count
+stays at or above the floor::
+
+    marginal efficiency(N1 -> N2) = (X(N2) / X(N1)) ** (1 / log2(N2 / N1)) / 2
+
+(the throughput gain per doubling, halved: 1.0 when doubling the devices doubles
+the samples per second). The answer is the last accepted count.
+
+Why marginal and why a floor of 0.6. The issue asked for the count with the most
+throughput whose plain efficiency ``S(N) / N`` stays above 70 %. Checked against
+the origin documents' own conclusions that rule fails twice: seed 002's NCCL
+reaches 507 % at 8 GPUs, a plain efficiency of 63 %, so it would stop at 4
+although the author found 8 worth it; and seed 000's M60, where the author found
+more GPUs pay, is only 62-65 % efficient at 2 GPUs, so it would say "single".
+No floor on plain efficiency gets both right while also stopping seed 002's
+gather at 4 (4 -> 8 gives 1.06x). Marginal efficiency asks the question a user
+with N GPUs asks: "is doubling again worth it?". With a floor of 0.6 all four
+conclusions come out (measured, doubling steps): NCCL 4 -> 8 is 76 % (accept),
+gather 4 -> 8 is 53 % (stop at 4), M60 1 -> 2 is 62 % (variables on CPU) and 65 %
+(on GPU) then 87 % / 65 % to 4 (accept), V100 with variables on the GPU 1 -> 2 is
+25 % (stay on one). A floor of 0.7 would turn the M60 into "single". So the
+default is 0.6 (``--min-efficiency`` changes it).
+
+Several configurations: at each device count the fastest configuration
+measured there is taken (a prediction only where nothing was measured), and the
+walk runs over that best-of curve, so the answer is a configuration AND a count
+(seed 000's V100: one GPU with variables on the GPU beats four with either
+placement). Predictions from :mod:`gpuscale.analysis.model` extend a curve only
+beyond its largest measured count (up to ``max_devices`` or the machine's
+``available_devices``); a recommendation that rests on one says so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Literal
+
+import msgspec
+
+from gpuscale.analysis import metrics
+from gpuscale.analysis.model import ScalingModel, compute_scale_for, fit, predict
+from gpuscale.analysis.sweep import SweepPoint
+from gpuscale.errors import GpuscaleError
+
+DEFAULT_MIN_EFFICIENCY = 0.6
+"""Floor on marginal efficiency; see the module docstring for why not 0.7."""
+
+
+class WalkStep(msgspec.Struct, kw_only=True):
+    """One step of the walk: from the last accepted count to the next."""
+
+    devices_from: int
+    devices_to: int
+    config_from: str
+    config_to: str
+    throughput_gain: float
+    """``X(to) / X(from)``."""
+    marginal_efficiency: float
+    accepted: bool
+    predicted: bool
+    """The ``to`` point is a model prediction."""
+
+
+class ConfigResult(msgspec.Struct, kw_only=True):
+    """The walk over one configuration alone."""
+
+    config: str
+    scaling: str
+    exchange: str
+    devices: int
+    throughput: float
+    speedup: float | None
+    predicted: bool
+    measured_devices: list[int]
+    walk: list[WalkStep]
+
+
+class Recommendation(msgspec.Struct, kw_only=True):
+    """The answer, with the numbers behind it."""
+
+    verdict: Literal["single", "multi"]
+    devices: int
+    config: str
+    scaling: str
+    predicted: bool
+    """The recommended count was not measured: it rests on the model."""
+    throughput: float
+    """Samples per second at the recommended count and configuration."""
+    speedup: float | None
+    """Over the best configuration at the smallest count (normally one device)."""
+    efficiency: float | None
+    baseline: str
+    """What the speedup is relative to."""
+    min_efficiency: float
+    reasons: list[str]
+    advice: list[str]
+    confidence: list[str]
+    walk: list[WalkStep]
+    configs: list[ConfigResult]
+    table: list[SweepPoint]
+    """Every measured and predicted point, sorted by configuration then devices,
+    with speedup, efficiency and exposed comm share filled in."""
+    models: list[ScalingModel]
+
+
+class _Candidate(msgspec.Struct):
+    devices: int
+    throughput: float
+    config: str
+    predicted: bool
+
+
+def choose_devices(
+    candidates: Sequence[_Candidate], floor: float
+) -> tuple[_Candidate, list[WalkStep]]:
+    """The walk (module docstring): candidates sorted by devices, one per count."""
+    ordered = sorted(candidates, key=lambda c: c.devices)
+    current = ordered[0]
+    steps = []
+    for nxt in ordered[1:]:
+        eff = metrics.marginal_efficiency(
+            current.throughput, current.devices, nxt.throughput, nxt.devices
+        )
+        ok = eff >= floor
+        steps.append(
+            WalkStep(
+                devices_from=current.devices,
+                devices_to=nxt.devices,
+                config_from=current.config,
+                config_to=nxt.config,
+                throughput_gain=nxt.throughput / current.throughput,
+                marginal_efficiency=eff,
+                accepted=ok,
+                predicted=nxt.predicted,
+            )
+        )
+        if ok:
+            current = nxt
+    return current, steps
+
+
+class _Group(msgspec.Struct):
+    config: str
+    scaling: str
+    points: list[SweepPoint]
+    model: ScalingModel
+    rows: list[SweepPoint] = []
+    measured: dict[int, float] = {}
+    """Median measured throughput per device count."""
+
+
+def _group(points: Sequence[SweepPoint]) -> list[_Group]:
+    by_key: dict[tuple[str, str], list[SweepPoint]] = defaultdict(list)
+    for p in points:
+        by_key[(p.config, p.scaling)].append(p)
+    labels = defaultdict(set)
+    for config, scaling in by_key:
+        labels[config].add(scaling)
+    groups = []
+    for (config, scaling), ps in by_key.items():
+        name = config or "(unnamed)"
+        if len(labels[config]) > 1:
+            name = f"{name} ({scaling} scaling)"
+        exchanges = {p.exchange_kind for p in ps}
+        if len(exchanges) > 1:
+            raise GpuscaleError(
+                f"configuration '{name}' mixes exchanges {sorted(exchanges)}; give each its own config label"
+            )
+        ps = [msgspec.structs.replace(p, config=name) for p in ps]
+        groups.append(_Group(config=name, scaling=scaling, points=ps, model=fit(ps)))
+    return groups
+
+
+def _counts(limit: int, measured: Sequence[int]) -> list[int]:
+    """Device counts shown: measured ones, and powers of two up to ``limit`` and
+    ``limit`` itself above the smallest measured count (a model fitted at 8 and
+    more devices says little about one)."""
+    counts = set(measured) | {2**i for i in range(int(math.log2(limit)) + 1)} | {limit}
+    low = min(measured)
+    return sorted(c for c in counts if c in measured or low < c <= limit)
+
+
+def recommend(
+    points: Sequence[SweepPoint],
+    *,
+    min_efficiency: float = DEFAULT_MIN_EFFICIENCY,
+    max_devices: int = 8,
+    available_devices: int | None = None,
+) -> Recommendation:
+    """Recommend a device count and configuration from measured sweep points
+    (normalized :class:`SweepPoint`; predicted points are ignored)."""
+    measured_points = [p for p in points if not p.predicted]
+    if not measured_points:
+        raise GpuscaleError("no measured points to recommend from")
+    if not 0 < min_efficiency <= 1:
+        raise GpuscaleError(f"--min-efficiency must be in (0, 1], got {min_efficiency}")
+    _check_one_workload(measured_points)
+    limit = max(1, min(max_devices, available_devices or max_devices))
+    groups = _group(measured_points)
+    for g in groups:
+        _fill_rows(g, limit)
+    configs = [_walk_config(g, min_efficiency) for g in groups]
+    envelope = _envelope(groups)
+    chosen, walk = choose_devices(envelope, min_efficiency)
+    base = min(envelope, key=lambda c: c.devices)
+    speedup = metrics.speedup(chosen.throughput, base.throughput)
+    eff = metrics.efficiency(speedup, chosen.devices, base.devices)
+    by_name = {g.config: g for g in groups}
+    rec = Recommendation(
+        verdict="single" if chosen.devices == 1 else "multi",
+        devices=chosen.devices,
+        config=chosen.config,
+        scaling=by_name[chosen.config].scaling,
+        predicted=chosen.predicted,
+        throughput=chosen.throughput,
+        speedup=speedup,
+        efficiency=eff,
+        baseline=f"{base.config} on {base.devices} device{'s' if base.devices > 1 else ''}",
+        min_efficiency=min_efficiency,
+        reasons=[],
+        advice=[],
+        confidence=[],
+        walk=walk,
+        configs=configs,
+        table=[row for g in groups for row in g.rows],
+        models=[g.model for g in groups],
+    )
+    _explain(rec, groups, by_name, walk)
+    return rec
+
+
+def _workload(p: SweepPoint) -> str:
+    batch = (
+        f"{p.per_replica_batch} per device" if p.scaling == "weak" else f"global {p.global_batch}"
+    )
+    return f"{p.model or 'unnamed model'}, {p.scaling} scaling, batch {batch}"
+
+
+def _check_one_workload(points: Sequence[SweepPoint]) -> None:
+    """Configurations are compared on one workload: the same model, scaling mode
+    and batch. Anything else compares apples with oranges, so it is refused."""
+    workloads = sorted({_workload(p) for p in points})
+    if len(workloads) > 1:
+        raise GpuscaleError(
+            "the inputs mix workloads ("
+            + "; ".join(workloads)
+            + "); recommend compares configurations of one workload, give them separately"
+        )
+
+
+def _fill_rows(g: _Group, limit: int) -> None:
+    per_n: dict[int, list[SweepPoint]] = defaultdict(list)
+    for p in g.points:
+        per_n[p.devices].append(p)
+    g.measured = {n: metrics.median([p.throughput or 0.0 for p in ps]) for n, ps in per_n.items()}
+    template = g.points[0]
+    rows = list(g.points)
+    if g.model.predicts:
+        for n in _counts(limit, list(per_n)):
+            if n not in per_n:
+                rows.append(predict(g.model, n, template))
+    rows.sort(key=lambda r: (r.devices, r.predicted))
+    base_n = 1 if any(r.devices == 1 for r in rows) else min(r.devices for r in rows)
+    base_rows = [r for r in rows if r.devices == base_n]
+    base_x = g.measured.get(base_n) or base_rows[0].throughput or 1.0
+    filled = []
+    for r in rows:
+        s = metrics.speedup(r.throughput or 0.0, base_x)
+        share = r.comm_share
+        if share is None and r.allreduce_s is not None and r.step_time_s:
+            share = metrics.share(r.allreduce_s, r.step_time_s)
+        elif share is None and g.model.predicts and g.model.basis != "none":
+            share = g.model.comm_share(r.devices)  # estimated: shown as "(model)"
+        filled.append(
+            msgspec.structs.replace(
+                r,
+                speedup=s,
+                efficiency=metrics.efficiency(s, r.devices, base_n),
+                comm_share=share,
+            )
+        )
+    g.rows = filled
+
+
+def _candidates(g: _Group) -> list[_Candidate]:
+    out = [_Candidate(n, x, g.config, False) for n, x in g.measured.items()]
+    top = max(g.measured)
+    out += [
+        _Candidate(r.devices, r.throughput or 0.0, g.config, True)
+        for r in g.rows
+        if r.predicted and r.devices > top
+    ]
+    return out
+
+
+def _walk_config(g: _Group, floor: float) -> ConfigResult:
+    cands = _candidates(g)
+    chosen, walk = choose_devices(cands, floor)
+    base = min(cands, key=lambda c: c.devices)
+    return ConfigResult(
+        config=g.config,
+        scaling=g.scaling,
+        exchange=g.model.exchange,
+        devices=chosen.devices,
+        throughput=chosen.throughput,
+        speedup=metrics.speedup(chosen.throughput, base.throughput),
+        predicted=chosen.predicted,
+        measured_devices=sorted(g.measured),
+        walk=walk,
+    )
+
+
+def _envelope(groups: Sequence[_Group]) -> list[_Candidate]:
+    """At each count, the fastest measured configuration (a prediction only where
+    nothing was measured at that count)."""
+    by_n: dict[int, list[_Candidate]] = defaultdict(list)
+    for g in groups:
+        for c in _candidates(g):
+            by_n[c.devices].append(c)
+    best = []
+    for _n, cands in sorted(by_n.items()):
+        measured = [c for c in cands if not c.predicted]
+        pool = measured or cands
+        best.append(max(pool, key=lambda c: c.throughput))
+    return best
+
+
+# ---------------------------------------------------------------- explanation
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.0f}%"
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+def _gbs(n: float) -> str:
+    return f"{n / 1e9:.2g} GB/s" if n < 1e10 else f"{n / 1e9:.0f} GB/s"
+
+
+def _dev(n: int) -> str:
+    return f"{n} device{'s' if n != 1 else ''}"
+
+
+def _explain(
+    rec: Recommendation,
+    groups: Sequence[_Group],
+    by_name: dict[str, _Group],
+    walk: Sequence[WalkStep],
+) -> None:
+    floor = rec.min_efficiency
+    several = len(groups) > 1
+    what = f"{_dev(rec.devices)}" + (f" with '{rec.config}'" if several else "")
+    pred = " (predicted, not measured)" if rec.predicted else ""
+    if rec.speedup is not None and rec.devices > 1:
+        rec.reasons.append(
+            f"{what}{pred}: {rec.throughput:,.0f} samples/s, {rec.speedup:.2f}x {rec.baseline} "
+            f"(efficiency {_pct(rec.efficiency or 0)})."
+        )
+    else:
+        rec.reasons.append(f"{what}{pred}: {rec.throughput:,.0f} samples/s.")
+    for step in walk:
+        label = f" ('{step.config_to}')" if several else ""
+        tag = " [predicted]" if step.predicted else ""
+        verdict = "worth it" if step.accepted else "not worth it"
+        rec.reasons.append(
+            f"{step.devices_from} -> {step.devices_to}{label}{tag}: {step.throughput_gain:.2f}x the "
+            f"samples/s, marginal efficiency {_pct(step.marginal_efficiency)} "
+            f"(floor {_pct(floor)}): {verdict}."
+        )
+    _comm_reason(rec, by_name, walk)
+    if several:
+        alone = "; ".join(
+            f"'{c.config}' -> {_dev(c.devices)}"
+            + (
+                f" ({c.speedup:.2f}x its own smallest count)"
+                if c.devices != min(c.measured_devices)
+                else ""
+            )
+            + (" [predicted]" if c.predicted else "")
+            for c in rec.configs
+        )
+        rec.reasons.append(f"Each configuration on its own: {alone}.")
+        _compare_configs(rec, groups)
+    _advice(rec, groups, by_name, walk)
+    _confidence(rec, groups, walk)
+
+
+def _deciding_step(walk: Sequence[WalkStep]) -> WalkStep | None:
+    """The first rejected step, else the last accepted one."""
+    for step in walk:
+        if not step.accepted:
+            return step
+    return walk[-1] if walk else None
+
+
+def _comm_reason(rec: Recommendation, by_name: dict[str, _Group], walk: Sequence[WalkStep]) -> None:
+    step = _deciding_step(walk)
+    if step is None:
+        return
+    g = by_name[step.config_to]
+    m = g.model
+    if not m.predicts or m.beta_s == 0 and m.alpha_s == 0:
+        return
+    n1, n2 = step.devices_from, step.devices_to
+    comm = m.comm_time_s(n2)
+    measured = [p for p in g.points if p.devices == n2 and p.allreduce_s is not None]
+    if measured:
+        comm = metrics.median([p.allreduce_s or 0.0 for p in measured])
+        step_t = metrics.median([p.step_time_s or 0.0 for p in measured])
+        how = "measured"
+    else:
+        step_t = m.step_time_s(n2)
+        how = f"estimated by the model from {m.basis}"
+    if comm <= 0:
+        return
+    detail = ""
+    if m.payload_bytes and measured:
+        rate = metrics.algbw_bytes_s(m.payload_bytes, comm)
+        detail = f" ({_mb(m.payload_bytes)} per step at an effective {_gbs(rate)})"
+    elif m.payload_bytes and m.bandwidth_bytes_s:
+        detail = (
+            f" ({_mb(m.payload_bytes)} per step over a link the model puts at "
+            f"{_gbs(m.bandwidth_bytes_s)})"
+        )
+    compute = max(step_t - comm, 0.0)
+    ratio = compute / comm
+    text = (
+        f"Gradient exchange takes {_pct(metrics.share(comm, step_t))} of each step at "
+        f"{_dev(n2)}{detail}, {how}; compute:communication is {ratio:.1f}"
+    )
+    k = compute_scale_for(m, n1, n2, rec.min_efficiency)
+    if k is None:
+        text += (
+            f", and no batch size makes {n1} -> {n2} reach {_pct(rec.min_efficiency)} per the model"
+        )
+    elif k > 1.0:
+        text += (
+            f", below the {ratio * k:.1f} at which {n1} -> {n2} reaches "
+            f"{_pct(rec.min_efficiency)} marginal efficiency (model)"
+        )
+    else:
+        threshold = ratio * _threshold_scale(m, n1, n2, rec.min_efficiency)
+        text += f", above the {threshold:.1f} needed for {n1} -> {n2} to pay (model)"
+    rec.reasons.append(text + ".")
+
+
+def _threshold_scale(m: ScalingModel, n1: int, n2: int, floor: float) -> float:
+    """Compute scale (< 1) at which the step would just reach the floor."""
+    low, high = 1e-6, 1.0
+
+    def eff(k: float) -> float:
+        mm = m.with_compute_scale(k)
+        return metrics.marginal_efficiency(mm.throughput(n1), n1, mm.throughput(n2), n2)
+
+    if eff(low) >= floor:
+        return low
+    for _ in range(60):
+        mid = math.sqrt(low * high)
+        if eff(mid) >= floor:
+            high = mid
+        else:
+            low = mid
+    return high
+
+
+def _compare_configs(rec: Recommendation, groups: Sequence[_Group]) -> None:
+    counts = sorted({n for g in groups for n in g.measured})
+    shown = []
+    for n in counts:
+        here = [(g.measured[n], g.config) for g in groups if n in g.measured]
+        if len(here) < 2:
+            continue
+        shown.append(n)
+    # The smallest and largest count measured by several configurations, and the chosen one.
+    pick = sorted({shown[0], shown[-1]} | ({rec.devices} & set(shown))) if shown else []
+    for n in pick:
+        here = sorted(((g.measured[n], g.config) for g in groups if n in g.measured), reverse=True)
+        best_x, best = here[0]
+        others = ", ".join(f"'{c}' {x:,.0f} ({_pct(x / best_x - 1)})" for x, c in here[1:])
+        rec.reasons.append(f"At {_dev(n)}: '{best}' {best_x:,.0f} samples/s; {others}.")
+
+
+def _kind_label(exchange: str) -> str:
+    return {
+        "ring": "an all-reduce between the devices (NCCL)",
+        "gather": "gathering gradients on one device",
+        "host": "variables on the CPU",
+    }[exchange]
+
+
+def _advice(
+    rec: Recommendation,
+    groups: Sequence[_Group],
+    by_name: dict[str, _Group],
+    walk: Sequence[WalkStep],
+) -> None:
+    floor = rec.min_efficiency
+    chosen = by_name[rec.config]
+    # 1. A bigger batch, when the exchange is what stops the walk.
+    rejected = next((s for s in walk if not s.accepted), None)
+    if rejected is not None:
+        g = by_name[rejected.config_to]
+        m = g.model
+        if m.predicts and (m.beta_s > 0 or m.alpha_s > 0):
+            k = compute_scale_for(m, rejected.devices_from, rejected.devices_to, floor)
+            if k is not None and k > 1.0:
+                if g.scaling == "weak":
+                    size = f"per-replica batch from {m.per_replica_batch} to about {math.ceil(k * m.per_replica_batch)}"
+                else:
+                    size = f"global batch from {m.global_batch} to about {math.ceil(k * m.global_batch)}"
+                rec.advice.append(
+                    f"Raise the {size} ({k:.1f}x): the model says {rejected.devices_from} -> "
+                    f"{rejected.devices_to} devices would then reach {_pct(floor)} marginal "
+                    f"efficiency, because compute grows with the batch and the exchange does not. "
+                    f"A different batch is a different hyper-parameter: retune the learning rate."
+                )
+    # 2. Placement and exchange: compare kinds measured at the same count.
+    kinds: dict[str, list[_Group]] = defaultdict(list)
+    for g in groups:
+        kinds[g.model.exchange].append(g)
+    for worse_kind, better_kind, advice in (
+        ("host", "ring", "keep the variables on the GPUs rather than the CPU"),
+        ("host", "gather", "keep the variables on the GPUs rather than the CPU"),
+        ("gather", "ring", "use an NCCL all-reduce rather than gathering on one device"),
+    ):
+        line = _kind_comparison(kinds.get(worse_kind, []), kinds.get(better_kind, []), advice)
+        if line:
+            rec.advice.append(line)
+    if len(groups) == 1 and chosen.model.exchange in ("gather", "host") and rejected is not None:
+        m = chosen.model
+        ring = msgspec.structs.replace(m, exchange="ring")
+        n1, n2 = rejected.devices_from, rejected.devices_to
+        eff = metrics.marginal_efficiency(ring.throughput(n1), n1, ring.throughput(n2), n2)
+        rec.advice.append(
+            f"Try an all-reduce between the devices (MirroredStrategy with NCCL) instead of "
+            f"{_kind_label(m.exchange)}: at the same bandwidth the model gives {n1} -> {n2} a "
+            f"marginal efficiency of {_pct(eff)} instead of {_pct(rejected.marginal_efficiency)}."
+        )
+    # 3. Input pipeline and 4. mixed precision, from the phases where measured.
+    phased = [p for p in chosen.points if p.compute_s is not None and p.step_time_s]
+    if phased:
+        p = max(phased, key=lambda q: q.devices)
+        step = p.step_time_s or 1.0
+        parts = {
+            "input": p.input_s or 0.0,
+            "compute": p.compute_s or 0.0,
+            "exchange": p.allreduce_s or 0.0,
+            "apply": p.apply_s or 0.0,
+        }
+        largest = max(parts, key=lambda k: parts[k])
+        if largest == "input" and parts["input"] > 0:
+            rec.advice.append(
+                f"Waiting for input is {_pct(parts['input'] / step)} of each step at {_dev(p.devices)}, "
+                f"the largest part: fix the input pipeline (prefetch, parallel map, cache, data on "
+                f"the device) before adding devices; more devices only wait in parallel."
+            )
+        if largest == "compute" and p.platform == "gpu" and not p.mixed_precision:
+            rec.advice.append(
+                f"Compute is {_pct(parts['compute'] / step)} of each step at {_dev(p.devices)}: "
+                f"mixed precision (--mixed-precision) shortens it on GPUs with Tensor Cores "
+                f"(V100 and newer); the exchange then weighs more, so measure again."
+            )
+    elif (
+        chosen.model.predicts
+        and chosen.points[0].platform == "gpu"
+        and chosen.model.comm_time_s(rec.devices) > 0
+    ):
+        m = chosen.model
+        share = metrics.share(m.compute_time_s(rec.devices), m.step_time_s(rec.devices))
+        if share >= 0.5 and not chosen.points[0].mixed_precision:
+            rec.advice.append(
+                f"Compute is about {_pct(share)} of each step at {_dev(rec.devices)} (model): "
+                f"mixed precision shortens it on GPUs with Tensor Cores (V100 and newer); the "
+                f"exchange then weighs more, so measure again."
+            )
+
+
+def _kind_comparison(worse: list[_Group], better: list[_Group], advice: str) -> str | None:
+    if not worse or not better:
+        return None
+    best_line = None
+    for gw in worse:
+        for gb in better:
+            common = sorted(set(gw.measured) & set(gb.measured))
+            if not common:
+                continue
+            n = common[-1]
+            xw, xb = gw.measured[n], gb.measured[n]
+            if xb > xw:
+                best_line = (
+                    f"{advice[0].upper()}{advice[1:]}: at {_dev(n)} '{gb.config}' gave "
+                    f"{xb:,.0f} samples/s against {xw:,.0f} with '{gw.config}' ({xb / xw:.2f}x)."
+                )
+            else:
+                best_line = (
+                    f"Here '{gw.config}' was not slower than '{gb.config}' at {_dev(n)} "
+                    f"({xw:,.0f} vs {xb:,.0f} samples/s): the usual advice to {advice} did not "
+                    f"hold at that count."
+                )
+    return best_line
+
+
+def _confidence(rec: Recommendation, groups: Sequence[_Group], walk: Sequence[WalkStep]) -> None:
+    lines = rec.confidence
+    for g in groups:
+        counts = ", ".join(str(n) for n in sorted(g.measured))
+        steps = [p.steps for p in g.points if p.steps]
+        spreads = [p.spread for p in g.points if p.spread is not None]
+        bits = [f"measured at {counts} devices"]
+        if not steps:
+            bits.append("step counts not given")
+        elif min(steps) == max(steps):
+            bits.append(f"{steps[0]} steps per point")
+        else:
+            bits.append(f"{min(steps)}-{max(steps)} steps per point")
+        if spreads:
+            bits.append(f"step-time spread (p10-p90) up to {_pct(max(spreads))}")
+        else:
+            bits.append("spread not given")
+        m = g.model
+        if not m.predicts:
+            bits.append("nothing predicted (one device count and no link peak to go on)")
+        elif m.fit_error is None:
+            bits.append(
+                f"the model ({m.basis}) passes through every measured point, so its predictions are unchecked"
+            )
+        else:
+            bits.append(
+                f"the model ({m.basis}) fits the measured points within {_pct(m.fit_error)}"
+            )
+        lines.append(f"'{g.config}': " + "; ".join(bits) + ".")
+    if rec.predicted:
+        lines.append(
+            f"The recommended {_dev(rec.devices)} is a PREDICTION: measure it before buying or booking."
+        )
+    else:
+        lines.append("The recommended count was measured.")
+    decisive = [s for s in walk if abs(s.marginal_efficiency - rec.min_efficiency) < 0.05]
+    for s in decisive:
+        lines.append(
+            f"Close call: {s.devices_from} -> {s.devices_to} is {_pct(s.marginal_efficiency)} against "
+            f"a floor of {_pct(rec.min_efficiency)}; a few percent of noise could flip it."
+        )

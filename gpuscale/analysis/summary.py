@@ -1,0 +1,249 @@
+"""One run's events -> one :class:`RunSummary`.
+
+What is measured and how (formulas in :mod:`gpuscale.analysis.metrics`):
+
+* step time: median of the ``StepEvent.step_time_s`` of the steps that are not
+  warm-up; spread ``(p90 - p10) / median``.
+* throughput: ``median samples per step / median step time`` (samples/s).
+* phases: medians over the non-warm-up ``PhaseEvent``s of compute, exposed
+  all-reduce, apply and input wait; the exposed all-reduce share is
+  ``median allreduce_s / median phase step_time_s`` and compute:communication is
+  ``median compute_s / median allreduce_s``.
+* bandwidth: ``algbw = payload / exposed all-reduce``, ``busbw = algbw x 2(N-1)/N``.
+  These are *effective* rates: what the step paid per byte exchanged. They are
+  not the link's speed: overlap with the backward pass hides part of the
+  exchange (the rate reads high), and waiting for a slow replica or launch
+  overhead is counted in (it reads low). When the trainer also times the
+  all-reduce alone (``allreduce_total_s``), the rates from that total time are
+  reported beside them; those are the ones to compare with the link's peak.
+* imbalance: per GPU, the median utilization; ``gpu_util_min_pct`` against
+  ``gpu_util_median_pct`` shows a GPU that idles while the others work. With
+  several workers, the slowest worker's median step time over the median of the
+  workers' medians (``worker_imbalance``, 1.0 = balanced).
+
+:class:`RunAccumulator` takes events one by one (a live dashboard calls
+``add`` per event and ``summary()`` once a second: O(steps) per call);
+:func:`summarize` is the one-shot form. Neither imports TensorFlow or Textual.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+import msgspec
+
+from gpuscale.analysis import metrics
+from gpuscale.analysis.interconnect import Interconnect, slowest_interconnect
+from gpuscale.events.schema import (
+    EndEvent,
+    ErrorEvent,
+    GpuSample,
+    HostSample,
+    PhaseEvent,
+    StartEvent,
+    StepEvent,
+)
+
+
+class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The analysis of one run. ``None`` means "not measured in this run"."""
+
+    model: str = ""
+    platform: str = "cpu-logical"
+    devices: int = 1
+    """Replicas (devices) across all workers."""
+    workers: int = 1
+    strategy: str = ""
+    cross_device_ops: str | None = None
+    scaling: str = "weak"
+    """``weak``: fixed batch per replica; ``strong``: fixed global batch."""
+    per_replica_batch: int = 0
+    global_batch: int = 0
+    status: str = "running"
+    """``running`` until an EndEvent arrives, then its status."""
+    steps_total: int = 0
+    """Steps seen, warm-up included."""
+    steps_counted: int = 0
+    """Steps in the statistics (warm-up excluded)."""
+    step_time_s: float | None = None
+    """Median step time of the counted steps."""
+    step_time_p10_s: float | None = None
+    step_time_p90_s: float | None = None
+    spread: float | None = None
+    """``(p90 - p10) / median`` of the counted step times."""
+    throughput_samples_s: float | None = None
+    """``median samples per step / median step time``."""
+    phase_steps: int = 0
+    """Phase breakdowns in the statistics (warm-up excluded)."""
+    phase_step_time_s: float | None = None
+    compute_s: float | None = None
+    allreduce_s: float | None = None
+    """Median exposed all-reduce: the part of the step spent waiting for gradients."""
+    allreduce_total_s: float | None = None
+    """Median all-reduce timed alone, when the trainer measures it."""
+    apply_s: float | None = None
+    input_s: float | None = None
+    comm_share: float | None = None
+    """Exposed all-reduce over the phase step time."""
+    input_share: float | None = None
+    """Input wait over the phase step time."""
+    compute_comm_ratio: float | None = None
+    """Compute over exposed all-reduce; ``None`` when nothing was exchanged."""
+    payload_bytes: int | None = None
+    algbw_bytes_s: float | None = None
+    """``payload / exposed all-reduce``: what the step effectively paid per byte."""
+    busbw_bytes_s: float | None = None
+    """``algbw x 2(N-1)/N``."""
+    algbw_total_bytes_s: float | None = None
+    """``payload / all-reduce timed alone`` (when measured)."""
+    busbw_total_bytes_s: float | None = None
+    interconnect: Interconnect | None = None
+    """The slowest device link's peak, per direction (from the device information)."""
+    gpu_util_median_pct: float | None = None
+    """Median over GPUs of each GPU's median utilization."""
+    gpu_util_min_pct: float | None = None
+    """The least busy GPU's median utilization."""
+    gpu_util_min_index: int | None = None
+    worker_step_time_s: dict[int, float] | None = None
+    """Median counted step time per worker (multi-worker runs)."""
+    worker_imbalance: float | None = None
+    """Slowest worker's median step time / median of the workers' medians."""
+    host_cpu_pct: float | None = None
+    """Median host CPU use, all cores (0-100)."""
+
+
+class RunAccumulator:
+    """Collects one run's events; :meth:`summary` computes the summary from what
+    arrived so far. Keeps only the numbers it needs (a few floats per step)."""
+
+    def __init__(self) -> None:
+        self.start: StartEvent | None = None
+        self.end: EndEvent | None = None
+        self.failed = False
+        self._step_times: list[float] = []
+        self._samples: list[int] = []
+        self._steps_total = 0
+        self._warmup_steps: set[tuple[int, int]] = set()
+        self._phases: list[PhaseEvent] = []
+        self._worker_times: dict[int, list[float]] = defaultdict(list)
+        self._gpu_util: dict[int, list[float]] = defaultdict(list)
+        self._host_cpu: list[float] = []
+
+    def add(self, event: object) -> None:
+        """Take one event of the run (unknown kinds are ignored)."""
+        if isinstance(event, StepEvent):
+            self._steps_total += 1
+            if event.warmup:
+                self._warmup_steps.add((event.worker, event.step))
+                return
+            self._step_times.append(event.step_time_s)
+            self._samples.append(event.samples)
+            self._worker_times[event.worker].append(event.step_time_s)
+        elif isinstance(event, PhaseEvent):
+            self._phases.append(event)
+        elif isinstance(event, GpuSample):
+            if event.util_gpu_pct is not None and not event.lost:
+                self._gpu_util[event.index + 1000 * event.worker].append(event.util_gpu_pct)
+        elif isinstance(event, HostSample):
+            self._host_cpu.append(event.cpu_pct)
+        elif isinstance(event, StartEvent):
+            self.start = event
+        elif isinstance(event, EndEvent):
+            self.end = event
+        elif isinstance(event, ErrorEvent):
+            self.failed = True
+
+    def extend(self, events: Iterable[object]) -> None:
+        for event in events:
+            self.add(event)
+
+    def summary(self) -> RunSummary:
+        """The summary of the events so far."""
+        s = RunSummary()
+        start = self.start
+        if start is not None:
+            s.model = start.model
+            s.platform = start.platform
+            s.devices = max(1, start.num_replicas)
+            s.workers = max(1, start.num_workers)
+            s.strategy = start.strategy
+            s.cross_device_ops = start.cross_device_ops
+            s.scaling = start.scaling
+            s.per_replica_batch = start.per_replica_batch
+            s.global_batch = start.global_batch
+            s.payload_bytes = start.payload_bytes
+            if start.devices:
+                s.interconnect = slowest_interconnect(start.devices)
+        if self.end is not None:
+            s.status = self.end.status
+        elif self.failed:
+            s.status = "failed"
+        s.steps_total = self._steps_total
+        s.steps_counted = len(self._step_times)
+        if self._step_times:
+            times = self._step_times
+            s.step_time_s = metrics.median(times)
+            s.step_time_p10_s = metrics.percentile(times, 10.0)
+            s.step_time_p90_s = metrics.percentile(times, 90.0)
+            s.spread = metrics.spread(times)
+            samples = metrics.median(self._samples)
+            if s.step_time_s > 0 and samples > 0:
+                s.throughput_samples_s = metrics.throughput(samples, s.step_time_s)
+            if not s.global_batch:
+                s.global_batch = int(samples)
+        self._summarize_phases(s)
+        self._summarize_imbalance(s)
+        if self._host_cpu:
+            s.host_cpu_pct = metrics.median(self._host_cpu)
+        return s
+
+    def _summarize_phases(self, s: RunSummary) -> None:
+        phases = [p for p in self._phases if (p.worker, p.step) not in self._warmup_steps]
+        s.phase_steps = len(phases)
+        if not phases:
+            return
+        s.phase_step_time_s = metrics.median([p.step_time_s for p in phases])
+        s.compute_s = metrics.median([p.compute_s for p in phases])
+        s.allreduce_s = metrics.median([p.allreduce_s for p in phases])
+        s.apply_s = metrics.median([p.apply_s for p in phases])
+        s.input_s = metrics.median([p.input_s for p in phases])
+        totals = [t for p in phases if (t := getattr(p, "allreduce_total_s", None)) is not None]
+        if totals:
+            s.allreduce_total_s = metrics.median(totals)
+        payloads = [p.payload_bytes for p in phases if p.payload_bytes]
+        if payloads and not s.payload_bytes:
+            s.payload_bytes = int(metrics.median(payloads))
+        s.comm_share = metrics.share(s.allreduce_s, s.phase_step_time_s)
+        s.input_share = metrics.share(s.input_s, s.phase_step_time_s)
+        if s.allreduce_s > 0:
+            s.compute_comm_ratio = s.compute_s / s.allreduce_s
+        if s.payload_bytes and s.devices > 1:
+            if s.allreduce_s > 0:
+                s.algbw_bytes_s = metrics.algbw_bytes_s(s.payload_bytes, s.allreduce_s)
+                s.busbw_bytes_s = metrics.busbw_bytes_s(s.algbw_bytes_s, s.devices)
+            if s.allreduce_total_s:
+                s.algbw_total_bytes_s = metrics.algbw_bytes_s(s.payload_bytes, s.allreduce_total_s)
+                s.busbw_total_bytes_s = metrics.busbw_bytes_s(s.algbw_total_bytes_s, s.devices)
+
+    def _summarize_imbalance(self, s: RunSummary) -> None:
+        if self._gpu_util:
+            per_gpu = {key: metrics.median(v) for key, v in self._gpu_util.items() if v}
+            if per_gpu:
+                s.gpu_util_median_pct = metrics.median(list(per_gpu.values()))
+                key = min(per_gpu, key=lambda k: per_gpu[k])
+                s.gpu_util_min_pct = per_gpu[key]
+                s.gpu_util_min_index = key % 1000
+        if len(self._worker_times) > 1:
+            per_worker = {w: metrics.median(v) for w, v in self._worker_times.items() if v}
+            s.worker_step_time_s = per_worker
+            mid = metrics.median(list(per_worker.values()))
+            if mid > 0:
+                s.worker_imbalance = max(per_worker.values()) / mid
+
+
+def summarize(events: Iterable[object]) -> RunSummary:
+    """The summary of one run's events (a recording or a finished live run)."""
+    acc = RunAccumulator()
+    acc.extend(events)
+    return acc.summary()

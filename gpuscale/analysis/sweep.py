@@ -1,0 +1,376 @@
+"""The sweep file: step times (or throughputs) at several device counts, one or
+more configurations. ``gpuscale recommend --json`` writes it and ``gpuscale
+recommend --from`` reads it back; a user can also type in a published table.
+The format is documented in ``docs/sweep-format.md``.
+
+A file is one JSON object::
+
+    {"format": "gpuscale-sweep", "version": 1,
+     "source": "...", "note": "...",
+     "defaults": {"scaling": "strong", "global_batch": 1024},
+     "points": [{"devices": 1, "step_time_s": 0.1365, "config": "nccl"}, ...]}
+
+``defaults`` fill in any field a point leaves out. Each point needs ``devices``,
+``scaling`` (``weak``: fixed batch per replica; ``strong``: fixed global batch),
+a batch size (``per_replica_batch`` or ``global_batch``) and one timing:
+``step_time_s``, ``throughput`` (samples per second), or ``wall_time_s`` over
+``wall_steps`` steps. Points written by gpuscale with ``"predicted": true`` and
+the output-only keys (``models``, ``recommendation``) are ignored on reading:
+predictions are always made afresh from the measured points.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from gpuscale.errors import GpuscaleError
+
+FORMAT_NAME = "gpuscale-sweep"
+FORMAT_VERSION = 1
+
+Exchange = Literal["ring", "gather", "host"]
+"""How gradients travel. ``ring``: all-reduce between the devices (NCCL, collective,
+hierarchical copy); ``gather``: gradients gathered on one device (reduce-to-one,
+tower-style gathering on gpu:0, variables kept on one GPU); ``host``: variables
+on the CPU (central storage), every device exchanges with the host."""
+
+_Positive = Annotated[float, msgspec.Meta(gt=0)]
+_NonNegative = Annotated[float, msgspec.Meta(ge=0)]
+_Count = Annotated[int, msgspec.Meta(ge=1)]
+
+
+class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
+    """One measured (or predicted) device count of one configuration."""
+
+    devices: _Count
+    """Devices (replicas) in all, across workers."""
+    scaling: Literal["weak", "strong"]
+    model: str | None = None
+    """What is trained (e.g. ``mnist-cnn``); only points of one model (and one
+    scaling mode and batch) are compared."""
+    config: str = ""
+    """Label of the configuration, e.g. ``nccl``, ``variables on CPU``; points with
+    the same label (and scaling) form one scaling curve."""
+    per_replica_batch: _Count | None = None
+    global_batch: _Count | None = None
+    step_time_s: _Positive | None = None
+    """Median (or mean) seconds per training step."""
+    throughput: _Positive | None = None
+    """Samples per second, all devices together."""
+    wall_time_s: _Positive | None = None
+    """Seconds taken by ``wall_steps`` steps (a published "100 steps took 28.5 s")."""
+    wall_steps: _Count | None = None
+    steps: _Count | None = None
+    """Steps the timing is a median or mean of (for the confidence statement)."""
+    spread: _NonNegative | None = None
+    """``(p90 - p10) / median`` of the step times, when known."""
+    compute_s: _NonNegative | None = None
+    allreduce_s: _NonNegative | None = None
+    """Exposed all-reduce per step."""
+    allreduce_total_s: _NonNegative | None = None
+    apply_s: _NonNegative | None = None
+    input_s: _NonNegative | None = None
+    payload_bytes: _Count | None = None
+    """Gradient bytes exchanged per step."""
+    exchange: Exchange | None = None
+    """Default ``ring``."""
+    workers: _Count = 1
+    platform: Literal["gpu", "cpu-logical", "cpu"] = "gpu"
+    device_name: str | None = None
+    interconnect: str | None = None
+    """Free text, e.g. ``PCIe 3.0 x16``."""
+    interconnect_bytes_s: _Positive | None = None
+    """The link's peak per direction."""
+    mixed_precision: bool = False
+    source: str | None = None
+    """Where the number comes from (a recording's path, a publication)."""
+    note: str | None = None
+    predicted: bool = False
+    """Written by gpuscale for model predictions; such points are ignored on reading."""
+    speedup: float | None = None
+    """Output only: throughput over the configuration's 1-device throughput."""
+    efficiency: float | None = None
+    """Output only: speedup / devices."""
+    comm_share: float | None = None
+    """Exposed all-reduce over the step time (measured, or from the model when predicted)."""
+
+    @property
+    def exchange_kind(self) -> str:
+        return self.exchange or "ring"
+
+
+class SweepFile(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
+    format: Literal["gpuscale-sweep"] = FORMAT_NAME
+    version: int = FORMAT_VERSION
+    title: str | None = None
+    source: str | None = None
+    note: str | None = None
+    available_devices: _Count | None = None
+    """Devices the machine has: predictions stop here."""
+    defaults: dict[str, Any] | None = None
+    points: list[dict[str, Any]] = []
+    models: list[Any] | None = None
+    """Output only: the fitted scaling models."""
+    recommendation: Any | None = None
+    """Output only: the recommendation."""
+
+
+class Sweep(msgspec.Struct, kw_only=True):
+    """What ``--from`` inputs add up to: measured points and what the files said."""
+
+    points: list[SweepPoint]
+    sources: list[str] = []
+    notes: list[str] = []
+    available_devices: int | None = None
+
+
+def normalize(point: SweepPoint, where: str = "") -> SweepPoint:
+    """Fill in ``global_batch``, ``per_replica_batch``, ``step_time_s`` and
+    ``throughput`` from whichever were given (``throughput = global_batch /
+    step_time_s``; weak scaling: ``global_batch = per_replica_batch x devices``).
+    Raises :class:`GpuscaleError` naming ``where`` when the point cannot be timed."""
+    prefix = f"{where}: " if where else ""
+    n = point.devices
+    per_replica, global_batch = point.per_replica_batch, point.global_batch
+    if global_batch is None and per_replica is not None:
+        if point.scaling == "strong":
+            raise GpuscaleError(
+                f"{prefix}strong scaling needs global_batch (the batch split across devices)"
+            )
+        global_batch = per_replica * n
+    if global_batch is None:
+        raise GpuscaleError(f"{prefix}needs a batch size: per_replica_batch or global_batch")
+    if per_replica is None:
+        per_replica = max(1, round(global_batch / n))
+    step = point.step_time_s
+    if step is None and point.wall_time_s is not None:
+        if point.wall_steps is None:
+            raise GpuscaleError(f"{prefix}wall_time_s needs wall_steps (how many steps it took)")
+        step = point.wall_time_s / point.wall_steps
+    if step is None and point.throughput is not None:
+        step = global_batch / point.throughput
+    if step is None:
+        raise GpuscaleError(
+            f"{prefix}needs a timing: step_time_s, throughput (samples/s), or wall_time_s with wall_steps"
+        )
+    rate = global_batch / step
+    if point.throughput is not None and abs(point.throughput / rate - 1) > 0.02:
+        raise GpuscaleError(
+            f"{prefix}throughput {point.throughput:g} samples/s disagrees with "
+            f"global_batch / step time = {rate:g}; give one of them"
+        )
+    return msgspec.structs.replace(
+        point,
+        per_replica_batch=per_replica,
+        global_batch=global_batch,
+        step_time_s=step,
+        throughput=rate,
+    )
+
+
+def _looks_like_recording(path: Path) -> bool:
+    with path.open("rb") as f:
+        head = f.read(65536)
+    if head[:2] == b"\x1f\x8b":
+        return True
+    first = head.lstrip().split(b"\n", 1)[0].strip()
+    if not first.startswith(b"{"):
+        return False
+    try:
+        obj = json.loads(first)
+    except ValueError:
+        return False
+    return isinstance(obj, dict) and "kind" in obj
+
+
+def read_sweep_file(path: str | Path) -> Sweep:
+    """Read and validate one sweep file (measured points only, normalized)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise GpuscaleError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        raw = msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
+        raise GpuscaleError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise GpuscaleError(f"{path}: a sweep file is one JSON object with a 'points' list")
+    try:
+        sweep = msgspec.convert(raw, SweepFile)
+    except msgspec.ValidationError as exc:
+        raise GpuscaleError(f"{path}: {_plain(exc)}") from None
+    if sweep.version > FORMAT_VERSION:
+        raise GpuscaleError(
+            f"{path}: sweep format version {sweep.version} is newer than this gpuscale "
+            f"reads ({FORMAT_VERSION}); upgrade gpuscale"
+        )
+    points: list[SweepPoint] = []
+    defaults = sweep.defaults or {}
+    for i, item in enumerate(sweep.points):
+        where = f"{path}: points[{i}]"
+        merged = {**defaults, **item}
+        try:
+            point = msgspec.convert(merged, SweepPoint)
+        except msgspec.ValidationError as exc:
+            raise GpuscaleError(f"{where}: {_plain(exc)}") from None
+        if point.predicted:
+            continue
+        # Output-only values are recomputed, never trusted from a file.
+        point = msgspec.structs.replace(point, speedup=None, efficiency=None, comm_share=None)
+        if point.source is None:
+            point = msgspec.structs.replace(point, source=sweep.source or str(path))
+        points.append(normalize(point, where))
+    if not points:
+        raise GpuscaleError(f"{path}: no measured points (every point is missing or predicted)")
+    return Sweep(
+        points=points,
+        sources=[sweep.source or str(path)],
+        notes=[sweep.note] if sweep.note else [],
+        available_devices=sweep.available_devices,
+    )
+
+
+def _plain(exc: msgspec.ValidationError) -> str:
+    """msgspec's message with ``$.`` paths made readable and on one line."""
+    return " ".join(str(exc).replace("`$.", "`").replace("`$`", "the file").split())
+
+
+def exchange_of(strategy: str | None, all_reduce: str | None) -> Exchange:
+    """The exchange pattern of a run from its strategy and all-reduce choice."""
+    if strategy == "central-storage":
+        return "host"
+    if all_reduce == "reduce-to-one":
+        return "gather"
+    return "ring"
+
+
+def config_label(start: Any) -> str:
+    """A label that is the same at every device count of one configuration: model,
+    strategy and the all-reduce as asked for (not as resolved: one device has
+    nothing to reduce), batch, precision and platform."""
+    cfg = start.config or {}
+    parts = [start.model or str(cfg.get("model", "")) or "model"]
+    strategy = cfg.get("strategy") or start.strategy
+    if strategy and strategy != "one-device":
+        parts.append(str(strategy))
+    all_reduce = cfg.get("all_reduce")
+    if all_reduce and all_reduce != "auto":
+        parts.append(str(all_reduce))
+    if start.scaling == "weak" and start.per_replica_batch:
+        parts.append(f"batch {start.per_replica_batch}/replica")
+    elif start.scaling == "strong" and start.global_batch:
+        parts.append(f"global batch {start.global_batch}")
+    if start.mixed_precision:
+        parts.append("mixed precision")
+    if start.platform != "gpu":
+        parts.append("CPU devices" if start.platform == "cpu-logical" else "CPU")
+    return ", ".join(parts)
+
+
+def point_from_summary(summary: Any, start: Any, source: str) -> SweepPoint:
+    """One recording's :class:`~gpuscale.analysis.summary.RunSummary` as a sweep point."""
+    if summary.step_time_s is None:
+        raise GpuscaleError(f"{source}: no counted steps (the run ended during warm-up)")
+    cfg = start.config or {}
+    device_name = start.devices[0].name if start.devices else None
+    interconnect = summary.interconnect
+    point = SweepPoint(
+        devices=summary.devices,
+        scaling=summary.scaling if summary.scaling in ("weak", "strong") else "weak",
+        model=start.model or None,
+        config=config_label(start),
+        per_replica_batch=summary.per_replica_batch or None,
+        global_batch=summary.global_batch or None,
+        step_time_s=summary.step_time_s,
+        steps=summary.steps_counted or None,
+        spread=summary.spread,
+        compute_s=summary.compute_s,
+        allreduce_s=summary.allreduce_s,
+        allreduce_total_s=summary.allreduce_total_s,
+        apply_s=summary.apply_s,
+        input_s=summary.input_s,
+        payload_bytes=summary.payload_bytes or None,
+        exchange=exchange_of(cfg.get("strategy") or start.strategy, cfg.get("all_reduce")),
+        workers=summary.workers,
+        platform=start.platform,
+        device_name=device_name,
+        interconnect=interconnect.description if interconnect else None,
+        interconnect_bytes_s=interconnect.peak_bytes_s if interconnect else None,
+        mixed_precision=start.mixed_precision,
+        source=source,
+    )
+    return normalize(point, source)
+
+
+def points_from_recordings(paths: Iterable[str | Path]) -> list[SweepPoint]:
+    """Each recording (``gpuscale run`` output) summarized into one sweep point."""
+    from gpuscale.analysis.summary import summarize
+    from gpuscale.recording.reader import load_run
+
+    points = []
+    for path in paths:
+        run = load_run(path)
+        summary = summarize(run.events)
+        points.append(point_from_summary(summary, run.start, str(path)))
+    return points
+
+
+def load_inputs(paths: Sequence[str | Path]) -> Sweep:
+    """Read every ``--from`` input: sweep files and recordings, in any mix."""
+    points: list[SweepPoint] = []
+    sources: list[str] = []
+    notes: list[str] = []
+    available: list[int] = []
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            raise GpuscaleError(f"{path}: no such file")
+        if path.is_dir():
+            raise GpuscaleError(f"{path}: is a folder; give sweep files or recordings")
+        try:
+            is_recording = _looks_like_recording(path)
+        except OSError as exc:
+            raise GpuscaleError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        if is_recording:
+            points += points_from_recordings([path])
+            sources.append(str(path))
+        else:
+            sweep = read_sweep_file(path)
+            points += sweep.points
+            sources += sweep.sources
+            notes += sweep.notes
+            if sweep.available_devices:
+                available.append(sweep.available_devices)
+    return Sweep(
+        points=points,
+        sources=sources,
+        notes=notes,
+        available_devices=min(available) if available else None,
+    )
+
+
+def sweep_document(
+    points: Sequence[SweepPoint],
+    *,
+    source: str | None = None,
+    note: str | None = None,
+    available_devices: int | None = None,
+    models: list[Any] | None = None,
+    recommendation: Any | None = None,
+) -> dict[str, Any]:
+    """The sweep file as plain data (what ``--json`` prints and ``--from`` reads)."""
+    doc = SweepFile(
+        source=source,
+        note=note,
+        available_devices=available_devices,
+        points=[msgspec.to_builtins(p) for p in points],
+        models=models,
+        recommendation=recommendation,
+    )
+    return msgspec.to_builtins(doc)
