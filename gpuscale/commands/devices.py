@@ -1,14 +1,269 @@
-"""`gpuscale devices` (being built)."""
+"""``gpuscale devices``: the NVIDIA GPUs NVML sees and the devices TensorFlow will use.
+
+NVML answers in-process (no TensorFlow). TensorFlow's view comes from a child
+``python -c`` that lists ``tf.config.list_physical_devices()`` under a time
+limit, so this process never imports TensorFlow and a slow or missing
+TensorFlow is reported, not waited on forever. Without an NVIDIA GPU or driver
+it says so in one sentence and shows the CPU fallback runs will use.
+"""
 
 from __future__ import annotations
 
-from gpuscale.errors import GpuscaleError
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import msgspec
+
+DEFAULT_TF_TIMEOUT_S = 60.0
+_MARK = "GPUSCALE-TF-DEVICES "
+TF_SCRIPT = (
+    "import json, os\n"
+    "os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')\n"
+    "import tensorflow as tf\n"
+    "devices = [{'name': d.name, 'device_type': d.device_type}"
+    " for d in tf.config.list_physical_devices()]\n"
+    "build = tf.sysconfig.get_build_info()\n"
+    "print(" + repr(_MARK) + " + json.dumps({'version': tf.__version__,"
+    " 'built_with_cuda': bool(tf.test.is_built_with_cuda()),"
+    " 'cuda_version': build.get('cuda_version'), 'devices': devices}), flush=True)\n"
+)
+
+
+class TfDevices(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What TensorFlow reported from the child process, or why it could not."""
+
+    ok: bool
+    version: str | None = None
+    built_with_cuda: bool | None = None
+    cuda_version: str | None = None
+    devices: list[dict[str, str]] = []
+    """``{"name": "/physical_device:GPU:0", "device_type": "GPU"}`` per device."""
+    problem: str | None = None
+    """One line: TensorFlow missing, too slow, or failing."""
+
+
+def default_cpu_devices() -> int:
+    """The number of logical CPU devices runs use without a GPU (the trainer's default)."""
+    try:
+        from gpuscale.trainer import options
+
+        value = getattr(options, "DEFAULT_CPU_DEVICES", 2)
+        return int(value) if isinstance(value, int) and value > 0 else 2
+    except Exception:
+        return 2
+
+
+def tf_devices(
+    timeout_s: float = DEFAULT_TF_TIMEOUT_S,
+    *,
+    python: str = sys.executable,
+    code: str = TF_SCRIPT,
+) -> TfDevices:
+    """List TensorFlow's physical devices in a child process, within ``timeout_s``."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    try:
+        done = subprocess.run(
+            [python, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        return TfDevices(
+            ok=False,
+            problem=(
+                f"TensorFlow did not list its devices within {timeout_s:g} s "
+                "(busy machine? try --tf-timeout 180)"
+            ),
+        )
+    except OSError as exc:
+        return TfDevices(ok=False, problem=f"could not start {python} ({exc.strerror or exc})")
+    for line in done.stdout.splitlines():
+        if line.startswith(_MARK):
+            try:
+                data = json.loads(line[len(_MARK) :])
+                return TfDevices(
+                    ok=True,
+                    version=data.get("version"),
+                    built_with_cuda=data.get("built_with_cuda"),
+                    cuda_version=data.get("cuda_version"),
+                    devices=list(data.get("devices") or []),
+                )
+            except (ValueError, TypeError, AttributeError):
+                break
+    err = done.stderr.strip().splitlines()
+    last = err[-1].strip() if err else f"exit status {done.returncode}"
+    if "No module named 'tensorflow'" in done.stderr:
+        return TfDevices(
+            ok=False,
+            problem=f"TensorFlow is not installed for {python} (pip install tensorflow)",
+        )
+    return TfDevices(ok=False, problem=f"TensorFlow failed to list its devices: {last}")
+
+
+class DevicesReport(msgspec.Struct, kw_only=True):
+    """Everything ``gpuscale devices`` shows (``--json`` prints it)."""
+
+    nvml: Any
+    """The :class:`~gpuscale.telemetry.nvml.NvmlProbe`."""
+    tensorflow: TfDevices | None
+    """``None`` with ``--no-tf``."""
+    cpu_fallback: dict[str, int] | None
+    """Without NVIDIA GPUs: ``{"logical_devices": N, "cpu_cores": C}``."""
+    cuda_visible_devices: str | None = None
+
+
+def collect(
+    *, nvml: Any = None, tf: bool = True, tf_timeout_s: float = DEFAULT_TF_TIMEOUT_S
+) -> DevicesReport:
+    """Probe NVML (in-process) and TensorFlow (child process)."""
+    from gpuscale.telemetry.nvml import probe
+
+    result = probe(nvml)
+    fallback = None
+    if not result.ok:
+        fallback = {"logical_devices": default_cpu_devices(), "cpu_cores": os.cpu_count() or 1}
+    return DevicesReport(
+        nvml=result,
+        tensorflow=tf_devices(tf_timeout_s) if tf else None,
+        cpu_fallback=fallback,
+        cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+    )
+
+
+def _gib(n: int | None) -> str:
+    return "n/a" if n is None else f"{n / 1024**3:.1f} GiB"
+
+
+def _pcie(d: Any) -> str:
+    if d.pcie_gen is None and d.pcie_width is None:
+        return "n/a"
+    now = f"gen{d.pcie_gen or '?'} x{d.pcie_width or '?'}"
+    if (d.pcie_max_gen, d.pcie_max_width) not in ((None, None), (d.pcie_gen, d.pcie_width)):
+        now += f" (max gen{d.pcie_max_gen or '?'} x{d.pcie_max_width or '?'})"
+    return now
+
+
+def render(report: DevicesReport, console: Any) -> None:
+    """Print the report for humans (a rich table)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    probe = report.nvml
+    if probe.ok:
+        versions = f"driver {probe.driver_version or 'n/a'}, CUDA {probe.cuda_version or 'n/a'}"
+        table = Table(title=f"NVIDIA GPUs seen by NVML ({versions})", title_justify="left")
+        for column, justify in (
+            ("#", "right"),
+            ("name", "left"),
+            ("memory", "right"),
+            ("PCIe", "left"),
+            ("NVLink", "right"),
+            ("MIG", "left"),
+        ):
+            table.add_column(column, justify=justify)
+        for d in probe.devices:
+            links = (
+                "n/a"
+                if d.nvlink_links is None
+                else (f"{d.nvlink_links} links" if d.nvlink_links else "none")
+            )
+            table.add_row(
+                str(d.index),
+                escape(d.name),
+                _gib(d.memory_total_bytes),
+                _pcie(d),
+                links,
+                "on" if d.mig else "",
+            )
+        console.print(table)
+        extra = probe.status.split("; ", 1)
+        if len(extra) > 1:
+            console.print(f"Note: {extra[1]}", highlight=False, markup=False)
+    else:
+        fb = report.cpu_fallback or {"logical_devices": 2, "cpu_cores": os.cpu_count() or 1}
+        reason = probe.status.removesuffix(": host samples only")
+        cores = fb["cpu_cores"]
+        console.print(
+            f"{reason}, so runs will use the CPU as {fb['logical_devices']} logical CPU "
+            f"devices on {cores} core{'s' if cores != 1 else ''} (--devices N to change).",
+            highlight=False,
+            markup=False,
+        )
+    if report.cuda_visible_devices is not None:
+        console.print(
+            f"CUDA_VISIBLE_DEVICES={report.cuda_visible_devices!r} limits what TensorFlow sees.",
+            highlight=False,
+            markup=False,
+        )
+    tf = report.tensorflow
+    if tf is None:
+        return
+    if not tf.ok:
+        console.print(f"TensorFlow: {tf.problem}", highlight=False, markup=False)
+        return
+    names = ", ".join(d["name"].removeprefix("/physical_device:") for d in tf.devices) or "none"
+    if tf.built_with_cuda:
+        build = "built with CUDA" + (f" {tf.cuda_version}" if tf.cuda_version else "")
+    else:
+        build = "built without CUDA"
+    console.print(f"TensorFlow {tf.version} ({build}) sees: {names}", highlight=False, markup=False)
+    tf_gpus = sum(1 for d in tf.devices if d.get("device_type") == "GPU")
+    if probe.ok and tf_gpus == 0:
+        console.print(
+            f"Warning: NVML sees {len(probe.devices)} GPU(s) but TensorFlow sees none: "
+            "install TensorFlow with its CUDA libraries (pip install 'tensorflow[and-cuda]') "
+            "and check CUDA_VISIBLE_DEVICES.",
+            highlight=False,
+            markup=False,
+        )
+    elif probe.ok and tf_gpus < len(probe.devices) and report.cuda_visible_devices is None:
+        console.print(
+            f"Note: TensorFlow sees {tf_gpus} of the {len(probe.devices)} GPUs NVML sees.",
+            highlight=False,
+            markup=False,
+        )
 
 
 def register(sub) -> None:
-    parser = sub.add_parser("devices", help="(not built yet)")
+    parser = sub.add_parser(
+        "devices",
+        help="list the NVIDIA GPUs and the devices TensorFlow will use",
+        description=(
+            "List the NVIDIA GPUs NVML sees (memory, PCIe, NVLink, driver and CUDA "
+            "version) and the devices TensorFlow will use (asked in a child process). "
+            "Without an NVIDIA GPU, shows the CPU fallback runs will use."
+        ),
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--no-tf", action="store_true", help="do not ask TensorFlow (faster: NVML only)"
+    )
+    parser.add_argument(
+        "--tf-timeout",
+        type=float,
+        default=DEFAULT_TF_TIMEOUT_S,
+        metavar="S",
+        help=f"seconds to wait for TensorFlow to list its devices (default {DEFAULT_TF_TIMEOUT_S:g})",
+    )
     parser.set_defaults(func=main)
 
 
 def main(args) -> int:
-    raise GpuscaleError("'gpuscale devices' is not built yet")
+    from gpuscale.errors import GpuscaleError
+
+    if not args.tf_timeout > 0:
+        raise GpuscaleError(f"--tf-timeout must be positive, not {args.tf_timeout:g}")
+    report = collect(tf=not args.no_tf, tf_timeout_s=args.tf_timeout)
+    if args.json:
+        sys.stdout.write(msgspec.json.encode(report).decode() + "\n")
+        return 0
+    from rich.console import Console
+
+    render(report, Console())
+    return 0
