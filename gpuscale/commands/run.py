@@ -1,14 +1,257 @@
-"""`gpuscale run` (being built)."""
+"""``gpuscale run``: a headless training run with a progress bar and a summary.
+
+The trainer runs in a child process (TensorFlow is never imported here); its
+events are recorded (unless ``--no-record``) and summarised at the end.
+``--json`` prints only the summary, as JSON, on stdout.
+Exit status: 0 completed, 1 the trainer failed, 2 bad options, 130 interrupted.
+"""
 
 from __future__ import annotations
 
-from gpuscale.errors import GpuscaleError
+import argparse
+import signal
+import statistics
+import sys
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED
+from gpuscale.trainer.options import add_trainer_arguments, config_from_args
 
 
 def register(sub) -> None:
-    parser = sub.add_parser("run", help="(not built yet)")
+    parser = sub.add_parser(
+        "run",
+        help="train a model on N devices in a background process and summarise where the step time goes",
+        description="Train a model data-parallel on N devices (GPUs, or logical CPU devices without "
+        "a GPU) in a background process; show live step time and throughput, then a summary: "
+        "step time, throughput, and the split into compute, exposed all-reduce, optimizer "
+        "apply and input wait.",
+    )
+    add_trainer_arguments(parser)
+    out = parser.add_argument_group("output")
+    out.add_argument("--json", action="store_true", help="print only the summary, as JSON")
+    rec = out.add_mutually_exclusive_group()
+    rec.add_argument(
+        "--record",
+        type=Path,
+        metavar="PATH",
+        help="record the run's events to PATH (default: the runs folder)",
+    )
+    rec.add_argument("--no-record", action="store_true", help="do not record the run")
     parser.set_defaults(func=main)
 
 
-def main(args) -> int:
-    raise GpuscaleError("'gpuscale run' is not built yet")
+def main(args: argparse.Namespace) -> int:
+    from gpuscale.session import LiveRun
+
+    config = config_from_args(args)
+    record: Any = None if args.no_record else (args.record or "default")
+    if args.record is not None and args.record.exists():
+        from gpuscale.errors import GpuscaleError
+
+        raise GpuscaleError(f"--record {args.record}: the file exists; give a new path")
+    run = LiveRun(config, record=record)
+    interrupted = False
+    view = _JsonView() if args.json else _ProgressView(config.steps)
+    try:
+        run.start()
+        with view:
+            for event in run.events(timeout=None):
+                view.on_event(event)
+    except KeyboardInterrupt:
+        interrupted = True
+        signal.signal(
+            signal.SIGINT, signal.SIG_IGN
+        )  # a second Ctrl-C must not cut the clean stop short
+        if not args.json:
+            print("gpuscale: stopping the trainer (Ctrl-C)...", file=sys.stderr)
+        run.stop()
+        for event in run.drain():
+            view.on_event(event, live=False)
+    finally:
+        if not run.done:
+            run.stop()
+    end = run.end
+    if args.json:
+        import json
+
+        summary = dict(end.summary or {}) if end else {}
+        summary["recording"] = str(run.recording_path) if run.recording_path else None
+        summary["note"] = run.start_event.note if run.start_event else None
+        if run.error is not None:
+            summary["error"] = run.error.message
+        print(json.dumps(summary, indent=2))
+    else:
+        _print_summary(run)
+    if interrupted:
+        return EXIT_INTERRUPTED
+    if run.error is not None or (end is not None and end.status in ("failed", "lost")):
+        if run.error is not None:
+            print(f"gpuscale: error: {run.error.message}", file=sys.stderr)
+        return EXIT_FAILED
+    return 0
+
+
+class _JsonView:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def on_event(self, event, live: bool = True) -> None:
+        pass
+
+
+class _ProgressView:
+    """A rich progress bar with the live step time and throughput; the start
+    note and the trainer's warnings printed above it."""
+
+    def __init__(self, steps: int):
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        self.console = Console(stderr=True, highlight=False)
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[step]}"),
+            TextColumn("{task.fields[throughput]}"),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=True,
+        )
+        self.task = self.progress.add_task(
+            "starting TensorFlow", total=steps, step="", throughput=""
+        )
+        self.recent: deque[float] = deque(maxlen=10)
+
+    def __enter__(self):
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.progress.stop()
+        return False
+
+    def on_event(self, event, live: bool = True) -> None:
+        kind = type(event).__name__
+        if kind == "StartEvent":
+            devices = f"{event.num_replicas} x {_platform(event.platform)}"
+            self.console.print(
+                f"[bold]{event.model}[/] on {devices}, {_strategy(event)}, {_scaling(event)}",
+            )
+            if event.note:
+                self.console.print(f"[dim]{event.note}[/]")
+            self.progress.update(self.task, description="training")
+        elif kind == "StepEvent":
+            if not event.warmup:
+                self.recent.append(event.step_time_s)
+            times = self.recent or [event.step_time_s]
+            median = statistics.median(times)
+            self.progress.update(
+                self.task,
+                completed=event.step + 1,
+                description="warm-up" if event.warmup else "training",
+                step=f"{_ms(median)}/step",
+                throughput=f"{event.samples / median:,.0f} samples/s" if median > 0 else "",
+            )
+        elif kind == "LogEvent" and event.level in ("warning", "error"):
+            self.console.print(f"[yellow]{event.source}: {event.message}[/]")
+        elif kind == "ErrorEvent":
+            self.progress.update(self.task, description="failed")
+
+
+def _platform(platform: str) -> str:
+    return {"gpu": "GPU", "cpu-logical": "CPU logical device", "cpu": "CPU"}.get(platform, platform)
+
+
+def _strategy(start) -> str:
+    text = start.strategy
+    if start.cross_device_ops:
+        text += f" with {start.cross_device_ops} all-reduce"
+    return text
+
+
+def _scaling(start) -> str:
+    if start.scaling == "strong":
+        return f"strong scaling (global batch {start.global_batch} = {start.per_replica_batch} per replica)"
+    return (
+        f"weak scaling ({start.per_replica_batch} per replica, global batch {start.global_batch})"
+    )
+
+
+def _ms(seconds: float | None) -> str:
+    if seconds is None:
+        return "n/a"
+    return f"{seconds * 1000:.1f} ms" if seconds < 10 else f"{seconds:.1f} s"
+
+
+def _bytes(n: int | None) -> str:
+    if n is None:
+        return "n/a"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _print_summary(run) -> None:
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    start, end = run.start_event, run.end
+    s = (end.summary or {}) if end else {}
+    if start is None:
+        if run.error is None:
+            console.print("The trainer ended before it started training.")
+        return
+    console.print(
+        f"[bold]{start.model}[/] on {start.num_replicas} x {_platform(start.platform)}: {_strategy(start)}"
+    )
+    console.print(f"  {_scaling(start)}")
+    status = end.status if end else "unknown"
+    counted = s.get("steps_counted", 0)
+    total = s.get("steps_total", 0)
+    console.print(
+        f"  status: {status}, {total} steps ({counted} counted, {total - counted} warm-up)"
+    )
+    if s.get("step_time_s") is not None:
+        spread = f" (p10 {_ms(s.get('step_time_p10_s'))}, p90 {_ms(s.get('step_time_p90_s'))})"
+        console.print(f"  step time:  {_ms(s['step_time_s'])} median{spread}")
+    if s.get("throughput_samples_s") is not None:
+        console.print(f"  throughput: {s['throughput_samples_s']:,.1f} samples/s")
+    if s.get("phase_steps"):
+        share = s.get("comm_share")
+        share_text = f" ({share:.1%} of the step)" if share is not None else ""
+        console.print(
+            f"  phases (median of {s['phase_steps']} probes): compute {_ms(s.get('compute_s'))}, "
+            f"exposed all-reduce {_ms(s.get('allreduce_s'))}{share_text}, "
+            f"apply {_ms(s.get('apply_s'))}, input wait {_ms(s.get('input_s'))}"
+        )
+        if s.get("allreduce_total_s") is not None:
+            console.print(
+                f"  all-reduce alone: {_ms(s['allreduce_total_s'])} for {_bytes(s.get('payload_bytes'))} of gradients"
+            )
+        if start.platform == "cpu-logical":
+            console.print(
+                "  [dim](CPU logical devices: the all-reduce is a memory copy, not a GPU link)[/]"
+            )
+    elif counted:
+        console.print("  phases: not measured (no probe step after the warm-up; see --phase-every)")
+    if start.note:
+        console.print(f"  [dim]note: {start.note}[/]")
+    if run.recording_path:
+        console.print(f"  recorded to {run.recording_path}")
+    elif run.recording_problem:
+        console.print(f"  [yellow]not recorded: {run.recording_problem}[/]")

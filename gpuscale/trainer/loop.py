@@ -101,7 +101,12 @@ def setup_devices(config: TrainConfig) -> DevicePlan:
             details = tf.config.experimental.get_device_details(chosen[i]) or {}
             index = config.gpus[i] if config.gpus else i
             infos.append(
-                DeviceInfo(index=index, name=details.get("device_name", "GPU"), kind="gpu", tf_name=dev.name)
+                DeviceInfo(
+                    index=index,
+                    name=details.get("device_name", "GPU"),
+                    kind="gpu",
+                    tf_name=dev.name,
+                )
             )
         return DevicePlan("gpu", [d.name for d in logical], infos)
     if config.gpus is not None:
@@ -110,13 +115,20 @@ def setup_devices(config: TrainConfig) -> DevicePlan:
         )
     n = config.devices or (1 if config.strategy == "one-device" else 2)
     cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(n)])
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(n)]
+    )
     logical = tf.config.list_logical_devices("CPU")
-    infos = [DeviceInfo(index=i, name=f"CPU logical device {i}", kind="cpu-logical", tf_name=d.name) for i, d in enumerate(logical)]
+    infos = [
+        DeviceInfo(index=i, name=f"CPU logical device {i}", kind="cpu-logical", tf_name=d.name)
+        for i, d in enumerate(logical)
+    ]
     return DevicePlan("cpu-logical", [d.name for d in logical], infos)
 
 
-def build_strategy(config: TrainConfig, plan: DevicePlan) -> tuple[tf.distribute.Strategy, str | None, str]:
+def build_strategy(
+    config: TrainConfig, plan: DevicePlan
+) -> tuple[tf.distribute.Strategy, str | None, str]:
     """The tf.distribute strategy for ``config`` on ``plan``'s devices.
 
     Returns ``(strategy, cross_device_ops, note)``: the all-reduce's name as the
@@ -128,7 +140,11 @@ def build_strategy(config: TrainConfig, plan: DevicePlan) -> tuple[tf.distribute
         strategy = tf.distribute.experimental.CentralStorageStrategy(
             compute_devices=plan.names, parameter_device="/cpu:0"
         )
-        return strategy, "reduce-to-one", "central-storage keeps the variables on the CPU and reduces gradients there."
+        return (
+            strategy,
+            "reduce-to-one",
+            "central-storage keeps the variables on the CPU and reduces gradients there.",
+        )
     choice = config.all_reduce
     on_gpu = plan.platform == "gpu"
     if choice in ("auto", "collective"):
@@ -201,7 +217,9 @@ class Trainer:
         )
         self.variables = list(self.model.trainable_variables)
         self.param_count = int(sum(np.prod(v.shape) for v in self.variables))
-        self.payload_bytes = int(sum(np.prod(v.shape) * tf.as_dtype(v.dtype).size for v in self.variables))
+        self.payload_bytes = int(
+            sum(np.prod(v.shape) * tf.as_dtype(v.dtype).size for v in self.variables)
+        )
         self.num_tensors = len(self.variables)
         self.global_batch = self.sizing.per_replica_batch * self.num_replicas
         self._compile_functions()
@@ -219,8 +237,10 @@ class Trainer:
             scaled = self.optimizer.scale_loss(loss)
         grads = tape.gradient(scaled, [_variable(v) for v in self.variables])
         if any(g is None for g in grads):
-            missing = [v.name for v, g in zip(self.variables, grads) if g is None]
-            raise GpuscaleError(f"the model has trainable variables the loss does not depend on: {', '.join(missing[:5])}")
+            missing = [v.name for v, g in zip(self.variables, grads, strict=True) if g is None]
+            raise GpuscaleError(
+                f"the model has trainable variables the loss does not depend on: {', '.join(missing[:5])}"
+            )
         # Sparse (embedding) gradients made dense: the payload is then the variables' bytes.
         return [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
 
@@ -247,7 +267,9 @@ class Trainer:
         self.compute_fn = tf.function(lambda batch: strategy.run(compute_replica, args=batch))
         self.grads_fn = tf.function(lambda batch: strategy.run(grads_replica, args=batch))
         self.train_fn = tf.function(lambda batch: strategy.run(train_replica, args=batch))
-        self.allreduce_fn = tf.function(lambda buffers: strategy.run(allreduce_replica, args=(buffers,)))
+        self.allreduce_fn = tf.function(
+            lambda buffers: strategy.run(allreduce_replica, args=(buffers,))
+        )
 
         def make_buffers():
             rid = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.float32)
@@ -268,10 +290,14 @@ class Trainer:
             s = tf.stack([tf.constant(seed, tf.int32), tf.cast(rid, tf.int32)])
             shape = (per_replica, *built.input_shape)
             if built.input_dtype == "int32":
-                x = tf.random.stateless_uniform(shape, s, minval=0, maxval=built.vocab_size or 2, dtype=tf.int32)
+                x = tf.random.stateless_uniform(
+                    shape, s, minval=0, maxval=built.vocab_size or 2, dtype=tf.int32
+                )
             else:
                 x = tf.random.stateless_uniform(shape, s)
-            y = tf.random.stateless_uniform((per_replica,), s + 1, minval=0, maxval=built.num_classes, dtype=tf.int32)
+            y = tf.random.stateless_uniform(
+                (per_replica,), s + 1, minval=0, maxval=built.num_classes, dtype=tf.int32
+            )
             return x, y
 
         batch = tf.function(lambda: self.strategy.run(make_batch))()
@@ -285,15 +311,21 @@ class Trainer:
             rng = np.random.default_rng(self.config.seed)
             pool = max(4 * self.global_batch, 256)
             if built.input_dtype == "int32":
-                x = rng.integers(0, built.vocab_size or 2, size=(pool, *built.input_shape), dtype=np.int32)
+                x = rng.integers(
+                    0, built.vocab_size or 2, size=(pool, *built.input_shape), dtype=np.int32
+                )
             else:
                 x = rng.integers(0, 256, size=(pool, *built.input_shape), dtype=np.uint8)
             y = rng.integers(0, built.num_classes, size=(pool,), dtype=np.int32)
             ds = tf.data.Dataset.from_tensor_slices((x, y))
             if built.input_dtype != "int32":  # decode-like host work: cast, scale, random flip
                 ds = ds.map(
-                    lambda a, b: (tf.image.random_flip_left_right(tf.cast(a, tf.float32) / 255.0)
-                                  if len(built.input_shape) == 3 else tf.cast(a, tf.float32) / 255.0, b),
+                    lambda a, b: (
+                        tf.image.random_flip_left_right(tf.cast(a, tf.float32) / 255.0)
+                        if len(built.input_shape) == 3
+                        else tf.cast(a, tf.float32) / 255.0,
+                        b,
+                    ),
                     num_parallel_calls=tf.data.AUTOTUNE,
                 )
         ds = ds.repeat().batch(self.global_batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)

@@ -83,7 +83,9 @@ def resnet50(image_size: int = 224, num_classes: int = 1000) -> BuiltModel:
     return BuiltModel(model, (image_size, image_size, 3), "float32", num_classes)
 
 
-def mlp(input_dim: int = 784, hidden: int = 1024, depth: int = 3, num_classes: int = 10) -> BuiltModel:
+def mlp(
+    input_dim: int = 784, hidden: int = 1024, depth: int = 3, num_classes: int = 10
+) -> BuiltModel:
     """``depth`` dense ReLU layers of ``hidden`` units, dense logits out: few
     FLOPs per gradient byte, so communication shows."""
     layers = keras.layers
@@ -150,7 +152,9 @@ def build_model(spec: str, *, width: int = 128, image_size: int = 224) -> BuiltM
 
 def _is_softmax(layer: Any) -> bool:
     activation = getattr(layer, "activation", None)
-    return activation is keras.activations.softmax or getattr(activation, "__name__", "") == "softmax"
+    return (
+        activation is keras.activations.softmax or getattr(activation, "__name__", "") == "softmax"
+    )
 
 
 def load_user_model(spec: str) -> BuiltModel:
@@ -200,7 +204,9 @@ def load_user_model(spec: str) -> BuiltModel:
             f"--model {spec}: the model is not built (give it a keras.Input): {exc}"
         ) from exc
     if isinstance(input_shape, list) or isinstance(output_shape, list):
-        raise GpuscaleError(f"--model {spec}: models with several inputs or outputs are not supported")
+        raise GpuscaleError(
+            f"--model {spec}: models with several inputs or outputs are not supported"
+        )
     if any(d is None for d in input_shape[1:]):
         raise GpuscaleError(
             f"--model {spec}: input shape {input_shape} has unknown dimensions; give keras.Input a full shape"

@@ -59,7 +59,9 @@ def _gpu_list(text: str) -> list[int]:
     try:
         gpus = [int(part) for part in text.split(",") if part.strip() != ""]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected GPU indices like 0,2 but got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected GPU indices like 0,2 but got {text!r}"
+        ) from None
     if not gpus or any(g < 0 for g in gpus):
         raise argparse.ArgumentTypeError(f"expected GPU indices like 0,2 but got {text!r}")
     return gpus
@@ -102,14 +104,28 @@ def add_trainer_arguments(parser: argparse.ArgumentParser) -> None:
         help="mnist-cnn, resnet50, mlp, transformer, or package.module:function returning a "
         "Keras model or (model, dataset) (default: mnist-cnn)",
     )
-    g.add_argument("--width", type=int, metavar="C", help="mnist-cnn channels per convolution (seed 002: 128)")
-    g.add_argument("--image-size", type=int, default=224, metavar="PX", help="resnet50 image size (default 224)")
+    g.add_argument(
+        "--width", type=int, metavar="C", help="mnist-cnn channels per convolution (seed 002: 128)"
+    )
+    g.add_argument(
+        "--image-size",
+        type=int,
+        default=224,
+        metavar="PX",
+        help="resnet50 image size (default 224)",
+    )
     batch = g.add_mutually_exclusive_group()
     batch.add_argument(
-        "--batch-per-replica", type=int, metavar="N", help="weak scaling: N samples per replica per step"
+        "--batch-per-replica",
+        type=int,
+        metavar="N",
+        help="weak scaling: N samples per replica per step",
     )
     batch.add_argument(
-        "--global-batch", type=int, metavar="N", help="strong scaling: N samples per step, split across replicas"
+        "--global-batch",
+        type=int,
+        metavar="N",
+        help="strong scaling: N samples per step, split across replicas",
     )
     g.add_argument(
         "--data",
@@ -119,9 +135,19 @@ def add_trainer_arguments(parser: argparse.ArgumentParser) -> None:
         "host, to see an input-bound run (default: synthetic)",
     )
     g = parser.add_argument_group("steps and measurement")
-    g.add_argument("--steps", type=int, default=100, metavar="N", help="steps to run, warm-up included (default 100)")
     g.add_argument(
-        "--warmup-steps", type=int, default=5, metavar="N", help="first steps left out of the statistics (default 5)"
+        "--steps",
+        type=int,
+        default=100,
+        metavar="N",
+        help="steps to run, warm-up included (default 100)",
+    )
+    g.add_argument(
+        "--warmup-steps",
+        type=int,
+        default=5,
+        metavar="N",
+        help="first steps left out of the statistics (default 5)",
     )
     g.add_argument(
         "--phase-every",
@@ -130,7 +156,9 @@ def add_trainer_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="K",
         help="measure the compute / all-reduce / apply breakdown every K-th step, 0 for never (default 10)",
     )
-    g.add_argument("--mixed-precision", action="store_true", help="float16 on GPUs, bfloat16 on CPU")
+    g.add_argument(
+        "--mixed-precision", action="store_true", help="float16 on GPUs, bfloat16 on CPU"
+    )
     g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
 
 
@@ -183,8 +211,13 @@ def validate(config: TrainConfig) -> None:
     if config.image_size != 224 and config.model != "resnet50":
         raise GpuscaleError("--image-size applies to --model resnet50 only")
     if config.image_size < 32:
-        raise GpuscaleError(f"--image-size must be at least 32 (ResNet-50's minimum), not {config.image_size}")
-    for flag, value in (("--batch-per-replica", config.batch_per_replica), ("--global-batch", config.global_batch)):
+        raise GpuscaleError(
+            f"--image-size must be at least 32 (ResNet-50's minimum), not {config.image_size}"
+        )
+    for flag, value in (
+        ("--batch-per-replica", config.batch_per_replica),
+        ("--global-batch", config.global_batch),
+    ):
         if value is not None and value < 1:
             raise GpuscaleError(f"{flag} must be at least 1, not {value}")
     if config.global_batch is not None and n is not None and config.global_batch % n:

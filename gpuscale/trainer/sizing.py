@@ -61,7 +61,9 @@ def resolve_sizing(
     if config.global_batch is not None:
         global_batch, scaling = config.global_batch, "strong"
     elif config.batch_per_replica is not None:
-        return Sizing(width, config.batch_per_replica, "weak", _cpu_note(on_cpu, width, notes, cpu_count))
+        return Sizing(
+            width, config.batch_per_replica, "weak", _cpu_note(on_cpu, width, notes, cpu_count)
+        )
     elif config.model == "mnist-cnn":
         scaling = "strong"
         if on_cpu and width == CPU_WIDTH and config.width is None:
@@ -85,8 +87,12 @@ def resolve_sizing(
     if global_batch % num_replicas:
         from gpuscale.errors import GpuscaleError
 
-        raise GpuscaleError(f"global batch {global_batch} does not split evenly across {num_replicas} replicas")
-    return Sizing(width, global_batch // num_replicas, scaling, _cpu_note(on_cpu, width, notes, cpu_count))
+        raise GpuscaleError(
+            f"global batch {global_batch} does not split evenly across {num_replicas} replicas"
+        )
+    return Sizing(
+        width, global_batch // num_replicas, scaling, _cpu_note(on_cpu, width, notes, cpu_count)
+    )
 
 
 def _cpu_note(on_cpu: bool, width: int | None, notes: list[str], cpu_count: int) -> str:

@@ -1,0 +1,3 @@
+from gpuscale.trainer.worker import main
+
+raise SystemExit(main())

@@ -1,0 +1,237 @@
+"""The trainer process: ``python -m gpuscale.trainer --config JSON``.
+
+Reads a :class:`TrainConfig` (``--config`` on the command line, or the
+``GPUSCALE_TRAIN_CONFIG`` environment variable), reports to the parent through
+:class:`EventClient` (``GPUSCALE_EVENTS``/``GPUSCALE_TOKEN``), and sends: a
+StartEvent once the model is built, a StepEvent per step, a PhaseEvent per
+probe, LogEvents for Python and TensorFlow warnings, an ErrorEvent with the
+traceback on any failure, and an EndEvent last. Without an event server in the
+environment it prints the events as JSON lines on stdout.
+
+SIGTERM or SIGINT finishes the current step and ends with status ``stopped``.
+Exit status: 0 completed or stopped, 1 failed, 2 bad configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+import warnings
+
+from gpuscale import __version__
+from gpuscale.errors import GpuscaleError
+from gpuscale.events.schema import EndEvent, ErrorEvent, Event, LogEvent, StartEvent, encode
+from gpuscale.events.transport import EventClient
+from gpuscale.trainer.options import TrainConfig, from_json
+
+ENV_CONFIG = "GPUSCALE_TRAIN_CONFIG"
+
+
+class _Emitter:
+    """Sends events to the parent, or prints them when there is none."""
+
+    def __init__(self, client: EventClient | None):
+        self.client = client
+        self.worker = client.worker if client else 0
+        self._lock = threading.Lock()
+
+    def __call__(self, event: Event) -> None:
+        if self.worker:
+            event.worker = self.worker
+        if self.client is not None:
+            self.client.send(event)
+        else:
+            with self._lock:
+                sys.stdout.write(encode(event).decode() + "\n")
+                sys.stdout.flush()
+
+    def log(self, message: str, level: str = "info") -> None:
+        self(LogEvent(t=time.time(), message=message, source="trainer", level=level))
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+
+
+class _ForwardHandler(logging.Handler):
+    """Python logging records (TensorFlow's, Keras', absl's) as LogEvents."""
+
+    def __init__(self, emit: _Emitter):
+        super().__init__(level=logging.WARNING)
+        self._emit = emit
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            level = "error" if record.levelno >= logging.ERROR else "warning"
+            self._emit.log(f"{record.name}: {record.getMessage()}", level)
+        except Exception:  # never let logging break training
+            pass
+
+
+def _prepare_environment(config: TrainConfig) -> None:
+    """Before TensorFlow is imported: quieter C++ logs, NVML's GPU numbering,
+    and the GPU selection (``--gpus``) through CUDA_VISIBLE_DEVICES."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # warnings and errors still reach stderr
+    os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    if config.gpus is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, config.gpus))
+
+
+def _describe_failure(exc: BaseException) -> str:
+    """One paragraph a user can act on."""
+    name = type(exc).__name__
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    if name == "ResourceExhaustedError" or "out of memory" in str(exc).lower():
+        return (
+            f"the trainer ran out of device memory ({first[:300]}); "
+            "try a smaller --batch-per-replica / --global-batch or a smaller model"
+        )
+    return f"the trainer failed: {name}: {first[:500]}" if first else f"the trainer failed: {name}"
+
+
+def _watch_parent(emit: _Emitter, stop: threading.Event) -> None:
+    """The parent holds our stdin open; EOF means it is gone (even ``kill -9``).
+    Stop after the current step, and leave for good if that takes too long, so
+    a trainer never outlives the command that started it."""
+    try:
+        while sys.stdin.read(4096):
+            pass
+    except (OSError, ValueError):
+        pass
+    if stop.is_set():
+        return
+    stop.set()
+    emit.log("the gpuscale parent process is gone: stopping", "warning")
+    time.sleep(10.0)
+    os._exit(1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gpuscale.trainer")
+    parser.add_argument(
+        "--config", help="the TrainConfig as JSON (default: $GPUSCALE_TRAIN_CONFIG)"
+    )
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    try:
+        client = EventClient.from_env()
+    except ConnectionError as exc:
+        print(f"gpuscale trainer: {exc}", file=sys.stderr)
+        return 1
+    emit = _Emitter(client)
+    stop = threading.Event()
+
+    def on_signal(signum, frame):
+        if not stop.is_set():
+            emit.log(f"received {signal.Signals(signum).name}: stopping after the current step")
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    if os.environ.get("GPUSCALE_PARENT_PIPE") == "1":
+        threading.Thread(target=_watch_parent, args=(emit, stop), daemon=True).start()
+
+    steps = 0
+    status = "completed"
+    code = 0
+    try:
+        text = args.config or os.environ.get(ENV_CONFIG)
+        if not text:
+            raise GpuscaleError(
+                "no trainer configuration (give --config JSON or set GPUSCALE_TRAIN_CONFIG)"
+            )
+        config = from_json(text)
+        _prepare_environment(config)
+        logging.getLogger("tensorflow").addHandler(_ForwardHandler(emit))
+        logging.getLogger("absl").addHandler(_ForwardHandler(emit))
+
+        def show_warning(message, category, filename, lineno, file=None, line=None):
+            emit.log(
+                f"{category.__name__}: {message} ({os.path.basename(filename)}:{lineno})", "warning"
+            )
+
+        warnings.showwarning = show_warning
+        steps, status = _train(config, emit, stop)
+    except GpuscaleError as exc:
+        emit(ErrorEvent(t=time.time(), message=str(exc)))
+        status, code = "failed", exc.exit_code if exc.exit_code != 0 else 1
+    except BaseException as exc:  # the user's code, TensorFlow, out of memory: report, never hang
+        emit(
+            ErrorEvent(
+                t=time.time(), message=_describe_failure(exc), traceback=traceback.format_exc()
+            )
+        )
+        status, code = "failed", 1
+    emit(
+        EndEvent(
+            t=time.time(), status=status, steps=steps, duration_s=time.perf_counter() - started
+        )
+    )
+    emit.close()
+    return code
+
+
+def _train(config: TrainConfig, emit: _Emitter, stop: threading.Event) -> tuple[int, str]:
+    import tensorflow as tf  # only here: the parent never imports TensorFlow
+
+    from gpuscale.trainer import loop
+
+    tf.get_logger().setLevel(logging.WARNING)
+    plan = loop.setup_devices(config)
+    trainer = loop.Trainer(config, plan)
+    emit(
+        StartEvent(
+            t=time.time(),
+            gpuscale_version=__version__,
+            tensorflow_version=tf.__version__,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            source="trainer",
+            config={
+                **__import__("msgspec").to_builtins(config),
+                "resolved": {
+                    "width": trainer.sizing.width,
+                    "per_replica_batch": trainer.sizing.per_replica_batch,
+                    "global_batch": trainer.global_batch,
+                    "cross_device_ops": trainer.cross_device_ops,
+                    "optimizer": type(trainer.optimizer).__name__,
+                    "keras_version": __import__("keras").__version__,
+                    "python_version": sys.version.split()[0],
+                },
+            },
+            devices=plan.infos,
+            platform=plan.platform,
+            model=config.model
+            if trainer.sizing.width in (None, 128)
+            else f"{config.model}-w{trainer.sizing.width}",
+            strategy=config.strategy,
+            cross_device_ops=trainer.cross_device_ops,
+            num_replicas=trainer.num_replicas,
+            scaling=trainer.sizing.scaling,
+            global_batch=trainer.global_batch,
+            per_replica_batch=trainer.sizing.per_replica_batch,
+            param_count=trainer.param_count,
+            payload_bytes=trainer.payload_bytes,
+            mixed_precision=config.mixed_precision,
+            pids=[os.getpid()],
+            note=trainer.note,
+        )
+    )
+    steps = 0
+    for event in trainer.run(stop):
+        emit(event)
+        if event.__class__.__name__ == "StepEvent":
+            steps += 1
+    return steps, "stopped" if stop.is_set() and steps < config.steps else "completed"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
