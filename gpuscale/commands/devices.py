@@ -230,6 +230,15 @@ def render(report: DevicesReport, console: Any) -> None:
         )
 
 
+def report_json(report: DevicesReport) -> dict[str, Any]:
+    """The report as plain data, every device field present (``null`` = n/a)."""
+    data = msgspec.to_builtins(report)
+    data["nvml"]["devices"] = [
+        {name: getattr(d, name) for name in d.__struct_fields__} for d in report.nvml.devices
+    ]
+    return data
+
+
 def register(sub) -> None:
     parser = sub.add_parser(
         "devices",
@@ -261,7 +270,7 @@ def main(args) -> int:
         raise GpuscaleError(f"--tf-timeout must be positive, not {args.tf_timeout:g}")
     report = collect(tf=not args.no_tf, tf_timeout_s=args.tf_timeout)
     if args.json:
-        sys.stdout.write(msgspec.json.encode(report).decode() + "\n")
+        sys.stdout.write(json.dumps(report_json(report), indent=2) + "\n")
         return 0
     from rich.console import Console
 
