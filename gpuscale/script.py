@@ -1,0 +1,801 @@
+"""A run of the user's own training script: ``gpuscale run|watch -- python train.py ARGS``.
+
+:class:`ScriptRun` is the script-mode counterpart of :class:`gpuscale.session.LiveRun`
+and offers the same surface to consumers (``start()``, ``events(timeout)``,
+``queue``, ``stop()``, ``recording_path``, ``status``): it starts an
+:class:`~gpuscale.events.transport.EventServer`, launches the script (or, with
+``local_workers=N``, N copies of it as one multi-worker cluster on this
+machine) with the server's address and token in the environment, turns the
+script's stdout/stderr into LogEvents, samples NVML for the script's processes,
+records every event and hands each one to the consumer. No TensorFlow here.
+
+The start of the run
+--------------------
+A script with :class:`gpuscale.keras.ScalingMonitor` sends its own StartEvent
+(model, strategy, replicas, parameters). Until it arrives, the other events
+(telemetry, log lines) are held back, so the recording and the dashboard begin
+with the right start. ``import gpuscale.keras`` announces itself at once; if no
+announcement arrives within ``start_timeout_s`` (default 15 s), the script has no
+callback and a StartEvent (``source="script"``, no step data) is made up from
+what gpuscale knows (the command, the NVML devices), with a note that step
+times are unavailable and the one line that adds them. With several workers,
+the chief waits (at most ``callback_timeout_s``) for every worker's start and
+sends one StartEvent holding all of them in ``config["workers"]`` (host, pid,
+devices of each): a recording has exactly one start.
+
+The end of the run
+------------------
+The callback's EndEvent (one per ``fit``) becomes a log line; the run ends when
+the script's processes have exited: ``completed`` (all exit 0), ``failed`` (an
+ErrorEvent with the exit status and the last lines of stderr), ``stopped``
+(:meth:`stop`), or ``lost``: a worker that disconnected without finishing
+(killed, crashed host) is named in an ErrorEvent, the other workers of a local
+cluster are stopped (a synchronous all-reduce cannot go on without it) and
+everything received so far stays in the recording.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import queue
+import shlex
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from gpuscale import __version__, cluster
+from gpuscale.errors import GpuscaleError
+from gpuscale.events.schema import (
+    DeviceInfo,
+    EndEvent,
+    ErrorEvent,
+    Event,
+    GpuSample,
+    HostSample,
+    LogEvent,
+    PhaseEvent,
+    StartEvent,
+    StepEvent,
+)
+from gpuscale.events.transport import ENV_ADDRESS, ENV_TOKEN, ENV_WORKER, EventClient, EventServer
+
+CALLBACK_SOURCE = "keras-callback"
+"""Source of the LogEvent that ``import gpuscale.keras`` sends (see :mod:`gpuscale.keras`)."""
+ADD_CALLBACK_HINT = (
+    "step times are unavailable: the script does not use gpuscale's callback. "
+    "Add it with one line: model.fit(..., callbacks=[gpuscale.keras.ScalingMonitor()])"
+)
+STDERR_TAIL_LINES = 30
+
+
+class _Disconnect(msgspec.Struct):
+    worker: int
+    saw_end: bool
+
+
+class _Exited(msgspec.Struct):
+    worker: int
+    returncode: int
+
+
+def script_name(argv: Sequence[str]) -> str:
+    """A short name for the run: the script file (``train.py``) or module (``-m pkg``)."""
+    for i, arg in enumerate(argv[1:], start=1):
+        if arg == "-m" and i + 1 < len(argv):
+            return argv[i + 1]
+        if not arg.startswith("-"):
+            return Path(arg).name
+    return Path(argv[0]).name if argv else "script"
+
+
+class ScriptRun:
+    """Runs the user's script under gpuscale; see the module docstring.
+
+    ``argv``: the command (``["python", "train.py", ...]``). ``record``: a path,
+    ``None`` (no recording) or ``"default"`` (gpuscale's runs folder).
+    ``local_workers``: 0 for one process; N >= 1 for N processes forming a
+    MultiWorkerMirroredStrategy cluster on loopback ports. ``cluster_info``: this
+    machine's place in a real multi-host cluster (chief listens on
+    ``listen_host:port`` with the shared ``token``; other workers forward to it).
+    ``nvml`` is handed to the Sampler (tests pass a stand-in).
+    """
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        record: str | os.PathLike | None = "default",
+        sample_interval_s: float = 0.5,
+        local_workers: int = 0,
+        cluster_info: cluster.ClusterInfo | None = None,
+        start_timeout_s: float = 15.0,
+        callback_timeout_s: float = 120.0,
+        nvml: Any = None,
+        env: Mapping[str, str] | None = None,
+        sampler: bool = True,
+    ):
+        if not argv:
+            raise GpuscaleError(
+                "no command to run: put it after '--', e.g. gpuscale run -- python train.py"
+            )
+        self.argv = list(argv)
+        self.name = script_name(self.argv)
+        self._record = record
+        self.sample_interval_s = sample_interval_s
+        self.local_workers = local_workers
+        self.cluster_info = cluster_info
+        self.start_timeout_s = start_timeout_s
+        self.callback_timeout_s = callback_timeout_s
+        self._nvml = nvml
+        self._env = dict(os.environ if env is None else env)
+        self._use_sampler = sampler
+        if cluster_info is not None:
+            self.num_workers = cluster_info.num_workers
+            self.worker = cluster_info.index
+        else:
+            self.num_workers = max(1, local_workers)
+            self.worker = 0
+        self.is_chief = self.worker == 0
+
+        self.queue: queue.Queue[Event | None] = queue.Queue()
+        """Every event of the run, in order, for the consumer; ``None`` after the EndEvent."""
+        self.start_event: StartEvent | None = None
+        self.end: EndEvent | None = None
+        """The run's EndEvent (with ``summary``) once it is over."""
+        self.error: ErrorEvent | None = None
+        self.recording_path: Path | None = None
+        self.recording_problem: str | None = None
+        self.status: str | None = None
+        """``completed``, ``failed``, ``stopped`` or ``lost`` once the run is over."""
+        self.returncode: int | None = None
+        self.lost_workers: list[int] = []
+        self._incoming: queue.Queue[Any] = queue.Queue()
+        self._procs: dict[int, subprocess.Popen] = {}
+        self._threads: list[threading.Thread] = []
+        self._server: EventServer | None = None
+        self._forward: EventClient | None = None
+        self._sampler: Any = None
+        self._recorder: Any = None
+        self._stderr_tail: dict[int, collections.deque[str]] = {}
+        self._stopping = threading.Event()
+        self._done = threading.Event()
+        self._t0 = 0.0
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def start(self) -> ScriptRun:
+        """Start the event server, the script process(es) and the sampler; returns at once."""
+        self._t0 = time.perf_counter()
+        env = dict(self._env)
+        env["PYTHONUNBUFFERED"] = "1"
+        if self.cluster_info is not None and not self.is_chief:
+            address = cluster.events_address(self.cluster_info, self._env)
+            token = cluster.shared_token(self._env)
+            try:
+                self._forward = EventClient(
+                    address, token, worker=self.worker, connect_timeout_s=60.0
+                )
+            except ConnectionError as exc:
+                raise GpuscaleError(f"{exc} (is the chief's gpuscale running?)") from None
+            env.update({ENV_ADDRESS: address, ENV_TOKEN: token, ENV_WORKER: str(self.worker)})
+            self._launch_one(env, self.worker)
+        else:
+            if self.cluster_info is not None:
+                token = cluster.shared_token(self._env)
+                port = cluster.events_port(self._env)
+                try:
+                    self._server = EventServer(
+                        self._incoming.put,
+                        host="0.0.0.0",
+                        port=port,
+                        token=token,
+                        on_disconnect=self._on_disconnect,
+                    )
+                except OSError as exc:
+                    raise GpuscaleError(
+                        f"cannot listen for workers on port {port}: {exc.strerror or exc} "
+                        f"(set {cluster.ENV_PORT} to a free port on every worker)"
+                    ) from None
+                env.update(self._server.env(0))
+                env[ENV_ADDRESS] = f"127.0.0.1:{self._server.port}"
+                self._launch_one(env, 0)
+            else:
+                self._server = EventServer(self._incoming.put, on_disconnect=self._on_disconnect)
+                if self.local_workers >= 1:
+                    self._launch_local(env)
+                else:
+                    env.update(self._server.env(0))
+                    self._launch_one(env, 0)
+        self._start_sampler()
+        pump = threading.Thread(target=self._pump, name="gpuscale-script-pump", daemon=True)
+        pump.start()
+        self._threads.append(pump)
+        return self
+
+    def _launch_one(self, env: dict[str, str], worker: int) -> None:
+        try:
+            proc = subprocess.Popen(
+                self.argv,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            self._close_transport()
+            raise GpuscaleError(
+                f"cannot start {shlex.join(self.argv)}: {exc.strerror or exc}"
+            ) from None
+        self._watch(proc, worker)
+
+    def _launch_local(self, env: dict[str, str]) -> None:
+        assert self._server is not None
+        try:
+            procs = cluster.launch_local_workers(
+                self.argv,
+                self.local_workers,
+                events_address=self._server.address,
+                token=self._server.token,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+        except GpuscaleError:
+            self._close_transport()
+            raise
+        for worker, proc in enumerate(procs):
+            self._watch(proc, worker)
+
+    def _watch(self, proc: subprocess.Popen, worker: int) -> None:
+        self._procs[worker] = proc
+        self._stderr_tail[worker] = collections.deque(maxlen=STDERR_TAIL_LINES)
+        for stream, level in ((proc.stdout, "info"), (proc.stderr, "warning")):
+            thread = threading.Thread(
+                target=self._read_lines,
+                args=(stream, worker, level),
+                name=f"gpuscale-script-{level}",
+                daemon=True,
+            )
+            thread.start()
+            self._threads.append(thread)
+        readers = self._threads[-2:]
+        waiter = threading.Thread(
+            target=self._wait_exit,
+            args=(proc, worker, readers),
+            name="gpuscale-script-wait",
+            daemon=True,
+        )
+        waiter.start()
+        self._threads.append(waiter)
+
+    def _read_lines(self, stream: Any, worker: int, level: str) -> None:
+        for raw in iter(stream.readline, b""):
+            line = raw.decode("utf-8", "replace").rstrip("\r\n")
+            if level == "warning":
+                self._stderr_tail[worker].append(line)
+            self._emit(
+                LogEvent(t=time.time(), worker=worker, message=line, source="script", level=level)
+            )
+        stream.close()
+
+    def _wait_exit(
+        self, proc: subprocess.Popen, worker: int, readers: list[threading.Thread]
+    ) -> None:
+        returncode = proc.wait()
+        for reader in readers:  # its last lines come before its exit
+            reader.join(timeout=5.0)
+        self._incoming.put(_Exited(worker=worker, returncode=returncode))
+
+    def _pids(self) -> list[int]:
+        pids = []
+        for proc in self._procs.values():
+            if proc.poll() is None:
+                pids.append(proc.pid)
+                try:
+                    import psutil
+
+                    pids.extend(c.pid for c in psutil.Process(proc.pid).children(recursive=True))
+                except Exception:  # the process may be gone between the two calls
+                    pass
+        return pids
+
+    def _start_sampler(self) -> None:
+        if not self._use_sampler:
+            return
+        try:
+            from gpuscale.telemetry.sampler import Sampler
+        except ImportError as exc:
+            self._emit(
+                LogEvent(
+                    t=time.time(),
+                    worker=self.worker,
+                    message=f"telemetry unavailable: {exc}",
+                    source="telemetry",
+                    level="warning",
+                )
+            )
+            return
+        kwargs: dict[str, Any] = {
+            "interval_s": self.sample_interval_s,
+            "pids": self._pids,
+            "worker": self.worker,
+        }
+        if self._nvml is not None:
+            kwargs["nvml"] = self._nvml
+        self._sampler = Sampler(self._emit, **kwargs)
+        self._sampler.start()
+
+    def _emit(self, event: Event) -> None:
+        """Entry point of every locally produced event (log lines, samples)."""
+        if self._forward is not None:
+            self._forward.send(msgspec.structs.replace(event, worker=self.worker))
+        else:
+            self._incoming.put(event)
+
+    def _on_disconnect(self, worker: int, saw_end: bool) -> None:
+        self._incoming.put(_Disconnect(worker=worker, saw_end=saw_end))
+
+    # -- the pump: start gating, lost workers, the end ---------------------------------
+    def _pump(self) -> None:
+        state = _PumpState(self)
+        try:
+            state.run()
+        except Exception as exc:  # never leave the consumer waiting forever
+            state.fail_internal(exc)
+        finally:
+            self._shutdown()
+            self._done.set()
+            self.queue.put(None)
+
+    def _publish(self, event: Event) -> None:
+        if isinstance(event, StartEvent):
+            self.start_event = event
+        elif isinstance(event, EndEvent):
+            self.end = event
+        elif isinstance(event, ErrorEvent) and self.error is None:
+            self.error = event
+        if self._recorder is not None:
+            self._recorder.write(event)
+        self.queue.put(event)
+
+    def _open_recorder(self, start: StartEvent) -> None:
+        if self._record is None or self._forward is not None:
+            return
+        from gpuscale.recording.store import default_path
+        from gpuscale.recording.writer import Recorder
+
+        if self._record == "default":
+            path = default_path(start.model or self.name, start.num_replicas, start.platform)
+        else:
+            path = Path(self._record)
+
+        def problem(message: str) -> None:
+            self.recording_problem = message
+            self.queue.put(
+                LogEvent(t=time.time(), message=message, source="recorder", level="warning")
+            )
+
+        self._recorder = Recorder(path, on_problem=problem)
+        self.recording_path = self._recorder.path
+
+    def _terminate(self, grace_s: float = 3.0) -> None:
+        """SIGTERM the scripts' process groups, SIGKILL what is left after ``grace_s``."""
+        for proc in self._procs.values():
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        deadline = time.monotonic() + grace_s
+        for proc in self._procs.values():
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                proc.wait(timeout=2)
+
+    def _close_transport(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        if self._forward is not None:
+            self._forward.close()
+            self._forward = None
+
+    def _shutdown(self) -> None:
+        if self._sampler is not None:
+            self._sampler.stop()
+            self._sampler = None
+        self._terminate(grace_s=1.0)
+        if self._recorder is not None:
+            self._recorder.close()
+        self._close_transport()
+
+    def stop(self, grace_s: float = 3.0) -> None:
+        """Stop the script (SIGTERM to its process group, SIGKILL after ``grace_s``) and
+        end the run as ``stopped``; returns within about ``grace_s`` + 2 s. Idempotent."""
+        if self._done.is_set():
+            return
+        self._stopping.set()
+        self._incoming.put(None)
+        self._terminate(grace_s=grace_s)
+        self._done.wait(timeout=2.0)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the run is over; False if ``timeout`` passed first."""
+        return self._done.wait(timeout)
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def close(self) -> None:
+        """Stop the run if it is still going (idempotent)."""
+        if not self._done.is_set():
+            self.stop()
+
+    def pid_of(self, worker: int) -> int | None:
+        """The process id of a local worker's script (None if not started here)."""
+        proc = self._procs.get(worker)
+        return proc.pid if proc else None
+
+    def events(self, timeout: float | None = None) -> Iterator[Event]:
+        """Yield events until the run is over (after its EndEvent). With a ``timeout``,
+        also return when no event came for that many seconds (call again to go on)."""
+        while True:
+            try:
+                event = self.queue.get(timeout=timeout)
+            except queue.Empty:
+                return
+            if event is None:
+                self.queue.put(None)
+                return
+            yield event
+
+    def drain(self, max_events: int = 10_000) -> list[Event]:
+        """The events queued now, without waiting (the end marker left in place)."""
+        out: list[Event] = []
+        while len(out) < max_events:
+            try:
+                event = self.queue.get_nowait()
+            except queue.Empty:
+                break
+            if event is None:
+                self.queue.put(None)
+                break
+            out.append(event)
+        return out
+
+    def __enter__(self) -> ScriptRun:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _PumpState:
+    """The pump thread's state machine (one instance per run)."""
+
+    def __init__(self, run: ScriptRun):
+        self.run_ = run
+        self.started = False
+        self.held: list[Event] = []
+        self.starts: dict[int, StartEvent] = {}
+        self.announced_at: float | None = None
+        self.deadline = time.monotonic() + run.start_timeout_s
+        self.exited: dict[int, int] = {}
+        self.disconnected: set[int] = set()
+        self.connected: set[int] = set()
+        self.ended_workers: dict[int, int] = {}
+        self.steps: dict[int, int] = collections.defaultdict(int)
+        self.analysis_events: list[Event] = []
+        self.lost: list[int] = []
+        self.exit_seen_at: float | None = None
+
+    # what the consumer sees ------------------------------------------------------------
+    def publish(self, event: Event) -> None:
+        if not self.started:
+            self.held.append(event)
+            return
+        if isinstance(event, (StepEvent, PhaseEvent, GpuSample, HostSample, StartEvent)):
+            self.analysis_events.append(event)
+        if isinstance(event, StepEvent):
+            self.steps[event.worker] = max(self.steps[event.worker], event.step + 1)
+        self.run_._publish(event)
+
+    def send_start(self, start: StartEvent) -> None:
+        run = self.run_
+        run._open_recorder(start)
+        self.started = True
+        self.publish(start)
+        held, self.held = self.held, []
+        for event in held:
+            self.publish(event)
+
+    def merged_start(self) -> StartEvent:
+        """One StartEvent for the run from the workers' own (or a made-up one)."""
+        run = self.run_
+        if not self.starts:
+            return self.synthetic_start()
+        first = self.starts[min(self.starts)]
+        if run.num_workers == 1 and len(self.starts) == 1:
+            return first
+        workers = [
+            {
+                "worker": w,
+                "host": s.host,
+                "pid": s.pid,
+                "devices": [d.tf_name or d.name for d in s.devices],
+                "num_replicas": s.num_replicas,
+            }
+            for w, s in sorted(self.starts.items())
+        ]
+        config = dict(first.config)
+        config["workers"] = workers
+        missing = [w for w in range(run.num_workers) if w not in self.starts]
+        note = first.note
+        if missing:
+            note = (
+                f"no start from worker(s) {', '.join(map(str, missing))} within "
+                f"{run.callback_timeout_s:g} s"
+            )
+        pids = sorted({p for s in self.starts.values() for p in s.pids})
+        return msgspec.structs.replace(
+            first,
+            worker=0,
+            config=config,
+            num_workers=max(run.num_workers, first.num_workers),
+            pids=pids,
+            note=note,
+        )
+
+    def synthetic_start(self) -> StartEvent:
+        run = self.run_
+        sampler = run._sampler
+        devices: list[DeviceInfo] = list(getattr(sampler, "devices", []) or [])
+        return StartEvent(
+            t=time.time(),
+            gpuscale_version=__version__,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            source="script",
+            config={"argv": run.argv, "callback": False},
+            devices=devices,
+            platform="gpu" if devices else "cpu",
+            model=run.name,
+            strategy="unknown",
+            num_replicas=max(1, len(devices)),
+            num_workers=run.num_workers,
+            pids=[p.pid for p in run._procs.values()],
+            note=ADD_CALLBACK_HINT,
+        )
+
+    # events from the outside -----------------------------------------------------------
+    def handle(self, item: Any) -> None:
+        run = self.run_
+        if isinstance(item, _Exited):
+            self.exited[item.worker] = item.returncode
+            if self.exit_seen_at is None:
+                self.exit_seen_at = time.monotonic()
+            code = item.returncode
+            if code != 0 and run.num_workers > 1 and not run._stopping.is_set():
+                if code < 0 and item.worker not in self.lost:
+                    self.report_lost(item.worker, f"was killed by signal {-code}")
+                else:  # the others would wait forever in the next all-reduce
+                    self.stop_others()
+            return
+        if isinstance(item, _Disconnect):
+            self.disconnected.add(item.worker)
+            # A local process is judged by its exit status; a remote worker that
+            # closes its connection without an end event is lost.
+            if (
+                not item.saw_end
+                and item.worker not in run._procs
+                and item.worker not in self.lost
+                and not run._stopping.is_set()
+            ):
+                self.report_lost(item.worker, "disconnected without finishing")
+            return
+        event: Event = item
+        self.connected.add(event.worker)
+        if isinstance(event, StartEvent):
+            if event.worker in self.starts or self.started:
+                self.publish(
+                    LogEvent(
+                        t=event.t,
+                        worker=event.worker,
+                        source="gpuscale",
+                        message=(
+                            f"worker {event.worker} on {event.host} (pid {event.pid}) started: "
+                            f"{event.model}, {event.strategy}, {event.num_replicas} replicas"
+                        ),
+                    )
+                )
+                if event.worker not in self.starts:
+                    self.starts[event.worker] = event
+                return
+            self.starts[event.worker] = event
+            return
+        if isinstance(event, EndEvent):
+            self.ended_workers[event.worker] = event.steps
+            self.publish(
+                LogEvent(
+                    t=event.t,
+                    worker=event.worker,
+                    source="gpuscale",
+                    message=(
+                        f"worker {event.worker}: training {event.status} after {event.steps} steps"
+                        if run.num_workers > 1
+                        else f"training {event.status} after {event.steps} steps"
+                    ),
+                )
+            )
+            return
+        if isinstance(event, LogEvent) and event.source == CALLBACK_SOURCE:
+            if self.announced_at is None:
+                self.announced_at = time.monotonic()
+            self.deadline = max(self.deadline, time.monotonic() + run.callback_timeout_s)
+        self.publish(event)
+
+    def report_lost(self, worker: int, how: str) -> None:
+        run = self.run_
+        self.lost.append(worker)
+        run.lost_workers.append(worker)
+        start = self.starts.get(worker)
+        where = f" on {start.host} (pid {start.pid})" if start else ""
+        steps = self.steps.get(worker, 0)
+        message = (
+            f"worker {worker}{where} was lost: it {how} after {steps} steps. "
+            "MultiWorkerMirroredStrategy is synchronous, so the run cannot go on; "
+            "everything received until now is kept"
+            + (f" in {run.recording_path}" if run.recording_path else "")
+        )
+        if not self.started:
+            self.send_start(self.merged_start())
+        self.publish(ErrorEvent(t=time.time(), worker=worker, message=message, source="gpuscale"))
+        self.stop_others()
+
+    def stop_others(self) -> None:
+        """The other workers would wait forever in the next all-reduce: stop ours."""
+        run = self.run_
+        if run.local_workers >= 1 or run.cluster_info is not None:
+            threading.Thread(target=run._terminate, args=(3.0,), daemon=True).start()
+
+    # the loop --------------------------------------------------------------------------
+    def start_due(self) -> bool:
+        run = self.run_
+        return (
+            len(self.starts) >= run.num_workers
+            or len(self.exited) >= len(run._procs)
+            or bool(self.lost)
+            or time.monotonic() >= self.deadline
+        )
+
+    def finished(self) -> bool:
+        run = self.run_
+        if len(self.exited) < len(run._procs):
+            return False
+        # all local processes are gone: wait briefly for their connections to drain
+        waiting = self.connected - self.disconnected - {run.worker}
+        waited = time.monotonic() - (self.exit_seen_at or time.monotonic())
+        if run._server is not None and run.cluster_info is not None and not self.lost:
+            # the chief of a multi-host run also waits for the remote workers
+            remote = set(range(run.num_workers)) - {0}
+            if remote - self.disconnected and waited < 30.0:
+                return False
+        return not waiting or waited > 2.0
+
+    def run(self) -> None:
+        run = self.run_
+        while True:
+            try:
+                item = run._incoming.get(timeout=0.1)
+            except queue.Empty:
+                item = None
+            if item is not None:
+                self.handle(item)
+            if not self.started and self.start_due():
+                start = self.merged_start()
+                self.send_start(start)
+                if not self.starts:
+                    self.publish(
+                        LogEvent(
+                            t=time.time(),
+                            source="gpuscale",
+                            level="warning",
+                            message=ADD_CALLBACK_HINT,
+                        )
+                    )
+            if (run._stopping.is_set() and len(self.exited) >= len(run._procs)) or (
+                self.started and self.finished()
+            ):
+                break
+        # drain what is still queued
+        while True:
+            try:
+                item = run._incoming.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                self.handle(item)
+        if not self.started:
+            self.send_start(self.merged_start())
+        self.finish()
+
+    def finish(self) -> None:
+        run = self.run_
+        codes = self.exited
+        failed = {w: c for w, c in codes.items() if c != 0}
+        if run._stopping.is_set():
+            status = "stopped"
+        elif self.lost:
+            status = "lost"
+        elif failed:
+            status = "failed"
+            worker, code = min(failed.items())
+            tail = "\n".join(run._stderr_tail.get(worker, ()))
+            how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
+            who = f"worker {worker} " if run.num_workers > 1 else ""
+            self.publish(
+                ErrorEvent(
+                    t=time.time(),
+                    worker=worker,
+                    message=f"the script {who}({shlex.join(run.argv)}) {how}",
+                    traceback=tail or None,
+                    source="script",
+                )
+            )
+        else:
+            status = "completed"
+        run.returncode = next(iter(failed.values()), 0) if failed else 0
+        steps = max(self.steps.values(), default=0)
+        summary = None
+        try:
+            from gpuscale.analysis.summary import summarize
+
+            summary = msgspec.to_builtins(summarize(self.analysis_events))
+        except Exception:  # the summary is a convenience; the events are recorded
+            summary = None
+        run.status = status
+        self.publish(
+            EndEvent(
+                t=time.time(),
+                status=status,
+                steps=steps,
+                duration_s=time.perf_counter() - run._t0,
+                summary=summary,
+            )
+        )
+
+    def fail_internal(self, exc: Exception) -> None:
+        run = self.run_
+        if not self.started:
+            self.send_start(self.synthetic_start())
+        run.status = "failed"
+        self.publish(
+            ErrorEvent(
+                t=time.time(),
+                message=f"gpuscale lost track of the script: {type(exc).__name__}: {exc}",
+                source="gpuscale",
+            )
+        )
+        self.publish(EndEvent(t=time.time(), status="failed"))
+
+
+def split_command(argv: Sequence[str] | None) -> list[str]:
+    """The command after ``--`` (argparse.REMAINDER keeps the ``--``)."""
+    command = list(argv or [])
+    if command and command[0] == "--":
+        command = command[1:]
+    return command
