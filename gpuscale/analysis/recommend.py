@@ -118,7 +118,12 @@ class _Candidate(msgspec.Struct):
 def choose_devices(
     candidates: Sequence[_Candidate], floor: float
 ) -> tuple[_Candidate, list[WalkStep]]:
-    """The walk (module docstring): candidates sorted by devices, one per count."""
+    """The walk (module docstring): candidates sorted by devices, one per count.
+    It stops at the first step below the floor: a later count is not judged
+    against an earlier one across the gap, because per-doubling efficiency over a
+    long jump averages a bad doubling with later ones (a ring's exchange stops
+    growing at large N, so 1 -> 8 can average 61 % per doubling while 1 -> 2 alone
+    is 33 %)."""
     ordered = sorted(candidates, key=lambda c: c.devices)
     current = ordered[0]
     steps = []
@@ -139,8 +144,9 @@ def choose_devices(
                 predicted=nxt.predicted,
             )
         )
-        if ok:
-            current = nxt
+        if not ok:
+            break
+        current = nxt
     return current, steps
 
 

@@ -41,9 +41,9 @@ def register(sub) -> None:
     parser.add_argument(
         "--max-devices",
         type=_positive_int,
-        default=8,
+        default=None,
         metavar="N",
-        help="predict up to N devices (default 8)",
+        help="predict up to N devices (default 8, or what the sweep file says the machine has)",
     )
     parser.add_argument(
         "--json",
@@ -121,8 +121,10 @@ def main(args) -> int:
         from gpuscale.commands.recommend_live import run_sweep
 
         sweep, heading = run_sweep(args, quiet=args.json)
+    if args.max_devices is not None:  # asked for: predict that far, whatever the machine has
+        sweep.available_devices = None
     return report(
-        sweep, floor=floor, max_devices=args.max_devices, as_json=args.json, heading=heading
+        sweep, floor=floor, max_devices=args.max_devices or 8, as_json=args.json, heading=heading
     )
 
 

@@ -1,0 +1,108 @@
+"""The communication model: it recovers known parameters, predicts what it
+should, and says what batch would make a step pay."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuscale.analysis.model import compute_scale_for, fit, hops, nnls, predict, volume
+from gpuscale.analysis.sweep import SweepPoint, normalize
+
+
+def _points(times: dict[int, float], *, scaling="weak", exchange="ring", **kw) -> list[SweepPoint]:
+    batch = {"per_replica_batch": 32} if scaling == "weak" else {"global_batch": 1024}
+    return [
+        normalize(
+            SweepPoint(
+                devices=n,
+                scaling=scaling,
+                exchange=exchange,
+                step_time_s=t,
+                config="c",
+                **batch,
+                **kw,
+            )
+        )
+        for n, t in times.items()
+    ]
+
+
+def test_hops_and_volume_per_exchange():
+    assert [volume("ring", n) for n in (1, 2, 4)] == [0.0, 1.0, 1.5]
+    assert [volume("gather", n) for n in (1, 2, 4)] == [0.0, 1.0, 3.0]
+    assert [volume("host", n) for n in (1, 2, 4)] == [1.0, 2.0, 4.0]
+    assert hops("ring", 4) == 3 and hops("host", 4) == 4
+
+
+def test_nnls_keeps_terms_non_negative():
+    # y = 2 x0 exactly; a negative second coefficient would fit noise better.
+    x = nnls([[1.0, 1.0, 1.0], [1.0, 2.0, 3.0]], [2.0, 1.9, 1.8])
+    assert x[1] == 0.0 and x[0] > 0
+
+
+def test_weak_ring_fit_from_step_times_recovers_the_parameters():
+    c, alpha, beta = 0.1, 0.002, 0.03
+    truth = {n: c + alpha * (n - 1) + beta * 2 * (n - 1) / n for n in (1, 2, 4, 8)}
+    m = fit(_points(truth))
+    assert m.basis == "step times"
+    assert (m.c0_s, m.alpha_s, m.beta_s) == pytest.approx((c, alpha, beta), rel=1e-6)
+    assert m.step_time_s(16) == pytest.approx(c + alpha * 15 + beta * 2 * 15 / 16)
+    assert m.fit_error == pytest.approx(0.0, abs=1e-9)
+
+
+def test_two_points_fit_bandwidth_only_and_predictions_are_marked():
+    m = fit(_points({1: 0.1, 2: 0.15}))
+    assert m.alpha_s == 0.0 and m.beta_s == pytest.approx(0.05)
+    assert m.fit_error is None  # passes through both points: nothing checked
+    p = predict(m, 4, _points({1: 0.1})[0])
+    assert p.predicted and p.step_time_s == pytest.approx(0.1 + 0.05 * 1.5)
+    assert p.throughput == pytest.approx(128 / p.step_time_s)
+    assert p.comm_share == pytest.approx(0.075 / 0.175)
+
+
+def test_strong_scaling_without_phases_assumes_a_perfect_split():
+    m = fit(_points({1: 8.0, 2: 4.5}, scaling="strong"))
+    assert m.serial_s == 0.0 and m.parallel_s == pytest.approx(8.0)
+    assert m.beta_s == pytest.approx(0.5)
+    assert m.step_time_s(4) == pytest.approx(2.0 + 0.75)
+    assert m.throughput(4) == pytest.approx(1024 / 2.75)
+
+
+def test_strong_scaling_with_phases_fits_serial_and_parallel_parts():
+    serial, parallel, beta = 0.02, 0.4, 0.01
+    pts = []
+    for n in (1, 2, 4):
+        comm = beta * 2 * (n - 1) / n
+        compute = serial + parallel / n
+        pts += _points({n: compute + comm}, scaling="strong", compute_s=compute, allreduce_s=comm)
+    m = fit(pts)
+    assert m.basis == "phases"
+    assert (m.serial_s, m.parallel_s) == pytest.approx((serial, parallel), rel=1e-6)
+    assert m.beta_s == pytest.approx(beta, rel=1e-6)
+
+
+def test_gather_grows_with_n_minus_1_and_host_pays_at_one_device():
+    m = fit(_points({1: 1.0, 2: 1.2}, exchange="gather"))
+    assert m.step_time_s(8) == pytest.approx(1.0 + 0.2 * 7)
+    h = fit(_points({1: 1.2, 2: 1.4, 4: 1.8}, exchange="host"))
+    assert h.beta_s == pytest.approx(0.2) and h.c0_s == pytest.approx(1.0)
+
+
+def test_one_point_predicts_only_from_a_known_link_peak():
+    lone = fit(_points({1: 0.1}))
+    assert not lone.predicts
+    peak = fit(_points({1: 0.1}, payload_bytes=10_000_000, interconnect_bytes_s=1e10))
+    assert peak.predicts and peak.basis == "link peak"
+    assert peak.comm_time_s(2) == pytest.approx(0.001)
+
+
+def test_compute_scale_matches_the_closed_form():
+    # Weak ring 1 -> 2: marginal efficiency = k c / (k c + beta); reaching f needs
+    # k = f beta / ((1 - f) c).
+    c, beta, f = 0.1, 0.2, 0.6
+    m = fit(_points({1: c, 2: c + beta}))
+    assert compute_scale_for(m, 1, 2, f) == pytest.approx(f * beta / ((1 - f) * c), rel=1e-6)
+    assert compute_scale_for(m, 1, 2, 0.01) == 1.0
+    # Drift that grows with N caps what any batch can do.
+    drifting = fit(_points({1: 0.1, 2: 0.3}, compute_s=None))
+    assert compute_scale_for(drifting.with_compute_scale(1.0), 1, 2, 0.99) is not None

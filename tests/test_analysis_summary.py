@@ -1,0 +1,119 @@
+"""summarize(): medians without warm-up, phases, bandwidth, imbalance, incremental use."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from gpuscale.analysis.summary import RunAccumulator, summarize
+from gpuscale.events.schema import (
+    DeviceInfo,
+    EndEvent,
+    GpuSample,
+    PhaseEvent,
+    StartEvent,
+    StepEvent,
+)
+
+
+def _start(**kw) -> StartEvent:
+    base = dict(
+        t=0.0,
+        gpuscale_version="0",
+        host="h",
+        pid=1,
+        model="mnist-cnn",
+        strategy="mirrored",
+        cross_device_ops="nccl",
+        num_replicas=4,
+        scaling="weak",
+        per_replica_batch=64,
+        global_batch=256,
+        payload_bytes=4_000_000,
+        platform="gpu",
+        devices=[
+            DeviceInfo(index=i, name="Tesla V100", pcie_gen=3, pcie_width=16) for i in range(4)
+        ],
+    )
+    base.update(kw)
+    return StartEvent(**base)
+
+
+def _run(step_times, warmup=2, phases=()):
+    events = [_start()]
+    for i, t in enumerate(step_times):
+        events.append(StepEvent(t=i, step=i, step_time_s=t, samples=256, warmup=i < warmup))
+    events += list(phases)
+    return events
+
+
+def test_warmup_steps_are_left_out_of_the_statistics():
+    s = summarize(_run([9.0, 9.0, 0.1, 0.2, 0.3]))
+    assert s.steps_total == 5
+    assert s.steps_counted == 3
+    assert s.step_time_s == pytest.approx(0.2)
+    assert s.throughput_samples_s == pytest.approx(256 / 0.2)
+    assert s.spread == pytest.approx((0.28 - 0.12) / 0.2)
+    assert s.devices == 4 and s.scaling == "weak" and s.status == "running"
+
+
+def test_phases_give_shares_ratio_and_bandwidths():
+    phases = [
+        PhaseEvent(t=0, step=0, step_time_s=9, compute_s=9, allreduce_s=9, apply_s=9),  # warm-up
+        PhaseEvent(
+            t=1,
+            step=3,
+            step_time_s=0.1,
+            compute_s=0.06,
+            allreduce_s=0.03,
+            apply_s=0.01,
+            input_s=0.0,
+            allreduce_total_s=0.04,
+        ),
+        PhaseEvent(
+            t=2,
+            step=4,
+            step_time_s=0.1,
+            compute_s=0.06,
+            allreduce_s=0.03,
+            apply_s=0.01,
+            input_s=0.0,
+            allreduce_total_s=0.04,
+        ),
+    ]
+    s = summarize(_run([1, 1, 0.1, 0.1, 0.1], phases=phases))
+    assert s.phase_steps == 2
+    assert s.compute_s == pytest.approx(0.06)
+    assert s.comm_share == pytest.approx(0.3)
+    assert s.compute_comm_ratio == pytest.approx(2.0)
+    assert s.algbw_bytes_s == pytest.approx(4e6 / 0.03)
+    assert s.busbw_bytes_s == pytest.approx(4e6 / 0.03 * 1.5)
+    assert s.algbw_total_bytes_s == pytest.approx(1e8)
+    assert s.interconnect is not None and s.interconnect.kind == "pcie"
+
+
+def test_gpu_and_worker_imbalance():
+    events = _run([0.1] * 6, warmup=0)
+    for k in range(5):
+        for gpu, util in ((0, 95.0), (1, 96.0), (2, 40.0), (3, 94.0)):
+            events.append(GpuSample(t=k, index=gpu, util_gpu_pct=util))
+    events += [StepEvent(t=9, step=i, step_time_s=0.3, samples=256, worker=1) for i in range(6)]
+    s = summarize(events)
+    assert s.gpu_util_min_index == 2 and s.gpu_util_min_pct == 40.0
+    assert s.gpu_util_median_pct == pytest.approx(94.5)
+    assert s.worker_step_time_s == {0: 0.1, 1: 0.3}
+    assert s.worker_imbalance == pytest.approx(0.3 / 0.2)
+
+
+def test_accumulator_is_incremental_and_summary_goes_into_end_event():
+    acc = RunAccumulator()
+    assert acc.summary().step_time_s is None
+    events = _run([0.5, 0.5, 0.2, 0.4])
+    for e in events:
+        acc.add(e)
+    assert acc.summary().step_time_s == pytest.approx(0.3)
+    acc.add(EndEvent(t=5, status="completed", steps=4))
+    s = acc.summary()
+    assert s.status == "completed"
+    end = EndEvent(t=5, status="completed", summary=msgspec.to_builtins(s))
+    assert end.summary["step_time_s"] == pytest.approx(0.3)

@@ -1,0 +1,82 @@
+"""The recommendation on synthetic sweeps whose answer is known."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuscale.analysis.recommend import choose_devices, recommend
+from gpuscale.analysis.sweep import SweepPoint, normalize
+from gpuscale.errors import GpuscaleError
+
+
+def _sweep(times: dict[int, float], config="c", exchange="ring", **kw) -> list[SweepPoint]:
+    return [
+        normalize(
+            SweepPoint(
+                devices=n,
+                scaling="weak",
+                per_replica_batch=64,
+                step_time_s=t,
+                config=config,
+                exchange=exchange,
+                **kw,
+            )
+        )
+        for n, t in times.items()
+    ]
+
+
+def test_communication_free_scales_linearly_and_extends_by_prediction():
+    rec = recommend(_sweep({1: 0.1, 2: 0.1, 4: 0.1}), max_devices=4)
+    assert (rec.verdict, rec.devices, rec.predicted) == ("multi", 4, False)
+    assert rec.speedup == pytest.approx(4.0) and rec.efficiency == pytest.approx(1.0)
+    rec8 = recommend(_sweep({1: 0.1, 2: 0.1, 4: 0.1}), max_devices=8)
+    assert (rec8.devices, rec8.predicted) == (8, True)
+    assert any("PREDICTION" in line for line in rec8.confidence)
+
+
+def test_communication_heavy_stays_single_and_says_which_batch_would_pay():
+    rec = recommend(_sweep({1: 0.1, 2: 0.3}))
+    assert (rec.verdict, rec.devices) == ("single", 1)
+    # 1 -> 2 at weak scaling: efficiency k c / (k c + beta) with c = 0.1, beta = 0.2;
+    # 60% needs k = 0.6 * 0.2 / (0.4 * 0.1) = 3, so a batch of 192 per replica.
+    assert any("from 64 to about 192" in line for line in rec.advice)
+    assert any("compute:communication is 0.5, below the 1.5" in r for r in rec.reasons)
+
+
+def test_walk_stops_at_the_first_doubling_below_the_floor():
+    # Throughput per step: 1 -> 2 gives 1.8x, 2 -> 4 1.2x (60% would need 1.2x: accepted
+    # at exactly the floor), 4 -> 8 1.1x.
+    times = {1: 1.0, 2: 2 / 1.8, 4: 4 / (1.8 * 1.2), 8: 8 / (1.8 * 1.2 * 1.1)}
+    rec = recommend(_sweep(times), min_efficiency=0.6)
+    assert rec.devices == 4
+    assert [s.accepted for s in rec.walk] == [True, True, False]
+    assert recommend(_sweep(times), min_efficiency=0.7).devices == 2
+
+
+def test_the_fastest_configuration_wins_at_each_count():
+    slow_everywhere = _sweep({1: 0.4, 2: 0.4, 4: 0.4}, config="host vars", exchange="host")
+    fast_single = _sweep({1: 0.05, 2: 0.2, 4: 0.3}, config="gpu vars", exchange="gather")
+    rec = recommend(slow_everywhere + fast_single, max_devices=4)
+    assert (rec.verdict, rec.config) == ("single", "gpu vars")
+    assert {c.config: c.devices for c in rec.configs} == {"host vars": 4, "gpu vars": 1}
+
+
+def test_mixed_workloads_are_refused():
+    a = _sweep({1: 0.1})
+    b = [normalize(SweepPoint(devices=1, scaling="strong", global_batch=512, step_time_s=0.1))]
+    with pytest.raises(GpuscaleError, match="mix workloads"):
+        recommend(a + b)
+
+
+def test_choose_devices_stops_at_the_first_rejected_step():
+    from gpuscale.analysis.recommend import _Candidate
+
+    cands = [
+        _Candidate(1, 100.0, "c", False),
+        _Candidate(2, 105.0, "c", False),
+        _Candidate(4, 330.0, "c", False),
+    ]
+    chosen, steps = choose_devices(cands, 0.6)
+    assert chosen.devices == 1  # 1 -> 2 fails; 4 is not judged against 1 across the gap
+    assert len(steps) == 1 and not steps[0].accepted
