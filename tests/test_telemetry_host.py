@@ -9,7 +9,7 @@ import time
 
 import psutil
 
-from gpuscale.telemetry.host import HostSampler
+from gpuscale.telemetry.host import MIN_WINDOW_S, HostSampler
 
 MY_PID = os.getpid()
 
@@ -22,6 +22,8 @@ def dead_pid() -> int:
 
 def test_machine_fields_are_sane():
     sampler = HostSampler()
+    assert sampler.sample() is None  # no window to measure CPU over yet: no sample
+    time.sleep(MIN_WINDOW_S)
     sample = sampler.sample(t=123.0)
     assert sample.t == 123.0
     assert 0.0 <= sample.cpu_pct <= 100.0
@@ -37,6 +39,7 @@ def test_busy_child_cpu_is_counted_from_the_second_sample():
     )
     try:
         sampler = HostSampler(lambda: [child.pid])
+        time.sleep(MIN_WINDOW_S)
         first = sampler.sample()
         assert first.proc_cpu_pct is None  # no previous counter yet: unknown, not 0
         assert first.proc_rss_bytes > 0
@@ -53,7 +56,9 @@ def test_busy_child_cpu_is_counted_from_the_second_sample():
 def test_dead_pids_are_dropped():
     gone = dead_pid()
     sampler = HostSampler(lambda: [MY_PID, gone])
+    time.sleep(MIN_WINDOW_S)
     a = sampler.sample()
+    time.sleep(MIN_WINDOW_S)
     b = sampler.sample()
     own_rss = psutil.Process(MY_PID).memory_info().rss
     assert abs(b.proc_rss_bytes - own_rss) < 64 * 1024**2
@@ -62,6 +67,7 @@ def test_dead_pids_are_dropped():
 
 def test_all_pids_dead_is_unknown():
     sampler = HostSampler(lambda: [dead_pid()])
+    time.sleep(MIN_WINDOW_S)
     sample = sampler.sample()
     assert sample.proc_cpu_pct is None and sample.proc_rss_bytes is None
 
@@ -69,9 +75,11 @@ def test_all_pids_dead_is_unknown():
 def test_a_process_that_dies_between_samples():
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     sampler = HostSampler(lambda: [MY_PID, child.pid])
+    time.sleep(MIN_WINDOW_S)
     with_child = sampler.sample().proc_rss_bytes
     child.kill()
     child.wait()
+    time.sleep(MIN_WINDOW_S)
     after = sampler.sample()
     assert after.proc_rss_bytes < with_child
     assert after.proc_cpu_pct is not None  # our own process still counts
@@ -82,6 +90,7 @@ def test_pids_callable_that_raises():
         raise RuntimeError("no trainer yet")
 
     sampler = HostSampler(pids)
+    time.sleep(MIN_WINDOW_S)
     sample = sampler.sample()
     assert sample is not None and sample.proc_rss_bytes is None
     assert any("no trainer yet" in p for p in sampler.problems)

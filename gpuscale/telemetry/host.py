@@ -11,6 +11,10 @@ same process would reset):
 * ``mem_used_bytes``: total minus available memory (what the OS cannot hand out
   without swapping), ``proc_rss_bytes``: resident memory of the run's processes.
 
+A host sample needs 50 ms since the previous one (or since the sampler was
+made): the kernel's CPU counters tick every 10 ms. At 10 Hz the CPU figures
+therefore have a resolution of a few percent.
+
 A process seen for the first time has no previous counter, so it adds to
 ``proc_cpu_pct`` from its second sample on; a process that died or cannot be
 read is dropped without a word (the run's PID list may be stale).
@@ -27,6 +31,9 @@ from gpuscale.events.schema import HostSample
 
 PidsFn = Callable[[], Iterable[int]]
 
+MIN_WINDOW_S = 0.05
+"""A host sample needs at least this much time since the previous one."""
+
 
 def _busy_and_total(times: object) -> tuple[float, float]:
     fields = getattr(times, "_fields", ())
@@ -42,15 +49,23 @@ class HostSampler:
         self._pids = pids
         self._worker = worker
         self._cpu_prev = _busy_and_total(psutil.cpu_times())
+        self._cpu_prev_at = time.monotonic()
         self._procs: dict[int, psutil.Process] = {}
         self._proc_prev: dict[int, tuple[float, float]] = {}
         """PID -> (CPU seconds, monotonic time) at the previous sample."""
         self.problems: list[str] = []
 
-    def _system_cpu_pct(self) -> float:
+    def _system_cpu_pct(self) -> float | None:
+        """Busy share of all cores since the previous call; ``None`` when that was
+        less than :data:`MIN_WINDOW_S` ago (CPU counters tick every 10 ms, so a
+        shorter window would read 0 or 100)."""
+        now = time.monotonic()
+        if now - self._cpu_prev_at < MIN_WINDOW_S:
+            return None
         busy, total = _busy_and_total(psutil.cpu_times())
         prev_busy, prev_total = self._cpu_prev
         self._cpu_prev = (busy, total)
+        self._cpu_prev_at = now
         d_total = total - prev_total
         if d_total <= 0:
             return 0.0
@@ -109,9 +124,12 @@ class HostSampler:
 
     def sample(self, t: float | None = None) -> HostSample | None:
         """One :class:`HostSample` stamped ``t`` (default ``time.time()``); ``None``
-        only if psutil itself fails."""
+        when the previous sample was less than :data:`MIN_WINDOW_S` ago (the first
+        call right after construction) or psutil itself fails."""
         try:
             cpu_pct = self._system_cpu_pct()
+            if cpu_pct is None:
+                return None
             vm = psutil.virtual_memory()
             proc_cpu, proc_rss = self._processes(self.run_pids())
         except Exception as exc:
