@@ -364,6 +364,9 @@ class ScriptRun:
             self.error = event
         if self._recorder is not None:
             self._recorder.write(event)
+        if self._forward is not None and isinstance(event, EndEvent):
+            # tells the chief this worker finished (not lost) before the connection closes
+            self._forward.send(msgspec.structs.replace(event, worker=self.worker, summary=None))
         self.queue.put(event)
 
     def _open_recorder(self, start: StartEvent) -> None:
@@ -635,9 +638,9 @@ class _PumpState:
                     worker=event.worker,
                     source="gpuscale",
                     message=(
-                        f"worker {event.worker}: training {event.status} after {event.steps} steps"
-                        if run.num_workers > 1
-                        else f"training {event.status} after {event.steps} steps"
+                        (f"worker {event.worker}: " if run.num_workers > 1 else "")
+                        + f"training {event.status}"
+                        + (f" after {event.steps} steps" if event.steps else "")
                     ),
                 )
             )

@@ -1,0 +1,191 @@
+"""Multi-worker runs on localhost: 2 and 3 worker processes (TF_CONFIG with loopback
+ports, CPU devices), a worker killed mid-run, strangers without the token, and the
+chief/worker roles of a multi-host run (with plain scripts, no TensorFlow)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gpuscale import cluster
+from gpuscale.events.schema import (
+    EndEvent,
+    ErrorEvent,
+    LogEvent,
+    PhaseEvent,
+    StartEvent,
+    StepEvent,
+)
+from gpuscale.events.transport import EventClient
+from gpuscale.recording.reader import load_run
+from gpuscale.script import ADD_CALLBACK_HINT, ScriptRun
+
+SCRIPT = Path(__file__).parent / "scripts_keras" / "train_tiny.py"
+QUIET_TF = {"TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(QUIET_TF)
+    env.pop("GPUSCALE_EVENTS", None)
+    return env
+
+
+def _collect(run: ScriptRun, timeout_s: float = 150.0, on_event=None) -> list:
+    events = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for event in run.events(timeout=1.0):
+            events.append(event)
+            if on_event is not None:
+                on_event(event)
+        if run.done:
+            events.extend(run.drain())
+            return events
+    run.stop()
+    raise AssertionError("the run did not end in time")
+
+
+@pytest.mark.tf
+def test_two_workers_report_into_one_recording(tmp_path):
+    path = tmp_path / "two.ndjson"
+    run = ScriptRun(
+        [sys.executable, str(SCRIPT), "6"],
+        record=path,
+        local_workers=2,
+        sampler=False,
+        env=_env(),
+    ).start()
+    events = _collect(run)
+    assert run.status == "completed", [e for e in events if isinstance(e, ErrorEvent)]
+    start = events[0]
+    assert isinstance(start, StartEvent) and start.source == "script"
+    assert start.strategy == "multi-worker" and start.cross_device_ops == "collective"
+    assert start.num_workers == 2 and start.num_replicas == 2
+    assert [w["worker"] for w in start.config["workers"]] == [0, 1]
+    assert all(w["host"] for w in start.config["workers"])
+    for worker in (0, 1):
+        steps = [e for e in events if isinstance(e, StepEvent) and e.worker == worker]
+        assert [s.step for s in steps] == list(range(6))
+        assert all(s.samples == 32 and s.step_time_s > 0 for s in steps)
+        phases = [e for e in events if isinstance(e, PhaseEvent) and e.worker == worker]
+        assert phases and all(p.compute_s > 0 and p.allreduce_s >= 0 for p in phases)
+        assert phases[0].payload_bytes == start.payload_bytes == (8 * 16 + 16 + 16 * 3 + 3) * 4
+    loaded = load_run(path)
+    assert loaded.end is not None and loaded.end.status == "completed"
+    recorded_steps = [e for e in loaded.events if isinstance(e, StepEvent)]
+    assert len(recorded_steps) == 12
+
+
+@pytest.mark.tf
+def test_three_workers_one_killed_is_reported_and_the_rest_kept(tmp_path):
+    path = tmp_path / "three.ndjson"
+    run = ScriptRun(
+        [sys.executable, str(SCRIPT), "400", "0.05"],
+        record=path,
+        local_workers=3,
+        sampler=False,
+        env=_env(),
+    ).start()
+    killed = {}
+
+    def kill_worker_2_mid_run(event):
+        if isinstance(event, StepEvent) and event.worker == 2 and event.step >= 3 and not killed:
+            killed["pid"] = run.pid_of(2)
+            os.kill(killed["pid"], signal.SIGKILL)
+
+    events = _collect(run, on_event=kill_worker_2_mid_run)
+    assert killed, "worker 2 never reached step 3"
+    assert run.status == "lost" and run.lost_workers == [2]
+    errors = [e for e in events if isinstance(e, ErrorEvent)]
+    assert errors and errors[0].worker == 2
+    assert "worker 2" in errors[0].message and "lost" in errors[0].message
+    assert isinstance(events[-1], EndEvent) and events[-1].status == "lost"
+    # every process of the cluster is gone
+    for proc in run._procs.values():
+        assert proc.poll() is not None
+    # the recording keeps what came before the loss, and the loss itself
+    loaded = load_run(path)
+    assert loaded.end is not None and loaded.end.status == "lost"
+    recorded = [e for e in loaded.events if isinstance(e, StepEvent) and e.worker == 2]
+    assert len(recorded) >= 4
+    assert any(isinstance(e, ErrorEvent) and "worker 2" in e.message for e in loaded.events)
+
+
+def test_a_stranger_without_the_token_is_refused_and_a_script_without_callback_runs(tmp_path):
+    path = tmp_path / "plain.ndjson"
+    script = "import time; print('hello from the script', flush=True); time.sleep(1.5)"
+    run = ScriptRun(
+        [sys.executable, "-c", script],
+        record=path,
+        start_timeout_s=0.3,
+        sampler=False,
+        env=_env(),
+    ).start()
+    stranger = EventClient(run._server.address, "not-the-token", worker=7)
+    stranger.send(StepEvent(t=time.time(), worker=7, step=0, step_time_s=1.0, samples=1))
+    stranger.close()
+    events = _collect(run, timeout_s=30)
+    assert run.status == "completed"
+    start = events[0]
+    assert isinstance(start, StartEvent) and start.source == "script"
+    assert start.note == ADD_CALLBACK_HINT and start.config["callback"] is False
+    assert not any(isinstance(e, StepEvent) for e in events)
+    logs = [e.message for e in events if isinstance(e, LogEvent)]
+    assert any("rejected a connection" in m for m in logs)
+    assert "hello from the script" in logs
+    assert any("step times are unavailable" in m for m in logs)
+    assert load_run(path).end.status == "completed"
+
+
+def test_a_failing_script_ends_failed_with_its_stderr(tmp_path):
+    script = "import sys; print('bad things', file=sys.stderr); sys.exit(3)"
+    run = ScriptRun(
+        [sys.executable, "-c", script], record=None, start_timeout_s=5, sampler=False
+    ).start()
+    events = _collect(run, timeout_s=30)
+    assert run.status == "failed" and run.returncode == 3
+    error = next(e for e in events if isinstance(e, ErrorEvent))
+    assert "exited with status 3" in error.message and "bad things" in error.traceback
+
+
+def test_chief_and_worker_roles_of_a_multi_host_run(tmp_path):
+    """The chief listens on GPUSCALE_PORT with the shared token; the other worker
+    forwards its script's output and telemetry there, stamped with its index."""
+    port = cluster.free_ports(1)[0]
+    workers = [f"127.0.0.1:{p}" for p in cluster.free_ports(2)]
+    env = _env()
+    env.update({"GPUSCALE_PORT": str(port), "GPUSCALE_TOKEN": "shared-secret-1"})
+
+    def info(index: int) -> cluster.ClusterInfo:
+        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        return cluster.parse_tf_config(json.dumps(tf_config))
+
+    script = (
+        "import os, time; print('worker', os.environ['GPUSCALE_WORKER'], flush=True); time.sleep(1)"
+    )
+    chief = ScriptRun(
+        [sys.executable, "-c", script],
+        record=tmp_path / "chief.ndjson",
+        cluster_info=info(0),
+        start_timeout_s=0.5,
+        sampler=False,
+        env=env,
+    ).start()
+    other = ScriptRun(
+        [sys.executable, "-c", script],
+        cluster_info=info(1),
+        sampler=False,
+        env=env,
+    ).start()
+    events = _collect(chief, timeout_s=60)
+    other.wait(10)
+    logs = [(e.worker, e.message) for e in events if isinstance(e, LogEvent)]
+    assert (0, "worker 0") in logs and (1, "worker 1") in logs
+    assert chief.status == "completed" and other.status == "completed"
