@@ -102,8 +102,11 @@ def test_no_time_between_reads_gives_no_rate():
 
 
 def test_not_supported_fields_are_none_never_an_exception():
-    sampler = opened(FakeNvml.not_supported(), pids=lambda: [MY_PID])
+    fake = FakeNvml.not_supported()
+    sampler = opened(fake, pids=lambda: [MY_PID])
     sampler.refresh_pcie()
+    sampler.refresh_pcie()
+    assert fake.calls["nvmlDeviceGetPcieThroughput"] == 2  # unsupported: asked once only
     sampler.sample_once()
     g = gpu_samples(sampler.sample_once())[0]
     assert g.util_gpu_pct is None and g.util_mem_pct is None
@@ -126,7 +129,10 @@ def test_without_nvml_only_host_samples_and_one_status_line(scenario):
     events: list = []
     done = threading.Event()
 
+    threads = set()
+
     def emit(event):
+        threads.add(threading.current_thread().name)
         events.append(event)
         if len(of(events, HostSample)) >= 3:
             done.set()
@@ -147,6 +153,7 @@ def test_without_nvml_only_host_samples_and_one_status_line(scenario):
     host = of(events, HostSample)[-1]
     assert host.mem_total_bytes > 0 and host.proc_rss_bytes > 0
     assert events[0] is logs[0]  # the status comes first
+    assert threads == {"gpuscale-sampler"}  # every event from the sampler's thread
 
 
 def test_the_real_machine_without_nvidia(monkeypatch):

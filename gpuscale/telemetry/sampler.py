@@ -103,6 +103,7 @@ class _Gpu:
         """(tx KiB, rx KiB, seconds) of the previous NVLink read."""
         self.gpm_samples: list[Any] = []
         self.gpm_primed = False
+        self.pcie_supported = True
 
 
 class Sampler:
@@ -142,6 +143,7 @@ class Sampler:
         self._started = False
         self._stopped = False
         self._said: set[str] = set()
+        self._status_event: LogEvent | None = None
         self.status = "not started"
         """One line: what NVML sees, or why there are only host samples."""
         self.probe: NvmlProbe | None = None
@@ -230,14 +232,8 @@ class Sampler:
             "error",
         ):
             level = "warning"
-        self._send(
-            LogEvent(
-                t=time.time(),
-                worker=self._worker,
-                message=self.status,
-                source="telemetry",
-                level=level,
-            )
+        self._status_event = LogEvent(
+            t=time.time(), worker=self._worker, message=self.status, source="telemetry", level=level
         )
         main = threading.Thread(target=self._run, name="gpuscale-sampler", daemon=True)
         self._threads.append(main)
@@ -284,6 +280,8 @@ class Sampler:
     # -- threads ----------------------------------------------------------
 
     def _run(self) -> None:
+        if self._status_event is not None:  # emitted from this thread, like every event
+            self._send(self._status_event)
         next_at = time.monotonic()
         while not self._stop_event.is_set():
             start = time.monotonic()
@@ -321,7 +319,7 @@ class Sampler:
         rx_counter = lib.constant("NVML_PCIE_UTIL_RX_BYTES", 1)
         tx_counter = lib.constant("NVML_PCIE_UTIL_TX_BYTES", 0)
         for gpu in list(self._gpus):
-            if gpu.lost or self._stop_event.is_set():
+            if gpu.lost or not gpu.pcie_supported or self._stop_event.is_set():
                 continue
             try:
                 rx = lib.query("nvmlDeviceGetPcieThroughput", gpu.handle, rx_counter)
@@ -330,6 +328,8 @@ class Sampler:
                 with self._lock:
                     self._lost_pending.add(gpu.index)
                 continue
+            if rx is None and tx is None:
+                gpu.pcie_supported = False  # not supported: stop asking every period
             with self._lock:
                 self._pcie[gpu.index] = (
                     None if rx is None else float(rx) * _KIB,
