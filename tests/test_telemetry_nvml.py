@@ -229,3 +229,27 @@ def test_every_scenario_probes_without_raising():
         assert result.status
     with pytest.raises(ValueError, match="unknown scenario"):
         FakeNvml.scenario("nope")
+
+
+def test_field_value_reads_the_member_its_type_names():
+    from types import SimpleNamespace
+
+    union = SimpleNamespace(dVal=1.5, uiVal=7, ulVal=8, ullVal=2**40, sllVal=-3, siVal=-4, usVal=9)
+    assert tnvml.field_value(SimpleNamespace(nvmlReturn=0, valueType=0, value=union)) == 1.5
+    assert tnvml.field_value(SimpleNamespace(nvmlReturn=0, valueType=1, value=union)) == 7
+    assert tnvml.field_value(SimpleNamespace(nvmlReturn=0, valueType=3, value=union)) == 2**40
+    assert tnvml.field_value(SimpleNamespace(nvmlReturn=0, valueType=4, value=union)) == -3
+    assert tnvml.field_value(SimpleNamespace(nvmlReturn=3, valueType=3, value=union)) is None
+    assert tnvml.field_value(None) is None
+
+
+def test_field_value_on_the_real_ctypes_struct():
+    """The real bindings' struct, filled by hand (no NVML call)."""
+    field = pynvml.c_nvmlFieldValue_t()
+    field.nvmlReturn = 0
+    field.valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
+    field.value.uiVal = 18
+    assert tnvml.field_value(field) == 18
+    field.valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+    field.value.ullVal = 5 * 2**33
+    assert tnvml.field_value(field) == 5 * 2**33

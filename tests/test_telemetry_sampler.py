@@ -373,3 +373,45 @@ def test_interval_is_validated():
     with pytest.raises(GpuscaleError, match="10 Hz"):
         Sampler(lambda e: None, interval_s=0.01)
     assert "1/6 s to 1 s" in INTERVAL_HELP and "10 Hz" in INTERVAL_HELP
+
+
+def test_gpm_request_fills_the_real_ctypes_struct():
+    """The GPM request is built on pynvml's own struct types (no NVML call)."""
+    import pynvml
+
+    class RealStructs(FakeNvml):
+        c_nvmlGpmMetricsGet_t = pynvml.c_nvmlGpmMetricsGet_t
+
+        def nvmlGpmSampleAlloc(self):
+            return pynvml.c_nvmlGpmSample_t()
+
+        def nvmlGpmSampleFree(self, sample):
+            pass
+
+        def nvmlGpmSampleGet(self, h, sample):
+            return sample
+
+        def nvmlGpmMetricsGet(self, request):
+            assert request.version == pynvml.NVML_GPM_METRICS_GET_VERSION
+            assert request.numMetrics == 3
+            ids = [request.metrics[i].metricId for i in range(3)]
+            assert ids == [
+                pynvml.NVML_GPM_METRIC_SM_UTIL,
+                pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL,
+                pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL,
+            ]
+            for i, value in enumerate((12.5, 3.25, 80.0)):
+                request.metrics[i].value = value
+                request.metrics[i].nvmlReturn = 0 if i < 2 else 3  # DRAM: not supported
+            return request
+
+    fake = RealStructs.h100_box(1)
+    sampler = opened(fake)
+    sampler.sample_once()
+    g = gpu_samples(sampler.sample_once())[0]
+    assert (g.gpm_sm_activity_pct, g.gpm_tensor_activity_pct, g.gpm_dram_bw_pct) == (
+        12.5,
+        3.25,
+        None,
+    )
+    sampler.stop()

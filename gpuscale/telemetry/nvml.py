@@ -318,15 +318,27 @@ def active_nvlinks(lib: Nvml, handle: Any) -> list[int]:
     return links
 
 
-def _field_int(value: Any) -> int | None:
-    """The integer in an ``nvmlFieldValue_t`` (``None`` if its call failed)."""
+_VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
+"""``nvmlValue_t`` union members, indexed by NVML's ``NVML_VALUE_TYPE_*``."""
+
+
+def field_value(value: Any) -> float | int | None:
+    """The number in one ``nvmlFieldValue_t``: the union member its ``valueType``
+    names; ``None`` if NVML returned an error for this field."""
     if value is None or getattr(value, "nvmlReturn", 0) != 0:
         return None
     union = getattr(value, "value", None)
-    for attr in ("ullVal", "uiVal", "ulVal", "sllVal", "siVal", "usVal"):
-        if union is not None and hasattr(union, attr):
-            return int(getattr(union, attr))
-    return None
+    kind = getattr(value, "valueType", 3)
+    member = _VALUE_MEMBERS[kind] if isinstance(kind, int) and 0 <= kind < 7 else "ullVal"
+    number = getattr(union, member, None)
+    if number is None:
+        return None
+    return float(number) if member == "dVal" else int(number)
+
+
+def _field_int(value: Any) -> int | None:
+    number = field_value(value)
+    return None if number is None else int(number)
 
 
 def describe_device(lib: Nvml, index: int, handle: Any) -> DeviceInfo:

@@ -51,6 +51,7 @@ from gpuscale.telemetry.nvml import (
     Nvml,
     NvmlProbe,
     active_nvlinks,
+    field_value,
     open_nvml,
     throttle_names,
 )
@@ -476,10 +477,11 @@ class Sampler:
         tx_kib = rx_kib = 0
         stamp_us = 0
         for i, value in enumerate(values):
-            if getattr(value, "nvmlReturn", 0) != 0:
+            number = field_value(value)
+            if number is None:
                 gpu.nvlink_prev = None
                 return None, None
-            counter = int(getattr(value.value, "ullVal", 0))
+            counter = int(number)
             if i < n:
                 tx_kib += counter
             else:
