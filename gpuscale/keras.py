@@ -124,6 +124,8 @@ class _Channel:
     _tried = False
     started = False
     """Whether a StartEvent already went out from this process."""
+    steps_sent = 0
+    """Steps reported by every monitor of the process (one step index sequence per stream)."""
 
     @classmethod
     def client(cls) -> EventClient | None:
@@ -201,7 +203,11 @@ def describe_strategy(strategy: tf.distribute.Strategy) -> dict[str, Any]:
         except Exception:
             num_workers = 1
     devices: list[DeviceInfo] = []
-    for index, tf_name in enumerate(getattr(extended, "worker_devices", ()) or ()):
+    try:
+        worker_devices = tuple(extended.worker_devices)
+    except (RuntimeError, AttributeError, NotImplementedError):  # the default strategy
+        worker_devices = ()
+    for index, tf_name in enumerate(worker_devices):
         is_gpu = "GPU" in tf_name.upper()
         devices.append(
             DeviceInfo(
@@ -379,6 +385,7 @@ class ScalingMonitor(keras.callbacks.Callback):
         self._strategy_info: dict[str, Any] | None = None
         self._strategy: tf.distribute.Strategy | None = None
         self._started = False
+        self._last_index = -1
 
     # events --------------------------------------------------------------------------
     def _emit(self, event: Event) -> None:
@@ -564,11 +571,17 @@ class ScalingMonitor(keras.callbacks.Callback):
         """Report ``steps`` steps whose mean time was ``step_time_s`` (synchronised)."""
         self.steps += steps
         warmup = self.steps <= self.warmup_steps
+        index = self.steps - 1
+        if _Channel.client() is not None:  # a second monitor continues the stream's numbering
+            with _Channel._lock:
+                _Channel.steps_sent += steps
+                index = _Channel.steps_sent - 1
+        self._last_index = index
         self._emit(
             StepEvent(
                 t=time.time(),
                 worker=self.worker,
-                step=self.steps - 1,
+                step=index,
                 step_time_s=step_time_s,
                 samples=samples,
                 warmup=warmup,
@@ -611,7 +624,7 @@ class ScalingMonitor(keras.callbacks.Callback):
             PhaseEvent(
                 t=time.time(),
                 worker=self.worker,
-                step=self.steps - 1,
+                step=self._last_index,
                 step_time_s=step_s,
                 compute_s=compute_s,
                 allreduce_s=allreduce_s,

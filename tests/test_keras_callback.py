@@ -1,0 +1,110 @@
+"""The Keras callback end to end: a user's script (model.fit under MirroredStrategy
+on 2 logical CPU devices, then a custom loop) reporting through a real EventServer,
+and the same script run standalone, writing its own recording."""
+
+from __future__ import annotations
+
+import os
+import queue
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gpuscale.events.schema import EndEvent, LogEvent, PhaseEvent, StartEvent, StepEvent
+from gpuscale.events.transport import EventServer
+from gpuscale.recording.reader import load_run
+
+SCRIPT = Path(__file__).parent / "scripts_keras" / "train_tiny.py"
+TINY_PARAMS = 8 * 16 + 16 + 16 * 3 + 3
+FIT_STEPS = 7
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUSCALE_", "TF_CONFIG"))}
+    env.update({"TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}, **extra)
+    return env
+
+
+@pytest.fixture(scope="module")
+def reported_events() -> list:
+    """Run the script once with an EventServer listening; every event it sent."""
+    received: queue.Queue = queue.Queue()
+    server = EventServer(received.put)
+    try:
+        proc = subprocess.run(
+            [sys.executable, str(SCRIPT), str(FIT_STEPS)],
+            env=_env(**server.env(0)),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        time.sleep(0.3)  # the last lines of a closed connection
+    finally:
+        server.close()
+    events = []
+    while not received.empty():
+        events.append(received.get())
+    return events
+
+
+@pytest.mark.tf
+def test_fit_sends_start_steps_phases_end(reported_events):
+    starts = [e for e in reported_events if isinstance(e, StartEvent)]
+    assert len(starts) == 1  # the custom loop after fit continues the run, no second start
+    start = starts[0]
+    assert start.source == "script" and start.model == "tiny"
+    assert start.strategy == "mirrored" and start.num_replicas == 2
+    assert start.platform == "cpu-logical" and len(start.devices) == 2
+    assert start.cross_device_ops == "collective"  # TensorFlow's pick on CPU
+    assert start.param_count == TINY_PARAMS and start.payload_bytes == TINY_PARAMS * 4
+
+    fit_steps = [e for e in reported_events if isinstance(e, StepEvent)][:FIT_STEPS]
+    assert [s.step for s in fit_steps] == list(range(FIT_STEPS))
+    assert all(s.samples == 32 for s in fit_steps)  # counted in the train step
+    assert [s.warmup for s in fit_steps[:3]] == [True, True, False]
+    assert all(s.step_time_s > 0 for s in fit_steps)
+
+    phases = [e for e in reported_events if isinstance(e, PhaseEvent)]
+    assert [p.step for p in phases] == [2, 5]  # every=3
+    for phase in phases:
+        assert phase.compute_s > 0 and phase.allreduce_s >= 0 and phase.apply_s >= 0
+        assert phase.payload_bytes == TINY_PARAMS * 4 and phase.num_tensors == 4
+        assert phase.method == "callback-probe"
+
+
+@pytest.mark.tf
+def test_custom_loop_steps_follow_fit(reported_events):
+    steps = [e for e in reported_events if isinstance(e, StepEvent)]
+    loop_steps = steps[FIT_STEPS:]
+    assert [s.step for s in loop_steps] == [FIT_STEPS, FIT_STEPS + 1, FIT_STEPS + 2]
+    assert all(s.samples == 4 and s.step_time_s > 0 for s in loop_steps)
+    ends = [e for e in reported_events if isinstance(e, EndEvent)]
+    assert [e.status for e in ends] == ["completed", "completed"]  # fit, then the loop
+    assert ends[0].steps == FIT_STEPS
+    logs = [e.message for e in reported_events if isinstance(e, LogEvent)]
+    assert any("training restarted" in m for m in logs)
+
+
+@pytest.mark.tf
+def test_standalone_script_writes_its_own_recording(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "4"],
+        env=_env(GPUSCALE_DATA_DIR=str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    recordings = sorted((tmp_path / "runs").glob("*.ndjson"))
+    # the fit writes one recording, the custom loop (a second monitor) another
+    assert len(recordings) == 2, recordings
+    assert "gpuscale replay" in proc.stderr
+    fit_run = next(load_run(p) for p in recordings if "tiny" in p.name)
+    assert fit_run.start.model == "tiny" and fit_run.start.num_replicas == 2
+    assert fit_run.end is not None and fit_run.end.status == "completed"
+    assert len([e for e in fit_run.events if isinstance(e, StepEvent)]) == 4
+    assert fit_run.end.summary is not None
