@@ -187,12 +187,12 @@ def load_user_model(spec: str) -> BuiltModel:
         result, dataset = result
         if not isinstance(dataset, tf.data.Dataset):
             raise GpuscaleError(
-                f"--model {spec}: the second value {func_name}() returned is a "
-                f"{type(dataset).__name__}, not a tf.data.Dataset"
+                f"--model {spec}: the second value {func_name}() returned is "
+                f"{type(dataset).__name__!r}, not a tf.data.Dataset"
             )
     if not isinstance(result, keras.Model):
         raise GpuscaleError(
-            f"--model {spec}: {func_name}() returned a {type(result).__name__}, "
+            f"--model {spec}: {func_name}() returned {type(result).__name__!r}, "
             "not a Keras model (or (model, dataset))"
         )
     model = result

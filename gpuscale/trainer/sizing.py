@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from gpuscale.errors import GpuscaleError
 from gpuscale.trainer.options import TrainConfig
 
 SEED_002_WIDTH = 128
@@ -85,11 +86,15 @@ def resolve_sizing(
         )
         return Sizing(width, per_replica, "weak", _cpu_note(on_cpu, width, notes, cpu_count))
     if global_batch % num_replicas:
-        from gpuscale.errors import GpuscaleError
-
-        raise GpuscaleError(
-            f"global batch {global_batch} does not split evenly across {num_replicas} replicas"
+        if config.global_batch is not None:
+            raise GpuscaleError(
+                f"--global-batch {global_batch} does not split evenly across {num_replicas} replicas"
+            )
+        rounded = -(-global_batch // num_replicas) * num_replicas
+        notes.append(
+            f"global batch rounded up from {global_batch} to {rounded} to split evenly across {num_replicas} replicas."
         )
+        global_batch = rounded
     return Sizing(
         width, global_batch // num_replicas, scaling, _cpu_note(on_cpu, width, notes, cpu_count)
     )

@@ -94,7 +94,21 @@ def _describe_failure(exc: BaseException) -> str:
             f"the trainer ran out of device memory ({first[:300]}); "
             "try a smaller --batch-per-replica / --global-batch or a smaller model"
         )
-    return f"the trainer failed: {name}: {first[:500]}" if first else f"the trainer failed: {name}"
+    where = ""
+    package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    user_frames = [  # the user's own code: not gpuscale, not an installed library
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if not f.filename.startswith((package_dir, "<"))
+        and "site-packages" not in f.filename
+        and "dist-packages" not in f.filename
+        and "/lib/python3" not in f.filename
+    ]
+    if user_frames:
+        frame = user_frames[-1]
+        where = f" (at {frame.filename}:{frame.lineno} in {frame.name})"
+    message = f"{name}: {first[:500]}" if first else name
+    return f"the trainer failed: {message}{where}"
 
 
 def _watch_parent(emit: _Emitter, stop: threading.Event) -> None:

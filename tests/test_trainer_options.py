@@ -1,0 +1,167 @@
+"""Trainer options, sizing and log classification: fast, no TensorFlow."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+import pytest
+
+from gpuscale.errors import GpuscaleError
+from gpuscale.session import classify_line
+from gpuscale.trainer import sizing
+from gpuscale.trainer.options import (
+    TrainConfig,
+    add_trainer_arguments,
+    config_from_args,
+    from_json,
+    to_json,
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise ValueError(message)
+
+
+def parse(*argv: str) -> TrainConfig:
+    parser = _Parser()
+    add_trainer_arguments(parser)
+    return config_from_args(parser.parse_args(list(argv)))
+
+
+def test_defaults():
+    config = parse()
+    assert config.strategy == "mirrored"
+    assert config.all_reduce == "auto"
+    assert config.model == "mnist-cnn"
+    assert config.data == "synthetic"
+    assert config.phase_every == 10
+    assert config.devices is None and config.gpus is None
+    assert config.batch_per_replica is None and config.global_batch is None
+
+
+def test_full_set_round_trips_through_json():
+    config = parse(
+        "--gpus", "0,2", "--strategy", "mirrored", "--all-reduce", "nccl", "--model", "resnet50",
+        "--image-size", "64", "--batch-per-replica", "16", "--data", "host", "--steps", "50",
+        "--warmup-steps", "3", "--phase-every", "5", "--mixed-precision", "--seed", "7",
+    )  # fmt: skip
+    assert config.gpus == [0, 2]
+    assert config.num_devices == 2
+    assert config.batch_per_replica == 16
+    assert from_json(to_json(config)) == config
+
+
+def test_user_model_spec_accepted():
+    assert parse("--model", "pkg.models:build").model == "pkg.models:build"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--devices", "0"], "--devices must be at least 1"),
+        (["--devices", "2", "--gpus", "0,1"], "not both"),
+        (["--gpus", "1,1"], "lists a GPU twice"),
+        (["--strategy", "one-device", "--devices", "2"], "uses one device"),
+        (
+            ["--strategy", "central-storage", "--all-reduce", "nccl"],
+            "applies to --strategy mirrored",
+        ),
+        (["--model", "nonsense"], "expected one of mnist-cnn"),
+        (["--model", "pkg.mod:"], "package.module:function"),
+        (["--model", "mlp", "--width", "8"], "--width applies to --model mnist-cnn"),
+        (["--width", "0"], "--width must be at least 1"),
+        (["--image-size", "64"], "--image-size applies to --model resnet50"),
+        (["--model", "resnet50", "--image-size", "16"], "at least 32"),
+        (["--global-batch", "0"], "--global-batch must be at least 1"),
+        (["--global-batch", "100", "--devices", "3"], "does not split evenly across 3"),
+        (["--steps", "0"], "--steps must be at least 1"),
+        (["--steps", "5", "--warmup-steps", "5"], "leaves no measured step"),
+        (["--phase-every", "-1"], "cannot be negative"),
+    ],
+)
+def test_bad_options_raise_one_line(argv, message):
+    with pytest.raises(GpuscaleError) as info:
+        parse(*argv)
+    text = str(info.value)
+    assert message in text
+    assert "\n" not in text
+    assert info.value.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    "argv", [["--gpus", "a,b"], ["--batch-per-replica", "8", "--global-batch", "16"]]
+)
+def test_argparse_level_errors(argv):
+    with pytest.raises(ValueError):
+        parse(*argv)
+
+
+def test_from_json_rejects_garbage():
+    with pytest.raises(GpuscaleError, match="bad trainer configuration"):
+        from_json('{"steps": "many"}')
+
+
+def test_cpu_sizing_shrinks_and_says_why():
+    s = sizing.resolve_sizing(TrainConfig(), "cpu-logical", 2, cpu_count=2)
+    assert s.width == sizing.CPU_WIDTH
+    assert s.per_replica_batch * 2 == sizing.CPU_GLOBAL_BATCH
+    assert s.scaling == "strong"
+    assert "--width 128 --global-batch 1024" in s.note
+
+
+def test_gpu_sizing_is_seed_002():
+    s = sizing.resolve_sizing(TrainConfig(), "gpu", 4)
+    assert (s.width, s.per_replica_batch, s.scaling) == (128, 256, "strong")
+
+
+def test_explicit_batch_is_kept_and_weak():
+    s = sizing.resolve_sizing(TrainConfig(batch_per_replica=8), "cpu-logical", 2)
+    assert (s.width, s.per_replica_batch, s.scaling) == (128, 8, "weak")
+
+
+def test_auto_global_batch_rounds_to_the_replica_count():
+    s = sizing.resolve_sizing(TrainConfig(), "cpu-logical", 3, cpu_count=2)
+    assert s.per_replica_batch * 3 >= sizing.CPU_GLOBAL_BATCH
+    assert "3 replicas" in s.note
+
+
+@pytest.mark.parametrize(
+    ("line", "stream", "level"),
+    [
+        (
+            "E0000 00:00:1795289356.351890    7852 cuda_platform.cc:52] failed call to cuInit: x",
+            "stderr",
+            "debug",
+        ),
+        ("W0000 00:00:1795289356.351890    7852 foo.cc:1] something odd", "stderr", "warning"),
+        ("E0000 00:00:1795289356.351890    7852 foo.cc:1] broken", "stderr", "error"),
+        ("Traceback (most recent call last):", "stderr", "warning"),
+        ("epoch 1 done", "stdout", "info"),
+    ],
+)
+def test_classify_trainer_output(line, stream, level):
+    assert classify_line(line, stream)[0] == level
+
+
+def test_run_help_does_not_import_tensorflow():
+    code = (
+        "import sys, contextlib, io\n"
+        "from gpuscale.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "    try:\n"
+        "        main(['run', '--help'])\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "assert '--batch-per-replica' in out.getvalue(), out.getvalue()\n"
+        "import gpuscale.session, gpuscale.trainer.options, gpuscale.trainer.sizing\n"
+        "bad = [m for m in ('tensorflow', 'keras') if m in sys.modules]\n"
+        "print('imported:', bad)\n"
+        "sys.exit(1 if bad else 0)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

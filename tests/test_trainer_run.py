@@ -1,0 +1,158 @@
+"""End to end with TensorFlow: a tiny mnist-cnn on 2 logical CPU devices, run
+once through LiveRun (a real trainer child process) and checked from several
+sides; and Ctrl-C on the real `gpuscale run`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from fake_nvml import FakeNvml
+
+from gpuscale.events.schema import EndEvent, PhaseEvent, StartEvent, StepEvent
+from gpuscale.session import LiveRun
+from gpuscale.trainer.options import TrainConfig
+
+pytestmark = pytest.mark.tf
+
+WIDTH = 8
+
+
+def mnist_cnn_params(width: int) -> int:
+    """Seed 002's network, counted by hand: 5x5 conv from 1 channel, 5x5 conv,
+    four 3x3 convs, then 3x3xwidth features into a dense 10."""
+    conv = (25 * 1 * width + width) + (25 * width * width + width) + 4 * (9 * width * width + width)
+    return conv + (9 * width * 10 + 10)
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory) -> tuple[LiveRun, list]:
+    path = tmp_path_factory.mktemp("trainer") / "run.ndjson"
+    config = TrainConfig(
+        devices=2, width=WIDTH, global_batch=32, steps=14, warmup_steps=2, phase_every=3
+    )
+    run = LiveRun(config, record=path, nvml=FakeNvml.scenario("no-driver"))
+    run.start()
+    events = list(run.events(timeout=120))
+    assert run.done, "the trainer did not finish within 2 minutes"
+    return run, events
+
+
+def test_run_completes_with_one_start_and_one_end(finished_run):
+    run, events = finished_run
+    assert run.error is None, run.error
+    assert isinstance(events[-1], EndEvent) and events[-1].status == "completed"
+    starts = [e for e in events if isinstance(e, StartEvent)]
+    assert len(starts) == 1
+    start = starts[0]
+    assert start.num_replicas == 2 and start.platform == "cpu-logical"
+    assert [d.tf_name.rsplit(":", 1)[-1] for d in start.devices] == ["0", "1"]
+    assert start.scaling == "strong" and start.global_batch == 32 and start.per_replica_batch == 16
+    steps = [e for e in events if isinstance(e, StepEvent)]
+    assert [s.step for s in steps] == list(range(14))
+    assert [s.warmup for s in steps[:3]] == [True, True, False]
+    assert all(s.step_time_s > 0 and s.samples == 32 for s in steps)
+
+
+def test_payload_is_the_trainable_parameter_bytes(finished_run):
+    _, events = finished_run
+    start = next(e for e in events if isinstance(e, StartEvent))
+    params = mnist_cnn_params(WIDTH)
+    assert start.param_count == params
+    assert start.payload_bytes == 4 * params  # float32 gradients
+    phases = [e for e in events if isinstance(e, PhaseEvent)]
+    assert phases and all(p.payload_bytes == 4 * params for p in phases)
+    assert all(p.num_tensors == 14 for p in phases)  # 7 layers x (kernel, bias)
+
+
+def test_phases_are_positive_and_add_up_to_the_step(finished_run):
+    _, events = finished_run
+    phases = [e for e in events if isinstance(e, PhaseEvent)]
+    assert [p.step for p in phases] == [2, 5, 8, 11]
+    for p in phases:
+        assert p.compute_s > 0
+        assert p.allreduce_s >= 0 and p.apply_s >= 0 and p.input_s >= 0
+        assert p.allreduce_total_s is not None and p.allreduce_total_s > 0
+    steps = sorted(e.step_time_s for e in events if isinstance(e, StepEvent) and not e.warmup)
+    median_step = steps[len(steps) // 2]
+    sums = sorted(p.compute_s + p.allreduce_s + p.apply_s for p in phases)
+    median_sum = (sums[1] + sums[2]) / 2
+    assert 0.5 * median_step < median_sum < 2.0 * median_step
+    computes = sorted(p.compute_s for p in phases)
+    assert (computes[1] + computes[2]) / 2 < 1.5 * median_step  # compute is part of the step
+
+
+def test_recording_holds_the_run(finished_run):
+    run, events = finished_run
+    from gpuscale.recording.reader import load_run
+
+    loaded = load_run(run.recording_path)
+    assert loaded.start.model == f"mnist-cnn-w{WIDTH}"
+    assert loaded.end is not None and loaded.end.status == "completed"
+    assert loaded.end.summary and loaded.end.summary["steps_counted"] == 12
+    assert sum(isinstance(e, StepEvent) for e in loaded.events) == 14
+
+
+def test_ctrl_c_stops_gpuscale_run_and_leaves_no_orphan(tmp_path):
+    """SIGINT to the `gpuscale run` process only (the trainer is in its own
+    session, as after a Ctrl-C in a terminal): exit 130 within 5 s, summary
+    printed, trainer gone."""
+    recording = tmp_path / "interrupted.ndjson"
+    driver = (
+        "import functools, sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from fake_nvml import FakeNvml\n"
+        "import gpuscale.session as session\n"
+        "session.LiveRun.__init__ = functools.partialmethod(\n"
+        "    session.LiveRun.__init__, nvml=FakeNvml.scenario('no-driver'))\n"
+        "from gpuscale.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    argv = [
+        "run",
+        "--width",
+        "8",
+        "--global-batch",
+        "32",
+        "--steps",
+        "100000",
+        "--record",
+        str(recording),
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", driver, *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    deadline = time.monotonic() + 120
+    trainer_pid = None
+    while time.monotonic() < deadline:
+        if recording.exists():
+            lines = recording.read_text().splitlines()
+            if sum('"kind":"step"' in line for line in lines) >= 3:
+                trainer_pid = json.loads(lines[0])["pid"]
+                break
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    assert trainer_pid is not None, "the run never got to 3 steps"
+    interrupted = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert time.monotonic() - interrupted < 5.0 + 1.0  # 5 s, plus the interpreter's exit
+    assert proc.returncode == 130, err
+    assert "status: stopped" in out
+    assert "step time:" in out
+    assert not psutil.pid_exists(trainer_pid) or (
+        psutil.Process(trainer_pid).status() == psutil.STATUS_ZOMBIE
+    )
+    last = json.loads(recording.read_text().splitlines()[-1])
+    assert last["kind"] == "end" and last["status"] == "stopped"
