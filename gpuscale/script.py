@@ -43,6 +43,7 @@ import shlex
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -802,3 +803,79 @@ def split_command(argv: Sequence[str] | None) -> list[str]:
     if command and command[0] == "--":
         command = command[1:]
     return command
+
+
+# -- the command line: `gpuscale run|watch [--local-workers N] -- COMMAND` ----------------
+
+TRAINER_START_TIMEOUT_S = 600.0
+"""The built-in trainer always sends its start; give it time to import TensorFlow and
+build the model on a busy machine before a start is made up for it."""
+
+
+def add_script_arguments(parser: Any) -> None:
+    """The flags ``run`` and ``watch`` share for scripts and multi-worker runs."""
+    group = parser.add_argument_group("your own script, several workers")
+    group.add_argument(
+        "--local-workers",
+        type=int,
+        metavar="N",
+        help="start N workers on this machine as one multi-worker cluster (each with its own "
+        "TF_CONFIG on loopback ports): the built-in trainer with --strategy multi-worker, "
+        "or your script after --",
+    )
+    parser.add_argument(
+        "command",
+        nargs="...",
+        metavar="-- COMMAND",
+        help="run your own training script instead of the built-in trainer, e.g. "
+        "'-- python train.py --epochs 3'; add gpuscale.keras.ScalingMonitor() to its "
+        "model.fit callbacks for step times",
+    )
+
+
+def wants_script_run(args: Any) -> bool:
+    """Whether ``args`` ask for a :class:`ScriptRun` rather than the single-process trainer."""
+    return bool(split_command(getattr(args, "command", None))) or (
+        getattr(args, "strategy", None) == "multi-worker"
+        or getattr(args, "local_workers", None) is not None
+    )
+
+
+def script_run_from_args(args: Any, record: Any, **kwargs: Any) -> ScriptRun:
+    """The :class:`ScriptRun` that ``gpuscale run|watch`` ``args`` ask for.
+
+    * ``-- COMMAND``: the user's script (one process), or ``--local-workers N`` copies.
+    * ``--strategy multi-worker`` without a command: the built-in trainer as the
+      worker program (``python -m gpuscale.trainer``), with ``--local-workers N`` on
+      this machine, else as this machine's worker of the cluster in TF_CONFIG/Slurm.
+    * ``--strategy multi-worker -- COMMAND``: this machine's worker of that cluster
+      running the user's script.
+    """
+    command = split_command(getattr(args, "command", None))
+    local_workers = getattr(args, "local_workers", None)
+    multi_worker = getattr(args, "strategy", None) == "multi-worker"
+    if local_workers is not None and not 1 <= local_workers <= 16:
+        raise GpuscaleError("--local-workers must be between 1 and 16")
+    if command:
+        argv = command
+        kwargs.setdefault("start_timeout_s", 15.0)
+    else:
+        if not multi_worker:
+            raise GpuscaleError(
+                "--local-workers needs --strategy multi-worker or a command after --"
+            )
+        from gpuscale.trainer.options import config_from_args, to_json
+
+        config = config_from_args(args)
+        argv = [sys.executable, "-m", "gpuscale.trainer", "--config", to_json(config)]
+        kwargs.setdefault("start_timeout_s", TRAINER_START_TIMEOUT_S)
+    info = None
+    if local_workers is None and multi_worker:
+        info = cluster.require()
+    return ScriptRun(
+        argv,
+        record=record,
+        local_workers=local_workers or 0,
+        cluster_info=info,
+        **kwargs,
+    )
