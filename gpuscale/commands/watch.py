@@ -1,14 +1,67 @@
-"""`gpuscale watch` (being built)."""
+"""`gpuscale watch`: train and watch it live in the dashboard (recorded by default)."""
 
 from __future__ import annotations
 
-from gpuscale.errors import GpuscaleError
+import argparse
+from pathlib import Path
 
 
 def register(sub) -> None:
-    parser = sub.add_parser("watch", help="(not built yet)")
+    parser = sub.add_parser(
+        "watch",
+        help="train with a live dashboard (same options as 'run')",
+        description=(
+            "Start the trainer (same options as 'gpuscale run') and watch it live: devices, "
+            "step time, the compute / all-reduce breakdown and what it means. The run is "
+            "recorded by default ('gpuscale replay FILE' shows it again). Keys: q stops the "
+            "trainer cleanly and quits, p freezes the display, s saves an SVG screenshot, ? help."
+        ),
+    )
+    from gpuscale.trainer.options import add_trainer_arguments
+
+    add_trainer_arguments(parser)
+    rec = parser.add_argument_group("recording").add_mutually_exclusive_group()
+    rec.add_argument(
+        "--record", type=Path, metavar="PATH", help="record to PATH (default: the runs folder)"
+    )
+    rec.add_argument("--no-record", action="store_true", help="do not record this run")
+    parser.add_argument(
+        "--sample-interval",
+        type=float,
+        default=0.5,
+        metavar="S",
+        help="seconds between telemetry samples (default 0.5)",
+    )
     parser.set_defaults(func=main)
 
 
-def main(args) -> int:
-    raise GpuscaleError("'gpuscale watch' is not built yet")
+def main(args: argparse.Namespace) -> int:
+    from gpuscale.errors import EXIT_FAILED, GpuscaleError
+    from gpuscale.session import LiveRun
+    from gpuscale.trainer.options import config_from_args
+
+    config = config_from_args(args)
+    if not args.sample_interval > 0:
+        raise GpuscaleError(f"--sample-interval must be positive, got {args.sample_interval:g}")
+    record: Path | str | None = "default"
+    if args.no_record:
+        record = None
+    elif args.record is not None:
+        record = args.record
+    run = LiveRun(config, record=record, sample_interval_s=args.sample_interval)
+
+    from gpuscale.ui.app import build_app
+    from gpuscale.ui.sources import LiveSource
+
+    source = LiveSource(run)
+    app = build_app(source)
+    try:
+        app.run()
+    finally:
+        source.stop()  # idempotent: a no-op when q already stopped it
+    if run.recording_path:
+        print(f"recorded to {run.recording_path}")
+    end = run.end
+    if end is not None and end.status in ("failed", "lost"):
+        return EXIT_FAILED
+    return 0

@@ -56,8 +56,10 @@ class GpuscaleApp(App[int]):
         Binding("q", "quit_run", "Quit"),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("space", "toggle_replay", "Pause", priority=True),
-        Binding("left", "left", "Seek", key_display="←/→", priority=True),
-        Binding("right", "right", "Seek", show=False, priority=True),
+        Binding("left", "seek(-1)", "Seek", key_display="←/→", priority=True),
+        Binding("right", "seek(1)", "Seek", show=False, priority=True),
+        Binding("left", "panel(-1)", "Panel", key_display="←/→"),
+        Binding("right", "panel(1)", "Panel", show=False),
         Binding("plus,equals_sign", "speed(1)", "Speed", key_display="+/-", priority=True),
         Binding("minus,underscore", "speed(-1)", "Slower", show=False, priority=True),
         Binding("end", "jump_end", "End", show=False),
@@ -68,7 +70,7 @@ class GpuscaleApp(App[int]):
         Binding("t", "toggle_theme", "Theme", show=False),
         Binding("e", "show_error", "Error", show=False),
     ]
-    REPLAY_ONLY = {"toggle_replay", "speed", "jump_end", "restart"}
+    REPLAY_ONLY = {"toggle_replay", "speed", "jump_end", "restart", "seek"}
 
     def __init__(
         self,
@@ -97,6 +99,7 @@ class GpuscaleApp(App[int]):
         self._chart_index = 0
         self._charted_sizes: dict[str, tuple[int, int]] = {}
         self._summary = None
+        self._summary_version = -1
         self._quitting = False
         self._last_snap: Snapshot | None = None
         for warning in source.info.warnings:
@@ -108,14 +111,20 @@ class GpuscaleApp(App[int]):
 
     # -- layout ------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield RunHeader(id="header")
-        yield DeviceGrid(id="devices")
+        # Kept as attributes: a modal screen (help, error) may be on top while
+        # the dashboard underneath keeps being drawn.
+        self.header_panel = RunHeader(id="header")
+        self.device_grid = DeviceGrid(id="devices")
+        self.charts = {chart_id: ChartPanel(chart_id) for chart_id in CHART_IDS}
+        self.advice_panel = AdvicePanel(id="advice")
+        self.log_pane = LogPane(id="log")
+        yield self.header_panel
+        yield self.device_grid
         with Horizontal(id="middle"):
             with Horizontal(id="charts"):
-                for chart_id in CHART_IDS:
-                    yield ChartPanel(chart_id)
-            yield AdvicePanel(id="advice")
-        yield LogPane(id="log")
+                yield from self.charts.values()
+            yield self.advice_panel
+        yield self.log_pane
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
@@ -173,16 +182,19 @@ class GpuscaleApp(App[int]):
             self.build_charts(sizes)
 
     def redraw(self, force: bool = False) -> None:
-        """Draw every panel from a fresh snapshot of the model."""
+        """Draw every panel from a fresh snapshot of the model (not while the
+        display is frozen with p)."""
+        if self.display_paused:
+            return
         started = time.perf_counter()
-        log = self.query_one(LogPane)
+        log = self.log_pane
         snap = self.model.snapshot(logs_after=log.last_seq if log.epoch == self.model.epoch else 0)
         self._drawn_version = snap.version
         self._draw_header(snap)
-        self.query_one(DeviceGrid).show(snap)
+        self.device_grid.show(snap)
         log.show(snap.epoch, snap.logs)
         if snap.version != self._charted_version and self._summary is None:
-            self.query_one(AdvicePanel).show(None, final=False)
+            self.advice_panel.show(None, final=False)
         self.frames += 1
         self.frame_time_total_s += time.perf_counter() - started
 
@@ -192,14 +204,14 @@ class GpuscaleApp(App[int]):
             if snap is None:
                 return
         self._last_snap = snap
-        self.query_one(RunHeader).show(
+        self.header_panel.show(
             snap, self.source.info, self.source.replay_status(), self.display_paused
         )
 
     def _chart_sizes(self) -> dict[str, tuple[int, int]]:
         sizes = {}
         for chart_id in CHART_IDS:
-            panel = self.query_one(f"#{chart_id}", ChartPanel)
+            panel = self.charts[chart_id]
             if panel.display and panel.content_size.width > 0:
                 sizes[chart_id] = (panel.content_size.width, panel.content_size.height)
         return sizes
@@ -221,14 +233,19 @@ class GpuscaleApp(App[int]):
         return ChartTexts(snap.version, texts)
 
     def on_charts_ready(self, message: ChartsReady) -> None:
+        if message.charts.version < self._charted_version:
+            return  # built from an older snapshot than what is shown
         self._charted_version = message.charts.version
         for chart_id, text in message.charts.texts.items():
-            self.query_one(f"#{chart_id}", ChartPanel).update(text)
+            self.charts[chart_id].update(text)
 
     def on_advice_ready(self, message: AdviceReady) -> None:
-        _version, summary = message.analysis  # type: ignore[misc]
+        version, summary = message.analysis  # type: ignore[misc]
+        if version < self._summary_version:
+            return
+        self._summary_version = version
         self._summary = summary
-        self.query_one(AdvicePanel).show(summary, final=self.model.end is not None)
+        self.advice_panel.show(summary, final=self.model.end is not None)
 
     async def settle(self) -> None:
         """Absorb everything the source has ready now and draw it all, charts
@@ -274,11 +291,17 @@ class GpuscaleApp(App[int]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in self.REPLAY_ONLY:
             return self.is_replay
+        if action == "panel":
+            return not self.is_replay
         if action == "show_error":
             return self._failed is not None
         if action == "next_chart":
             return self.screen.has_class("-narrow") if isinstance(self.screen, Screen) else True
         return True
+
+    async def action_quit(self) -> None:
+        """ctrl+q (and the palette's quit) also stop a live run cleanly."""
+        self.action_quit_run()
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(replay=self.is_replay))
@@ -312,17 +335,14 @@ class GpuscaleApp(App[int]):
             self.notify("Replay paused (space resumes)" if paused else "Replay resumed", timeout=2)
             self._draw_header(None)
 
-    def action_left(self) -> None:
+    def action_seek(self, direction: int) -> None:
         if isinstance(self.source, ReplaySource):
-            self.source.seek(-self.source.seek_step_s)
+            self.source.seek(direction * self.source.seek_step_s)
             self._draw_header(None)
-        else:
-            self.screen.focus_previous()
 
-    def action_right(self) -> None:
-        if isinstance(self.source, ReplaySource):
-            self.source.seek(self.source.seek_step_s)
-            self._draw_header(None)
+    def action_panel(self, direction: int) -> None:
+        if direction < 0:
+            self.screen.focus_previous()
         else:
             self.screen.focus_next()
 
@@ -359,7 +379,7 @@ class GpuscaleApp(App[int]):
     def _show_chart(self, index: int) -> None:
         self._chart_index = index % len(CHART_IDS)
         for n, chart_id in enumerate(CHART_IDS):
-            self.query_one(f"#{chart_id}").set_class(n == self._chart_index, "-shown")
+            self.charts[chart_id].set_class(n == self._chart_index, "-shown")
         self.call_after_refresh(lambda: self.build_charts(self._chart_sizes()))
 
     def action_toggle_theme(self) -> None:

@@ -325,34 +325,44 @@ class QueueSource(EventSource):
 
 
 class LiveSource(EventSource):
-    """A live run: wraps :class:`gpuscale.session.LiveRun` (or anything with
-    ``start()``, ``events(timeout)``, ``stop()`` and ``recording_path``)."""
+    """A live run: wraps :class:`gpuscale.session.LiveRun` (or anything with its
+    ``start()``, ``queue`` of events ending with ``None``, ``drain()``, ``stop()``
+    and ``recording_path``)."""
 
     def __init__(self, run: Any) -> None:
         self.run = run
         self._ended = False
         self._stopped = False
-        path = getattr(run, "recording_path", None)
-        self.info = SourceInfo("live", str(path) if path else "not recorded (--no-record)")
+        self.info = SourceInfo("live", "")
+        self._update_label()
 
-    def start(self) -> None:
-        self.run.start()
+    def _update_label(self) -> None:
         path = getattr(self.run, "recording_path", None)
         if path:
             self.info.label = str(path)
+        elif getattr(self.run, "record", "default") is None:
+            self.info.label = "off (--no-record)"
+        else:
+            self.info.label = "(starts with the run)"
+
+    def start(self) -> None:
+        self.run.start()
 
     def read(self, timeout_s: float) -> Batch | None:
         if self._ended:
             time.sleep(timeout_s)
             return None
-        got = self.run.events(timeout_s)
-        if got is None:
+        try:
+            first = self.run.queue.get(timeout=timeout_s)
+        except queue.Empty:
             return None
-        events = list(got) if not isinstance(got, list) else got
-        if not events:
-            return None
-        if any(isinstance(e, EndEvent) for e in events):
+        if first is None:  # the run's end marker: nothing follows
+            self.run.queue.put(None)
             self._ended = True
+            return None
+        events = [first, *self.run.drain(MAX_BATCH)]
+        if not self.info.label.startswith("/"):
+            self._update_label()
         return Batch(events)
 
     @property
@@ -360,6 +370,7 @@ class LiveSource(EventSource):
         return self._ended
 
     def stop(self) -> None:
+        """Stop the trainer cleanly (the run finalizes its recording); idempotent."""
         if not self._stopped:
             self._stopped = True
             self.run.stop()

@@ -101,11 +101,15 @@ def advice_content(summary: RunSummary | None) -> Content:
 class AdvicePanel(VerticalScroll, can_focus=True):
     """Scrollable so nothing is lost on a small terminal."""
 
-    def compose(self):
-        yield Static(
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.body = Static(
             Content.styled("Waiting for the first steps…", "$text-muted"), id="advice-body"
         )
 
+    def compose(self):
+        yield self.body
+
     def show(self, summary: RunSummary | None, final: bool) -> None:
         self.border_title = "Final summary" if final else "Recommendation (so far)"
-        self.query_one("#advice-body", Static).update(advice_content(summary))
+        self.body.update(advice_content(summary))

@@ -148,13 +148,15 @@ class DeviceCard(Vertical):
         super().__init__(classes="card")
         self.key = key
         self.border_title = title
+        self.body = Static(classes="card-body")
+        self.spark = Sparkline([], classes="card-spark")
 
     def compose(self):
-        yield Static(classes="card-body")
-        yield Sparkline([], classes="card-spark")
+        yield self.body
+        yield self.spark
 
     def show_device(self, device: DeviceState, compact: bool, width: int) -> None:
-        body = self.query_one(".card-body", Static)
+        body = self.body
         info = device.info
         self.set_class(device.lost, "lost")
         if device.kind != "gpu":
@@ -189,16 +191,16 @@ class DeviceCard(Vertical):
             )
         else:
             body.update(gpu_lines(device.last, width))
-        self.query_one(Sparkline).data = list(device.util_history_pct) or [0.0]
+        self.spark.data = list(device.util_history_pct) or [0.0]
         used = device.last.proc_mem_bytes if device.last is not None else None
         self.border_subtitle = f"run uses {fmt.size(used)}" if used is not None else ""
 
     def show_host(
         self, host: HostSample | None, history: list[float], compact: bool, width: int
     ) -> None:
-        self.query_one(".card-body", Static).update(host_lines(host, width, compact))
+        self.body.update(host_lines(host, width, compact))
         if not compact:
-            self.query_one(Sparkline).data = history or [0.0]
+            self.spark.data = history or [0.0]
 
 
 def device_title(device: DeviceState) -> str:

@@ -1,0 +1,246 @@
+"""The dashboard with Pilot: keys, flows, the error screen, coalesced redraws."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from ui_fixtures import FakeClock, FakeLiveRun, cpu_run, gpu8_run, replay
+
+from gpuscale.events.schema import GpuSample, StartEvent
+from gpuscale.ui.app import build_app
+from gpuscale.ui.sources import LiveSource, QueueSource, ReplaySource
+from gpuscale.ui.synthetic import synthetic_run, write_run
+from gpuscale.ui.widgets.devices import DeviceCard, DeviceGrid
+from gpuscale.ui.widgets.header import RunHeader
+from gpuscale.ui.widgets.logpane import LogPane
+from gpuscale.ui.widgets.screens import ErrorScreen, HelpScreen
+
+
+def text_of(widget) -> str:
+    return str(widget.render())
+
+
+async def test_replay_keys_pause_seek_speed_end():
+    clock = FakeClock()
+    source = replay(cpu_run(), clock=clock)
+    app = build_app(source)
+    async with app.run_test(size=(80, 24)) as pilot:
+        clock.now += 5
+        await pilot.pause()
+        await pilot.press("space")
+        assert source.replay_status().paused
+        position = source.position_s
+        await pilot.press("right")
+        assert source.position_s == pytest.approx(position + 10)
+        await pilot.press("left", "left")
+        assert source.position_s == pytest.approx(max(position - 10, 0))
+        await pilot.press("plus")
+        assert source.replay_status().speed == 2.0
+        await pilot.press("minus", "minus")
+        assert source.replay_status().speed == 0.5
+        await pilot.press("end")
+        await app.settle()
+        assert source.finished and app.model.end is not None
+        header = text_of(app.query_one(RunHeader))
+        assert "COMPLETED" in header and "paused" in header
+        await pilot.press("home")
+        await app.settle()
+        assert app.model.end is None, "back at the start, the end has not happened yet"
+
+
+async def test_quit_stops_the_live_run():
+    run = FakeLiveRun(cpu_run()[:40], finish=False)  # still running
+    app = build_app(LiveSource(run))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        assert run.started
+        await pilot.press("q")
+        await pilot.pause(0.2)
+    assert run.stop_calls == 1
+    assert app.return_value == 0
+
+
+async def test_ctrl_q_also_stops_the_live_run():
+    run = FakeLiveRun(cpu_run()[:40], finish=False)
+    app = build_app(LiveSource(run))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("ctrl+q")
+        await pilot.pause(0.2)
+    assert run.stop_calls == 1
+
+
+async def test_finished_run_stays_open_with_the_summary():
+    app = build_app(LiveSource(FakeLiveRun(cpu_run())))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        assert app.is_running
+        assert "COMPLETED" in text_of(app.query_one(RunHeader))
+        assert app.query_one("#advice").border_title == "Final summary"
+        body = text_of(app.query_one("#advice-body"))
+        assert "step time" in body and "confidence" in body
+
+
+async def test_failed_run_shows_the_error_screen():
+    app = build_app(LiveSource(FakeLiveRun(synthetic_run(fail=True))))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        assert isinstance(app.screen, ErrorScreen)
+        message = text_of(app.screen.query_one("#error-message"))
+        assert "ResourceExhaustedError" in message
+        await pilot.press("escape")
+        assert not isinstance(app.screen, ErrorScreen)
+        assert "FAILED" in text_of(app.query_one(RunHeader))
+        await pilot.press("e")
+        assert isinstance(app.screen, ErrorScreen)
+
+
+async def test_a_live_run_that_cannot_start_shows_why():
+    class Broken(FakeLiveRun):
+        def start(self):
+            raise RuntimeError("cannot start the trainer process: no python")
+
+    app = build_app(LiveSource(Broken([])))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, ErrorScreen)
+        assert "no python" in text_of(app.screen.query_one("#error-message"))
+
+
+async def test_damaged_recording_is_shown_with_a_warning(tmp_path):
+    path = write_run(tmp_path / "cut.ndjson", cpu_run())
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - 25])  # crash: last line cut, no end event
+    app = build_app(ReplaySource(path, end=True))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        log_text = "\n".join(str(line.text) for line in app.query_one(LogPane).lines)
+        assert "cut.ndjson" in log_text
+        assert app.model.last_step > 0
+        assert app.is_running
+
+
+async def test_help_screen_and_screenshot(tmp_path):
+    app = build_app(replay(cpu_run(), end=True), screenshot_dir=tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+        await pilot.press("s")
+        await pilot.pause()
+    shots = list(tmp_path.glob("gpuscale_mnist-cnn_*.svg"))
+    assert len(shots) == 1 and shots[0].read_text().startswith("<svg")
+
+
+async def test_pause_display_freezes_the_screen_not_the_run():
+    source = QueueSource()
+    events = cpu_run()
+    app = build_app(source)
+    async with app.run_test(size=(80, 24)) as pilot:
+        for event in events[:20]:
+            source.put(event)
+        await app.settle()
+        await pilot.press("p")
+        drawn = app.frames
+        for event in events[20:]:
+            source.put(event)
+        await pilot.pause(0.35)
+        assert app.frames == drawn, "no redraw while the display is frozen"
+        assert app.model.end is not None, "events are still absorbed"
+        assert "DISPLAY PAUSED" in text_of(app.query_one(RunHeader))
+        await pilot.press("p")
+        assert app.frames > drawn
+
+
+async def test_cpu_run_cards_are_labelled_and_show_the_host():
+    app = build_app(replay(cpu_run(), end=True))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        cards = list(app.query(DeviceCard))
+        titles = [str(c.border_title) for c in cards]
+        assert titles == ["host", "CPU:0 (logical)", "CPU:1 (logical)"]
+        host = text_of(cards[0].query_one(".card-body"))
+        assert "trainer CPU" in host and "RSS" in host
+
+
+async def test_gpu_cards_show_na_and_lost():
+    start = synthetic_run(gpus=2, duration_s=3)[0]
+    assert isinstance(start, StartEvent)
+    source = QueueSource()
+    app = build_app(source)
+    async with app.run_test(size=(120, 40)) as pilot:
+        source.put(start)
+        source.put(GpuSample(t=start.t + 1, index=0, util_gpu_pct=50.0))
+        source.put(GpuSample(t=start.t + 1, index=1, lost=True))
+        await app.settle()
+        await pilot.pause()
+        cards = list(app.query(DeviceCard))
+        gpu0 = text_of(cards[1].query_one(".card-body"))
+        gpu1 = text_of(cards[2].query_one(".card-body"))
+        assert "50%" in gpu0 and "n/a" in gpu0 and "GPM activity n/a" in gpu0
+        assert "LOST" in gpu1
+
+
+async def test_eight_gpus_condense_on_a_small_terminal():
+    app = build_app(replay(gpu8_run(), end=True))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        assert app.query_one(DeviceGrid).compact
+    app = build_app(replay(gpu8_run(), end=True))
+    async with app.run_test(size=(200, 50)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        assert not app.query_one(DeviceGrid).compact
+
+
+async def test_redraws_are_coalesced_whatever_the_event_rate():
+    source = QueueSource()
+    events = gpu8_run()
+    app = build_app(source)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        frames_before = app.frames
+        stop = threading.Event()
+
+        def produce():
+            for event in events:
+                if stop.is_set():
+                    return
+                source.put(event)
+                time.sleep(0.00005)
+
+        producer = threading.Thread(target=produce)
+        started = time.monotonic()
+        producer.start()
+        await pilot.pause(0.6)
+        elapsed = time.monotonic() - started
+        stop.set()
+        producer.join()
+        frames = app.frames - frames_before
+        absorbed = app.model.events_absorbed
+    assert absorbed > 500
+    assert frames <= elapsed * app.refresh_hz + 3, (frames, absorbed)
+
+
+async def test_theme_toggle_and_panels():
+    app = build_app(replay(cpu_run(), end=True))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        dark = app.current_theme.dark
+        await pilot.press("t")
+        assert app.current_theme.dark != dark
+        await pilot.press("tab")
+        first = app.focused
+        await pilot.press("tab")
+        assert app.focused is not None and app.focused is not first
+        await pilot.press("c")
+        shown = [c.id for c in app.query(".chart.-shown")]
+        assert shown == ["chart-breakdown"]

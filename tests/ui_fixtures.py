@@ -1,0 +1,70 @@
+"""Shared helpers for the dashboard tests: deterministic sources and a fake live run."""
+
+from __future__ import annotations
+
+import queue
+from pathlib import Path
+
+from gpuscale.events.schema import Event
+from gpuscale.ui.sources import ReplaySource
+from gpuscale.ui.synthetic import synthetic_run
+
+
+class FakeClock:
+    """A clock the test moves by hand (replay timing without sleeping)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeLiveRun:
+    """Stands in for gpuscale.session.LiveRun: a queue of events, ending in None
+    once the run is over; records whether start() and stop() were called."""
+
+    def __init__(self, events: list[Event], *, finish: bool = True) -> None:
+        self.queue: queue.Queue[Event | None] = queue.Queue()
+        for event in events:
+            self.queue.put(event)
+        if finish:
+            self.queue.put(None)
+        self.started = False
+        self.stop_calls = 0
+        self.record = "default"
+        self.recording_path = Path("/runs/fake.ndjson")
+
+    def start(self) -> FakeLiveRun:
+        self.started = True
+        return self
+
+    def drain(self, max_events: int = 10_000) -> list[Event]:
+        out: list[Event] = []
+        while len(out) < max_events:
+            try:
+                event = self.queue.get_nowait()
+            except queue.Empty:
+                break
+            if event is None:
+                self.queue.put(None)
+                break
+            out.append(event)
+        return out
+
+    def stop(self) -> None:
+        self.stop_calls += 1
+        self.queue.put(None)
+
+
+def cpu_run(**kwargs) -> list[Event]:
+    return synthetic_run(gpus=0, cpu_devices=2, duration_s=30.0, **kwargs)
+
+
+def gpu8_run(**kwargs) -> list[Event]:
+    return synthetic_run(gpus=8, duration_s=20.0, sample_hz=10.0, lost_gpu=5, **kwargs)
+
+
+def replay(events: list[Event], **kwargs) -> ReplaySource:
+    kwargs.setdefault("clock", FakeClock())
+    return ReplaySource(Path("/recordings/synthetic.ndjson"), events=events, **kwargs)
