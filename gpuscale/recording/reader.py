@@ -52,7 +52,20 @@ LOAD_LIMIT_BYTES = 2 * 1024**3
 the caller to stream with :func:`iter_events` instead."""
 
 _DECODE_ERRORS = (msgspec.MsgspecError, RecursionError, ValueError, TypeError, OverflowError)
+_JSON_SPACE = b" \t\r\n"
+
+
+def _count_nonblank_lines(data: bytes) -> int:
+    """Lines holding something other than JSON whitespace (C-speed: strip the
+    in-line whitespace, then split on the newlines that remain)."""
+    return len(data.translate(None, b" \t\r").split())
+
+
 _KNOWN_KINDS = frozenset(cls.__struct_config__.tag for cls in EVENT_TYPES)
+
+
+def _size(size_bytes: float) -> str:
+    return f"{size_bytes / 1e9:.1f} GB" if size_bytes >= 1e8 else f"{size_bytes / 1e6:.1f} MB"
 
 
 class RecordingError(GpuscaleError):
@@ -151,8 +164,8 @@ class _Reader:
                 size = os.fstat(f.fileno()).st_size
                 if size > self.max_bytes and f.peek(2)[:2] != GZIP_MAGIC:
                     raise self.error(
-                        f"{size / 1e9:.1f} GB is more than gpuscale loads into memory at once "
-                        f"({self.max_bytes / 1e9:.1f} GB); stream it with "
+                        f"{_size(size)} is more than gpuscale loads into memory at once "
+                        f"({_size(self.max_bytes)}); stream it with "
                         "gpuscale.recording.reader.iter_events"
                     )
         except BaseException:
@@ -225,8 +238,8 @@ class _Reader:
                 self.bytes_read += len(chunk)
                 if self.max_bytes is not None and self.bytes_read > self.max_bytes:
                     raise self.error(
-                        f"holds more than the {self.max_bytes / 1e9:.1f} GB of events gpuscale "
-                        "loads into memory at once; stream it with "
+                        f"the events uncompress to more than gpuscale loads into memory at once "
+                        f"({_size(self.max_bytes)}); stream it with "
                         "gpuscale.recording.reader.iter_events",
                         self.line_no + 1,
                     )
@@ -275,22 +288,22 @@ class _Reader:
 
     def _first_lines(self, complete: bytes) -> bytes:
         """Consume leading blank lines and the start line; return the rest."""
-        pos = 0
-        while True:
-            nl = complete.find(b"\n", pos)
-            if nl < 0:
-                return b""
-            line = complete[pos:nl]
-            self.line_no += 1
-            pos = nl + 1
-            if line.strip():
-                self._start(line)
-                return complete[pos:]
+        stripped = complete.lstrip(_JSON_SPACE)
+        if not stripped:
+            self.line_no += complete.count(b"\n")
+            return b""
+        begin = complete.rfind(b"\n", 0, len(complete) - len(stripped)) + 1
+        end = complete.index(b"\n", begin)
+        self.line_no += complete.count(b"\n", 0, begin) + 1
+        self._start(complete[begin:end])
+        return complete[end + 1 :]
 
     def _start(self, line: bytes) -> StartEvent:
         number = self.line_no
         try:
             probe = _probe_decoder.decode(line)
+        except msgspec.ValidationError:
+            raise self.error("not a JSON object: not a gpuscale recording", number) from None
         except msgspec.DecodeError as exc:
             raise self.error(f"not JSON ({exc}): not a gpuscale recording", number) from None
         except _DECODE_ERRORS:
@@ -330,7 +343,12 @@ class _Reader:
         except _DECODE_ERRORS:
             events = None
         line_numbers: list[int] | None = None
-        if events is None or len(events) != n_lines:
+        if events is not None and len(events) != n_lines:
+            # Blank lines (skipped by decode_lines) explain the difference, or a line
+            # held other than exactly one value: then decode line by line.
+            if _count_nonblank_lines(complete) != len(events):
+                events = None
+        if events is None:
             events, line_numbers = self._decode_slowly(complete)
         start = self._pending_start
         if start is not None:
@@ -393,7 +411,9 @@ class _Reader:
     def _line_error(self, line: bytes, exc: Exception, number: int) -> RecordingError:
         if isinstance(exc, RecursionError):
             return self.error("JSON nested too deeply", number)
-        if isinstance(exc, msgspec.DecodeError):
+        if isinstance(exc, UnicodeDecodeError):
+            return self.error(f"text is not valid UTF-8 ({exc.reason} at byte {exc.start})", number)
+        if isinstance(exc, msgspec.DecodeError) and not isinstance(exc, msgspec.ValidationError):
             return self.error(f"not JSON ({exc})", number)
         try:
             kind = _probe_decoder.decode(line).kind

@@ -1,0 +1,249 @@
+"""Every kind of damage is one RecordingError naming the file and the line."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import zlib
+
+import pytest
+from recording_samples import T0, sample_events, write_run
+
+from gpuscale.errors import GpuscaleError
+from gpuscale.recording import reader as reader_module
+from gpuscale.recording.format import MAX_LINE_BYTES
+from gpuscale.recording.reader import RecordingError, iter_events, load_run
+
+
+@pytest.fixture
+def good(tmp_path) -> bytes:
+    return write_run(tmp_path / "good.ndjson").read_bytes()
+
+
+def _lines(data: bytes) -> list[bytes]:
+    return data.split(b"\n")
+
+
+def _replace_line(data: bytes, index: int, line: bytes) -> bytes:
+    lines = _lines(data)
+    lines[index] = line
+    return b"\n".join(lines)
+
+
+def _insert_line(data: bytes, index: int, line: bytes) -> bytes:
+    lines = _lines(data)
+    lines.insert(index, line)
+    return b"\n".join(lines)
+
+
+def _set_field(data: bytes, index: int, **fields) -> bytes:
+    obj = json.loads(_lines(data)[index])
+    obj.update(fields)
+    return _replace_line(data, index, json.dumps(obj).encode())
+
+
+# name -> (damage(good bytes) -> bytes, expected line, fragment of the message)
+DAMAGE = {
+    "not json": (lambda d: _replace_line(d, 5, b"this is not json"), 6, "not JSON"),
+    "wrong type": (lambda d: _set_field(d, 5, t="yesterday"), 6, "Expected `float`, got `str`"),
+    "missing field": (
+        lambda d: _replace_line(d, 5, b'{"kind":"step","t":%r}' % (T0 + 2)),
+        6,
+        "missing required field",
+    ),
+    "not an object": (lambda d: _replace_line(d, 5, b"[1, 2, 3]"), 6, "not a valid event"),
+    "two events on one line": (
+        lambda d: _replace_line(d, 5, _lines(d)[5] + b" " + _lines(d)[5]),
+        6,
+        "not JSON",
+    ),
+    "pretty-printed json": (
+        lambda d: _replace_line(d, 5, json.dumps(json.loads(_lines(d)[5]), indent=2).encode()),
+        6,
+        "not JSON",
+    ),
+    "time going backwards": (lambda d: _set_field(d, 30, t=T0 - 3600), 31, "time goes backwards"),
+    "second start event": (lambda d: _insert_line(d, 10, _lines(d)[0]), 11, "second start event"),
+    "event after the end": (
+        lambda d: d + _lines(d)[5] + b"\n",
+        len(sample_events()) + 1,
+        "after the end event",
+    ),
+    "start not first": (lambda d: b"\n".join(_lines(d)[1:]), 1, "starts with a start event"),
+    "no kind": (lambda d: _replace_line(d, 0, b'{"t": 1.0}'), 1, "no 'kind' field"),
+    "binary file": (lambda d: bytes(range(256)) * 64, 1, "not JSON"),
+    "invalid utf-8": (
+        lambda d: _replace_line(d, 3, b'{"kind":"log","t":1e9,"message":"\xff\xfe"}'),
+        4,
+        "not valid UTF-8",
+    ),
+    "deep nesting": (
+        lambda d: _replace_line(
+            d,
+            7,
+            b'{"kind":"end","t":%r,"status":"completed","summary":{"x":' % (T0 + 2)
+            + b"[" * 200_000
+            + b"]" * 200_000
+            + b"}}",
+        ),
+        8,
+        "nested too deeply",
+    ),
+    "number out of range": (
+        lambda d: _replace_line(d, 4, _lines(d)[4].replace(b'"t":', b'"t":1e999,"x":')),
+        5,
+        "out of range",
+    ),
+    "bad start": (lambda d: _set_field(d, 0, host=None), 1, "start event is not valid"),
+    "bad schema version": (
+        lambda d: _set_field(d, 0, schema="one"),
+        1,
+        "unknown recording format version",
+    ),
+    "schema not a string": (lambda d: _set_field(d, 0, schema=1.0), 1, "'schema' is not a string"),
+    "bad enum value": (
+        lambda d: _set_field(d, len(sample_events()) - 1, status="exploded"),
+        len(sample_events()),
+        "Invalid enum value",
+    ),
+    "gzip corrupt": (lambda d: _corrupt_gzip(d), None, "gzip data is corrupt"),
+    "text after gzip": (lambda d: gzip.compress(d) + b"garbage!", None, "gzip data is corrupt"),
+    "only a cut start line": (lambda d: _lines(d)[0][:40], 1, "start event is cut off"),
+    "only blank lines": (lambda d: b"\n\n  \n", 1, "no start event"),
+    "empty file": (lambda d: b"", None, "empty file"),
+    "line too long": (lambda d: b"{" + b" " * (MAX_LINE_BYTES + 10), 1, "without a newline"),
+}
+
+
+def _corrupt_gzip(data: bytes) -> bytes:
+    packed = bytearray(gzip.compress(data))
+    for i in range(len(packed) // 2, len(packed) // 2 + 40):
+        packed[i] ^= 0x5A
+    return bytes(packed)
+
+
+@pytest.mark.parametrize("case", sorted(DAMAGE))
+def test_damage_is_a_recording_error_naming_file_and_line(tmp_path, good, case):
+    damage, line, fragment = DAMAGE[case]
+    path = tmp_path / "damaged.ndjson"
+    path.write_bytes(damage(good))
+    with pytest.raises(RecordingError) as info:
+        load_run(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: "), message
+    if line is not None:
+        assert info.value.line == line, message
+        assert f": line {line}: " in message
+    assert fragment in message
+    assert "\n" not in message and len(message) < 400 + len(str(path))
+    assert isinstance(info.value, GpuscaleError) and info.value.exit_code == 2
+    # Streaming reports the same problem (after yielding the good events before it).
+    with pytest.raises(RecordingError) as streamed:
+        for _ in iter_events(path):
+            pass
+    assert str(streamed.value) == message
+
+
+def test_time_jitter_within_tolerance_is_accepted(tmp_path, good):
+    path = tmp_path / "jitter.ndjson"
+    path.write_bytes(_set_field(good, 30, t=json.loads(_lines(good)[29])["t"] - 2.0))
+    assert len(load_run(path).events) == len(sample_events())
+
+
+def test_workers_have_their_own_clocks(tmp_path):
+    events = sample_events()
+    # Worker 1's clock is an hour behind worker 0's: not damage.
+    events.insert(10, type(events[5])(**{**_fields(events[5]), "worker": 1, "t": T0 - 3600}))
+    events.insert(11, type(events[5])(**{**_fields(events[5]), "worker": 1, "t": T0 - 3599}))
+    path = write_run(tmp_path / "workers.ndjson", events)
+    assert load_run(path).events == events
+
+
+def _fields(event) -> dict:
+    return {name: getattr(event, name) for name in event.__struct_fields__}
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(RecordingError, match=r"missing.ndjson: no such file"):
+        load_run(tmp_path / "missing.ndjson")
+
+
+def test_directory(tmp_path):
+    with pytest.raises(RecordingError, match="is a directory"):
+        load_run(tmp_path)
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root reads anything")
+def test_permission_denied(tmp_path, good):
+    path = tmp_path / "secret.ndjson"
+    path.write_bytes(good)
+    path.chmod(0)
+    with pytest.raises(RecordingError, match="permission denied"):
+        load_run(path)
+
+
+def test_huge_sparse_file_fails_fast_without_reading_it_all(tmp_path):
+    path = tmp_path / "huge.ndjson"
+    with open(path, "wb") as f:
+        f.truncate(10 * 1000**3)  # 10 GB of zeros, sparse: nothing on disk
+    with pytest.raises(RecordingError, match=r"more than gpuscale loads into memory"):
+        load_run(path)
+    with pytest.raises(RecordingError, match=r"line 1: longer than .* without a newline"):
+        next(iter_events(path))
+
+
+def test_load_limit_applies_to_gzip_output(tmp_path):
+    events = sample_events(steps=400)
+    path = write_run(tmp_path / "run.ndjson.gz", events)
+    with pytest.raises(RecordingError, match="more than gpuscale loads into memory"):
+        load_run(path, max_bytes=20_000)
+    assert len(load_run(path).events) == len(events)
+
+
+def test_gzip_bomb_is_streamed_in_bounded_chunks(tmp_path):
+    path = tmp_path / "bomb.ndjson.gz"
+    packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    block = b"\n" * (1024 * 1024)
+    path.write_bytes(b"".join(packer.compress(block) for _ in range(64)) + packer.flush())
+    assert path.stat().st_size < 1024 * 1024  # 64 MiB once uncompressed
+    with pytest.raises(RecordingError, match="line 1: no start event"):
+        load_run(path)
+    with pytest.raises(RecordingError, match="uncompress to more than"):
+        load_run(path, max_bytes=10 * 1024 * 1024)
+
+
+def test_permission_denied_simulated(tmp_path, good, monkeypatch):
+    """The same as above for root, who can read anything: the error open() raises."""
+    path = tmp_path / "secret.ndjson"
+    path.write_bytes(good)
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(reader_module, "open", refuse, raising=False)
+    with pytest.raises(RecordingError, match=r"secret.ndjson: permission denied"):
+        load_run(path)
+
+
+def test_command_line_prints_one_line_and_exits_2(tmp_path, good):
+    """What a user sees through the CLI: exercised via a tiny script, no traceback."""
+    path = tmp_path / "damaged.ndjson"
+    path.write_bytes(_replace_line(good, 2, b"{oops"))
+    code = (
+        "import sys\n"
+        "from gpuscale.errors import GpuscaleError\n"
+        "from gpuscale.recording.reader import load_run\n"
+        "try:\n"
+        "    load_run(sys.argv[1])\n"
+        "except GpuscaleError as e:\n"
+        "    print(f'gpuscale: error: {e}', file=sys.stderr); sys.exit(e.exit_code)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert f"{path}: line 3: not JSON" in result.stderr
