@@ -294,8 +294,13 @@ def _fill_rows(g: _Group, limit: int) -> None:
 
 
 def _candidates(g: _Group) -> list[_Candidate]:
+    """Measured counts, then predictions beyond the largest measured one, the
+    latter only when the model was fitted to 2+ device counts (one count says
+    nothing about how the step grows with N: its predictions are shown, not used)."""
     out = [_Candidate(n, x, g.config, False) for n, x in g.measured.items()]
     top = max(g.measured)
+    if len(g.measured) < 2:
+        return out
     out += [
         _Candidate(r.devices, r.throughput or 0.0, g.config, True)
         for r in g.rows
@@ -382,6 +387,8 @@ def _explain(
             f"(floor {_pct(floor)}): {verdict}."
         )
     _comm_reason(rec, by_name, walk)
+    for g in groups:
+        _one_count_outlook(rec, g)
     if several:
         alone = "; ".join(
             f"'{c.config}' -> {_dev(c.devices)}"
@@ -397,6 +404,29 @@ def _explain(
         _compare_configs(rec, groups)
     _advice(rec, groups, by_name, walk)
     _confidence(rec, groups, walk)
+
+
+def _one_count_outlook(rec: Recommendation, g: _Group) -> None:
+    """With one measured count, say what the model would expect from doubling it
+    (shown, not used for the verdict)."""
+    if len(g.measured) != 1 or not g.model.predicts:
+        return
+    (n,) = g.measured
+    nxt = [r for r in g.rows if r.predicted and r.devices > n]
+    if not nxt:
+        return
+    r = min(nxt, key=lambda row: row.devices)
+    eff = metrics.marginal_efficiency(g.measured[n], n, r.throughput or 0.0, r.devices)
+    basis = {
+        "link peak": "the link at its peak (optimistic)",
+        "phases": "the exposed exchange measured at this count",
+        "step times": "the step times",
+    }.get(g.model.basis, g.model.basis)
+    rec.reasons.append(
+        f"Only {_dev(n)} measured for '{g.config}': the model, from {basis}, expects "
+        f"{n} -> {r.devices} to reach a marginal efficiency of {_pct(eff)}; measure "
+        f"{_dev(r.devices)} to know (a prediction from one count does not decide)."
+    )
 
 
 def _deciding_step(walk: Sequence[WalkStep]) -> WalkStep | None:
@@ -643,6 +673,12 @@ def _confidence(rec: Recommendation, groups: Sequence[_Group], walk: Sequence[Wa
                 f"the model ({m.basis}) fits the measured points within {_pct(m.fit_error)}"
             )
         lines.append(f"'{g.config}': " + "; ".join(bits) + ".")
+    smallest = min(n for g in groups for n in g.measured)
+    if smallest > 1:
+        lines.append(
+            f"No 1-device run: speedups are relative to {_dev(smallest)}, and whether "
+            f"{_dev(smallest)} beat one is not measured."
+        )
     if rec.predicted:
         lines.append(
             f"The recommended {_dev(rec.devices)} is a PREDICTION: measure it before buying or booking."

@@ -95,7 +95,7 @@ def render(
         )
     )
     if rec.speedup is not None and rec.devices > 1:
-        console.print(f"Expected speedup {rec.speedup:.2f}x over {rec.baseline}.")
+        console.print(Text(f"Expected speedup {rec.speedup:.2f}x over {rec.baseline}."))
     console.print(
         Text(
             f"Rule: add devices while each doubling keeps a marginal efficiency of at least "
@@ -105,13 +105,13 @@ def render(
     )
     console.print(Text("Why", style="bold"))
     for line in rec.reasons:
-        console.print(f"  - {line}")
+        console.print(Text(f"  - {line}"))
     if rec.advice:
         console.print(Text("What to try", style="bold"))
         for line in rec.advice:
-            console.print(f"  - {line}")
+            console.print(Text(f"  - {line}"))
     console.print(Text("Confidence", style="bold"))
     for line in rec.confidence:
-        console.print(f"  - {line}")
+        console.print(Text(f"  - {line}"))
     for note in dict.fromkeys(sweep.notes):
         console.print(Text(f"Note from the input: {note}", style="dim"))

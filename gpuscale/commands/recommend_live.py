@@ -1,0 +1,136 @@
+"""The live part of `gpuscale recommend`: a short sweep of the trainer over 1, 2,
+4, ... devices, each run in its own child process (TensorFlow never loads here),
+recorded, with a progress bar per run."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import msgspec
+
+from gpuscale.analysis.summary import RunAccumulator
+from gpuscale.analysis.sweep import Sweep, SweepPoint, point_from_summary
+from gpuscale.errors import EXIT_FAILED, GpuscaleError
+
+CPU_SWEEP_MAX = 4
+"""Most CPU logical devices swept by default (they share the machine's cores)."""
+
+
+def _doublings(limit: int) -> list[int]:
+    counts, n = [], 1
+    while n <= limit:
+        counts.append(n)
+        n *= 2
+    if counts[-1] != limit:
+        counts.append(limit)
+    return counts
+
+
+def plan(args: argparse.Namespace) -> tuple[list[int], str, list[int] | None]:
+    """Device counts to run, the heading, and the GPU indices to draw from."""
+    from gpuscale.telemetry.nvml import probe
+
+    found = probe()
+    gpus: list[int] | None = getattr(args, "gpus", None)
+    if found.ok and found.devices:
+        pool = gpus if gpus is not None else [d.index for d in found.devices]
+        limit = len(pool)
+        names = sorted({d.name for d in found.devices if d.index in pool})
+        what = f"{limit} x {', '.join(names)}"
+        heading = f"Sweep on GPUs: {what} ({found.status})"
+    else:
+        if gpus is not None:
+            raise GpuscaleError(f"--gpus given but no GPU found ({found.status})")
+        cores = os.cpu_count() or 2
+        limit = max(2, min(cores, CPU_SWEEP_MAX))
+        pool = None
+        heading = (
+            f"Sweep on CPU logical devices, NOT GPUs ({found.status}); they share "
+            f"{cores} CPU cores, so this shows the tool working, not what GPUs would do"
+        )
+    if getattr(args, "devices", None):
+        limit = min(limit, args.devices) if found.ok else args.devices
+    counts = args.sweep or _doublings(limit)
+    if found.ok and counts[-1] > len(pool or []):
+        raise GpuscaleError(
+            f"--sweep asks for {counts[-1]} GPUs but {len(pool or [])} are available"
+        )
+    return counts, heading + f"; device counts {', '.join(map(str, counts))}", pool
+
+
+def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, str]:
+    """Run the trainer at each count of the plan; the measured points as a Sweep."""
+    from rich.console import Console
+
+    from gpuscale.session import LiveRun
+    from gpuscale.trainer.options import config_from_args
+
+    counts, heading, pool = plan(args)
+    base = config_from_args(args)
+    console = Console(stderr=True, highlight=False)
+    if not quiet:
+        console.print(heading, style="bold", markup=False)
+    points: list[SweepPoint] = []
+    sources: list[str] = []
+    pinned: dict[str, object] = {}
+    for n in counts:
+        changes: dict[str, object] = {"devices": None, "gpus": pool[:n]} if pool else {"devices": n}
+        config = msgspec.structs.replace(base, **changes, **pinned)
+        record = None if args.no_record else "default"
+        run = LiveRun(config, record=record)
+        acc = RunAccumulator()
+        try:
+            run.start()
+            _follow(run, acc, n, config.steps, console, quiet)
+        finally:
+            if not run.done:
+                run.stop()
+        if run.error is not None or acc.start is None or acc.summary().step_time_s is None:
+            message = run.error.message if run.error is not None else "the run ended without steps"
+            if not points:
+                raise GpuscaleError(f"the {n}-device run failed: {message}", exit_code=EXIT_FAILED)
+            console.print(
+                f"gpuscale: the {n}-device run failed ({message}); recommending from the "
+                f"{len(points)} run(s) that worked",
+                style="yellow",
+                markup=False,
+            )
+            break
+        start = acc.start
+        source = str(run.recording_path) if run.recording_path else f"live run on {n} devices"
+        points.append(point_from_summary(acc.summary(), start, source))
+        sources.append(source)
+        if not pinned:
+            # Same workload at every count: pin what the trainer picked for the first run.
+            resolved = (start.config or {}).get("resolved", {})
+            if start.scaling == "strong":
+                pinned["global_batch"] = start.global_batch
+            else:
+                pinned["batch_per_replica"] = start.per_replica_batch
+            if resolved.get("width") and base.width is None:
+                pinned["width"] = resolved["width"]
+    return Sweep(points=points, sources=sources), heading
+
+
+def _follow(run, acc: RunAccumulator, n: int, steps: int, console, quiet: bool) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    progress = Progress(
+        TextColumn(f"[bold]{n} device{'s' if n > 1 else ''}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[status]}"),
+        console=console,
+        disable=quiet,
+    )
+    task = progress.add_task("", total=steps, status="starting TensorFlow")
+    with progress:
+        for event in run.events(timeout=None):
+            acc.add(event)
+            kind = type(event).__name__
+            if kind == "StepEvent":
+                status = "warm-up" if event.warmup else f"{event.step_time_s * 1000:.0f} ms/step"
+                progress.update(task, completed=event.step + 1, status=status)
+            elif kind == "EndEvent":
+                progress.update(task, status=event.status)
