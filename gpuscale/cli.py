@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not getattr(args, "command", None):
+    if getattr(args, "func", None) is None:  # no COMMAND (a command may define its own "command")
         parser.print_help()
         return EXIT_USAGE
     try:
