@@ -17,9 +17,11 @@ def register(sub) -> None:
             "trainer cleanly and quits, p freezes the display, s saves an SVG screenshot, ? help."
         ),
     )
+    from gpuscale.script import add_script_arguments
     from gpuscale.trainer.options import add_trainer_arguments
 
     add_trainer_arguments(parser)
+    add_script_arguments(parser)
     rec = parser.add_argument_group("recording").add_mutually_exclusive_group()
     rec.add_argument(
         "--record", type=Path, metavar="PATH", help="record to PATH (default: the runs folder)"
@@ -37,18 +39,23 @@ def register(sub) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from gpuscale.errors import EXIT_FAILED, GpuscaleError
+    from gpuscale.script import script_run_from_args, wants_script_run
     from gpuscale.session import LiveRun
     from gpuscale.trainer.options import config_from_args
 
-    config = config_from_args(args)
     if not args.sample_interval > 0:
         raise GpuscaleError(f"--sample-interval must be positive, got {args.sample_interval:g}")
     record: Path | str | None = "default"
     if args.no_record:
         record = None
     elif args.record is not None:
+        if args.record.exists():  # never overwrite a recording
+            raise GpuscaleError(f"--record {args.record}: the file exists; give a new path")
         record = args.record
-    run = LiveRun(config, record=record, sample_interval_s=args.sample_interval)
+    if wants_script_run(args):  # your own script (-- COMMAND) or several workers
+        run = script_run_from_args(args, record, sample_interval_s=args.sample_interval)
+    else:
+        run = LiveRun(config_from_args(args), record=record, sample_interval_s=args.sample_interval)
 
     from gpuscale.ui.app import build_app
     from gpuscale.ui.sources import LiveSource
@@ -61,7 +68,7 @@ def main(args: argparse.Namespace) -> int:
         source.stop()  # idempotent: a no-op when q already stopped it
     if run.recording_path:
         print(f"recorded to {run.recording_path}")
-    end = run.end
+    end = getattr(run, "end", None) or source.end
     if end is not None and end.status in ("failed", "lost"):
         return EXIT_FAILED
     return 0

@@ -333,6 +333,8 @@ class LiveSource(EventSource):
         self.run = run
         self._ended = False
         self._stopped = False
+        self.end: EndEvent | None = None
+        """The run's EndEvent once it arrived."""
         self.info = SourceInfo("live", "")
         self._update_label()
 
@@ -340,7 +342,7 @@ class LiveSource(EventSource):
         path = getattr(self.run, "recording_path", None)
         if path:
             self.info.label = str(path)
-        elif getattr(self.run, "record", "default") is None:
+        elif getattr(self.run, "record", getattr(self.run, "_record", "default")) is None:
             self.info.label = "off (--no-record)"
         else:
             self.info.label = "(starts with the run)"
@@ -361,6 +363,9 @@ class LiveSource(EventSource):
             self._ended = True
             return None
         events = [first, *self.run.drain(MAX_BATCH)]
+        for event in events:
+            if isinstance(event, EndEvent):
+                self.end = event
         if not self.info.label.startswith("/"):
             self._update_label()
         return Batch(events)
