@@ -15,6 +15,8 @@ from __future__ import annotations
 import tensorflow as tf
 
 from gpuscale import cluster
+from gpuscale.errors import GpuscaleError
+from gpuscale.events.schema import DeviceInfo
 
 
 def num_workers() -> int:
@@ -47,3 +49,53 @@ def make_strategy(on_gpu: bool) -> tuple[tf.distribute.Strategy, str, str]:
         f"{info.index}; collective all-reduce ({'NCCL' if on_gpu else 'ring over gRPC'})."
     )
     return strategy, "collective", note
+
+
+_made: tuple[tf.distribute.Strategy, str, str] | None = None
+
+
+def setup(config) -> tuple[object, tf.distribute.Strategy, str, str]:
+    """Devices and strategy of a multi-worker run, in the order TensorFlow needs:
+    GPU memory growth, then the strategy (which configures the collectives before
+    the runtime starts), then the devices it chose. Returns ``(DevicePlan,
+    strategy, cross_device_ops, note)``; the strategy is kept for
+    :func:`strategy_for` (the trainer asks for it once more when it builds)."""
+    global _made
+    from gpuscale.trainer.loop import DevicePlan  # the trainer's own type
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if config.devices is not None and gpus and config.devices != len(gpus):
+        raise GpuscaleError(
+            "--strategy multi-worker uses every GPU a worker sees; choose them with --gpus "
+            "or CUDA_VISIBLE_DEVICES, not --devices"
+        )
+    if config.devices not in (None, 1) and not gpus:
+        raise GpuscaleError(
+            "--strategy multi-worker uses one CPU device per worker (TensorFlow's "
+            "MultiWorkerMirroredStrategy); more replicas need more workers (--local-workers N)"
+        )
+    for gpu in gpus:
+        tf.config.experimental.set_memory_growth(gpu, True)
+    _made = make_strategy(bool(gpus))
+    strategy = _made[0]
+    names = list(strategy.extended.worker_devices)
+    infos = []
+    for index, name in enumerate(names):
+        is_gpu = "GPU" in name.upper()
+        infos.append(
+            DeviceInfo(
+                index=index,
+                name=name.rsplit("/", 1)[-1] if is_gpu else "CPU",
+                kind="gpu" if is_gpu else "cpu",
+                tf_name=name,
+            )
+        )
+    plan = DevicePlan("gpu" if gpus else "cpu", names, infos)
+    return plan, strategy, _made[1], _made[2]
+
+
+def strategy_for() -> tuple[tf.distribute.Strategy, str, str]:
+    """The strategy :func:`setup` made (there can be only one per process)."""
+    if _made is None:
+        raise RuntimeError("multiworker.setup() must run before the trainer is built")
+    return _made
