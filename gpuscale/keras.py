@@ -133,7 +133,7 @@ class _Channel:
             if not cls._tried:
                 cls._tried = True
                 try:
-                    cls._client = EventClient.from_env()
+                    cls._client = EventClient.from_env(connect_timeout_s=5.0)
                 except (ConnectionError, ValueError) as exc:
                     print(f"gpuscale: {exc}; this run is not reported", file=sys.stderr)
                     cls._client = None

@@ -498,6 +498,8 @@ class _PumpState:
         self.starts: dict[int, StartEvent] = {}
         self.announced_at: float | None = None
         self.deadline = time.monotonic() + run.start_timeout_s
+        if run._forward is not None:  # a non-chief worker: its events go to the chief
+            self.deadline = time.monotonic()
         self.exited: dict[int, int] = {}
         self.disconnected: set[int] = set()
         self.connected: set[int] = set()
@@ -582,7 +584,12 @@ class _PumpState:
             num_replicas=max(1, len(devices)),
             num_workers=run.num_workers,
             pids=[p.pid for p in run._procs.values()],
-            note=ADD_CALLBACK_HINT,
+            note=(
+                f"this is worker {run.worker}: its events go to the chief at "
+                f"{run._forward.address}, whose gpuscale shows and records the whole run"
+                if run._forward is not None
+                else ADD_CALLBACK_HINT
+            ),
         )
 
     # events from the outside -----------------------------------------------------------
@@ -712,7 +719,7 @@ class _PumpState:
             if not self.started and self.start_due():
                 start = self.merged_start()
                 self.send_start(start)
-                if not self.starts:
+                if not self.starts and run._forward is None:
                     self.publish(
                         LogEvent(
                             t=time.time(),
