@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+import msgspec
+
 from gpuscale.events.schema import SCHEMA_MAJOR, SCHEMA_VERSION
 
 TIME_TOLERANCE_S = 5.0
@@ -28,6 +30,10 @@ SUFFIXES = (".ndjson", ".ndjson.gz", ".jsonl", ".jsonl.gz")
 """File names the store lists as recordings."""
 
 GZIP_MAGIC = b"\x1f\x8b"
+
+DECODE_ERRORS = (msgspec.MsgspecError, RecursionError, ValueError, TypeError, OverflowError)
+"""What decoding untrusted bytes with msgspec can raise (ValueError covers
+invalid UTF-8 in strings; RecursionError, JSON nested too deeply)."""
 
 _VERSION_RE = re.compile(r"^(\d{1,6})\.(\d{1,6})$")
 

@@ -36,6 +36,7 @@ from gpuscale.events.schema import (
     StartEvent,
 )
 from gpuscale.recording.format import (
+    DECODE_ERRORS,
     GZIP_MAGIC,
     MAX_LINE_BYTES,
     READER_MINOR,
@@ -51,7 +52,7 @@ LOAD_LIMIT_BYTES = 2 * 1024**3
 """Most (uncompressed) bytes :func:`load_run` holds in memory; past this it asks
 the caller to stream with :func:`iter_events` instead."""
 
-_DECODE_ERRORS = (msgspec.MsgspecError, RecursionError, ValueError, TypeError, OverflowError)
+_DECODE_ERRORS = DECODE_ERRORS
 _JSON_SPACE = b" \t\r\n"
 
 

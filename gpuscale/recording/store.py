@@ -18,7 +18,13 @@ from pathlib import Path
 import msgspec
 
 from gpuscale.events.schema import EndEvent, Event, StartEvent, StepEvent
-from gpuscale.recording.format import GZIP_MAGIC, MAX_LINE_BYTES, SUFFIXES, version_problem
+from gpuscale.recording.format import (
+    DECODE_ERRORS,
+    GZIP_MAGIC,
+    MAX_LINE_BYTES,
+    SUFFIXES,
+    version_problem,
+)
 from gpuscale.recording.reader import RecordingError, iter_events
 
 ENV_DATA_DIR = "GPUSCALE_DATA_DIR"
@@ -224,7 +230,7 @@ def _start(path: Path, head: bytes) -> StartEvent:
         raise RecordingError(path, "empty file: not a gpuscale recording")
     try:
         fields = _probe.decode(head)
-    except (msgspec.MsgspecError, RecursionError):
+    except DECODE_ERRORS:
         raise RecordingError(
             path, "line 1 is not a JSON object: not a gpuscale recording"
         ) from None
@@ -236,7 +242,7 @@ def _start(path: Path, head: bytes) -> StartEvent:
         raise RecordingError(path, problem)
     try:
         return _start_decoder.decode(head)
-    except (msgspec.MsgspecError, RecursionError) as exc:
+    except DECODE_ERRORS as exc:
         raise RecordingError(path, f"line 1 is not a valid start event ({exc})") from None
 
 
@@ -253,7 +259,7 @@ def _scan_tail(tail: bytes, whole: bool) -> tuple[EndEvent | None, int | None, f
             continue
         try:
             event = _event_decoder.decode(line)
-        except (msgspec.MsgspecError, RecursionError):
+        except DECODE_ERRORS:
             continue
         if isinstance(event, EndEvent) and end is None:
             end = event
