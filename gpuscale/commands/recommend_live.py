@@ -27,8 +27,9 @@ def _doublings(limit: int) -> list[int]:
     return counts
 
 
-def plan(args: argparse.Namespace) -> tuple[list[int], str, list[int] | None]:
-    """Device counts to run, the heading, and the GPU indices to draw from."""
+def plan(args: argparse.Namespace) -> tuple[list[int], str, list[int] | None, int]:
+    """Device counts to run, the heading, the GPU indices to draw from, and how
+    many devices there are (predictions stop there unless --max-devices says)."""
     from gpuscale.telemetry.nvml import probe
 
     found = probe()
@@ -56,7 +57,8 @@ def plan(args: argparse.Namespace) -> tuple[list[int], str, list[int] | None]:
         raise GpuscaleError(
             f"--sweep asks for {counts[-1]} GPUs but {len(pool or [])} are available"
         )
-    return counts, heading + f"; device counts {', '.join(map(str, counts))}", pool
+    heading += f"; device counts {', '.join(map(str, counts))}"
+    return counts, heading, pool, max(limit, counts[-1])
 
 
 def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, str]:
@@ -66,11 +68,15 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
     from gpuscale.session import LiveRun
     from gpuscale.trainer.options import config_from_args
 
-    counts, heading, pool = plan(args)
+    counts, heading, pool, available = plan(args)
     base = config_from_args(args)
     console = Console(stderr=True, highlight=False)
     if not quiet:
-        console.print(heading, style="bold", markup=False)
+        console.print(
+            f"Running the trainer on {', '.join(map(str, counts))} devices, one run each:",
+            style="bold",
+            markup=False,
+        )
     points: list[SweepPoint] = []
     sources: list[str] = []
     pinned: dict[str, object] = {}
@@ -98,7 +104,11 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
             )
             break
         start = acc.start
-        source = str(run.recording_path) if run.recording_path else f"live run on {n} devices"
+        source = (
+            str(run.recording_path)
+            if run.recording_path
+            else f"live run on {n} device{'s' if n > 1 else ''} (not recorded)"
+        )
         points.append(point_from_summary(acc.summary(), start, source))
         sources.append(source)
         if not pinned:
@@ -110,7 +120,7 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
                 pinned["batch_per_replica"] = start.per_replica_batch
             if resolved.get("width") and base.width is None:
                 pinned["width"] = resolved["width"]
-    return Sweep(points=points, sources=sources), heading
+    return Sweep(points=points, sources=sources, available_devices=available), heading
 
 
 def _follow(run, acc: RunAccumulator, n: int, steps: int, console, quiet: bool) -> None:
