@@ -222,6 +222,8 @@ class Trainer:
         )
         self.num_tensors = len(self.variables)
         self.global_batch = self.sizing.per_replica_batch * self.num_replicas
+        self._probes_ready = False
+        self._batches: Iterator | None = None
         self._compile_functions()
 
     # -- the replica computations -------------------------------------------------
@@ -344,9 +346,11 @@ class Trainer:
 
     def run(self, stop: threading.Event | None = None) -> Iterator[StepEvent | PhaseEvent]:
         """Train ``config.steps`` steps (fewer if ``stop`` is set), yielding events."""
-        config, batches = self.config, self.batches()
+        config = self.config
+        if self._batches is None:  # kept across calls: a second run() goes on where the first ended
+            self._batches = self.batches()
+        batches = self._batches
         k = config.phase_every
-        probes_ready = False
         for step in range(config.steps):
             if stop is not None and stop.is_set():
                 return
@@ -365,11 +369,11 @@ class Trainer:
             )
             if not k:
                 continue
-            if not probes_ready:  # compile the probe functions once, untimed
+            if not self._probes_ready:  # compile the probe functions once, untimed
                 self._sync(self.compute_fn(batch))
                 self._sync(self.grads_fn(batch))
                 self._sync(self.allreduce_fn(self._buffers))
-                probes_ready = True
+                self._probes_ready = True
             if warmup or (step + 1) % k:
                 continue
             compute_s = self._timed(self.compute_fn, batch)
