@@ -460,7 +460,12 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, _Group], walk: Sequence
     detail = ""
     if m.payload_bytes and measured:
         rate = metrics.algbw_bytes_s(m.payload_bytes, comm)
-        detail = f" ({_mb(m.payload_bytes)} per step at an effective {_gbs(rate)})"
+        detail = f" ({_mb(m.payload_bytes)} per step at an effective {_gbs(rate)}"
+        peaks = [p.interconnect_bytes_s for p in measured if p.interconnect_bytes_s]
+        if peaks and n2 > 1:
+            bus = metrics.busbw_bytes_s(rate, n2)
+            detail += f", busbw {_gbs(bus)} against a link peak of {_gbs(min(peaks))}"
+        detail += ")"
     elif m.payload_bytes and m.bandwidth_bytes_s:
         detail = (
             f" ({_mb(m.payload_bytes)} per step over a link the model puts at "

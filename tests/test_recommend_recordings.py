@@ -1,0 +1,95 @@
+"""Recordings as recommend input: each becomes one sweep point with a label
+that is the same at every device count; a damaged one is one clear error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpuscale.analysis.sweep import load_inputs, points_from_recordings
+from gpuscale.cli import main
+from gpuscale.events.schema import EndEvent, PhaseEvent, StartEvent, StepEvent, encode
+
+
+def _record(path: Path, devices: int, step_s: float, allreduce_s: float) -> Path:
+    t = 1_800_000_000.0
+    cfg = {"strategy": "mirrored", "all_reduce": "auto", "model": "mnist-cnn"}
+    events = [
+        StartEvent(
+            t=t,
+            gpuscale_version="0",
+            host="h",
+            pid=1,
+            config=cfg,
+            model="mnist-cnn-w32",
+            strategy="mirrored",
+            cross_device_ops="collective" if devices > 1 else None,
+            num_replicas=devices,
+            scaling="weak",
+            per_replica_batch=32,
+            global_batch=32 * devices,
+            payload_bytes=265_384,
+            platform="cpu-logical",
+        )
+    ]
+    for i in range(12):
+        events.append(
+            StepEvent(t=t + i, step=i, step_time_s=step_s, samples=32 * devices, warmup=i < 2)
+        )
+        if i % 4 == 3:
+            events.append(
+                PhaseEvent(
+                    t=t + i,
+                    step=i,
+                    step_time_s=step_s,
+                    compute_s=step_s - allreduce_s - 0.001,
+                    allreduce_s=allreduce_s,
+                    apply_s=0.001,
+                    payload_bytes=265_384,
+                )
+            )
+    events.append(EndEvent(t=t + 13, status="completed", steps=12))
+    path.write_bytes(b"".join(encode(e) + b"\n" for e in events))
+    return path
+
+
+def test_recordings_become_points_with_one_label(tmp_path):
+    paths = [
+        _record(tmp_path / "r1.ndjson", 1, 0.100, 0.0),
+        _record(tmp_path / "r2.ndjson", 2, 0.110, 0.010),
+        _record(tmp_path / "r4.ndjson", 4, 0.115, 0.015),
+    ]
+    points = points_from_recordings(paths)
+    assert [p.devices for p in points] == [1, 2, 4]
+    assert len({p.config for p in points}) == 1
+    assert points[0].config == "mnist-cnn-w32, mirrored, batch 32/replica, CPU devices"
+    assert points[1].allreduce_s == pytest.approx(0.010)
+    assert points[2].throughput == pytest.approx(128 / 0.115)
+    assert all(p.steps == 10 for p in points)
+
+
+def test_recommend_from_recordings_and_a_sweep_file_together(tmp_path, capsys):
+    r1 = _record(tmp_path / "r1.ndjson", 1, 0.100, 0.0)
+    r2 = _record(tmp_path / "r2.ndjson", 2, 0.110, 0.010)
+    assert main(["recommend", "--json", "--max-devices", "2", "--from", str(r1), str(r2)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    rec = doc["recommendation"]
+    assert (rec["verdict"], rec["devices"], rec["predicted"]) == ("multi", 2, False)  # 91%
+    model = doc["models"][0]
+    assert model["basis"] == "phases" and model["beta_s"] == pytest.approx(0.010)
+    saved = tmp_path / "sweep.json"
+    saved.write_text(json.dumps(doc))
+    r4 = _record(tmp_path / "r4.ndjson", 4, 0.115, 0.015)
+    sweep = load_inputs([saved, r4])
+    assert sorted(p.devices for p in sweep.points) == [1, 2, 4]
+
+
+def test_a_damaged_recording_is_one_error_line(tmp_path, capsys):
+    bad = tmp_path / "bad.ndjson"
+    good = _record(tmp_path / "r1.ndjson", 1, 0.1, 0.0).read_text().splitlines()
+    bad.write_text(good[0] + "\n" + '{"kind":"step","t":"soon"}\n')
+    assert main(["recommend", "--from", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(bad) in err[0]
