@@ -80,3 +80,30 @@ def test_choose_devices_stops_at_the_first_rejected_step():
     chosen, steps = choose_devices(cands, 0.6)
     assert chosen.devices == 1  # 1 -> 2 fails; 4 is not judged against 1 across the gap
     assert len(steps) == 1 and not steps[0].accepted
+
+
+def test_input_wait_and_compute_bound_runs_get_their_advice():
+    input_bound = _sweep(
+        {1: 0.10, 2: 0.10},
+        compute_s=0.03,
+        allreduce_s=0.0,
+        input_s=0.06,
+        apply_s=0.01,
+        platform="gpu",
+    )
+    rec = recommend(input_bound, max_devices=2)
+    assert any("Waiting for input is 60%" in a for a in rec.advice)
+    compute_bound = _sweep(
+        {1: 0.10, 2: 0.11}, compute_s=0.09, allreduce_s=0.01, apply_s=0.005, platform="gpu"
+    )
+    rec = recommend(compute_bound, max_devices=2)
+    assert any("mixed precision" in a for a in rec.advice)
+    assert not any("input" in a for a in rec.advice)
+
+
+def test_a_gathering_configuration_alone_is_told_what_a_ring_would_do():
+    # Weak scaling: 1 -> 2 is 0.1 / 0.15 = 67%, 2 -> 4 0.15 / 0.24 = 62.5%, 4 -> 8 0.24 / 0.45 = 53%.
+    rec = recommend(_sweep({1: 0.1, 2: 0.15, 4: 0.24, 8: 0.45}, exchange="gather"))
+    assert rec.devices == 4
+    ring = [a for a in rec.advice if "MirroredStrategy with NCCL" in a]
+    assert ring and "instead of 53%" in ring[0]
