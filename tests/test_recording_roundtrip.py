@@ -9,7 +9,7 @@ import msgspec
 import pytest
 from recording_samples import T0, sample_events, write_run
 
-from gpuscale.events.schema import SCHEMA_VERSION, EndEvent, StartEvent, StepEvent
+from gpuscale.events.schema import SCHEMA_VERSION, EndEvent, HostSample, StartEvent, StepEvent
 from gpuscale.recording.reader import RecordingError, iter_events, load_run
 
 
@@ -178,3 +178,15 @@ def test_loaded_structs_are_typed(tmp_path):
     assert steps and all(isinstance(e.step_time_s, float) for e in steps)
     assert isinstance(run.end, EndEvent)
     assert msgspec.to_builtins(run.start)["config"]["nested"] == {"a": [1, 2.5, None, "x"]}
+
+
+def test_end_event_is_placed_by_position_not_time(tmp_path):
+    """A real run: the trainer's end event is composed a few seconds before the
+    sampler's last host samples are written (seen in a 2-device CPU run)."""
+    events = sample_events(steps=3, end=False)
+    last_t = events[-1].t
+    events.append(HostSample(t=last_t + 8, cpu_pct=1.0, mem_used_bytes=1, mem_total_bytes=2))
+    events.append(EndEvent(t=last_t, status="completed", steps=3, duration_s=3.0))
+    path = write_run(tmp_path / "run.ndjson", events)
+    run = load_run(path)
+    assert run.events == events and run.end == events[-1]

@@ -19,8 +19,10 @@ TIME_TOLERANCE_S = 5.0
 
 Events reach the recorder from several threads and processes (the sampler, the
 trainer over TCP), so arrival order can differ from ``t`` order by a little;
-more than this is damage (a shuffled or spliced file). The start event is not
-part of this order: it may be composed after sampling began."""
+more than this is damage (a shuffled or spliced file). The start and end
+events are not part of this order (they are placed first and last by position):
+the start may be composed after sampling began, and the end when the trainer
+finished, before the last samples arrived."""
 
 MAX_LINE_BYTES = 32 * 1024 * 1024
 """No event line is longer; a longer one means the file is not a recording

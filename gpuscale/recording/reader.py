@@ -430,7 +430,8 @@ class _Reader:
         """Index and reason of the first event out of order, or ``None``.
 
         Rules: one start event, first; nothing after the end event; within a
-        worker, ``t`` never goes back by more than TIME_TOLERANCE_S."""
+        worker, ``t`` never goes back by more than TIME_TOLERANCE_S (the start
+        and end events are placed by position, not by ``t``)."""
         last_t = self.last_t
         tolerance = TIME_TOLERANCE_S
         ended = self.ended
@@ -445,6 +446,7 @@ class _Reader:
             if cls is EndEvent:
                 ended = True
                 self.end = event
+                continue  # like the start, its t is when it was composed, not in the order
             worker = event.worker
             t = event.t
             previous = last_t.get(worker)

@@ -276,6 +276,8 @@ class Recorder:
             return "a second start event"
         if self._ended:
             return "an event after the end event"
+        if type(event) is EndEvent:
+            return None  # placed last by position; its t may precede late samples
         t = getattr(event, "t", None)
         worker = getattr(event, "worker", 0)
         previous = self._last_t.get(worker)
