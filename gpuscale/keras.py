@@ -543,13 +543,16 @@ class ScalingMonitor(keras.callbacks.Callback):
 
     # steps ---------------------------------------------------------------------------
     def _step_samples(self, executed: int) -> int:
-        """Samples of the step(s) just run: counted, else ``batch_size``, else 0."""
+        """Samples of the step(s) just run: ``batch_size`` when given, else counted
+        (one read of the counter's per-replica values per step), else 0."""
+        if self.batch_size:
+            return self.batch_size
         seen = self._samples_seen()
         if seen is not None and self._last_samples is not None and seen > self._last_samples:
             samples = (seen - self._last_samples) // executed
             self._last_samples = seen
             return samples
-        return self.batch_size or 0
+        return 0
 
     def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
         self._batch_start = time.perf_counter()
