@@ -68,7 +68,12 @@ def register(sub) -> None:
         pass
     else:
         add_trainer_arguments(parser)
-        parser.set_defaults(steps=40, warmup_steps=5)
+        for action in parser._actions:  # the sweep's own meaning of two trainer flags
+            if action.dest == "steps":
+                action.default = 40
+                action.help = "steps per run of the sweep, warm-up included (default 40)"
+            elif action.dest == "devices":
+                action.help = "sweep up to N devices (default: all GPUs, or CPU logical devices)"
     parser.set_defaults(func=main)
 
 
