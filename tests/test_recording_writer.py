@@ -226,12 +226,38 @@ def test_events_after_the_end_are_not_written(tmp_path):
     assert load_run(path).events == events
 
 
-def test_first_event_must_be_a_start_event(tmp_path):
-    with (
-        Recorder(tmp_path / "run.ndjson") as recorder,
-        pytest.raises(ValueError, match="StartEvent"),
-    ):
-        recorder.write(StepEvent(t=T0, step=0, step_time_s=0.1, samples=1))
+def test_events_before_the_start_are_stored_after_it(tmp_path):
+    events = sample_events(steps=3)
+    early = [
+        StepEvent(t=T0 - 5, step=0, step_time_s=0.1, samples=1),
+        LogEvent(t=T0 - 4, message="x"),
+    ]
+    path = tmp_path / "run.ndjson"
+    with Recorder(path) as recorder:
+        for event in early + events:
+            recorder.write(event)
+    assert load_run(path).events == events[:1] + early + events[1:]
+
+
+def test_a_run_that_never_starts_leaves_no_file_and_says_so(tmp_path):
+    problems: list[str] = []
+    path = tmp_path / "run.ndjson"
+    with Recorder(path, on_problem=problems.append) as recorder:
+        recorder.write(LogEvent(t=T0, message="starting"))
+    assert not path.exists()
+    assert problems == [
+        "nothing recorded: the run ended before its start event (1 earlier event not saved)"
+    ]
+
+
+def test_held_events_are_bounded(tmp_path, monkeypatch):
+    monkeypatch.setattr(writer_module, "MAX_HELD_EVENTS", 10)
+    problems: list[str] = []
+    with Recorder(tmp_path / "run.ndjson", on_problem=problems.append) as recorder:
+        for step in range(20):
+            recorder.write(StepEvent(t=T0, step=step, step_time_s=0.1, samples=1))
+        assert not recorder.active
+    assert len(problems) == 1 and "before the run's start event" in problems[0]
 
 
 def test_unstorable_start_event_stops_recording_with_one_message(tmp_path):

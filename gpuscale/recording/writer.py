@@ -41,6 +41,9 @@ FSYNC_INTERVAL_S = 1.0
 GZIP_FLUSH_INTERVAL_S = 1.0
 """Longest time between two gzip sync flushes (what a crash can lose in a .gz file)."""
 
+MAX_HELD_EVENTS = 100_000
+"""Events kept in memory while waiting for the start event (see ``write``)."""
+
 _os_write = os.write
 _os_fsync = os.fsync
 
@@ -99,6 +102,7 @@ class Recorder:
         self._last_fsync = time.monotonic()
         self._last_gzip_flush = self._last_fsync
         self._created = False
+        self._held: list[Event] = []
         self._open()
 
     # -- public ------------------------------------------------------------------
@@ -109,37 +113,67 @@ class Recorder:
         return self._fd is not None
 
     def write(self, event: Event) -> None:
-        """Store one event as one line; returns once the line is in the file."""
+        """Store one event as one line; returns once the line is in the file.
+
+        Events written before the start event are held (up to
+        :data:`MAX_HELD_EVENTS`) and stored right after it: a recording always
+        begins with its start event."""
         with self._lock:
             if self._fd is None:
                 return
-            line = self._line(event)
-            if line is None:
+            if not self._started and type(event) is not StartEvent:
+                if len(self._held) >= MAX_HELD_EVENTS:
+                    self._give_up(
+                        f"recording stopped: {MAX_HELD_EVENTS} events arrived before the run's "
+                        "start event; the run goes on without recording"
+                    )
+                    return
+                self._held.append(event)
                 return
-            data = line + b"\n"
-            try:
-                if self._compressor is not None:
-                    data = self._compressor.compress(data)
-                    now = time.monotonic()
-                    if now - self._last_gzip_flush >= GZIP_FLUSH_INTERVAL_S:
-                        data += self._compressor.flush(zlib.Z_SYNC_FLUSH)
-                        self._last_gzip_flush = now
-                if data:
-                    self._write_all(data)
+            self._store(event)
+            if type(event) is StartEvent and self._started:
+                held, self._held = self._held, []
+                for early in held:
+                    if self._fd is None:
+                        return
+                    self._store(early)
+
+    def _store(self, event: Event) -> None:
+        line = self._line(event)
+        if line is None:
+            return
+        data = line + b"\n"
+        try:
+            if self._compressor is not None:
+                data = self._compressor.compress(data)
                 now = time.monotonic()
-                if now - self._last_fsync >= FSYNC_INTERVAL_S:
-                    _os_fsync(self._fd)
-                    self._last_fsync = now
-            except OSError as exc:
-                self._fail(exc)
-                return
-            self.events_written += 1
+                if now - self._last_gzip_flush >= GZIP_FLUSH_INTERVAL_S:
+                    data += self._compressor.flush(zlib.Z_SYNC_FLUSH)
+                    self._last_gzip_flush = now
+            if data:
+                self._write_all(data)
+            now = time.monotonic()
+            if now - self._last_fsync >= FSYNC_INTERVAL_S:
+                _os_fsync(self._fd)
+                self._last_fsync = now
+        except OSError as exc:
+            self._fail(exc)
+            return
+        self.events_written += 1
 
     def close(self) -> None:
         """Finish the file: flush, fsync, close. Idempotent. A file that holds no
         event is removed (a run that died before its start event leaves nothing)."""
         with self._lock:
             if self._fd is None:
+                return
+            if self._held:
+                held = len(self._held)
+                self._held = []
+                self._give_up(
+                    f"nothing recorded: the run ended before its start event ({held} "
+                    f"earlier event{'s' if held != 1 else ''} not saved)"
+                )
                 return
             try:
                 if self._compressor is not None:
@@ -242,10 +276,6 @@ class Recorder:
             self._accept(event)
             return line
         if not self._started:
-            if type(event) is not StartEvent:
-                raise ValueError(
-                    f"the first event of a recording must be a StartEvent, not {type(event).__name__}"
-                )
             self._give_up(
                 f"recording stopped: the run's start event cannot be stored ({reason}); "
                 "the run goes on without recording"
