@@ -50,7 +50,7 @@ def render(
             if (r.config, r.devices) == chosen_key:
                 mark += "  <- recommended"
             comm = _pct(r.comm_share)
-            if r.predicted and r.comm_share is not None:
+            if r.comm_share is not None and (r.predicted or r.allreduce_s is None):
                 comm += " (model)"
             style = "dim italic" if r.predicted else ""
             if (r.config, r.devices) == chosen_key:
