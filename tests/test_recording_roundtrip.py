@@ -190,3 +190,15 @@ def test_end_event_is_placed_by_position_not_time(tmp_path):
     path = write_run(tmp_path / "run.ndjson", events)
     run = load_run(path)
     assert run.events == events and run.end == events[-1]
+
+
+def test_a_start_event_alone_without_newline(tmp_path):
+    start = sample_events()[0]
+    path = write_run(tmp_path / "run.ndjson", [start])
+    path.write_bytes(path.read_bytes().rstrip(b"\n"))
+    warnings = []
+    run = load_run(path, on_warning=warnings.append)
+    assert run.events == [start] and run.end is None
+    assert warnings == [
+        f"{path}: no end event after line 1: the run was killed or is still running; read what was recorded"
+    ]

@@ -475,6 +475,7 @@ class _Reader:
         number = self.line_no + 1
         if not self.started:
             if tail.strip(b" \t\r\n\x00"):
+                self.line_no += 1
                 try:
                     self._start(tail)
                 except RecordingError as exc:
