@@ -26,12 +26,9 @@ def _gpuscale(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
 
 def test_live_sweep_records_each_run_and_recommends(_isolated_data_dir: Path):
     env = {**os.environ, "GPUSCALE_DATA_DIR": str(_isolated_data_dir)}
-    # --phase-every 0: the trainer's phase probe on ONE device currently fails
-    # ("destinations can not be empty", reported to the lead); the probe itself is
-    # the trainer's to test, this test is about the sweep.
     tiny = ["--width", "4", "--global-batch", "16", "--steps", "12", "--warmup-steps", "2"]
     result = _gpuscale(
-        "recommend", "--sweep", "1,2", *tiny, "--phase-every", "0", "--json", env=env
+        "recommend", "--sweep", "1,2", *tiny, "--phase-every", "4", "--json", env=env
     )
     assert result.returncode == 0, result.stderr[-2000:]
     doc = json.loads(result.stdout)
