@@ -72,8 +72,9 @@ class Recorder:
     """Append a run's events to ``path`` (created with its parent folders, never
     overwriting an existing file).
 
-    ``write(event)`` stores one event; ``close()`` finishes the file (and removes
-    it if no event was ever written). ``on_problem(message)`` is called at most
+    ``write(event)`` stores one event (events that come before the start event
+    are held and stored right after it); ``close()`` finishes the file (and
+    removes it if no event was ever written). ``on_problem(message)`` is called at most
     once, from the thread that hit the problem; afterwards every call is a no-op.
     Thread-safe."""
 
