@@ -600,7 +600,7 @@ class _PumpState:
             if self.exit_seen_at is None:
                 self.exit_seen_at = time.monotonic()
             code = item.returncode
-            if code != 0 and run.num_workers > 1 and not run._stopping.is_set():
+            if code != 0 and run.num_workers > 1 and not run._stopping.is_set() and not self.lost:
                 if code < 0 and item.worker not in self.lost:
                     self.report_lost(item.worker, f"was killed by signal {-code}")
                 else:  # the others would wait forever in the next all-reduce
@@ -613,7 +613,7 @@ class _PumpState:
             if (
                 not item.saw_end
                 and item.worker not in run._procs
-                and item.worker not in self.lost
+                and not self.lost  # after the first loss the others are being stopped
                 and not run._stopping.is_set()
             ):
                 self.report_lost(item.worker, "disconnected without finishing")

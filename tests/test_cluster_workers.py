@@ -189,3 +189,70 @@ def test_chief_and_worker_roles_of_a_multi_host_run(tmp_path):
     logs = [(e.worker, e.message) for e in events if isinstance(e, LogEvent)]
     assert (0, "worker 0") in logs and (1, "worker 1") in logs
     assert chief.status == "completed" and other.status == "completed"
+
+
+def test_a_remote_worker_that_vanishes_is_reported_lost(tmp_path):
+    """A worker on another host is seen only through its connection: closing it
+    without an end event is a lost worker, named with its host."""
+    port = cluster.free_ports(1)[0]
+    workers = [f"127.0.0.1:{p}" for p in cluster.free_ports(2)]
+    env = _env()
+    env.update({"GPUSCALE_PORT": str(port), "GPUSCALE_TOKEN": "shared-secret-2"})
+    tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": 0}}
+    path = tmp_path / "chief.ndjson"
+    chief = ScriptRun(
+        [sys.executable, "-c", "import time; time.sleep(30)"],
+        record=path,
+        cluster_info=cluster.parse_tf_config(json.dumps(tf_config)),
+        start_timeout_s=0.3,
+        sampler=False,
+        env=env,
+    ).start()
+    remote = EventClient(f"127.0.0.1:{port}", "shared-secret-2", worker=1)
+    remote.send(
+        StartEvent(
+            t=time.time(),
+            worker=1,
+            gpuscale_version="test",
+            host="far-away-host",
+            pid=4242,
+            source="script",
+        )
+    )
+    for step in range(3):
+        remote.send(StepEvent(t=time.time(), worker=1, step=step, step_time_s=0.1, samples=8))
+    time.sleep(0.5)
+    remote.close()  # gone without an end event
+    events = _collect(chief, timeout_s=30)
+    assert chief.status == "lost" and chief.lost_workers == [1]
+    error = next(e for e in events if isinstance(e, ErrorEvent))
+    assert "worker 1 on far-away-host (pid 4242) was lost" in error.message
+    assert "after 3 steps" in error.message
+    loaded = load_run(path)
+    assert [e.step for e in loaded.events if isinstance(e, StepEvent)] == [0, 1, 2]
+    assert loaded.end.status == "lost"
+
+
+def test_stop_ends_the_script_and_its_children_within_5_s():
+    import psutil
+
+    script = (
+        "import subprocess, sys, time; "
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+        "print('started', flush=True); time.sleep(60)"
+    )
+    run = ScriptRun(
+        [sys.executable, "-c", script], record=None, sampler=False, start_timeout_s=0.2
+    ).start()
+    for event in run.events(timeout=10):
+        if isinstance(event, LogEvent) and event.message == "started":
+            break
+    parent = psutil.Process(run.pid_of(0))
+    children = parent.children(recursive=True)
+    assert children
+    started = time.monotonic()
+    run.stop()
+    assert time.monotonic() - started < 5
+    assert run.done and run.status == "stopped"
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in children)
+    assert isinstance(run.end, EndEvent) and run.end.status == "stopped"
