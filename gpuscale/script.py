@@ -278,12 +278,21 @@ class ScriptRun:
         self._threads.append(waiter)
 
     def _read_lines(self, stream: Any, worker: int, level: str) -> None:
+        """Each line the script prints, as a LogEvent: stdout ``info``, stderr
+        ``warning``, TensorFlow's own C++ log lines at their level (start-up noise
+        ``debug``), as for the built-in trainer."""
+        from gpuscale.session import classify_line
+
+        name = "stderr" if level == "warning" else "stdout"
         for raw in iter(stream.readline, b""):
             line = raw.decode("utf-8", "replace").rstrip("\r\n")
-            if level == "warning":
-                self._stderr_tail[worker].append(line)
+            line_level, message = classify_line(line, name)
+            if name == "stderr" and line_level != "debug":
+                self._stderr_tail[worker].append(message)
             self._emit(
-                LogEvent(t=time.time(), worker=worker, message=line, source="script", level=level)
+                LogEvent(
+                    t=time.time(), worker=worker, message=message, source="script", level=line_level
+                )
             )
         stream.close()
 
