@@ -230,14 +230,16 @@ class GpuscaleApp(App[int]):
             chart_id: BUILDERS[chart_id](snap, width, height)
             for chart_id, (width, height) in sizes.items()
         }
-        return ChartTexts(snap.version, texts)
+        return ChartTexts(snap.version, texts, dict(sizes))
 
     def on_charts_ready(self, message: ChartsReady) -> None:
         if message.charts.version < self._charted_version:
             return  # built from an older snapshot than what is shown
         self._charted_version = message.charts.version
+        current = self._chart_sizes()
         for chart_id, text in message.charts.texts.items():
-            self.charts[chart_id].update(text)
+            if current.get(chart_id) == message.charts.sizes[chart_id]:
+                self.charts[chart_id].update(text)  # else drawn for a size now gone
 
     def on_advice_ready(self, message: AdviceReady) -> None:
         version, summary = message.analysis  # type: ignore[misc]

@@ -34,6 +34,8 @@ class ChartTexts:
 
     version: int
     texts: dict[str, Text]
+    sizes: dict[str, tuple[int, int]]
+    """The (width, height) each chart was drawn for."""
 
 
 class ChartsReady(Message):

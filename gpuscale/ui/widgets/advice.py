@@ -78,10 +78,7 @@ def advice_content(summary: RunSummary | None) -> Content:
         ]
         if s.busbw_bytes_s:
             lines.append(
-                _row(
-                    "all-reduce bw",
-                    f"{fmt.rate(s.busbw_bytes_s)} busbw, {fmt.size(s.payload_bytes)}",
-                )
+                _row("busbw", f"{fmt.rate(s.busbw_bytes_s)} ({fmt.size(s.payload_bytes)}/step)")
             )
     else:
         lines.append(Content.styled("phase breakdown: not measured yet", "$text-muted"))

@@ -137,6 +137,7 @@ def host_lines(host: HostSample | None, width: int, compact: bool) -> Content:
             _gauge("mem ", mem_pct, width, mem_tail),
             Content(trainer),
             Content.styled("trainer % = share of one core", "$text-muted"),
+            Content.styled("all-core CPU % over time:", "$text-muted"),
         ]
     )
 
@@ -171,13 +172,15 @@ class DeviceCard(Vertical):
                 body.update(
                     Content("\n").join(
                         [
-                            Content(f"logical CPU device {tf_name}".rstrip()),
-                            Content("a TensorFlow replica on the host;"),
-                            Content("it shares the host's cores, so"),
-                            Content("no per-device telemetry: see host"),
+                            Content("one replica on the host's CPU"),
+                            Content("cores, shared with the other"),
+                            Content("replicas: no per-device numbers,"),
+                            Content("see the host card"),
+                            Content.styled(f"TensorFlow {tf_name}", "$text-muted"),
                         ]
                     )
                 )
+            self.spark.display = False
             return
         if compact:
             body.update(gpu_line(device, width))
@@ -224,6 +227,7 @@ class DeviceGrid(Vertical, can_focus=True):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._keys: list[str] = []
+        self._cards: list[DeviceCard] = []
         self.compact = False
 
     def _layout_for(self, count: int) -> tuple[int, bool, int]:
@@ -246,12 +250,13 @@ class DeviceGrid(Vertical, can_focus=True):
         keys = [HOST_KEY] + [f"{d.worker}-{d.index}" for d in snap.devices]
         if keys != self._keys:
             self._keys = keys
-            self.remove_children()
+            self.remove_children()  # completes later: never query the cards, keep the list
             cards = [DeviceCard(HOST_KEY, "host")]
             cards += [
                 DeviceCard(key, device_title(d))
                 for key, d in zip(keys[1:], snap.devices, strict=False)
             ]
+            self._cards = cards
             self.mount_all(cards)
             self.call_after_refresh(self.app.redraw, True)
             return
@@ -259,7 +264,7 @@ class DeviceGrid(Vertical, can_focus=True):
         self.compact = compact
         self.set_class(compact, "compact")
         self.styles.grid_size_columns = columns
-        cards = list(self.query(DeviceCard))
+        cards = self._cards
         if not cards:
             return
         cards[0].show_host(snap.host, snap.host_cpu_history_pct, compact, text_width)
