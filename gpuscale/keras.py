@@ -393,8 +393,8 @@ class ScalingMonitor(keras.callbacks.Callback):
         if client is not None:
             client.send(event)
             return
-        if isinstance(event, (StepEvent, PhaseEvent)):
-            self._events.append(event)
+        if isinstance(event, (StartEvent, StepEvent, PhaseEvent)):
+            self._events.append(event)  # for the summary in the end event
         if self._recorder is not None:
             self._recorder.write(event)
 
