@@ -109,6 +109,8 @@ class LiveRun:
         self._pending: list[Event] = []
         self._recorder = None
         self._lock = threading.RLock()
+        self._finish_lock = threading.Lock()
+        self._finishing = False
         self._child_end: EndEvent | None = None
         self._disconnected = threading.Event()
         self._done = threading.Event()
@@ -366,16 +368,19 @@ class LiveRun:
         self._finish()
 
     def _finish(self) -> None:
-        with self._lock:
-            if self._done.is_set():
+        with self._finish_lock:
+            if self._finishing:
                 return
-            if self._sampler is not None:
-                try:
-                    self._sampler.stop()
-                except Exception:
-                    pass
-            if self._server is not None:
-                self._server.close()
+            self._finishing = True
+        # Outside self._lock: their threads may be waiting in _on_event for it.
+        if self._sampler is not None:
+            try:
+                self._sampler.stop()
+            except Exception:
+                pass
+        if self._server is not None:
+            self._server.close()
+        with self._lock:
             end = self._child_end
             if end is None:
                 end = self._synthesize_end()

@@ -34,6 +34,9 @@ and the phase breakdown (:class:`PhaseEvent`) is
 * ``allreduce_total_s``: an all-reduce of buffers shaped like the gradients,
   timed alone (nothing to overlap with): the full cost of the exchange.
 
+With one replica nothing is exchanged: ``grads_fn`` is not run, the exposed
+all-reduce is 0 and ``allreduce_total_s`` is None.
+
 ``payload_bytes`` is the bytes of all trainable variables in the gradient dtype
 (sparse embedding gradients are made dense, so that is what travels);
 ``num_tensors`` the gradient tensors handed to the all-reduce (TensorFlow may
@@ -371,14 +374,18 @@ class Trainer:
                 continue
             if not self._probes_ready:  # compile the probe functions once, untimed
                 self._sync(self.compute_fn(batch))
-                self._sync(self.grads_fn(batch))
-                self._sync(self.allreduce_fn(self._buffers))
+                if self.num_replicas > 1:
+                    self._sync(self.grads_fn(batch))
+                    self._sync(self.allreduce_fn(self._buffers))
                 self._probes_ready = True
             if warmup or (step + 1) % k:
                 continue
             compute_s = self._timed(self.compute_fn, batch)
-            grads_s = self._timed(self.grads_fn, batch)
-            total_s = self._timed(self.allreduce_fn, self._buffers)
+            if self.num_replicas > 1:
+                grads_s = self._timed(self.grads_fn, batch)
+                total_s: float | None = self._timed(self.allreduce_fn, self._buffers)
+            else:  # one replica: nothing is exchanged, a difference would be noise
+                grads_s, total_s = compute_s, None
             train_s = end - got_batch
             yield PhaseEvent(
                 t=time.time(),

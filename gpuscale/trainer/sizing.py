@@ -76,8 +76,15 @@ def resolve_sizing(
                 f"pass --width {SEED_002_WIDTH} --global-batch {SEED_002_GLOBAL_BATCH} for the original."
             )
         else:
-            global_batch = SEED_002_GLOBAL_BATCH if not on_cpu else CPU_GLOBAL_BATCH
-            notes.append(f"global batch {global_batch}, strong scaling as in seed 002.")
+            if on_cpu:
+                global_batch = CPU_GLOBAL_BATCH
+                notes.append(
+                    f"global batch {global_batch} (seed 002's is {SEED_002_GLOBAL_BATCH}; smaller "
+                    "because there is no GPU), strong scaling."
+                )
+            else:
+                global_batch = SEED_002_GLOBAL_BATCH
+                notes.append(f"global batch {global_batch}, strong scaling, as in seed 002.")
     else:
         gpu_b, cpu_b = PER_REPLICA_DEFAULTS.get(config.model, USER_MODEL_BATCH)
         per_replica = cpu_b if on_cpu else gpu_b
