@@ -214,7 +214,12 @@ def _print_summary(run) -> None:
     s = (end.summary or {}) if end else {}
     if start is None:
         if run.error is None:
-            console.print("The trainer ended before it started training.")
+            stopped = end is not None and end.status == "stopped"
+            console.print(
+                "Stopped before training began (the trainer was still starting)."
+                if stopped
+                else "The trainer ended before training began."
+            )
         return
     console.print(
         f"[bold]{start.model}[/] on {start.num_replicas} x {_platform(start.platform)}: {_strategy(start)}"

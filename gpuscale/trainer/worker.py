@@ -111,6 +111,10 @@ def _describe_failure(exc: BaseException) -> str:
     return f"the trainer failed: {message}{where}"
 
 
+class _StoppedEarly(BaseException):
+    """SIGTERM/SIGINT before training began: nothing to finish, end at once."""
+
+
 def _watch_parent(emit: _Emitter, stop: threading.Event) -> None:
     """The parent holds our stdin open; EOF means it is gone (even ``kill -9``).
     Stop after the current step, and leave for good if that takes too long, so
@@ -142,11 +146,15 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     emit = _Emitter(client)
     stop = threading.Event()
+    training = threading.Event()
 
     def on_signal(signum, frame):
-        if not stop.is_set():
-            emit.log(f"received {signal.Signals(signum).name}: stopping after the current step")
+        first = not stop.is_set()
         stop.set()
+        if not training.is_set():  # still loading TensorFlow or building: leave now
+            raise _StoppedEarly
+        if first:
+            emit.log(f"received {signal.Signals(signum).name}: stopping after the current step")
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
@@ -173,7 +181,9 @@ def main(argv: list[str] | None = None) -> int:
             )
 
         warnings.showwarning = show_warning
-        steps, status = _train(config, emit, stop)
+        steps, status = _train(config, emit, stop, training)
+    except _StoppedEarly:
+        status = "stopped"
     except GpuscaleError as exc:
         emit(ErrorEvent(t=time.time(), message=str(exc)))
         status, code = "failed", exc.exit_code if exc.exit_code != 0 else 1
@@ -193,7 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
-def _train(config: TrainConfig, emit: _Emitter, stop: threading.Event) -> tuple[int, str]:
+def _train(
+    config: TrainConfig, emit: _Emitter, stop: threading.Event, training: threading.Event
+) -> tuple[int, str]:
     import tensorflow as tf  # only here: the parent never imports TensorFlow
 
     from gpuscale.trainer import loop
@@ -240,6 +252,9 @@ def _train(config: TrainConfig, emit: _Emitter, stop: threading.Event) -> tuple[
         )
     )
     steps = 0
+    training.set()  # from here a signal finishes the current step instead
+    if stop.is_set():
+        return 0, "stopped"
     for event in trainer.run(stop):
         emit(event)
         if event.__class__.__name__ == "StepEvent":
