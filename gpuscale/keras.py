@@ -470,9 +470,11 @@ class ScalingMonitor(keras.callbacks.Callback):
         self._open_recording(start.model, start.num_replicas, start.platform)
         shared = _Channel.client() is not None
         if (shared and _Channel.started) or self._started:
+            self._started = True
+            next_step = _Channel.steps_sent if shared else self.steps
             self._log(
                 f"training restarted ({start.model}, {start.strategy}, "
-                f"{start.num_replicas} replicas); steps continue from {self.steps}"
+                f"{start.num_replicas} replicas); steps continue from {next_step}"
             )
             return
         self._started = True

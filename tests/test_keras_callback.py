@@ -77,16 +77,21 @@ def test_fit_sends_start_steps_phases_end(reported_events):
 
 
 @pytest.mark.tf
-def test_custom_loop_steps_follow_fit(reported_events):
+def test_steps_per_execution_and_custom_loop_follow_fit(reported_events):
     steps = [e for e in reported_events if isinstance(e, StepEvent)]
-    loop_steps = steps[FIT_STEPS:]
-    assert [s.step for s in loop_steps] == [FIT_STEPS, FIT_STEPS + 1, FIT_STEPS + 2]
+    # steps_per_execution=2: one event per call of 2 steps, numbered by its last step
+    multi = steps[FIT_STEPS : FIT_STEPS + 2]
+    assert [s.step for s in multi] == [FIT_STEPS + 1, FIT_STEPS + 3]
+    assert all(s.samples == 32 for s in multi)  # per step, as for every StepEvent
+    loop_steps = steps[FIT_STEPS + 2 :]
+    first = FIT_STEPS + 4
+    assert [s.step for s in loop_steps] == [first, first + 1, first + 2]
     assert all(s.samples == 4 and s.step_time_s > 0 for s in loop_steps)
     ends = [e for e in reported_events if isinstance(e, EndEvent)]
-    assert [e.status for e in ends] == ["completed", "completed"]  # fit, then the loop
-    assert ends[0].steps == FIT_STEPS
+    assert [e.status for e in ends] == ["completed"] * 3  # two fits, then the loop
+    assert ends[0].steps == FIT_STEPS and ends[1].steps == 4
     logs = [e.message for e in reported_events if isinstance(e, LogEvent)]
-    assert any("training restarted" in m for m in logs)
+    assert sum("training restarted" in m for m in logs) == 2
 
 
 @pytest.mark.tf
@@ -100,10 +105,10 @@ def test_standalone_script_writes_its_own_recording(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     recordings = sorted((tmp_path / "runs").glob("*.ndjson"))
-    # the fit writes one recording, the custom loop (a second monitor) another
-    assert len(recordings) == 2, recordings
+    # each monitor writes its own recording: two fits and the custom loop
+    assert len(recordings) == 3, recordings
     assert "gpuscale replay" in proc.stderr
-    fit_run = next(load_run(p) for p in recordings if "tiny" in p.name)
+    fit_run = load_run(next(p for p in recordings if "tiny" in p.name))
     assert fit_run.start.model == "tiny" and fit_run.start.num_replicas == 2
     assert fit_run.end is not None and fit_run.end.status == "completed"
     assert len([e for e in fit_run.events if isinstance(e, StepEvent)]) == 4

@@ -3,8 +3,8 @@
     python train_tiny.py STEPS [SLEEP_S]
 
 Without TF_CONFIG: Keras ``fit`` under MirroredStrategy on 2 logical CPU devices
-with the ScalingMonitor callback, then 3 steps of a custom loop with
-``monitor.step()``. With TF_CONFIG: a custom loop under
+with the ScalingMonitor callback, then 4 steps with ``steps_per_execution=2``,
+then 3 steps of a custom loop with ``monitor.step()``. With TF_CONFIG: a custom loop under
 MultiWorkerMirroredStrategy with ``monitor.wrap()`` (Keras 3's ``fit`` does not
 support MultiWorkerMirroredStrategy: keras-team/keras#20585), sleeping SLEEP_S
 after each step so a test can kill a worker mid-run.
@@ -40,6 +40,16 @@ if "TF_CONFIG" not in os.environ:
     x = tf.random.normal((32 * steps, 8), seed=1)
     y = tf.zeros((32 * steps,), tf.int32)
     model.fit(x, y, batch_size=32, epochs=1, verbose=0, callbacks=[ScalingMonitor(every=3)])
+
+    # Keras running 2 steps per call: one event per call, the mean of its 2 steps
+    # (without a strategy: Keras 3.15's multi-step function fails under MirroredStrategy)
+    plain = tiny_model()
+    plain.compile(
+        "sgd",
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        steps_per_execution=2,
+    )
+    plain.fit(x[:128], y[:128], batch_size=32, verbose=0, callbacks=[ScalingMonitor(phases=False)])
 
     loop = ScalingMonitor(batch_size=4, phases=False)
     dense = keras.layers.Dense(2)
