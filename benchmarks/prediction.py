@@ -69,7 +69,7 @@ def live_points(counts: list[int], steps: int, scaling: str) -> list[SweepPoint]
 
     points = []
     for n in counts:
-        batch = {"batch_per_replica": 32} if scaling == "weak" else {"global_batch": 128}
+        batch = {"batch_per_replica": 32} if scaling == "weak" else {"global_batch": 96}
         config = TrainConfig(devices=n, width=32, steps=steps, warmup_steps=5, **batch)
         run = LiveRun(config, record=None)
         acc = RunAccumulator()
@@ -109,7 +109,7 @@ def show(cases: list[Case]) -> list[float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=40, help="steps per live run (5 warm-up)")
+    parser.add_argument("--steps", type=int, default=60, help="steps per live run (5 warm-up)")
     parser.add_argument("--no-live", action="store_true", help="skip the live sweep here")
     args = parser.parse_args()
 
