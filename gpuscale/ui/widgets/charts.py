@@ -36,13 +36,32 @@ def _empty(width: int, message: str) -> Text:
     return Text(message, style="dim")
 
 
+def binned(xs: list[float], ys: list[float], max_points: int) -> tuple[list[float], list[float]]:
+    """At most ``max_points`` points: consecutive groups of equal size averaged
+    (x and y), so a long run costs no more to draw than the panel can show."""
+    if len(xs) <= max_points:
+        return xs, ys
+    group = -(-len(xs) // max_points)
+    out_x, out_y = [], []
+    for start in range(0, len(xs), group):
+        chunk_x, chunk_y = xs[start : start + group], ys[start : start + group]
+        out_x.append(sum(chunk_x) / len(chunk_x))
+        out_y.append(sum(chunk_y) / len(chunk_y))
+    return out_x, out_y
+
+
 def build_step_chart(snap: Snapshot, width: int, height: int) -> Text:
-    """Step time and throughput against the step number."""
+    """Step time and throughput against the step number (the last steps kept by
+    the model; averaged in groups when there are more than two per column)."""
     if len(snap.steps_t) < 2:
         return _empty(width, "step times appear here after the first steps")
     plot = _new_plot(width, height)
-    plot.plot(snap.steps_t, [t * 1000 for t in snap.step_times_s], color="cyan", marker="braille")
-    plot.plot(snap.steps_t, snap.throughputs, color="orange", yside="right", marker="braille")
+    steps = [float(s) for s in snap.steps_t]
+    max_points = max(2 * (width - 16), 8)
+    x, y = binned(steps, [t * 1000 for t in snap.step_times_s], max_points)
+    plot.plot(x, y, color="cyan", marker="braille")
+    x, y = binned(steps, snap.throughputs, max_points)
+    plot.plot(x, y, color="orange", yside="right", marker="braille")
     plot.xlabel("step")
     return Text.from_ansi(plot.build(), no_wrap=True)
 
