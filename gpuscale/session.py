@@ -330,11 +330,17 @@ class LiveRun:
         except ImportError:
             self.recording_problem = "recording is not available in this installation"
             return
-        path = (
-            default_path(start.model or self.config.model, start.num_replicas, start.platform)
-            if self.record == "default"
-            else Path(self.record)
-        )
+        try:
+            path = (
+                default_path(start.model or self.config.model, start.num_replicas, start.platform)
+                if self.record == "default"
+                else Path(self.record)
+            )
+        except (OSError, GpuscaleError) as exc:
+            self.recording_problem = f"cannot choose a recording file: {exc}"
+            if self._on_problem is not None:
+                self._on_problem(self.recording_problem)
+            return
 
         def problem(message: str) -> None:
             self.recording_problem = message

@@ -258,5 +258,5 @@ def _print_summary(run) -> None:
         console.print(f"  [dim]note: {start.note}[/]")
     if run.recording_path:
         console.print(f"  recorded to {run.recording_path}")
-    elif run.recording_problem:
-        console.print(f"  [yellow]not recorded: {run.recording_problem}[/]")
+    if run.recording_problem:
+        console.print(f"  [yellow]recording problem: {run.recording_problem}[/]")
