@@ -653,26 +653,24 @@ class ScalingMonitor(keras.callbacks.Callback):
         if self._ended:
             return
         self._ended = True
-        summary = None
+        end = EndEvent(
+            t=time.time(),
+            worker=self.worker,
+            status=status,
+            steps=self.steps,
+            duration_s=time.perf_counter() - self._t0,
+        )
         if self._recorder is not None:
             try:
                 import msgspec
 
                 from gpuscale.analysis.summary import summarize
 
-                summary = msgspec.to_builtins(summarize(self._events))
+                summary = msgspec.to_builtins(summarize([*self._events, end]))
+                end = msgspec.structs.replace(end, summary=summary)
             except Exception:  # the summary is a convenience; the recording is what matters
-                summary = None
-        self._emit(
-            EndEvent(
-                t=time.time(),
-                worker=self.worker,
-                status=status,
-                steps=self.steps,
-                duration_s=time.perf_counter() - self._t0,
-                summary=summary,
-            )
-        )
+                pass
+        self._emit(end)
         if self._recorder is not None:
             self._recorder.close()
             print(

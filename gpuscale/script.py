@@ -780,23 +780,18 @@ class _PumpState:
             status = "completed"
         run.returncode = next(iter(failed.values()), 0) if failed else 0
         steps = max(self.steps.values(), default=0)
-        summary = None
+        run.status = status
+        end = EndEvent(
+            t=time.time(), status=status, steps=steps, duration_s=time.perf_counter() - run._t0
+        )
         try:
             from gpuscale.analysis.summary import summarize
 
-            summary = msgspec.to_builtins(summarize(self.analysis_events))
+            summary = msgspec.to_builtins(summarize([*self.analysis_events, end]))
+            end = msgspec.structs.replace(end, summary=summary)
         except Exception:  # the summary is a convenience; the events are recorded
-            summary = None
-        run.status = status
-        self.publish(
-            EndEvent(
-                t=time.time(),
-                status=status,
-                steps=steps,
-                duration_s=time.perf_counter() - run._t0,
-                summary=summary,
-            )
-        )
+            pass
+        self.publish(end)
 
     def fail_internal(self, exc: Exception) -> None:
         run = self.run_
