@@ -50,6 +50,10 @@ from gpuscale.errors import GpuscaleError
 DEFAULT_MIN_EFFICIENCY = 0.6
 """Floor on marginal efficiency; see the module docstring for why not 0.7."""
 
+NOISY_SPREAD = 0.5
+"""A step-time spread ``(p90 - p10) / median`` above this is called noisy: the
+middle 80 % of steps then differ by more than half a step."""
+
 
 class WalkStep(msgspec.Struct, kw_only=True):
     """One step of the walk: from the last accepted count to the next."""
@@ -226,7 +230,8 @@ def recommend(
         throughput=chosen.throughput,
         speedup=speedup,
         efficiency=eff,
-        baseline=f"{base.config} on {base.devices} device{'s' if base.devices > 1 else ''}",
+        baseline=(f"'{base.config}' on " if len(groups) > 1 else "")
+        + f"{base.devices} device{'s' if base.devices > 1 else ''}",
         min_efficiency=min_efficiency,
         reasons=[],
         advice=[],
@@ -353,6 +358,8 @@ def _mb(n: float) -> str:
 
 
 def _gbs(n: float) -> str:
+    if n < 1e9:
+        return f"{n / 1e6:.3g} MB/s"
     return f"{n / 1e9:.2g} GB/s" if n < 1e10 else f"{n / 1e9:.0f} GB/s"
 
 
@@ -664,6 +671,10 @@ def _confidence(rec: Recommendation, groups: Sequence[_Group], walk: Sequence[Wa
             bits.append(f"{min(steps)}-{max(steps)} steps per point")
         if spreads:
             bits.append(f"step-time spread (p10-p90) up to {_pct(max(spreads))}")
+            if max(spreads) > NOISY_SPREAD:
+                bits.append(
+                    "noisy: something else shares the machine, measure again when it is quiet"
+                )
         else:
             bits.append("spread not given")
         m = g.model
