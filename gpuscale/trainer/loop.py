@@ -58,6 +58,7 @@ What it cannot see
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -83,6 +84,8 @@ class DevicePlan:
     names: list[str]
     """TensorFlow device names, one per replica."""
     infos: list[DeviceInfo]
+    warning: str = ""
+    """Something the user should know about the device choice ("" if nothing)."""
 
 
 def setup_devices(config: TrainConfig) -> DevicePlan:
@@ -112,9 +115,16 @@ def setup_devices(config: TrainConfig) -> DevicePlan:
                 )
             )
         return DevicePlan("gpu", [d.name for d in logical], infos)
+    hint = ""
+    if _nvidia_driver_present():
+        hint = (
+            " although an NVIDIA driver is loaded: this TensorFlow has no CUDA support "
+            "(pip install 'tensorflow[and-cuda]', or gpuscale's [cuda] extra)"
+        )
     if config.gpus is not None:
         raise GpuscaleError(
-            "--gpus: TensorFlow sees no GPU on this machine; use --devices N for N logical CPU devices"
+            f"--gpus: TensorFlow sees no GPU{hint or ' on this machine'}; "
+            "use --devices N for N logical CPU devices"
         )
     n = config.devices or (1 if config.strategy == "one-device" else 2)
     cpu = tf.config.list_physical_devices("CPU")[0]
@@ -126,7 +136,17 @@ def setup_devices(config: TrainConfig) -> DevicePlan:
         DeviceInfo(index=i, name=f"CPU logical device {i}", kind="cpu-logical", tf_name=d.name)
         for i, d in enumerate(logical)
     ]
-    return DevicePlan("cpu-logical", [d.name for d in logical], infos)
+    return DevicePlan(
+        "cpu-logical",
+        [d.name for d in logical],
+        infos,
+        f"TensorFlow sees no GPU{hint}." if hint else "",
+    )
+
+
+def _nvidia_driver_present() -> bool:
+    """The NVIDIA kernel driver is loaded (so GPUs exist even if TensorFlow cannot use them)."""
+    return os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidiactl")
 
 
 def build_strategy(
@@ -198,7 +218,7 @@ class Trainer:
         self.strategy, self.cross_device_ops, strategy_note = build_strategy(config, plan)
         self.num_replicas = self.strategy.num_replicas_in_sync
         self.sizing: Sizing = resolve_sizing(config, plan.platform, self.num_replicas, cpu_count)
-        notes = [self.sizing.note, strategy_note]
+        notes = [plan.warning, self.sizing.note, strategy_note]
         if config.mixed_precision:
             policy = "mixed_float16" if plan.platform == "gpu" else "mixed_bfloat16"
             keras.mixed_precision.set_global_policy(policy)

@@ -212,6 +212,8 @@ def _train(
 
     tf.get_logger().setLevel(logging.WARNING)
     plan = loop.setup_devices(config)
+    if plan.warning:
+        emit.log(plan.warning, "warning")
     trainer = loop.Trainer(config, plan)
     emit(
         StartEvent(
