@@ -71,7 +71,7 @@ def advice_content(summary: RunSummary | None) -> Content:
         )
         lines += [
             _row("compute", _ms(s.compute_s), "green"),
-            _row("all-reduce", f"{_ms(s.allreduce_s)} exposed ({_pct(s.comm_share)})", comm_style),
+            _row("all-reduce", f"{_ms(s.allreduce_s)} ({_pct(s.comm_share)}) exposed", comm_style),
             _row("apply", _ms(s.apply_s)),
             _row("input wait", f"{_ms(s.input_s)} ({_pct(s.input_share)})"),
             _row("compute:comm", ratio),

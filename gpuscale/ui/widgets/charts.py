@@ -17,7 +17,7 @@ STEP_CHART = "chart-steps"
 BREAKDOWN_CHART = "chart-breakdown"
 UTIL_CHART = "chart-util"
 CHART_TITLES = {
-    STEP_CHART: "Step time ms (left) · samples/s (right)",
+    STEP_CHART: "Step time ms · samples/s (right)",
     BREAKDOWN_CHART: "Phases per step (ms)",
     UTIL_CHART: "Utilization (%)",
 }

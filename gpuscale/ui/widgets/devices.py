@@ -165,7 +165,7 @@ class DeviceCard(Vertical):
             if compact:
                 body.update(
                     Content.assemble(
-                        (f"CPU:{device.index}", "bold"), " logical device (shares host cores)"
+                        (f"CPU:{device.index}", "bold"), " logical device, uses host cores"
                     )
                 )
             else:

@@ -9,22 +9,24 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-LIVE_KEYS = [
-    ("q", "quit: stops the trainer cleanly and finalizes the recording"),
-    ("p", "pause / resume the display (the run goes on)"),
-    ("s", "save a screenshot (SVG) in the current directory"),
-    ("c", "next chart (when the screen shows one chart at a time)"),
+COMMON_KEYS = [
+    ("q", "quit; a live run is stopped cleanly first"),
+    ("p", "freeze the display (the run goes on)"),
+    ("s", "save an SVG screenshot in this directory"),
+    ("c", "next chart (narrow screens show one)"),
     ("t", "light / dark theme"),
-    ("tab / shift+tab", "move between panels; up/down/pgup/pgdn scroll the focused panel"),
-    ("e", "show the error again (after a failed run)"),
+    ("tab / shift+tab", "next / previous panel"),
+    ("↑ ↓ pgup pgdn", "scroll the focused panel"),
+    ("e", "show the error again (failed runs)"),
     ("ctrl+p", "command palette"),
     ("?", "this help"),
 ]
+LIVE_KEYS = [("← / →", "previous / next panel")]
 REPLAY_KEYS = [
     ("space", "pause / resume the replay"),
-    ("left / right", "seek back / forward 10 s of run time"),
+    ("← / →", "seek 10 s back / forward"),
     ("+ / -", "faster / slower (0.25x to 100x)"),
-    ("home / end", "back to the start / jump to the final state"),
+    ("home / end", "back to the start / the final state"),
 ]
 
 
@@ -38,9 +40,11 @@ class HelpScreen(ModalScreen[None]):
         self.replay = replay
 
     def compose(self) -> ComposeResult:
-        rows = LIVE_KEYS + (REPLAY_KEYS if self.replay else [])
+        rows = (REPLAY_KEYS if self.replay else LIVE_KEYS) + COMMON_KEYS
+        title = "Replay keys" if self.replay else "Live run keys"
         text = Content("\n").join(
-            Content.assemble((f"{key:>16}", "bold $accent"), "  ", what) for key, what in rows
+            [Content.styled(title, "bold"), Content("")]
+            + [Content.assemble((f"{key:>15}", "bold $accent"), "  ", what) for key, what in rows]
         )
         with Vertical(id="help-box"):
             yield Static(text)
