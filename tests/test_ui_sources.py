@@ -178,3 +178,13 @@ def test_replay_command_exit_2_for_unreadable_files(tmp_path, capsys):
     assert main(["replay", str(tmp_path / "nope.ndjson")]) == 2
     assert main(["replay", str(tmp_path)]) == 2
     assert main(["replay", str(bad), "--speed", "-1"]) == 2
+
+
+def test_replay_of_a_sweep_file_points_to_recommend(tmp_path, capsys):
+    from gpuscale.cli import main
+
+    sweep = tmp_path / "sweep.json"
+    sweep.write_text('{\n  "points": [{"devices": 1, "step_time_s": 0.5}]\n}\n')
+    assert main(["replay", str(sweep)]) == 2
+    err = capsys.readouterr().err
+    assert "sweep file" in err and "recommend --from" in err

@@ -30,6 +30,20 @@ def register(sub) -> None:
     parser.set_defaults(func=main)
 
 
+def _is_sweep_file(path: Path) -> bool:
+    """A whole-file JSON document (what ``gpuscale recommend --json`` writes)
+    rather than one event per line."""
+    import json
+
+    try:
+        if path.stat().st_size > 10 * 2**20:
+            return False
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(document, dict) and "kind" not in document
+
+
 def main(args: argparse.Namespace) -> int:
     from gpuscale.errors import GpuscaleError
     from gpuscale.ui.sources import ReplaySource
@@ -41,7 +55,15 @@ def main(args: argparse.Namespace) -> int:
     # Read (and validate) the whole file before the screen opens: an unusable
     # file is one line and exit 2; a forgivable problem (a cut last line, no
     # end event) is shown inside the dashboard.
-    source = ReplaySource(args.file, speed=args.speed, end=args.end)
+    try:
+        source = ReplaySource(args.file, speed=args.speed, end=args.end)
+    except GpuscaleError:
+        if _is_sweep_file(args.file):
+            raise GpuscaleError(
+                f"{args.file} is a sweep file (device counts and their throughput), not a run "
+                f"recording; read it with 'gpuscale recommend --from {args.file}'"
+            ) from None
+        raise
 
     from gpuscale.ui.app import build_app
 

@@ -28,7 +28,7 @@ from gpuscale.events.schema import EndEvent
 from gpuscale.ui.messages import AdviceReady, ChartsReady, ChartTexts, RunFailed, RunFinished
 from gpuscale.ui.model import RunModel, Snapshot
 from gpuscale.ui.sources import EventSource, ReplaySource
-from gpuscale.ui.widgets.advice import AdvicePanel
+from gpuscale.ui.widgets.advice import AdvicePanel, predict_from_run
 from gpuscale.ui.widgets.charts import (
     BREAKDOWN_CHART,
     BUILDERS,
@@ -194,7 +194,7 @@ class GpuscaleApp(App[int]):
         self.device_grid.show(snap)
         log.show(snap.epoch, snap.logs)
         if snap.version != self._charted_version and self._summary is None:
-            self.advice_panel.show(None, final=False)
+            self.advice_panel.show(None, None, final=False)
         self.frames += 1
         self.frame_time_total_s += time.perf_counter() - started
 
@@ -221,8 +221,13 @@ class GpuscaleApp(App[int]):
         """Charts and the analysis, off the UI thread; results arrive as messages."""
         self._charted_sizes = sizes
         self.post_message(ChartsReady(self.compute_charts(sizes)))
+        self.post_message(AdviceReady(self.analyze()))
+
+    def analyze(self) -> tuple[int, object, object]:
+        """(model version, RunSummary, Recommendation or None) for the panel; the
+        recommendation from this one run predicts other device counts."""
         version, summary = self.model.summary()
-        self.post_message(AdviceReady((version, summary)))
+        return version, summary, predict_from_run(self.model.start, summary)
 
     def compute_charts(self, sizes: dict[str, tuple[int, int]]) -> ChartTexts:
         snap = self.model.snapshot(logs_after=2**62)
@@ -242,12 +247,12 @@ class GpuscaleApp(App[int]):
                 self.charts[chart_id].update(text)  # else drawn for a size now gone
 
     def on_advice_ready(self, message: AdviceReady) -> None:
-        version, summary = message.analysis  # type: ignore[misc]
+        version, summary, recommendation = message.analysis  # type: ignore[misc]
         if version < self._summary_version:
             return
         self._summary_version = version
         self._summary = summary
-        self.advice_panel.show(summary, final=self.model.end is not None)
+        self.advice_panel.show(summary, recommendation, final=self.model.end is not None)
 
     async def settle(self) -> None:
         """Absorb everything the source has ready now and draw it all, charts
@@ -256,7 +261,7 @@ class GpuscaleApp(App[int]):
             pass
         self.redraw(force=True)
         self.on_charts_ready(ChartsReady(self.compute_charts(self._chart_sizes())))
-        self.on_advice_ready(AdviceReady(self.model.summary()))
+        self.on_advice_ready(AdviceReady(self.analyze()))
 
     # -- run end and failure -------------------------------------------------------
     def on_run_finished(self, message: RunFinished) -> None:

@@ -10,12 +10,27 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
+from gpuscale.analysis.recommend import NOISY_SPREAD, Recommendation
 from gpuscale.analysis.summary import RunSummary
+from gpuscale.events.schema import StartEvent
 from gpuscale.ui import formatting as fmt
 
 ENOUGH_STEPS = 20
 """Fewer counted steps than this and the medians are called preliminary."""
-NOISY_SPREAD = 0.25
+
+
+def predict_from_run(start: StartEvent | None, summary: RunSummary) -> Recommendation | None:
+    """What ``gpuscale recommend`` says from this run alone (its predictions for
+    other device counts rest on this one count); None until it can say anything."""
+    if start is None or not summary.steps_counted:
+        return None
+    try:
+        from gpuscale.analysis.recommend import recommend
+        from gpuscale.analysis.sweep import point_from_summary
+
+        return recommend([point_from_summary(summary, start, "live")])
+    except Exception:  # not enough evidence yet (e.g. no throughput): say nothing
+        return None
 
 
 def _ms(value_s: float | None) -> str:
@@ -54,7 +69,23 @@ def _row(label: str, value: str | Content, style: str = "") -> Content:
     return Content.assemble((f"{label:<13}", "bold"), value)
 
 
-def advice_content(summary: RunSummary | None) -> Content:
+def _predictions(rec: Recommendation) -> list[Content]:
+    measured = [row for row in rec.table if not row.predicted]
+    predicted = [row for row in rec.table if row.predicted and row.speedup]
+    if not measured or not predicted:
+        return []
+    base = measured[0].devices
+    parts = [f"{row.devices}: {row.speedup:.2f}x" for row in predicted]
+    return [
+        _row("predicted", " · ".join(parts)),
+        Content.styled(
+            f"N: speedup at N devices vs {base}; from this run alone (unchecked)",
+            "$text-muted",
+        ),
+    ]
+
+
+def advice_content(summary: RunSummary | None, rec: Recommendation | None = None) -> Content:
     """The panel's text for a summary (``None``: nothing measured yet): one fact
     a line, short enough for a 36-column panel."""
     if summary is None or summary.steps_total == 0:
@@ -88,6 +119,8 @@ def advice_content(summary: RunSummary | None) -> Content:
                 "1 device: nothing to all-reduce; `gpuscale recommend` sweeps counts", "$text-muted"
             )
         )
+    if rec is not None:
+        lines += _predictions(rec)
     level, reason = confidence(s)
     style = {"low": "$text-warning", "none": "$text-muted"}.get(level, "$text-success")
     lines.append(_row("confidence", level, f"bold {style}"))
@@ -107,6 +140,8 @@ class AdvicePanel(VerticalScroll, can_focus=True):
     def compose(self):
         yield self.body
 
-    def show(self, summary: RunSummary | None, final: bool) -> None:
+    def show(
+        self, summary: RunSummary | None, recommendation: Recommendation | None, final: bool
+    ) -> None:
         self.border_title = "Final summary" if final else "Recommendation (so far)"
-        self.body.update(advice_content(summary))
+        self.body.update(advice_content(summary, recommendation))
