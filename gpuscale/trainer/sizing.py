@@ -1,9 +1,9 @@
 """Defaults the trainer picks once it knows the devices (no TensorFlow here).
 
 On GPUs the defaults are the real workloads (seed 002's mnist-cnn: 128 channels,
-global batch 1024, strong scaling). On a CPU-only machine those would take about
-a minute per step on 2 cores, so, unless the user set them, the width and batch
-shrink to something that steps several times a second; the note says so.
+global batch 1024, strong scaling). On a CPU-only machine those take 12-25 s per
+step on 2 cores, so, unless the user set them, the width and batch shrink to
+something that steps several times a second; the note says so.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ SEED_002_WIDTH = 128
 SEED_002_GLOBAL_BATCH = 1024
 CPU_WIDTH = 32
 """mnist-cnn width picked on CPU. Measured on 2 shared cores, 2 logical devices,
-TF 2.21: width 128 at global batch 128 ~0.9 s/step (so ~1 min at 1024, seed 002);
-width 64 at 128 ~0.25 s/step; width 32 at 128 ~0.12 s/step (picked: ~8 steps/s,
-still six real convolutions); width 32 at 64 ~0.04 s/step."""
+TF 2.21: width 128 at global batch 1024 (seed 002) 12-25 s/step; width 128 at 128
+~0.9 s/step; width 64 at 128 ~0.25 s/step; width 32 at 128 0.08-0.15 s/step
+(picked: about 10 steps/s, still six real convolutions); width 32 at 64 ~0.04 s/step."""
 CPU_GLOBAL_BATCH = 128
 
 PER_REPLICA_DEFAULTS = {
@@ -72,7 +72,7 @@ def resolve_sizing(
             notes.append(
                 f"CPU only ({cpu_count} cores): mnist-cnn shrunk to {CPU_WIDTH} channels and global batch "
                 f"{CPU_GLOBAL_BATCH} so it steps several times a second (seed 002's {SEED_002_WIDTH} channels "
-                f"at batch {SEED_002_GLOBAL_BATCH} take about a minute per step on 2 cores); "
+                f"at batch {SEED_002_GLOBAL_BATCH} take 12-25 s per step on 2 cores); "
                 f"pass --width {SEED_002_WIDTH} --global-batch {SEED_002_GLOBAL_BATCH} for the original."
             )
         else:
