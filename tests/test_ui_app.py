@@ -244,3 +244,26 @@ async def test_theme_toggle_and_panels():
         await pilot.press("c")
         shown = [c.id for c in app.query(".chart.-shown")]
         assert shown == ["chart-breakdown"]
+
+
+async def test_debug_log_lines_are_hidden_until_asked_for():
+    from gpuscale.events.schema import LogEvent
+
+    events = cpu_run()
+    t = events[0].t + 0.5
+    events.insert(1, LogEvent(t=t, message="failed call to cuInit (harmless)", level="debug"))
+    app = build_app(replay(events, end=True))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        log = app.query_one(LogPane)
+
+        def text() -> str:
+            return "\n".join(str(line.text) for line in log.lines)
+
+        assert "cuInit" not in text() and "1 debug line hidden" in str(log.border_subtitle)
+        await pilot.press("d")
+        await pilot.pause()
+        assert "cuInit" in text()
+        await pilot.press("d")
+        await pilot.pause()
+        assert "cuInit" not in text()

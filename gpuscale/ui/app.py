@@ -68,6 +68,7 @@ class GpuscaleApp(App[int]):
         Binding("s", "screenshot", "SVG"),
         Binding("c", "next_chart", "Chart"),
         Binding("t", "toggle_theme", "Theme", show=False),
+        Binding("d", "toggle_debug", "Debug lines", show=False),
         Binding("e", "show_error", "Error", show=False),
     ]
     REPLAY_ONLY = {"toggle_replay", "speed", "jump_end", "restart", "seek"}
@@ -388,6 +389,10 @@ class GpuscaleApp(App[int]):
         for n, chart_id in enumerate(CHART_IDS):
             self.charts[chart_id].set_class(n == self._chart_index, "-shown")
         self.call_after_refresh(lambda: self.build_charts(self._chart_sizes()))
+
+    def action_toggle_debug(self) -> None:
+        self.log_pane.toggle_debug()
+        self.redraw(force=True)
 
     def action_toggle_theme(self) -> None:
         self.theme = "textual-light" if self.current_theme.dark else "textual-dark"

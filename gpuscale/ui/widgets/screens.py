@@ -15,6 +15,7 @@ COMMON_KEYS = [
     ("s", "save an SVG screenshot in this directory"),
     ("c", "next chart (narrow screens show one)"),
     ("t", "light / dark theme"),
+    ("d", "show / hide debug lines in the log"),
     ("tab / shift+tab", "next / previous panel"),
     ("↑ ↓ pgup pgdn", "scroll the focused panel"),
     ("e", "show the error again (failed runs)"),
