@@ -248,6 +248,13 @@ def _print_summary(run) -> None:
             console.print(
                 f"  all-reduce alone: {_ms(s['allreduce_total_s'])} for {_bytes(s.get('payload_bytes'))} of gradients"
             )
+            exposed, alone = s.get("allreduce_s"), s["allreduce_total_s"]
+            if exposed is not None and exposed > 2 * alone + 0.001:
+                console.print(
+                    "  [yellow]the exposed all-reduce is over twice the all-reduce timed alone: the "
+                    f"probes may be noisy ({s['phase_steps']} of them; a busy machine?) or replicas "
+                    "wait for each other; more --steps give steadier medians[/]"
+                )
         if start.platform == "cpu-logical":
             console.print(
                 "  [dim](CPU logical devices: the all-reduce is a memory copy, not a GPU link)[/]"
