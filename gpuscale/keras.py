@@ -385,6 +385,7 @@ class ScalingMonitor(keras.callbacks.Callback):
         self._strategy_info: dict[str, Any] | None = None
         self._strategy: tf.distribute.Strategy | None = None
         self._started = False
+        self._pending_start = False
         self._last_index = -1
 
     # events --------------------------------------------------------------------------
@@ -427,12 +428,13 @@ class ScalingMonitor(keras.callbacks.Callback):
         self._recorder = Recorder(path, on_problem=problem)
 
     # the start -----------------------------------------------------------------------
-    def _start_event(self, model: Any, strategy: tf.distribute.Strategy) -> StartEvent:
+    def _start_event(
+        self, model: Any, strategy: tf.distribute.Strategy, global_batch: int
+    ) -> StartEvent:
         info = describe_strategy(strategy)
         self._strategy_info = info
         params, payload = _trainable_bytes(model) if model is not None else (None, None)
         replicas = info["num_replicas"]
-        global_batch = self.batch_size or 0
         return StartEvent(
             t=time.time(),
             worker=self.worker,
@@ -461,12 +463,17 @@ class ScalingMonitor(keras.callbacks.Callback):
             payload_bytes=payload,
             mixed_precision=keras.config.dtype_policy().name != "float32",
             pids=[os.getpid()],
-            note=None if global_batch else "samples per step counted in the train step",
+            note=(
+                "the batch is the script's own: gpuscale cannot tell whether it grows with "
+                "the replicas (weak scaling) or is split among them (strong)"
+            ),
         )
 
-    def _begin(self, model: Any, strategy: tf.distribute.Strategy) -> None:
+    def _begin(
+        self, model: Any, strategy: tf.distribute.Strategy, global_batch: int | None = None
+    ) -> None:
         self._strategy = strategy
-        start = self._start_event(model, strategy)
+        start = self._start_event(model, strategy, global_batch or self.batch_size or 0)
         self._open_recording(start.model, start.num_replicas, start.platform)
         shared = _Channel.client() is not None
         if (shared and _Channel.started) or self._started:
@@ -539,7 +546,11 @@ class ScalingMonitor(keras.callbacks.Callback):
         return total * workers
 
     def on_train_begin(self, logs: dict | None = None) -> None:
-        self._begin(self.model, _strategy_of(self.model))
+        # The start goes out after the first step, when the batch is known (the
+        # first step also traces the model, so nothing is shown any later).
+        self._strategy = _strategy_of(self.model)
+        self._strategy_info = describe_strategy(self._strategy)
+        self._pending_start = True
         self._ended = False
         self._last_samples = self._samples_seen()
 
@@ -570,7 +581,11 @@ class ScalingMonitor(keras.callbacks.Callback):
         elapsed = time.perf_counter() - self._batch_start
         self._batch_start = None
         executed = max(1, int(getattr(self.model, "steps_per_execution", 1) or 1))
-        self.record_step(elapsed / executed, self._step_samples(executed), steps=executed)
+        samples = self._step_samples(executed)
+        if self._pending_start:
+            self._pending_start = False
+            self._begin(self.model, self._strategy, samples)
+        self.record_step(elapsed / executed, samples, steps=executed)
 
     def record_step(self, step_time_s: float, samples: int, *, steps: int = 1) -> None:
         """Report ``steps`` steps whose mean time was ``step_time_s`` (synchronised)."""
@@ -653,6 +668,8 @@ class ScalingMonitor(keras.callbacks.Callback):
         if self._ended:
             return
         self._ended = True
+        if not self._started:  # no step ran: there is no run to end
+            return
         end = EndEvent(
             t=time.time(),
             worker=self.worker,

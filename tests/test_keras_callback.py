@@ -61,6 +61,7 @@ def test_fit_sends_start_steps_phases_end(reported_events):
     assert start.platform == "cpu-logical" and len(start.devices) == 2
     assert start.cross_device_ops == "collective"  # TensorFlow's pick on CPU
     assert start.param_count == TINY_PARAMS and start.payload_bytes == TINY_PARAMS * 4
+    assert start.global_batch == 32 and start.per_replica_batch == 16  # sent after step 1
 
     fit_steps = [e for e in reported_events if isinstance(e, StepEvent)][:FIT_STEPS]
     assert [s.step for s in fit_steps] == list(range(FIT_STEPS))
@@ -108,7 +109,7 @@ def test_standalone_script_writes_its_own_recording(tmp_path):
     # each monitor writes its own recording: two fits and the custom loop
     assert len(recordings) == 3, recordings
     assert "gpuscale replay" in proc.stderr
-    fit_run = load_run(next(p for p in recordings if "tiny" in p.name))
+    fit_run = load_run(next(p for p in recordings if p.name.endswith("_tiny_2xcpu.ndjson")))
     assert fit_run.start.model == "tiny" and fit_run.start.num_replicas == 2
     assert fit_run.end is not None and fit_run.end.status == "completed"
     assert len([e for e in fit_run.events if isinstance(e, StepEvent)]) == 4
