@@ -100,21 +100,51 @@ def test_recording_holds_the_run(finished_run):
     assert sum(isinstance(e, StepEvent) for e in loaded.events) == 14
 
 
+# `gpuscale` as a user runs it, with the NVML stand-in (never real NVML in tests).
+CLI_WITH_FAKE_NVML = (
+    "import functools, sys\n"
+    f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+    "from fake_nvml import FakeNvml\n"
+    "import gpuscale.session as session\n"
+    "session.LiveRun.__init__ = functools.partialmethod(\n"
+    "    session.LiveRun.__init__, nvml=FakeNvml.scenario('no-driver'))\n"
+    "from gpuscale.cli import main\n"
+    "sys.exit(main(sys.argv[1:]))\n"
+)
+
+
+def test_failing_user_model_is_one_paragraph_and_exit_1(tmp_path):
+    (tmp_path / "badmodels.py").write_text(
+        "def build():\n    raise RuntimeError('no weights here')\n"
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            CLI_WITH_FAKE_NVML,
+            "run",
+            "--model",
+            "badmodels:build",
+            "--no-record",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 1, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("gpuscale: error:")]
+    assert len(errors) == 1
+    assert "RuntimeError: no weights here" in errors[0]
+    assert "badmodels.py:2 in build" in errors[0]
+    assert "Traceback" not in result.stderr + result.stdout
+
+
 def test_ctrl_c_stops_gpuscale_run_and_leaves_no_orphan(tmp_path):
     """SIGINT to the `gpuscale run` process only (the trainer is in its own
     session, as after a Ctrl-C in a terminal): exit 130 within 5 s, summary
     printed, trainer gone."""
     recording = tmp_path / "interrupted.ndjson"
-    driver = (
-        "import functools, sys\n"
-        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
-        "from fake_nvml import FakeNvml\n"
-        "import gpuscale.session as session\n"
-        "session.LiveRun.__init__ = functools.partialmethod(\n"
-        "    session.LiveRun.__init__, nvml=FakeNvml.scenario('no-driver'))\n"
-        "from gpuscale.cli import main\n"
-        "sys.exit(main(sys.argv[1:]))\n"
-    )
     argv = [
         "run",
         "--width",
@@ -127,7 +157,7 @@ def test_ctrl_c_stops_gpuscale_run_and_leaves_no_orphan(tmp_path):
         str(recording),
     ]
     proc = subprocess.Popen(
-        [sys.executable, "-c", driver, *argv],
+        [sys.executable, "-c", CLI_WITH_FAKE_NVML, *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
