@@ -34,7 +34,7 @@ async def test_dashboard_shows_a_script_without_callback_and_how_to_add_it(tmp_p
         log_text = "\n".join(str(line.text) for line in app.query_one(LogPane).lines)
         assert "epoch 1 done" in log_text
         assert "step times are unavailable" in log_text
-        assert "ScalingMonitor()" in log_text
+        assert "callbacks=[gpuscale.keras.ScalingMonitor()]" in log_text
         assert "COMPLETED" in str(app.query_one(RunHeader).render())
     source.stop()
     await asyncio.sleep(0)
