@@ -95,3 +95,32 @@ def test_local_tf_configs_are_one_cluster_on_loopback():
     assert len(set(workers)) == 3 and all(w.startswith("127.0.0.1:") for w in workers)
     assert [c["task"]["index"] for c in configs] == [0, 1, 2]
     assert all(c["cluster"]["worker"] == workers for c in configs)
+
+
+@pytest.mark.parametrize(
+    ("env", "needle"),
+    [
+        ({"SLURM_JOB_ID": "1"}, "SLURM_JOB_NODELIST"),
+        ({"SLURM_JOB_ID": "1", "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_PROCID": "x"}, "integers"),
+        (
+            {
+                "SLURM_JOB_ID": "1",
+                "SLURM_JOB_NODELIST": "n1",
+                "SLURM_NTASKS": "2",
+                "SLURM_PROCID": "2",
+            },
+            "outside",
+        ),
+        ({"SLURM_JOB_ID": "1", "SLURM_JOB_NODELIST": "n[a-b]"}, "node list"),
+    ],
+)
+def test_bad_slurm_environment_is_one_clear_error(env, needle):
+    with pytest.raises(GpuscaleError, match=needle):
+        cluster.resolve(env)
+
+
+def test_launching_a_missing_program_is_a_clear_error(tmp_path):
+    with pytest.raises(GpuscaleError, match="cannot start"):
+        cluster.launch_local_workers(
+            [str(tmp_path / "missing")], 2, events_address="127.0.0.1:1", token="t"
+        )
