@@ -134,6 +134,7 @@ def test_model_absorbs_a_run():
     snap = model.snapshot()
     last_step = max(e.step for e in events if isinstance(e, StepEvent))
     assert snap.last_step == last_step
+    assert snap.steps_done == last_step  # synthetic steps are numbered from 1
     assert snap.elapsed_s == pytest.approx(events[-1].t - events[0].t)
     assert [d.kind for d in snap.devices] == ["cpu-logical", "cpu-logical"]
     assert snap.end is not None and snap.host is not None

@@ -70,8 +70,12 @@ class Snapshot:
     start: StartEvent | None
     elapsed_s: float
     last_step: int
+    steps_done: int
+    """Steps so far, counted from the first step number seen (the trainer numbers
+    from 0, a user's callback may number from 1)."""
     steps_measured: int
     steps_t: list[int]
+    steps_warmup: list[bool]
     step_times_s: list[float]
     throughputs: list[float]
     phases: list[PhaseEvent]
@@ -103,6 +107,7 @@ class RunModel:
             self.first_t: float | None = None
             self.last_t: float | None = None
             self.last_step = 0
+            self.first_step: int | None = None
             self.steps: deque[StepEvent] = deque(maxlen=STEP_POINTS)
             self.steps_measured = 0
             self.phases: deque[PhaseEvent] = deque(maxlen=PHASE_POINTS)
@@ -162,6 +167,8 @@ class RunModel:
         elif isinstance(event, StepEvent):
             self.steps.append(event)
             self.last_step = max(self.last_step, event.step)
+            if self.first_step is None or event.step < self.first_step:
+                self.first_step = event.step
             if not event.warmup:
                 self.steps_measured += 1
         elif isinstance(event, PhaseEvent):
@@ -208,8 +215,12 @@ class RunModel:
                 start=self.start,
                 elapsed_s=elapsed,
                 last_step=self.last_step,
+                steps_done=(
+                    self.last_step - self.first_step + 1 if self.first_step is not None else 0
+                ),
                 steps_measured=self.steps_measured,
                 steps_t=[s.step for s in steps],
+                steps_warmup=[s.warmup for s in steps],
                 step_times_s=[s.step_time_s for s in steps],
                 throughputs=[
                     s.samples / s.step_time_s if s.step_time_s > 0 else 0.0 for s in steps

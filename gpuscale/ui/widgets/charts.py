@@ -52,15 +52,19 @@ def binned(xs: list[float], ys: list[float], max_points: int) -> tuple[list[floa
 
 def build_step_chart(snap: Snapshot, width: int, height: int) -> Text:
     """Step time and throughput against the step number (the last steps kept by
-    the model; averaged in groups when there are more than two per column)."""
+    the model, warm-up steps left out once there are others; averaged in groups
+    when there are more than two per column)."""
     if len(snap.steps_t) < 2:
         return _empty(width, "step times appear here after the first steps")
     plot = _new_plot(width, height)
-    steps = [float(s) for s in snap.steps_t]
+    keep = [i for i, warm in enumerate(snap.steps_warmup) if not warm]
+    if len(keep) < 2:  # only warm-up so far: show it rather than nothing
+        keep = list(range(len(snap.steps_t)))
+    steps = [float(snap.steps_t[i]) for i in keep]
     max_points = max(2 * (width - 16), 8)
-    x, y = binned(steps, [t * 1000 for t in snap.step_times_s], max_points)
+    x, y = binned(steps, [snap.step_times_s[i] * 1000 for i in keep], max_points)
     plot.plot(x, y, color="cyan", marker="braille")
-    x, y = binned(steps, snap.throughputs, max_points)
+    x, y = binned(steps, [snap.throughputs[i] for i in keep], max_points)
     plot.plot(x, y, color="orange", yside="right", marker="braille")
     plot.xlabel("step")
     return Text.from_ansi(plot.build(), no_wrap=True)

@@ -50,7 +50,7 @@ class RunHeader(Static):
         elif snap.start is None:
             state, style = "starting", "$text-warning"
         parts = [
-            f"step {snap.last_step}",
+            f"step {snap.steps_done}",
             f"elapsed {fmt.clock(snap.elapsed_s)}",
         ]
         if replay is not None:
