@@ -45,7 +45,7 @@ def binned(xs: list[float], ys: list[float], max_points: int) -> tuple[list[floa
     out_x, out_y = [], []
     for start in range(0, len(xs), group):
         chunk_x, chunk_y = xs[start : start + group], ys[start : start + group]
-        out_x.append(sum(chunk_x) / len(chunk_x))
+        out_x.append(round(sum(chunk_x) / len(chunk_x)))  # whole steps on the axis
         out_y.append(sum(chunk_y) / len(chunk_y))
     return out_x, out_y
 
