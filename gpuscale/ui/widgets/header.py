@@ -14,6 +14,8 @@ def describe_run(snap: Snapshot) -> str:
     """Model · strategy (all-reduce) · devices · batch, in one line."""
     start = snap.start
     if start is None:
+        if snap.end is not None or snap.errors:
+            return "the run ended before it started training (see the error and the log)"
         return "waiting for the run to start…"
     devices = len(start.devices) or start.num_replicas
     platform = {"gpu": "GPU", "cpu-logical": "logical CPU", "cpu": "CPU"}[start.platform]
