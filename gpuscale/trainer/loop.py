@@ -92,6 +92,10 @@ def setup_devices(config: TrainConfig) -> DevicePlan:
     """Pick the devices; on a machine without a GPU split the CPU into N logical
     devices. Must run before TensorFlow initialises its devices. GPU selection by
     index (``--gpus``) is done earlier, through ``CUDA_VISIBLE_DEVICES``."""
+    if config.strategy == "multi-worker":  # the strategy must come before the devices
+        from gpuscale.trainer import multiworker
+
+        return multiworker.setup(config)[0]
     gpus = tf.config.list_physical_devices("GPU")
     if gpus:
         n = config.devices or (1 if config.strategy == "one-device" else len(gpus))
@@ -156,9 +160,14 @@ def build_strategy(
 
     Returns ``(strategy, cross_device_ops, note)``: the all-reduce's name as the
     StartEvent reports it and a sentence on what was picked automatically.
-    The one place strategies are made (multi-worker will be added here)."""
+    The one place strategies are made (a multi-worker one is made first, in
+    setup_devices, as TensorFlow requires, and handed out here)."""
     if config.strategy == "one-device":
         return tf.distribute.OneDeviceStrategy(plan.names[0]), None, ""
+    if config.strategy == "multi-worker":
+        from gpuscale.trainer import multiworker
+
+        return multiworker.strategy_for()  # made by setup_devices
     if config.strategy == "central-storage":
         strategy = tf.distribute.experimental.CentralStorageStrategy(
             compute_devices=plan.names, parameter_device="/cpu:0"
@@ -287,6 +296,9 @@ class Trainer:
             return _touch([_variable(v).read_value() for v in self.variables])
 
         def allreduce_replica(buffers):
+            # identity: placed on the replica's device (MultiWorkerMirroredStrategy
+            # with one local device passes plain tensors, which have no device)
+            buffers = [tf.identity(b) for b in buffers]
             return _touch(tf.distribute.get_replica_context().all_reduce(sum_op, buffers))
 
         self.compute_fn = tf.function(lambda batch: strategy.run(compute_replica, args=batch))

@@ -17,7 +17,7 @@ import msgspec
 from gpuscale.errors import GpuscaleError
 
 BUILTIN_MODELS = ("mnist-cnn", "resnet50", "mlp", "transformer")
-STRATEGIES = ("mirrored", "central-storage", "one-device")
+STRATEGIES = ("mirrored", "central-storage", "one-device", "multi-worker")
 ALL_REDUCE = ("auto", "collective", "nccl", "hierarchical-copy", "reduce-to-one")
 DATA = ("synthetic", "host")
 _USER_MODEL = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
@@ -30,7 +30,7 @@ class TrainConfig(msgspec.Struct, kw_only=True, frozen=True):
     """How many devices (GPUs, or logical CPU devices without a GPU)."""
     gpus: list[int] | None = None
     """Which GPUs (indices as nvidia-smi counts them, like CUDA_VISIBLE_DEVICES)."""
-    strategy: Literal["mirrored", "central-storage", "one-device"] = "mirrored"
+    strategy: Literal["mirrored", "central-storage", "one-device", "multi-worker"] = "mirrored"
     all_reduce: Literal["auto", "collective", "nccl", "hierarchical-copy", "reduce-to-one"] = "auto"
     model: str = "mnist-cnn"
     width: int | None = None
@@ -87,7 +87,9 @@ def add_trainer_arguments(parser: argparse.ArgumentParser) -> None:
         choices=STRATEGIES,
         default="mirrored",
         help="mirrored: a replica per device, all-reduce; central-storage: variables on the CPU; "
-        "one-device: the single-device baseline (default: mirrored)",
+        "one-device: the single-device baseline; multi-worker: MultiWorkerMirroredStrategy "
+        "across machines (TF_CONFIG or Slurm; --local-workers N to try it on this machine) "
+        "(default: mirrored)",
     )
     g.add_argument(
         "--all-reduce",

@@ -203,6 +203,14 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
+def _num_workers(config: TrainConfig) -> int:
+    if config.strategy != "multi-worker":
+        return 1
+    from gpuscale.trainer import multiworker
+
+    return multiworker.num_workers()
+
+
 def _train(
     config: TrainConfig, emit: _Emitter, stop: threading.Event, training: threading.Event
 ) -> tuple[int, str]:
@@ -243,6 +251,7 @@ def _train(
             strategy=config.strategy,
             cross_device_ops=trainer.cross_device_ops,
             num_replicas=trainer.num_replicas,
+            num_workers=_num_workers(config),
             scaling=trainer.sizing.scaling,
             global_batch=trainer.global_batch,
             per_replica_batch=trainer.sizing.per_replica_batch,
