@@ -30,6 +30,9 @@ def register(sub) -> None:
         "apply and input wait.",
     )
     add_trainer_arguments(parser)
+    from gpuscale.script import add_script_arguments  # no TensorFlow
+
+    add_script_arguments(parser)
     out = parser.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print only the summary, as JSON")
     rec = out.add_mutually_exclusive_group()
@@ -52,9 +55,16 @@ def main(args: argparse.Namespace) -> int:
         from gpuscale.errors import GpuscaleError
 
         raise GpuscaleError(f"--record {args.record}: the file exists; give a new path")
-    run = LiveRun(config, record=record)
+    from gpuscale.script import script_run_from_args, split_command, wants_script_run
+
+    steps: int | None = config.steps
+    if wants_script_run(args):  # your own script (-- COMMAND) or several workers
+        run = script_run_from_args(args, record)
+        steps = None if split_command(args.command) else config.steps
+    else:
+        run = LiveRun(config, record=record)
     interrupted = False
-    view = _JsonView() if args.json else _ProgressView(config.steps)
+    view = _JsonView() if args.json else _ProgressView(steps)
     try:
         run.start()
         with view:
@@ -109,7 +119,7 @@ class _ProgressView:
     """A rich progress bar with the live step time and throughput; the start
     note and the trainer's warnings printed above it."""
 
-    def __init__(self, steps: int):
+    def __init__(self, steps: int | None):
         from rich.console import Console
         from rich.progress import (
             BarColumn,
@@ -151,7 +161,7 @@ class _ProgressView:
                 f"[bold]{event.model}[/] on {devices}, {_strategy(event)}, {_scaling(event)}",
             )
             if event.note:
-                self.console.print(f"[dim]{event.note}[/]")
+                self.console.print(f"[dim]{_escape(event.note)}[/]")
             self.progress.update(self.task, description="training")
         elif kind == "StepEvent":
             if not event.warmup:
@@ -165,10 +175,19 @@ class _ProgressView:
                 step=f"{_ms(median)}/step",
                 throughput=f"{event.samples / median:,.0f} samples/s" if median > 0 else "",
             )
+        elif kind == "LogEvent" and event.source == "script" and event.level == "info":
+            self.console.print(event.message, markup=False, highlight=False)  # your script's output
         elif kind == "LogEvent" and event.level in ("warning", "error"):
-            self.console.print(f"[yellow]{event.source}: {event.message}[/]")
+            self.console.print(f"[yellow]{event.source}: {_escape(event.message)}[/]")
         elif kind == "ErrorEvent":
             self.progress.update(self.task, description="failed")
+
+
+def _escape(text: str) -> str:
+    """Text shown as it is, not read as rich markup (``callbacks=[...]``, TF's ``[...]``)."""
+    from rich.markup import escape
+
+    return escape(text)
 
 
 def _platform(platform: str) -> str:
@@ -262,7 +281,7 @@ def _print_summary(run) -> None:
     elif counted:
         console.print("  phases: not measured (no probe step after the warm-up; see --phase-every)")
     if start.note:
-        console.print(f"  [dim]note: {start.note}[/]")
+        console.print(f"  [dim]note: {_escape(start.note)}[/]")
     if run.recording_path:
         console.print(f"  recorded to {run.recording_path}")
     if run.recording_problem:
