@@ -43,6 +43,7 @@ from typing import Literal
 import msgspec
 
 from gpuscale.analysis import metrics
+from gpuscale.analysis.hierarchy import explain as explain_multi_worker
 from gpuscale.analysis.model import ScalingModel, compute_scale_for, fit, predict
 from gpuscale.analysis.sweep import SweepPoint
 from gpuscale.errors import GpuscaleError
@@ -242,6 +243,8 @@ def recommend(
         models=[g.model for g in groups],
     )
     _explain(rec, groups, by_name, walk)
+    # multi-worker sweeps: communication inside a machine and between machines, fitted apart
+    rec.reasons.extend(explain_multi_worker(measured_points))
     return rec
 
 
@@ -455,6 +458,8 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, _Group], walk: Sequence
     n1, n2 = step.devices_from, step.devices_to
     comm = m.comm_time_s(n2)
     measured = [p for p in g.points if p.devices == n2 and p.allreduce_s is not None]
+    if not measured and any(p.workers > 1 for p in g.points):
+        return  # one ring over all devices misreads machines; explain_multi_worker says it
     if measured:
         comm = metrics.median([p.allreduce_s or 0.0 for p in measured])
         step_t = metrics.median([p.step_time_s or 0.0 for p in measured])
