@@ -68,3 +68,14 @@ def test_seed_004_nccl_wins_inside_a_machine_and_workers_scale_almost_linearly()
 
 def test_no_sentences_for_single_machine_sweeps():
     assert explain([_point(1, 1.0), _point(1, 0.9, devices_per_worker=2)]) == []
+
+
+def test_recommend_explains_seed_004_by_level():
+    from gpuscale.analysis.recommend import recommend
+
+    rec = recommend(load_inputs([SEED_004]).points, max_devices=24)
+    text = "\n".join(rec.reasons)
+    assert "Inside one machine (8 devices): 'Mirrored (NCCL)' is fastest" in text
+    assert "Across machines ('CollectiveAllReduce', 8 devices each)" in text
+    # no single-ring reading of the machines' links (it put the exchange at 94% of the step)
+    assert "Gradient exchange takes" not in text
