@@ -86,6 +86,8 @@ def main() -> int:
             model.fit(dataset, epochs=1, verbose=0, callbacks=callbacks)
             times[name].append(time.perf_counter() - start)
     server.close()
+    if os.environ.get("GPUSCALE_BENCH_VERBOSE"):
+        print({k: [round(t * 1000) for t in v] for k, v in times.items()})
     plain = statistics.median(times["plain"])
     with_cb = statistics.median(times["callback"])
     print(

@@ -36,8 +36,11 @@ steps, only when the model is trained under a ``tf.distribute`` strategy): the
 same differencing as the built-in trainer, on a batch the callback synthesises
 (a callback cannot reach the real batch): random inputs of the shape and dtype
 of the model's real per-replica input (captured when Keras traces the train
-step, else taken from ``model.inputs``), fed through ``model.stateless_call`` so
-the probe changes no weight, no BatchNorm statistic and no optimizer state.
+step, else taken from ``model.inputs``), with the per-replica batch of the last
+step (samples / replicas), fed through ``model.stateless_call`` so the probe
+changes no weight, no BatchNorm statistic and no optimizer state. An input with
+another dimension of unknown size (variable-length sequences) has no honest
+stand-in: the probe then says it cannot run, once, and step times go on.
 
 * ``compute_s``: forward + backward on every replica, no gradient exchange.
 * compute + all-reduce: the same plus the replica-context ``all_reduce`` of the
@@ -52,8 +55,9 @@ The probe's loss is the mean square of the model's outputs, not your loss:
 forward and backward cost the same to within the loss itself, and the gradients
 (hence the all-reduce payload) have the same shapes. Each probe costs about two
 extra forward+backward passes; it runs between steps, so step times do not
-include it, but the run's wall-clock does (about 20 % at ``every=10`` when the
-step is all compute: raise ``every`` for long runs, ``phases=False`` to skip).
+include it, but the run's wall-clock does (up to about 20 % at ``every=10``
+when the step is all compute: raise ``every`` for long runs, ``phases=False``
+to skip).
 Under MultiWorkerMirroredStrategy every worker must use the same ``every``
 (the probe's all-reduce is a collective that all workers join).
 
@@ -258,17 +262,25 @@ class _PhaseProbe:
     (see the module docstring). Built on first use; ``None`` results mean the
     probe cannot run for this model (reported once as a log line)."""
 
-    def __init__(self, model: Any, strategy: tf.distribute.Strategy, input_spec: Any):
+    def __init__(
+        self,
+        model: Any,
+        strategy: tf.distribute.Strategy,
+        input_spec: Any,
+        per_replica_batch: int,
+    ):
         self.model = model
         self.strategy = strategy
         self.input_spec = input_spec
+        self.per_replica_batch = per_replica_batch
         self._fns: dict[bool, Any] = {}
         self._batch: Any = None
         self.num_tensors = len(model.trainable_variables)
 
     def _make_batch(self) -> Any:
         def one(spec: tf.TensorSpec) -> tf.Tensor:
-            shape = [int(d) if d is not None else 1 for d in spec.shape]
+            shape = [int(d) for d in spec.shape[1:]]
+            shape.insert(0, self.per_replica_batch)  # the real per-replica batch
             if spec.dtype.is_integer:
                 return tf.zeros(shape, spec.dtype)
             if spec.dtype.is_bool:
@@ -315,15 +327,14 @@ class _PhaseProbe:
         return time.perf_counter() - start
 
     def measure(self) -> tuple[float, float]:
-        """(compute_s, compute_plus_allreduce_s), each the faster of two timings."""
+        """(compute_s, compute_plus_allreduce_s), one timing each: a single probe is
+        noisy, the medians over many are not (as in the built-in trainer)."""
         if self._batch is None:
             self._batch = self._make_batch()
             for reduce in (False, True):
                 self._fns[reduce] = self._build(reduce)
                 self._time(reduce)  # trace and warm up, not timed
-        compute = min(self._time(False), self._time(False))
-        fused = min(self._time(True), self._time(True))
-        return compute, fused
+        return self._time(False), self._time(True)
 
 
 def _input_spec_from_model(model: Any) -> Any:
@@ -387,6 +398,7 @@ class ScalingMonitor(keras.callbacks.Callback):
         self._started = False
         self._pending_start = False
         self._last_index = -1
+        self._last_step_samples = 0
 
     # events --------------------------------------------------------------------------
     def _emit(self, event: Event) -> None:
@@ -590,6 +602,7 @@ class ScalingMonitor(keras.callbacks.Callback):
     def record_step(self, step_time_s: float, samples: int, *, steps: int = 1) -> None:
         """Report ``steps`` steps whose mean time was ``step_time_s`` (synchronised)."""
         self.steps += steps
+        self._last_step_samples = samples
         warmup = self.steps <= self.warmup_steps
         index = self.steps - 1
         if _Channel.client() is not None:  # a second monitor continues the stream's numbering
@@ -629,7 +642,27 @@ class ScalingMonitor(keras.callbacks.Callback):
                     "warning",
                 )
                 return
-            self._probe = _PhaseProbe(model, strategy, spec)
+            dims = [list(s.shape[1:]) for s in tf.nest.flatten(spec)]
+            if any(d is None for shape in dims for d in shape):
+                self._probe_failed = True
+                self._log(
+                    "phase breakdown unavailable: an input has a dimension of unknown size "
+                    f"({', '.join(str(s.shape) for s in tf.nest.flatten(spec))}); "
+                    "the probe needs the real shape",
+                    "warning",
+                )
+                return
+            replicas = int(strategy.num_replicas_in_sync)
+            if not self._last_step_samples:
+                self._probe_failed = True
+                self._log(
+                    "phase breakdown unavailable: the batch size is unknown "
+                    "(pass ScalingMonitor(batch_size=...))",
+                    "warning",
+                )
+                return
+            per_replica = max(1, self._last_step_samples // replicas)
+            self._probe = _PhaseProbe(model, strategy, spec, per_replica)
         try:
             compute_s, fused_s = self._probe.measure()
         except Exception as exc:  # the probe must never stop the training
