@@ -46,7 +46,7 @@ def test_h100_box_table(machine, capsys):
     out = capsys.readouterr().out
     assert "driver 550.54.15, CUDA 12.4" in out
     assert out.count("NVIDIA H100 80GB HBM3") == 8
-    assert "80.0 GiB" in out and "gen5 x16" in out and "18 links" in out
+    assert "85.9 GB" in out and "gen5 x16" in out and "18 links" in out
     assert "TensorFlow 2.21.0 (built without CUDA) sees: CPU:0" in out
     # NVML sees GPUs, TensorFlow none: say how to fix it (markup must not eat [and-cuda]).
     assert "pip install 'tensorflow[and-cuda]'" in out

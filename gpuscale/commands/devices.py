@@ -17,6 +17,8 @@ from typing import Any
 
 import msgspec
 
+from gpuscale.formatting import format_bytes
+
 DEFAULT_TF_TIMEOUT_S = 60.0
 _MARK = "GPUSCALE-TF-DEVICES "
 TF_SCRIPT = (
@@ -136,10 +138,6 @@ def collect(
     )
 
 
-def _gib(n: int | None) -> str:
-    return "n/a" if n is None else f"{n / 1024**3:.1f} GiB"
-
-
 def _pcie(d: Any) -> str:
     if d.pcie_gen is None and d.pcie_width is None:
         return "n/a"
@@ -176,7 +174,7 @@ def render(report: DevicesReport, console: Any) -> None:
             table.add_row(
                 str(d.index),
                 escape(d.name),
-                _gib(d.memory_total_bytes),
+                format_bytes(d.memory_total_bytes),
                 _pcie(d),
                 links,
                 "on" if d.mig else "",

@@ -7,6 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from gpuscale.formatting import format_bytes, format_duration_s
+
 
 def register(sub) -> None:
     parser = sub.add_parser(
@@ -27,25 +29,6 @@ def register(sub) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
     parser.set_defaults(func=main)
-
-
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "n/a"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, secs = divmod(int(round(seconds)), 60)
-    if minutes < 60:
-        return f"{minutes}m {secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h {minutes:02d}m"
-
-
-def _size(size_bytes: int) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if size_bytes >= scale:
-            return f"{size_bytes / scale:.1f} {unit}"
-    return f"{size_bytes} B"
 
 
 def main(args: argparse.Namespace) -> int:
@@ -114,8 +97,8 @@ def main(args: argparse.Namespace) -> int:
             if run.devices
             else "?",
             str(run.steps) if run.steps is not None else "n/a",
-            _duration(run.duration_s),
-            _size(run.size_bytes),
+            format_duration_s(run.duration_s),
+            format_bytes(run.size_bytes),
             run.status,
             *([name] if show_files else []),
         )

@@ -1,6 +1,6 @@
 """Read a recording back: safely (any damage is one clear error) and fast.
 
-How it stays fast: the file is read in 1 MiB chunks, each cut at its last
+How it stays fast: the file is read in 1 MiB (1,048,576-byte) chunks, each cut at its last
 newline and decoded in one call to msgspec's ``Decoder.decode_lines``, which
 parses and validates every line against the typed schema in C (no dicts, no
 per-line Python call). Only when a chunk fails (or holds a line that is not
@@ -35,6 +35,7 @@ from gpuscale.events.schema import (
     Event,
     StartEvent,
 )
+from gpuscale.formatting import format_bytes
 from gpuscale.recording.format import (
     DECODE_ERRORS,
     GZIP_MAGIC,
@@ -63,10 +64,6 @@ def _count_nonblank_lines(data: bytes) -> int:
 
 
 _KNOWN_KINDS = frozenset(cls.__struct_config__.tag for cls in EVENT_TYPES)
-
-
-def _size(size_bytes: float) -> str:
-    return f"{size_bytes / 1e9:.1f} GB" if size_bytes >= 1e8 else f"{size_bytes / 1e6:.1f} MB"
 
 
 class RecordingError(GpuscaleError):
@@ -165,8 +162,8 @@ class _Reader:
                 size = os.fstat(f.fileno()).st_size
                 if size > self.max_bytes and f.peek(2)[:2] != GZIP_MAGIC:
                     raise self.error(
-                        f"{_size(size)} is more than gpuscale loads into memory at once "
-                        f"({_size(self.max_bytes)}); stream it with "
+                        f"{format_bytes(size)} is more than gpuscale loads into memory at once "
+                        f"({format_bytes(self.max_bytes)}); stream it with "
                         "gpuscale.recording.reader.iter_events"
                     )
         except BaseException:
@@ -240,7 +237,7 @@ class _Reader:
                 if self.max_bytes is not None and self.bytes_read > self.max_bytes:
                     raise self.error(
                         f"the events uncompress to more than gpuscale loads into memory at once "
-                        f"({_size(self.max_bytes)}); stream it with "
+                        f"({format_bytes(self.max_bytes)}); stream it with "
                         "gpuscale.recording.reader.iter_events",
                         self.line_no + 1,
                     )
@@ -250,7 +247,7 @@ class _Reader:
                     pending_len += len(chunk)
                     if pending_len > MAX_LINE_BYTES:
                         raise self.error(
-                            f"longer than {MAX_LINE_BYTES // 2**20} MiB without a newline: "
+                            f"longer than {format_bytes(MAX_LINE_BYTES)} without a newline: "
                             "not a gpuscale recording",
                             self.line_no + 1,
                         )

@@ -25,6 +25,7 @@ from textual.widgets import Footer
 from textual.worker import get_current_worker
 
 from gpuscale.events.schema import EndEvent
+from gpuscale.formatting import format_duration_s
 from gpuscale.ui.messages import AdviceReady, ChartsReady, ChartTexts, RunFailed, RunFinished
 from gpuscale.ui.model import RunModel, Snapshot
 from gpuscale.ui.sources import EventSource, ReplaySource
@@ -271,7 +272,7 @@ class GpuscaleApp(App[int]):
         snap_errors = self.model.snapshot(logs_after=2**62).errors
         if end is not None and end.status != "failed" and not snap_errors:
             self.notify(
-                f"Run {end.status}: {end.steps} steps in {end.duration_s:.1f} s. "
+                f"Run {end.status}: {end.steps} steps in {format_duration_s(end.duration_s)}. "
                 "The final summary stays on screen; q quits.",
                 title="Run ended",
                 timeout=8,

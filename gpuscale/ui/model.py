@@ -26,6 +26,7 @@ from gpuscale.events.schema import (
     StartEvent,
     StepEvent,
 )
+from gpuscale.formatting import format_duration_s
 
 HISTORY_POINTS = 120
 """Samples kept per device for the utilization history (a minute at 2 Hz)."""
@@ -192,7 +193,7 @@ class RunModel:
                 t,
                 "gpuscale",
                 "info" if event.status == "completed" else "warning",
-                f"run {event.status} after {event.steps} steps, {event.duration_s:.1f} s",
+                f"run {event.status} after {event.steps} steps, {format_duration_s(event.duration_s)}",
             )
 
     # -- reading -----------------------------------------------------------------

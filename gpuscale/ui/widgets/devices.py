@@ -13,8 +13,8 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import Sparkline, Static
 
+from gpuscale import formatting as fmt
 from gpuscale.events.schema import GpuSample, HostSample
-from gpuscale.ui import formatting as fmt
 from gpuscale.ui.model import DeviceState, Snapshot
 
 CARD_MIN_WIDTH = 40
@@ -40,21 +40,14 @@ def _pct_style(pct: float | None) -> str:
 def _gauge(label: str, pct: float | None, width: int, tail: str) -> Content:
     bar_width = max(width - len(label) - len(tail) - 2, 4)
     return Content.assemble(
-        (label, "bold"), " ", (fmt.bar(pct, bar_width), _pct_style(pct)), " ", tail
+        (label, "bold"), " ", (fmt.text_gauge(pct, bar_width), _pct_style(pct)), " ", tail
     )
-
-
-def _gb_s(value: float | None) -> str:
-    if value is None:
-        return fmt.NA
-    value /= 1e9
-    return f"{value:.1f}" if value < 10 else f"{value:.0f}"
 
 
 def _pair(name: str, rx: float | None, tx: float | None) -> str:
     if rx is None and tx is None:
         return f"{name} n/a"
-    return f"{name} ↓{_gb_s(rx)} ↑{_gb_s(tx)}"
+    return f"{name} ↓{fmt.format_gb_s(rx)} ↑{fmt.format_gb_s(tx)}"
 
 
 def gpu_lines(sample: GpuSample | None, width: int) -> Content:
@@ -62,17 +55,17 @@ def gpu_lines(sample: GpuSample | None, width: int) -> Content:
     if sample is None:
         return Content("waiting for the first sample…")
     util = sample.util_gpu_pct
-    lines = [_gauge("util", util, width, f"{fmt.number(util, '3.0f', '%')}")]
+    lines = [_gauge("util", util, width, f"{fmt.format_number(util, '3.0f', '%')}")]
     mem_pct = (
         100 * sample.mem_used_bytes / sample.mem_total_bytes
         if sample.mem_used_bytes is not None and sample.mem_total_bytes
         else None
     )
-    mem_tail = f"{fmt.gib(sample.mem_used_bytes)}/{fmt.gib(sample.mem_total_bytes)} GiB"
+    mem_tail = f"{fmt.format_gb(sample.mem_used_bytes)}/{fmt.format_gb(sample.mem_total_bytes)} GB"
     lines.append(_gauge("mem ", mem_pct, width, mem_tail))
-    power = f"{fmt.number(sample.power_w)}/{fmt.number(sample.power_limit_w)} W"
-    temp = f"{fmt.number(sample.temp_c)} °C"
-    clock = f"SM {fmt.number(sample.sm_clock_mhz)} MHz"
+    power = f"{fmt.format_number(sample.power_w)}/{fmt.format_number(sample.power_limit_w)} W"
+    temp = f"{fmt.format_number(sample.temp_c)} °C"
+    clock = f"SM {fmt.format_number(sample.sm_clock_mhz)} MHz"
     lines.append(Content(f"{power} · {temp} · {clock}"))
     links = f"{_pair('PCIe', sample.pcie_rx_bytes_s, sample.pcie_tx_bytes_s)}"
     nvlink = _pair("NVLink", sample.nvlink_rx_bytes_s, sample.nvlink_tx_bytes_s)
@@ -81,8 +74,8 @@ def gpu_lines(sample: GpuSample | None, width: int) -> Content:
         gpm = Content.styled("GPM activity n/a", "$text-muted")
     else:
         gpm = Content(
-            f"GPM SM {fmt.number(sample.gpm_sm_activity_pct, '.0f', '%')}"
-            f" · tensor {fmt.number(sample.gpm_tensor_activity_pct, '.0f', '%')}"
+            f"GPM SM {fmt.format_pct(sample.gpm_sm_activity_pct)}"
+            f" · tensor {fmt.format_pct(sample.gpm_tensor_activity_pct)}"
         )
     if sample.throttle_reasons:
         gpm = gpm + Content.styled(
@@ -103,10 +96,12 @@ def gpu_line(device: DeviceState, width: int) -> Content:
     if sample is None:
         return Content.assemble((name, "bold"), " waiting…")
     util = sample.util_gpu_pct
-    mem = f"{fmt.gib(sample.mem_used_bytes)}/{fmt.gib(sample.mem_total_bytes)}G"
-    tail = f" {fmt.number(util, '3.0f', '%')} {mem} {fmt.number(sample.power_w)}W {fmt.number(sample.temp_c)}°C"
+    mem = f"{fmt.format_gb(sample.mem_used_bytes)}/{fmt.format_gb(sample.mem_total_bytes)}G"
+    tail = f" {fmt.format_number(util, '3.0f', '%')} {mem} {fmt.format_number(sample.power_w)}W {fmt.format_number(sample.temp_c)}°C"
     bar_width = max(width - len(name) - len(tail) - 1, 3)
-    return Content.assemble((name, "bold"), " ", (fmt.bar(util, bar_width), _pct_style(util)), tail)
+    return Content.assemble(
+        (name, "bold"), " ", (fmt.text_gauge(util, bar_width), _pct_style(util)), tail
+    )
 
 
 def host_lines(host: HostSample | None, width: int, compact: bool) -> Content:
@@ -114,21 +109,21 @@ def host_lines(host: HostSample | None, width: int, compact: bool) -> Content:
     if host is None:
         return Content("host: waiting for the first sample…")
     trainer = (
-        f"trainer CPU {fmt.number(host.proc_cpu_pct, '.0f', '%')}"
-        f" · RSS {fmt.size(host.proc_rss_bytes)}"
+        f"trainer CPU {fmt.format_pct(host.proc_cpu_pct)}"
+        f" · RSS {fmt.format_bytes(host.proc_rss_bytes)}"
     )
     mem_pct = 100 * host.mem_used_bytes / host.mem_total_bytes if host.mem_total_bytes else None
-    mem_tail = f"{fmt.gib(host.mem_used_bytes)}/{fmt.gib(host.mem_total_bytes)} GiB"
+    mem_tail = f"{fmt.format_gb(host.mem_used_bytes)}/{fmt.format_gb(host.mem_total_bytes)} GB"
     if compact:
         tail = (
-            f" {host.cpu_pct:3.0f}% · trainer {fmt.number(host.proc_cpu_pct, '.0f', '%')}"
-            f" {fmt.size(host.proc_rss_bytes)}"
+            f" {host.cpu_pct:3.0f}% · trainer {fmt.format_pct(host.proc_cpu_pct)}"
+            f" {fmt.format_bytes(host.proc_rss_bytes)}"
         )
         bar_width = max(width - len("host") - len(tail) - 1, 3)
         return Content.assemble(
             ("host", "bold"),
             " ",
-            (fmt.bar(host.cpu_pct, bar_width), _pct_style(host.cpu_pct)),
+            (fmt.text_gauge(host.cpu_pct, bar_width), _pct_style(host.cpu_pct)),
             tail,
         )
     return Content("\n").join(
@@ -196,7 +191,7 @@ class DeviceCard(Vertical):
             body.update(gpu_lines(device.last, width))
         self.spark.data = list(device.util_history_pct) or [0.0]
         used = device.last.proc_mem_bytes if device.last is not None else None
-        self.border_subtitle = f"run uses {fmt.size(used)}" if used is not None else ""
+        self.border_subtitle = f"run uses {fmt.format_bytes(used)}" if used is not None else ""
 
     def show_host(
         self, host: HostSample | None, history: list[float], compact: bool, width: int

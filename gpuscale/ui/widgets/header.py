@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.content import Content
 from textual.widgets import Static
 
-from gpuscale.ui import formatting as fmt
+from gpuscale import formatting as fmt
 from gpuscale.ui.model import Snapshot
 from gpuscale.ui.sources import ReplayStatus, SourceInfo
 
@@ -53,13 +53,13 @@ class RunHeader(Static):
             state, style = "starting", "$text-warning"
         parts = [
             f"step {snap.steps_done}",
-            f"elapsed {fmt.clock(snap.elapsed_s)}",
+            f"elapsed {fmt.format_clock_s(snap.elapsed_s)}",
         ]
         if replay is not None:
             mode = "paused" if replay.paused else f"{replay.speed:g}x"
             parts.insert(
                 0,
-                f"replay {fmt.clock(replay.position_s)}/{fmt.clock(replay.duration_s)} {mode}",
+                f"replay {fmt.format_clock_s(replay.position_s)}/{fmt.format_clock_s(replay.duration_s)} {mode}",
             )
             label = f"file {source.label}"
         else:

@@ -1,0 +1,153 @@
+"""One unit system for every number gpuscale prints (CLI, dashboard, reports).
+
+Headless: imports nothing but the standard library, so the CLI, the analysis
+and the dashboard all format the same way.
+
+The rules:
+
+- Missing values print as ``n/a`` (:data:`NA`), never as 0.
+- Durations take **seconds** and print in ms below one second
+  (``12.3 ms``), in s below a minute (``4.6 s``), then ``3m 05s`` /
+  ``2h 03m``. :func:`format_ms` prints always in ms, for columns of step times.
+  :func:`format_clock_s` prints an elapsed time as ``m:ss`` / ``h:mm:ss``.
+- Sizes take **bytes** and print in decimal units (1 kB = 1000 B, 1 MB = 10^6 B,
+  1 GB = 10^9 B): ``1.5 GB``. No KiB/MiB/GiB anywhere.
+- Rates take **bytes per second** and print in the same decimal units per
+  second: ``12.0 GB/s`` (as NVIDIA's tools and NCCL's busbw do).
+- Percentages take a value on the 0-100 scale (:func:`format_pct`) or a
+  fraction on the 0-1 scale (:func:`format_fraction_pct`) and print ``42%``.
+- Throughput takes samples per second and prints ``1,234 samples/s``; the
+  sampling frequency of telemetry takes an interval in seconds and prints
+  ``2 Hz`` (:func:`format_sample_rate`).
+"""
+
+from __future__ import annotations
+
+NA = "n/a"
+"""What a missing value prints as."""
+
+_DECIMAL_UNITS = (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3))
+
+
+def format_duration_s(value_s: float | None) -> str:
+    """A duration given in seconds: ``12.3 ms`` below 1 s, ``4.6 s`` below
+    60 s, ``3m 05s`` below an hour, else ``2h 03m``; ``n/a`` for None."""
+    if value_s is None:
+        return NA
+    value_s = float(value_s)
+    if abs(value_s) < 1:
+        return f"{value_s * 1000:.1f} ms"
+    if abs(value_s) < 60:
+        return f"{value_s:.1f} s"
+    minutes, secs = divmod(int(round(value_s)), 60)
+    if minutes < 60:
+        return f"{minutes}m {secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m"
+
+
+def format_ms(value_s: float | None, digits: int = 1) -> str:
+    """A duration given in seconds, printed always in milliseconds
+    (``123.4 ms``), so a column of step times shares one unit."""
+    return NA if value_s is None else f"{value_s * 1000:.{digits}f} ms"
+
+
+def format_clock_s(value_s: float) -> str:
+    """An elapsed time given in seconds as a clock: ``m:ss`` or ``h:mm:ss``
+    (negative values print as ``0:00``)."""
+    whole = int(max(value_s, 0))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def format_bytes(value_bytes: float | None) -> str:
+    """A size given in bytes, in decimal units with one decimal: ``512 B``,
+    ``1.5 kB``, ``12.0 MB``, ``80.0 GB``, ``1.2 TB``; ``n/a`` for None."""
+    if value_bytes is None:
+        return NA
+    value = float(value_bytes)
+    for unit, scale in _DECIMAL_UNITS:
+        if abs(value) >= scale:
+            return f"{value / scale:.1f} {unit}"
+    return f"{value:.0f} B"
+
+
+def format_gb(value_bytes: float | None) -> str:
+    """A size given in bytes as a bare number of GB (10^9 bytes) with one
+    decimal, for ``used/total GB`` pairs; ``n/a`` for None."""
+    return NA if value_bytes is None else f"{value_bytes / 1e9:.1f}"
+
+
+def format_rate_bytes_s(value_bytes_s: float | None) -> str:
+    """A transfer rate given in bytes per second, in decimal units:
+    ``850 B/s``, ``1.5 kB/s``, ``320.0 MB/s``, ``45.0 GB/s``; ``n/a`` for None."""
+    if value_bytes_s is None:
+        return NA
+    value = float(value_bytes_s)
+    for unit, scale in _DECIMAL_UNITS:
+        if abs(value) >= scale:
+            return f"{value / scale:.1f} {unit}/s"
+    return f"{value:.0f} B/s"
+
+
+def format_gb_s(value_bytes_s: float | None) -> str:
+    """A rate given in bytes per second as a bare number of GB/s (10^9 B/s):
+    one decimal below 10, none above; ``n/a`` for None."""
+    if value_bytes_s is None:
+        return NA
+    value = value_bytes_s / 1e9
+    return f"{value:.1f}" if abs(value) < 10 else f"{value:.0f}"
+
+
+def format_pct(value_pct: float | None, digits: int = 0) -> str:
+    """A percentage given on the 0-100 scale: ``42%``; ``n/a`` for None."""
+    return NA if value_pct is None else f"{value_pct:.{digits}f}%"
+
+
+def format_fraction_pct(fraction: float | None, digits: int = 0) -> str:
+    """A fraction given on the 0-1 scale, printed as a percentage:
+    0.42 -> ``42%``; ``n/a`` for None."""
+    return NA if fraction is None else f"{fraction * 100:.{digits}f}%"
+
+
+def format_samples_s(value_samples_s: float | None) -> str:
+    """Training throughput given in samples per second: ``1,234 samples/s``
+    (one decimal below 10); ``n/a`` for None."""
+    if value_samples_s is None:
+        return NA
+    if abs(value_samples_s) < 10:
+        return f"{value_samples_s:.1f} samples/s"
+    return f"{value_samples_s:,.0f} samples/s"
+
+
+def format_sample_rate(interval_s: float | None) -> str:
+    """How often telemetry is sampled, given the interval in seconds:
+    0.5 -> ``2 Hz``, 5 -> ``0.2 Hz``; ``n/a`` for None or a non-positive interval."""
+    if interval_s is None or interval_s <= 0:
+        return NA
+    hz = 1 / interval_s
+    return f"{hz:.0f} Hz" if hz >= 10 or hz == int(hz) else f"{hz:.1f} Hz"
+
+
+def format_number(value: float | None, fmt: str = ".0f", suffix: str = "") -> str:
+    """Any other number with a format spec and a unit suffix (``564 W``,
+    ``60 °C``); ``n/a`` for None."""
+    return NA if value is None else f"{value:{fmt}}{suffix}"
+
+
+def text_gauge(pct: float | None, width: int) -> str:
+    """A text gauge ``width`` cells wide for a value on the 0-100 scale, with
+    eighth-cell resolution; a dotted track when the value is missing."""
+    width = max(width, 1)
+    if pct is None:
+        return "·" * width
+    filled = pct / 100 * width
+    full = int(min(max(filled, 0), width))
+    partial = "▏▎▍▌▋▊▉"
+    rest = filled - full
+    text = "█" * full
+    if full < width:
+        index = int(rest * 8) - 1
+        text += partial[index] if index >= 0 else ""
+    return text + "░" * (width - len(text))

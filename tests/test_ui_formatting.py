@@ -1,0 +1,76 @@
+"""gpuscale.formatting: one unit system (decimal sizes, ms/s durations)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuscale import formatting as f
+
+
+@pytest.mark.parametrize(
+    ("value_s", "text"),
+    [
+        (None, "n/a"),
+        (0.0123, "12.3 ms"),
+        (0.9994, "999.4 ms"),
+        (4.561, "4.6 s"),
+        (185, "3m 05s"),
+        (2 * 3600 + 3 * 60 + 10, "2h 03m"),
+    ],
+)
+def test_durations(value_s, text):
+    assert f.format_duration_s(value_s) == text
+
+
+def test_ms_and_clock():
+    assert f.format_ms(0.1234) == "123.4 ms"
+    assert f.format_ms(2.5, digits=0) == "2500 ms"
+    assert f.format_ms(None) == "n/a"
+    assert f.format_clock_s(65) == "1:05"
+    assert f.format_clock_s(3725) == "1:02:05"
+    assert f.format_clock_s(-3) == "0:00"
+
+
+@pytest.mark.parametrize(
+    ("value_bytes", "text"),
+    [
+        (None, "n/a"),
+        (512, "512 B"),
+        (1500, "1.5 kB"),
+        (12_000_000, "12.0 MB"),
+        (80 * 2**30, "85.9 GB"),  # decimal units, never GiB
+        (1.2e12, "1.2 TB"),
+    ],
+)
+def test_sizes_are_decimal(value_bytes, text):
+    assert f.format_bytes(value_bytes) == text
+
+
+def test_rates_and_bare_numbers():
+    assert f.format_rate_bytes_s(850) == "850 B/s"
+    assert f.format_rate_bytes_s(320e6) == "320.0 MB/s"
+    assert f.format_rate_bytes_s(45e9) == "45.0 GB/s"
+    assert f.format_rate_bytes_s(None) == "n/a"
+    assert f.format_gb(40e9) == "40.0"
+    assert f.format_gb_s(2.45e9) == "2.5" and f.format_gb_s(45e9) == "45"
+    assert f.format_gb_s(None) == "n/a"
+
+
+def test_percentages_throughput_and_sample_rates():
+    assert f.format_pct(41.6) == "42%"
+    assert f.format_pct(41.6, digits=1) == "41.6%"
+    assert f.format_fraction_pct(0.25) == "25%"
+    assert f.format_fraction_pct(None) == "n/a"
+    assert f.format_samples_s(12345.6) == "12,346 samples/s"
+    assert f.format_samples_s(3.25) == "3.2 samples/s"
+    assert f.format_sample_rate(0.5) == "2 Hz"
+    assert f.format_sample_rate(5) == "0.2 Hz"
+    assert f.format_sample_rate(0) == "n/a"
+    assert f.format_number(564.4, suffix=" W") == "564 W"
+
+
+def test_text_gauge():
+    assert f.text_gauge(None, 4) == "····"
+    assert f.text_gauge(50, 4) == "██░░"
+    assert f.text_gauge(100, 4) == "████"
+    assert len(f.text_gauge(33, 10)) == 10
