@@ -123,3 +123,18 @@ def test_help_exits_zero_and_lists_commands():
     assert result.returncode == 0
     for command in ("run", "watch", "recommend", "replay", "runs", "devices"):
         assert command in result.stdout
+
+
+def test_every_source_folder_is_a_regular_package():
+    """A folder without ``__init__.py`` is an implicit namespace package, which
+    setuptools' ``packages.find`` (not ``find_namespace``) does not list: its
+    files reach the wheel only by accident."""
+    missing = sorted(
+        str(folder.relative_to(PACKAGE_DIR.parent))
+        for folder in [PACKAGE_DIR, *PACKAGE_DIR.rglob("*")]
+        if folder.is_dir()
+        and folder.name != "__pycache__"
+        and any(folder.glob("*.py"))
+        and not (folder / "__init__.py").exists()
+    )
+    assert not missing, f"folders without __init__.py: {missing}"
