@@ -26,7 +26,7 @@ optional fields, so a reader accepts any file with the same major version
 
 from __future__ import annotations
 
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 import msgspec
 
@@ -212,9 +212,10 @@ class EndEvent(_Event, tag="end", kw_only=True):
     without recomputing."""
 
 
-Event = Union[
-    StartEvent, StepEvent, PhaseEvent, GpuSample, HostSample, LogEvent, ErrorEvent, EndEvent
-]
+Event = (
+    StartEvent | StepEvent | PhaseEvent | GpuSample | HostSample | LogEvent | ErrorEvent | EndEvent
+)
+"""Any event (a tagged union: the ``kind`` field names the type)."""
 EVENT_TYPES: tuple[type, ...] = (
     StartEvent,
     StepEvent,
