@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from gpuscale.analysis.model import compute_scale_for, fit, hops, nnls, predict, volume
+from gpuscale.analysis.model import (
+    compute_scale_for,
+    fit,
+    hops,
+    nnls,
+    predict,
+    threshold_compute_scale,
+    volume,
+)
 from gpuscale.analysis.sweep import SweepPoint, normalize
 
 
@@ -103,6 +111,29 @@ def test_compute_scale_matches_the_closed_form():
     m = fit(_points({1: c, 2: c + beta}))
     assert compute_scale_for(m, 1, 2, f) == pytest.approx(f * beta / ((1 - f) * c), rel=1e-6)
     assert compute_scale_for(m, 1, 2, 0.01) == 1.0
-    # Drift that grows with N caps what any batch can do.
-    drifting = fit(_points({1: 0.1, 2: 0.3}, compute_s=None))
-    assert compute_scale_for(drifting.with_compute_scale(1.0), 1, 2, 0.99) is not None
+
+
+def test_compute_drift_caps_what_any_batch_can_do():
+    # Compute per device grows from 0.1 s at one device to 0.3 s at two (drift
+    # c1 = 0.2 s): however large the batch, 1 -> 2 gives at most 2 x 0.1 / 0.3 =
+    # 0.67x the samples per second, a marginal efficiency of 33 %, never 60 %.
+    pts = _points({1: 0.1}, compute_s=0.1, allreduce_s=0.0) + _points(
+        {2: 0.31}, compute_s=0.3, allreduce_s=0.01
+    )
+    drifting = fit(pts)
+    assert drifting.basis == "phases" and drifting.c1_s == pytest.approx(0.2)
+    assert compute_scale_for(drifting, 1, 2, 0.6) is None
+    assert threshold_compute_scale(drifting, 1, 2, 0.6) is None
+
+
+def test_threshold_scale_is_zero_when_a_step_pays_at_any_ratio():
+    # A ring's exchange hardly grows from 4 to 8 devices (1.5 -> 1.75 payloads):
+    # even with no compute at all, 4 -> 8 gives 2 x 1.5 / 1.75 = 1.71x, 86 %.
+    m = fit(_points({1: 0.1, 2: 0.115, 4: 0.1225}))
+    assert threshold_compute_scale(m, 4, 8, 0.6) == 0.0
+    assert compute_scale_for(m, 4, 8, 0.6) == 1.0
+    # Between the extremes it is the one bisection: efficiency at k equals the floor.
+    c, beta = 0.1, 0.2
+    m = fit(_points({1: c, 2: c + beta}))
+    k = threshold_compute_scale(m, 1, 2, 0.3)
+    assert k == pytest.approx(0.3 * beta / (0.7 * c), rel=1e-9) and k < 1

@@ -117,3 +117,60 @@ def test_accumulator_is_incremental_and_summary_goes_into_end_event():
     assert s.status == "completed"
     end = EndEvent(t=5, status="completed", summary=msgspec.to_builtins(s))
     assert end.summary["step_time_s"] == pytest.approx(0.3)
+
+
+def _phase(step: int, *, step_time_s: float, input_s: float, allreduce_s: float = 0.02):
+    return PhaseEvent(
+        t=step,
+        step=step,
+        step_time_s=step_time_s,
+        compute_s=step_time_s - allreduce_s,
+        allreduce_s=allreduce_s,
+        apply_s=0.0,
+        input_s=input_s,
+    )
+
+
+def test_shares_are_over_the_whole_step_input_wait_included():
+    # The trainer's PhaseEvent.step_time_s excludes the input wait: a 0.1 s train
+    # part after a 0.2 s wait is a 0.3 s step, of which input is 2/3, not 200 %.
+    phases = [_phase(i, step_time_s=0.1, input_s=0.2) for i in (3, 4)]
+    s = summarize(_run([1, 1, 0.3, 0.3, 0.3], phases=phases))
+    assert s.phase_full_step_s == pytest.approx(0.3)
+    assert s.input_share == pytest.approx(0.2 / 0.3)
+    assert s.comm_share == pytest.approx(0.02 / 0.3)
+    assert s.input_share + s.comm_share <= 1.0
+
+
+def test_multi_worker_steps_are_counted_per_worker_not_added_up():
+    events = [_start(num_workers=2, num_replicas=2)]
+    for worker in (0, 1):
+        events += [
+            StepEvent(t=i, step=i, step_time_s=0.1, samples=128, warmup=i < 2, worker=worker)
+            for i in range(10)
+        ]
+    s = summarize(events)
+    assert (s.steps_total, s.steps_counted) == (10, 8)
+    assert s.step_time_s == pytest.approx(0.1)
+
+
+def test_busbw_uses_the_exchange_volume_not_always_the_ring():
+    phase = PhaseEvent(t=1, step=3, step_time_s=0.1, compute_s=0.06, allreduce_s=0.03, apply_s=0.01)
+    algbw = 4e6 / 0.03
+    ring = summarize(_run([1, 1, 0.1, 0.1], phases=[phase]))
+    assert ring.exchange == "ring" and ring.busbw_bytes_s == pytest.approx(algbw * 1.5)
+    gather_start = _start(config={"strategy": "mirrored", "all_reduce": "reduce-to-one"})
+    gather = summarize([gather_start, *_run([1, 1, 0.1, 0.1], phases=[phase])[1:]])
+    assert gather.exchange == "gather" and gather.busbw_bytes_s == pytest.approx(algbw * 3)
+    host = summarize(
+        [_start(strategy="central-storage"), *_run([1, 1, 0.1, 0.1], phases=[phase])[1:]]
+    )
+    assert host.exchange == "host" and host.busbw_bytes_s == pytest.approx(algbw * 4)
+
+
+def test_least_busy_gpu_keeps_its_worker():
+    events = _run([0.1] * 4, warmup=0)
+    for worker, gpu, util in ((0, 0, 90.0), (0, 1, 91.0), (1, 0, 92.0), (1, 1, 30.0)):
+        events.append(GpuSample(t=1, index=gpu, util_gpu_pct=util, worker=worker))
+    s = summarize(events)
+    assert (s.gpu_util_min_worker, s.gpu_util_min_index, s.gpu_util_min_pct) == (1, 1, 30.0)

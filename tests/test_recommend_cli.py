@@ -122,3 +122,40 @@ def test_recommend_from_imports_no_tensorflow():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0
     assert "FORBIDDEN []" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "value"), [("0.6", 0.6), ("1", 1.0), ("70%", 0.7), ("100%", 1.0), (" 55% ", 0.55)]
+)
+def test_min_efficiency_takes_a_fraction_or_a_percentage_with_a_percent_sign(text, value):
+    from gpuscale.commands.recommend import _fraction
+
+    assert _fraction(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["1.5", "70", "0", "-0.5", "150%", "0%", "nan", "six"])
+def test_min_efficiency_out_of_range_is_one_error_line(capsys, text):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["recommend", "--from", str(SAMPLES / "seed002_mnist.json"), "--min-efficiency", text])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--min-efficiency" in err[0] and "60%" in err[0], err
+
+
+def test_max_devices_caps_measured_counts_too(capsys):
+    # seed 002 measured up to 8 GPUs; a machine with 2 gets 2 (never "8 devices").
+    doc = _json(capsys, "--from", str(SAMPLES / "seed002_mnist.json"), "--max-devices", "2")
+    assert doc["recommendation"]["devices"] <= 2
+    assert (
+        main(["recommend", "--from", str(SAMPLES / "seed002_mnist.json"), "--max-devices", "2"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    table, verdict = out.split("Recommendation:", 1)
+    assert verdict.startswith(" MULTI: 2 devices") and "above" in table
+
+
+def test_live_multi_worker_sweep_is_refused_with_one_line(capsys):
+    assert main(["recommend", "--strategy", "multi-worker", "--sweep", "1,2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--from" in err[0] and "multi-worker" in err[0]

@@ -107,3 +107,29 @@ def test_a_gathering_configuration_alone_is_told_what_a_ring_would_do():
     assert rec.devices == 4
     ring = [a for a in rec.advice if "MirroredStrategy with NCCL" in a]
     assert ring and "instead of 53%" in ring[0]
+
+
+def test_measured_counts_above_the_device_limit_are_not_recommended():
+    # Linear scaling measured up to 8; the user has 2 devices.
+    points = _sweep({1: 0.1, 2: 0.1, 4: 0.1, 8: 0.1})
+    rec = recommend(points, max_devices=2)
+    assert (rec.verdict, rec.devices, rec.device_limit) == ("multi", 2, 2)
+    assert [s.devices_to for s in rec.walk] == [2]
+    assert rec.configs[0].devices == 2
+    # The rows stay in the table, and the confidence says why they were not used.
+    assert sorted(r.devices for r in rec.table if not r.predicted) == [1, 2, 4, 8]
+    assert any("above the limit of 2" in line for line in rec.confidence)
+    # The machine's own count caps it the same way.
+    assert recommend(points, available_devices=4).devices == 4
+    with pytest.raises(GpuscaleError, match="above the limit of 2"):
+        recommend(_sweep({4: 0.1, 8: 0.1}), max_devices=2)
+
+
+def test_a_step_that_pays_at_any_ratio_says_so_instead_of_a_zero_threshold():
+    # A ring's exchange barely grows from 4 to 8 devices: 4 -> 8 pays even with no compute.
+    beta = 0.015
+    rec = recommend(_sweep({1: 0.1, 2: 0.1 + beta, 4: 0.1 + 1.5 * beta, 8: 0.1 + 1.75 * beta}))
+    assert rec.devices == 8
+    comm = [r for r in rec.reasons if "compute:communication" in r]
+    assert comm and "4 -> 8 pays at any compute:communication ratio" in comm[0]
+    assert "above the 0.0" not in comm[0]

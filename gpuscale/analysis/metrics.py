@@ -87,10 +87,23 @@ def algbw_bytes_s(payload_bytes: float, allreduce_s: float) -> float:
     return payload_bytes / allreduce_s
 
 
-def busbw_bytes_s(algbw: float, devices: int) -> float:
-    """Bus bandwidth: ``algbw x 2 (N - 1) / N``, the rate each link actually carried
-    in a ring all-reduce; comparable with the link's peak (NCCL's ``busbw``)."""
-    return algbw * ring_volume_factor(devices)
+def link_volume_factor(exchange: str, devices: int) -> float:
+    """Payloads crossing the busiest link per step, ``v(N)``: ``2 (N - 1) / N`` for
+    a ring all-reduce (``ring``), ``N - 1`` for gradients gathered on one device
+    (``gather``: that device's link carries every other device's copy), ``N`` for
+    variables on the host (``host``: one copy per device over the host's link)."""
+    if exchange == "ring":
+        return ring_volume_factor(devices)
+    if exchange == "gather":
+        return float(devices - 1)
+    return float(devices)
+
+
+def busbw_bytes_s(algbw: float, devices: int, exchange: str = "ring") -> float:
+    """Bus bandwidth: ``algbw x v(N)`` (:func:`link_volume_factor`), the rate the
+    busiest link actually carried; comparable with the link's peak. For a ring
+    this is NCCL's ``busbw``, ``algbw x 2 (N - 1) / N``."""
+    return algbw * link_volume_factor(exchange, devices)
 
 
 def share(part_s: float, whole_s: float) -> float:

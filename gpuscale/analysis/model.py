@@ -69,12 +69,9 @@ def hops(exchange: str, devices: int) -> float:
 
 
 def volume(exchange: str, devices: int) -> float:
-    """``v(N)``: payloads crossing the busiest link per step."""
-    if exchange == "ring":
-        return metrics.ring_volume_factor(devices)
-    if exchange == "gather":
-        return float(devices - 1)
-    return float(devices)
+    """``v(N)``: payloads crossing the busiest link per step
+    (:func:`gpuscale.analysis.metrics.link_volume_factor`)."""
+    return metrics.link_volume_factor(exchange, devices)
 
 
 class ScalingModel(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -380,14 +377,22 @@ def predict(model: ScalingModel, devices: int, template: SweepPoint) -> SweepPoi
     )
 
 
-def compute_scale_for(
+_SCALE_LOW = 1e-6
+_SCALE_HIGH = 1e6
+
+
+def threshold_compute_scale(
     model: ScalingModel, devices_from: int, devices_to: int, floor: float
 ) -> float | None:
-    """The factor by which compute per step must grow (a ``factor`` times larger
-    batch) for the step from ``devices_from`` to ``devices_to`` devices to reach
-    marginal efficiency ``floor``. 1.0 if it already does; ``None`` if no batch
-    gets there (compute drift or a serial part caps it). Found by bisection: more
-    compute per step always makes the exchange relatively cheaper."""
+    """The factor ``k`` on compute per step (a batch ``k`` times larger or smaller)
+    at which the step from ``devices_from`` to ``devices_to`` devices just reaches
+    marginal efficiency ``floor``: the one geometric bisection of the package.
+
+    More compute per step makes the exchange relatively cheaper, so the
+    efficiency grows with ``k``. Returns ``0.0`` when the step reaches the floor
+    even with (almost) no compute (it pays at any compute:communication ratio),
+    ``None`` when no ``k`` up to a million gets there (compute drift or a serial
+    part caps it), else ``k`` (to float precision)."""
 
     def eff(k: float) -> float:
         m = model.with_compute_scale(k)
@@ -395,18 +400,26 @@ def compute_scale_for(
             m.throughput(devices_from), devices_from, m.throughput(devices_to), devices_to
         )
 
-    if eff(1.0) >= floor:
-        return 1.0
-    high = 2.0
-    while eff(high) < floor:
-        high *= 2
-        if high > 1e6:
-            return None
-    low = 1.0
-    for _ in range(60):
+    if eff(_SCALE_LOW) >= floor:
+        return 0.0
+    if eff(_SCALE_HIGH) < floor:
+        return None
+    low, high = _SCALE_LOW, _SCALE_HIGH
+    for _ in range(100):  # down to float precision (the range spans 2**40)
         mid = math.sqrt(low * high)
         if eff(mid) >= floor:
             high = mid
         else:
             low = mid
     return high
+
+
+def compute_scale_for(
+    model: ScalingModel, devices_from: int, devices_to: int, floor: float
+) -> float | None:
+    """The factor by which compute per step must grow (a ``factor`` times larger
+    batch) for the step from ``devices_from`` to ``devices_to`` devices to reach
+    marginal efficiency ``floor``: 1.0 if it already does, ``None`` if no batch
+    gets there (see :func:`threshold_compute_scale`)."""
+    k = threshold_compute_scale(model, devices_from, devices_to, floor)
+    return None if k is None else max(k, 1.0)

@@ -44,9 +44,18 @@ import msgspec
 
 from gpuscale.analysis import metrics
 from gpuscale.analysis.hierarchy import explain as explain_multi_worker
-from gpuscale.analysis.model import ScalingModel, compute_scale_for, fit, predict
+from gpuscale.analysis.model import (
+    ScalingModel,
+    compute_scale_for,
+    fit,
+    predict,
+    threshold_compute_scale,
+)
 from gpuscale.analysis.sweep import SweepPoint
 from gpuscale.errors import GpuscaleError
+
+DEFAULT_MAX_DEVICES = 8
+"""How far predictions go when neither ``--max-devices`` nor the machine says."""
 
 DEFAULT_MIN_EFFICIENCY = 0.6
 """Floor on marginal efficiency; see the module docstring for why not 0.7."""
@@ -102,6 +111,10 @@ class Recommendation(msgspec.Struct, kw_only=True):
     baseline: str
     """What the speedup is relative to."""
     min_efficiency: float
+    device_limit: int | None = None
+    """Most devices considered (``--max-devices`` or the machine's), ``None`` when
+    neither was given; measured rows above it stay in ``table`` but are not
+    recommended."""
     reasons: list[str]
     advice: list[str]
     confidence: list[str]
@@ -200,23 +213,34 @@ def recommend(
     points: Sequence[SweepPoint],
     *,
     min_efficiency: float = DEFAULT_MIN_EFFICIENCY,
-    max_devices: int = 8,
+    max_devices: int | None = None,
     available_devices: int | None = None,
 ) -> Recommendation:
     """Recommend a device count and configuration from measured sweep points
-    (normalized :class:`SweepPoint`; predicted points are ignored)."""
+    (normalized :class:`SweepPoint`; predicted points are ignored).
+
+    ``max_devices`` (the user's limit) and ``available_devices`` (the machine's)
+    cap everything recommended, measured counts included; the smaller one wins.
+    Without either, measured counts are all candidates and predictions go up to
+    :data:`DEFAULT_MAX_DEVICES`."""
     measured_points = [p for p in points if not p.predicted]
     if not measured_points:
         raise GpuscaleError("no measured points to recommend from")
     if not 0 < min_efficiency <= 1:
         raise GpuscaleError(f"--min-efficiency must be in (0, 1], got {min_efficiency}")
     _check_one_workload(measured_points)
-    limit = max(1, min(max_devices, available_devices or max_devices))
+    caps = [x for x in (max_devices, available_devices) if x]
+    limit = max(1, min(caps)) if caps else None
     groups = _group(measured_points)
     for g in groups:
-        _fill_rows(g, limit)
-    configs = [_walk_config(g, min_efficiency) for g in groups]
-    envelope = _envelope(groups)
+        _fill_rows(g, limit or DEFAULT_MAX_DEVICES)
+    if limit is not None and all(n > limit for g in groups for n in g.measured):
+        raise GpuscaleError(
+            f"every measured device count is above the limit of {limit} "
+            "(--max-devices or the sweep file's available_devices); raise the limit"
+        )
+    configs = [_walk_config(g, min_efficiency, limit) for g in groups if _candidates(g, limit)]
+    envelope = _envelope(groups, limit)
     chosen, walk = choose_devices(envelope, min_efficiency)
     base = min(envelope, key=lambda c: c.devices)
     speedup = metrics.speedup(chosen.throughput, base.throughput)
@@ -234,6 +258,7 @@ def recommend(
         baseline=(f"'{base.config}' on " if len(groups) > 1 else "")
         + f"{base.devices} device{'s' if base.devices > 1 else ''}",
         min_efficiency=min_efficiency,
+        device_limit=limit,
         reasons=[],
         advice=[],
         confidence=[],
@@ -301,24 +326,27 @@ def _fill_rows(g: _Group, limit: int) -> None:
     g.rows = filled
 
 
-def _candidates(g: _Group) -> list[_Candidate]:
-    """Measured counts, then predictions beyond the largest measured one, the
-    latter only when the model was fitted to 2+ device counts (one count says
-    nothing about how the step grows with N: its predictions are shown, not used)."""
-    out = [_Candidate(n, x, g.config, False) for n, x in g.measured.items()]
+def _candidates(g: _Group, limit: int | None) -> list[_Candidate]:
+    """Measured counts up to ``limit``, then predictions beyond the largest
+    measured one, the latter only when the model was fitted to 2+ device counts
+    (one count says nothing about how the step grows with N: its predictions are
+    shown, not used). Measured counts above ``limit`` stay in the table, marked,
+    but are not candidates: the user cannot have them."""
+    cap = limit if limit is not None else max(g.measured)
+    out = [_Candidate(n, x, g.config, False) for n, x in g.measured.items() if n <= cap]
     top = max(g.measured)
     if len(g.measured) < 2:
         return out
     out += [
         _Candidate(r.devices, r.throughput or 0.0, g.config, True)
         for r in g.rows
-        if r.predicted and r.devices > top
+        if r.predicted and r.devices > top and (limit is None or r.devices <= limit)
     ]
     return out
 
 
-def _walk_config(g: _Group, floor: float) -> ConfigResult:
-    cands = _candidates(g)
+def _walk_config(g: _Group, floor: float, limit: int | None) -> ConfigResult:
+    cands = _candidates(g, limit)
     chosen, walk = choose_devices(cands, floor)
     base = min(cands, key=lambda c: c.devices)
     return ConfigResult(
@@ -334,12 +362,12 @@ def _walk_config(g: _Group, floor: float) -> ConfigResult:
     )
 
 
-def _envelope(groups: Sequence[_Group]) -> list[_Candidate]:
-    """At each count, the fastest measured configuration (a prediction only where
-    nothing was measured at that count)."""
+def _envelope(groups: Sequence[_Group], limit: int | None) -> list[_Candidate]:
+    """At each count up to ``limit``, the fastest measured configuration (a
+    prediction only where nothing was measured at that count)."""
     by_n: dict[int, list[_Candidate]] = defaultdict(list)
     for g in groups:
-        for c in _candidates(g):
+        for c in _candidates(g, limit):
             by_n[c.devices].append(c)
     best = []
     for _n, cands in sorted(by_n.items()):
@@ -475,7 +503,7 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, _Group], walk: Sequence
         detail = f" ({_mb(m.payload_bytes)} per step at an effective {_gbs(rate)}"
         peaks = [p.interconnect_bytes_s for p in measured if p.interconnect_bytes_s]
         if peaks and n2 > 1:
-            bus = metrics.busbw_bytes_s(rate, n2)
+            bus = metrics.busbw_bytes_s(rate, n2, m.exchange)
             detail += f", busbw {_gbs(bus)} against a link peak of {_gbs(min(peaks))}"
         detail += ")"
     elif m.payload_bytes and m.bandwidth_bytes_s:
@@ -489,7 +517,7 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, _Group], walk: Sequence
         f"Gradient exchange takes {_pct(metrics.share(comm, step_t))} of each step at "
         f"{_dev(n2)}{detail}, {how}; compute:communication is {ratio:.1f}"
     )
-    k = compute_scale_for(m, n1, n2, rec.min_efficiency)
+    k = threshold_compute_scale(m, n1, n2, rec.min_efficiency)
     if k is None:
         text += (
             f", and no batch size makes {n1} -> {n2} reach {_pct(rec.min_efficiency)} per the model"
@@ -499,29 +527,11 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, _Group], walk: Sequence
             f", below the {ratio * k:.1f} at which {n1} -> {n2} reaches "
             f"{_pct(rec.min_efficiency)} marginal efficiency (model)"
         )
+    elif k * ratio < 0.05:  # shown as 0.0: the exchange alone does not stop this step
+        text += f"; {n1} -> {n2} pays at any compute:communication ratio (model)"
     else:
-        threshold = ratio * _threshold_scale(m, n1, n2, rec.min_efficiency)
-        text += f", above the {threshold:.1f} needed for {n1} -> {n2} to pay (model)"
+        text += f", above the {ratio * k:.1f} needed for {n1} -> {n2} to pay (model)"
     rec.reasons.append(text + ".")
-
-
-def _threshold_scale(m: ScalingModel, n1: int, n2: int, floor: float) -> float:
-    """Compute scale (< 1) at which the step would just reach the floor."""
-    low, high = 1e-6, 1.0
-
-    def eff(k: float) -> float:
-        mm = m.with_compute_scale(k)
-        return metrics.marginal_efficiency(mm.throughput(n1), n1, mm.throughput(n2), n2)
-
-    if eff(low) >= floor:
-        return low
-    for _ in range(60):
-        mid = math.sqrt(low * high)
-        if eff(mid) >= floor:
-            high = mid
-        else:
-            low = mid
-    return high
 
 
 def _compare_configs(rec: Recommendation, groups: Sequence[_Group]) -> None:
@@ -699,6 +709,13 @@ def _confidence(rec: Recommendation, groups: Sequence[_Group], walk: Sequence[Wa
         lines.append(
             f"No 1-device run: speedups are relative to {_dev(smallest)}, and whether "
             f"{_dev(smallest)} beat one is not measured."
+        )
+    limit = rec.device_limit
+    above = sorted({n for g in groups for n in g.measured if limit is not None and n > limit})
+    if above:
+        lines.append(
+            f"Also measured at {', '.join(map(str, above))} devices, above the limit of "
+            f"{rec.device_limit} (--max-devices or the machine's devices): shown, not recommended."
         )
     if rec.predicted:
         lines.append(

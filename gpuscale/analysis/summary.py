@@ -6,16 +6,25 @@ What is measured and how (formulas in :mod:`gpuscale.analysis.metrics`):
   warm-up; spread ``(p90 - p10) / median``.
 * throughput: ``median samples per step / median step time`` (samples/s).
 * phases: medians over the non-warm-up ``PhaseEvent``s of compute, exposed
-  all-reduce, apply and input wait; the exposed all-reduce share is
-  ``median allreduce_s / median phase step_time_s`` and compute:communication is
-  ``median compute_s / median allreduce_s``.
-* bandwidth: ``algbw = payload / exposed all-reduce``, ``busbw = algbw x 2(N-1)/N``.
+  all-reduce, apply and input wait. A ``PhaseEvent.step_time_s`` is the training
+  part of the step (from holding the batch to the updated variables), without the
+  input wait, so the whole probed step is ``step_time_s + input_s``
+  (``phase_full_step_s``, its median). Both shares are over that whole step:
+  ``comm_share = median allreduce_s / median (step_time_s + input_s)``,
+  ``input_share = median input_s / median (step_time_s + input_s)``; so neither can
+  pass 100 %. Compute:communication is ``median compute_s / median allreduce_s``.
+* bandwidth: ``algbw = payload / exposed all-reduce`` and ``busbw = algbw x v(N)``
+  with the exchange's own volume factor (``2(N-1)/N`` for a ring, ``N-1`` when
+  gradients are gathered on one device, ``N`` for variables on the host: see
+  :func:`gpuscale.analysis.metrics.link_volume_factor`).
   These are *effective* rates: what the step paid per byte exchanged. They are
   not the link's speed: overlap with the backward pass hides part of the
   exchange (the rate reads high), and waiting for a slow replica or launch
   overhead is counted in (it reads low). When the trainer also times the
   all-reduce alone (``allreduce_total_s``), the rates from that total time are
   reported beside them; those are the ones to compare with the link's peak.
+* steps: each worker runs the same steps, so step counts are per worker (the
+  worker that has run the most); the step-time statistics pool every worker's steps.
 * imbalance: per GPU, the median utilization; ``gpu_util_min_pct`` against
   ``gpu_util_median_pct`` shows a GPU that idles while the others work. With
   several workers, the slowest worker's median step time over the median of the
@@ -35,6 +44,7 @@ import msgspec
 
 from gpuscale.analysis import metrics
 from gpuscale.analysis.interconnect import Interconnect, slowest_interconnect
+from gpuscale.analysis.sweep import exchange_of
 from gpuscale.events.schema import (
     EndEvent,
     ErrorEvent,
@@ -56,6 +66,9 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     workers: int = 1
     strategy: str = ""
     cross_device_ops: str | None = None
+    exchange: str = "ring"
+    """How gradients travel (:func:`gpuscale.analysis.sweep.exchange_of`): ``ring``,
+    ``gather`` (reduce to one device) or ``host`` (variables on the CPU)."""
     scaling: str = "weak"
     """``weak``: fixed batch per replica; ``strong``: fixed global batch."""
     per_replica_batch: int = 0
@@ -63,9 +76,11 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     status: str = "running"
     """``running`` until an EndEvent arrives, then its status."""
     steps_total: int = 0
-    """Steps seen, warm-up included."""
+    """Steps run, warm-up included, by the worker that has run the most (each
+    worker of a multi-worker run runs the same steps; they are not added up)."""
     steps_counted: int = 0
-    """Steps in the statistics (warm-up excluded)."""
+    """Steps past the warm-up, by the worker that has run the most; the step-time
+    statistics pool these steps of every worker."""
     step_time_s: float | None = None
     """Median step time of the counted steps."""
     step_time_p10_s: float | None = None
@@ -75,8 +90,13 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     throughput_samples_s: float | None = None
     """``median samples per step / median step time``."""
     phase_steps: int = 0
-    """Phase breakdowns in the statistics (warm-up excluded)."""
+    """Phase breakdowns in the statistics (warm-up excluded, every worker's)."""
     phase_step_time_s: float | None = None
+    """Median training part of the probed steps (``PhaseEvent.step_time_s``: from
+    holding the batch to the updated variables, input wait excluded)."""
+    phase_full_step_s: float | None = None
+    """Median whole probed step, ``step_time_s + input_s``: the denominator of
+    ``comm_share`` and ``input_share``."""
     compute_s: float | None = None
     allreduce_s: float | None = None
     """Median exposed all-reduce: the part of the step spent waiting for gradients."""
@@ -85,16 +105,17 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     apply_s: float | None = None
     input_s: float | None = None
     comm_share: float | None = None
-    """Exposed all-reduce over the phase step time."""
+    """Exposed all-reduce over the whole probed step (``phase_full_step_s``)."""
     input_share: float | None = None
-    """Input wait over the phase step time."""
+    """Input wait over the whole probed step (``phase_full_step_s``)."""
     compute_comm_ratio: float | None = None
     """Compute over exposed all-reduce; ``None`` when nothing was exchanged."""
     payload_bytes: int | None = None
     algbw_bytes_s: float | None = None
     """``payload / exposed all-reduce``: what the step effectively paid per byte."""
     busbw_bytes_s: float | None = None
-    """``algbw x 2(N-1)/N``."""
+    """``algbw x v(N)``, the exchange's volume factor (``2(N-1)/N`` for a ring):
+    the rate the busiest link carried."""
     algbw_total_bytes_s: float | None = None
     """``payload / all-reduce timed alone`` (when measured)."""
     busbw_total_bytes_s: float | None = None
@@ -105,6 +126,9 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     gpu_util_min_pct: float | None = None
     """The least busy GPU's median utilization."""
     gpu_util_min_index: int | None = None
+    """The least busy GPU's index (as NVML counts on its worker's machine)."""
+    gpu_util_min_worker: int | None = None
+    """The worker the least busy GPU belongs to."""
     worker_step_time_s: dict[int, float] | None = None
     """Median counted step time per worker (multi-worker runs)."""
     worker_imbalance: float | None = None
@@ -123,17 +147,19 @@ class RunAccumulator:
         self.failed = False
         self._step_times: list[float] = []
         self._samples: list[int] = []
-        self._steps_total = 0
+        self._steps_seen: dict[int, int] = defaultdict(int)
+        """Steps seen per worker, warm-up included."""
         self._warmup_steps: set[tuple[int, int]] = set()
         self._phases: list[PhaseEvent] = []
         self._worker_times: dict[int, list[float]] = defaultdict(list)
-        self._gpu_util: dict[int, list[float]] = defaultdict(list)
+        self._gpu_util: dict[tuple[int, int], list[float]] = defaultdict(list)
+        """Utilization samples per (worker, GPU index)."""
         self._host_cpu: list[float] = []
 
     def add(self, event: object) -> None:
         """Take one event of the run (unknown kinds are ignored)."""
         if isinstance(event, StepEvent):
-            self._steps_total += 1
+            self._steps_seen[event.worker] += 1
             if event.warmup:
                 self._warmup_steps.add((event.worker, event.step))
                 return
@@ -144,7 +170,7 @@ class RunAccumulator:
             self._phases.append(event)
         elif isinstance(event, GpuSample):
             if event.util_gpu_pct is not None and not event.lost:
-                self._gpu_util[event.index + 1000 * event.worker].append(event.util_gpu_pct)
+                self._gpu_util[(event.worker, event.index)].append(event.util_gpu_pct)
         elif isinstance(event, HostSample):
             self._host_cpu.append(event.cpu_pct)
         elif isinstance(event, StartEvent):
@@ -169,6 +195,8 @@ class RunAccumulator:
             s.workers = max(1, start.num_workers)
             s.strategy = start.strategy
             s.cross_device_ops = start.cross_device_ops
+            cfg = start.config or {}
+            s.exchange = exchange_of(cfg.get("strategy") or start.strategy, cfg.get("all_reduce"))
             s.scaling = start.scaling
             s.per_replica_batch = start.per_replica_batch
             s.global_batch = start.global_batch
@@ -179,8 +207,8 @@ class RunAccumulator:
             s.status = self.end.status
         elif self.failed:
             s.status = "failed"
-        s.steps_total = self._steps_total
-        s.steps_counted = len(self._step_times)
+        s.steps_total = max(self._steps_seen.values(), default=0)
+        s.steps_counted = max((len(v) for v in self._worker_times.values()), default=0)
         if self._step_times:
             times = self._step_times
             s.step_time_s = metrics.median(times)
@@ -214,17 +242,20 @@ class RunAccumulator:
         payloads = [p.payload_bytes for p in phases if p.payload_bytes]
         if payloads and not s.payload_bytes:
             s.payload_bytes = int(metrics.median(payloads))
-        s.comm_share = metrics.share(s.allreduce_s, s.phase_step_time_s)
-        s.input_share = metrics.share(s.input_s, s.phase_step_time_s)
+        s.phase_full_step_s = metrics.median([p.step_time_s + p.input_s for p in phases])
+        s.comm_share = metrics.share(s.allreduce_s, s.phase_full_step_s)
+        s.input_share = metrics.share(s.input_s, s.phase_full_step_s)
         if s.allreduce_s > 0:
             s.compute_comm_ratio = s.compute_s / s.allreduce_s
         if s.payload_bytes and s.devices > 1:
             if s.allreduce_s > 0:
                 s.algbw_bytes_s = metrics.algbw_bytes_s(s.payload_bytes, s.allreduce_s)
-                s.busbw_bytes_s = metrics.busbw_bytes_s(s.algbw_bytes_s, s.devices)
+                s.busbw_bytes_s = metrics.busbw_bytes_s(s.algbw_bytes_s, s.devices, s.exchange)
             if s.allreduce_total_s:
                 s.algbw_total_bytes_s = metrics.algbw_bytes_s(s.payload_bytes, s.allreduce_total_s)
-                s.busbw_total_bytes_s = metrics.busbw_bytes_s(s.algbw_total_bytes_s, s.devices)
+                s.busbw_total_bytes_s = metrics.busbw_bytes_s(
+                    s.algbw_total_bytes_s, s.devices, s.exchange
+                )
 
     def _summarize_imbalance(self, s: RunSummary) -> None:
         if self._gpu_util:
@@ -233,7 +264,7 @@ class RunAccumulator:
                 s.gpu_util_median_pct = metrics.median(list(per_gpu.values()))
                 key = min(per_gpu, key=lambda k: per_gpu[k])
                 s.gpu_util_min_pct = per_gpu[key]
-                s.gpu_util_min_index = key % 1000
+                s.gpu_util_min_worker, s.gpu_util_min_index = key
         if len(self._worker_times) > 1:
             per_worker = {w: metrics.median(v) for w, v in self._worker_times.items() if v}
             s.worker_step_time_s = per_worker

@@ -66,7 +66,8 @@ class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknow
     """Seconds taken by ``wall_steps`` steps (a published "100 steps took 28.5 s")."""
     wall_steps: _Count | None = None
     steps: _Count | None = None
-    """Steps the timing is a median or mean of (for the confidence statement)."""
+    """Steps the timing is a median or mean of (for the confidence statement);
+    from a recording, the counted steps of one worker (workers are not added up)."""
     spread: _NonNegative | None = None
     """``(p90 - p10) / median`` of the step times, when known."""
     compute_s: _NonNegative | None = None
@@ -93,9 +94,10 @@ class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknow
     predicted: bool = False
     """Written by gpuscale for model predictions; such points are ignored on reading."""
     speedup: float | None = None
-    """Output only: throughput over the configuration's 1-device throughput."""
+    """Output only: throughput over the configuration's throughput at its base
+    count (1 device when measured, else its smallest count)."""
     efficiency: float | None = None
-    """Output only: speedup / devices."""
+    """Output only: ``speedup / (devices / base count)`` (1.0: linear scaling)."""
     comm_share: float | None = None
     """Exposed all-reduce over the step time (measured, or from the model when predicted)."""
 

@@ -36,14 +36,16 @@ def register(sub) -> None:
         type=_fraction,
         default=None,
         metavar="F",
-        help="floor on the marginal efficiency of each doubling, 0-1 or a percentage (default 0.6)",
+        help="floor on the marginal efficiency of each doubling: a fraction in (0, 1] "
+        "like 0.6, or a percentage written with %% like 60%% (default 0.6)",
     )
     parser.add_argument(
         "--max-devices",
         type=_positive_int,
         default=None,
         metavar="N",
-        help="predict up to N devices (default 8, or what the sweep file says the machine has)",
+        help="recommend at most N devices, measured counts included, and predict up to N "
+        "(default: what the sweep file says the machine has; predictions up to 8)",
     )
     parser.add_argument(
         "--json",
@@ -62,32 +64,32 @@ def register(sub) -> None:
         action="store_true",
         help="do not keep recordings of the sweep's runs",
     )
-    try:
-        from gpuscale.trainer.options import add_trainer_arguments
-    except ImportError:  # the trainer package is not there: offline only
-        pass
-    else:
-        add_trainer_arguments(parser)
-        for action in parser._actions:  # the sweep's own meaning of two trainer flags
-            if action.dest == "steps":
-                action.default = 40
-                action.help = "steps per run of the sweep, warm-up included (default 40)"
-            elif action.dest == "devices":
-                action.help = "sweep up to N devices (default: all GPUs, or CPU logical devices)"
+    from gpuscale.trainer.options import add_trainer_arguments  # no TensorFlow
+
+    add_trainer_arguments(parser)
+    for action in parser._actions:  # the sweep's own meaning of two trainer flags
+        if action.dest == "steps":
+            action.default = 40
+            action.help = "steps per run of the sweep, warm-up included (default 40)"
+        elif action.dest == "devices":
+            action.help = "sweep up to N devices (default: all GPUs, or CPU logical devices)"
     parser.set_defaults(func=main)
 
 
 def _fraction(text: str) -> float:
+    """A fraction in (0, 1] (``0.6``) or a percentage written with ``%`` (``60%``).
+    A bare number above 1 is refused rather than guessed to be a percentage."""
+    expected = f"expected a fraction in (0, 1] like 0.6, or a percentage like 60%, got {text!r}"
+    body = text.strip()
+    percent = body.endswith("%")
     try:
-        value = float(text.rstrip("%"))
+        value = float(body[:-1] if percent else body)
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a fraction like 0.6 or 60%, got {text!r}"
-        ) from None
-    if text.endswith("%") or value > 1:
+        raise argparse.ArgumentTypeError(expected) from None
+    if percent:
         value /= 100
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], got {text!r}")
+    if not 0 < value <= 1:  # also refuses nan
+        raise argparse.ArgumentTypeError(expected)
     return value
 
 
@@ -117,6 +119,12 @@ def main(args) -> int:
     from gpuscale.analysis.recommend import DEFAULT_MIN_EFFICIENCY
 
     floor = args.min_efficiency if args.min_efficiency is not None else DEFAULT_MIN_EFFICIENCY
+    if not args.inputs and args.strategy == "multi-worker":
+        raise GpuscaleError(
+            "recommend cannot sweep --strategy multi-worker itself: record each count with "
+            "'gpuscale run --strategy multi-worker --local-workers N' and give the recordings "
+            "with --from"
+        )
     if args.inputs:
         from gpuscale.analysis.sweep import load_inputs
 
@@ -129,11 +137,13 @@ def main(args) -> int:
     if args.max_devices is not None:  # asked for: predict that far, whatever the machine has
         sweep.available_devices = None
     return report(
-        sweep, floor=floor, max_devices=args.max_devices or 8, as_json=args.json, heading=heading
+        sweep, floor=floor, max_devices=args.max_devices, as_json=args.json, heading=heading
     )
 
 
-def report(sweep, *, floor: float, max_devices: int, as_json: bool, heading: str | None) -> int:
+def report(
+    sweep, *, floor: float, max_devices: int | None, as_json: bool, heading: str | None
+) -> int:
     """Recommend from a :class:`~gpuscale.analysis.sweep.Sweep` and print it."""
     import msgspec
 

@@ -47,6 +47,9 @@ def render(
             table.add_column(name, justify="left" if name == "" else "right")
         for r in rows:
             mark = "predicted" if r.predicted else "measured"
+            limit = rec.device_limit
+            if not r.predicted and limit is not None and r.devices > limit:
+                mark = "measured, above limit"
             if (r.config, r.devices) == chosen_key:
                 mark += "  <- recommended"
             comm = _pct(r.comm_share)
