@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from gpuscale import __version__
 from gpuscale.errors import EXIT_INTERRUPTED, EXIT_USAGE, GpuscaleError
@@ -34,6 +37,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+"""Signals that end gpuscale the way Ctrl-C does: ``kill``, ``timeout``, ``scancel``,
+a closed terminal."""
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+@contextmanager
+def stop_signals_interrupt() -> Iterator[None]:
+    """While inside: SIGTERM and SIGHUP raise KeyboardInterrupt in the main thread,
+    so a killed ``gpuscale`` stops its trainer and closes its recording (with its
+    end event) as on Ctrl-C. The previous handlers are restored after."""
+    previous = {}
+    try:
+        for signum in _STOP_SIGNALS:
+            if signal.getsignal(signum) is signal.SIG_IGN:  # e.g. under nohup: keep it so
+                continue
+            try:
+                previous[signum] = signal.signal(signum, _interrupt)
+            except (ValueError, OSError):  # not the main thread, or not allowed
+                pass
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -41,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
-        return int(args.func(args) or 0)
+        with stop_signals_interrupt():
+            return int(args.func(args) or 0)
     except GpuscaleError as exc:
         print(f"gpuscale: error: {exc}", file=sys.stderr)
         return exc.exit_code

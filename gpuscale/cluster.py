@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -263,7 +264,11 @@ def launch_local_workers(
     """Start ``num_workers`` copies of ``argv`` on this machine as one multi-worker
     cluster: each gets its own ``TF_CONFIG`` (loopback ports), ``GPUSCALE_WORKER``,
     and the chief's event address and token. Each runs in its own process group, so
-    the caller can stop it with everything it started."""
+    the caller can stop it with everything it started, and on Linux dies with the
+    calling process (see :func:`gpuscale.session.spawn`). If one cannot start, the
+    ones already started are killed (with their process groups) and reaped."""
+    from gpuscale.session import spawn
+
     base = dict(os.environ if env is None else env)
     procs: list[subprocess.Popen] = []
     try:
@@ -279,7 +284,7 @@ def launch_local_workers(
                 }
             )
             procs.append(
-                subprocess.Popen(
+                spawn(
                     list(argv),
                     env=worker_env,
                     stdin=subprocess.DEVNULL,
@@ -290,6 +295,24 @@ def launch_local_workers(
             )
     except OSError as exc:
         for proc in procs:
-            proc.kill()
+            _kill_group(proc)
         raise GpuscaleError(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
     return procs
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL ``proc``'s process group (its own session) and reap it."""
+    try:
+        if sys.platform != "win32":
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.kill()
+    except (ProcessLookupError, PermissionError):
+        try:
+            proc.kill()
+        except ProcessLookupError:
+            pass
+    try:
+        proc.wait(timeout=2.0)
+    except subprocess.TimeoutExpired:
+        pass

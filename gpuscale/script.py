@@ -46,7 +46,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +66,15 @@ from gpuscale.events.schema import (
     StartEvent,
     StepEvent,
 )
-from gpuscale.events.transport import ENV_ADDRESS, ENV_TOKEN, ENV_WORKER, EventClient, EventServer
+from gpuscale.events.transport import (
+    ENV_ADDRESS,
+    ENV_TOKEN,
+    ENV_WORKER,
+    LOST_GRACE_S,
+    EventClient,
+    EventServer,
+)
+from gpuscale.session import RunBase, describe_exit, read_lines, spawn
 
 CALLBACK_SOURCE = "keras-callback"
 """Source of the LogEvent that ``import gpuscale.keras`` sends (see :mod:`gpuscale.keras`)."""
@@ -97,7 +105,7 @@ def script_name(argv: Sequence[str]) -> str:
     return Path(argv[0]).name if argv else "script"
 
 
-class ScriptRun:
+class ScriptRun(RunBase):
     """Runs the user's script under gpuscale; see the module docstring.
 
     ``argv``: the command (``["python", "train.py", ...]``). ``record``: a path,
@@ -119,6 +127,7 @@ class ScriptRun:
         cluster_info: cluster.ClusterInfo | None = None,
         start_timeout_s: float = 15.0,
         callback_timeout_s: float = 120.0,
+        lost_grace_s: float = LOST_GRACE_S,
         nvml: Any = None,
         env: Mapping[str, str] | None = None,
         sampler: bool = True,
@@ -127,14 +136,16 @@ class ScriptRun:
             raise GpuscaleError(
                 "no command to run: put it after '--', e.g. gpuscale run -- python train.py"
             )
+        self._init_run()
         self.argv = list(argv)
         self.name = script_name(self.argv)
-        self._record = record
+        self.record = record
         self.sample_interval_s = sample_interval_s
         self.local_workers = local_workers
         self.cluster_info = cluster_info
         self.start_timeout_s = start_timeout_s
         self.callback_timeout_s = callback_timeout_s
+        self.lost_grace_s = lost_grace_s
         self._nvml = nvml
         self._env = dict(os.environ if env is None else env)
         self._use_sampler = sampler
@@ -146,39 +157,35 @@ class ScriptRun:
             self.worker = 0
         self.is_chief = self.worker == 0
 
-        self.queue: queue.Queue[Event | None] = queue.Queue()
-        """Every event of the run, in order, for the consumer; ``None`` after the EndEvent."""
-        self.start_event: StartEvent | None = None
-        self.end: EndEvent | None = None
-        """The run's EndEvent (with ``summary``) once it is over."""
-        self.error: ErrorEvent | None = None
-        self.recording_path: Path | None = None
-        self.recording_problem: str | None = None
         self.status: str | None = None
         """``completed``, ``failed``, ``stopped`` or ``lost`` once the run is over."""
-        self.returncode: int | None = None
         self.lost_workers: list[int] = []
+        self.forwarding_to: str | None = None
+        """For a non-chief worker: the chief's event address, where its events go."""
         self._incoming: queue.Queue[Any] = queue.Queue()
         self._procs: dict[int, subprocess.Popen] = {}
         self._threads: list[threading.Thread] = []
         self._server: EventServer | None = None
         self._forward: EventClient | None = None
-        self._sampler: Any = None
-        self._recorder: Any = None
         self._stderr_tail: dict[int, collections.deque[str]] = {}
         self._stopping = threading.Event()
-        self._done = threading.Event()
         self._t0 = 0.0
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> ScriptRun:
-        """Start the event server, the script process(es) and the sampler; returns at once."""
+        """Start the event server, the script process(es) and the sampler; returns at
+        once. A sampler that refuses its settings raises before any process starts."""
         self._t0 = time.perf_counter()
+        if self._use_sampler:
+            self._sampler = self._new_sampler(
+                self._emit, self._pids, nvml=self._nvml, worker=self.worker
+            )
         env = dict(self._env)
         env["PYTHONUNBUFFERED"] = "1"
         if self.cluster_info is not None and not self.is_chief:
             address = cluster.events_address(self.cluster_info, self._env)
             token = cluster.shared_token(self._env)
+            self.forwarding_to = address
             try:
                 self._forward = EventClient(
                     address, token, worker=self.worker, connect_timeout_s=60.0
@@ -222,7 +229,7 @@ class ScriptRun:
 
     def _launch_one(self, env: dict[str, str], worker: int) -> None:
         try:
-            proc = subprocess.Popen(
+            proc = spawn(
                 self.argv,
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -281,12 +288,9 @@ class ScriptRun:
         """Each line the script prints, as a LogEvent: stdout ``info``, stderr
         ``warning``, TensorFlow's own C++ log lines at their level (start-up noise
         ``debug``), as for the built-in trainer."""
-        from gpuscale.session import classify_line
-
         name = "stderr" if level == "warning" else "stdout"
-        for raw in iter(stream.readline, b""):
-            line = raw.decode("utf-8", "replace").rstrip("\r\n")
-            line_level, message = classify_line(line, name)
+
+        def on_line(line_level: str, message: str) -> None:
             if name == "stderr" and line_level != "debug":
                 self._stderr_tail[worker].append(message)
             self._emit(
@@ -294,7 +298,8 @@ class ScriptRun:
                     t=time.time(), worker=worker, message=message, source="script", level=line_level
                 )
             )
-        stream.close()
+
+        read_lines(stream, name, on_line, skip_blank=False)
 
     def _wait_exit(
         self, proc: subprocess.Popen, worker: int, readers: list[threading.Thread]
@@ -318,30 +323,21 @@ class ScriptRun:
         return pids
 
     def _start_sampler(self) -> None:
-        if not self._use_sampler:
+        if self._sampler is None:
             return
         try:
-            from gpuscale.telemetry.sampler import Sampler
-        except ImportError as exc:
+            self._sampler.start()
+        except Exception as exc:  # telemetry must never stop a run
+            self._sampler = None
             self._emit(
                 LogEvent(
                     t=time.time(),
                     worker=self.worker,
-                    message=f"telemetry unavailable: {exc}",
+                    message=f"telemetry is off: {type(exc).__name__}: {exc}",
                     source="telemetry",
                     level="warning",
                 )
             )
-            return
-        kwargs: dict[str, Any] = {
-            "interval_s": self.sample_interval_s,
-            "pids": self._pids,
-            "worker": self.worker,
-        }
-        if self._nvml is not None:
-            kwargs["nvml"] = self._nvml
-        self._sampler = Sampler(self._emit, **kwargs)
-        self._sampler.start()
 
     def _emit(self, event: Event) -> None:
         """Entry point of every locally produced event (log lines, samples)."""
@@ -379,25 +375,13 @@ class ScriptRun:
             self._forward.send(msgspec.structs.replace(event, worker=self.worker, summary=None))
         self.queue.put(event)
 
-    def _open_recorder(self, start: StartEvent) -> None:
-        if self._record is None or self._forward is not None:
-            return
-        from gpuscale.recording.store import default_path
-        from gpuscale.recording.writer import Recorder
+    def _open_recorder(self, start: StartEvent, model: str) -> None:
+        if self._forward is None:  # a non-chief worker's events are recorded by the chief
+            super()._open_recorder(start, model)
 
-        if self._record == "default":
-            path = default_path(start.model or self.name, start.num_replicas, start.platform)
-        else:
-            path = Path(self._record)
-
-        def problem(message: str) -> None:
-            self.recording_problem = message
-            self.queue.put(
-                LogEvent(t=time.time(), message=message, source="recorder", level="warning")
-            )
-
-        self._recorder = Recorder(path, on_problem=problem)
-        self.recording_path = self._recorder.path
+    def _recording_problem(self, message: str) -> None:
+        self.recording_problem = message
+        self.queue.put(LogEvent(t=time.time(), message=message, source="recorder", level="warning"))
 
     def _terminate(self, grace_s: float = 3.0) -> None:
         """SIGTERM the scripts' process groups, SIGKILL what is left after ``grace_s``."""
@@ -416,7 +400,10 @@ class ScriptRun:
                     os.killpg(proc.pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
-                proc.wait(timeout=2)
+                try:
+                    proc.wait(timeout=2)
+                except subprocess.TimeoutExpired:  # stuck in the kernel: its waiter reaps it
+                    pass
 
     def _close_transport(self) -> None:
         if self._server is not None:
@@ -445,56 +432,10 @@ class ScriptRun:
         self._terminate(grace_s=grace_s)
         self._done.wait(timeout=2.0)
 
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until the run is over; False if ``timeout`` passed first."""
-        return self._done.wait(timeout)
-
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    def close(self) -> None:
-        """Stop the run if it is still going (idempotent)."""
-        if not self._done.is_set():
-            self.stop()
-
     def pid_of(self, worker: int) -> int | None:
         """The process id of a local worker's script (None if not started here)."""
         proc = self._procs.get(worker)
         return proc.pid if proc else None
-
-    def events(self, timeout: float | None = None) -> Iterator[Event]:
-        """Yield events until the run is over (after its EndEvent). With a ``timeout``,
-        also return when no event came for that many seconds (call again to go on)."""
-        while True:
-            try:
-                event = self.queue.get(timeout=timeout)
-            except queue.Empty:
-                return
-            if event is None:
-                self.queue.put(None)
-                return
-            yield event
-
-    def drain(self, max_events: int = 10_000) -> list[Event]:
-        """The events queued now, without waiting (the end marker left in place)."""
-        out: list[Event] = []
-        while len(out) < max_events:
-            try:
-                event = self.queue.get_nowait()
-            except queue.Empty:
-                break
-            if event is None:
-                self.queue.put(None)
-                break
-            out.append(event)
-        return out
-
-    def __enter__(self) -> ScriptRun:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class _PumpState:
@@ -516,6 +457,8 @@ class _PumpState:
         self.steps: dict[int, int] = collections.defaultdict(int)
         self.analysis_events: list[Event] = []
         self.lost: list[int] = []
+        self.suspects: dict[int, float] = {}
+        """Remote workers whose connection closed without an end: when they count as lost."""
         self.exit_seen_at: float | None = None
 
     # what the consumer sees ------------------------------------------------------------
@@ -531,7 +474,7 @@ class _PumpState:
 
     def send_start(self, start: StartEvent) -> None:
         run = self.run_
-        run._open_recorder(start)
+        run._open_recorder(start, run.name)
         self.started = True
         self.publish(start)
         held, self.held = self.held, []
@@ -611,21 +554,26 @@ class _PumpState:
             code = item.returncode
             if code != 0 and run.num_workers > 1 and not run._stopping.is_set() and not self.lost:
                 if code < 0 and item.worker not in self.lost:
-                    self.report_lost(item.worker, f"was killed by signal {-code}")
+                    self.report_lost(item.worker, describe_exit(code))
                 else:  # the others would wait forever in the next all-reduce
                     self.stop_others()
             return
         if isinstance(item, _Disconnect):
+            if item.saw_end:
+                self.suspects.pop(item.worker, None)
+            elif run._server is not None and run._server.connected(item.worker):
+                return  # the old connection of a worker that has reconnected
             self.disconnected.add(item.worker)
             # A local process is judged by its exit status; a remote worker that
-            # closes its connection without an end event is lost.
+            # closes its connection without an end event is lost unless it
+            # reconnects within the client's back-off (a network hiccup).
             if (
                 not item.saw_end
                 and item.worker not in run._procs
                 and not self.lost  # after the first loss the others are being stopped
                 and not run._stopping.is_set()
             ):
-                self.report_lost(item.worker, "disconnected without finishing")
+                self.suspects[item.worker] = time.monotonic() + run.lost_grace_s
             return
         event: Event = item
         self.connected.add(event.worker)
@@ -668,6 +616,21 @@ class _PumpState:
             self.deadline = max(self.deadline, time.monotonic() + run.callback_timeout_s)
         self.publish(event)
 
+    def check_suspects(self) -> None:
+        """A remote worker whose connection closed without an end is lost once its
+        grace period is over with no connection from it open."""
+        run = self.run_
+        now = time.monotonic()
+        for worker, deadline in list(self.suspects.items()):
+            if worker in self.ended_workers or run._stopping.is_set() or self.lost:
+                del self.suspects[worker]
+            elif run._server is not None and run._server.connected(worker):
+                del self.suspects[worker]  # it reconnected
+                self.disconnected.discard(worker)
+            elif now >= deadline:
+                del self.suspects[worker]
+                self.report_lost(worker, "disconnected without finishing")
+
     def report_lost(self, worker: int, how: str) -> None:
         run = self.run_
         self.lost.append(worker)
@@ -704,7 +667,7 @@ class _PumpState:
 
     def finished(self) -> bool:
         run = self.run_
-        if len(self.exited) < len(run._procs):
+        if len(self.exited) < len(run._procs) or self.suspects:
             return False
         # all local processes are gone: wait briefly for their connections to drain
         waiting = self.connected - self.disconnected - {run.worker}
@@ -725,6 +688,7 @@ class _PumpState:
                 item = None
             if item is not None:
                 self.handle(item)
+            self.check_suspects()
             if not self.started and self.start_due():
                 start = self.merged_start()
                 self.send_start(start)
@@ -765,7 +729,7 @@ class _PumpState:
             status = "failed"
             worker, code = min(failed.items())
             tail = "\n".join(run._stderr_tail.get(worker, ()))
-            how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
+            how = describe_exit(code)
             who = f"worker {worker} " if run.num_workers > 1 else ""
             self.publish(
                 ErrorEvent(

@@ -17,6 +17,7 @@ its exit status and last output lines). Nothing here imports TensorFlow.
 from __future__ import annotations
 
 import collections
+import ctypes
 import os
 import queue
 import re
@@ -29,12 +30,20 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
+
+from gpuscale.analysis.summary import summarize
 from gpuscale.errors import GpuscaleError
-from gpuscale.events.schema import EndEvent, ErrorEvent, Event, LogEvent, StartEvent
+from gpuscale.events.schema import EndEvent, ErrorEvent, Event, LogEvent, StartEvent, StepEvent
 from gpuscale.events.transport import EventServer
+from gpuscale.recording.store import default_path
+from gpuscale.recording.writer import Recorder
+from gpuscale.telemetry.sampler import Sampler
 from gpuscale.trainer.options import TrainConfig, to_json
 
-STOP_GRACE_S = 4.0
+STOP_DEADLINE_S = 5.0
+"""The longest :meth:`LiveRun.stop` takes, SIGKILL and the final EndEvent included."""
+STOP_GRACE_S = 3.0
 """How long :meth:`LiveRun.stop` waits after SIGTERM before SIGKILL."""
 _AFTER_EXIT_S = 2.0
 """How long to wait, after the child exits, for its last events to arrive."""
@@ -67,36 +76,117 @@ def classify_line(line: str, stream: str) -> tuple[str, str]:
     return "info", text
 
 
-class LiveRun:
-    """One training run in a child process, as a stream of events.
+# -- child processes that die with gpuscale --------------------------------------------
 
-    ``record``: ``"default"`` (a new file in the runs folder, named once the
-    trainer says what runs where), a path, or ``None`` (not recorded).
-    Consume with :meth:`events` (blocking iterator) or :meth:`drain`
-    (non-blocking); ``queue`` holds the events and a final ``None``.
-    """
+_PR_SET_PDEATHSIG = 1
+_spawn_requests: queue.SimpleQueue = queue.SimpleQueue()
+_spawn_thread: threading.Thread | None = None
+_spawn_lock = threading.Lock()
 
-    def __init__(
-        self,
-        config: TrainConfig,
-        *,
-        record: Path | str | None = "default",
-        sample_interval_s: float = 0.5,
-        nvml: Any = None,
-        sampler: bool = True,
-        python: str | None = None,
-        env: dict[str, str] | None = None,
-        on_problem: Callable[[str], None] | None = None,
-    ):
-        self.config = config
-        self.record = record
-        self.sample_interval_s = sample_interval_s
-        self._nvml = nvml
-        self._use_sampler = sampler
-        self._python = python or sys.executable
-        self._extra_env = env or {}
-        self._on_problem = on_problem
+
+def _parent_death_guard() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that has Linux SIGKILL the child when gpuscale dies
+    (``prctl(PR_SET_PDEATHSIG)``), even by SIGKILL; ``None`` elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def guard() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != parent:  # gpuscale died before the guard was set
+            os._exit(1)
+
+    return guard
+
+
+def _spawner() -> None:
+    while True:
+        args, kwargs, box, ready = _spawn_requests.get()
+        try:
+            box.append(subprocess.Popen(args, **kwargs))
+        except BaseException as exc:  # handed back to the caller
+            box.append(exc)
+        ready.set()
+
+
+def spawn(args: list[str], **kwargs: Any) -> subprocess.Popen:
+    """``subprocess.Popen(args, **kwargs)`` for a child that must not outlive gpuscale.
+
+    On Linux the child gets ``PR_SET_PDEATHSIG`` = SIGKILL. The kernel sends it when
+    the *thread* that forked the child ends, so every child is forked by one
+    long-lived thread here (not by whichever thread called :meth:`start`, e.g. the
+    dashboard's worker thread, which may end before the run does)."""
+    global _spawn_thread
+    guard = _parent_death_guard()
+    if guard is None:
+        return subprocess.Popen(args, **kwargs)
+    kwargs["preexec_fn"] = guard
+    with _spawn_lock:
+        if _spawn_thread is None or not _spawn_thread.is_alive():
+            _spawn_thread = threading.Thread(target=_spawner, name="gpuscale-spawner", daemon=True)
+            _spawn_thread.start()
+    box: list[Any] = []
+    ready = threading.Event()
+    _spawn_requests.put((args, kwargs, box, ready))
+    ready.wait()
+    result = box[0]
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+def describe_exit(code: int) -> str:
+    """``"was killed by SIGKILL"`` / ``"exited with status 3"`` for a Popen returncode."""
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"was killed by {name}"
+    return f"exited with status {code}"
+
+
+def read_lines(
+    stream: Any, name: str, on_line: Callable[[str, str], None], *, skip_blank: bool = True
+) -> None:
+    """Call ``on_line(level, message)`` for each line of a child's ``stream``
+    (``name`` is ``stdout`` or ``stderr``; bytes or text), classified by
+    :func:`classify_line` (blank lines skipped unless ``skip_blank`` is False);
+    returns at the end of the stream."""
+    try:
+        for raw in iter(stream.readline, b"" if "b" in getattr(stream, "mode", "b") else ""):
+            line = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+            if skip_blank and not line.strip():
+                continue
+            level, message = classify_line(line, name)
+            on_line(level, message)
+    except (OSError, ValueError):
+        pass
+    finally:
+        try:
+            stream.close()
+        except (OSError, ValueError):
+            pass
+
+
+# -- what every run shares ---------------------------------------------------------------
+
+
+class RunBase:
+    """What :class:`LiveRun` and :class:`gpuscale.script.ScriptRun` share: the
+    consumer's queue (events, then ``None``), the life cycle around ``start`` and
+    ``stop``, the recorder and the sampler."""
+
+    record: Path | str | os.PathLike | None
+    sample_interval_s: float
+
+    def _init_run(self) -> None:
         self.queue: queue.Queue[Event | None] = queue.Queue()
+        """Every event of the run, in order, for the consumer; ``None`` after the EndEvent."""
         self.start_event: StartEvent | None = None
         self.end: EndEvent | None = None
         """The final EndEvent (with ``summary``) once the run is over."""
@@ -104,132 +194,16 @@ class LiveRun:
         self.returncode: int | None = None
         self.recording_path: Path | None = None
         self.recording_problem: str | None = None
-        self.telemetry_status: str | None = None
-        self._events: list[Event] = []
-        self._pending: list[Event] = []
-        self._recorder = None
-        self._lock = threading.RLock()
-        self._finish_lock = threading.Lock()
-        self._finishing = False
-        self._child_end: EndEvent | None = None
-        self._disconnected = threading.Event()
+        self._recorder: Recorder | None = None
+        self._sampler: Sampler | None = None
         self._done = threading.Event()
-        self._stop_requested = False
-        self._proc: subprocess.Popen | None = None
-        self._server: EventServer | None = None
-        self._sampler = None
-        self._readers: list[threading.Thread] = []
-        self._tail: collections.deque[str] = collections.deque(maxlen=12)
-        self._started_at = time.time()
 
-    # -- life cycle ----------------------------------------------------------------
-    def start(self) -> LiveRun:
-        """Start the server, the trainer process and the sampler; returns at once."""
-        self._started_at = time.time()
-        self._server = EventServer(self._on_event, on_disconnect=self._on_disconnect)
-        env = {
-            **os.environ,
-            **self._extra_env,
-            **self._server.env(),
-            "PYTHONUNBUFFERED": "1",
-            "GPUSCALE_PARENT_PIPE": "1",
-        }
-        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        try:
-            self._proc = subprocess.Popen(
-                [self._python, "-m", "gpuscale.trainer", "--config", to_json(self.config)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=env,
-                start_new_session=True,
-                text=True,
-                errors="replace",
-                bufsize=1,
-            )
-        except OSError as exc:
-            self._server.close()
-            raise GpuscaleError(f"cannot start the trainer process: {exc}", exit_code=1) from exc
-        for stream_name in ("stdout", "stderr"):
-            thread = threading.Thread(
-                target=self._read_stream,
-                args=(getattr(self._proc, stream_name), stream_name),
-                name=f"gpuscale-trainer-{stream_name}",
-                daemon=True,
-            )
-            thread.start()
-            self._readers.append(thread)
-        self._start_sampler()
-        threading.Thread(target=self._watch, name="gpuscale-trainer-watch", daemon=True).start()
-        return self
+    # -- life cycle (start and stop are each run's own) --------------------------------
+    def start(self) -> RunBase:
+        raise NotImplementedError
 
-    def _start_sampler(self) -> None:
-        if not self._use_sampler:
-            return
-        try:
-            from gpuscale.telemetry.sampler import Sampler
-        except ImportError:  # telemetry not installed in this tree: run without it
-            return
-        try:
-            self._sampler = Sampler(
-                self._on_event,
-                interval_s=self.sample_interval_s,
-                pids=self.pids,
-                gpu_indices=self.config.gpus,
-                nvml=self._nvml,
-            )
-            self._sampler.start()
-            self.telemetry_status = self._sampler.status
-        except GpuscaleError:
-            raise
-        except Exception as exc:  # telemetry must never stop a run
-            self._notice(f"telemetry is off: {type(exc).__name__}: {exc}", "warning")
-            self._sampler = None
-
-    def pids(self) -> list[int]:
-        """The trainer process and its children (for per-process telemetry)."""
-        proc = self._proc
-        if proc is None:
-            return []
-        pids = [proc.pid]
-        try:
-            import psutil
-
-            pids += [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
-        except Exception:
-            pass
-        return pids
-
-    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
-        """Ask the trainer to finish its step (SIGTERM); SIGKILL its process group
-        after ``grace_s``; return once the run is over (final EndEvent queued)."""
-        self._stop_requested = True
-        proc = self._proc
-        if proc is not None and proc.poll() is None:
-            self._signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                self._notice(f"the trainer did not stop within {grace_s:g} s; killed it", "warning")
-                self._signal(signal.SIGKILL)
-                proc.wait()
-        if proc is None:
-            self._finish()
-        self._done.wait(timeout=_AFTER_EXIT_S + 1.0)
-
-    def _signal(self, signum: int) -> None:
-        proc = self._proc
-        if proc is None:
-            return
-        try:
-            os.killpg(
-                proc.pid, signum
-            )  # its own session: the group is the trainer and its children
-        except (ProcessLookupError, PermissionError):
-            try:
-                proc.send_signal(signum)
-            except ProcessLookupError:
-                pass
+    def stop(self) -> None:
+        raise NotImplementedError
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the run is over; False if ``timeout`` passed first."""
@@ -244,10 +218,10 @@ class LiveRun:
         if not self._done.is_set():
             self.stop()
 
-    def __enter__(self) -> LiveRun:
+    def __enter__(self):
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- consuming -----------------------------------------------------------------
@@ -279,23 +253,218 @@ class LiveRun:
             out.append(event)
         return out
 
+    # -- recording and telemetry ---------------------------------------------------------
+    def _recording_problem(self, message: str) -> None:
+        """Called once when recording becomes impossible (the run goes on)."""
+        self.recording_problem = message
+
+    def _open_recorder(self, start: StartEvent, model: str) -> None:
+        """Open the recorder for a run that starts with ``start`` (``model`` names
+        it when the start does not): a default name in the runs folder (the next
+        free number when another run took it in the same second), or the given
+        path (never overwritten)."""
+        if self.record is None:
+            return
+        try:
+            if self.record == "default":
+                path = default_path(start.model or model, start.num_replicas, start.platform)
+            else:
+                path = Path(self.record)
+        except (OSError, GpuscaleError) as exc:
+            self._recording_problem(f"cannot choose a recording file: {exc}")
+            return
+        self._recorder = Recorder(
+            path, on_problem=self._recording_problem, rename_if_taken=self.record == "default"
+        )
+        self.recording_path = self._recorder.path
+
+    def _new_sampler(
+        self,
+        emit: Callable[[Event], None],
+        pids: Callable[[], list[int]],
+        *,
+        nvml: Any = None,
+        worker: int = 0,
+        gpu_indices: list[int] | None = None,
+    ) -> Sampler:
+        """The run's sampler, built (its interval checked) before any process starts,
+        so a refused interval leaves nothing running."""
+        return Sampler(
+            emit,
+            interval_s=self.sample_interval_s,
+            pids=pids,
+            gpu_indices=gpu_indices,
+            worker=worker,
+            nvml=nvml,
+        )
+
+
+class LiveRun(RunBase):
+    """One training run in a child process, as a stream of events.
+
+    ``record``: ``"default"`` (a new file in the runs folder, named once the
+    trainer says what runs where), a path, or ``None`` (not recorded).
+    Consume with :meth:`events` (blocking iterator) or :meth:`drain`
+    (non-blocking); ``queue`` holds the events and a final ``None``.
+    """
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        *,
+        record: Path | str | None = "default",
+        sample_interval_s: float = 0.5,
+        nvml: Any = None,
+        sampler: bool = True,
+        python: str | None = None,
+        env: dict[str, str] | None = None,
+        on_problem: Callable[[str], None] | None = None,
+    ):
+        self._init_run()
+        self.config = config
+        self.record = record
+        self.sample_interval_s = sample_interval_s
+        self._nvml = nvml
+        self._use_sampler = sampler
+        self._python = python or sys.executable
+        self._extra_env = env or {}
+        self._on_problem = on_problem
+        self.telemetry_status: str | None = None
+        self._events: list[Event] = []
+        self._pending: list[Event] = []
+        self._lock = threading.RLock()
+        self._finish_lock = threading.Lock()
+        self._finishing = False
+        self._child_end: EndEvent | None = None
+        self._disconnected = threading.Event()
+        self._stop_requested = False
+        self._proc: subprocess.Popen | None = None
+        self._server: EventServer | None = None
+        self._readers: list[threading.Thread] = []
+        self._tail: collections.deque[str] = collections.deque(maxlen=12)
+        self._started_at = time.time()
+
+    # -- life cycle ----------------------------------------------------------------
+    def start(self) -> LiveRun:
+        """Start the server, the trainer process and the sampler; returns at once.
+        A sampler that refuses its settings raises before the trainer starts."""
+        self._started_at = time.time()
+        if self._use_sampler:
+            self._sampler = self._new_sampler(
+                self._on_event, self.pids, nvml=self._nvml, gpu_indices=self.config.gpus
+            )
+        self._server = EventServer(self._on_event, on_disconnect=self._on_disconnect)
+        env = {
+            **os.environ,
+            **self._extra_env,
+            **self._server.env(),
+            "PYTHONUNBUFFERED": "1",
+            "GPUSCALE_PARENT_PIPE": "1",
+        }
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        try:
+            self._proc = spawn(
+                [self._python, "-m", "gpuscale.trainer", "--config", to_json(self.config)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                start_new_session=True,
+                text=True,
+                errors="replace",
+                bufsize=1,
+            )
+        except OSError as exc:
+            self._server.close()
+            raise GpuscaleError(f"cannot start the trainer process: {exc}", exit_code=1) from exc
+        for stream_name in ("stdout", "stderr"):
+            thread = threading.Thread(
+                target=read_lines,
+                args=(getattr(self._proc, stream_name), stream_name, self._on_line(stream_name)),
+                name=f"gpuscale-trainer-{stream_name}",
+                daemon=True,
+            )
+            thread.start()
+            self._readers.append(thread)
+        self._start_sampler()
+        threading.Thread(target=self._watch, name="gpuscale-trainer-watch", daemon=True).start()
+        return self
+
+    def _start_sampler(self) -> None:
+        if self._sampler is None:
+            return
+        try:
+            self._sampler.start()
+            self.telemetry_status = self._sampler.status
+        except Exception as exc:  # telemetry must never stop a run
+            self._notice(f"telemetry is off: {type(exc).__name__}: {exc}", "warning")
+            self._sampler = None
+
+    def pids(self) -> list[int]:
+        """The trainer process and its children (for per-process telemetry)."""
+        proc = self._proc
+        if proc is None:
+            return []
+        pids = [proc.pid]
+        try:
+            import psutil
+
+            pids += [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+        except Exception:
+            pass
+        return pids
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Ask the trainer to finish its step (SIGTERM); SIGKILL its process group
+        after ``grace_s``; return once the run is over (final EndEvent queued), within
+        :data:`STOP_DEADLINE_S` in all."""
+        deadline = time.monotonic() + STOP_DEADLINE_S
+        self._stop_requested = True
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            self._signal(signal.SIGTERM)
+            grace_s = min(grace_s, STOP_DEADLINE_S - 1.5)
+            try:
+                proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                self._notice(f"the trainer did not stop within {grace_s:g} s; killed it", "warning")
+                self._signal(signal.SIGKILL)
+                try:
+                    proc.wait(timeout=max(0.1, deadline - time.monotonic() - 1.0))
+                except subprocess.TimeoutExpired:
+                    pass
+        if proc is None:
+            self._finish()
+        # the watcher finishes the run once the last events are in; if that takes
+        # too long, finish it here (whatever arrives later is not waited for)
+        if not self._done.wait(timeout=max(0.0, deadline - time.monotonic() - 0.8)):
+            self._finish()
+            self._done.wait(timeout=max(0.0, deadline - time.monotonic()))
+
+    def _signal(self, signum: int) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        try:
+            # its own session: the group is the trainer and its children
+            os.killpg(proc.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            try:
+                proc.send_signal(signum)
+            except ProcessLookupError:
+                pass
+
     # -- sources -------------------------------------------------------------------
     def _notice(self, message: str, level: str = "info") -> None:
         self._on_event(LogEvent(t=time.time(), message=message, source="gpuscale", level=level))
 
-    def _read_stream(self, stream, name: str) -> None:
-        try:
-            for line in stream:
-                if not line.strip():
-                    continue
-                level, message = classify_line(line, name)
-                if level != "debug":
-                    self._tail.append(message)
-                self._on_event(
-                    LogEvent(t=time.time(), message=message, source="trainer", level=level)
-                )
-        except (OSError, ValueError):
-            pass
+    def _on_line(self, stream: str) -> Callable[[str, str], None]:
+        def on_line(level: str, message: str) -> None:
+            if level != "debug":
+                self._tail.append(message)
+            self._on_event(LogEvent(t=time.time(), message=message, source="trainer", level=level))
+
+        return on_line
 
     def _on_disconnect(self, worker: int, saw_end: bool) -> None:
         self._disconnected.set()
@@ -313,7 +482,12 @@ class LiveRun:
                 self.start_event = event
                 if self._proc is not None and self._proc.pid not in event.pids:
                     event.pids = [*event.pids, self._proc.pid]
-                self._open_recorder(event)
+                self._open_recorder(event, self.config.model)
+                if self._recorder is not None:
+                    self._recorder.write(event)
+                    for pending in self._pending:
+                        self._recorder.write(pending)
+                self._pending.clear()
             elif isinstance(event, ErrorEvent) and self.error is None:
                 self.error = event
             self._events.append(event)
@@ -321,44 +495,17 @@ class LiveRun:
             self.queue.put(event)
 
     # -- recording -----------------------------------------------------------------
-    def _open_recorder(self, start: StartEvent) -> None:
-        if self.record is None:
-            return
-        try:
-            from gpuscale.recording.store import default_path
-            from gpuscale.recording.writer import Recorder
-        except ImportError:
-            self.recording_problem = "recording is not available in this installation"
-            return
-        try:
-            path = (
-                default_path(start.model or self.config.model, start.num_replicas, start.platform)
-                if self.record == "default"
-                else Path(self.record)
-            )
-        except (OSError, GpuscaleError) as exc:
-            self.recording_problem = f"cannot choose a recording file: {exc}"
-            if self._on_problem is not None:
-                self._on_problem(self.recording_problem)
-            return
-
-        def problem(message: str) -> None:
-            self.recording_problem = message
-            if self._on_problem is not None:
-                self._on_problem(message)
-
-        self._recorder = Recorder(path, on_problem=problem)
-        self.recording_path = path
-        self._recorder.write(start)
-        for event in self._pending:
-            self._recorder.write(event)
-        self._pending.clear()
+    def _recording_problem(self, message: str) -> None:
+        self.recording_problem = message
+        if self._on_problem is not None:
+            self._on_problem(message)
 
     def _write(self, event: Event) -> None:
         if self.record is None or isinstance(event, StartEvent):
             return
         if self._recorder is None:
-            self._pending.append(event)
+            if self.start_event is None:
+                self._pending.append(event)
         else:
             self._recorder.write(event)
 
@@ -387,6 +534,8 @@ class LiveRun:
         if self._server is not None:
             self._server.close()
         with self._lock:
+            if self.returncode is None and self._proc is not None:
+                self.returncode = self._proc.poll()
             end = self._child_end
             if end is None:
                 end = self._synthesize_end()
@@ -403,20 +552,14 @@ class LiveRun:
                 self._recorder.close()
                 if self._recorder.events_written == 0:
                     self.recording_path = None
-            elif self._pending:  # ended before it started: nothing ran, nothing to keep
-                self._pending.clear()
+            self._pending.clear()  # ended before it started: nothing ran, nothing to keep
             self._done.set()
             self.queue.put(None)
 
     def _synthesize_end(self) -> EndEvent:
         code = self.returncode
-        if code is None:
-            how = "did not start"
-        elif code < 0:
-            how = f"was killed by {signal.Signals(-code).name}"
-        else:
-            how = f"exited with status {code}"
-        steps = sum(1 for e in self._events if type(e).__name__ == "StepEvent")
+        how = "did not start" if code is None else describe_exit(code)
+        steps = sum(1 for e in self._events if isinstance(e, StepEvent))
         status: Literal["stopped", "failed", "lost"]
         if self._stop_requested:
             status = "stopped"
@@ -441,12 +584,6 @@ class LiveRun:
         )
 
     def _summarize(self) -> dict[str, Any] | None:
-        try:
-            import msgspec
-
-            from gpuscale.analysis.summary import summarize
-        except ImportError:
-            return None
         try:
             return msgspec.to_builtins(summarize(self._events))
         except Exception as exc:  # the run's events are kept even if the analysis trips

@@ -337,3 +337,19 @@ def test_concurrent_writers_produce_whole_lines(tmp_path, name):
     for worker in range(4):
         steps = [e.step for e in run.events if isinstance(e, StepEvent) and e.worker == worker]
         assert steps == list(range(300))
+
+
+def test_a_taken_default_name_moves_to_the_next_number(tmp_path):
+    """Two runs that start in the same second get the same default name: the
+    second one's Recorder takes ``-2`` (then ``-3``) instead of losing its recording."""
+    taken = tmp_path / "20261121-193000_m_2xcpu.ndjson"
+    taken.write_text("first run\n")
+    (tmp_path / "20261121-193000_m_2xcpu-2.ndjson").write_text("second run\n")
+    problems: list[str] = []
+    with Recorder(taken, on_problem=problems.append, rename_if_taken=True) as recorder:
+        for event in sample_events():
+            recorder.write(event)
+    assert problems == []
+    assert recorder.path.name == "20261121-193000_m_2xcpu-3.ndjson"
+    assert recorder.events_written == len(sample_events())
+    assert taken.read_text() == "first run\n"

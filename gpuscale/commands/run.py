@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED
+from gpuscale.events.schema import ErrorEvent, LogEvent, StartEvent, StepEvent
+from gpuscale.formatting import format_bytes, format_duration_s, format_samples_s
 from gpuscale.trainer.options import add_trainer_arguments, config_from_args
 
 
@@ -70,13 +72,14 @@ def main(args: argparse.Namespace) -> int:
         with view:
             for event in run.events(timeout=None):
                 view.on_event(event)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         interrupted = True
-        signal.signal(
-            signal.SIGINT, signal.SIG_IGN
-        )  # a second Ctrl-C must not cut the clean stop short
+        for name in ("SIGINT", "SIGTERM", "SIGHUP"):  # a second one must not cut the stop short
+            if hasattr(signal, name):
+                signal.signal(getattr(signal, name), signal.SIG_IGN)
         if not args.json:
-            print("gpuscale: stopping the trainer (Ctrl-C)...", file=sys.stderr)
+            why = exc.args[0] if exc.args else "Ctrl-C"
+            print(f"gpuscale: stopping the trainer ({why})...", file=sys.stderr)
         run.stop()
         for event in run.drain():
             view.on_event(event, live=False)
@@ -90,6 +93,8 @@ def main(args: argparse.Namespace) -> int:
         summary = dict(end.summary or {}) if end else {}
         summary["recording"] = str(run.recording_path) if run.recording_path else None
         summary["note"] = run.start_event.note if run.start_event else None
+        if getattr(run, "forwarding_to", None):
+            summary["events_sent_to"] = run.forwarding_to
         if run.error is not None:
             summary["error"] = run.error.message
         print(json.dumps(summary, indent=2))
@@ -154,8 +159,7 @@ class _ProgressView:
         return False
 
     def on_event(self, event, live: bool = True) -> None:
-        kind = type(event).__name__
-        if kind == "StartEvent":
+        if isinstance(event, StartEvent):
             devices = f"{event.num_replicas} x {_platform(event.platform)}"
             self.console.print(
                 f"[bold]{event.model}[/] on {devices}, {_strategy(event)}, {_scaling(event)}",
@@ -163,7 +167,7 @@ class _ProgressView:
             if event.note:
                 self.console.print(f"[dim]{_escape(event.note)}[/]")
             self.progress.update(self.task, description="training")
-        elif kind == "StepEvent":
+        elif isinstance(event, StepEvent):
             if not event.warmup:
                 self.recent.append(event.step_time_s)
             times = self.recent or [event.step_time_s]
@@ -173,13 +177,13 @@ class _ProgressView:
                 completed=event.step + 1,
                 description="warm-up" if event.warmup else "training",
                 step=f"{_ms(median)}/step",
-                throughput=f"{event.samples / median:,.0f} samples/s" if median > 0 else "",
+                throughput=format_samples_s(event.samples / median) if median > 0 else "",
             )
-        elif kind == "LogEvent" and event.source == "script" and event.level == "info":
+        elif isinstance(event, LogEvent) and event.source == "script" and event.level == "info":
             self.console.print(event.message, markup=False, highlight=False)  # your script's output
-        elif kind == "LogEvent" and event.level in ("warning", "error"):
+        elif isinstance(event, LogEvent) and event.level in ("warning", "error"):
             self.console.print(f"[yellow]{event.source}: {_escape(event.message)}[/]")
-        elif kind == "ErrorEvent":
+        elif isinstance(event, ErrorEvent):
             self.progress.update(self.task, description="failed")
 
 
@@ -209,20 +213,7 @@ def _scaling(start) -> str:
     )
 
 
-def _ms(seconds: float | None) -> str:
-    if seconds is None:
-        return "n/a"
-    return f"{seconds * 1000:.1f} ms" if seconds < 10 else f"{seconds:.1f} s"
-
-
-def _bytes(n: int | None) -> str:
-    if n is None:
-        return "n/a"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
+_ms = format_duration_s
 
 
 def _print_summary(run) -> None:
@@ -231,6 +222,14 @@ def _print_summary(run) -> None:
     console = Console(highlight=False)
     start, end = run.start_event, run.end
     s = (end.summary or {}) if end else {}
+    chief = getattr(run, "forwarding_to", None)
+    if chief:  # a non-chief worker: the chief has the run's events and summary
+        status = end.status if end else "over"
+        console.print(
+            f"worker {run.worker}: {status}. Its events went to the chief at {chief}; "
+            "the chief's gpuscale shows and records the whole run's summary."
+        )
+        return
     if start is None:
         if run.error is None:
             stopped = end is not None and end.status == "stopped"
@@ -254,7 +253,7 @@ def _print_summary(run) -> None:
         spread = f" (p10 {_ms(s.get('step_time_p10_s'))}, p90 {_ms(s.get('step_time_p90_s'))})"
         console.print(f"  step time:  {_ms(s['step_time_s'])} median{spread}")
     if s.get("throughput_samples_s") is not None:
-        console.print(f"  throughput: {s['throughput_samples_s']:,.1f} samples/s")
+        console.print(f"  throughput: {format_samples_s(s['throughput_samples_s'])}")
     if s.get("phase_steps"):
         share = s.get("comm_share")
         share_text = f" ({share:.1%} of the step)" if share is not None else ""
@@ -265,7 +264,7 @@ def _print_summary(run) -> None:
         )
         if s.get("allreduce_total_s") is not None:
             console.print(
-                f"  all-reduce alone: {_ms(s['allreduce_total_s'])} for {_bytes(s.get('payload_bytes'))} of gradients"
+                f"  all-reduce alone: {_ms(s['allreduce_total_s'])} for {format_bytes(s.get('payload_bytes'))} of gradients"
             )
             exposed, alone = s.get("allreduce_s"), s["allreduce_total_s"]
             if exposed is not None and exposed > 2 * alone + 0.001:

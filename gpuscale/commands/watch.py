@@ -18,6 +18,7 @@ def register(sub) -> None:
         ),
     )
     from gpuscale.script import add_script_arguments
+    from gpuscale.telemetry.sampler import INTERVAL_HELP
     from gpuscale.trainer.options import add_trainer_arguments
 
     add_trainer_arguments(parser)
@@ -32,7 +33,7 @@ def register(sub) -> None:
         type=float,
         default=0.5,
         metavar="S",
-        help="seconds between telemetry samples (default 0.5)",
+        help=INTERVAL_HELP,
     )
     parser.set_defaults(func=main)
 
@@ -41,10 +42,13 @@ def main(args: argparse.Namespace) -> int:
     from gpuscale.errors import EXIT_FAILED, GpuscaleError
     from gpuscale.script import script_run_from_args, wants_script_run
     from gpuscale.session import LiveRun
+    from gpuscale.telemetry.sampler import validate_interval
     from gpuscale.trainer.options import config_from_args
 
-    if not args.sample_interval > 0:
-        raise GpuscaleError(f"--sample-interval must be positive, got {args.sample_interval:g}")
+    try:
+        validate_interval(args.sample_interval)
+    except GpuscaleError as exc:
+        raise GpuscaleError(f"--sample-interval: {exc}") from None
     record: Path | str | None = "default"
     if args.no_record:
         record = None
@@ -69,6 +73,6 @@ def main(args: argparse.Namespace) -> int:
     if run.recording_path:
         print(f"recorded to {run.recording_path}")
     end = getattr(run, "end", None) or source.end
-    if end is not None and end.status in ("failed", "lost"):
-        return EXIT_FAILED
+    if end is None or end.status in ("failed", "lost"):
+        return EXIT_FAILED  # the run never started (trainer or sampler refused), or failed
     return 0

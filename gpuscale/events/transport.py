@@ -45,6 +45,13 @@ ENV_WORKER = "GPUSCALE_WORKER"
 DEFAULT_PORT = 47470
 """The port a multi-worker chief listens on unless told otherwise."""
 MAX_LINE_BYTES = 4 * 1024 * 1024
+HELLO_TIMEOUT_S = 10.0
+"""How long a new connection may take to send its hello before it is closed."""
+RECONNECT_BACKOFF_S = (0.5, 1.0, 2.0)
+"""How long :class:`EventClient` tries each reconnection after a send fails."""
+LOST_GRACE_S = sum(RECONNECT_BACKOFF_S) + 2.5
+"""How long a worker whose connection closed without an end event may take to
+reconnect before it counts as lost (longer than the client's whole back-off)."""
 
 
 class _Hello(msgspec.Struct):
@@ -88,6 +95,7 @@ class EventServer:
         self._closed = threading.Event()
         self._threads: list[threading.Thread] = []
         self._conns: set[socket.socket] = set()
+        self._open: dict[int, int] = {}
         self._lock = threading.Lock()
         self._accept_thread = threading.Thread(
             target=self._accept_loop, name="gpuscale-event-server", daemon=True
@@ -98,6 +106,11 @@ class EventServer:
     def address(self) -> str:
         host = self.host if self.host not in ("0.0.0.0", "::") else socket.gethostname()
         return f"{host}:{self.port}"
+
+    def connected(self, worker: int) -> bool:
+        """Whether an authenticated connection from ``worker`` is open now."""
+        with self._lock:
+            return self._open.get(worker, 0) > 0
 
     def env(self, worker: int = 0) -> dict[str, str]:
         """The environment a producer needs to reach this server."""
@@ -118,6 +131,7 @@ class EventServer:
                 target=self._serve, args=(conn, peer), name="gpuscale-event-conn", daemon=True
             )
             with self._lock:
+                self._threads = [t for t in self._threads if t.is_alive()]
                 self._conns.add(conn)
                 self._threads.append(thread)
             thread.start()
@@ -127,9 +141,16 @@ class EventServer:
         saw_end = False
         authenticated = False
         try:
-            conn.settimeout(None)
+            conn.settimeout(HELLO_TIMEOUT_S)  # a silent connection must not hold a thread
             reader = conn.makefile("rb")
-            first = reader.readline(MAX_LINE_BYTES)
+            try:
+                first = reader.readline(MAX_LINE_BYTES)
+            except TimeoutError:
+                self._notice(
+                    f"closed a connection from {peer[0]}: no hello within {HELLO_TIMEOUT_S:g} s"
+                )
+                return
+            conn.settimeout(None)
             try:
                 hello = msgspec.json.decode(first, type=_Hello)
                 ok = hello.hello == "gpuscale" and hmac.compare_digest(hello.token, self.token)
@@ -140,6 +161,8 @@ class EventServer:
                 return
             authenticated = True
             worker = hello.worker
+            with self._lock:
+                self._open[worker] = self._open.get(worker, 0) + 1
             bad = 0
             for line in iter(lambda: reader.readline(MAX_LINE_BYTES + 1), b""):
                 if len(line) > MAX_LINE_BYTES or not line.endswith(b"\n"):
@@ -162,6 +185,8 @@ class EventServer:
         finally:
             with self._lock:
                 self._conns.discard(conn)
+                if authenticated:
+                    self._open[worker] -= 1
             try:
                 conn.close()
             except OSError:
@@ -170,7 +195,8 @@ class EventServer:
                 self._on_disconnect(worker, saw_end)
 
     def close(self) -> None:
-        """Stop accepting; close open connections after their buffered lines are read."""
+        """Stop accepting and close the open connections (lines already received are
+        still handed on); returns within about 2 s whatever the producers do."""
         self._closed.set()
         try:
             self._sock.close()
@@ -179,14 +205,19 @@ class EventServer:
         self._accept_thread.join(timeout=1)
         with self._lock:
             threads = list(self._threads)
+        deadline = time.monotonic() + 0.3  # lines in flight: a moment to arrive, shared
         for thread in threads:
-            thread.join(timeout=1)
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
         with self._lock:
-            for conn in list(self._conns):
-                try:
-                    conn.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            conns = list(self._conns)
+        for conn in conns:  # wakes each connection's thread from its blocking read
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        deadline = time.monotonic() + 0.5
+        for thread in threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
 _STOP = object()
@@ -226,7 +257,14 @@ class EventClient:
         address = environ.get(ENV_ADDRESS)
         if not address:
             return None
-        worker = int(environ.get(ENV_WORKER, "0") or 0)
+        text = environ.get(ENV_WORKER, "0") or "0"
+        try:
+            worker = int(text)
+        except ValueError:
+            raise ValueError(
+                f"gpuscale: {ENV_WORKER} must be a worker number (0, 1, ...), not {text!r}; "
+                f"unset it or fix it (gpuscale sets it for the processes it starts)"
+            ) from None
         return cls(address, environ.get(ENV_TOKEN, ""), worker=worker, **kwargs)
 
     def _connect(self, timeout_s: float) -> None:
@@ -275,8 +313,14 @@ class EventClient:
                             file=sys.stderr,
                         )
                         break
+                    if self._sock is not None:  # the broken one
+                        try:
+                            self._sock.close()
+                        except OSError:
+                            pass
+                        self._sock = None
                     try:
-                        self._connect(timeout_s=0.5 * 2**attempt)
+                        self._connect(timeout_s=RECONNECT_BACKOFF_S[min(attempt, 2)])
                     except ConnectionError:
                         pass
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import sys
 import threading
 import time
@@ -72,6 +73,11 @@ class Recorder:
     """Append a run's events to ``path`` (created with its parent folders, never
     overwriting an existing file).
 
+    ``rename_if_taken``: when ``path`` exists (another run took the same default
+    name in the same second), use ``<stem>-2``, ``-3``, ... instead of giving up;
+    ``self.path`` is the name actually used. Without it an existing file is a
+    problem (an explicit ``--record PATH`` never overwrites anything).
+
     ``write(event)`` stores one event (events that come before the start event
     are held and stored right after it); ``close()`` finishes the file (and
     removes it if no event was ever written). ``on_problem(message)`` is called at most
@@ -83,8 +89,10 @@ class Recorder:
         path: str | os.PathLike,
         *,
         on_problem: Callable[[str], None] | None = None,
+        rename_if_taken: bool = False,
     ):
         self.path = Path(path)
+        self._rename_if_taken = rename_if_taken
         self.on_problem = on_problem or _default_problem
         self.events_written = 0
         """Events stored so far (dropped ones excluded)."""
@@ -211,7 +219,16 @@ class Recorder:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
-            self._fd = os.open(self.path, flags, 0o644)
+            for _attempt in range(1000):
+                try:
+                    self._fd = os.open(self.path, flags, 0o644)
+                    break
+                except FileExistsError:
+                    if not self._rename_if_taken:
+                        raise
+                    self.path = next_free_name(self.path)
+            else:
+                raise FileExistsError(errno.EEXIST, "every numbered name is taken", self.path)
             self._created = True
         except OSError as exc:
             self._fail(exc)
@@ -336,6 +353,18 @@ class Recorder:
         fields.pop("schema", None)
         ordered.update(fields)
         return self._encoder.encode(ordered)
+
+
+_NUMBERED = re.compile(r"^(.*?)(?:-(\d+))?(\.ndjson(?:\.gz)?|\.[^.]*)?$")
+
+
+def next_free_name(path: Path) -> Path:
+    """The next numbered name after ``path``: ``run.ndjson`` -> ``run-2.ndjson``,
+    ``run-2.ndjson`` -> ``run-3.ndjson`` (the numbering :func:`default_path` uses)."""
+    match = _NUMBERED.match(path.name)
+    assert match is not None  # the pattern matches every name
+    stem, number, suffix = match.group(1), match.group(2), match.group(3) or ""
+    return path.with_name(f"{stem}-{int(number) + 1 if number else 2}{suffix}")
 
 
 def _describe(exc: OSError, path: Path, saved: int) -> str:

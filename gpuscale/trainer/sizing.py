@@ -63,7 +63,7 @@ def resolve_sizing(
         global_batch, scaling = config.global_batch, "strong"
     elif config.batch_per_replica is not None:
         return Sizing(
-            width, config.batch_per_replica, "weak", _cpu_note(on_cpu, width, notes, cpu_count)
+            width, config.batch_per_replica, "weak", _cpu_note(platform, width, notes, cpu_count)
         )
     elif config.model == "mnist-cnn":
         scaling = "strong"
@@ -91,7 +91,7 @@ def resolve_sizing(
         notes.append(
             f"batch {per_replica} per replica (weak scaling){', small because there is no GPU' if on_cpu else ''}."
         )
-        return Sizing(width, per_replica, "weak", _cpu_note(on_cpu, width, notes, cpu_count))
+        return Sizing(width, per_replica, "weak", _cpu_note(platform, width, notes, cpu_count))
     if global_batch % num_replicas:
         if config.global_batch is not None:
             raise GpuscaleError(
@@ -103,11 +103,19 @@ def resolve_sizing(
         )
         global_batch = rounded
     return Sizing(
-        width, global_batch // num_replicas, scaling, _cpu_note(on_cpu, width, notes, cpu_count)
+        width, global_batch // num_replicas, scaling, _cpu_note(platform, width, notes, cpu_count)
     )
 
 
-def _cpu_note(on_cpu: bool, width: int | None, notes: list[str], cpu_count: int) -> str:
-    if on_cpu and not any("CPU only" in n for n in notes):
-        notes.insert(0, f"CPU only ({cpu_count} cores), no GPU: replicas are logical CPU devices.")
+def _cpu_note(platform: str, width: int | None, notes: list[str], cpu_count: int) -> str:
+    """The notes, led by what a replica is on a machine without a GPU: a logical CPU
+    device of this process (``cpu-logical``), or, in a multi-worker run (``cpu``),
+    the one CPU device of each worker."""
+    if platform != "gpu" and not any("CPU only" in n for n in notes):
+        what = (
+            "replicas are logical CPU devices of one process"
+            if platform == "cpu-logical"
+            else "each worker is one replica on its machine's CPU (one CPU device per worker)"
+        )
+        notes.insert(0, f"CPU only ({cpu_count} cores), no GPU: {what}.")
     return " ".join(notes)

@@ -25,6 +25,8 @@ import time
 import traceback
 import warnings
 
+import msgspec
+
 from gpuscale import __version__
 from gpuscale.errors import GpuscaleError
 from gpuscale.events.schema import EndEvent, ErrorEvent, Event, LogEvent, StartEvent, encode
@@ -232,7 +234,7 @@ def _train(
             pid=os.getpid(),
             source="trainer",
             config={
-                **__import__("msgspec").to_builtins(config),
+                **msgspec.to_builtins(config),
                 "resolved": {
                     "width": trainer.sizing.width,
                     "per_replica_batch": trainer.sizing.per_replica_batch,

@@ -89,10 +89,8 @@ def load_recording(path: Path) -> tuple[list[Event], list[str]]:
 
     Raises :class:`GpuscaleError` (exit 2) for a file that cannot be used at all.
     """
-    try:
-        from gpuscale.recording.reader import load_run
-    except ImportError:  # the reader is not in this tree yet
-        return _decode_lines(path)
+    from gpuscale.recording.reader import load_run
+
     run = load_run(path)
     events: list[Event] = list(run.events)
     if not events or events[0] is not run.start:
@@ -100,34 +98,6 @@ def load_recording(path: Path) -> tuple[list[Event], list[str]]:
     if run.end is not None and events[-1] is not run.end:
         events.append(run.end)
     return events, list(run.warnings)
-
-
-def _decode_lines(path: Path) -> tuple[list[Event], list[str]]:
-    import msgspec
-
-    from gpuscale.events.schema import decode
-
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise GpuscaleError(f"cannot read {path}: {exc.strerror or exc}") from None
-    lines = data.split(b"\n")
-    events: list[Event] = []
-    warnings: list[str] = []
-    last = len(lines) - 1
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            events.append(decode(line))
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            if number - 1 == last:  # no newline after it: the crash case
-                warnings.append(f"{path.name}: line {number} is truncated; dropped it")
-                continue
-            raise GpuscaleError(f"{path}: line {number}: not a gpuscale event ({exc})") from None
-    if not events:
-        raise GpuscaleError(f"{path}: empty recording")
-    return events, warnings
 
 
 class ReplaySource(EventSource):
