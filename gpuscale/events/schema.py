@@ -106,6 +106,12 @@ class StepEvent(_Event, tag="step", kw_only=True):
 
     step: int
     step_time_s: float
+    """The whole step, input wait included: built-in trainer, from asking the
+    input pipeline for the batch until a value of every replica's updated
+    variables is on the host; Keras callback, from ``on_train_batch_begin`` to
+    ``on_train_batch_end`` (``fit`` fetches the batch inside that span), and with
+    ``steps_per_execution=N`` the execution's time divided by N; custom loop
+    (``ScalingMonitor.step()``), the ``with`` block up to ``step.sync``."""
     samples: int
     """Samples processed by the step across all replicas (the global batch)."""
     warmup: bool = False
@@ -115,29 +121,51 @@ class StepEvent(_Event, tag="step", kw_only=True):
 class PhaseEvent(_Event, tag="phase", kw_only=True):
     """The breakdown of one step into phases, measured every K-th step.
 
-    ``compute_s + allreduce_s + apply_s`` approximates ``step_time_s``; the
-    trainer's module docstring says how each term is measured.
+    Two compiled stand-ins run on the probed step's batch, each timed alone and
+    synchronised: *compute* (forward + backward on every replica, no exchange)
+    and *compute + all-reduce* (the same plus the replica-context all-reduce of
+    the gradients). The terms are differences of those timings, each floored at
+    0 per probe, so ``compute_s + allreduce_s + apply_s`` approximates
+    ``step_time_s`` (it exceeds it when a difference was floored). What
+    ``step_time_s`` is depends on ``method``:
+
+    * ``"differenced"`` (built-in trainer, :mod:`gpuscale.trainer.loop`):
+      ``step_time_s`` is the training part of the probed step itself, from
+      holding the batch to the updated variables on the host, **without** the
+      input wait, which is ``input_s``; the whole step is
+      ``step_time_s + input_s`` (``StepEvent.step_time_s`` of the same step).
+    * ``"callback-probe"`` (Keras callback, :mod:`gpuscale.keras`): the probe runs
+      on a synthesised batch of the real per-replica shape; ``step_time_s`` is the
+      median ``StepEvent.step_time_s`` of the real steps since the previous probe
+      (input fetch included, as ``fit`` fetches inside the step); ``input_s`` is
+      not measured and stays 0.
     """
 
     step: int
     step_time_s: float
-    """The fused step (forward, backward, all-reduce, apply) timed alone."""
+    """The step the terms are measured against (see ``method`` above)."""
     compute_s: float
-    """Forward + backward on every replica, no gradient exchange."""
+    """T(compute): forward + backward on every replica, no gradient exchange."""
     allreduce_s: float
-    """Exposed all-reduce: what the step waits for the gradient exchange
-    (fused step minus compute minus apply, floored at 0)."""
+    """Exposed all-reduce: T(compute + all-reduce) - T(compute), floored at 0;
+    what the step waits for the gradient exchange."""
     apply_s: float
-    """Optimizer update of the (already reduced) gradients."""
+    """``step_time_s`` - T(compute + all-reduce), floored at 0: the optimizer
+    update (for ``callback-probe`` also Keras's own per-step work, e.g. metrics)."""
     input_s: float = 0.0
-    """Time spent waiting for the next batch from the input pipeline."""
+    """Wait for the next batch from the input pipeline (``differenced`` only;
+    0 for ``callback-probe``, which cannot see it)."""
     payload_bytes: int | None = None
+    """Gradient bytes all-reduced per step (trainable variables in the gradient dtype)."""
     num_tensors: int | None = None
     """Gradient tensors all-reduced per step."""
     method: str = "differenced"
+    """How the terms were measured: ``differenced`` (built-in trainer) or
+    ``callback-probe`` (Keras callback); see the class docstring."""
     allreduce_total_s: float | None = None
     """The all-reduce of a gradient-sized payload timed alone (nothing to overlap
-    with): its full cost, of which ``allreduce_s`` is the part the step waits for."""
+    with): its full cost, of which ``allreduce_s`` is the part the step waits for.
+    Built-in trainer with more than one replica only; None otherwise."""
 
 
 class GpuSample(_Event, tag="gpu", kw_only=True):
