@@ -5,13 +5,19 @@ recorded, with a progress bar per run."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from gpuscale.analysis.summary import RunAccumulator
 from gpuscale.analysis.sweep import Sweep, SweepPoint, point_from_summary
 from gpuscale.errors import EXIT_FAILED, GpuscaleError
+from gpuscale.events.schema import EndEvent, StepEvent
+
+if TYPE_CHECKING:
+    from gpuscale.trainer.options import TrainConfig
 
 CPU_SWEEP_MAX = 4
 """Most CPU logical devices swept by default (they share the machine's cores)."""
@@ -61,6 +67,61 @@ def plan(args: argparse.Namespace) -> tuple[list[int], str, list[int] | None, in
     return counts, heading, pool, max(limit, counts[-1])
 
 
+def sweep_configs(
+    base: TrainConfig, counts: list[int], pool: list[int] | None, platform: str
+) -> tuple[list[TrainConfig], list[str]]:
+    """One validated trainer configuration per device count, all made before any
+    TensorFlow starts, and notes on what was adjusted.
+
+    Every count runs the same workload: the batch (global batch for strong
+    scaling, batch per replica for weak) and the mnist-cnn width the trainer picks
+    for the first count (:func:`gpuscale.trainer.sizing.resolve_sizing`, no
+    TensorFlow) are pinned for the others. A picked global batch that some count
+    does not divide is rounded up to one every count divides; a ``--global-batch``
+    given by the user is never changed: a count it does not split across is an
+    error, as is anything else :func:`gpuscale.trainer.options.validate` refuses."""
+    from gpuscale.trainer.options import validate
+    from gpuscale.trainer.sizing import resolve_sizing
+
+    def at(n: int, **pinned: object) -> TrainConfig:
+        changes: dict[str, object] = {"devices": None, "gpus": pool[:n]} if pool else {"devices": n}
+        return msgspec.structs.replace(base, **changes, **pinned)
+
+    first = at(counts[0])
+    sizing = resolve_sizing(first, platform, counts[0])
+    notes: list[str] = []
+    pinned: dict[str, object] = {}
+    if sizing.width is not None and base.width is None:
+        pinned["width"] = sizing.width
+    if sizing.scaling == "strong":
+        global_batch = sizing.per_replica_batch * counts[0]
+        step = math.lcm(*counts)
+        if global_batch % step:
+            listed = ", ".join(map(str, counts))
+            if base.global_batch is not None:
+                raise GpuscaleError(
+                    f"--global-batch {base.global_batch} does not split evenly across every count "
+                    f"of the sweep ({listed}); give a multiple of {step} or other --sweep counts"
+                )
+            rounded = -(-global_batch // step) * step
+            notes.append(
+                f"global batch {rounded} (rounded up from {global_batch}) so that it splits "
+                f"evenly across {listed} devices"
+            )
+            global_batch = rounded
+            first = at(counts[0], global_batch=global_batch, **pinned)
+        pinned["global_batch"] = global_batch
+    else:
+        pinned["batch_per_replica"] = sizing.per_replica_batch
+    configs = [first] + [at(n, **pinned) for n in counts[1:]]
+    for n, config in zip(counts, configs, strict=True):
+        try:
+            validate(config)
+        except GpuscaleError as exc:
+            raise GpuscaleError(f"the {n}-device run of the sweep: {exc}") from None
+    return configs, notes
+
+
 def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, str]:
     """Run the trainer at each count of the plan; the measured points as a Sweep."""
     from rich.console import Console
@@ -70,6 +131,7 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
 
     counts, heading, pool, available = plan(args)
     base = config_from_args(args)
+    configs, notes = sweep_configs(base, counts, pool, "gpu" if pool else "cpu-logical")
     console = Console(stderr=True, highlight=False)
     if not quiet:
         console.print(
@@ -77,12 +139,11 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
             style="bold",
             markup=False,
         )
+        for note in notes:
+            console.print(f"gpuscale: {note}", style="yellow", markup=False)
     points: list[SweepPoint] = []
     sources: list[str] = []
-    pinned: dict[str, object] = {}
-    for n in counts:
-        changes: dict[str, object] = {"devices": None, "gpus": pool[:n]} if pool else {"devices": n}
-        config = msgspec.structs.replace(base, **changes, **pinned)
+    for n, config in zip(counts, configs, strict=True):
         record = None if args.no_record else "default"
         run = LiveRun(config, record=record)
         acc = RunAccumulator()
@@ -111,15 +172,6 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
         )
         points.append(point_from_summary(acc.summary(), start, source))
         sources.append(source)
-        if not pinned:
-            # Same workload at every count: pin what the trainer picked for the first run.
-            resolved = (start.config or {}).get("resolved", {})
-            if start.scaling == "strong":
-                pinned["global_batch"] = start.global_batch
-            else:
-                pinned["batch_per_replica"] = start.per_replica_batch
-            if resolved.get("width") and base.width is None:
-                pinned["width"] = resolved["width"]
     return Sweep(points=points, sources=sources, available_devices=available), heading
 
 
@@ -138,9 +190,8 @@ def _follow(run, acc: RunAccumulator, n: int, steps: int, console, quiet: bool) 
     with progress:
         for event in run.events(timeout=None):
             acc.add(event)
-            kind = type(event).__name__
-            if kind == "StepEvent":
+            if isinstance(event, StepEvent):
                 status = "warm-up" if event.warmup else f"{event.step_time_s * 1000:.0f} ms/step"
                 progress.update(task, completed=event.step + 1, status=status)
-            elif kind == "EndEvent":
+            elif isinstance(event, EndEvent):
                 progress.update(task, status=event.status)

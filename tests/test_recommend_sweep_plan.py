@@ -1,0 +1,54 @@
+"""The live sweep's per-count configurations: made and validated before any
+TensorFlow starts, one workload at every count (no TensorFlow here)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuscale.cli import main
+from gpuscale.commands import recommend_live
+from gpuscale.commands.recommend_live import sweep_configs
+from gpuscale.errors import GpuscaleError
+from gpuscale.trainer.options import TrainConfig
+
+
+def test_a_picked_global_batch_is_rounded_up_to_split_across_every_count():
+    # On CPU the trainer picks global batch 128 for mnist-cnn: 3 devices cannot split it.
+    configs, notes = sweep_configs(TrainConfig(), [1, 2, 3], None, "cpu-logical")
+    assert [c.devices for c in configs] == [1, 2, 3]
+    assert {c.global_batch for c in configs} == {132}
+    assert {c.width for c in configs[1:]} == {32}
+    assert notes and "132" in notes[0] and "128" in notes[0]
+
+
+def test_the_first_count_is_left_as_asked_when_nothing_needs_adjusting():
+    configs, notes = sweep_configs(TrainConfig(), [1, 2, 4], None, "cpu-logical")
+    assert configs[0] == TrainConfig(devices=1) and not notes
+    assert [(c.global_batch, c.width) for c in configs[1:]] == [(128, 32), (128, 32)]
+
+
+def test_a_users_global_batch_that_a_count_cannot_split_is_refused():
+    with pytest.raises(GpuscaleError, match=r"--global-batch 100 .*1, 3.*multiple of 3"):
+        sweep_configs(TrainConfig(global_batch=100), [1, 3], None, "cpu-logical")
+
+
+def test_weak_scaling_pins_the_batch_per_replica_and_gpus_are_drawn_from_the_pool():
+    configs, _ = sweep_configs(TrainConfig(model="resnet50"), [1, 2], [0, 2, 5], "gpu")
+    assert [c.gpus for c in configs] == [[0], [0, 2]]
+    assert configs[1].batch_per_replica == 64 and configs[1].devices is None
+
+
+def test_every_count_is_validated_like_a_run():
+    with pytest.raises(GpuscaleError, match="2-device run of the sweep: --strategy one-device"):
+        sweep_configs(TrainConfig(strategy="one-device"), [1, 2], None, "cpu-logical")
+
+
+def test_a_bad_count_stops_the_sweep_before_any_trainer_starts(monkeypatch, capsys):
+    def no_trainer(*args, **kwargs):
+        raise AssertionError("a trainer was started")
+
+    monkeypatch.setattr("gpuscale.session.LiveRun", no_trainer)
+    monkeypatch.setattr(recommend_live, "plan", lambda args: ([1, 3], "CPU", None, 3))
+    assert main(["recommend", "--sweep", "1,3", "--global-batch", "100"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--global-batch 100" in err[0], err
