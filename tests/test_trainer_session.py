@@ -4,7 +4,9 @@ without a word, and one that ignores SIGTERM and has a child of its own."""
 from __future__ import annotations
 
 import os
+import signal
 import stat
+import subprocess
 import sys
 import textwrap
 import time
@@ -14,8 +16,9 @@ import psutil
 import pytest
 from fake_nvml import FakeNvml
 
+from gpuscale.errors import GpuscaleError
 from gpuscale.events.schema import EndEvent, ErrorEvent, StartEvent, StepEvent
-from gpuscale.session import LiveRun
+from gpuscale.session import STOP_DEADLINE_S, LiveRun, describe_exit
 from gpuscale.trainer.options import TrainConfig
 
 # A stand-in for `python -m gpuscale.trainer`: ignores its arguments, reports a
@@ -38,6 +41,9 @@ FAKE_TRAINER = textwrap.dedent(
     if mode == "die":
         print("about to crash hard", file=sys.stderr, flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
+    if mode == "sleep":
+        while True:
+            time.sleep(0.1)
     if mode == "stubborn":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         child = subprocess.Popen(["sleep", "60"])
@@ -111,3 +117,135 @@ def test_stop_kills_a_stubborn_child_and_its_children(fake_python, tmp_path):
         gone = not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
         assert gone, f"process {pid} outlived stop()"
     assert os.path.exists(run.recording_path)
+
+
+# `gpuscale` as a user runs it, with the fake trainer and the NVML stand-in.
+def _cli_with_fake_trainer(fake_python: str) -> str:
+    return (
+        "import functools, sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from fake_nvml import FakeNvml\n"
+        "import gpuscale.session as session\n"
+        "session.LiveRun.__init__ = functools.partialmethod(\n"
+        f"    session.LiveRun.__init__, python={fake_python!r},\n"
+        "    nvml=FakeNvml.scenario('no-driver'), env={'FAKE_MODE': 'sleep'})\n"
+        "from gpuscale.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+
+
+def _wait_for(predicate, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_or_sighup_to_gpuscale_stops_the_trainer_and_ends_the_recording(
+    fake_python, tmp_path, signum
+):
+    """kill, timeout, scancel or a closed terminal: the same clean stop as Ctrl-C."""
+    path = tmp_path / "run.ndjson"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _cli_with_fake_trainer(fake_python), "run", "--record", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_for(lambda: path.exists() and path.read_text().count("\n") >= 3)
+        trainer = psutil.Process(proc.pid).children()[0].pid
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=10)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert f"stopping the trainer ({signum.name})" in err
+    from gpuscale.recording.reader import load_run
+
+    loaded = load_run(path)
+    assert loaded.end is not None and loaded.end.status == "stopped"
+    assert _gone(trainer)
+
+
+def test_a_killed_gpuscale_leaves_no_trainer_behind(fake_python, tmp_path):
+    """SIGKILL gives gpuscale no chance to clean up: the kernel ends the trainer
+    (PR_SET_PDEATHSIG), even when the run was started from a thread that has
+    finished since (as the dashboard's worker thread does) and the trainer
+    ignores SIGTERM."""
+    code = (
+        "import sys, threading, time\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from fake_nvml import FakeNvml\n"
+        "from gpuscale.session import LiveRun\n"
+        "from gpuscale.trainer.options import TrainConfig\n"
+        f"run = LiveRun(TrainConfig(steps=10), record=None, python={fake_python!r},\n"
+        "              env={'FAKE_MODE': 'stubborn'}, sampler=False)\n"
+        "starter = threading.Thread(target=run.start)\n"
+        "starter.start(); starter.join()\n"
+        "print(run.pids()[0], flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        trainer = int(proc.stdout.readline())
+        time.sleep(1.0)  # the starting thread is long gone: the trainer must still run
+        assert not _gone(trainer)
+        proc.kill()
+        proc.wait()
+        _wait_for(lambda: _gone(trainer), timeout_s=5)
+    finally:
+        proc.kill()
+        if not _gone(trainer):
+            os.kill(trainer, signal.SIGKILL)
+
+
+def test_a_refused_sample_interval_starts_no_trainer(fake_python, tmp_path):
+    run = LiveRun(
+        TrainConfig(steps=10),
+        record=tmp_path / "run.ndjson",
+        python=fake_python,
+        env={"FAKE_MODE": "sleep"},
+        nvml=FakeNvml.scenario("no-driver"),
+        sample_interval_s=0.05,
+    )
+    with pytest.raises(GpuscaleError, match="sample interval"):
+        run.start()
+    assert run._proc is None and run._server is None
+    assert not (tmp_path / "run.ndjson").exists()
+
+
+def test_watch_refuses_a_too_short_sample_interval_in_one_line(capsys):
+    from gpuscale.cli import main
+
+    assert main(["watch", "--sample-interval", "0.05", "--no-record"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("gpuscale: error: --sample-interval") and "\n" not in err
+    assert "0.1-60 s" in err
+
+
+def test_describe_exit_names_unknown_signals_too():
+    assert describe_exit(-9) == "was killed by SIGKILL"
+    assert describe_exit(-200) == "was killed by signal 200"
+    assert describe_exit(3) == "exited with status 3"
+
+
+def test_stop_with_the_default_grace_ends_within_5_s(fake_python, tmp_path):
+    run = _run(fake_python, "stubborn", tmp_path).start()
+    _wait_for(
+        lambda: any(
+            e.message.startswith("grandchild ") for e in run.drain() if hasattr(e, "message")
+        )
+    )
+    started = time.monotonic()
+    run.stop()
+    assert time.monotonic() - started < STOP_DEADLINE_S + 0.3
+    assert run.done and run.end.status == "stopped"
