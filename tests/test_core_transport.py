@@ -9,8 +9,14 @@ import time
 
 import pytest
 
-from gpuscale.events import EndEvent, LogEvent, StepEvent
-from gpuscale.events.transport import EventClient, EventServer, parse_address
+from gpuscale.events import EndEvent, LogEvent, StepEvent, transport
+from gpuscale.events.transport import (
+    ENV_ADDRESS,
+    ENV_WORKER,
+    EventClient,
+    EventServer,
+    parse_address,
+)
 
 
 def _drain(q: queue.Queue, want: int, timeout_s: float = 5.0) -> list:
@@ -104,3 +110,74 @@ def test_client_from_env_and_unreachable_server():
 def test_parse_address_rejects(bad):
     with pytest.raises(ValueError, match="host:port"):
         parse_address(bad)
+
+
+def test_a_silent_connection_is_closed_after_the_hello_timeout(monkeypatch):
+    """Nothing may hold a server thread forever by connecting and saying nothing
+    (the chief listens on 0.0.0.0)."""
+    monkeypatch.setattr(transport, "HELLO_TIMEOUT_S", 0.3)
+    q: queue.Queue = queue.Queue()
+    server = EventServer(q.put)
+    try:
+        sock = socket.create_connection((server.host, server.port))
+        sock.settimeout(5)
+        assert sock.recv(1) == b""  # closed by the server, not by our timeout
+        got = _drain(q, 1, timeout_s=2.0)
+        assert got and "no hello" in got[0].message
+        sock.close()
+    finally:
+        server.close()
+
+
+def test_close_returns_promptly_with_connections_still_open():
+    server = EventServer(lambda event: None)
+    clients = [EventClient(server.address, server.token, worker=i) for i in range(4)]
+    deadline = time.monotonic() + 2
+    while not all(server.connected(i) for i in range(4)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    started = time.monotonic()
+    server.close()
+    assert time.monotonic() - started < 1.5
+    for client in clients:
+        client.close(timeout_s=0.5)
+
+
+def test_finished_connection_threads_are_pruned():
+    server = EventServer(lambda event: None)
+    try:
+        for _ in range(5):
+            client = EventClient(server.address, server.token)
+            client.close()
+            time.sleep(0.05)
+        client = EventClient(server.address, server.token)
+        deadline = time.monotonic() + 2
+        while len(server._threads) > 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(server._threads) <= 2
+        client.close()
+    finally:
+        server.close()
+
+
+def test_a_client_whose_connection_breaks_reconnects_as_the_same_worker():
+    q: queue.Queue = queue.Queue()
+    disconnects: list = []
+    server = EventServer(q.put, on_disconnect=lambda w, end: disconnects.append((w, end)))
+    try:
+        client = EventClient(server.address, server.token, worker=2)
+        client.send(StepEvent(t=1.0, step=0, step_time_s=0.1, samples=1, worker=2))
+        assert len(_drain(q, 1)) == 1
+        client._sock.shutdown(socket.SHUT_RDWR)  # the network drops the connection
+        client.send(StepEvent(t=2.0, step=1, step_time_s=0.1, samples=1, worker=2))
+        got = _drain(q, 1)
+        assert [e.step for e in got] == [1]
+        assert disconnects == [(2, False)] and server.connected(2)
+        client.close()
+    finally:
+        server.close()
+
+
+def test_a_bad_worker_number_in_the_environment_is_a_clear_error():
+    env = {ENV_ADDRESS: "127.0.0.1:1", ENV_WORKER: "two"}
+    with pytest.raises(ValueError, match="GPUSCALE_WORKER must be a worker number.*'two'"):
+        EventClient.from_env(env)

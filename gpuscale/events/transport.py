@@ -262,7 +262,7 @@ class EventClient:
             worker = int(text)
         except ValueError:
             raise ValueError(
-                f"gpuscale: {ENV_WORKER} must be a worker number (0, 1, ...), not {text!r}; "
+                f"{ENV_WORKER} must be a worker number (0, 1, ...), not {text!r}; "
                 f"unset it or fix it (gpuscale sets it for the processes it starts)"
             ) from None
         return cls(address, environ.get(ENV_TOKEN, ""), worker=worker, **kwargs)

@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     try:
         client = EventClient.from_env()
-    except ConnectionError as exc:
+    except (ConnectionError, ValueError) as exc:
         print(f"gpuscale trainer: {exc}", file=sys.stderr)
         return 1
     emit = _Emitter(client)
