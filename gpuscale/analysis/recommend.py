@@ -43,6 +43,7 @@ from typing import Literal
 import msgspec
 
 from gpuscale.analysis import metrics
+from gpuscale.analysis.confidence import CPU_LOGICAL_CAVEAT, ENOUGH_STEPS, NOISY_SPREAD
 from gpuscale.analysis.hierarchy import explain as explain_multi_worker
 from gpuscale.analysis.model import (
     ScalingModel,
@@ -51,18 +52,17 @@ from gpuscale.analysis.model import (
     predict,
     threshold_compute_scale,
 )
+from gpuscale.analysis.summary import RunSummary
 from gpuscale.analysis.sweep import SweepPoint
 from gpuscale.errors import GpuscaleError
+from gpuscale.events.schema import StartEvent
+from gpuscale.formatting import format_bytes, format_fraction_pct, format_rate_bytes_s
 
 DEFAULT_MAX_DEVICES = 8
 """How far predictions go when neither ``--max-devices`` nor the machine says."""
 
 DEFAULT_MIN_EFFICIENCY = 0.6
 """Floor on marginal efficiency; see the module docstring for why not 0.7."""
-
-NOISY_SPREAD = 0.5
-"""A step-time spread ``(p90 - p10) / median`` above this is called noisy: the
-middle 80 % of steps then differ by more than half a step."""
 
 
 class WalkStep(msgspec.Struct, kw_only=True):
@@ -115,6 +115,9 @@ class Recommendation(msgspec.Struct, kw_only=True):
     """Most devices considered (``--max-devices`` or the machine's), ``None`` when
     neither was given; measured rows above it stay in ``table`` but are not
     recommended."""
+    platform_note: str | None = None
+    """One clause to show next to predictions when they rest on runs that cannot
+    stand for GPUs (CPU logical devices sharing the same cores)."""
     reasons: list[str]
     advice: list[str]
     confidence: list[str]
@@ -267,6 +270,8 @@ def recommend(
         table=[row for g in groups for row in g.rows],
         models=[g.model for g in groups],
     )
+    if any(p.platform == "cpu-logical" for p in measured_points):
+        rec.platform_note = CPU_LOGICAL_CAVEAT
     _explain(rec, groups, by_name, walk)
     # multi-worker sweeps: communication inside a machine and between machines, fitted apart
     rec.reasons.extend(explain_multi_worker(measured_points))
@@ -380,20 +385,6 @@ def _envelope(groups: Sequence[_Group], limit: int | None) -> list[_Candidate]:
 # ---------------------------------------------------------------- explanation
 
 
-def _pct(x: float) -> str:
-    return f"{x * 100:.0f}%"
-
-
-def _mb(n: float) -> str:
-    return f"{n / 1e6:.1f} MB"
-
-
-def _gbs(n: float) -> str:
-    if n < 1e9:
-        return f"{n / 1e6:.3g} MB/s"
-    return f"{n / 1e9:.2g} GB/s" if n < 1e10 else f"{n / 1e9:.0f} GB/s"
-
-
 def _dev(n: int) -> str:
     return f"{n} device{'s' if n != 1 else ''}"
 
@@ -411,7 +402,7 @@ def _explain(
     if rec.speedup is not None and rec.devices > 1:
         rec.reasons.append(
             f"{what}{pred}: {rec.throughput:,.0f} samples/s, {rec.speedup:.2f}x {rec.baseline} "
-            f"(efficiency {_pct(rec.efficiency or 0)})."
+            f"(efficiency {format_fraction_pct(rec.efficiency or 0)})."
         )
     else:
         rec.reasons.append(f"{what}{pred}: {rec.throughput:,.0f} samples/s.")
@@ -421,8 +412,8 @@ def _explain(
         verdict = "worth it" if step.accepted else "not worth it"
         rec.reasons.append(
             f"{step.devices_from} -> {step.devices_to}{label}{tag}: {step.throughput_gain:.2f}x the "
-            f"samples/s, marginal efficiency {_pct(step.marginal_efficiency)} "
-            f"(floor {_pct(floor)}): {verdict}."
+            f"samples/s, marginal efficiency {format_fraction_pct(step.marginal_efficiency)} "
+            f"(floor {format_fraction_pct(floor)}): {verdict}."
         )
     _comm_reason(rec, by_name, walk)
     for g in groups:
@@ -462,7 +453,7 @@ def _one_count_outlook(rec: Recommendation, g: _Group) -> None:
     }.get(g.model.basis, g.model.basis)
     rec.reasons.append(
         f"Only {_dev(n)} measured for '{g.config}': the model, from {basis}, expects "
-        f"{n} -> {r.devices} to reach a marginal efficiency of {_pct(eff)}; measure "
+        f"{n} -> {r.devices} to reach a marginal efficiency of {format_fraction_pct(eff)}; measure "
         f"{_dev(r.devices)} to know (a prediction from one count does not decide)."
     )
 
@@ -500,32 +491,30 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, _Group], walk: Sequence
     detail = ""
     if m.payload_bytes and measured:
         rate = metrics.algbw_bytes_s(m.payload_bytes, comm)
-        detail = f" ({_mb(m.payload_bytes)} per step at an effective {_gbs(rate)}"
+        detail = f" ({format_bytes(m.payload_bytes)} per step at an effective {format_rate_bytes_s(rate)}"
         peaks = [p.interconnect_bytes_s for p in measured if p.interconnect_bytes_s]
         if peaks and n2 > 1:
             bus = metrics.busbw_bytes_s(rate, n2, m.exchange)
-            detail += f", busbw {_gbs(bus)} against a link peak of {_gbs(min(peaks))}"
+            detail += f", busbw {format_rate_bytes_s(bus)} against a link peak of {format_rate_bytes_s(min(peaks))}"
         detail += ")"
     elif m.payload_bytes and m.bandwidth_bytes_s:
         detail = (
-            f" ({_mb(m.payload_bytes)} per step over a link the model puts at "
-            f"{_gbs(m.bandwidth_bytes_s)})"
+            f" ({format_bytes(m.payload_bytes)} per step over a link the model puts at "
+            f"{format_rate_bytes_s(m.bandwidth_bytes_s)})"
         )
     compute = max(step_t - comm, 0.0)
     ratio = compute / comm
     text = (
-        f"Gradient exchange takes {_pct(metrics.share(comm, step_t))} of each step at "
+        f"Gradient exchange takes {format_fraction_pct(metrics.share(comm, step_t))} of each step at "
         f"{_dev(n2)}{detail}, {how}; compute:communication is {ratio:.1f}"
     )
     k = threshold_compute_scale(m, n1, n2, rec.min_efficiency)
     if k is None:
-        text += (
-            f", and no batch size makes {n1} -> {n2} reach {_pct(rec.min_efficiency)} per the model"
-        )
+        text += f", and no batch size makes {n1} -> {n2} reach {format_fraction_pct(rec.min_efficiency)} per the model"
     elif k > 1.0:
         text += (
             f", below the {ratio * k:.1f} at which {n1} -> {n2} reaches "
-            f"{_pct(rec.min_efficiency)} marginal efficiency (model)"
+            f"{format_fraction_pct(rec.min_efficiency)} marginal efficiency (model)"
         )
     elif k * ratio < 0.05:  # shown as 0.0: the exchange alone does not stop this step
         text += f"; {n1} -> {n2} pays at any compute:communication ratio (model)"
@@ -547,7 +536,9 @@ def _compare_configs(rec: Recommendation, groups: Sequence[_Group]) -> None:
     for n in pick:
         here = sorted(((g.measured[n], g.config) for g in groups if n in g.measured), reverse=True)
         best_x, best = here[0]
-        others = ", ".join(f"'{c}' {x:,.0f} ({_pct(x / best_x - 1)})" for x, c in here[1:])
+        others = ", ".join(
+            f"'{c}' {x:,.0f} ({format_fraction_pct(x / best_x - 1)})" for x, c in here[1:]
+        )
         rec.reasons.append(f"At {_dev(n)}: '{best}' {best_x:,.0f} samples/s; {others}.")
 
 
@@ -581,7 +572,7 @@ def _advice(
                     size = f"global batch from {m.global_batch} to about {math.ceil(k * m.global_batch)}"
                 rec.advice.append(
                     f"Raise the {size} ({k:.1f}x): the model says {rejected.devices_from} -> "
-                    f"{rejected.devices_to} devices would then reach {_pct(floor)} marginal "
+                    f"{rejected.devices_to} devices would then reach {format_fraction_pct(floor)} marginal "
                     f"efficiency, because compute grows with the batch and the exchange does not. "
                     f"A different batch is a different hyper-parameter: retune the learning rate."
                 )
@@ -605,7 +596,7 @@ def _advice(
         rec.advice.append(
             f"Try an all-reduce between the devices (MirroredStrategy with NCCL) instead of "
             f"{_kind_label(m.exchange)}: at the same bandwidth the model gives {n1} -> {n2} a "
-            f"marginal efficiency of {_pct(eff)} instead of {_pct(rejected.marginal_efficiency)}."
+            f"marginal efficiency of {format_fraction_pct(eff)} instead of {format_fraction_pct(rejected.marginal_efficiency)}."
         )
     # 3. Input pipeline and 4. mixed precision, from the phases where measured.
     phased = [p for p in chosen.points if p.compute_s is not None and p.step_time_s]
@@ -621,13 +612,13 @@ def _advice(
         largest = max(parts, key=lambda k: parts[k])
         if largest == "input" and parts["input"] > 0:
             rec.advice.append(
-                f"Waiting for input is {_pct(parts['input'] / step)} of each step at {_dev(p.devices)}, "
+                f"Waiting for input is {format_fraction_pct(parts['input'] / step)} of each step at {_dev(p.devices)}, "
                 f"the largest part: fix the input pipeline (prefetch, parallel map, cache, data on "
                 f"the device) before adding devices; more devices only wait in parallel."
             )
         if largest == "compute" and p.platform == "gpu" and not p.mixed_precision:
             rec.advice.append(
-                f"Compute is {_pct(parts['compute'] / step)} of each step at {_dev(p.devices)}: "
+                f"Compute is {format_fraction_pct(parts['compute'] / step)} of each step at {_dev(p.devices)}: "
                 f"mixed precision (--mixed-precision) shortens it on GPUs with Tensor Cores "
                 f"(V100 and newer); the exchange then weighs more, so measure again."
             )
@@ -640,7 +631,7 @@ def _advice(
         share = metrics.share(m.compute_time_s(rec.devices), m.step_time_s(rec.devices))
         if share >= 0.5 and not chosen.points[0].mixed_precision:
             rec.advice.append(
-                f"Compute is about {_pct(share)} of each step at {_dev(rec.devices)} (model): "
+                f"Compute is about {format_fraction_pct(share)} of each step at {_dev(rec.devices)} (model): "
                 f"mixed precision shortens it on GPUs with Tensor Cores (V100 and newer); the "
                 f"exchange then weighs more, so measure again."
             )
@@ -684,8 +675,10 @@ def _confidence(rec: Recommendation, groups: Sequence[_Group], walk: Sequence[Wa
             bits.append(f"{steps[0]} steps per point")
         else:
             bits.append(f"{min(steps)}-{max(steps)} steps per point")
+        if steps and min(steps) < ENOUGH_STEPS:
+            bits.append(f"fewer than {ENOUGH_STEPS} steps: preliminary")
         if spreads:
-            bits.append(f"step-time spread (p10-p90) up to {_pct(max(spreads))}")
+            bits.append(f"step-time spread (p10-p90) up to {format_fraction_pct(max(spreads))}")
             if max(spreads) > NOISY_SPREAD:
                 bits.append(
                     "noisy: something else shares the machine, measure again when it is quiet"
@@ -701,7 +694,7 @@ def _confidence(rec: Recommendation, groups: Sequence[_Group], walk: Sequence[Wa
             )
         else:
             bits.append(
-                f"the model ({m.basis}) fits the measured points within {_pct(m.fit_error)}"
+                f"the model ({m.basis}) fits the measured points within {format_fraction_pct(m.fit_error)}"
             )
         lines.append(f"'{g.config}': " + "; ".join(bits) + ".")
     smallest = min(n for g in groups for n in g.measured)
@@ -717,6 +710,8 @@ def _confidence(rec: Recommendation, groups: Sequence[_Group], walk: Sequence[Wa
             f"Also measured at {', '.join(map(str, above))} devices, above the limit of "
             f"{rec.device_limit} (--max-devices or the machine's devices): shown, not recommended."
         )
+    if rec.platform_note:
+        lines.append(rec.platform_note[0].upper() + rec.platform_note[1:] + ".")
     if rec.predicted:
         lines.append(
             f"The recommended {_dev(rec.devices)} is a PREDICTION: measure it before buying or booking."
@@ -726,6 +721,21 @@ def _confidence(rec: Recommendation, groups: Sequence[_Group], walk: Sequence[Wa
     decisive = [s for s in walk if abs(s.marginal_efficiency - rec.min_efficiency) < 0.05]
     for s in decisive:
         lines.append(
-            f"Close call: {s.devices_from} -> {s.devices_to} is {_pct(s.marginal_efficiency)} against "
-            f"a floor of {_pct(rec.min_efficiency)}; a few percent of noise could flip it."
+            f"Close call: {s.devices_from} -> {s.devices_to} is {format_fraction_pct(s.marginal_efficiency)} against "
+            f"a floor of {format_fraction_pct(rec.min_efficiency)}; a few percent of noise could flip it."
         )
+
+
+def recommend_from_run(start: StartEvent | None, summary: RunSummary) -> Recommendation | None:
+    """What :func:`recommend` says from one run alone (its predictions for other
+    device counts rest on this one count); ``None`` while there is not enough to
+    say anything (no start, no counted step, no usable timing). Errors other than
+    "not enough evidence" (:class:`GpuscaleError`) are bugs and propagate."""
+    if start is None or not summary.steps_counted or not summary.step_time_s:
+        return None
+    from gpuscale.analysis.sweep import point_from_summary
+
+    try:
+        return recommend([point_from_summary(summary, start, "live")])
+    except GpuscaleError:
+        return None

@@ -9,18 +9,12 @@ from rich.text import Text
 
 from gpuscale.analysis.recommend import Recommendation
 from gpuscale.analysis.sweep import Sweep
-
-
-def _seconds(value: float | None) -> str:
-    if value is None:
-        return "n/a"
-    if value >= 1:
-        return f"{value:.2f} s"
-    return f"{value * 1000:.1f} ms"
-
-
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value * 100:.0f}%"
+from gpuscale.formatting import (
+    format_duration_s,
+    format_fraction_pct,
+    format_number,
+    format_rate_bytes_s,
+)
 
 
 def render(
@@ -52,7 +46,7 @@ def render(
                 mark = "measured, above limit"
             if (r.config, r.devices) == chosen_key:
                 mark += "  <- recommended"
-            comm = _pct(r.comm_share)
+            comm = format_fraction_pct(r.comm_share)
             if r.comm_share is not None and (r.predicted or r.allreduce_s is None):
                 comm += " (model)"
             style = "dim italic" if r.predicted else ""
@@ -60,10 +54,10 @@ def render(
                 style = "bold green"
             table.add_row(
                 str(r.devices),
-                _seconds(r.step_time_s),
-                f"{r.throughput:,.0f}" if r.throughput else "n/a",
-                f"{r.speedup:.2f}x" if r.speedup is not None else "n/a",
-                _pct(r.efficiency),
+                format_duration_s(r.step_time_s),
+                format_number(r.throughput, ",.0f"),
+                format_number(r.speedup, ".2f", "x"),
+                format_fraction_pct(r.efficiency),
                 comm,
                 mark,
                 style=style,
@@ -72,10 +66,10 @@ def render(
         fit = (
             "unchecked: it passes through every measured point"
             if model.fit_error is None
-            else f"within {model.fit_error * 100:.1f}% of the measured points"
+            else f"within {format_fraction_pct(model.fit_error, 1)} of the measured points"
         )
         bandwidth = (
-            f", effective bandwidth {model.bandwidth_bytes_s / 1e9:.2g} GB/s"
+            f", effective bandwidth {format_rate_bytes_s(model.bandwidth_bytes_s)}"
             if model.bandwidth_bytes_s
             else ""
         )
@@ -102,7 +96,7 @@ def render(
     console.print(
         Text(
             f"Rule: add devices while each doubling keeps a marginal efficiency of at least "
-            f"{rec.min_efficiency * 100:.0f}% (--min-efficiency).",
+            f"{format_fraction_pct(rec.min_efficiency)} (--min-efficiency).",
             style="dim",
         )
     )
