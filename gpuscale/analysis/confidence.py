@@ -9,6 +9,7 @@ from typing import Literal
 import msgspec
 
 from gpuscale.analysis.summary import RunSummary
+from gpuscale.formatting import format_fraction_pct
 
 ENOUGH_STEPS = 20
 """Fewer counted steps (of one worker) than this and the medians are preliminary."""
@@ -51,7 +52,7 @@ def run_confidence(summary: RunSummary) -> RunConfidence:
         level = "low"
         reasons[0] += f" (< {ENOUGH_STEPS})"
     if summary.spread is not None:
-        reasons.append(f"spread {summary.spread * 100:.0f}%")
+        reasons.append(f"spread {format_fraction_pct(summary.spread)}")
         if summary.spread > NOISY_SPREAD:
             level = "low"
     reasons.append(f"{summary.phase_steps} phase breakdowns")

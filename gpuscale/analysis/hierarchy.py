@@ -42,6 +42,7 @@ import msgspec
 from gpuscale.analysis import metrics
 from gpuscale.analysis.model import ScalingModel, fit, nnls
 from gpuscale.analysis.sweep import SweepPoint
+from gpuscale.formatting import format_duration_s, format_fraction_pct, format_rate_bytes_s
 
 
 def inter_hops(workers: int) -> float:
@@ -181,7 +182,7 @@ def explain(points: Sequence[SweepPoint], max_workers: int = 4) -> list[str]:
         best, worst = ranked[0], ranked[-1]
         gain = single[best][g] / single[worst][g] - 1
         lines.append(
-            f"Inside one machine ({g} devices): '{best}' is fastest, {gain:.0%} more samples/s "
+            f"Inside one machine ({g} devices): '{best}' is fastest, {format_fraction_pct(gain)} more samples/s "
             f"than '{worst}' (intra-node all-reduce)."
         )
     for config, ps in sorted(by_config.items()):
@@ -190,20 +191,22 @@ def explain(points: Sequence[SweepPoint], max_workers: int = 4) -> list[str]:
             continue
         # weak scaling: efficiency = one machine's step / the step with W machines
         measured = ", ".join(
-            f"{w} workers {model.node_step_s / t:.0%}"
+            f"{w} workers {format_fraction_pct(model.node_step_s / t)}"
             for w, t in zip(model.fitted_workers, model.measured_step_s, strict=True)
         )
         ahead = [w for w in range(max(model.fitted_workers) + 1, max_workers + 1)]
-        predicted = ", ".join(f"{w} workers {model.efficiency(w):.0%}" for w in ahead)
+        predicted = ", ".join(
+            f"{w} workers {format_fraction_pct(model.efficiency(w))}" for w in ahead
+        )
         network = (
-            f", an effective {model.network_bytes_s / 1e9:.2f} GB/s per machine"
+            f", an effective {format_rate_bytes_s(model.network_bytes_s)} per machine"
             if model.network_bytes_s
             else ""
         )
         lines.append(
             f"Across machines ('{config}', {model.devices_per_worker} devices each): the "
-            f"inter-node exchange costs {model.inter_s(2) * 1000:.0f} ms per step at 2 workers "
-            f"({model.inter_s(2) / model.step_time_s(2):.0%} of the step{network}); "
+            f"inter-node exchange costs {format_duration_s(model.inter_s(2))} per step at 2 workers "
+            f"({format_fraction_pct(model.inter_s(2) / model.step_time_s(2))} of the step{network}); "
             f"efficiency against linear: {measured} (measured)"
             + (f", {predicted} (predicted)" if predicted else "")
             + "."

@@ -15,6 +15,7 @@ from gpuscale.analysis.summary import RunAccumulator
 from gpuscale.analysis.sweep import Sweep, SweepPoint, point_from_summary
 from gpuscale.errors import EXIT_FAILED, GpuscaleError
 from gpuscale.events.schema import EndEvent, StepEvent
+from gpuscale.formatting import format_ms
 
 if TYPE_CHECKING:
     from gpuscale.trainer.options import TrainConfig
@@ -191,7 +192,7 @@ def _follow(run, acc: RunAccumulator, n: int, steps: int, console, quiet: bool) 
         for event in run.events(timeout=None):
             acc.add(event)
             if isinstance(event, StepEvent):
-                status = "warm-up" if event.warmup else f"{event.step_time_s * 1000:.0f} ms/step"
+                status = "warm-up" if event.warmup else f"{format_ms(event.step_time_s, 0)}/step"
                 progress.update(task, completed=event.step + 1, status=status)
             elif isinstance(event, EndEvent):
                 progress.update(task, status=event.status)
