@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -14,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from gpuscale import cluster
+from gpuscale.errors import GpuscaleError
 from gpuscale.events.schema import (
     EndEvent,
     ErrorEvent,
@@ -256,3 +259,122 @@ def test_stop_ends_the_script_and_its_children_within_5_s():
     assert run.done and run.status == "stopped"
     assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in children)
     assert isinstance(run.end, EndEvent) and run.end.status == "stopped"
+
+
+def _chief(tmp_path: Path, token: str, script: str = "import time; time.sleep(30)") -> tuple:
+    port = cluster.free_ports(1)[0]
+    workers = [f"127.0.0.1:{p}" for p in cluster.free_ports(2)]
+    env = _env()
+    env.update({"GPUSCALE_PORT": str(port), "GPUSCALE_TOKEN": token})
+    tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": 0}}
+    path = tmp_path / "chief.ndjson"
+    chief = ScriptRun(
+        [sys.executable, "-c", script],
+        record=path,
+        cluster_info=cluster.parse_tf_config(json.dumps(tf_config)),
+        start_timeout_s=0.3,
+        sampler=False,
+        env=env,
+    ).start()
+    return chief, port, path
+
+
+def test_a_remote_worker_that_reconnects_is_not_lost(tmp_path):
+    """A network hiccup: the worker's EventClient reconnects after a failed send.
+    The old connection closes without an end event, but a new one from the same
+    worker is open within the grace period, so the run goes on."""
+    chief, port, path = _chief(tmp_path, "shared-secret-3", "import time; time.sleep(4)")
+    remote = EventClient(f"127.0.0.1:{port}", "shared-secret-3", worker=1)
+    remote.send(
+        StartEvent(
+            t=time.time(), worker=1, gpuscale_version="t", host="far", pid=1, source="script"
+        )
+    )
+    for step in range(3):
+        remote.send(StepEvent(t=time.time(), worker=1, step=step, step_time_s=0.1, samples=8))
+    time.sleep(0.5)
+    remote._sock.shutdown(socket.SHUT_RDWR)  # the connection breaks; the next send reconnects
+    time.sleep(0.3)
+    for step in range(3, 6):
+        remote.send(StepEvent(t=time.time(), worker=1, step=step, step_time_s=0.1, samples=8))
+    remote.send(EndEvent(t=time.time(), worker=1, status="completed", steps=6))
+    remote.close()
+    events = _collect(chief, timeout_s=40)
+    assert chief.lost_workers == [] and chief.status == "completed"
+    assert not any(isinstance(e, ErrorEvent) for e in events)
+    loaded = load_run(path)
+    assert [e.step for e in loaded.events if isinstance(e, StepEvent)] == list(range(6))
+
+
+def test_a_killed_gpuscale_leaves_no_script_behind():
+    """SIGKILL gives gpuscale no chance to stop the script: the kernel does
+    (PR_SET_PDEATHSIG), for one script and for each local worker."""
+    import psutil
+
+    code = (
+        "import sys, time\n"
+        "from gpuscale.script import ScriptRun\n"
+        "argv = [sys.executable, '-c', 'import time; time.sleep(60)']\n"
+        "one = ScriptRun(argv, record=None, sampler=False).start()\n"
+        "two = ScriptRun(argv, record=None, sampler=False, local_workers=2).start()\n"
+        "print(one.pid_of(0), two.pid_of(0), two.pid_of(1), flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    pids = [int(p) for p in proc.stdout.readline().split()]
+    assert len(pids) == 3 and all(psutil.pid_exists(p) for p in pids)
+
+    def gone(pid: int) -> bool:
+        try:
+            return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 5
+    while not all(gone(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    leftover = [p for p in pids if not gone(p)]
+    for pid in leftover:
+        os.kill(pid, signal.SIGKILL)
+    assert leftover == []
+
+
+def test_a_worker_that_cannot_start_takes_the_started_ones_down(monkeypatch):
+    import gpuscale.session as session
+
+    started: list = []
+    real_spawn = session.spawn
+
+    def spawn(args, **kwargs):
+        if started:
+            raise FileNotFoundError(2, "No such file or directory")
+        proc = real_spawn([sys.executable, "-c", "import time; time.sleep(60)"], **kwargs)
+        started.append(proc)
+        return proc
+
+    monkeypatch.setattr(session, "spawn", spawn)
+    with pytest.raises(GpuscaleError, match="cannot start"):
+        cluster.launch_local_workers(["train"], 3, events_address="127.0.0.1:1", token="t" * 8)
+    assert len(started) == 1 and started[0].returncode is not None  # killed and reaped
+
+
+def test_a_non_chief_worker_says_where_its_events_went(capsys):
+    from types import SimpleNamespace
+
+    from gpuscale.commands.run import _print_summary
+
+    run = SimpleNamespace(
+        start_event=None,
+        end=EndEvent(t=1.0, status="completed"),
+        forwarding_to="chief-host:47470",
+        worker=1,
+        error=None,
+        recording_path=None,
+        recording_problem=None,
+    )
+    _print_summary(run)
+    out = capsys.readouterr().out
+    assert "worker 1: completed" in out and "chief at chief-host:47470" in out
+    assert "0 steps" not in out
