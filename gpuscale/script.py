@@ -74,7 +74,7 @@ from gpuscale.events.transport import (
     EventClient,
     EventServer,
 )
-from gpuscale.session import RunBase, describe_exit, read_lines, spawn
+from gpuscale.session import STOP_DEADLINE_S, RunBase, describe_exit, read_lines, spawn
 
 CALLBACK_SOURCE = "keras-callback"
 """Source of the LogEvent that ``import gpuscale.keras`` sends (see :mod:`gpuscale.keras`)."""
@@ -114,7 +114,9 @@ class ScriptRun(RunBase):
     MultiWorkerMirroredStrategy cluster on loopback ports. ``cluster_info``: this
     machine's place in a real multi-host cluster (chief listens on
     ``listen_host:port`` with the shared ``token``; other workers forward to it).
-    ``nvml`` is handed to the Sampler (tests pass a stand-in).
+    ``lost_grace_s``: how long a remote worker whose connection closed without an
+    end may take to reconnect before it counts as lost. ``nvml`` is handed to the
+    Sampler (tests pass a stand-in).
     """
 
     def __init__(
@@ -392,6 +394,7 @@ class ScriptRun(RunBase):
                 except (ProcessLookupError, PermissionError):
                     pass
         deadline = time.monotonic() + grace_s
+        killed = []
         for proc in self._procs.values():
             try:
                 proc.wait(timeout=max(0.0, deadline - time.monotonic()))
@@ -400,10 +403,13 @@ class ScriptRun(RunBase):
                     os.killpg(proc.pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
-                try:
-                    proc.wait(timeout=2)
-                except subprocess.TimeoutExpired:  # stuck in the kernel: its waiter reaps it
-                    pass
+                killed.append(proc)
+        deadline = time.monotonic() + 1.0
+        for proc in killed:
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:  # stuck in the kernel: its waiter reaps it
+                pass
 
     def _close_transport(self) -> None:
         if self._server is not None:
@@ -424,13 +430,14 @@ class ScriptRun(RunBase):
 
     def stop(self, grace_s: float = 3.0) -> None:
         """Stop the script (SIGTERM to its process group, SIGKILL after ``grace_s``) and
-        end the run as ``stopped``; returns within about ``grace_s`` + 2 s. Idempotent."""
+        end the run as ``stopped``; returns within 5 s in all. Idempotent."""
         if self._done.is_set():
             return
+        deadline = time.monotonic() + STOP_DEADLINE_S
         self._stopping.set()
         self._incoming.put(None)
-        self._terminate(grace_s=grace_s)
-        self._done.wait(timeout=2.0)
+        self._terminate(grace_s=min(grace_s, STOP_DEADLINE_S - 2.0))
+        self._done.wait(timeout=max(0.0, deadline - time.monotonic()))
 
     def pid_of(self, worker: int) -> int | None:
         """The process id of a local worker's script (None if not started here)."""
