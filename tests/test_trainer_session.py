@@ -4,6 +4,8 @@ without a word, and one that ignores SIGTERM and has a child of its own."""
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
 import signal
 import stat
 import subprocess
@@ -249,3 +251,40 @@ def test_stop_with_the_default_grace_ends_within_5_s(fake_python, tmp_path):
     run.stop()
     assert time.monotonic() - started < STOP_DEADLINE_S + 0.3
     assert run.done and run.end.status == "stopped"
+
+
+@pytest.mark.skipif(shutil.which("script") is None, reason="needs script(1) for a terminal")
+def test_sigterm_to_gpuscale_watch_quits_like_q_and_ends_the_recording(fake_python, tmp_path):
+    """The dashboard owns the terminal: SIGTERM quits it from its own loop (no
+    traceback, terminal restored), the trainer is stopped, the recording ends."""
+    path = tmp_path / "watch.ndjson"
+    command = shlex.join(
+        [sys.executable, "-c", _cli_with_fake_trainer(fake_python), "watch", "--record", str(path)]
+    )
+    proc = subprocess.Popen(
+        ["script", "-qec", command, "/dev/null"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"},
+    )
+    try:
+        _wait_for(lambda: path.exists() and path.read_text().count("\n") >= 3, timeout_s=30)
+        gpuscale = next(
+            p
+            for p in psutil.Process(proc.pid).children(recursive=True)
+            if "watch" in p.cmdline() and "script" not in p.name()
+        )
+        trainer = gpuscale.children()[0].pid
+        gpuscale.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=15)
+    finally:
+        proc.kill()
+    text = out.decode("utf-8", "replace")
+    assert "Traceback" not in text
+    assert "gpuscale: stopped (SIGTERM)" in text
+    from gpuscale.recording.reader import load_run
+
+    loaded = load_run(path)
+    assert loaded.end is not None and loaded.end.status == "stopped"
+    assert _gone(trainer)
