@@ -29,7 +29,15 @@ import msgspec
 
 from gpuscale import __version__
 from gpuscale.errors import GpuscaleError
-from gpuscale.events.schema import EndEvent, ErrorEvent, Event, LogEvent, StartEvent, encode
+from gpuscale.events.schema import (
+    EndEvent,
+    ErrorEvent,
+    Event,
+    LogEvent,
+    StartEvent,
+    StepEvent,
+    encode,
+)
 from gpuscale.events.transport import EventClient
 from gpuscale.trainer.options import TrainConfig, from_json
 
@@ -216,6 +224,7 @@ def _num_workers(config: TrainConfig) -> int:
 def _train(
     config: TrainConfig, emit: _Emitter, stop: threading.Event, training: threading.Event
 ) -> tuple[int, str]:
+    import keras
     import tensorflow as tf  # only here: the parent never imports TensorFlow
 
     from gpuscale.trainer import loop
@@ -241,7 +250,7 @@ def _train(
                     "global_batch": trainer.global_batch,
                     "cross_device_ops": trainer.cross_device_ops,
                     "optimizer": type(trainer.optimizer).__name__,
-                    "keras_version": __import__("keras").__version__,
+                    "keras_version": keras.__version__,
                     "python_version": sys.version.split()[0],
                 },
             },
@@ -270,7 +279,7 @@ def _train(
         return 0, "stopped"
     for event in trainer.run(stop):
         emit(event)
-        if event.__class__.__name__ == "StepEvent":
+        if isinstance(event, StepEvent):
             steps += 1
     return steps, "stopped" if stop.is_set() and steps < config.steps else "completed"
 
