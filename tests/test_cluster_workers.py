@@ -378,3 +378,18 @@ def test_a_non_chief_worker_says_where_its_events_went(capsys):
     out = capsys.readouterr().out
     assert "worker 1: completed" in out and "chief at chief-host:47470" in out
     assert "0 steps" not in out
+
+
+def test_a_refused_sample_interval_starts_no_script(tmp_path):
+    marker = tmp_path / "ran"
+    run = ScriptRun(
+        [sys.executable, "-c", f"open({str(marker)!r}, 'w').close()"],
+        record=tmp_path / "run.ndjson",
+        sample_interval_s=0.05,
+        local_workers=2,
+    )
+    with pytest.raises(GpuscaleError, match="sample interval"):
+        run.start()
+    assert run._procs == {} and run._server is None
+    time.sleep(0.5)
+    assert not marker.exists()

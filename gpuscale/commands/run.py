@@ -3,7 +3,8 @@
 The trainer runs in a child process (TensorFlow is never imported here); its
 events are recorded (unless ``--no-record``) and summarised at the end.
 ``--json`` prints only the summary, as JSON, on stdout.
-Exit status: 0 completed, 1 the trainer failed, 2 bad options, 130 interrupted.
+Exit status: 0 completed, 1 the trainer failed, 2 bad options, 130 interrupted
+(Ctrl-C, or SIGTERM/SIGHUP: the trainer is stopped and the recording ends the same way).
 """
 
 from __future__ import annotations
