@@ -65,8 +65,9 @@ def main(args: argparse.Namespace) -> int:
             ) from None
         raise
 
-    from gpuscale.ui.app import build_app
+    from gpuscale.errors import EXIT_INTERRUPTED
+    from gpuscale.ui.app import build_app, run_until_stop_signal
 
-    app = build_app(source)
-    app.run()
+    if run_until_stop_signal(build_app(source)):
+        return EXIT_INTERRUPTED
     return 0

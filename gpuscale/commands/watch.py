@@ -39,8 +39,6 @@ def register(sub) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    import asyncio
-    import signal
     import sys
 
     from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED, GpuscaleError
@@ -65,38 +63,19 @@ def main(args: argparse.Namespace) -> int:
     else:
         run = LiveRun(config_from_args(args), record=record, sample_interval_s=args.sample_interval)
 
-    from gpuscale.ui.app import build_app
+    from gpuscale.ui.app import build_app, run_until_stop_signal
     from gpuscale.ui.sources import LiveSource
 
     source = LiveSource(run)
     app = build_app(source)
-    received: list[str] = []
-
-    def on_stop_signal(signum: int, frame: object) -> None:
-        # SIGTERM/SIGHUP (kill, timeout, scancel, a closed terminal): quit the way
-        # q does, from the app's own loop, so the terminal is restored and the
-        # trainer is stopped cleanly, its recording ending with its end event.
-        received.append(signal.Signals(signum).name)
-        try:
-            asyncio.get_running_loop().call_soon_threadsafe(app.action_quit_run)
-        except RuntimeError:  # the app is not running (yet, or any more)
-            raise KeyboardInterrupt(received[-1]) from None
-
-    previous = {}
-    for name in ("SIGTERM", "SIGHUP"):
-        signum = getattr(signal, name, None)
-        if signum is not None and signal.getsignal(signum) is not signal.SIG_IGN:
-            previous[signum] = signal.signal(signum, on_stop_signal)
     try:
-        app.run()
+        stopped_by = run_until_stop_signal(app)
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
         source.stop()  # idempotent: a no-op when q already stopped it
     if run.recording_path:
         print(f"recorded to {run.recording_path}")
-    if received:
-        print(f"gpuscale: stopped ({received[0]})", file=sys.stderr)
+    if stopped_by:
+        print(f"gpuscale: stopped ({stopped_by})", file=sys.stderr)
         return EXIT_INTERRUPTED
     end = getattr(run, "end", None) or source.end
     if end is None or end.status in ("failed", "lost"):

@@ -438,3 +438,34 @@ def build_app(source: EventSource, **options: object) -> GpuscaleApp:
     """The dashboard for ``source`` (live run, replay, or in-memory events);
     the one factory used by the commands, the tests and the benchmark."""
     return GpuscaleApp(source, **options)  # type: ignore[arg-type]
+
+
+def run_until_stop_signal(app: GpuscaleApp) -> str | None:
+    """Run ``app``; SIGTERM and SIGHUP (``kill``, ``timeout``, ``scancel``, a closed
+    terminal) quit it the way ``q`` does, from the app's own loop, so the terminal
+    is restored and a live run's trainer is stopped with its recording ending in
+    its end event. Raising into a running Textual app instead leaves a traceback.
+    Returns the name of the signal that ended it, or None."""
+    import asyncio
+    import signal
+
+    received: list[str] = []
+
+    def on_stop_signal(signum: int, frame: object) -> None:
+        received.append(signal.Signals(signum).name)
+        try:
+            asyncio.get_running_loop().call_soon_threadsafe(app.action_quit_run)
+        except RuntimeError:  # the app is not running (yet, or any more)
+            raise KeyboardInterrupt(received[-1]) from None
+
+    previous = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        signum = getattr(signal, name, None)
+        if signum is not None and signal.getsignal(signum) is not signal.SIG_IGN:
+            previous[signum] = signal.signal(signum, on_stop_signal)
+    try:
+        app.run()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return received[0] if received else None

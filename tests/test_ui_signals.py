@@ -1,0 +1,51 @@
+"""`gpuscale replay` in a real terminal: SIGTERM quits it cleanly (no traceback,
+exit 130), as `q` would."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_runs" / "mnist-cnn_2xcpu.ndjson"
+
+
+@pytest.mark.skipif(shutil.which("script") is None, reason="needs util-linux 'script' for a pty")
+def test_sigterm_to_gpuscale_replay_quits_without_a_traceback():
+    command = shlex.join([sys.executable, "-m", "gpuscale", "replay", str(SAMPLE)])
+    proc = subprocess.Popen(
+        ["script", "-qec", command + "; echo EXIT=$?", "/dev/null"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "TERM": "xterm-256color", "COLUMNS": "100", "LINES": "30"},
+    )
+    try:
+        deadline = time.monotonic() + 30
+        replay = None
+        while replay is None and time.monotonic() < deadline:
+            for child in psutil.Process(proc.pid).children(recursive=True):
+                try:
+                    if "replay" in child.cmdline() and "gpuscale" in " ".join(child.cmdline()):
+                        if child.name() != "script" and "-c" not in child.cmdline()[1:2]:
+                            replay = child
+                except psutil.NoSuchProcess:
+                    pass
+            time.sleep(0.1)
+        assert replay is not None, "the replay process did not start"
+        time.sleep(3)  # let the app take the terminal
+        replay.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    text = out.decode("utf-8", "replace")
+    assert "Traceback" not in text
+    assert "EXIT=130" in text
