@@ -342,6 +342,8 @@ class LiveRun(RunBase):
         self._server: EventServer | None = None
         self._readers: list[threading.Thread] = []
         self._tail: collections.deque[str] = collections.deque(maxlen=12)
+        self._last_stderr: str | None = None
+        """The child's last line on stderr: where a crash says why."""
         self._started_at = time.time()
 
     # -- life cycle ----------------------------------------------------------------
@@ -462,6 +464,8 @@ class LiveRun(RunBase):
         def on_line(level: str, message: str) -> None:
             if level != "debug":
                 self._tail.append(message)
+                if stream == "stderr":
+                    self._last_stderr = message
             self._on_event(LogEvent(t=time.time(), message=message, source="trainer", level=level))
 
         return on_line
@@ -571,7 +575,11 @@ class LiveRun(RunBase):
             error = ErrorEvent(
                 t=time.time(),
                 message=f"the trainer process {how} without reporting an end"
-                + (f"; its last output: {self._tail[-1]}" if self._tail else ""),
+                + (
+                    f"; its last output: {last}"
+                    if (last := self._last_stderr or (self._tail and self._tail[-1]))
+                    else ""
+                ),
                 traceback=tail or None,
                 source="gpuscale",
             )
