@@ -8,7 +8,7 @@ import time
 import pytest
 from ui_fixtures import FakeClock, FakeLiveRun, cpu_run, gpu8_run, replay
 
-from gpuscale.events.schema import GpuSample, StartEvent
+from gpuscale.events.schema import EndEvent, GpuSample, StartEvent
 from gpuscale.ui.app import build_app
 from gpuscale.ui.sources import LiveSource, QueueSource, ReplaySource
 from gpuscale.ui.synthetic import synthetic_run, write_run
@@ -271,3 +271,19 @@ async def test_debug_log_lines_are_hidden_until_asked_for():
         await pilot.press("d")
         await pilot.pause()
         assert "cuInit" not in text()
+
+
+async def test_a_finished_run_says_so_in_a_toast_and_a_cut_one_warns():
+    app = build_app(replay(cpu_run(), end=True))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        messages = [n.message for n in app._notifications]
+        assert any(m.startswith("Run completed") and "q quits" in m for m in messages), messages
+    cut = [e for e in cpu_run() if not isinstance(e, EndEvent)]
+    app = build_app(replay(cut, end=True))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        messages = [n.message for n in app._notifications]
+        assert any("without an end event" in m for m in messages), messages
