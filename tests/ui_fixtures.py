@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import queue
 from pathlib import Path
 
 from gpuscale.events.schema import Event
+from gpuscale.session import RunBase
 from gpuscale.ui.sources import ReplaySource
 from gpuscale.ui.synthetic import synthetic_run
 
@@ -20,12 +20,13 @@ class FakeClock:
         return self.now
 
 
-class FakeLiveRun:
-    """Stands in for gpuscale.session.LiveRun: a queue of events, ending in None
-    once the run is over; records whether start() and stop() were called."""
+class FakeLiveRun(RunBase):
+    """Stands in for gpuscale.session.LiveRun: the real run base (its queue and
+    ``drain``), fed a fixed list of events and ending in None once the run is
+    over; records whether start() and stop() were called."""
 
     def __init__(self, events: list[Event], *, finish: bool = True) -> None:
-        self.queue: queue.Queue[Event | None] = queue.Queue()
+        self._init_run()
         for event in events:
             self.queue.put(event)
         if finish:
@@ -38,19 +39,6 @@ class FakeLiveRun:
     def start(self) -> FakeLiveRun:
         self.started = True
         return self
-
-    def drain(self, max_events: int = 10_000) -> list[Event]:
-        out: list[Event] = []
-        while len(out) < max_events:
-            try:
-                event = self.queue.get_nowait()
-            except queue.Empty:
-                break
-            if event is None:
-                self.queue.put(None)
-                break
-            out.append(event)
-        return out
 
     def stop(self) -> None:
         self.stop_calls += 1
