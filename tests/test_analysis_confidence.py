@@ -91,7 +91,7 @@ def test_predictions_from_cpu_logical_devices_carry_the_caveat():
     rec = recommend_from_run(events[0], summarize(events))
     assert rec is not None and any(r.predicted for r in rec.table)
     assert rec.platform_note == CPU_LOGICAL_CAVEAT
-    assert any("share the same cores" in line for line in rec.confidence)
+    assert any("share this machine's cores" in line for line in rec.confidence)
     gpu = [
         normalize(
             SweepPoint(devices=n, scaling="weak", per_replica_batch=8, step_time_s=t, config="c")

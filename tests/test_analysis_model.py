@@ -3,6 +3,7 @@ should, and says what batch would make a step pay."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from gpuscale.analysis.model import (
@@ -137,3 +138,50 @@ def test_threshold_scale_is_zero_when_a_step_pays_at_any_ratio():
     m = fit(_points({1: c, 2: c + beta}))
     k = threshold_compute_scale(m, 1, 2, 0.3)
     assert k == pytest.approx(0.3 * beta / (0.7 * c), rel=1e-9) and k < 1
+
+
+def _cpu_points(rows: dict[int, tuple[float, float]], scaling: str) -> list[SweepPoint]:
+    """(step time, exposed all-reduce) per count, as the trainer records them on
+    CPU logical devices (numbers of the shape measured on a 2-core machine)."""
+    return [
+        msgspec.structs.replace(p, compute_s=step - ar, allreduce_s=ar)
+        for p, (step, ar) in zip(
+            _points({n: s for n, (s, _) in rows.items()}, scaling=scaling, platform="cpu-logical"),
+            rows.values(),
+            strict=True,
+        )
+    ]
+
+
+def test_cpu_logical_devices_share_the_cores_weak_scaling():
+    # One device alone is fast (20 ms); from 2 on, N devices' work shares the same
+    # cores, so compute grows as q N (36 ms per device), not as 1 -> 2 suggests.
+    m = fit(_cpu_points({1: (0.020, 0.0), 2: (0.074, 0.002)}, "weak"))
+    assert m.shared_cores and m.basis == "phases"
+    assert m.compute_time_s(4) == pytest.approx(0.072 / 2 * 4)
+    assert m.step_time_s(4) == pytest.approx(0.144 + 0.002 * 1.5)
+    # The same numbers on GPUs: independent devices, compute per device drifts.
+    gpu = fit(
+        [
+            msgspec.structs.replace(p, platform="gpu")
+            for p in _cpu_points({1: (0.020, 0.0), 2: (0.074, 0.002)}, "weak")
+        ]
+    )
+    assert not gpu.shared_cores
+    assert gpu.compute_time_s(4) == pytest.approx(0.020 + 0.052 * 3)
+
+
+def test_cpu_logical_devices_share_the_cores_strong_scaling():
+    m = fit(_cpu_points({1: (0.100, 0.0), 2: (0.108, 0.004), 4: (0.112, 0.004)}, "strong"))
+    assert m.shared_cores and m.parallel_s == 0.0
+    assert m.serial_s == pytest.approx(0.106)  # the median of 104 and 108 ms
+    # The same global batch on the same cores: compute does not shrink with N.
+    assert m.step_time_s(8) == pytest.approx(0.106 + m.comm_time_s(8))
+    assert m.step_time_s(8) > m.step_time_s(4)
+
+
+def test_cpu_logical_step_times_alone_grow_with_the_work():
+    m = fit(_points({1: 0.02, 2: 0.07}, platform="cpu-logical"))
+    assert m.shared_cores and m.basis == "step times"
+    assert m.step_time_s(4) == pytest.approx(0.14)
+    assert m.throughput(4) == pytest.approx(m.throughput(2))

@@ -14,6 +14,6 @@ def test_panel_shows_the_cpu_caveat_next_to_predictions_and_the_confidence():
     text = advice_content(summary, recommend_from_run(events[0], summary)).plain
     assert "predicted" in text
     predicted_at = text.index("predicted")
-    caveat_at = text.index("share the same cores")
+    caveat_at = text.index("share this machine's cores")
     assert caveat_at > predicted_at
     assert "confidence   medium" in text and "28 steps" in text

@@ -102,7 +102,8 @@ def test_recording_holds_the_run(finished_run):
 
 # `gpuscale` as a user runs it, with the NVML stand-in (never real NVML in tests).
 CLI_WITH_FAKE_NVML = (
-    "import functools, sys\n"
+    "import faulthandler, functools, signal, sys\n"
+    "faulthandler.register(signal.SIGUSR1, all_threads=True)\n"  # stacks, if a test hangs
     f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
     "from fake_nvml import FakeNvml\n"
     "import gpuscale.session as session\n"
@@ -176,7 +177,14 @@ def test_ctrl_c_stops_gpuscale_run_and_leaves_no_orphan(tmp_path):
     assert trainer_pid is not None, "the run never got to 3 steps"
     interrupted = time.monotonic()
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    try:
+        out, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)  # every thread's stack to stderr, then give up
+        time.sleep(2)
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"gpuscale run did not stop 30 s after SIGINT; its stderr:\n{err}")
     assert time.monotonic() - interrupted < 5.0 + 1.0  # 5 s, plus the interpreter's exit
     assert proc.returncode == 130, err
     assert "status: stopped" in out

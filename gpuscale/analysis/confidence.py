@@ -23,8 +23,8 @@ NOTABLE_COMM_SHARE = 0.2
 fifth of every step waits for the gradient exchange."""
 
 CPU_LOGICAL_CAVEAT = (
-    "CPU logical devices share the same cores: predicted for GPUs with this "
-    "compute:comm ratio, not for this machine"
+    "CPU logical devices share this machine's cores, so more of them add no "
+    "compute: the predictions are for these logical devices, not for GPUs"
 )
 """Said next to predictions made from runs on CPU logical devices."""
 

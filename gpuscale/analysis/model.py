@@ -11,6 +11,18 @@ The model::
     compute(N) = s + p / N             strong scaling (fixed global batch): a serial
                                        part s and a parallel part p split N ways
 
+    CPU logical devices (``platform: cpu-logical``) are not separate processors:
+    TensorFlow runs every CPU device's ops on one process-wide thread pool, so
+    all N devices share the same cores and the work per step is what counts:
+
+    compute(N) = q N                   weak: N devices' work on the same cores
+    compute(N) = s                     strong: the same global batch on the same cores
+
+    fitted on the multi-device counts only (when there are any): one device
+    alone runs its batch with no replicas to interleave and measured 40-60 %
+    faster per sample here than each of two (see ``benchmarks/prediction.py``),
+    so it says little about N >= 2.
+
     comm(N)    = alpha h(N) + beta v(N)
         ring   (NCCL, collective):        h = N - 1, v = 2 (N - 1) / N
         gather (reduce to one device):     h = N - 1, v = N - 1
@@ -39,8 +51,9 @@ How it is fitted (weighted least squares on relative error, all terms >= 0):
   its peak); otherwise nothing is predicted.
 
 What it accounts for: the compute split (strong) or constant per-device work
-plus measured drift (weak), ring versus gather versus host traffic, per-hop
-latency, the measured effective bandwidth.
+plus measured drift (weak), CPU logical devices sharing one machine's cores,
+ring versus gather versus host traffic, per-hop latency, the measured
+effective bandwidth.
 
 What it ignores: changes in overlap of communication with the backward pass as
 ``N`` grows (a model fitted on exposed time assumes the same hidden fraction),
@@ -109,6 +122,9 @@ class ScalingModel(msgspec.Struct, kw_only=True, omit_defaults=True):
     """False when nothing could be fitted for communication (one count, no peak)."""
     compute_scale: float = 1.0
     """Multiplier on compute (1.0 as fitted; :meth:`with_compute_scale` changes it)."""
+    shared_cores: bool = False
+    """The devices share one pool of cores (CPU logical devices): compute is
+    ``q N`` (weak) or constant (strong), see the module docstring."""
 
     def compute_time_s(self, devices: int) -> float:
         """``compute(N)``."""
@@ -243,6 +259,7 @@ def fit(points: Sequence[SweepPoint]) -> ScalingModel:
         global_batch=smallest.global_batch or 1,
         payload_bytes=payload,
         fitted_devices=[c.devices for c in counts],
+        shared_cores=all(p.platform == "cpu-logical" for p in points),
     )
     exchanging = [c for c in counts if c.devices > 1 or exchange == "host"]
     with_phases = [c for c in exchanging if c.allreduce_s is not None]
@@ -252,16 +269,31 @@ def fit(points: Sequence[SweepPoint]) -> ScalingModel:
         _fit_from_step_times(model, counts, exchanging, points)
     if model.beta_s > 0 and payload:
         model.bandwidth_bytes_s = payload / model.beta_s
-    errors = [abs(model.step_time_s(c.devices) / c.step_time_s - 1) for c in counts]
+    judged = _compute_counts(model, counts)
+    errors = [abs(model.step_time_s(c.devices) / c.step_time_s - 1) for c in judged]
     terms = _terms(model)
-    model.fit_error = max(errors) if len(counts) > terms else None
+    model.fit_error = max(errors) if len(judged) > terms else None
     return model
+
+
+def _compute_counts(model: ScalingModel, counts: Sequence[_Count]) -> list[_Count]:
+    """The counts compute is fitted on: all of them, except that devices sharing
+    cores are fitted on their multi-device counts when there are any (module
+    docstring)."""
+    if model.shared_cores:
+        multi = [c for c in counts if c.devices > 1]
+        if multi:
+            return multi
+    return list(counts)
 
 
 def _terms(model: ScalingModel) -> int:
     """Free parameters the fit used (to tell whether the fit error means anything)."""
     names = ["alpha_s", "beta_s"]
-    names += ["serial_s", "parallel_s"] if model.scaling == "strong" else ["c0_s", "c1_s"]
+    if model.shared_cores:
+        names.append("serial_s" if model.scaling == "strong" else "c0_s")  # c1 = c0: one term
+    else:
+        names += ["serial_s", "parallel_s"] if model.scaling == "strong" else ["c0_s", "c1_s"]
     return max(1, sum(1 for n in names if getattr(model, n) != 0.0))
 
 
@@ -287,7 +319,7 @@ def _fit_from_phases(model: ScalingModel, counts: list[_Count], with_phases: lis
     model.alpha_s, model.beta_s = alpha, beta
     # Compute: the step minus its exposed exchange (measured where there are phases).
     rest = []
-    for c in counts:
+    for c in _compute_counts(model, counts):
         comm = c.allreduce_s if c.allreduce_s is not None else model.comm_time_s(c.devices)
         rest.append((c.devices, max(c.step_time_s - comm, 1e-9)))
     _fit_compute(model, rest, split_known=len(rest) >= 2)
@@ -296,6 +328,13 @@ def _fit_from_phases(model: ScalingModel, counts: list[_Count], with_phases: lis
 def _fit_compute(model: ScalingModel, rest: list[tuple[int, float]], split_known: bool) -> None:
     ns = [n for n, _ in rest]
     ys = [y for _, y in rest]
+    if model.shared_cores:
+        if model.scaling == "strong":
+            model.serial_s, model.parallel_s = metrics.median(ys), 0.0
+        else:
+            q = metrics.median([y / n for n, y in rest])
+            model.c0_s, model.c1_s = q, q  # c0 + c1 (N - 1) = q N
+        return
     if model.scaling == "strong":
         if split_known and len(set(ns)) >= 2:
             serial, parallel = nnls([[1.0] * len(ns), [1.0 / n for n in ns]], ys)
@@ -316,10 +355,27 @@ def _fit_from_step_times(
     points: Sequence[SweepPoint],
 ) -> None:
     exchange = model.exchange
-    ns = [c.devices for c in counts]
-    ys = [c.step_time_s for c in counts]
+    fitted = _compute_counts(model, counts)
+    ns = [c.devices for c in fitted]
+    ys = [c.step_time_s for c in fitted]
     distinct = len(set(ns))
     comm_columns: list[list[float]] = []
+    if model.shared_cores and min(ns) > 1:
+        # Devices sharing cores, fitted on the multi-device counts: with one count
+        # the whole step, exchange included, is taken to grow with the work.
+        comm_columns = []
+        if distinct >= 2:
+            comm_columns.append([volume(exchange, n) for n in ns])
+        compute_columns = [[1.0] * len(ns)] if model.scaling == "strong" else [[float(n) for n in ns]]
+        solution = nnls(compute_columns + comm_columns, ys)
+        if model.scaling == "strong":
+            model.serial_s = solution[0]
+        else:
+            model.c0_s = model.c1_s = solution[0]
+        model.basis = "step times"
+        if comm_columns:
+            model.beta_s = solution[1]
+        return
     if exchanging and distinct >= 2:
         comm_columns.append(
             [volume(exchange, n) if n > 1 or exchange == "host" else 0.0 for n in ns]

@@ -472,6 +472,9 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, _Group], walk: Sequence
         return
     g = by_name[step.config_to]
     m = g.model
+    if m.shared_cores and m.predicts:
+        rec.reasons.append(_shared_cores_reason(m))
+        return
     if not m.predicts or m.beta_s == 0 and m.alpha_s == 0:
         return
     n1, n2 = step.devices_from, step.devices_to
@@ -521,6 +524,27 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, _Group], walk: Sequence
     else:
         text += f", above the {ratio * k:.1f} needed for {n1} -> {n2} to pay (model)"
     rec.reasons.append(text + ".")
+
+
+def _shared_cores_reason(m: ScalingModel) -> str:
+    """Why devices that share one machine's cores do not pay (the model's
+    ``shared_cores`` compute, :mod:`gpuscale.analysis.model`)."""
+    fitted = [n for n in m.fitted_devices if n > 1] or m.fitted_devices
+    at = f"fitted at {', '.join(map(str, fitted))} devices"
+    if m.scaling == "weak":
+        how = (
+            f"N devices' batches take N times as long (weak scaling: about "
+            f"{m.compute_time_s(1) * 1000:.1f} ms of compute per device per step, {at})"
+        )
+    else:
+        how = (
+            f"the same global batch takes as long at any N (strong scaling: about "
+            f"{m.compute_time_s(1) * 1000:.1f} ms of compute per step, {at})"
+        )
+    return (
+        f"The devices are CPU logical devices sharing the same cores: {how}, so neither "
+        f"the exchange nor a bigger batch makes more of them pay on this machine."
+    )
 
 
 def _compare_configs(rec: Recommendation, groups: Sequence[_Group]) -> None:
