@@ -104,6 +104,9 @@ def test_recording_holds_the_run(finished_run):
 CLI_WITH_FAKE_NVML = (
     "import faulthandler, functools, signal, sys\n"
     "faulthandler.register(signal.SIGUSR1, all_threads=True)\n"  # stacks, if a test hangs
+    # Ctrl-C as in a terminal, even when pytest itself runs as a background job
+    # (`pytest &`: the shell starts it, and so every child, with SIGINT ignored)
+    "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
     f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
     "from fake_nvml import FakeNvml\n"
     "import gpuscale.session as session\n"
