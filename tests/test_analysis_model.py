@@ -159,7 +159,7 @@ def test_cpu_logical_devices_share_the_cores_weak_scaling():
     m = fit(_cpu_points({1: (0.020, 0.0), 2: (0.074, 0.002)}, "weak"))
     assert m.shared_cores and m.basis == "phases"
     assert m.compute_time_s(4) == pytest.approx(0.072 / 2 * 4)
-    assert m.step_time_s(4) == pytest.approx(0.144 + 0.002 * 1.5)
+    assert m.step_time_s(4) == pytest.approx(0.144 + 0.002 * 3)  # ring: 6 payloads, not 2
     # The same numbers on GPUs: independent devices, compute per device drifts.
     gpu = fit(
         [
@@ -185,3 +185,11 @@ def test_cpu_logical_step_times_alone_grow_with_the_work():
     assert m.shared_cores and m.basis == "step times"
     assert m.step_time_s(4) == pytest.approx(0.14)
     assert m.throughput(4) == pytest.approx(m.throughput(2))
+
+
+def test_cpu_logical_exchange_counts_every_payload_moved():
+    # 2 ms of exchange at 2 devices is 2 payloads moved; at 4 devices a ring moves 6.
+    m = fit(_cpu_points({1: (0.020, 0.0), 2: (0.074, 0.002)}, "weak"))
+    assert m.comm_time_s(4) == pytest.approx(0.002 * 3)
+    # So more devices sharing the cores never raise the samples per second.
+    assert m.throughput(2) >= m.throughput(4) >= m.throughput(8)

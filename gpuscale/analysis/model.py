@@ -17,6 +17,8 @@ The model::
 
     compute(N) = q N                   weak: N devices' work on the same cores
     compute(N) = s                     strong: the same global batch on the same cores
+    v(N)       = 2 (N - 1)             ring: every payload any device moves, on the
+                                       same cores and memory (no links of their own)
 
     fitted on the multi-device counts only (when there are any): one device
     alone runs its batch with no replicas to interleave and measured 40-60 %
@@ -81,9 +83,16 @@ def hops(exchange: str, devices: int) -> float:
     return float(devices) if exchange == "host" else float(devices - 1)
 
 
-def volume(exchange: str, devices: int) -> float:
+def volume(exchange: str, devices: int, shared: bool = False) -> float:
     """``v(N)``: payloads crossing the busiest link per step
-    (:func:`gpuscale.analysis.metrics.link_volume_factor`)."""
+    (:func:`gpuscale.analysis.metrics.link_volume_factor`).
+
+    ``shared``: devices that share one machine's cores and memory have no links
+    of their own, so what counts is every payload any device moves: ``2 (N - 1)``
+    for a ring (``N`` devices times ``2 (N - 1) / N``), ``N - 1`` for a gather,
+    ``N`` for the host."""
+    if shared and exchange == "ring":
+        return 2.0 * (devices - 1)
     return metrics.link_volume_factor(exchange, devices)
 
 
@@ -140,7 +149,7 @@ class ScalingModel(msgspec.Struct, kw_only=True, omit_defaults=True):
         if devices == 1 and self.exchange != "host":
             return 0.0
         return self.alpha_s * hops(self.exchange, devices) + self.beta_s * volume(
-            self.exchange, devices
+            self.exchange, devices, self.shared_cores
         )
 
     def step_time_s(self, devices: int) -> float:
@@ -306,12 +315,12 @@ def _fit_from_phases(model: ScalingModel, counts: list[_Count], with_phases: lis
         alpha, beta = nnls(
             [
                 [hops(exchange, c.devices) for c in with_phases],
-                [volume(exchange, c.devices) for c in with_phases],
+                [volume(exchange, c.devices, model.shared_cores) for c in with_phases],
             ],
             comm_targets,
         )
     else:
-        vs = [volume(exchange, c.devices) for c in with_phases]
+        vs = [volume(exchange, c.devices, model.shared_cores) for c in with_phases]
         alpha = 0.0
         beta = max(
             0.0, sum(v * t for v, t in zip(vs, comm_targets, strict=True)) / sum(v * v for v in vs)
@@ -365,7 +374,7 @@ def _fit_from_step_times(
         # the whole step, exchange included, is taken to grow with the work.
         comm_columns = []
         if distinct >= 2:
-            comm_columns.append([volume(exchange, n) for n in ns])
+            comm_columns.append([volume(exchange, n, shared=True) for n in ns])
         compute_columns = [[1.0] * len(ns)] if model.scaling == "strong" else [[float(n) for n in ns]]
         solution = nnls(compute_columns + comm_columns, ys)
         if model.scaling == "strong":
