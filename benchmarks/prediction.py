@@ -4,9 +4,12 @@ Two sets of cases, each predicted from the smaller counts only
 (:func:`gpuscale.analysis.model.fit` on them, then ``step_time_s`` at the larger):
 
 * here: a sweep of the real trainer (``gpuscale.session.LiveRun``, one child
-  process per count) on 1, 2, 3, 4 CPU logical devices (they share this machine's
-  cores), fitted on 1 and 2, predicting 3 and 4; once with weak scaling (fixed batch
-  per replica) and once with strong scaling (fixed global batch);
+  process per count) on 1, 2, 3, 4 CPU logical devices, fitted on 1 and 2,
+  predicting 3 and 4; once with weak scaling (fixed batch per replica) and once
+  with strong scaling (fixed global batch). The devices share this machine's
+  cores, and the model is told so by the recordings' platform (``cpu-logical``:
+  see "CPU logical devices" in :mod:`gpuscale.analysis.model`), so what is
+  predicted is these logical devices, not GPUs;
 * seed 002's published table (gather on gpu:0 and NCCL): fitted on the 1- and 2-GPU
   rows, predicting 4 and 8 GPUs.
 
@@ -121,9 +124,11 @@ def main() -> int:
             points = live_points([1, 2, 3, 4], args.steps, scaling)
             headline += show(predict_cases(f"here, {scaling} scaling", points, {1, 2}))
     print("seed 002 (published), fitted on 1 and 2 GPUs:")
-    headline += show(table_cases("seed002_mnist.json", {1, 2}))
+    seed002 = show(table_cases("seed002_mnist.json", {1, 2}))
+    headline += seed002
     print("seed 000 (published, not in the last line), fitted on 1 and 2 GPUs:")
     extra = show(table_cases("seed000_m60.json", {1, 2}) + table_cases("seed000_v100.json", {1, 2}))
+    print(f"seed 002 alone: median {statistics.median(seed002):.1%}, max {max(seed002):.1%}")
     print(
         f"seed 000 alone: median {statistics.median(extra):.1%}, max {max(extra):.1%}; "
         f"all cases together: median {statistics.median(headline + extra):.1%}"

@@ -688,6 +688,7 @@ def _kind_comparison(worse: list[_Group], better: list[_Group], advice: str) -> 
 
 def _confidence(rec: Recommendation, groups: Sequence[_Group], walk: Sequence[WalkStep]) -> None:
     lines = rec.confidence
+    several = len(groups) > 1
     for g in groups:
         counts = ", ".join(str(n) for n in sorted(g.measured))
         steps = [p.steps for p in g.points if p.steps]
@@ -736,6 +737,21 @@ def _confidence(rec: Recommendation, groups: Sequence[_Group], walk: Sequence[Wa
         )
     if rec.platform_note:
         lines.append(rec.platform_note[0].upper() + rec.platform_note[1:] + ".")
+    far = sorted(
+        {
+            (g.config, max(g.measured))
+            for g in groups
+            for r in g.rows
+            if r.predicted and r.devices > 2 * max(g.measured)
+        }
+    )
+    if far:
+        reach = ", ".join(f"'{c}' from {_dev(n)}" if several else f"from {_dev(n)}" for c, n in far)
+        lines.append(
+            f"Predictions beyond twice the largest measured count ({reach}) are long "
+            "extrapolations: the model ignores topology (PCIe switches, sockets, NVLink "
+            "islands) and changes in overlap; measure there before relying on them."
+        )
     if rec.predicted:
         lines.append(
             f"The recommended {_dev(rec.devices)} is a PREDICTION: measure it before buying or booking."
