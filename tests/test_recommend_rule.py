@@ -140,3 +140,16 @@ def test_long_extrapolations_are_called_so():
     assert any("beyond twice the largest measured count (from 2 devices)" in line for line in two.confidence)
     four = recommend(_sweep({1: 0.100, 2: 0.105, 4: 0.110}))  # 8 is only 2x beyond 4
     assert not any("beyond twice" in line for line in four.confidence)
+
+
+def test_cpu_logical_devices_are_told_they_share_the_cores():
+    points = _sweep({1: 0.020, 2: 0.074}, platform="cpu-logical")
+    rec = recommend(points)
+    assert (rec.verdict, rec.devices) == ("single", 1)
+    reason = next(r for r in rec.reasons if "sharing the same cores" in r)
+    assert "from 2 devices on, N devices' batches take N times as long" in reason
+    assert "37.0 ms of compute per device" in reason
+    # predicted rows never gain samples/s on shared cores, and no batch advice is given
+    rows = [r for r in rec.table if r.predicted]
+    assert rows and all((r.throughput or 0) <= 128 / 0.074 + 1e-9 for r in rows)
+    assert not any(a.startswith("Raise the") for a in rec.advice)

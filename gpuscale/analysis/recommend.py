@@ -531,14 +531,15 @@ def _shared_cores_reason(m: ScalingModel) -> str:
     ``shared_cores`` compute, :mod:`gpuscale.analysis.model`)."""
     fitted = [n for n in m.fitted_devices if n > 1] or m.fitted_devices
     at = f"fitted at {', '.join(map(str, fitted))} devices"
+    since = f"from {fitted[0]} devices on, " if fitted[0] > 1 else ""
     if m.scaling == "weak":
         how = (
-            f"N devices' batches take N times as long (weak scaling: about "
+            f"{since}N devices' batches take N times as long (weak scaling: about "
             f"{m.compute_time_s(1) * 1000:.1f} ms of compute per device per step, {at})"
         )
     else:
         how = (
-            f"the same global batch takes as long at any N (strong scaling: about "
+            f"{since}the same global batch takes as long whatever N (strong scaling: about "
             f"{m.compute_time_s(1) * 1000:.1f} ms of compute per step, {at})"
         )
     return (
