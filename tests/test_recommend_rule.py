@@ -153,3 +153,10 @@ def test_cpu_logical_devices_are_told_they_share_the_cores():
     rows = [r for r in rec.table if r.predicted]
     assert rows and all((r.throughput or 0) <= 128 / 0.074 + 1e-9 for r in rows)
     assert not any(a.startswith("Raise the") for a in rec.advice)
+
+
+def test_cpu_logical_devices_that_did_scale_are_not_told_they_cannot():
+    # e.g. many cores that one device alone could not keep busy: 2 devices measured 1.8x
+    rec = recommend(_sweep({1: 0.100, 2: 0.111}, platform="cpu-logical"), max_devices=2)
+    assert (rec.verdict, rec.devices) == ("multi", 2)
+    assert not any("sharing the same cores" in r for r in rec.reasons)

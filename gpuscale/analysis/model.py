@@ -372,7 +372,6 @@ def _fit_from_step_times(
     if model.shared_cores and min(ns) > 1:
         # Devices sharing cores, fitted on the multi-device counts: with one count
         # the whole step, exchange included, is taken to grow with the work.
-        comm_columns = []
         if distinct >= 2:
             comm_columns.append([volume(exchange, n, shared=True) for n in ns])
         compute_columns = [[1.0] * len(ns)] if model.scaling == "strong" else [[float(n) for n in ns]]

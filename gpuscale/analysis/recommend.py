@@ -472,7 +472,7 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, _Group], walk: Sequence
         return
     g = by_name[step.config_to]
     m = g.model
-    if m.shared_cores and m.predicts:
+    if m.shared_cores and m.predicts and not step.accepted:
         rec.reasons.append(_shared_cores_reason(m))
         return
     if not m.predicts or m.beta_s == 0 and m.alpha_s == 0:
