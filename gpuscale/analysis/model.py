@@ -368,40 +368,37 @@ def _fit_from_step_times(
     ns = [c.devices for c in fitted]
     ys = [c.step_time_s for c in fitted]
     distinct = len(set(ns))
+    # Devices sharing cores are fitted on their multi-device counts (no 1-device
+    # column to mask); with one such count the whole step, exchange included, is
+    # taken to grow with the work.
+    shared = model.shared_cores and min(ns) > 1
     comm_columns: list[list[float]] = []
-    if model.shared_cores and min(ns) > 1:
-        # Devices sharing cores, fitted on the multi-device counts: with one count
-        # the whole step, exchange included, is taken to grow with the work.
+    if shared:
         if distinct >= 2:
             comm_columns.append([volume(exchange, n, shared=True) for n in ns])
-        compute_columns = [[1.0] * len(ns)] if model.scaling == "strong" else [[float(n) for n in ns]]
-        solution = nnls(compute_columns + comm_columns, ys)
-        if model.scaling == "strong":
-            model.serial_s = solution[0]
-        else:
-            model.c0_s = model.c1_s = solution[0]
-        model.basis = "step times"
-        if comm_columns:
-            model.beta_s = solution[1]
-        return
-    if exchanging and distinct >= 2:
+    elif exchanging and distinct >= 2:
         comm_columns.append(
             [volume(exchange, n) if n > 1 or exchange == "host" else 0.0 for n in ns]
         )
         if exchange == "ring" and distinct >= 3:
             comm_columns.append([hops(exchange, n) if n > 1 else 0.0 for n in ns])
     if model.scaling == "strong":
-        compute_columns = [[1.0 / n for n in ns]]
+        compute_columns = [[1.0] * len(ns)] if shared else [[1.0 / n for n in ns]]
     else:
-        compute_columns = [[1.0] * len(ns)]
+        compute_columns = [[float(n) for n in ns]] if shared else [[1.0] * len(ns)]
     solution = nnls(compute_columns + comm_columns, ys)
-    if model.scaling == "strong":
+    if model.scaling == "strong" and shared:
+        model.serial_s = solution[0]
+    elif model.scaling == "strong":
         model.parallel_s = solution[0]
     else:
         model.c0_s = solution[0]
-    if comm_columns:
+        if shared:
+            model.c1_s = solution[0]  # c0 + c1 (N - 1) = q N
+    if comm_columns or shared:
         model.basis = "step times"
-        model.beta_s = solution[1]
+        if comm_columns:
+            model.beta_s = solution[1]
         if len(comm_columns) > 1:
             model.alpha_s = solution[2]
         return
