@@ -158,7 +158,12 @@ def read_lines(
     :func:`classify_line` (blank lines skipped unless ``skip_blank`` is False);
     returns at the end of the stream."""
     try:
-        for raw in iter(stream.readline, b"" if "b" in getattr(stream, "mode", "b") else ""):
+        while True:
+            # End of stream is b"" on a binary pipe and "" on a text one: stop at
+            # either (a text pipe has no .mode, so it cannot be told apart up front).
+            raw = stream.readline()
+            if not raw:
+                break
             line = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
             if skip_blank and not line.strip():
                 continue

@@ -288,3 +288,34 @@ def test_sigterm_to_gpuscale_watch_quits_like_q_and_ends_the_recording(fake_pyth
     loaded = load_run(path)
     assert loaded.end is not None and loaded.end.status == "stopped"
     assert _gone(trainer)
+
+
+@pytest.mark.parametrize("text", [True, False], ids=["text-pipe", "bytes-pipe"])
+def test_read_lines_ends_with_the_stream_and_leaves_nothing_running(text):
+    """A child's pipe at end of stream ends the reader, text or bytes alike: a
+    reader that spun on "" after the child exited burnt a core and skewed the
+    next run of a sweep (issue 19)."""
+    import threading
+
+    from gpuscale.session import read_lines
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", "print('one'); print('two')"],
+        stdout=subprocess.PIPE,
+        text=text,
+    )
+    lines: list[str] = []
+    reader = threading.Thread(
+        target=read_lines, args=(child.stdout, "stdout", lambda level, msg: lines.append(msg))
+    )
+    reader.start()
+    child.wait(timeout=30)
+    reader.join(timeout=10)
+    assert not reader.is_alive()
+    assert [m.strip() for m in lines] == ["one", "two"]
+    # No thread of this process is left burning CPU once the stream has ended.
+    me = psutil.Process()
+    before = me.cpu_times()
+    time.sleep(0.5)
+    after = me.cpu_times()
+    assert (after.user + after.system) - (before.user + before.system) < 0.25
