@@ -100,6 +100,18 @@ class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknow
     """Output only: ``speedup / (devices / base count)`` (1.0: linear scaling)."""
     comm_share: float | None = None
     """Exposed all-reduce over the step time (measured, or from the model when predicted)."""
+    throughput_low: float | None = None
+    """Output only, predicted points: low end of the prediction range for ``throughput``
+    (samples/s); the range holds with probability ``coverage`` on data it was calibrated on."""
+    throughput_high: float | None = None
+    """Output only, predicted points: high end of the range for ``throughput``."""
+    speedup_low: float | None = None
+    speedup_high: float | None = None
+    efficiency_low: float | None = None
+    efficiency_high: float | None = None
+    coverage: float | None = None
+    """Output only, predicted points: the stated coverage of the ``*_low``/``*_high``
+    ranges (e.g. 0.8: the range held for 80 % of held-out predictions)."""
 
     @property
     def exchange_kind(self) -> str:
