@@ -3,7 +3,7 @@
 Two sets of cases, each predicted from the smaller counts only
 (:func:`gpuscale.analysis.model.fit` on them, then ``step_time_s`` at the larger):
 
-* here: a sweep of the real trainer (``gpuscale.session.LiveRun``, one child
+* here: a sweep of the real trainer (``gpuscale.live.trainer_run.LiveRun``, one child
   process per count) on 1, 2, 3, 4 CPU logical devices, fitted on 1 and 2,
   predicting 3 and 4; once with weak scaling (fixed batch per replica) and once
   with strong scaling (fixed global batch). The devices share this machine's
@@ -67,7 +67,7 @@ def table_cases(file: str, fit_on: set[int]) -> list[Case]:
 def live_points(counts: list[int], steps: int, scaling: str) -> list[SweepPoint]:
     from gpuscale.analysis.summary import RunAccumulator
     from gpuscale.analysis.sweep import point_from_summary
-    from gpuscale.session import LiveRun
+    from gpuscale.live.trainer_run import LiveRun
     from gpuscale.trainer.options import TrainConfig
 
     points = []

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from gpuscale import cluster
 from gpuscale.errors import GpuscaleError
+from gpuscale.live import cluster
 
 
 def _tf_config(cluster_spec: dict, task_type: str = "worker", index: int = 0) -> str:

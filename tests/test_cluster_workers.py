@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from gpuscale import cluster
 from gpuscale.errors import GpuscaleError
 from gpuscale.events.schema import (
     EndEvent,
@@ -26,8 +25,9 @@ from gpuscale.events.schema import (
     StepEvent,
 )
 from gpuscale.events.transport import EventClient
+from gpuscale.live import cluster
+from gpuscale.live.script_run import ADD_CALLBACK_HINT, ScriptRun
 from gpuscale.recording.reader import load_run
-from gpuscale.script import ADD_CALLBACK_HINT, ScriptRun
 
 SCRIPT = Path(__file__).parent / "scripts_keras" / "train_tiny.py"
 QUIET_TF = {"TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
@@ -313,7 +313,7 @@ def test_a_killed_gpuscale_leaves_no_script_behind():
 
     code = (
         "import sys, time\n"
-        "from gpuscale.script import ScriptRun\n"
+        "from gpuscale.live.script_run import ScriptRun\n"
         "argv = [sys.executable, '-c', 'import time; time.sleep(60)']\n"
         "one = ScriptRun(argv, record=None, sampler=False).start()\n"
         "two = ScriptRun(argv, record=None, sampler=False, local_workers=2).start()\n"
@@ -342,10 +342,10 @@ def test_a_killed_gpuscale_leaves_no_script_behind():
 
 
 def test_a_worker_that_cannot_start_takes_the_started_ones_down(monkeypatch):
-    import gpuscale.session as session
+    import gpuscale.live.child as child
 
     started: list = []
-    real_spawn = session.spawn
+    real_spawn = child.spawn
 
     def spawn(args, **kwargs):
         if started:
@@ -354,7 +354,7 @@ def test_a_worker_that_cannot_start_takes_the_started_ones_down(monkeypatch):
         started.append(proc)
         return proc
 
-    monkeypatch.setattr(session, "spawn", spawn)
+    monkeypatch.setattr(child, "spawn", spawn)
     with pytest.raises(GpuscaleError, match="cannot start"):
         cluster.launch_local_workers(["train"], 3, events_address="127.0.0.1:1", token="t" * 8)
     assert len(started) == 1 and started[0].returncode is not None  # killed and reaped

@@ -13,15 +13,12 @@ from pathlib import Path
 
 import gpuscale
 
-HEADLESS_PACKAGES = ("events", "telemetry", "recording", "analysis")
+HEADLESS_PACKAGES = ("events", "telemetry", "recording", "analysis", "live")
 """Every module in these packages is headless."""
 HEADLESS_MODULES = (
     "gpuscale.cli",
     "gpuscale.errors",
     "gpuscale.formatting",
-    "gpuscale.session",
-    "gpuscale.cluster",
-    "gpuscale.script",
     "gpuscale.ui.sources",
     "gpuscale.ui.synthetic",
     "gpuscale.ui.model",
@@ -101,7 +98,7 @@ def test_no_gpuscale_module_but_the_callback_imports_gpuscale_keras():
     inside a function."""
     importers = []
     for path in PACKAGE_DIR.rglob("*.py"):
-        if path.name == "keras.py" and path.parent == PACKAGE_DIR:
+        if path.parent == PACKAGE_DIR / "keras":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
@@ -138,3 +135,100 @@ def test_every_source_folder_is_a_regular_package():
         and not (folder / "__init__.py").exists()
     )
     assert not missing, f"folders without __init__.py: {missing}"
+
+
+# -- layers: nothing imports a higher layer, no two modules import each other ------------
+
+LAYERS: dict[str, int] = {
+    # 0: shared leaves
+    "gpuscale": 0,
+    "gpuscale.__main__": 6,
+    "gpuscale.errors": 0,
+    "gpuscale.formatting": 0,
+    # 1: the stream
+    "gpuscale.events": 1,
+    # 2: the headless core around it
+    "gpuscale.telemetry": 2,
+    "gpuscale.recording": 2,
+    "gpuscale.analysis": 2,
+    # 3: sources of a run (the trainer and the callback in their own process, the
+    #    parent's side of a live run)
+    "gpuscale.trainer": 3,
+    "gpuscale.keras": 3,
+    "gpuscale.live": 3,
+    # 4: views
+    "gpuscale.plots": 4,
+    "gpuscale.ui": 4,
+    # 5: commands, 6: the entry point
+    "gpuscale.commands": 5,
+    "gpuscale.cli": 6,
+}
+"""Each package's (or top-level module's) layer, as ``docs/architecture.md`` draws them."""
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _layer(module: str) -> int:
+    for prefix in sorted(LAYERS, key=len, reverse=True):
+        if module == prefix or module.startswith(prefix + "."):
+            return LAYERS[prefix]
+    raise AssertionError(f"{module}: no layer (add it to LAYERS and docs/architecture.md)")
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Every gpuscale module and the gpuscale modules it imports, at the top or
+    inside a function alike (a lazy import is still a dependency)."""
+    paths = {_module_name(p): p for p in PACKAGE_DIR.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join(up + ([base] if base else []))
+                targets = [
+                    f"{base}.{a.name}" if f"{base}.{a.name}" in paths else base for a in node.names
+                ]
+            else:
+                continue
+            deps |= {t for t in targets if t in paths and t != name}
+        graph[name] = deps
+    return graph
+
+
+def test_every_module_has_a_layer():
+    for module in _import_graph():
+        _layer(module)
+
+
+def test_no_module_imports_a_higher_layer():
+    graph = _import_graph()
+    upward = sorted(
+        f"{a} (layer {_layer(a)}) imports {b} (layer {_layer(b)})"
+        for a, deps in graph.items()
+        for b in deps
+        if _layer(b) > _layer(a) and not b == "gpuscale"
+    )
+    assert not upward, "\n".join(upward)
+
+
+def test_no_two_modules_import_each_other():
+    graph = _import_graph()
+    pairs = sorted(
+        f"{a} <-> {b}" for a, deps in graph.items() for b in deps if a < b and a in graph[b]
+    )
+    assert not pairs, pairs
+
+
+def test_the_layer_check_catches_an_upward_import(tmp_path):
+    """The detector itself works: ``gpuscale.events`` importing the UI is upward."""
+    assert _layer("gpuscale.events.schema") < _layer("gpuscale.ui.app")
+    assert _layer("gpuscale.live.cluster") == _layer("gpuscale.trainer.multiworker")

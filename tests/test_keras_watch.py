@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from gpuscale.script import ScriptRun
+from gpuscale.live.script_run import ScriptRun
 from gpuscale.ui.app import build_app
 from gpuscale.ui.sources import LiveSource
 from gpuscale.ui.widgets.header import RunHeader

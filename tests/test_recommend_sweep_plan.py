@@ -47,7 +47,7 @@ def test_a_bad_count_stops_the_sweep_before_any_trainer_starts(monkeypatch, caps
     def no_trainer(*args, **kwargs):
         raise AssertionError("a trainer was started")
 
-    monkeypatch.setattr("gpuscale.session.LiveRun", no_trainer)
+    monkeypatch.setattr("gpuscale.live.trainer_run.LiveRun", no_trainer)
     monkeypatch.setattr(recommend_live, "plan", lambda args: ([1, 3], "CPU", None, 3))
     assert main(["recommend", "--sweep", "1,3", "--global-batch", "100"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

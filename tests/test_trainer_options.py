@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from gpuscale.errors import GpuscaleError
-from gpuscale.session import classify_line
+from gpuscale.live.child import classify_line
 from gpuscale.trainer import sizing
 from gpuscale.trainer.options import (
     TrainConfig,
@@ -156,7 +156,7 @@ def test_run_help_does_not_import_tensorflow():
         "    except SystemExit:\n"
         "        pass\n"
         "assert '--batch-per-replica' in out.getvalue(), out.getvalue()\n"
-        "import gpuscale.session, gpuscale.trainer.options, gpuscale.trainer.sizing\n"
+        "import gpuscale.live.trainer_run, gpuscale.trainer.options, gpuscale.trainer.sizing\n"
         "bad = [m for m in ('tensorflow', 'keras') if m in sys.modules]\n"
         "print('imported:', bad)\n"
         "sys.exit(1 if bad else 0)\n"

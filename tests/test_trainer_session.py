@@ -20,7 +20,8 @@ from fake_nvml import FakeNvml
 
 from gpuscale.errors import GpuscaleError
 from gpuscale.events.schema import EndEvent, ErrorEvent, StartEvent, StepEvent
-from gpuscale.session import STOP_DEADLINE_S, LiveRun, describe_exit
+from gpuscale.live.child import STOP_DEADLINE_S, describe_exit
+from gpuscale.live.trainer_run import LiveRun
 from gpuscale.trainer.options import TrainConfig
 
 # A stand-in for `python -m gpuscale.trainer`: ignores its arguments, reports a
@@ -127,7 +128,7 @@ def _cli_with_fake_trainer(fake_python: str) -> str:
         "import functools, sys\n"
         f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
         "from fake_nvml import FakeNvml\n"
-        "import gpuscale.session as session\n"
+        "import gpuscale.live.trainer_run as session\n"
         "session.LiveRun.__init__ = functools.partialmethod(\n"
         f"    session.LiveRun.__init__, python={fake_python!r},\n"
         "    nvml=FakeNvml.scenario('no-driver'), env={'FAKE_MODE': 'sleep'})\n"
@@ -187,7 +188,7 @@ def test_a_killed_gpuscale_leaves_no_trainer_behind(fake_python, tmp_path):
         "import sys, threading, time\n"
         f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
         "from fake_nvml import FakeNvml\n"
-        "from gpuscale.session import LiveRun\n"
+        "from gpuscale.live.trainer_run import LiveRun\n"
         "from gpuscale.trainer.options import TrainConfig\n"
         f"run = LiveRun(TrainConfig(steps=10), record=None, python={fake_python!r},\n"
         "              env={'FAKE_MODE': 'stubborn'}, sampler=False)\n"
@@ -297,7 +298,7 @@ def test_read_lines_ends_with_the_stream_and_leaves_nothing_running(text):
     next run of a sweep (issue 19)."""
     import threading
 
-    from gpuscale.session import read_lines
+    from gpuscale.live.child import read_lines
 
     child = subprocess.Popen(
         [sys.executable, "-c", "print('one'); print('two')"],

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpuscale.events.schema import Event
-from gpuscale.session import RunBase
+from gpuscale.live.base import RunBase
 from gpuscale.ui.sources import ReplaySource
 from gpuscale.ui.synthetic import synthetic_run
 
@@ -21,7 +21,7 @@ class FakeClock:
 
 
 class FakeLiveRun(RunBase):
-    """Stands in for gpuscale.session.LiveRun: the real run base (its queue and
+    """Stands in for gpuscale.live.trainer_run.LiveRun: the real run base (its queue and
     ``drain``), fed a fixed list of events and ending in None once the run is
     over; records whether start() and stop() were called."""
 

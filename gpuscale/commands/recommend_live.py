@@ -127,7 +127,7 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
     """Run the trainer at each count of the plan; the measured points as a Sweep."""
     from rich.console import Console
 
-    from gpuscale.session import LiveRun
+    from gpuscale.live.trainer_run import LiveRun
     from gpuscale.trainer.options import config_from_args
 
     counts, heading, pool, available = plan(args)

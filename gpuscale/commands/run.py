@@ -33,7 +33,7 @@ def register(sub) -> None:
         "apply and input wait.",
     )
     add_trainer_arguments(parser)
-    from gpuscale.script import add_script_arguments  # no TensorFlow
+    from gpuscale.live.script_run import add_script_arguments  # no TensorFlow
 
     add_script_arguments(parser)
     out = parser.add_argument_group("output")
@@ -50,7 +50,7 @@ def register(sub) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from gpuscale.session import LiveRun
+    from gpuscale.live.trainer_run import LiveRun
 
     config = config_from_args(args)
     record: Any = None if args.no_record else (args.record or "default")
@@ -58,7 +58,7 @@ def main(args: argparse.Namespace) -> int:
         from gpuscale.errors import GpuscaleError
 
         raise GpuscaleError(f"--record {args.record}: the file exists; give a new path")
-    from gpuscale.script import script_run_from_args, split_command, wants_script_run
+    from gpuscale.live.script_run import script_run_from_args, split_command, wants_script_run
 
     steps: int | None = config.steps
     if wants_script_run(args):  # your own script (-- COMMAND) or several workers

@@ -17,7 +17,7 @@ def register(sub) -> None:
             "trainer cleanly and quits, p freezes the display, s saves an SVG screenshot, ? help."
         ),
     )
-    from gpuscale.script import add_script_arguments
+    from gpuscale.live.script_run import add_script_arguments
     from gpuscale.telemetry.sampler import INTERVAL_HELP
     from gpuscale.trainer.options import add_trainer_arguments
 
@@ -42,8 +42,8 @@ def main(args: argparse.Namespace) -> int:
     import sys
 
     from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED, GpuscaleError
-    from gpuscale.script import script_run_from_args, wants_script_run
-    from gpuscale.session import LiveRun
+    from gpuscale.live.script_run import script_run_from_args, wants_script_run
+    from gpuscale.live.trainer_run import LiveRun
     from gpuscale.telemetry.sampler import validate_interval
     from gpuscale.trainer.options import config_from_args
 

@@ -62,7 +62,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 import keras
 import numpy as np
@@ -72,20 +71,8 @@ from gpuscale.errors import GpuscaleError
 from gpuscale.events.schema import DeviceInfo, PhaseEvent, StepEvent
 from gpuscale.trainer.models import BuiltModel, build_model
 from gpuscale.trainer.options import TrainConfig
+from gpuscale.trainer.plan import DevicePlan
 from gpuscale.trainer.sizing import Sizing, resolve_sizing
-
-
-@dataclass
-class DevicePlan:
-    """The devices a run uses."""
-
-    platform: str
-    """``gpu`` or ``cpu-logical``."""
-    names: list[str]
-    """TensorFlow device names, one per replica."""
-    infos: list[DeviceInfo]
-    warning: str = ""
-    """Something the user should know about the device choice ("" if nothing)."""
 
 
 def setup_devices(config: TrainConfig) -> DevicePlan:

@@ -2,7 +2,7 @@
 
 The cluster comes from ``TF_CONFIG`` (``TFConfigClusterResolver``) or, under
 Slurm without ``TF_CONFIG``, from ``SlurmClusterResolver``; gpuscale's own reading
-of the same variables (:mod:`gpuscale.cluster`) only decides where events go.
+of the same variables (:mod:`gpuscale.live.cluster`) only decides where events go.
 Every worker runs the same trainer; the replicas are all local devices of all
 workers (one CPU device per worker without a GPU), and the gradient all-reduce
 is TensorFlow's collective: NCCL between GPUs, a ring over gRPC between CPUs.
@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from gpuscale import cluster
 from gpuscale.errors import GpuscaleError
 from gpuscale.events.schema import DeviceInfo
+from gpuscale.live import cluster
+from gpuscale.trainer.plan import DevicePlan
 
 
 def num_workers() -> int:
@@ -61,8 +62,6 @@ def setup(config) -> tuple[object, tf.distribute.Strategy, str, str]:
     strategy, cross_device_ops, note)``; the strategy is kept for
     :func:`strategy_for` (the trainer asks for it once more when it builds)."""
     global _made
-    from gpuscale.trainer.loop import DevicePlan  # the trainer's own type
-
     gpus = tf.config.list_physical_devices("GPU")
     if config.devices is not None and gpus and config.devices != len(gpus):
         raise GpuscaleError(

@@ -295,7 +295,7 @@ class QueueSource(EventSource):
 
 
 class LiveSource(EventSource):
-    """A live run: wraps :class:`gpuscale.session.LiveRun` (or anything with its
+    """A live run: wraps :class:`gpuscale.live.trainer_run.LiveRun` (or anything with its
     ``start()``, ``queue`` of events ending with ``None``, ``drain()``, ``stop()``
     and ``recording_path``)."""
 

@@ -98,7 +98,7 @@ from gpuscale.events.transport import ENV_ADDRESS, ENV_WORKER, EventClient
 
 CALLBACK_SOURCE = "keras-callback"
 """The ``source`` of the LogEvent the module sends when it is loaded under gpuscale,
-so the parent knows a callback is coming (see :mod:`gpuscale.script`)."""
+so the parent knows a callback is coming (see :mod:`gpuscale.live.script_run`)."""
 
 _STRATEGY_NAMES = {
     "MirroredStrategy": "mirrored",
@@ -151,7 +151,7 @@ def _worker_index() -> int:
     if text and text.isdigit():
         return int(text)
     try:
-        from gpuscale import cluster
+        from gpuscale.live import cluster
 
         info = cluster.resolve()
     except Exception:  # a bad TF_CONFIG is TensorFlow's to report, not ours

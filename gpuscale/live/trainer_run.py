@@ -17,16 +17,13 @@ its exit status and last output lines). Nothing here imports TensorFlow.
 from __future__ import annotations
 
 import collections
-import ctypes
 import os
-import queue
-import re
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -36,272 +33,16 @@ from gpuscale.analysis.summary import summarize
 from gpuscale.errors import GpuscaleError
 from gpuscale.events.schema import EndEvent, ErrorEvent, Event, LogEvent, StartEvent, StepEvent
 from gpuscale.events.transport import EventServer
-from gpuscale.recording.store import default_path
-from gpuscale.recording.writer import Recorder
-from gpuscale.telemetry.sampler import Sampler
-from gpuscale.trainer.options import TrainConfig, to_json
-
-STOP_DEADLINE_S = 5.0
-"""The longest :meth:`LiveRun.stop` takes, SIGKILL and the final EndEvent included."""
-STOP_GRACE_S = 3.0
-"""How long :meth:`LiveRun.stop` waits after SIGTERM before SIGKILL."""
-_AFTER_EXIT_S = 2.0
-"""How long to wait, after the child exits, for its last events to arrive."""
-
-# TensorFlow's C++ log lines: "I0000 00:00:1795289356.204669    7852 port.cc:153] ..."
-_TF_LOG = re.compile(r"^([IWEF])\d{4} [\d:.]+\s+\d+ [^\]]+\] (.*)$")
-_HARMLESS = (
-    "failed call to cuInit",  # no GPU on this machine: expected, said by the CPU fallback note
-    "Could not find cuda drivers",
-    "All log messages before absl::InitializeLog",
-    "oneDNN custom operations are on",
-    "Unable to register cu",  # cuDNN/cuFFT/cuBLAS factory double registration
-    "computation placer already registered",
+from gpuscale.live.base import RunBase
+from gpuscale.live.child import (
+    AFTER_EXIT_S,
+    STOP_DEADLINE_S,
+    STOP_GRACE_S,
+    describe_exit,
+    read_lines,
+    spawn,
 )
-
-
-def classify_line(line: str, stream: str) -> tuple[str, str]:
-    """``(level, message)`` for one line the trainer printed: TensorFlow's C++
-    logs keep their level (known start-up noise becomes ``debug``), other stderr
-    lines are warnings, stdout lines info."""
-    text = line.rstrip("\r\n")
-    if any(h in text for h in _HARMLESS):
-        return "debug", text
-    match = _TF_LOG.match(text)
-    if match:
-        letter, message = match.groups()
-        return {"I": "debug", "W": "warning", "E": "error", "F": "error"}[letter], message
-    if stream == "stderr":
-        return ("warning" if text.strip() else "debug"), text
-    return "info", text
-
-
-# -- child processes that die with gpuscale --------------------------------------------
-
-_PR_SET_PDEATHSIG = 1
-_spawn_requests: queue.SimpleQueue = queue.SimpleQueue()
-_spawn_thread: threading.Thread | None = None
-_spawn_lock = threading.Lock()
-
-
-def _parent_death_guard() -> Callable[[], None] | None:
-    """A ``preexec_fn`` that has Linux SIGKILL the child when gpuscale dies
-    (``prctl(PR_SET_PDEATHSIG)``), even by SIGKILL; ``None`` elsewhere."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork
-    except (OSError, AttributeError):
-        return None
-    parent = os.getpid()
-
-    def guard() -> None:
-        prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-        if os.getppid() != parent:  # gpuscale died before the guard was set
-            os._exit(1)
-
-    return guard
-
-
-def _spawner() -> None:
-    while True:
-        args, kwargs, box, ready = _spawn_requests.get()
-        try:
-            box.append(subprocess.Popen(args, **kwargs))
-        except BaseException as exc:  # handed back to the caller
-            box.append(exc)
-        ready.set()
-
-
-def spawn(args: list[str], **kwargs: Any) -> subprocess.Popen:
-    """``subprocess.Popen(args, **kwargs)`` for a child that must not outlive gpuscale.
-
-    On Linux the child gets ``PR_SET_PDEATHSIG`` = SIGKILL. The kernel sends it when
-    the *thread* that forked the child ends, so every child is forked by one
-    long-lived thread here (not by whichever thread called :meth:`start`, e.g. the
-    dashboard's worker thread, which may end before the run does)."""
-    global _spawn_thread
-    guard = _parent_death_guard()
-    if guard is None:
-        return subprocess.Popen(args, **kwargs)
-    kwargs["preexec_fn"] = guard
-    with _spawn_lock:
-        if _spawn_thread is None or not _spawn_thread.is_alive():
-            _spawn_thread = threading.Thread(target=_spawner, name="gpuscale-spawner", daemon=True)
-            _spawn_thread.start()
-    box: list[Any] = []
-    ready = threading.Event()
-    _spawn_requests.put((args, kwargs, box, ready))
-    ready.wait()
-    result = box[0]
-    if isinstance(result, BaseException):
-        raise result
-    return result
-
-
-def describe_exit(code: int) -> str:
-    """``"was killed by SIGKILL"`` / ``"exited with status 3"`` for a Popen returncode."""
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        return f"was killed by {name}"
-    return f"exited with status {code}"
-
-
-def read_lines(
-    stream: Any, name: str, on_line: Callable[[str, str], None], *, skip_blank: bool = True
-) -> None:
-    """Call ``on_line(level, message)`` for each line of a child's ``stream``
-    (``name`` is ``stdout`` or ``stderr``; bytes or text), classified by
-    :func:`classify_line` (blank lines skipped unless ``skip_blank`` is False);
-    returns at the end of the stream."""
-    try:
-        while True:
-            # End of stream is b"" on a binary pipe and "" on a text one: stop at
-            # either (a text pipe has no .mode, so it cannot be told apart up front).
-            raw = stream.readline()
-            if not raw:
-                break
-            line = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-            if skip_blank and not line.strip():
-                continue
-            level, message = classify_line(line, name)
-            on_line(level, message)
-    except (OSError, ValueError):
-        pass
-    finally:
-        try:
-            stream.close()
-        except (OSError, ValueError):
-            pass
-
-
-# -- what every run shares ---------------------------------------------------------------
-
-
-class RunBase:
-    """What :class:`LiveRun` and :class:`gpuscale.script.ScriptRun` share: the
-    consumer's queue (events, then ``None``), the life cycle around ``start`` and
-    ``stop``, the recorder and the sampler."""
-
-    record: Path | str | os.PathLike | None
-    sample_interval_s: float
-
-    def _init_run(self) -> None:
-        self.queue: queue.Queue[Event | None] = queue.Queue()
-        """Every event of the run, in order, for the consumer; ``None`` after the EndEvent."""
-        self.start_event: StartEvent | None = None
-        self.end: EndEvent | None = None
-        """The final EndEvent (with ``summary``) once the run is over."""
-        self.error: ErrorEvent | None = None
-        self.returncode: int | None = None
-        self.recording_path: Path | None = None
-        self.recording_problem: str | None = None
-        self._recorder: Recorder | None = None
-        self._sampler: Sampler | None = None
-        self._done = threading.Event()
-
-    # -- life cycle (start and stop are each run's own) --------------------------------
-    def start(self) -> RunBase:
-        raise NotImplementedError
-
-    def stop(self) -> None:
-        raise NotImplementedError
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until the run is over; False if ``timeout`` passed first."""
-        return self._done.wait(timeout)
-
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    def close(self) -> None:
-        """Stop the run if it is still going (idempotent)."""
-        if not self._done.is_set():
-            self.stop()
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # -- consuming -----------------------------------------------------------------
-    def events(self, timeout: float | None = None) -> Iterator[Event]:
-        """Yield events until the run is over (after its final EndEvent). With a
-        ``timeout``, also return when no event came for that many seconds (call
-        again to go on)."""
-        while True:
-            try:
-                event = self.queue.get(timeout=timeout)
-            except queue.Empty:
-                return
-            if event is None:
-                self.queue.put(None)  # later calls end at once too
-                return
-            yield event
-
-    def drain(self, max_events: int = 10_000) -> list[Event]:
-        """The events queued now, without waiting (the end marker left in place)."""
-        out: list[Event] = []
-        while len(out) < max_events:
-            try:
-                event = self.queue.get_nowait()
-            except queue.Empty:
-                break
-            if event is None:
-                self.queue.put(None)
-                break
-            out.append(event)
-        return out
-
-    # -- recording and telemetry ---------------------------------------------------------
-    def _recording_problem(self, message: str) -> None:
-        """Called once when recording becomes impossible (the run goes on)."""
-        self.recording_problem = message
-
-    def _open_recorder(self, start: StartEvent, model: str) -> None:
-        """Open the recorder for a run that starts with ``start`` (``model`` names
-        it when the start does not): a default name in the runs folder (the next
-        free number when another run took it in the same second), or the given
-        path (never overwritten)."""
-        if self.record is None:
-            return
-        try:
-            if self.record == "default":
-                path = default_path(start.model or model, start.num_replicas, start.platform)
-            else:
-                path = Path(self.record)
-        except (OSError, GpuscaleError) as exc:
-            self._recording_problem(f"cannot choose a recording file: {exc}")
-            return
-        self._recorder = Recorder(
-            path, on_problem=self._recording_problem, rename_if_taken=self.record == "default"
-        )
-        self.recording_path = self._recorder.path
-
-    def _new_sampler(
-        self,
-        emit: Callable[[Event], None],
-        pids: Callable[[], list[int]],
-        *,
-        nvml: Any = None,
-        worker: int = 0,
-        gpu_indices: list[int] | None = None,
-    ) -> Sampler:
-        """The run's sampler, built (its interval checked) before any process starts,
-        so a refused interval leaves nothing running."""
-        return Sampler(
-            emit,
-            interval_s=self.sample_interval_s,
-            pids=pids,
-            gpu_indices=gpu_indices,
-            worker=worker,
-            nvml=nvml,
-        )
+from gpuscale.trainer.options import TrainConfig, to_json
 
 
 class LiveRun(RunBase):
@@ -524,9 +265,9 @@ class LiveRun(RunBase):
         assert proc is not None
         self.returncode = proc.wait()
         for thread in self._readers:
-            thread.join(timeout=_AFTER_EXIT_S)
+            thread.join(timeout=AFTER_EXIT_S)
         if self.start_event is not None or self._events:
-            self._disconnected.wait(timeout=_AFTER_EXIT_S)
+            self._disconnected.wait(timeout=AFTER_EXIT_S)
         self._finish()
 
     def _finish(self) -> None:

@@ -265,9 +265,9 @@ def launch_local_workers(
     cluster: each gets its own ``TF_CONFIG`` (loopback ports), ``GPUSCALE_WORKER``,
     and the chief's event address and token. Each runs in its own process group, so
     the caller can stop it with everything it started, and on Linux dies with the
-    calling process (see :func:`gpuscale.session.spawn`). If one cannot start, the
+    calling process (see :func:`gpuscale.live.child.spawn`). If one cannot start, the
     ones already started are killed (with their process groups) and reaped."""
-    from gpuscale.session import spawn
+    from gpuscale.live.child import spawn
 
     base = dict(os.environ if env is None else env)
     procs: list[subprocess.Popen] = []

@@ -1,6 +1,6 @@
 """A run of the user's own training script: ``gpuscale run|watch -- python train.py ARGS``.
 
-:class:`ScriptRun` is the script-mode counterpart of :class:`gpuscale.session.LiveRun`
+:class:`ScriptRun` is the script-mode counterpart of :class:`gpuscale.live.trainer_run.LiveRun`
 and offers the same surface to consumers (``start()``, ``events(timeout)``,
 ``queue``, ``stop()``, ``recording_path``, ``status``): it starts an
 :class:`~gpuscale.events.transport.EventServer`, launches the script (or, with
@@ -52,7 +52,7 @@ from typing import Any
 
 import msgspec
 
-from gpuscale import __version__, cluster
+from gpuscale import __version__
 from gpuscale.errors import GpuscaleError
 from gpuscale.events.schema import (
     DeviceInfo,
@@ -74,7 +74,9 @@ from gpuscale.events.transport import (
     EventClient,
     EventServer,
 )
-from gpuscale.session import STOP_DEADLINE_S, RunBase, describe_exit, read_lines, spawn
+from gpuscale.live import cluster
+from gpuscale.live.base import RunBase
+from gpuscale.live.child import STOP_DEADLINE_S, describe_exit, read_lines, spawn
 
 CALLBACK_SOURCE = "keras-callback"
 """Source of the LogEvent that ``import gpuscale.keras`` sends (see :mod:`gpuscale.keras`)."""

@@ -1,0 +1,142 @@
+"""What every live run shares (:class:`RunBase`): the consumer's queue, the life
+cycle around ``start`` and ``stop``, the recorder and the telemetry sampler. The
+trainer run (:mod:`gpuscale.live.trainer_run`) and a user's script
+(:mod:`gpuscale.live.script_run`) build on it. No TensorFlow."""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from gpuscale.errors import GpuscaleError
+from gpuscale.events.schema import EndEvent, ErrorEvent, Event, StartEvent
+from gpuscale.recording.store import default_path
+from gpuscale.recording.writer import Recorder
+from gpuscale.telemetry.sampler import Sampler
+
+
+class RunBase:
+    """What :class:`LiveRun` and :class:`gpuscale.live.script_run.ScriptRun` share: the
+    consumer's queue (events, then ``None``), the life cycle around ``start`` and
+    ``stop``, the recorder and the sampler."""
+
+    record: Path | str | os.PathLike | None
+    sample_interval_s: float
+
+    def _init_run(self) -> None:
+        self.queue: queue.Queue[Event | None] = queue.Queue()
+        """Every event of the run, in order, for the consumer; ``None`` after the EndEvent."""
+        self.start_event: StartEvent | None = None
+        self.end: EndEvent | None = None
+        """The final EndEvent (with ``summary``) once the run is over."""
+        self.error: ErrorEvent | None = None
+        self.returncode: int | None = None
+        self.recording_path: Path | None = None
+        self.recording_problem: str | None = None
+        self._recorder: Recorder | None = None
+        self._sampler: Sampler | None = None
+        self._done = threading.Event()
+
+    # -- life cycle (start and stop are each run's own) --------------------------------
+    def start(self) -> RunBase:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the run is over; False if ``timeout`` passed first."""
+        return self._done.wait(timeout)
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def close(self) -> None:
+        """Stop the run if it is still going (idempotent)."""
+        if not self._done.is_set():
+            self.stop()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- consuming -----------------------------------------------------------------
+    def events(self, timeout: float | None = None) -> Iterator[Event]:
+        """Yield events until the run is over (after its final EndEvent). With a
+        ``timeout``, also return when no event came for that many seconds (call
+        again to go on)."""
+        while True:
+            try:
+                event = self.queue.get(timeout=timeout)
+            except queue.Empty:
+                return
+            if event is None:
+                self.queue.put(None)  # later calls end at once too
+                return
+            yield event
+
+    def drain(self, max_events: int = 10_000) -> list[Event]:
+        """The events queued now, without waiting (the end marker left in place)."""
+        out: list[Event] = []
+        while len(out) < max_events:
+            try:
+                event = self.queue.get_nowait()
+            except queue.Empty:
+                break
+            if event is None:
+                self.queue.put(None)
+                break
+            out.append(event)
+        return out
+
+    # -- recording and telemetry ---------------------------------------------------------
+    def _recording_problem(self, message: str) -> None:
+        """Called once when recording becomes impossible (the run goes on)."""
+        self.recording_problem = message
+
+    def _open_recorder(self, start: StartEvent, model: str) -> None:
+        """Open the recorder for a run that starts with ``start`` (``model`` names
+        it when the start does not): a default name in the runs folder (the next
+        free number when another run took it in the same second), or the given
+        path (never overwritten)."""
+        if self.record is None:
+            return
+        try:
+            if self.record == "default":
+                path = default_path(start.model or model, start.num_replicas, start.platform)
+            else:
+                path = Path(self.record)
+        except (OSError, GpuscaleError) as exc:
+            self._recording_problem(f"cannot choose a recording file: {exc}")
+            return
+        self._recorder = Recorder(
+            path, on_problem=self._recording_problem, rename_if_taken=self.record == "default"
+        )
+        self.recording_path = self._recorder.path
+
+    def _new_sampler(
+        self,
+        emit: Callable[[Event], None],
+        pids: Callable[[], list[int]],
+        *,
+        nvml: Any = None,
+        worker: int = 0,
+        gpu_indices: list[int] | None = None,
+    ) -> Sampler:
+        """The run's sampler, built (its interval checked) before any process starts,
+        so a refused interval leaves nothing running."""
+        return Sampler(
+            emit,
+            interval_s=self.sample_interval_s,
+            pids=pids,
+            gpu_indices=gpu_indices,
+            worker=worker,
+            nvml=nvml,
+        )

@@ -1,0 +1,153 @@
+"""The parent's side of a child process: start it (in its own session, dying with
+the parent), name how it ended, and turn its stdout/stderr lines into leveled log
+messages. Shared by every live run (:mod:`gpuscale.live.trainer_run`,
+:mod:`gpuscale.live.script_run`, :mod:`gpuscale.live.cluster`). No TensorFlow."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+STOP_DEADLINE_S = 5.0
+"""The longest :meth:`LiveRun.stop` takes, SIGKILL and the final EndEvent included."""
+STOP_GRACE_S = 3.0
+"""How long :meth:`LiveRun.stop` waits after SIGTERM before SIGKILL."""
+AFTER_EXIT_S = 2.0
+"""How long to wait, after the child exits, for its last events to arrive."""
+
+# TensorFlow's C++ log lines: "I0000 00:00:1795289356.204669    7852 port.cc:153] ..."
+_TF_LOG = re.compile(r"^([IWEF])\d{4} [\d:.]+\s+\d+ [^\]]+\] (.*)$")
+_HARMLESS = (
+    "failed call to cuInit",  # no GPU on this machine: expected, said by the CPU fallback note
+    "Could not find cuda drivers",
+    "All log messages before absl::InitializeLog",
+    "oneDNN custom operations are on",
+    "Unable to register cu",  # cuDNN/cuFFT/cuBLAS factory double registration
+    "computation placer already registered",
+)
+
+
+def classify_line(line: str, stream: str) -> tuple[str, str]:
+    """``(level, message)`` for one line the trainer printed: TensorFlow's C++
+    logs keep their level (known start-up noise becomes ``debug``), other stderr
+    lines are warnings, stdout lines info."""
+    text = line.rstrip("\r\n")
+    if any(h in text for h in _HARMLESS):
+        return "debug", text
+    match = _TF_LOG.match(text)
+    if match:
+        letter, message = match.groups()
+        return {"I": "debug", "W": "warning", "E": "error", "F": "error"}[letter], message
+    if stream == "stderr":
+        return ("warning" if text.strip() else "debug"), text
+    return "info", text
+
+
+# -- child processes that die with gpuscale --------------------------------------------
+
+_PR_SET_PDEATHSIG = 1
+_spawn_requests: queue.SimpleQueue = queue.SimpleQueue()
+_spawn_thread: threading.Thread | None = None
+_spawn_lock = threading.Lock()
+
+
+def _parent_death_guard() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that has Linux SIGKILL the child when gpuscale dies
+    (``prctl(PR_SET_PDEATHSIG)``), even by SIGKILL; ``None`` elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def guard() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != parent:  # gpuscale died before the guard was set
+            os._exit(1)
+
+    return guard
+
+
+def _spawner() -> None:
+    while True:
+        args, kwargs, box, ready = _spawn_requests.get()
+        try:
+            box.append(subprocess.Popen(args, **kwargs))
+        except BaseException as exc:  # handed back to the caller
+            box.append(exc)
+        ready.set()
+
+
+def spawn(args: list[str], **kwargs: Any) -> subprocess.Popen:
+    """``subprocess.Popen(args, **kwargs)`` for a child that must not outlive gpuscale.
+
+    On Linux the child gets ``PR_SET_PDEATHSIG`` = SIGKILL. The kernel sends it when
+    the *thread* that forked the child ends, so every child is forked by one
+    long-lived thread here (not by whichever thread called :meth:`start`, e.g. the
+    dashboard's worker thread, which may end before the run does)."""
+    global _spawn_thread
+    guard = _parent_death_guard()
+    if guard is None:
+        return subprocess.Popen(args, **kwargs)
+    kwargs["preexec_fn"] = guard
+    with _spawn_lock:
+        if _spawn_thread is None or not _spawn_thread.is_alive():
+            _spawn_thread = threading.Thread(target=_spawner, name="gpuscale-spawner", daemon=True)
+            _spawn_thread.start()
+    box: list[Any] = []
+    ready = threading.Event()
+    _spawn_requests.put((args, kwargs, box, ready))
+    ready.wait()
+    result = box[0]
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+def describe_exit(code: int) -> str:
+    """``"was killed by SIGKILL"`` / ``"exited with status 3"`` for a Popen returncode."""
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"was killed by {name}"
+    return f"exited with status {code}"
+
+
+def read_lines(
+    stream: Any, name: str, on_line: Callable[[str, str], None], *, skip_blank: bool = True
+) -> None:
+    """Call ``on_line(level, message)`` for each line of a child's ``stream``
+    (``name`` is ``stdout`` or ``stderr``; bytes or text), classified by
+    :func:`classify_line` (blank lines skipped unless ``skip_blank`` is False);
+    returns at the end of the stream."""
+    try:
+        while True:
+            # End of stream is b"" on a binary pipe and "" on a text one: stop at
+            # either (a text pipe has no .mode, so it cannot be told apart up front).
+            raw = stream.readline()
+            if not raw:
+                break
+            line = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+            if skip_blank and not line.strip():
+                continue
+            level, message = classify_line(line, name)
+            on_line(level, message)
+    except (OSError, ValueError):
+        pass
+    finally:
+        try:
+            stream.close()
+        except (OSError, ValueError):
+            pass
