@@ -146,13 +146,13 @@ def slowest_link(topology: Topology, gpus: Iterable[int]) -> SetLink | None:
         if link == worst:
             worst_pairs.append((a, b))
     peak, detail = _peak(worst, worst_pairs, [by_index.get(i) for i in chosen], by_pair, by_index)
-    label = LINK_LABELS[worst]
+    label = "" if worst == "nvlink" else f"{LINK_LABELS[worst]}, "
     if worst == "unknown":
         description = "link not reported by NVML"
     elif peak is None:
-        description = f"{label}, {detail} (rate not known)"
+        description = f"{label}{detail} (rate not known)"
     else:
-        description = f"{label}, {detail}: {peak / 1e9:.1f} GB/s per direction"
+        description = f"{label}{detail}: {peak / 1e9:.1f} GB/s per direction"
     return SetLink(
         gpus=chosen,
         link_class=worst,
