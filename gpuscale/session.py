@@ -39,6 +39,7 @@ from gpuscale.events.transport import EventServer
 from gpuscale.recording.store import default_path
 from gpuscale.recording.writer import Recorder
 from gpuscale.telemetry.sampler import Sampler
+from gpuscale.telemetry.topology import probe_topology
 from gpuscale.trainer.options import TrainConfig, to_json
 
 STOP_DEADLINE_S = 5.0
@@ -489,6 +490,9 @@ class LiveRun(RunBase):
                 if self.start_event is not None:
                     return
                 self.start_event = event
+                if event.topology is None:  # this machine's GPU links, read by this process
+                    topology = getattr(self._sampler, "topology", None)
+                    event.topology = topology or probe_topology(self._nvml)
                 if self._proc is not None and self._proc.pid not in event.pids:
                     event.pids = [*event.pids, self._proc.pid]
                 self._open_recorder(event, self.config.model)

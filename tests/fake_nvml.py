@@ -596,6 +596,7 @@ class FakeNvml:
     def nvmlDeviceGetTopologyCommonAncestor(self, h1: _Handle, h2: _Handle) -> int:
         self._gpu("nvmlDeviceGetTopologyCommonAncestor", h1)
         self._gpu("nvmlDeviceGetTopologyCommonAncestor", h2)
+        self.calls["nvmlDeviceGetTopologyCommonAncestor"] -= 1  # one call, two GPUs checked
         if self.ancestors is None:
             raise nvml_error(NVML_ERROR_NOT_SUPPORTED)
         if h1.index == h2.index:

@@ -158,3 +158,18 @@ def test_topology_round_trips_in_the_start_event():
     assert again.topology == topology
     old = decode(b'{"kind":"start","schema":"1.0","t":1,"gpuscale_version":"0","host":"h","pid":1}')
     assert old.topology is None
+
+
+def test_the_sampler_reads_the_whole_machine_once():
+    from gpuscale.telemetry.sampler import Sampler
+
+    fake = FakeNvml.scenario("pcie-two-sockets")
+    sampler = Sampler(lambda event: None, nvml=fake, gpu_indices=[0, 1])
+    sampler.open()
+    try:
+        assert [d.index for d in sampler.devices] == [0, 1]
+        assert [g.index for g in sampler.topology.gpus] == list(range(8))
+        assert fake.calls["nvmlDeviceGetTopologyCommonAncestor"] == 28
+    finally:
+        sampler.stop()
+    assert Sampler(lambda event: None, nvml=FakeNvml.scenario("no-driver")).topology is None
