@@ -142,3 +142,10 @@ def test_many_gpus_fall_back_to_greedy():
     topology = probe_topology(fake)
     assert best_subset(topology, 4) == [0, 1, 2, 3]
     assert best_subset(topology, 8) == list(range(8))
+
+
+def test_best_subset_among_some_gpus():
+    topology = topo("pcie-two-sockets")
+    assert best_subset(topology, 2, among=[1, 2, 3, 5]) == [2, 3]
+    assert best_subset(topology, 3, among=[0, 4, 5, 9]) == [0, 4, 5]
+    assert best_subset(topology, 1, among=[6, 7]) == [6]

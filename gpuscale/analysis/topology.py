@@ -194,7 +194,7 @@ def _peak(
     return min(known, key=lambda o: o[0] or 0.0)
 
 
-def best_subset(topology: Topology, k: int) -> list[int]:
+def best_subset(topology: Topology, k: int, among: Iterable[int] | None = None) -> list[int]:
     """The ``k`` GPUs to use: the set whose slowest link is fastest (same NVSwitch
     fabric or NVLink island, then one PCIe switch, then one socket), then the
     highest nominal bandwidth of that link, then the most fast pairs (least sum
@@ -203,10 +203,15 @@ def best_subset(topology: Topology, k: int) -> list[int]:
 
     Compares every subset up to :data:`EXHAUSTIVE_LIMIT` of them (8 GPUs: at
     most 70; 16 GPUs: k up to 3 or from 13); beyond, grows one subset greedily
-    from each GPU and compares those."""
+    from each GPU and compares those. ``among`` limits the choice to those GPUs
+    (e.g. the ones ``--gpus`` allows); indices the topology does not list are
+    ignored."""
     if k < 1:
         raise ValueError(f"k must be at least 1, not {k}")
     indices = sorted(g.index for g in topology.gpus)
+    if among is not None:
+        allowed = set(among)
+        indices = [i for i in indices if i in allowed]
     if k >= len(indices):
         return indices
     if k == 1:
