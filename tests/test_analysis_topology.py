@@ -149,3 +149,26 @@ def test_best_subset_among_some_gpus():
     assert best_subset(topology, 2, among=[1, 2, 3, 5]) == [2, 3]
     assert best_subset(topology, 3, among=[0, 4, 5, 9]) == [0, 4, 5]
     assert best_subset(topology, 1, among=[6, 7]) == [6]
+
+
+def test_link_of_a_recorded_run():
+    from gpuscale.analysis.topology import link_of_run
+    from gpuscale.events.schema import DeviceInfo, StartEvent
+
+    topology = topo("pcie-two-sockets")
+
+    def start(indices, with_topology=True):
+        return StartEvent(
+            t=1.0,
+            gpuscale_version="0",
+            host="h",
+            pid=1,
+            platform="gpu",
+            devices=[DeviceInfo(index=i, name="A100") for i in indices],
+            topology=topology if with_topology else None,
+        )
+
+    assert link_of_run(start([0, 1])).link_class == "pcie-switch"
+    assert link_of_run(start([0, 4])).link_class == "cross-socket"
+    assert link_of_run(start([3])) is None
+    assert link_of_run(start([0, 1], with_topology=False)) is None

@@ -43,7 +43,7 @@ from typing import Literal
 import msgspec
 
 from gpuscale.analysis.interconnect import nvlink_peak_bytes_s, pcie_peak_bytes_s
-from gpuscale.events.schema import GpuLinks, GpuPair, Topology
+from gpuscale.events.schema import GpuLinks, GpuPair, StartEvent, Topology
 
 LinkClass = Literal[
     "nvswitch", "nvlink", "pcie-switch", "pcie-hostbridge", "cross-socket", "unknown"
@@ -256,3 +256,16 @@ def _grow(
 
         chosen.append(min((i for i in indices if i not in chosen), key=cost))
     return tuple(sorted(chosen))
+
+
+def link_of_run(start: StartEvent) -> SetLink | None:
+    """The slowest link among the GPUs a recorded run used: its start event's
+    ``topology`` and the indices of its ``gpu`` devices. ``None`` without a
+    topology (no NVML, a recording older than format 1.1) or with fewer than two
+    GPUs. The indices are NVML's when the run chose its GPUs (``--gpus``, or
+    ``--devices`` under ``gpuscale run``); under a ``CUDA_VISIBLE_DEVICES`` set by
+    the user they are CUDA's and may not match."""
+    if start.topology is None:
+        return None
+    gpus = [d.index for d in start.devices if d.kind == "gpu"]
+    return slowest_link(start.topology, gpus)
