@@ -52,6 +52,17 @@ def register(sub) -> None:
         action="store_true",
         help="print the whole result as one JSON object (a sweep file --from reads back)",
     )
+    parser.add_argument(
+        "--no-chart",
+        action="store_true",
+        help="do not print the scaling chart under the tables",
+    )
+    parser.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="also write the scaling chart to FILE, SVG or PNG by its extension "
+        "(needs the 'plot' extra: pip install 'gpuscale[plot]')",
+    )
     live = parser.add_argument_group("live sweep (without --from)")
     live.add_argument(
         "--sweep",
@@ -119,6 +130,10 @@ def main(args) -> int:
     from gpuscale.analysis.recommend import DEFAULT_MIN_EFFICIENCY
 
     floor = args.min_efficiency if args.min_efficiency is not None else DEFAULT_MIN_EFFICIENCY
+    if args.plot:  # a bad file name is refused before a live sweep spends minutes
+        from gpuscale.plots.figure import plot_format
+
+        plot_format(args.plot)
     if not args.inputs and args.strategy == "multi-worker":
         raise GpuscaleError(
             "recommend cannot sweep --strategy multi-worker itself: record each count with "
@@ -137,12 +152,25 @@ def main(args) -> int:
     if args.max_devices is not None:  # asked for: predict that far, whatever the machine has
         sweep.available_devices = None
     return report(
-        sweep, floor=floor, max_devices=args.max_devices, as_json=args.json, heading=heading
+        sweep,
+        floor=floor,
+        max_devices=args.max_devices,
+        as_json=args.json,
+        heading=heading,
+        chart=not args.no_chart,
+        plot=args.plot,
     )
 
 
 def report(
-    sweep, *, floor: float, max_devices: int | None, as_json: bool, heading: str | None
+    sweep,
+    *,
+    floor: float,
+    max_devices: int | None,
+    as_json: bool,
+    heading: str | None,
+    chart: bool = True,
+    plot: str | None = None,
 ) -> int:
     """Recommend from a :class:`~gpuscale.analysis.sweep.Sweep` and print it."""
     import msgspec
@@ -156,6 +184,10 @@ def report(
         max_devices=max_devices,
         available_devices=sweep.available_devices,
     )
+    if plot:
+        from gpuscale.commands.recommend_chart import write_plot_file
+
+        write_plot_file(rec, plot)
     if as_json:
         body = msgspec.to_builtins(rec)
         body.pop("table")
@@ -173,7 +205,7 @@ def report(
         return 0
     from gpuscale.commands.recommend_render import render
 
-    render(rec, sweep, heading=heading)
+    render(rec, sweep, heading=heading, chart=chart)
     return 0
 
 
