@@ -13,7 +13,7 @@ from pathlib import Path
 
 import gpuscale
 
-HEADLESS_PACKAGES = ("events", "telemetry", "recording", "analysis")
+HEADLESS_PACKAGES = ("events", "telemetry", "recording", "analysis", "plots")
 """Every module in these packages is headless."""
 HEADLESS_MODULES = (
     "gpuscale.cli",

@@ -27,6 +27,14 @@ MIN_WIDTH = 40
 """Narrower than this, no chart is drawn (its numbers would be clipped)."""
 
 
+_RICH_NAMES = {"gray": "bright_black", "orange": "dark_orange"}
+
+
+def _style(color: str) -> str:
+    """The rich style for a plotext colour name (they differ for a few)."""
+    return _RICH_NAMES.get(color, color)
+
+
 def _figure(width: int, height: int) -> _Figure:
     fig = _Figure()
     fig.theme("clear")
@@ -43,8 +51,9 @@ def _y(value: float) -> float:
 
 
 def throughput_chart(chart: ScalingChart, width: int, height: int) -> Text:
-    """Throughput against devices, with its legend line under it."""
-    fig = _figure(width, max(height - 1, 6))
+    """Throughput against devices, with its legend under it (wrapped to ``width``)."""
+    legend = _legend(_throughput_legend(chart), width)
+    fig = _figure(width, max(height - len(legend.split()), 6))
     values = [p.throughput for s in chart.series for p in s.points]
     values += [v for s in chart.series for p in s.points for v in (p.low, p.high) if v]
     values += [v for _, v in chart.ideal]
@@ -88,39 +97,60 @@ def throughput_chart(chart: ScalingChart, width: int, height: int) -> Text:
     fig.ylabel("samples/s (log)")
     text = Text.from_ansi(fig.build().rstrip("\n"), no_wrap=True)
     text.append("\n")
-    text.append_text(_throughput_legend(chart))
+    text.append_text(legend)
     return text
 
 
-def _throughput_legend(chart: ScalingChart) -> Text:
-    legend = Text(no_wrap=True, overflow="ellipsis")
+def _throughput_legend(chart: ScalingChart) -> list[tuple[str, str, str]]:
+    items = []
     for n, series in enumerate(chart.series):
         name = series.config if chart.several_configs else "measured"
-        legend.append("● ", style=SERIES_COLORS[n % len(SERIES_COLORS)])
-        legend.append(f"{name}  ")
+        items.append(("●", SERIES_COLORS[n % len(SERIES_COLORS)], name))
     if any(s.predicted for s in chart.series):
-        legend.append("○ predicted")
+        label = "predicted"
         if chart.has_ranges:
             cover = f" {chart.coverage:.0%}" if chart.coverage is not None else ""
-            legend.append(f" │{cover} range")
-        legend.append("  ")
-    legend.append("── ", style=IDEAL_COLOR)
-    legend.append("ideal  ")
-    legend.append("◆ ", style=RECOMMENDED_COLOR)
+            label += f" │{cover} range"
+        items.append(("○", "", label))
+    items.append(("──", IDEAL_COLOR, "ideal"))
     where = f" ({chart.recommended_config})" if chart.several_configs else ""
-    legend.append(f"recommended: {chart.recommended.devices}{where}")
+    items.append(("◆", RECOMMENDED_COLOR, f"recommended: {chart.recommended.devices}{where}"))
+    return items
+
+
+def _legend(items: list[tuple[str, str, str]], width: int) -> Text:
+    """Legend entries (symbol, colour, label) on as many lines as ``width`` needs."""
+    legend = Text(no_wrap=True, overflow="ellipsis")
+    used = 0
+    for symbol, color, label in items:
+        entry = len(symbol) + 1 + len(label)
+        if used and used + 2 + entry > width:
+            legend.append("\n")
+            used = 0
+        elif used:
+            legend.append("  ")
+            used += 2
+        legend.append(symbol + " ", style=_style(color) if color else "")
+        legend.append(label)
+        used += entry
     return legend
 
 
 def phase_chart(chart: ScalingChart, width: int, height: int) -> Text:
-    """One stacked bar per device count (milliseconds per step), legend line under it."""
+    """One stacked bar per device count (milliseconds per step), legend under it."""
     bars = chart.bars
     if not bars:
         return Text("no step times for the recommended configuration", style="dim")
-    fig = _figure(width, max(height - 1, 6))
+    unsplit = [0.0 if b.phases_s else b.step_time_s * 1000 for b in bars]
+    items = []
+    if any(b.phases_s for b in bars):
+        items += [("█", color, name) for name, color in zip(PHASES, PHASE_COLORS, strict=True)]
+    if any(unsplit):
+        items.append(("█", UNSPLIT_COLOR, "not split"))
+    legend = _legend(items, width)
+    fig = _figure(width, max(height - len(legend.split()), 6))
     series = [[(b.phases_s[i] if b.phases_s else 0.0) * 1000 for b in bars] for i in range(4)]
     colors = list(PHASE_COLORS)
-    unsplit = [0.0 if b.phases_s else b.step_time_s * 1000 for b in bars]
     if any(unsplit):
         series.append(unsplit)
         colors.append(UNSPLIT_COLOR)
@@ -134,14 +164,6 @@ def phase_chart(chart: ScalingChart, width: int, height: int) -> Text:
     fig.ylabel("ms per step")
     text = Text.from_ansi(fig.build().rstrip("\n"), no_wrap=True)
     text.append("\n")
-    legend = Text(no_wrap=True, overflow="ellipsis")
-    for name, color in zip(PHASES, PHASE_COLORS, strict=False):
-        if any(b.phases_s for b in bars):
-            legend.append("█ ", style=color)
-            legend.append(f"{name}  ")
-    if any(unsplit):
-        legend.append("█ ", style=UNSPLIT_COLOR)
-        legend.append("step, not split")
     text.append_text(legend)
     return text
 
