@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-from gpuscale.errors import GpuscaleError
+from gpuscale.errors import EXIT_INTERRUPTED, GpuscaleError
 
 
 def register(sub) -> None:
@@ -69,6 +69,12 @@ def register(sub) -> None:
         type=_count_list,
         metavar="LIST",
         help="device counts to run, e.g. 1,2,4 (default: 1, 2, 4, ... up to what there is)",
+    )
+    live.add_argument(
+        "--watch",
+        action="store_true",
+        help="run the sweep inside the scaling view (throughput vs devices filling in, "
+        "the recommendation after each count; q stops and recommends from what was measured)",
     )
     live.add_argument(
         "--no-record",
@@ -140,18 +146,30 @@ def main(args) -> int:
             "'gpuscale run --strategy multi-worker --local-workers N' and give the recordings "
             "with --from"
         )
+    if args.watch and args.inputs:
+        raise GpuscaleError(
+            "--watch runs a live sweep; to see recordings in the scaling view: "
+            "gpuscale replay FILE FILE..."
+        )
+    if args.watch and args.json:
+        raise GpuscaleError("--watch shows the sweep on screen; leave it out for --json")
+    signal_name = None
     if args.inputs:
         from gpuscale.analysis.sweep import load_inputs
 
         sweep = load_inputs(args.inputs)
         heading = None
+    elif args.watch:
+        from gpuscale.commands.recommend_watch import watch_sweep
+
+        sweep, heading, signal_name = watch_sweep(args, floor)
     else:
         from gpuscale.commands.recommend_live import run_sweep
 
         sweep, heading = run_sweep(args, quiet=args.json)
     if args.max_devices is not None:  # asked for: predict that far, whatever the machine has
         sweep.available_devices = None
-    return report(
+    code = report(
         sweep,
         floor=floor,
         max_devices=args.max_devices,
@@ -160,6 +178,7 @@ def main(args) -> int:
         chart=not args.no_chart,
         plot=args.plot,
     )
+    return EXIT_INTERRUPTED if signal_name else code
 
 
 def report(

@@ -17,8 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.text import Text
+from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -34,6 +36,9 @@ from gpuscale.ui.widgets.scaling import (
     RecommendationPanel,
     ScalingChartPanel,
 )
+
+if TYPE_CHECKING:
+    from gpuscale.ui.live_sweep import LiveSweep
 
 
 @dataclass
@@ -77,9 +82,10 @@ class SweepView:
         if self.state == "stopped" and self.planned:
             missing = [n for n in self.planned if n not in self.measured_counts]
             if missing:
+                unit = "device" if self.measured_counts == [1] else "devices"
                 return (
                     f"Sweep stopped after {len(self.measured_counts)} of {len(self.planned)} "
-                    f"counts: recommending from what was measured ({measured} devices)"
+                    f"counts: recommending from what was measured ({measured} {unit})"
                 )
         if self.state == "running":
             return f"Sweep running: recommending from the counts measured so far ({measured})"
@@ -135,15 +141,24 @@ class SweepApp(App[int]):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
     BINDINGS = [
-        Binding("q", "quit_sweep", "Quit"),
+        Binding("q", "quit_run", "Quit"),
+        Binding("ctrl+c", "quit_run", "Quit", show=False, priority=True),
         Binding("c", "next_chart", "Chart"),
         Binding("s", "screenshot", "SVG"),
         Binding("t", "toggle_theme", "Theme", show=False),
     ]
 
-    def __init__(self, view: SweepView, *, screenshot_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        view: SweepView,
+        *,
+        runner: LiveSweep | None = None,
+        screenshot_dir: Path | None = None,
+    ) -> None:
         super().__init__()
         self.view = view
+        self.runner = runner
+        self._quitting = False
         self.screenshot_dir = screenshot_dir
         self.recommendation: Recommendation | None = None
         self.last_screenshot: Path | None = None
@@ -168,6 +183,25 @@ class SweepApp(App[int]):
 
     def on_mount(self) -> None:
         self.show_sweep(self.view)
+        if self.runner is not None:
+            self._run_sweep()
+
+    @work(thread=True, group="sweep", exit_on_error=False)
+    def _run_sweep(self) -> None:
+        """The live sweep, in a thread; the screen is updated from its callbacks."""
+        runner = self.runner
+        assert runner is not None
+        try:
+            final = runner.run(
+                on_status=lambda view: self.call_from_thread(self.update_status, view),
+                on_count=lambda view: self.call_from_thread(self.show_sweep, view),
+            )
+        except Exception as exc:  # noqa: BLE001 - shown, and the sweep ends as stopped
+            runner.failure = f"the sweep failed: {exc}"
+            final = SweepView(**{**self.view.__dict__, "state": "stopped"})
+            self.call_from_thread(self.show_sweep, final)
+        if self._quitting:
+            self.call_from_thread(self.exit, 0)
 
     def show_sweep(self, view: SweepView) -> None:
         """Show ``view`` (a live sweep calls this after every device count)."""
@@ -202,5 +236,32 @@ class SweepApp(App[int]):
         self.last_screenshot = path
         self.notify(f"screenshot saved to {path}")
 
-    def action_quit_sweep(self) -> None:
-        self.exit(0)
+    def action_quit_run(self) -> None:
+        """Quit; a live sweep's run in progress is stopped cleanly first (its
+        recording ends with its end event) and the counts measured are kept."""
+        if self.runner is None or not self.runner_active:
+            self.exit(0)
+            return
+        if self._quitting:
+            return
+        self._quitting = True
+        self.notify("Stopping the run in progress and finalizing its recording…", timeout=10)
+        self._stop_runner()
+
+    @work(thread=True, group="quit", exit_on_error=False)
+    def _stop_runner(self) -> None:
+        assert self.runner is not None
+        self.runner.stop()
+
+    async def action_quit(self) -> None:
+        """ctrl+q (and the palette's quit) also stop a live sweep cleanly."""
+        self.action_quit_run()
+
+    @property
+    def runner_active(self) -> bool:
+        return any(w.group == "sweep" and not w.is_finished for w in self.workers)
+
+    @property
+    def stopped_early(self) -> bool:
+        """The sweep ended before every planned count was measured."""
+        return self.view.state == "stopped"
