@@ -143,9 +143,10 @@ def _status(n: int, event: Any, previous: str, steps: int | None) -> str:
     if isinstance(event, StepEvent):
         of = f"/{steps}" if steps else ""
         what = "warm-up" if event.warmup else f"{format_ms(event.step_time_s, 0)}/step"
-        return f"{who}: step {event.step + 1}{of}, {what}"
+        phases = previous.partition(" | ")[2]  # the last breakdown stays on the line
+        return f"{who}: step {event.step + 1}{of}, {what}" + (f" | {phases}" if phases else "")
     if isinstance(event, PhaseEvent):
-        head = previous.split(" | ")[0]
+        head = previous.partition(" | ")[0]
         return (
             f"{head} | compute {format_ms(event.compute_s, 0)}, all-reduce "
             f"{format_ms(event.allreduce_s, 0)}, apply {format_ms(event.apply_s, 0)}"
