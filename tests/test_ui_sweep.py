@@ -111,3 +111,14 @@ def test_replay_of_a_bad_sweep_is_one_error_line(capsys, files, expected):
     assert main(["replay", str(CPU_RUNS[0]), *files]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("gpuscale: error:")
+
+
+def test_replay_of_a_sweep_file_opens_its_scaling_view(monkeypatch):
+    shown = []
+    monkeypatch.setattr(SweepApp, "run", lambda self: shown.append(self.view))
+    assert main(["replay", str(SAMPLES / "seed002_mnist.json")]) == 0
+    (view,) = shown
+    assert view.measured_counts == [1, 2, 4, 8]
+    assert view.heading.startswith(
+        "Scaling of six-conv MNIST CNN (128 channels), global batch 1024"
+    )

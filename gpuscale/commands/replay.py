@@ -18,7 +18,8 @@ def register(sub) -> None:
             "end jump to the end, ? help, q quit. Given several recordings (the runs of a "
             "sweep, one per device count), shows them as a scaling view: throughput against "
             "devices, where the step time goes, and the recommendation. Needs no GPU and "
-            "no TensorFlow."
+            "no TensorFlow. A sweep file (recommend --json, a typed-in table) is shown "
+            "the same way."
         ),
     )
     parser.add_argument(
@@ -72,19 +73,22 @@ def main(args: argparse.Namespace) -> int:
     try:
         source = ReplaySource(args.file, speed=args.speed, end=args.end)
     except GpuscaleError:
-        if _is_sweep_file(args.file):
-            raise GpuscaleError(
-                f"{args.file} is a sweep file (device counts and their throughput), not a run "
-                f"recording; read it with 'gpuscale recommend --from {args.file}'"
-            ) from None
-        raise
+        if not _is_sweep_file(args.file):
+            raise
+    else:
+        from gpuscale.errors import EXIT_INTERRUPTED
+        from gpuscale.ui.app import build_app, run_until_stop_signal
 
-    from gpuscale.errors import EXIT_INTERRUPTED
-    from gpuscale.ui.app import build_app, run_until_stop_signal
-
-    if run_until_stop_signal(build_app(source)):
-        return EXIT_INTERRUPTED
-    return 0
+        if run_until_stop_signal(build_app(source)):
+            return EXIT_INTERRUPTED
+        return 0
+    try:  # a sweep file (`recommend --json`, a typed-in table): its scaling view
+        return replay_sweep([args.file])
+    except GpuscaleError as exc:
+        raise GpuscaleError(
+            f"{args.file} is a sweep file (device counts and their throughput) that cannot be "
+            f"shown ({exc}); 'gpuscale recommend --from {args.file}' reads sweep files"
+        ) from None
 
 
 def replay_sweep(files: list[Path]) -> int:
@@ -107,5 +111,7 @@ def replay_sweep(files: list[Path]) -> int:
         available_devices=sweep.available_devices,
         sources=list(sweep.sources),
     )
-    SweepApp(view).run()
-    return 0
+    from gpuscale.errors import EXIT_INTERRUPTED
+    from gpuscale.ui.app import run_until_stop_signal
+
+    return EXIT_INTERRUPTED if run_until_stop_signal(SweepApp(view)) else 0

@@ -95,7 +95,10 @@ class SweepView:
 def sweep_heading(points: list[SweepPoint], files: int | None = None) -> str:
     """One line on what was swept: the workload, the devices, where it comes from."""
     first = points[0]
-    what = first.model or first.config or "sweep"
+    configs = list(dict.fromkeys(p.config for p in points))
+    what = first.model or (
+        f"{len(configs)} configurations" if len(configs) > 1 else first.config or "a sweep"
+    )
     batch = (
         f"{first.per_replica_batch} per device (weak scaling)"
         if first.scaling == "weak"
@@ -105,7 +108,7 @@ def sweep_heading(points: list[SweepPoint], files: int | None = None) -> str:
         "cpu-logical": "CPU logical devices, NOT GPUs",
         "cpu": "CPUs",
     }.get(first.platform, first.device_name or "GPUs")
-    origin = f" from {files} files" if files else ""
+    origin = f" from {files} files" if files and files > 1 else ""
     return f"Scaling of {what}, {batch}, on {platform}{origin}"
 
 
