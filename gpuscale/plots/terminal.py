@@ -52,7 +52,7 @@ def _y(value: float) -> float:
 
 def throughput_chart(chart: ScalingChart, width: int, height: int) -> Text:
     """Throughput against devices, with its legend under it (wrapped to ``width``)."""
-    legend = _legend(_throughput_legend(chart), width)
+    legend = legend_text(_throughput_legend(chart), width)
     fig = _figure(width, max(height - len(legend.split()), 6))
     values = [p.throughput for s in chart.series for p in s.points]
     values += [v for s in chart.series for p in s.points for v in (p.low, p.high) if v]
@@ -118,7 +118,7 @@ def _throughput_legend(chart: ScalingChart) -> list[tuple[str, str, str]]:
     return items
 
 
-def _legend(items: list[tuple[str, str, str]], width: int) -> Text:
+def legend_text(items: list[tuple[str, str, str]], width: int) -> Text:
     """Legend entries (symbol, colour, label) on as many lines as ``width`` needs."""
     legend = Text(no_wrap=True, overflow="ellipsis")
     used = 0
@@ -147,7 +147,7 @@ def phase_chart(chart: ScalingChart, width: int, height: int) -> Text:
         items += [("█", color, name) for name, color in zip(PHASES, PHASE_COLORS, strict=True)]
     if any(unsplit):
         items.append(("█", UNSPLIT_COLOR, "not split"))
-    legend = _legend(items, width)
+    legend = legend_text(items, width)
     fig = _figure(width, max(height - len(legend.split()), 6))
     series = [[(b.phases_s[i] if b.phases_s else 0.0) * 1000 for b in bars] for i in range(4)]
     colors = list(PHASE_COLORS)
