@@ -50,3 +50,14 @@ def test_a_pipe_gets_every_file_name_whole(runs_dir, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert LONG in out and "2026-11-21 20:48" in out
     assert "file names: a wider terminal" not in out
+
+
+def test_runs_of_one_sweep_are_grouped_with_the_replay_command(capsys, tmp_path):
+    for name in ("mnist-cnn_1xcpu.ndjson", "mnist-cnn_2xcpu.ndjson", "mlp_2xcpu.ndjson"):
+        shutil.copy(SAMPLES / name, tmp_path / name)
+    assert main(["runs", "--dir", str(tmp_path)]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("sweep of")]
+    assert lines == [
+        f"sweep of mnist-cnn-w32 on 1, 2 devices; its scaling view: gpuscale replay "
+        f"{tmp_path / 'mnist-cnn_1xcpu.ndjson'} {tmp_path / 'mnist-cnn_2xcpu.ndjson'}"
+    ]

@@ -93,7 +93,50 @@ def main(args: argparse.Namespace) -> int:
     console.print(table)
     for line in problems:
         console.print(f"unreadable: {line}", highlight=False, markup=False)
+    for group in sweep_groups(runs):
+        counts = ", ".join(str(r.devices) for r in group)
+        console.print(
+            f"sweep of {group[0].model} on {counts} devices; its scaling view: "
+            f"gpuscale replay {' '.join(r.path for r in group)}",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
     return 0
+
+
+SWEEP_GAP_S = 600.0
+"""Runs of one sweep start within this many seconds of the previous one ending."""
+
+
+def sweep_groups(runs: list) -> list[list]:
+    """Runs that look like one sweep (what ``gpuscale recommend`` records): the same
+    model, completed, each starting within :data:`SWEEP_GAP_S` of the previous one's
+    end, with a growing device count; groups of two runs or more."""
+    done = sorted(
+        (r for r in runs if r.status == "completed" and r.start_t is not None and r.devices),
+        key=lambda r: r.start_t,
+    )
+    groups: list[list] = []
+    current: list = []
+    for run in done:
+        if current:
+            last = current[-1]
+            end = last.start_t + (last.duration_s or 0.0)
+            if (
+                run.model == last.model
+                and run.platform == last.platform
+                and run.devices > last.devices
+                and run.start_t - end <= SWEEP_GAP_S
+            ):
+                current.append(run)
+                continue
+            if len(current) > 1:
+                groups.append(current)
+        current = [run]
+    if len(current) > 1:
+        groups.append(current)
+    return groups
 
 
 def _table(folder: Path, rows: list[tuple[str, ...]], *, show_when: bool, show_files: bool):
