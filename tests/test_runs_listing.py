@@ -34,6 +34,8 @@ def test_file_names_are_whole_or_absent(runs_dir, capsys, monkeypatch, columns):
     )
     assert main(["runs", "--dir", str(runs_dir)]) == 0
     out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
+    # the table itself; the sweep lines after it are commands to copy, never cut
+    out = "\n".join(line for line in out.splitlines() if not line.startswith("sweep of"))
     assert max(len(line) for line in out.splitlines()) <= int(columns)
     if LONG in out:
         assert all(name in out for name in ("mlp_2xcpu.ndjson", "mnist-cnn_2xcpu_killed.ndjson"))
