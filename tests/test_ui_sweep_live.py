@@ -109,7 +109,8 @@ async def test_live_sweep_fills_in_count_by_count_and_completes():
     assert sorted(runs) == [1, 2, 4] and not any(r.stopped for r in runs.values())
 
 
-async def test_q_stops_the_run_in_progress_and_recommends_from_what_was_measured():
+@pytest.mark.parametrize("key", ["q", "ctrl+c", "ctrl+q"])
+async def test_q_stops_the_run_in_progress_and_recommends_from_what_was_measured(key):
     runner, runs = _sweep([1, 2, 4], hold_at=2)
     app = SweepApp(runner.view, runner=runner)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -118,7 +119,7 @@ async def test_q_stops_the_run_in_progress_and_recommends_from_what_was_measured
         await pilot.pause()
         assert app.runner_active
         assert "2 devices" in str(app.header_panel.render())
-        await pilot.press("q")
+        await pilot.press(key)
         await app.workers.wait_for_complete()
         await pilot.pause()
     assert runs[2].stopped and 4 not in runs  # stopped cleanly; no further count started
