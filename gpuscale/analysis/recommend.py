@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Literal
 
 import msgspec
@@ -49,8 +49,14 @@ from gpuscale.analysis.model import (
     ScalingModel,
     compute_scale_for,
     fit,
-    predict,
     threshold_compute_scale,
+)
+from gpuscale.analysis.predict import (
+    Calibration,
+    default_calibration,
+    interconnect_class,
+    predicted_point,
+    with_ratios,
 )
 from gpuscale.analysis.summary import RunSummary
 from gpuscale.analysis.sweep import SweepPoint
@@ -78,6 +84,11 @@ class WalkStep(msgspec.Struct, kw_only=True):
     accepted: bool
     predicted: bool
     """The ``to`` point is a model prediction."""
+    marginal_efficiency_low: float | None = None
+    """Predicted ``to``: the marginal efficiency at the low end of its range."""
+    uncertain: bool = False
+    """Predicted ``to`` that passes the floor on its value but not at the low end
+    of its range: rejected, and worth measuring (:attr:`Recommendation.measure_next`)."""
 
 
 class ConfigResult(msgspec.Struct, kw_only=True):
@@ -97,7 +108,9 @@ class ConfigResult(msgspec.Struct, kw_only=True):
 class Recommendation(msgspec.Struct, kw_only=True):
     """The answer, with the numbers behind it."""
 
-    verdict: Literal["single", "multi"]
+    verdict: Literal["single", "multi", "none"]
+    """``none``: one device count measured, nothing to compare; ``devices`` is the
+    measured count, and ``measure_next`` says what to measure."""
     devices: int
     config: str
     scaling: str
@@ -127,6 +140,12 @@ class Recommendation(msgspec.Struct, kw_only=True):
     """Every measured and predicted point, sorted by configuration then devices,
     with speedup, efficiency and exposed comm share filled in."""
     models: list[ScalingModel]
+    measure_next: str | None = None
+    """``measure N next: predicted X (low-high)`` when one more run would change
+    or settle the answer (a predicted count rejected only for its range, or one
+    measured count)."""
+    coverage: float | None = None
+    """Stated coverage of the predicted rows' ranges."""
 
 
 class _Candidate(msgspec.Struct):
@@ -134,6 +153,9 @@ class _Candidate(msgspec.Struct):
     throughput: float
     config: str
     predicted: bool
+    low: float | None = None
+    """Predicted: low end of the throughput range."""
+    high: float | None = None
 
 
 def choose_devices(
@@ -152,7 +174,13 @@ def choose_devices(
         eff = metrics.marginal_efficiency(
             current.throughput, current.devices, nxt.throughput, nxt.devices
         )
-        ok = eff >= floor
+        eff_low = None
+        if nxt.predicted and nxt.low is not None:
+            # decide with the range: the low end must pass too
+            eff_low = metrics.marginal_efficiency(
+                current.throughput, current.devices, max(nxt.low, 1e-12), nxt.devices
+            )
+        ok = eff >= floor and (eff_low is None or eff_low >= floor)
         steps.append(
             WalkStep(
                 devices_from=current.devices,
@@ -163,6 +191,8 @@ def choose_devices(
                 marginal_efficiency=eff,
                 accepted=ok,
                 predicted=nxt.predicted,
+                marginal_efficiency_low=eff_low,
+                uncertain=eff >= floor and not ok,
             )
         )
         if not ok:
@@ -203,13 +233,14 @@ def _group(points: Sequence[SweepPoint]) -> list[_Group]:
     return groups
 
 
-def _counts(limit: int, measured: Sequence[int]) -> list[int]:
+def _counts(limit: int, measured: Iterable[int]) -> list[int]:
     """Device counts shown: measured ones, and powers of two up to ``limit`` and
     ``limit`` itself above the smallest measured count (a model fitted at 8 and
     more devices says little about one)."""
-    counts = set(measured) | {2**i for i in range(int(math.log2(limit)) + 1)} | {limit}
-    low = min(measured)
-    return sorted(c for c in counts if c in measured or low < c <= limit)
+    have = set(measured)
+    counts = have | {2**i for i in range(int(math.log2(limit)) + 1)} | {limit}
+    low = min(have)
+    return sorted(c for c in counts if c in have or low < c <= limit)
 
 
 def recommend(
@@ -218,6 +249,7 @@ def recommend(
     min_efficiency: float = DEFAULT_MIN_EFFICIENCY,
     max_devices: int | None = None,
     available_devices: int | None = None,
+    calibration: Calibration | None = None,
 ) -> Recommendation:
     """Recommend a device count and configuration from measured sweep points
     (normalized :class:`SweepPoint`; predicted points are ignored).
@@ -235,8 +267,9 @@ def recommend(
     caps = [x for x in (max_devices, available_devices) if x]
     limit = max(1, min(caps)) if caps else None
     groups = _group(measured_points)
+    cal = calibration or default_calibration()
     for g in groups:
-        _fill_rows(g, limit or DEFAULT_MAX_DEVICES)
+        _fill_rows(g, limit or DEFAULT_MAX_DEVICES, cal)
     if limit is not None and all(n > limit for g in groups for n in g.measured):
         raise GpuscaleError(
             f"every measured device count is above the limit of {limit} "
@@ -249,8 +282,12 @@ def recommend(
     speedup = metrics.speedup(chosen.throughput, base.throughput)
     eff = metrics.efficiency(speedup, chosen.devices, base.devices)
     by_name = {g.config: g for g in groups}
+    one_count = len({n for g in groups for n in g.measured}) == 1
+    verdict: Literal["single", "multi", "none"] = "single" if chosen.devices == 1 else "multi"
+    if one_count:
+        verdict = "none"
     rec = Recommendation(
-        verdict="single" if chosen.devices == 1 else "multi",
+        verdict=verdict,
         devices=chosen.devices,
         config=chosen.config,
         scaling=by_name[chosen.config].scaling,
@@ -269,13 +306,56 @@ def recommend(
         configs=configs,
         table=[row for g in groups for row in g.rows],
         models=[g.model for g in groups],
+        coverage=cal.coverage,
     )
+    rec.measure_next = _measure_next(rec, groups, walk)
     if any(p.platform == "cpu-logical" for p in measured_points):
         rec.platform_note = CPU_LOGICAL_CAVEAT
     _explain(rec, groups, by_name, walk)
     # multi-worker sweeps: communication inside a machine and between machines, fitted apart
     rec.reasons.extend(explain_multi_worker(measured_points))
     return rec
+
+
+def _range_text(low: float | None, value: float, high: float | None) -> str:
+    if low is None or high is None:
+        return f"{value:,.0f}"
+    return f"{value:,.0f} ({low:,.0f}\u2013{high:,.0f})"
+
+
+def _measure_next(
+    rec: Recommendation, groups: Sequence[_Group], walk: Sequence[WalkStep]
+) -> str | None:
+    """The one run that would change or settle the answer: a predicted count the
+    walk rejected only for the low end of its range, else (one measured count) the
+    next count the model predicts, else the count below the only one measured."""
+    by_name = {g.config: g for g in groups}
+    for step in walk:
+        if step.uncertain:
+            row = _row(by_name[step.config_to], step.devices_to)
+            if row is not None:
+                return (
+                    f"measure {step.devices_to} next: predicted "
+                    f"{_range_text(row.throughput_low, row.throughput or 0.0, row.throughput_high)} samples/s"
+                )
+    if rec.verdict != "none":
+        return None
+    g = by_name[rec.config]
+    (n,) = g.measured
+    if n > 1:
+        return f"measure 1 device next: the baseline that {_dev(n)} must beat"
+    nxt = [r for r in g.rows if r.predicted and r.devices > n]
+    if nxt and g.model.predicts:
+        r = min(nxt, key=lambda row: row.devices)
+        return (
+            f"measure {r.devices} next: predicted "
+            f"{_range_text(r.throughput_low, r.throughput or 0.0, r.throughput_high)} samples/s"
+        )
+    return "measure 2 devices next: one count alone has nothing to compare with"
+
+
+def _row(g: _Group, devices: int) -> SweepPoint | None:
+    return next((r for r in g.rows if r.devices == devices), None)
 
 
 def _workload(p: SweepPoint) -> str:
@@ -297,36 +377,86 @@ def _check_one_workload(points: Sequence[SweepPoint]) -> None:
         )
 
 
-def _fill_rows(g: _Group, limit: int) -> None:
+REPEAT_TOLERANCE = 0.15
+"""Runs of one configuration at one count agree when their step times differ by
+at most this (relative to the fastest), or by their own step-time spread if
+that is larger; beyond it they are refused (:func:`combine_runs`)."""
+
+
+def combine_runs(points: Sequence[SweepPoint], config: str) -> SweepPoint:
+    """One row for the runs of one configuration at one count. The rule: the
+    median step time of the runs (throughput = samples per step / that), with the
+    runs' range folded into ``spread``; refused (:class:`GpuscaleError`) when the
+    slowest run is more than ``max(REPEAT_TOLERANCE, their largest spread)``
+    slower than the fastest: then something other than the configuration changed
+    between them, and no single number stands for both."""
+    if len(points) == 1:
+        return points[0]
+    times = sorted(p.step_time_s or 0.0 for p in points)
+    step = metrics.median(times)
+    noise = max([REPEAT_TOLERANCE] + [p.spread or 0.0 for p in points])
+    n = points[0].devices
+    if times[0] <= 0 or times[-1] / times[0] - 1 > noise:
+        raise GpuscaleError(
+            f"the {len(points)} runs of '{config}' at {_dev(n)} disagree beyond their noise "
+            f"(step times {', '.join(f'{t * 1000:.1f}' for t in times)} ms, allowed "
+            f"{format_fraction_pct(noise)} apart): measure again on a quiet machine, or give "
+            "them different config labels"
+        )
+    first = points[0]
+    samples = first.global_batch or (first.per_replica_batch or 1) * n
+    across = (times[-1] - times[0]) / step
+    steps = sum(p.steps or 0 for p in points) or None
+    return msgspec.structs.replace(
+        first,
+        step_time_s=step,
+        throughput=metrics.throughput(samples, step),
+        spread=max([across] + [p.spread or 0.0 for p in points]),
+        steps=steps,
+        compute_s=_median_known([p.compute_s for p in points]),
+        allreduce_s=_median_known([p.allreduce_s for p in points]),
+        input_s=_median_known([p.input_s for p in points]),
+        apply_s=_median_known([p.apply_s for p in points]),
+        note=f"median of {len(points)} runs (step times {times[0] * 1000:.1f}-"
+        f"{times[-1] * 1000:.1f} ms)",
+    )
+
+
+def _median_known(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return metrics.median(known) if known else None
+
+
+def _fill_rows(g: _Group, limit: int, calibration: Calibration | None) -> None:
     per_n: dict[int, list[SweepPoint]] = defaultdict(list)
     for p in g.points:
         per_n[p.devices].append(p)
-    g.measured = {n: metrics.median([p.throughput or 0.0 for p in ps]) for n, ps in per_n.items()}
+    combined = {n: combine_runs(ps, g.config) for n, ps in per_n.items()}
+    g.measured = {n: p.throughput or 0.0 for n, p in combined.items()}
     template = g.points[0]
-    rows = list(g.points)
+    rows = list(combined.values())
+    top = max(per_n)
+    klass = interconnect_class(template)
     if g.model.predicts:
-        for n in _counts(limit, list(per_n)):
+        for n in _counts(limit, per_n.keys()):
             if n not in per_n:
-                rows.append(predict(g.model, n, template))
+                rows.append(
+                    predicted_point(
+                        g.model, n, template, top=top, interconnect=klass, calibration=calibration
+                    )
+                )
     rows.sort(key=lambda r: (r.devices, r.predicted))
-    base_n = 1 if any(r.devices == 1 for r in rows) else min(r.devices for r in rows)
-    base_rows = [r for r in rows if r.devices == base_n]
-    base_x = g.measured.get(base_n) or base_rows[0].throughput or 1.0
+    base_n = 1 if 1 in per_n else min(per_n)
+    base_x = g.measured[base_n] or 1.0
     filled = []
     for r in rows:
-        s = metrics.speedup(r.throughput or 0.0, base_x)
         share = r.comm_share
         if share is None and r.allreduce_s is not None and r.step_time_s:
             share = metrics.share(r.allreduce_s, r.step_time_s)
         elif share is None and g.model.predicts and g.model.basis != "none":
             share = g.model.comm_share(r.devices)  # estimated: shown as "(model)"
         filled.append(
-            msgspec.structs.replace(
-                r,
-                speedup=s,
-                efficiency=metrics.efficiency(s, r.devices, base_n),
-                comm_share=share,
-            )
+            with_ratios(msgspec.structs.replace(r, comm_share=share), base_x, base_n)
         )
     g.rows = filled
 
@@ -343,7 +473,7 @@ def _candidates(g: _Group, limit: int | None) -> list[_Candidate]:
     if len(g.measured) < 2:
         return out
     out += [
-        _Candidate(r.devices, r.throughput or 0.0, g.config, True)
+        _Candidate(r.devices, r.throughput or 0.0, g.config, True, r.throughput_low, r.throughput_high)
         for r in g.rows
         if r.predicted and r.devices > top and (limit is None or r.devices <= limit)
     ]

@@ -1,0 +1,237 @@
+"""Predict: from a fitted :class:`~gpuscale.analysis.model.ScalingModel` to
+predicted points with calibrated ranges (the second step of fit -> predict ->
+decide -> explain).
+
+A predicted throughput is::
+
+    X(N) = X_model(N) * factor(class, top, N)
+
+and its range at coverage ``c`` (default 80 %)::
+
+    [X(N) (1 + q_low), X(N) (1 + q_high)]
+
+where ``X_model`` is the communication model's throughput
+(:mod:`gpuscale.analysis.model`), ``top`` the largest measured count, ``class``
+the interconnect class (:func:`interconnect_class`), and ``factor``, ``q_low``
+and ``q_high`` are learned per stratum ``(class, top, N)`` from the published
+scaling corpus by ``benchmarks/calibrate.py`` and kept in ``calibration.json``
+next to this module:
+
+* ``factor`` (the interconnect-class prior on how the exchange grows beyond what
+  was measured) is ``exp(median(log(published / X_model)))``. Evidence (corpus, 532
+  tables): from the 1- and 2-GPU rows the model's ring term grows the exchange by
+  ``v(8) / v(2) = 1.75`` from 2 to 8 GPUs; on NVSwitch/NVLink machines that is
+  about right (median error ~1 %), but on PCIe machines 8 GPUs span two PCIe root
+  complexes or sockets, gradients cross the host, and the exchange grows far
+  faster (RTX 3090 PCIe tables lose 60-75 % of the predicted throughput at 8). The
+  factor is below 1 for PCIe at 8 and about 1 on NVSwitch: a prior from the
+  interconnect class, not a free term fitted per sweep (two counts cannot tell
+  latency, bandwidth and topology apart).
+* ``q_low``, ``q_high``: split-conformal quantiles of the relative residuals
+  ``published / X(N) - 1`` of held-out tables, at ``(1 - c) / 2`` and
+  ``(1 + c) / 2`` with the finite-sample correction, per stratum (so the range
+  widens with the extrapolation distance ``N / top`` and with the class). They are
+  clipped to contain 0, so ``low <= value <= high`` always.
+
+A stratum with too few tables falls back to all classes at the same ``top`` and
+``N``, then to the nearest extrapolation ratio ``N / top`` calibrated (the widest
+at or beyond it). The corpus has step times only (no phase breakdowns), so the
+ranges are calibrated for that evidence; CPU logical devices and multi-worker
+sweeps (classes ``host`` and ``network``) are not in the corpus and get the
+all-class stratum, which says nothing specific about them (the explanation says
+so). No factor is applied to counts below the largest measured (interpolation).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Sequence
+from importlib import resources
+
+import msgspec
+
+from gpuscale.analysis import metrics
+from gpuscale.analysis.model import ScalingModel, fit
+from gpuscale.analysis.sweep import SweepPoint
+
+DEFAULT_COVERAGE = 0.8
+"""The stated probability that a range holds the published value."""
+
+CLASSES = ("nvswitch", "nvlink", "pcie", "host", "network", "unknown")
+
+
+class Stratum(msgspec.Struct, kw_only=True):
+    """Learned numbers for one ``(interconnect class, top measured, predicted N)``."""
+
+    interconnect: str
+    """An entry of :data:`CLASSES`, or ``*`` for all of them."""
+    load: str = "*"
+    """How heavy the exchange is at the top measured count (:func:`load_of`), or ``*``."""
+    top: int
+    devices: int
+    tables: int
+    """Held-out predictions it was learned from."""
+    factor: float
+    q_low: float
+    q_high: float
+
+
+class Calibration(msgspec.Struct, kw_only=True, dict=True):
+    coverage: float
+    source: str
+    """What it was learned from, and the command that reproduces it."""
+    strata: list[Stratum]
+
+    @functools.cached_property
+    def _index(self) -> dict[tuple[str, str, int, int], Stratum]:
+        return {(s.interconnect, s.load, s.top, s.devices): s for s in self.strata}
+
+    def stratum(self, interconnect: str, load: str, top: int, devices: int) -> Stratum | None:
+        """The stratum for this class, load and step; fallbacks in the module docstring."""
+        for key in ((interconnect, load), ("*", load), (interconnect, "*"), ("*", "*")):
+            found = self._index.get((*key, top, devices))
+            if found is not None:
+                return found
+        pooled = [s for s in self.strata if s.interconnect == "*" and s.load == load]
+        pooled = pooled or [s for s in self.strata if s.interconnect == "*" and s.load == "*"]
+        if not pooled:
+            return None
+        ratio = math.log2(max(devices, 1) / max(top, 1))
+        beyond = [s for s in pooled if math.log2(s.devices / s.top) >= ratio - 1e-9]
+        pool = beyond or pooled
+        return min(
+            pool,
+            key=lambda s: (abs(math.log2(s.devices / s.top) - ratio), -(s.q_high - s.q_low)),
+        )
+
+
+class _CalibrationFile(msgspec.Struct):
+    coverage: float
+    source: str
+    strata: list[Stratum]
+
+
+@functools.cache
+def default_calibration() -> Calibration:
+    """The calibration shipped with the package (``calibration.json``)."""
+    text = resources.files("gpuscale.analysis").joinpath("calibration.json").read_text("utf-8")
+    raw = msgspec.json.decode(text, type=_CalibrationFile)
+    return Calibration(coverage=raw.coverage, source=raw.source, strata=raw.strata)
+
+
+def calibration_to_json(cal: Calibration) -> str:
+    doc = {"coverage": cal.coverage, "source": cal.source, "strata": msgspec.to_builtins(cal.strata)}
+    return json.dumps(doc, indent=1) + "\n"
+
+
+def interconnect_class(point: SweepPoint) -> str:
+    """``nvswitch``, ``nvlink``, ``pcie``, ``host`` (CPU logical devices, one
+    machine's memory), ``network`` (several workers) or ``unknown``, from the
+    point's platform, workers and free-text ``interconnect``."""
+    if point.workers > 1:
+        return "network"
+    if point.platform != "gpu":
+        return "host"
+    text = (point.interconnect or "").lower()
+    for name in ("nvswitch", "nvlink", "pcie"):
+        if name in text:
+            return name
+    if "sxm" in text:
+        return "nvlink"
+    return "unknown"
+
+
+LIGHT_SHARE = 0.05
+HEAVY_SHARE = 0.15
+
+
+def load_of(model: ScalingModel, top: int) -> str:
+    """``light`` (exchange under 5 % of the step at the top measured count),
+    ``medium`` (5-15 %) or ``heavy``: how much of what is extrapolated is exchange."""
+    share = model.comm_share(top) if model.step_time_s(top) > 0 else 0.0
+    if share < LIGHT_SHARE:
+        return "light"
+    return "medium" if share < HEAVY_SHARE else "heavy"
+
+
+def top_measured(points: Sequence[SweepPoint]) -> int:
+    return max(p.devices for p in points)
+
+
+def predicted_point(
+    model: ScalingModel,
+    devices: int,
+    template: SweepPoint,
+    *,
+    top: int,
+    interconnect: str,
+    calibration: Calibration | None,
+) -> SweepPoint:
+    """One predicted point at ``devices``: the model's value times the class
+    factor, with ``throughput_low/high`` and ``coverage`` (speedup and efficiency
+    ranges are filled by whoever knows the base, :func:`with_ratios`)."""
+    from gpuscale.analysis.model import predict
+
+    point = predict(model, devices, template)
+    x = point.throughput or 0.0
+    load = load_of(model, top)
+    stratum = calibration.stratum(interconnect, load, top, devices) if calibration else None
+    if stratum is None:
+        return point
+    factor = stratum.factor if devices > top else 1.0
+    x *= factor
+    samples = point.global_batch or 1
+    step = samples / x if x > 0 else (point.step_time_s or 0.0)
+    # What the class prior adds to (or takes from) the step is exchange: one model,
+    # one set of numbers for the table's exposed-comm column and the text.
+    comm = max(model.comm_time_s(devices) + step - model.step_time_s(devices), 0.0)
+    return msgspec.structs.replace(
+        point,
+        throughput=x,
+        step_time_s=step,
+        comm_share=metrics.share(comm, step) if step > 0 else point.comm_share,
+        throughput_low=x * (1 + min(stratum.q_low, 0.0)),
+        throughput_high=x * (1 + max(stratum.q_high, 0.0)),
+        coverage=calibration.coverage if calibration else None,
+        note=(point.note or "")
+        + (f"; x{factor:.2f} {interconnect} prior" if abs(factor - 1) > 0.005 else ""),
+    )
+
+
+def with_ratios(point: SweepPoint, base_throughput: float, base_devices: int) -> SweepPoint:
+    """``speedup``/``efficiency`` and, for a predicted point with a range, their
+    ``_low``/``_high`` (the base is measured, so they scale with the throughput)."""
+    s = metrics.speedup(point.throughput or 0.0, base_throughput)
+    e = metrics.efficiency(s, point.devices, base_devices)
+    extra = {}
+    if point.throughput_low is not None and point.throughput_high is not None:
+        lo = metrics.speedup(point.throughput_low, base_throughput)
+        hi = metrics.speedup(point.throughput_high, base_throughput)
+        extra = {
+            "speedup_low": lo,
+            "speedup_high": hi,
+            "efficiency_low": metrics.efficiency(lo, point.devices, base_devices),
+            "efficiency_high": metrics.efficiency(hi, point.devices, base_devices),
+        }
+    return msgspec.structs.replace(point, speedup=s, efficiency=e, **extra)
+
+
+def predict_rows(
+    points: Sequence[SweepPoint],
+    devices: Sequence[int],
+    *,
+    calibration: Calibration | None = None,
+) -> list[SweepPoint]:
+    """Fit one configuration's measured points and predict ``devices`` with
+    ranges (``calibration``: the shipped one when ``None``)."""
+    cal = calibration or default_calibration()
+    model = fit(points)
+    template = points[0]
+    top = top_measured(points)
+    klass = interconnect_class(template)
+    return [
+        predicted_point(model, n, template, top=top, interconnect=klass, calibration=cal)
+        for n in devices
+    ]
