@@ -45,6 +45,7 @@ import msgspec
 from gpuscale.analysis import metrics
 from gpuscale.analysis.confidence import CPU_LOGICAL_CAVEAT, ENOUGH_STEPS, NOISY_SPREAD
 from gpuscale.analysis.hierarchy import explain as explain_multi_worker
+from gpuscale.analysis.hierarchy import fit_two_level
 from gpuscale.analysis.model import (
     ScalingModel,
     compute_scale_for,
@@ -220,7 +221,7 @@ def _group(points: Sequence[SweepPoint]) -> list[_Group]:
         labels[config].add(scaling)
     groups = []
     for (config, scaling), ps in by_key.items():
-        name = config or "(unnamed)"
+        name = config or next((p.model for p in ps if p.model), None) or "(unnamed)"
         if len(labels[config]) > 1:
             name = f"{name} ({scaling} scaling)"
         exchanges = {p.exchange_kind for p in ps}
@@ -448,16 +449,23 @@ def _fill_rows(g: _Group, limit: int, calibration: Calibration | None) -> None:
     rows.sort(key=lambda r: (r.devices, r.predicted))
     base_n = 1 if 1 in per_n else min(per_n)
     base_x = g.measured[base_n] or 1.0
+    # Several workers: the exposed exchange is the two-level model's, the same one
+    # the explanation quotes (one model, one set of numbers); the flat ring over
+    # all devices would put the whole step into "communication".
+    two_level = fit_two_level(g.points) if any(p.workers > 1 for p in g.points) else None
     filled = []
     for r in rows:
         share = r.comm_share
         if share is None and r.allreduce_s is not None and r.step_time_s:
             share = metrics.share(r.allreduce_s, r.step_time_s)
+        elif share is None and any(p.workers > 1 for p in g.points):
+            if two_level is not None and r.workers > 1 and not r.predicted:
+                share = metrics.share(
+                    two_level.inter_s(r.workers), two_level.step_time_s(r.workers)
+                )
         elif share is None and g.model.predicts and g.model.basis != "none":
             share = g.model.comm_share(r.devices)  # estimated: shown as "(model)"
-        filled.append(
-            with_ratios(msgspec.structs.replace(r, comm_share=share), base_x, base_n)
-        )
+        filled.append(with_ratios(msgspec.structs.replace(r, comm_share=share), base_x, base_n))
     g.rows = filled
 
 
@@ -473,7 +481,9 @@ def _candidates(g: _Group, limit: int | None) -> list[_Candidate]:
     if len(g.measured) < 2:
         return out
     out += [
-        _Candidate(r.devices, r.throughput or 0.0, g.config, True, r.throughput_low, r.throughput_high)
+        _Candidate(
+            r.devices, r.throughput or 0.0, g.config, True, r.throughput_low, r.throughput_high
+        )
         for r in g.rows
         if r.predicted and r.devices > top and (limit is None or r.devices <= limit)
     ]
@@ -529,7 +539,21 @@ def _explain(
     several = len(groups) > 1
     what = f"{_dev(rec.devices)}" + (f" with '{rec.config}'" if several else "")
     pred = " (predicted, not measured)" if rec.predicted else ""
-    if rec.speedup is not None and rec.devices > 1:
+    chosen_row = _row(by_name[rec.config], rec.devices)
+    if rec.verdict == "none":
+        rec.reasons.append(
+            f"Measured at {_dev(rec.devices)} only: {rec.throughput:,.0f} samples/s. One device "
+            f"count has nothing to compare with, so there is no recommendation yet: "
+            f"{rec.measure_next}."
+        )
+    elif rec.predicted and chosen_row is not None and chosen_row.throughput_low is not None:
+        rec.reasons.append(
+            f"{what}{pred}: "
+            f"{_range_text(chosen_row.throughput_low, rec.throughput, chosen_row.throughput_high)} "
+            f"samples/s ({format_fraction_pct(rec.coverage or 0)} range), {rec.speedup or 0:.2f}x "
+            f"{rec.baseline} (efficiency {format_fraction_pct(rec.efficiency or 0)})."
+        )
+    elif rec.speedup is not None and rec.devices > 1:
         rec.reasons.append(
             f"{what}{pred}: {rec.throughput:,.0f} samples/s, {rec.speedup:.2f}x {rec.baseline} "
             f"(efficiency {format_fraction_pct(rec.efficiency or 0)})."
@@ -540,14 +564,23 @@ def _explain(
         label = f" ('{step.config_to}')" if several else ""
         tag = " [predicted]" if step.predicted else ""
         verdict = "worth it" if step.accepted else "not worth it"
+        low = ""
+        if step.marginal_efficiency_low is not None:
+            low = (
+                f", {format_fraction_pct(step.marginal_efficiency_low)} at the low end of its "
+                f"{format_fraction_pct(rec.coverage or 0)} range"
+            )
+        if step.uncertain:
+            verdict = "not a safe bet: " + (rec.measure_next or f"measure {step.devices_to} next")
         rec.reasons.append(
             f"{step.devices_from} -> {step.devices_to}{label}{tag}: {step.throughput_gain:.2f}x the "
-            f"samples/s, marginal efficiency {format_fraction_pct(step.marginal_efficiency)} "
+            f"samples/s, marginal efficiency {format_fraction_pct(step.marginal_efficiency)}{low} "
             f"(floor {format_fraction_pct(floor)}): {verdict}."
         )
     _comm_reason(rec, by_name, walk)
     for g in groups:
-        _one_count_outlook(rec, g)
+        if rec.verdict != "none":
+            _one_count_outlook(rec, g)
     if several:
         alone = "; ".join(
             f"'{c.config}' -> {_dev(c.devices)}"
@@ -642,7 +675,9 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, _Group], walk: Sequence
         f"{_dev(n2)}{detail}, {how}; compute:communication is {ratio:.1f}"
     )
     k = threshold_compute_scale(m, n1, n2, rec.min_efficiency)
-    if k is None:
+    if step.uncertain:
+        text += f"; whether {n1} -> {n2} pays is within the prediction's range, not known"
+    elif k is None:
         text += f", and no batch size makes {n1} -> {n2} reach {format_fraction_pct(rec.min_efficiency)} per the model"
     elif k > 1.0:
         text += (
@@ -883,7 +918,9 @@ def _confidence(rec: Recommendation, groups: Sequence[_Group], walk: Sequence[Wa
             "extrapolations: the model ignores topology (PCIe switches, sockets, NVLink "
             "islands) and changes in overlap; measure there before relying on them."
         )
-    if rec.predicted:
+    if rec.verdict == "none":
+        lines.append("Nothing is recommended: one measured device count.")
+    elif rec.predicted:
         lines.append(
             f"The recommended {_dev(rec.devices)} is a PREDICTION: measure it before buying or booking."
         )

@@ -17,6 +17,23 @@ from gpuscale.formatting import (
 )
 
 
+def with_range(
+    value: float | None, low: float | None, high: float | None, spec: str, suffix: str = ""
+) -> str:
+    """``1,104 (905\u20131,150)``: a value and, when it has one, its range."""
+    text = format_number(value, spec, suffix)
+    if value is None or low is None or high is None:
+        return text
+    return f"{text} ({format(low, spec)}\u2013{format(high, spec)}{suffix})"
+
+
+def pct_with_range(value: float | None, low: float | None, high: float | None) -> str:
+    text = format_fraction_pct(value)
+    if value is None or low is None or high is None:
+        return text
+    return f"{text} ({format_fraction_pct(low)}\u2013{format_fraction_pct(high)})"
+
+
 def render(
     rec: Recommendation, sweep: Sweep, *, heading: str | None = None, console: Console | None = None
 ) -> None:
@@ -55,14 +72,24 @@ def render(
             table.add_row(
                 str(r.devices),
                 format_duration_s(r.step_time_s),
-                format_number(r.throughput, ",.0f"),
-                format_number(r.speedup, ".2f", "x"),
-                format_fraction_pct(r.efficiency),
+                with_range(r.throughput, r.throughput_low, r.throughput_high, ",.0f"),
+                with_range(r.speedup, r.speedup_low, r.speedup_high, ".2f", "x"),
+                pct_with_range(r.efficiency, r.efficiency_low, r.efficiency_high),
                 comm,
                 mark,
                 style=style,
             )
         console.print(table)
+        coverages = {r.coverage for r in rows if r.predicted and r.coverage is not None}
+        if coverages:
+            console.print(
+                Text(
+                    f"  predicted: value (low\u2013high), a {format_fraction_pct(max(coverages))} "
+                    "range calibrated on published scaling tables (README: How good are the "
+                    "predictions?)",
+                    style="dim",
+                )
+            )
         fit = (
             "unchecked: it passes through every measured point"
             if model.fit_error is None
@@ -85,14 +112,21 @@ def render(
         verdict += f" with '{rec.config}'"
     if rec.predicted:
         verdict += " (predicted)"
+    if rec.verdict == "none":
+        verdict = (
+            f"NONE yet: measured at {rec.devices} device{'s' if rec.devices != 1 else ''} only"
+        )
     console.print()
     console.print(
         Text(
-            f"Recommendation: {verdict}", style="bold green" if not rec.predicted else "bold yellow"
+            f"Recommendation: {verdict}",
+            style="bold green" if not rec.predicted and rec.verdict != "none" else "bold yellow",
         )
     )
-    if rec.speedup is not None and rec.devices > 1:
+    if rec.speedup is not None and rec.devices > 1 and rec.verdict != "none":
         console.print(Text(f"Expected speedup {rec.speedup:.2f}x over {rec.baseline}."))
+    if rec.measure_next:
+        console.print(Text(rec.measure_next[0].upper() + rec.measure_next[1:] + ".", style="bold"))
     console.print(
         Text(
             f"Rule: add devices while each doubling keeps a marginal efficiency of at least "
