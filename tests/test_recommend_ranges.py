@@ -83,7 +83,7 @@ def test_the_shipped_calibration_answers_the_issues_alexnet_example_with_two():
         "seed000_v100.json",
         "seed002_mnist.json",
         "seed004_multiworker.json",
-        "mnist-cnn_1xcpu.ndjson",
+        "mlp_2xcpu.ndjson",
     ],
 )
 def test_every_predicted_value_in_json_has_low_le_value_le_high(capsys, source, tmp_path):
