@@ -452,13 +452,14 @@ def _fill_rows(g: _Group, limit: int, calibration: Calibration | None) -> None:
     # Several workers: the exposed exchange is the two-level model's, the same one
     # the explanation quotes (one model, one set of numbers); the flat ring over
     # all devices would put the whole step into "communication".
-    two_level = fit_two_level(g.points) if any(p.workers > 1 for p in g.points) else None
+    several_workers = any(p.workers > 1 for p in g.points)
+    two_level = fit_two_level(g.points) if several_workers else None
     filled = []
     for r in rows:
         share = r.comm_share
         if share is None and r.allreduce_s is not None and r.step_time_s:
             share = metrics.share(r.allreduce_s, r.step_time_s)
-        elif share is None and any(p.workers > 1 for p in g.points):
+        elif share is None and several_workers:
             if two_level is not None and r.workers > 1 and not r.predicted:
                 share = metrics.share(
                     two_level.inter_s(r.workers), two_level.step_time_s(r.workers)
