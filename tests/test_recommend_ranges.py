@@ -283,3 +283,47 @@ def test_predictions_never_beat_the_measurements_they_were_fitted_to():
     for r in rec.table:
         if r.predicted:
             assert (r.throughput or 0) / r.devices <= measured[2] / 2 * 1.0001
+
+
+def test_a_sweep_of_thousands_of_counts_reads_in_a_page(capsys, tmp_path):
+    f = tmp_path / "big.json"
+    points = [{"devices": n, "step_time_s": 0.1 + 0.0001 * n} for n in range(1, 20001)]
+    f.write_text(
+        json.dumps(
+            {
+                "format": "gpuscale-sweep",
+                "version": 1,
+                "defaults": {"scaling": "weak", "per_replica_batch": 64},
+                "points": points,
+            }
+        )
+    )
+    assert main(["recommend", "--from", str(f)]) == 0
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) < 200
+    assert re.search(r"\b\d{4,5}\s", out) and "not shown" in out  # the elided rows, counted
+    assert "more steps, all worth it" in out
+
+
+@pytest.mark.parametrize(
+    "times",
+    [{1: 1e-300, 2: 1e300}, {1: 1e300, 2: 1e-300}, {1: 0.1, 1000000000: 0.1}, {2: 1e-9, 4: 1e9}],
+)
+def test_absurd_values_give_an_answer_or_one_error_line(capsys, tmp_path, times):
+    f = tmp_path / "absurd.json"
+    f.write_text(
+        json.dumps(
+            {
+                "format": "gpuscale-sweep",
+                "version": 1,
+                "defaults": {"scaling": "weak", "per_replica_batch": 64},
+                "points": [{"devices": n, "step_time_s": t} for n, t in times.items()],
+            }
+        )
+    )
+    code = main(["recommend", "--from", str(f)])
+    captured = capsys.readouterr()
+    if code == 2:
+        assert len(captured.err.strip().splitlines()) == 1
+    else:
+        assert code == 0 and "Recommendation:" in captured.out

@@ -68,6 +68,14 @@ from gpuscale.formatting import format_bytes, format_fraction_pct, format_rate_b
 DEFAULT_MAX_DEVICES = 8
 """How far predictions go when neither ``--max-devices`` nor the machine says."""
 
+ABSURD_RATIO = 1000.0
+"""Step times of one configuration that differ more than this between device
+counts are refused: no data-parallel step grows or shrinks a thousand-fold by
+adding devices, so the units or the batch are wrong."""
+
+WALK_SHOWN = 4
+"""Steps of the walk told at each end when it is long (the rest are all accepted)."""
+
 DEFAULT_MIN_EFFICIENCY = 0.6
 """Floor on marginal efficiency; see the module docstring for why not 0.7."""
 
@@ -228,6 +236,17 @@ def _group(points: Sequence[SweepPoint]) -> list[_Group]:
         if len(exchanges) > 1:
             raise GpuscaleError(
                 f"configuration '{name}' mixes exchanges {sorted(exchanges)}; give each its own config label"
+            )
+        times = [p.step_time_s for p in ps if p.step_time_s]
+        if not times or not all(math.isfinite(t) and t > 0 for t in times):
+            raise GpuscaleError(
+                f"configuration '{name}' has step times that are not positive numbers"
+            )
+        if max(times) / min(times) > ABSURD_RATIO:
+            raise GpuscaleError(
+                f"configuration '{name}': step times from {min(times):.3g} s to {max(times):.3g} s "
+                f"differ more than {ABSURD_RATIO:,.0f}-fold between device counts; check the units "
+                "(seconds per step) and the batch sizes"
             )
         ps = [msgspec.structs.replace(p, config=name) for p in ps]
         groups.append(_Group(config=name, scaling=scaling, points=ps, model=fit(ps)))
@@ -561,7 +580,15 @@ def _explain(
         )
     else:
         rec.reasons.append(f"{what}{pred}: {rec.throughput:,.0f} samples/s.")
-    for step in walk:
+    shown = list(walk)
+    if len(walk) > 2 * WALK_SHOWN:
+        # a sweep of thousands of counts: the first steps and the ones that decide
+        shown = walk[:WALK_SHOWN] + walk[-WALK_SHOWN:]
+    for i, step in enumerate(shown):
+        if len(shown) < len(walk) and i == WALK_SHOWN:
+            rec.reasons.append(
+                f"... {len(walk) - len(shown)} more steps, all worth it (the walk in --json has them) ..."
+            )
         label = f" ('{step.config_to}')" if several else ""
         tag = " [predicted]" if step.predicted else ""
         verdict = "worth it" if step.accepted else "not worth it"
@@ -857,7 +884,12 @@ def _confidence(rec: Recommendation, groups: Sequence[_Group], walk: Sequence[Wa
     lines = rec.confidence
     several = len(groups) > 1
     for g in groups:
-        counts = ", ".join(str(n) for n in sorted(g.measured))
+        ns = sorted(g.measured)
+        counts = (
+            ", ".join(str(n) for n in ns)
+            if len(ns) <= 12
+            else f"{len(ns)} counts from {ns[0]} to {ns[-1]}"
+        )
         steps = [p.steps for p in g.points if p.steps]
         spreads = [p.spread for p in g.points if p.spread is not None]
         bits = [f"measured at {counts} devices"]
@@ -928,6 +960,8 @@ def _confidence(rec: Recommendation, groups: Sequence[_Group], walk: Sequence[Wa
     else:
         lines.append("The recommended count was measured.")
     decisive = [s for s in walk if abs(s.marginal_efficiency - rec.min_efficiency) < 0.05]
+    if len(decisive) > 2:  # a long walk creeping along the floor: the step that decided
+        decisive = [_deciding_step(walk) or decisive[-1]]
     for s in decisive:
         lines.append(
             f"Close call: {s.devices_from} -> {s.devices_to} is {format_fraction_pct(s.marginal_efficiency)} against "

@@ -34,6 +34,18 @@ def pct_with_range(value: float | None, low: float | None, high: float | None) -
     return f"{text} ({format_fraction_pct(low)}\u2013{format_fraction_pct(high)})"
 
 
+ROWS_SHOWN = 12
+"""Rows shown at each end of a long table (a sweep of thousands of counts)."""
+
+
+def _rows_shown(rows: list, chosen: int | None) -> set[int]:
+    if len(rows) <= 2 * ROWS_SHOWN + 1:
+        return set(range(len(rows)))
+    keep = set(range(ROWS_SHOWN)) | set(range(len(rows) - ROWS_SHOWN, len(rows)))
+    keep |= {i for i, r in enumerate(rows) if r.devices == chosen}
+    return keep
+
+
 def render(
     rec: Recommendation, sweep: Sweep, *, heading: str | None = None, console: Console | None = None
 ) -> None:
@@ -56,7 +68,20 @@ def render(
         )
         for name in ("N", "step time", "samples/s", "speedup", "efficiency", "exposed comm", ""):
             table.add_column(name, justify="left" if name == "" else "right")
-        for r in rows:
+        keep = _rows_shown(rows, rec.devices if model.config == rec.config else None)
+        for i, r in enumerate(rows):
+            if i not in keep:
+                if i - 1 in keep:
+                    table.add_row(
+                        "...",
+                        "",
+                        f"{next((j for j in range(i, len(rows)) if j in keep), len(rows)) - i} rows",
+                        "",
+                        "",
+                        "",
+                        "not shown (--json has them)",
+                    )
+                continue
             mark = "predicted" if r.predicted else "measured"
             limit = rec.device_limit
             if not r.predicted and limit is not None and r.devices > limit:
