@@ -43,8 +43,8 @@ from collections.abc import Iterable
 import msgspec
 
 from gpuscale.analysis import metrics
+from gpuscale.analysis.exchange import exchange_of
 from gpuscale.analysis.interconnect import Interconnect, slowest_interconnect
-from gpuscale.analysis.sweep import exchange_of
 from gpuscale.events.schema import (
     EndEvent,
     ErrorEvent,
@@ -67,7 +67,7 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     strategy: str = ""
     cross_device_ops: str | None = None
     exchange: str = "ring"
-    """How gradients travel (:func:`gpuscale.analysis.sweep.exchange_of`): ``ring``,
+    """How gradients travel (:func:`gpuscale.analysis.exchange.exchange_of`): ``ring``,
     ``gather`` (reduce to one device) or ``host`` (variables on the CPU)."""
     scaling: str = "weak"
     """``weak``: fixed batch per replica; ``strong``: fixed global batch."""

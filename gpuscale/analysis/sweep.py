@@ -28,16 +28,11 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from gpuscale.analysis.exchange import Exchange, exchange_of
 from gpuscale.errors import GpuscaleError
 
 FORMAT_NAME = "gpuscale-sweep"
 FORMAT_VERSION = 1
-
-Exchange = Literal["ring", "gather", "host"]
-"""How gradients travel. ``ring``: all-reduce between the devices (NCCL, collective,
-hierarchical copy); ``gather``: gradients gathered on one device (reduce-to-one,
-tower-style gathering on gpu:0, variables kept on one GPU); ``host``: variables
-on the CPU (central storage), every device exchanges with the host."""
 
 _Positive = Annotated[float, msgspec.Meta(gt=0)]
 _NonNegative = Annotated[float, msgspec.Meta(ge=0)]
@@ -253,15 +248,6 @@ def read_sweep_file(path: str | Path) -> Sweep:
 def _plain(exc: msgspec.ValidationError) -> str:
     """msgspec's message with ``$.`` paths made readable and on one line."""
     return " ".join(str(exc).replace("`$.", "`").replace("`$`", "the file").split())
-
-
-def exchange_of(strategy: str | None, all_reduce: str | None) -> Exchange:
-    """The exchange pattern of a run from its strategy and all-reduce choice."""
-    if strategy == "central-storage":
-        return "host"
-    if all_reduce == "reduce-to-one":
-        return "gather"
-    return "ring"
 
 
 def config_label(start: Any) -> str:
