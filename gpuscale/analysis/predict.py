@@ -122,7 +122,11 @@ def default_calibration() -> Calibration:
 
 
 def calibration_to_json(cal: Calibration) -> str:
-    doc = {"coverage": cal.coverage, "source": cal.source, "strata": msgspec.to_builtins(cal.strata)}
+    doc = {
+        "coverage": cal.coverage,
+        "source": cal.source,
+        "strata": msgspec.to_builtins(cal.strata),
+    }
     return json.dumps(doc, indent=1) + "\n"
 
 
