@@ -327,3 +327,28 @@ def test_absurd_values_give_an_answer_or_one_error_line(capsys, tmp_path, times)
         assert len(captured.err.strip().splitlines()) == 1
     else:
         assert code == 0 and "Recommendation:" in captured.out
+
+
+def test_cost_per_sample_with_a_price(capsys):
+    rec = recommend(_points({1: 1000.0, 2: 1800.0, 4: 3200.0}), price_per_device_hour=3.6)
+    costs = {c.devices: c for c in rec.costs if not c.predicted}
+    # 3.6 per hour = 0.001 per second; 1000 samples/s -> 1 per million samples
+    assert costs[1].per_million_samples == pytest.approx(1.0)
+    assert costs[4].relative == pytest.approx(4 / 3.2)
+    assert any(
+        "4 devices: 3.20x faster than 1, 1.25x the cost per million samples" in r
+        for r in rec.reasons
+    )
+    assert (
+        main(
+            [
+                "recommend",
+                "--from",
+                str(SAMPLES / "seed002_mnist.json"),
+                "--price-per-device-hour",
+                "0",
+            ]
+        )
+        == 2
+    )
+    assert capsys.readouterr().err.startswith("gpuscale: error: ")

@@ -48,6 +48,7 @@ from typing import Literal
 import msgspec
 
 from gpuscale.analysis import metrics
+from gpuscale.analysis.cost import Cost
 from gpuscale.analysis.model import ScalingModel
 from gpuscale.analysis.sweep import SweepPoint
 
@@ -130,6 +131,9 @@ class Recommendation(msgspec.Struct, kw_only=True):
     measured count)."""
     coverage: float | None = None
     """Stated coverage of the predicted rows' ranges."""
+    price_per_device_hour: float | None = None
+    costs: list[Cost] = []
+    """With a price: the cost per million samples of every row (:mod:`.cost`)."""
 
 
 class Candidate(msgspec.Struct):

@@ -22,6 +22,7 @@ import msgspec
 
 from gpuscale.analysis import metrics
 from gpuscale.analysis.confidence import CPU_LOGICAL_CAVEAT
+from gpuscale.analysis.cost import Cost, cost_line, per_million_samples
 from gpuscale.analysis.decide import (
     DEFAULT_MIN_EFFICIENCY,
     Candidate,
@@ -125,6 +126,7 @@ def recommend(
     max_devices: int | None = None,
     available_devices: int | None = None,
     calibration: Calibration | None = None,
+    price_per_device_hour: float | None = None,
 ) -> Recommendation:
     """Recommend a device count and configuration from measured sweep points
     (normalized :class:`SweepPoint`; predicted points are ignored).
@@ -184,12 +186,57 @@ def recommend(
         coverage=cal.coverage,
     )
     rec.measure_next = measure_next(rec, groups, walk)
+    if price_per_device_hour is not None:
+        if not (math.isfinite(price_per_device_hour) and price_per_device_hour > 0):
+            raise GpuscaleError(
+                f"--price-per-device-hour must be a positive number, got {price_per_device_hour}"
+            )
+        _costs(rec, groups, price_per_device_hour)
     if any(p.platform == "cpu-logical" for p in measured_points):
         rec.platform_note = CPU_LOGICAL_CAVEAT
     explain(rec, groups, by_name, walk)
     # multi-worker sweeps: communication inside a machine and between machines, fitted apart
     rec.reasons.extend(explain_multi_worker(measured_points))
     return rec
+
+
+def _costs(rec: Recommendation, groups: Sequence[Group], price: float) -> None:
+    """Cost per million samples of every row, relative to its configuration's base
+    row; the recommended count's line goes into the reasons."""
+    rec.price_per_device_hour = price
+    for g in groups:
+        base = min((r for r in g.rows if not r.predicted), key=lambda r: r.devices)
+        base_cost = per_million_samples(base.devices, price, base.throughput or 0.0)
+        for r in g.rows:
+            c = per_million_samples(r.devices, price, r.throughput or 0.0)
+            rec.costs.append(
+                Cost(
+                    devices=r.devices,
+                    config=g.config,
+                    predicted=r.predicted,
+                    per_million_samples=c,
+                    relative=c / base_cost,
+                )
+            )
+    chosen = next(
+        (c for c in rec.costs if c.config == rec.config and c.devices == rec.devices), None
+    )
+    if chosen is None or rec.verdict == "none":
+        return
+    g = next(g for g in groups if g.config == rec.config)
+    base = min((r for r in g.rows if not r.predicted), key=lambda r: r.devices)
+    row = next(r for r in g.rows if r.devices == rec.devices)
+    rec.reasons.append(
+        "Cost: "
+        + cost_line(
+            row.speedup or 1.0,
+            rec.devices,
+            base.devices,
+            chosen.relative,
+            f"{chosen.per_million_samples:,.2f} per million at {price:g} per device-hour",
+        )
+        + "."
+    )
 
 
 def _workload(p: SweepPoint) -> str:

@@ -66,7 +66,11 @@ def render(
             title=f"{model.config} ({scaling}; exchange: {model.exchange})",
             title_justify="left",
         )
-        for name in ("N", "step time", "samples/s", "speedup", "efficiency", "exposed comm", ""):
+        costs = {c.devices: c for c in rec.costs if c.config == model.config}
+        names = ["N", "step time", "samples/s", "speedup", "efficiency", "exposed comm", ""]
+        if costs:
+            names.insert(6, "cost/M samples")
+        for name in names:
             table.add_column(name, justify="left" if name == "" else "right")
         keep = _rows_shown(rows, rec.devices if model.config == rec.config else None)
         for i, r in enumerate(rows):
@@ -94,7 +98,7 @@ def render(
             style = "dim italic" if r.predicted else ""
             if (r.config, r.devices) == chosen_key:
                 style = "bold green"
-            table.add_row(
+            cells = [
                 str(r.devices),
                 format_duration_s(r.step_time_s),
                 with_range(r.throughput, r.throughput_low, r.throughput_high, ",.0f"),
@@ -102,6 +106,12 @@ def render(
                 pct_with_range(r.efficiency, r.efficiency_low, r.efficiency_high),
                 comm,
                 mark,
+            ]
+            if costs:
+                c = costs.get(r.devices)
+                cells.insert(6, f"{c.per_million_samples:,.2f} ({c.relative:.2f}x)" if c else "")
+            table.add_row(
+                *cells,
                 style=style,
             )
         console.print(table)
