@@ -37,9 +37,8 @@ A stratum with too few tables falls back to all classes at the same ``top`` and
 ``N``, then to the nearest extrapolation ratio ``N / top`` calibrated (the widest
 at or beyond it). The corpus has step times only (no phase breakdowns), so the
 ranges are calibrated for that evidence; CPU logical devices and multi-worker
-sweeps (classes ``host`` and ``network``) are not in the corpus and get the
-all-class stratum, which says nothing specific about them (the explanation says
-so). No factor is applied to counts below the largest measured (interpolation).
+sweeps (classes ``host`` and ``network``) are not in the corpus: they get no
+factor and the all-class stratum's range, which says nothing specific about them. No factor is applied to counts below the largest measured (interpolation).
 """
 
 from __future__ import annotations
@@ -60,6 +59,9 @@ DEFAULT_COVERAGE = 0.8
 """The stated probability that a range holds the published value."""
 
 CLASSES = ("nvswitch", "nvlink", "pcie", "host", "network", "unknown")
+
+GPU_CLASSES = ("nvswitch", "nvlink", "pcie", "unknown")
+"""The classes the corpus has tables of (single machines of GPUs)."""
 
 
 class Stratum(msgspec.Struct, kw_only=True):
@@ -184,7 +186,9 @@ def predicted_point(
     stratum = calibration.stratum(interconnect, load, top, devices) if calibration else None
     if stratum is None:
         return point
-    factor = stratum.factor if devices > top else 1.0
+    # No factor where the corpus has no such machines (CPU logical devices, several
+    # workers): their range comes from the pooled stratum, their value from the model.
+    factor = stratum.factor if devices > top and interconnect in GPU_CLASSES else 1.0
     x *= factor
     samples = point.global_batch or 1
     step = samples / x if x > 0 else (point.step_time_s or 0.0)
