@@ -39,14 +39,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import corpus  # noqa: E402
 from gpuscale.analysis import metrics  # noqa: E402
+from gpuscale.analysis.predict import Calibration  # noqa: E402
 from gpuscale.analysis.sweep import SweepPoint, read_sweep_file  # noqa: E402
 
 FLOOR = 0.6
 
+NO_RANGES = Calibration(coverage=0.8, source="none: the bare model", strata=[])
+"""``--baseline``: no factors, no ranges, so ``recommend`` decides on the point value."""
+
 
 class Result:
-    def __init__(self, group: str, table: str, n: int, fitted: tuple[int, ...], published: float,
-                 predicted: float, low: float | None, high: float | None) -> None:
+    def __init__(
+        self,
+        group: str,
+        table: str,
+        n: int,
+        fitted: tuple[int, ...],
+        published: float,
+        predicted: float,
+        low: float | None,
+        high: float | None,
+    ) -> None:
         self.group, self.table, self.n, self.fitted = group, table, n, fitted
         self.published, self.predicted, self.low, self.high = published, predicted, low, high
 
@@ -78,7 +91,9 @@ def published_choice(rows: dict[int, float], floor: float = FLOOR) -> int:
     return current
 
 
-def evaluate(tables: list[dict], baseline: bool) -> tuple[list[Result], list[tuple[str, int, int]], int]:
+def evaluate(
+    tables: list[dict], baseline: bool
+) -> tuple[list[Result], list[tuple[str, int, int]], int]:
     """Results, wrong bets ``(table, recommended, supported)`` and the number of
     predicted recommendations."""
     from gpuscale.analysis.model import fit
@@ -101,24 +116,49 @@ def evaluate(tables: list[dict], baseline: bool) -> tuple[list[Result], list[tup
             if baseline:
                 model = fit(pts)
                 for n in targets:
-                    results.append(Result(t["source_group"], t["id"], n, fitted, rows[n],
-                                          model.throughput(n), None, None))
-                rec = recommend(pts, max_devices=max(rows), min_efficiency=FLOOR)
+                    results.append(
+                        Result(
+                            t["source_group"],
+                            t["id"],
+                            n,
+                            fitted,
+                            rows[n],
+                            model.throughput(n),
+                            None,
+                            None,
+                        )
+                    )
+                rec = recommend(
+                    pts, max_devices=max(rows), min_efficiency=FLOOR, calibration=NO_RANGES
+                )
             else:
                 from gpuscale.analysis.predict import predict_rows
 
                 got = {p.devices: p for p in predict_rows(pts, targets, calibration=calibration)}
                 for n in targets:
                     p = got[n]
-                    results.append(Result(t["source_group"], t["id"], n, fitted, rows[n],
-                                          p.throughput or 0.0, p.throughput_low, p.throughput_high))
-                rec = recommend(pts, max_devices=max(rows), min_efficiency=FLOOR,
-                                calibration=calibration)
+                    results.append(
+                        Result(
+                            t["source_group"],
+                            t["id"],
+                            n,
+                            fitted,
+                            rows[n],
+                            p.throughput or 0.0,
+                            p.throughput_low,
+                            p.throughput_high,
+                        )
+                    )
+                rec = recommend(
+                    pts, max_devices=max(rows), min_efficiency=FLOOR, calibration=calibration
+                )
             if rec.predicted:
                 bets += 1
                 supported = published_choice({n: x for n, x in rows.items() if n <= max(rows)})
                 if rec.devices > supported:
-                    wrong.append((f"{t['id']} from {','.join(map(str, fitted))}", rec.devices, supported))
+                    wrong.append(
+                        (f"{t['id']} from {','.join(map(str, fitted))}", rec.devices, supported)
+                    )
     return results, wrong, bets
 
 
@@ -128,13 +168,17 @@ def pct(x: float) -> str:
 
 def summary_line(results: list[Result]) -> str:
     errors = sorted(r.error for r in results)
-    line = (f"median {pct(statistics.median(errors))}, p90 {pct(metrics.percentile(errors, 90))}, "
-            f"max {pct(max(errors))}")
+    line = (
+        f"median {pct(statistics.median(errors))}, p90 {pct(metrics.percentile(errors, 90))}, "
+        f"max {pct(max(errors))}"
+    )
     held = [r.held for r in results if r.held is not None]
     if held:
         widths = [r.half_width or 0.0 for r in results if r.half_width is not None]
-        line += (f"; 80% ranges hold for {pct(sum(held) / len(held))} "
-                 f"(median half-width {pct(statistics.median(widths))})")
+        line += (
+            f"; 80% ranges hold for {pct(sum(held) / len(held))} "
+            f"(median half-width {pct(statistics.median(widths))})"
+        )
     else:
         line += "; no ranges"
     return line
@@ -159,13 +203,25 @@ def seed_cases(baseline: bool) -> list[Result]:
             else:
                 from gpuscale.analysis.predict import predict_rows
 
-                got = {p.devices: (p.throughput or 0.0, p.throughput_low, p.throughput_high)
-                       for p in predict_rows(known, targets)}
+                got = {
+                    p.devices: (p.throughput or 0.0, p.throughput_low, p.throughput_high)
+                    for p in predict_rows(known, targets)
+                }
             for p in pts:
                 if p.devices in got:
                     x, lo, hi = got[p.devices]
-                    out.append(Result("seed", f"{name}: {config}", p.devices, (1, 2),
-                                      p.throughput or 0.0, x, lo, hi))
+                    out.append(
+                        Result(
+                            "seed",
+                            f"{name}: {config}",
+                            p.devices,
+                            (1, 2),
+                            p.throughput or 0.0,
+                            x,
+                            lo,
+                            hi,
+                        )
+                    )
     return out
 
 
@@ -183,7 +239,9 @@ def live_cases() -> list[Result]:
         pts = []
         for n in (1, 2, 3, 4):
             batch = {"batch_per_replica": 32} if scaling == "weak" else {"global_batch": 96}
-            run = LiveRun(TrainConfig(devices=n, width=32, steps=60, warmup_steps=5, **batch), record=None)
+            run = LiveRun(
+                TrainConfig(devices=n, width=32, steps=60, warmup_steps=5, **batch), record=None
+            )
             acc = RunAccumulator()
             t0 = time.perf_counter()
             try:
@@ -203,8 +261,18 @@ def live_cases() -> list[Result]:
         for p in pts:
             if p.devices in got:
                 q = got[p.devices]
-                out.append(Result("cpu-logical", f"here {scaling}", p.devices, (1, 2), p.throughput or 0.0,
-                                  q.throughput or 0.0, q.throughput_low, q.throughput_high))
+                out.append(
+                    Result(
+                        "cpu-logical",
+                        f"here {scaling}",
+                        p.devices,
+                        (1, 2),
+                        p.throughput or 0.0,
+                        q.throughput or 0.0,
+                        q.throughput_low,
+                        q.throughput_high,
+                    )
+                )
     return out
 
 
@@ -229,9 +297,13 @@ def main() -> int:
         print(f"from {','.join(map(str, fitted)):7s}       {len(rs):5d} points: {summary_line(rs)}")
     print("worst predictions:")
     for r in sorted(results, key=lambda r: -r.error)[: args.worst]:
-        rng = f" range {r.low:,.0f}-{r.high:,.0f}" if r.low is not None and r.high is not None else ""
-        print(f"  {r.table} N={r.n} from {','.join(map(str, r.fitted))}: published {r.published:,.0f}, "
-              f"predicted {r.predicted:,.0f}{rng} ({r.predicted / r.published - 1:+.0%})")
+        rng = (
+            f" range {r.low:,.0f}-{r.high:,.0f}" if r.low is not None and r.high is not None else ""
+        )
+        print(
+            f"  {r.table} N={r.n} from {','.join(map(str, r.fitted))}: published {r.published:,.0f}, "
+            f"predicted {r.predicted:,.0f}{rng} ({r.predicted / r.published - 1:+.0%})"
+        )
     print(f"wrong bets ({len(wrong)}):")
     for name, got, supported in wrong[: args.worst]:
         print(f"  {name}: recommended {got}, the table supports {supported}")
