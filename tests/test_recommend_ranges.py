@@ -352,3 +352,15 @@ def test_cost_per_sample_with_a_price(capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("gpuscale: error: ")
+
+
+def test_the_shipped_calibration_is_what_the_script_learns_from_the_corpus():
+    corpus = pytest.importorskip("benchmarks.corpus")
+    if not corpus.DEFAULT_CORPUS.exists():
+        pytest.skip("the published corpus is not on this machine")
+    from benchmarks.calibrate import learn
+    from gpuscale.analysis.predict import calibration_to_json
+
+    learned = calibration_to_json(learn(corpus.load_tables()))
+    shipped = Path(__file__).resolve().parent.parent / "gpuscale" / "analysis" / "calibration.json"
+    assert learned == shipped.read_text(encoding="utf-8")
