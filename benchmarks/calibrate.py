@@ -95,8 +95,14 @@ def learn(tables: list[dict], coverage: float = DEFAULT_COVERAGE) -> Calibration
         q_low, q_high = conformal([s[5] / factor - 1 for s in ss], coverage)
         strata.append(
             Stratum(
-                interconnect=klass, load=load, top=top, devices=n, tables=len(ss),
-                factor=round(factor, 4), q_low=round(q_low, 4), q_high=round(q_high, 4),
+                interconnect=klass,
+                load=load,
+                top=top,
+                devices=n,
+                tables=len(ss),
+                factor=round(factor, 4),
+                q_low=round(q_low, 4),
+                q_high=round(q_high, 4),
             )
         )
     return Calibration(
@@ -110,8 +116,10 @@ def main() -> int:
     cal = learn(corpus.load_tables())
     OUT.write_text(calibration_to_json(cal), encoding="utf-8")
     for s in cal.strata:
-        print(f"{s.interconnect:9s} {s.load:7s} {s.top}->{s.devices:<2d} n={s.tables:4d} factor {s.factor:.3f} "
-              f"range {s.q_low:+.1%} .. {s.q_high:+.1%}")
+        print(
+            f"{s.interconnect:9s} {s.load:7s} {s.top}->{s.devices:<2d} n={s.tables:4d} factor {s.factor:.3f} "
+            f"range {s.q_low:+.1%} .. {s.q_high:+.1%}"
+        )
     print(f"wrote {OUT}")
     return 0
 

@@ -22,7 +22,9 @@ sys.path.insert(0, str(ROOT))
 from gpuscale.analysis.sweep import SweepPoint  # noqa: E402
 
 DEFAULT_CORPUS = Path(
-    os.environ.get("GPUSCALE_CORPUS", ROOT.parent.parent / "shared" / "corpus" / "published-scaling.json")
+    os.environ.get(
+        "GPUSCALE_CORPUS", ROOT.parent.parent / "shared" / "corpus" / "published-scaling.json"
+    )
 )
 if not DEFAULT_CORPUS.exists():
     DEFAULT_CORPUS = Path("/work/shared/corpus/published-scaling.json")
