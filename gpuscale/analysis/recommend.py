@@ -186,15 +186,17 @@ def recommend(
         coverage=cal.coverage,
     )
     rec.measure_next = measure_next(rec, groups, walk)
-    if price_per_device_hour is not None:
-        if not (math.isfinite(price_per_device_hour) and price_per_device_hour > 0):
-            raise GpuscaleError(
-                f"--price-per-device-hour must be a positive number, got {price_per_device_hour}"
-            )
-        _costs(rec, groups, price_per_device_hour)
     if any(p.platform == "cpu-logical" for p in measured_points):
         rec.platform_note = CPU_LOGICAL_CAVEAT
+    if price_per_device_hour is not None and not (
+        math.isfinite(price_per_device_hour) and price_per_device_hour > 0
+    ):
+        raise GpuscaleError(
+            f"--price-per-device-hour must be a positive number, got {price_per_device_hour}"
+        )
     explain(rec, groups, by_name, walk)
+    if price_per_device_hour is not None:
+        _costs(rec, groups, price_per_device_hour)
     # multi-worker sweeps: communication inside a machine and between machines, fitted apart
     rec.reasons.extend(explain_multi_worker(measured_points))
     return rec
