@@ -3,7 +3,8 @@ from the published scaling corpus: the interconnect-class factors and the
 split-conformal range quantiles of :mod:`gpuscale.analysis.predict`.
 
 For every table and fitted set (:data:`benchmarks.corpus.FIT_SETS`), the bare
-model (:func:`gpuscale.analysis.model.fit`) predicts each larger published count.
+model (:func:`gpuscale.analysis.model.fit`), anchored at the largest fitted count
+(:func:`gpuscale.analysis.predict.anchor_of`), predicts each larger published count.
 Per stratum ``(interconnect class, largest fitted count, predicted count)`` and
 pooled over classes (``*``):
 
@@ -36,6 +37,7 @@ from gpuscale.analysis.predict import (  # noqa: E402
     DEFAULT_COVERAGE,
     Calibration,
     Stratum,
+    anchor_of,
     calibration_to_json,
     interconnect_class,
     load_of,
@@ -61,11 +63,12 @@ def samples(tables: list[dict]) -> list[Sample]:
             pts = corpus.points(t, fitted)
             model = fit(pts)
             klass = interconnect_class(pts[0])
-            load = load_of(model, max(fitted))
+            top = max(fitted)
+            load = load_of(model, top)
+            anchor = anchor_of(model, top, rows[top])
             for n in targets:
-                out.append(
-                    (corpus.fold_of(t), klass, load, max(fitted), n, rows[n] / model.throughput(n))
-                )
+                predicted = model.throughput(n) * anchor
+                out.append((corpus.fold_of(t), klass, load, top, n, rows[n] / predicted))
     return out
 
 

@@ -364,3 +364,17 @@ def test_the_shipped_calibration_is_what_the_script_learns_from_the_corpus():
     learned = calibration_to_json(learn(corpus.load_tables()))
     shipped = Path(__file__).resolve().parent.parent / "gpuscale" / "analysis" / "calibration.json"
     assert learned == shipped.read_text(encoding="utf-8")
+
+
+def test_predictions_are_anchored_at_the_largest_measured_count():
+    """A fit that misses the top measured count (a ring cannot drop from 2 to 4)
+    does not carry the miss into the predictions beyond it."""
+    points = _runs([0.1], 1) + _runs([0.1], 2) + _runs([0.3], 4)
+    rec = recommend(points)
+    model = rec.models[0]
+    measured4 = next(r.throughput for r in rec.table if r.devices == 4 and not r.predicted)
+    assert abs(model.throughput(4) / measured4 - 1) > 0.2  # the fit misses 4 ...
+    row8 = next(r for r in rec.table if r.devices == 8)
+    expected = model.throughput(8) * measured4 / model.throughput(4)
+    assert row8.predicted and (row8.throughput or 0) == pytest.approx(expected, rel=0.05)
+    assert rec.devices == 2 and not rec.predicted

@@ -4,7 +4,10 @@ decide -> explain).
 
 A predicted throughput is::
 
-    X(N) = X_model(N) * factor(class, load, top, N)
+    X(N) = X_model(N) * X_measured(top) / X_model(top) * factor(class, load, top, N)
+
+(anchored at the largest measured count, :func:`anchor_of`, so that a fit that
+misses it does not carry the miss into every prediction beyond it)
 
 and its range at coverage ``c`` (default 80 %)::
 
@@ -184,6 +187,7 @@ def predicted_point(
     top: int,
     interconnect: str,
     calibration: Calibration | None,
+    anchor: float = 1.0,
 ) -> SweepPoint:
     """One predicted point at ``devices``: the model's value times the class
     factor, with ``throughput_low/high`` and ``coverage`` (speedup and efficiency
@@ -199,7 +203,7 @@ def predicted_point(
     # No factor where the corpus has no such machines (CPU logical devices, several
     # workers): their range comes from the pooled stratum, their value from the model.
     factor = stratum.factor if devices > top and interconnect in GPU_CLASSES else 1.0
-    x *= factor
+    x *= factor * (anchor if devices > top else 1.0)
     samples = point.global_batch or 1
     step = samples / x if x > 0 else (point.step_time_s or 0.0)
     # What the class prior adds to (or takes from) the step is exchange: one model,
@@ -214,8 +218,25 @@ def predicted_point(
         throughput_high=x * (1 + max(stratum.q_high, 0.0)),
         coverage=calibration.coverage if calibration else None,
         note=(point.note or "")
-        + (f"; x{factor:.2f} {interconnect} prior" if abs(factor - 1) > 0.005 else ""),
+        + (f"; x{factor:.2f} {interconnect} prior" if abs(factor - 1) > 0.005 else "")
+        + (
+            f"; anchored at the measured {top} (x{anchor:.2f})"
+            if devices > top and abs(anchor - 1) > 0.005
+            else ""
+        ),
     )
+
+
+def anchor_of(model: ScalingModel, top: int, measured_throughput: float) -> float:
+    """``X_measured(top) / X_model(top)``: predictions beyond the largest measured
+    count are scaled by it, so that none contradicts the measurement it was
+    fitted to (a fit that misses the top count by 27 % would otherwise predict
+    the next count from a point that was not measured). 1.0 when the fit passes
+    through it, or when either value is unusable."""
+    modelled = model.throughput(top) if model.step_time_s(top) > 0 else 0.0
+    if modelled <= 0 or measured_throughput <= 0 or not math.isfinite(modelled):
+        return 1.0
+    return measured_throughput / modelled
 
 
 def with_ratios(point: SweepPoint, base_throughput: float, base_devices: int) -> SweepPoint:
@@ -249,7 +270,12 @@ def predict_rows(
     template = points[0]
     top = top_measured(points)
     klass = interconnect_class(template)
+    at_top = [p.step_time_s for p in points if p.devices == top and p.step_time_s]
+    samples = model.samples_per_step(top)
+    anchor = anchor_of(model, top, samples / metrics.median(at_top)) if at_top else 1.0
     return [
-        predicted_point(model, n, template, top=top, interconnect=klass, calibration=cal)
+        predicted_point(
+            model, n, template, top=top, interconnect=klass, calibration=cal, anchor=anchor
+        )
         for n in devices
     ]

@@ -43,6 +43,7 @@ from gpuscale.analysis.hierarchy import fit_two_level
 from gpuscale.analysis.model import fit
 from gpuscale.analysis.predict import (
     Calibration,
+    anchor_of,
     default_calibration,
     interconnect_class,
     predicted_point,
@@ -321,11 +322,18 @@ def _fill_rows(g: Group, limit: int, calibration: Calibration | None) -> None:
     top = max(per_n)
     klass = interconnect_class(template)
     if g.model.predicts:
+        anchor = anchor_of(g.model, top, g.measured[top])
         for n in _counts(limit, per_n.keys()):
             if n not in per_n:
                 rows.append(
                     predicted_point(
-                        g.model, n, template, top=top, interconnect=klass, calibration=calibration
+                        g.model,
+                        n,
+                        template,
+                        top=top,
+                        interconnect=klass,
+                        calibration=calibration,
+                        anchor=anchor,
                     )
                 )
     rows.sort(key=lambda r: (r.devices, r.predicted))
