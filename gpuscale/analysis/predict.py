@@ -29,7 +29,7 @@ next to this module:
   links, so the point predictions barely move (median error 2.1 % -> 2.0 %). What
   the corpus does show is that the errors *spread* with the class and, above all,
   with the exchange's share of the step at the top measured count (:func:`load_of`):
-  predicting 8 GPUs from 1 and 2, 80 % of errors lie within -6..+3 % when the
+  predicting 8 GPUs from 1 and 2, 80 % of errors lie within -6..+2 % when the
   exchange is under 5 % of the step, within -37..+9 % at 5-15 % and within
   -63..+17 % above 15 % (8-GPU PCIe machines whose exchange crosses sockets, and
   input-bound models, collapse at 8 while 1 -> 2 scaled well). Two counts cannot
