@@ -172,4 +172,7 @@ def test_watch_command_prints_the_recommendation_from_what_was_measured(
         assert (
             "Sweep stopped after 1 of 3 counts: recommending from what was measured" in captured.out
         )
-        assert "Recommendation: SINGLE device" in captured.out
+        # One measured count has nothing to compare with: no verdict, and what to
+        # measure next (issue 19's rule holds for a stopped sweep too).
+        assert "Recommendation: NONE yet: measured at 1 device only" in captured.out
+        assert "Measure 2 next" in captured.out
