@@ -33,13 +33,15 @@ def register(sub) -> None:
 def _is_sweep_file(path: Path) -> bool:
     """A whole-file JSON document (what ``gpuscale recommend --json`` writes)
     rather than one event per line."""
-    import json
+    from gpuscale.events.bounded import JsonInputError, decode_json, open_untrusted, read_bounded
 
     try:
-        if path.stat().st_size > 10 * 2**20:
+        f, regular = open_untrusted(path)
+        f.close()
+        if not regular:  # a pipe's bytes are gone once read: nothing to sniff
             return False
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        document = decode_json(read_bounded(path, 10 * 2**20))
+    except JsonInputError:
         return False
     return isinstance(document, dict) and "kind" not in document
 
