@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from gpuscale.formatting import format_bytes, format_duration_s
+from gpuscale.formatting import format_bytes, format_duration_s, markup_literal, visible
 
 
 def register(sub) -> None:
@@ -61,7 +61,7 @@ def main(args: argparse.Namespace) -> int:
 
     console = Console()
     table = Table(
-        title=f"Recorded runs in {folder}",
+        title=f"Recorded runs in {markup_literal(str(folder))}",
         title_justify="left",
         box=box.SIMPLE_HEAD,
         collapse_padding=True,
@@ -89,18 +89,20 @@ def main(args: argparse.Namespace) -> int:
         when = run.when
         name = Path(run.path).name
         if run.problem is not None:
-            problems.append(f"{name}: {run.problem}")
+            problems.append(visible(f"{name}: {run.problem}"))
         table.add_row(
             when.strftime("%Y-%m-%d %H:%M") if when else "?",
-            run.model,
-            f"{run.devices}x{'cpu' if run.platform.startswith('cpu') else run.platform}"
+            markup_literal(run.model, limit=60),
+            markup_literal(
+                f"{run.devices}x{'cpu' if run.platform.startswith('cpu') else run.platform}"
+            )
             if run.devices
             else "?",
             str(run.steps) if run.steps is not None else "n/a",
             format_duration_s(run.duration_s),
             format_bytes(run.size_bytes),
-            run.status,
-            *([name] if show_files else []),
+            markup_literal(run.status),
+            *([markup_literal(name)] if show_files else []),
         )
     console.print(table)
     for line in problems:
