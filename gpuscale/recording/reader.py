@@ -120,6 +120,15 @@ class _Probe(msgspec.Struct):
 _probe_decoder = msgspec.json.Decoder(_Probe)
 
 
+class _DamageAfter(Exception):
+    """A damaged line in a chunk: the events before it (to be kept) and the error."""
+
+    def __init__(self, events: list[Event], error: RecordingError):
+        super().__init__(str(error))
+        self.events = events
+        self.error = error
+
+
 class _StreamCut(Exception):
     """The gzip stream ended before its end marker (a crash while writing)."""
 
@@ -285,7 +294,12 @@ class _Reader:
                             yield [self._pending_start]
                             self._pending_start = None
                         continue
-                events = self._decode_complete(complete)
+                try:
+                    events = self._decode_complete(complete)
+                except _DamageAfter as damage:
+                    if damage.events:  # what came before the damaged line is kept
+                        yield damage.events
+                    raise damage.error from None
                 if events:
                     yield events
             tail = b"".join(pending)
@@ -388,7 +402,7 @@ class _Reader:
                 line = line_numbers[index]
             else:
                 line = self.line_no + index + 1 - base_shift
-            raise self.error(message, line)
+            raise _DamageAfter(events[:index], self.error(message, line))
         self.line_no += n_lines
         return events
 
@@ -409,7 +423,16 @@ class _Reader:
             except _DECODE_ERRORS as exc:
                 if self._skippable(line, number):
                     continue
-                raise self._line_error(line, exc, number) from None
+                error = self._line_error(line, exc, number)
+                good, good_numbers = events, numbers
+                if self._pending_start is not None:
+                    good = [self._pending_start, *events]
+                    good_numbers = [self.line_no, *numbers]
+                    self._pending_start = None
+                bad = self._check_order(good)
+                if bad is not None:  # the order broke before this line: that comes first
+                    good, error = good[: bad[0]], self.error(bad[1], good_numbers[bad[0]])
+                raise _DamageAfter(good, error) from None
             numbers.append(number)
         return events, numbers
 
