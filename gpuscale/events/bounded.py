@@ -42,6 +42,8 @@ room for a user's configuration and stays far below Python's recursion limit
 
 UTF8_BOM = b"\xef\xbb\xbf"
 
+_READ_CHUNK = 1024 * 1024
+
 DECODE_ERRORS = (msgspec.MsgspecError, RecursionError, ValueError, TypeError, OverflowError)
 """What decoding untrusted bytes with msgspec can raise (ValueError covers
 invalid UTF-8 in strings; RecursionError, JSON nested too deeply)."""
@@ -190,7 +192,15 @@ def read_bounded(path: str | os.PathLike, max_bytes: int) -> bytes:
                         f"{_size(size)} is more than gpuscale reads of such a file "
                         f"({_size(max_bytes)})"
                     )
-            data = f.read(max_bytes + 1)
+            parts: list[bytes] = []
+            total = 0
+            while total <= max_bytes:  # chunks: read(n) would allocate n bytes up front
+                part = f.read(min(_READ_CHUNK, max_bytes + 1 - total))
+                if not part:
+                    break
+                parts.append(part)
+                total += len(part)
+            data = b"".join(parts)
         except OSError as exc:
             raise JsonInputError(f"cannot read: {exc.strerror or exc}") from None
     if len(data) > max_bytes:
