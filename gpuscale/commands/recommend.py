@@ -8,7 +8,6 @@ TensorFlow. Live (no ``--from``) it runs a short sweep of the trainer over 1, 2,
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from gpuscale.errors import GpuscaleError
@@ -168,8 +167,9 @@ def report(
             models=msgspec.to_builtins(rec.models),
             recommendation=body,
         )
-        json.dump(doc, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        # msgspec writes a non-finite float as null: the output always reads back
+        # (json.dump would write NaN/Infinity, which is not JSON).
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n")
         return 0
     from gpuscale.commands.recommend_render import render
 
