@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from gpuscale.errors import GpuscaleError
+from gpuscale.events.limits import MAX_DEVICES
 
 
 def register(sub) -> None:
@@ -99,6 +100,8 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected at least 1, got {text!r}")
+    if value > MAX_DEVICES:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_DEVICES:,} devices, got {text!r}")
     return value
 
 
@@ -111,6 +114,10 @@ def _count_list(text: str) -> list[int]:
         ) from None
     if not counts or counts[0] < 1:
         raise argparse.ArgumentTypeError(f"expected device counts like 1,2,4, got {text!r}")
+    if counts[-1] > MAX_DEVICES:
+        raise argparse.ArgumentTypeError(
+            f"expected device counts of at most {MAX_DEVICES:,}, got {text!r}"
+        )
     return counts
 
 

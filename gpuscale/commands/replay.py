@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+MAX_SPEED = 1e6
+"""Fastest --speed (run seconds per wall second): a day of run in a tenth of a second."""
+
 
 def register(sub) -> None:
     parser = sub.add_parser(
@@ -50,8 +53,10 @@ def main(args: argparse.Namespace) -> int:
     from gpuscale.errors import GpuscaleError
     from gpuscale.ui.sources import ReplaySource
 
-    if not args.speed > 0:
-        raise GpuscaleError(f"--speed must be a positive number, got {args.speed:g}")
+    if not 0 < args.speed <= MAX_SPEED:
+        raise GpuscaleError(
+            f"--speed must be above 0 and at most {MAX_SPEED:g}, got {args.speed:g}"
+        )
     if args.file.is_dir():
         raise GpuscaleError(f"{args.file} is a directory, not a recording")
     # Read (and validate) the whole file before the screen opens: an unusable
