@@ -210,3 +210,20 @@ def test_run_info_date_out_of_range_is_none():
         duration_s=None, size_bytes=0, status="completed",
     )  # fmt: skip
     assert info.when is None
+
+
+def test_a_start_line_over_64_kib_is_a_recording(tmp_path, capsys):
+    path = _with_start(tmp_path, config={"model": "mnist-cnn", "blob": "x" * 100_000})
+    code, output = _cli(["recommend", "--from", str(path)], capsys)
+    assert code == 0, output
+    assert "trailing characters" not in output
+
+
+def test_telemetry_seconds_must_be_finite_and_bounded(capsys):
+    from gpuscale.telemetry.__main__ import main as telemetry_main
+
+    for value in ("1e308", "nan", "inf", "0", "-1"):
+        with pytest.raises(SystemExit) as exc:
+            telemetry_main(["--seconds", value])
+        assert exc.value.code == 2
+        assert "expected seconds above 0" in capsys.readouterr().err
