@@ -9,8 +9,13 @@ exactly one event) is it decoded again line by line, to name the bad line.
 How it stays safe: nothing is executed (JSON only, decoded into typed structs);
 memory is bounded (one chunk plus one line of at most
 :data:`~gpuscale.recording.format.MAX_LINE_BYTES`; gzip output is decompressed
-a chunk at a time, so a compression bomb is read like a large file); every
-problem becomes a :class:`RecordingError` naming the file and the line.
+a chunk at a time, so a compression bomb is read like a large file; :func:`load_run`
+counts the memory the decoded events take, not only their text); files are
+opened through :mod:`gpuscale.events.bounded` (devices refused, a FIFO without a
+writer not waited on); the start line's nesting is checked before it is decoded;
+values outside the plausible ranges of :mod:`gpuscale.events.limits` are refused
+by the schema; every problem becomes a :class:`RecordingError` naming the file
+and the line, after the events before it were yielded (:func:`iter_events`).
 
 What is forgiven, with a one-line warning: a cut-off last line (the writer was
 killed while writing it), a gzip stream that ends early (the same crash), a
