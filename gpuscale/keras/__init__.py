@@ -95,6 +95,7 @@ from gpuscale.events.schema import (
     StepEvent,
 )
 from gpuscale.events.transport import ENV_ADDRESS, ENV_WORKER, EventClient
+from gpuscale.keras.devices import apply_device_request
 
 CALLBACK_SOURCE = "keras-callback"
 """The ``source`` of the LogEvent the module sends when it is loaded under gpuscale,
@@ -175,6 +176,7 @@ def _announce() -> None:
             )
 
 
+apply_device_request()  # GPUSCALE_DEVICES (gpuscale run --devices N): before TF sets up devices
 _announce()
 
 

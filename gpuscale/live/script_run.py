@@ -77,6 +77,7 @@ from gpuscale.events.transport import (
 from gpuscale.live import cluster
 from gpuscale.live.base import RunBase
 from gpuscale.live.child import STOP_DEADLINE_S, describe_exit, read_lines, spawn
+from gpuscale.live.devices import device_env
 
 CALLBACK_SOURCE = "keras-callback"
 """Source of the LogEvent that ``import gpuscale.keras`` sends (see :mod:`gpuscale.keras`)."""
@@ -843,6 +844,15 @@ def script_run_from_args(args: Any, record: Any, **kwargs: Any) -> ScriptRun:
     if command:
         argv = command
         kwargs.setdefault("start_timeout_s", 15.0)
+        requested = getattr(args, "devices", None), getattr(args, "gpus", None)
+        if requested != (None, None):  # --devices N / --gpus: the script's devices
+            if local_workers is not None or multi_worker:
+                raise GpuscaleError(
+                    "--devices/--gpus set one process's devices; each worker of a cluster "
+                    "uses its own (CUDA_VISIBLE_DEVICES on each machine)"
+                )
+            base = kwargs.get("env") or os.environ
+            kwargs["env"] = {**base, **device_env(*requested, base)}
     else:
         if not multi_worker:
             raise GpuscaleError(
