@@ -73,6 +73,14 @@ def register(sub) -> None:
             action.help = "steps per run of the sweep, warm-up included (default 40)"
         elif action.dest == "devices":
             action.help = "sweep up to N devices (default: all GPUs, or CPU logical devices)"
+    parser.add_argument(
+        "command",
+        nargs="...",
+        metavar="-- COMMAND",
+        help="sweep your own script instead of the trainer, e.g. '-- python train.py' (its "
+        "model.fit needs gpuscale.keras.ScalingMonitor(); each run gets its devices from "
+        "GPUSCALE_DEVICES)",
+    )
     parser.set_defaults(func=main)
 
 
@@ -117,6 +125,7 @@ def _count_list(text: str) -> list[int]:
 
 def main(args) -> int:
     from gpuscale.analysis.recommend import DEFAULT_MIN_EFFICIENCY
+    from gpuscale.live.script_run import split_command
 
     floor = args.min_efficiency if args.min_efficiency is not None else DEFAULT_MIN_EFFICIENCY
     if not args.inputs and args.strategy == "multi-worker":
@@ -130,6 +139,10 @@ def main(args) -> int:
 
         sweep = load_inputs(args.inputs)
         heading = None
+    elif command := split_command(args.command):
+        from gpuscale.commands.recommend_script import run_script_sweep
+
+        sweep, heading = run_script_sweep(args, command, quiet=args.json)
     else:
         from gpuscale.commands.recommend_live import run_sweep
 
