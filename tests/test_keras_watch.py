@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 import sys
 
+from gpuscale.events.schema import StartEvent, StepEvent
 from gpuscale.live.script_run import ScriptRun
 from gpuscale.ui.app import build_app
-from gpuscale.ui.sources import LiveSource
+from gpuscale.ui.sources import LiveSource, QueueSource
 from gpuscale.ui.widgets.header import RunHeader
 from gpuscale.ui.widgets.logpane import LogPane
 
@@ -39,3 +40,37 @@ async def test_dashboard_shows_a_script_without_callback_and_how_to_add_it(tmp_p
     source.stop()
     await asyncio.sleep(0)
     assert run.done and (tmp_path / "watch.ndjson").exists()
+
+
+async def test_the_header_takes_the_callbacks_start_once_it_arrives():
+    """A script's run is first shown with gpuscale's provisional start (the script's
+    name, nothing known of strategy or batch); the callback's start replaces it."""
+    source = QueueSource()
+    app = build_app(source)
+    t0 = 1_700_000_000.0
+    common = {"gpuscale_version": "t", "host": "h", "pid": 1, "source": "script"}
+    async with app.run_test(size=(120, 30)) as pilot:
+        source.put(StartEvent(t=t0, model="train.py", strategy="unknown", **common))
+        await pilot.pause(0.3)
+        await app.settle()
+        header = str(app.query_one(RunHeader).render())
+        assert "train.py" in header and "batch unknown" in header
+        source.put(
+            StartEvent(
+                t=t0 + 20,
+                model="train.py",
+                strategy="mirrored",
+                cross_device_ops="collective",
+                num_replicas=2,
+                platform="cpu-logical",
+                global_batch=64,
+                per_replica_batch=32,
+                **common,
+            )
+        )
+        source.put(StepEvent(t=t0 + 21, step=0, step_time_s=0.1, samples=64))
+        await pilot.pause(0.3)
+        await app.settle()
+        header = str(app.query_one(RunHeader).render())
+        assert "mirrored (collective)" in header and "2x logical CPU" in header
+        assert "batch 2x32=64" in header

@@ -20,6 +20,7 @@ from typing import Any
 from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED
 from gpuscale.events.schema import ErrorEvent, LogEvent, StartEvent, StepEvent
 from gpuscale.formatting import format_bytes, format_duration_s, format_samples_s
+from gpuscale.live.terminal import settle_line
 from gpuscale.trainer.options import add_trainer_arguments, config_from_args
 
 
@@ -181,7 +182,9 @@ class _ProgressView:
                 throughput=format_samples_s(event.samples / median) if median > 0 else "",
             )
         elif isinstance(event, LogEvent) and event.source == "script" and event.level == "info":
-            self.console.print(event.message, markup=False, highlight=False)  # your script's output
+            from rich.text import Text  # your script's output, its colours kept
+
+            self.console.print(Text.from_ansi(settle_line(event.message)), highlight=False)
         elif isinstance(event, LogEvent) and event.level in ("warning", "error"):
             self.console.print(f"[yellow]{event.source}: {_escape(event.message)}[/]")
         elif isinstance(event, ErrorEvent):

@@ -88,6 +88,7 @@ from gpuscale.live import cluster
 from gpuscale.live.base import RunBase
 from gpuscale.live.child import STOP_DEADLINE_S, describe_exit, read_lines, spawn
 from gpuscale.live.devices import device_env
+from gpuscale.live.terminal import settle_line
 
 CALLBACK_SOURCE = "keras-callback"
 """Source of the LogEvent that ``import gpuscale.keras`` sends (see :mod:`gpuscale.keras`)."""
@@ -314,6 +315,7 @@ class ScriptRun(RunBase):
         name = "stderr" if level == "warning" else "stdout"
 
         def on_line(line_level: str, message: str) -> None:
+            message = settle_line(message)  # progress bars: the line's last state
             if name == "stderr" and line_level != "debug":
                 self._stderr_tail[worker].append(message)
             self._emit(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import RichLog
 
+from gpuscale.live.terminal import settle_line
 from gpuscale.ui.model import LogLine
 
 LEVEL_STYLES = {"error": "bold red", "warning": "yellow", "debug": "dim", "info": ""}
@@ -42,7 +43,10 @@ class LogPane(RichLog):
                 self.hidden += 1
                 continue
             prefix = "" if line.source == "trainer" else f"[{line.source}] "
-            self.write(Text(prefix + line.message, style=LEVEL_STYLES.get(line.level, "")))
+            style = LEVEL_STYLES.get(line.level, "")
+            # a script's progress bar: its last state, in its own colours
+            message = Text.from_ansi(settle_line(line.message), style=style)
+            self.write(Text(prefix, style=style) + message)
         if self.show_debug:
             self.border_subtitle = "d hides debug lines"
         elif self.hidden:
