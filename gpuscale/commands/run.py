@@ -281,6 +281,10 @@ def _print_summary(run) -> None:
             console.print(
                 "  [dim](CPU logical devices: the all-reduce is a memory copy, not a GPU link)[/]"
             )
+    elif counted and start.strategy == "none":
+        console.print(
+            "  phases: not measured (no tf.distribute strategy: the model exchanges nothing)"
+        )
     elif counted:
         console.print("  phases: not measured (no probe step after the warm-up; see --phase-every)")
     if start.note:

@@ -87,7 +87,7 @@ from gpuscale.events.transport import (
 from gpuscale.live import cluster
 from gpuscale.live.base import RunBase
 from gpuscale.live.child import STOP_DEADLINE_S, describe_exit, read_lines, spawn
-from gpuscale.live.devices import device_env
+from gpuscale.live.devices import ENV_DEVICES, device_env
 from gpuscale.live.terminal import settle_line
 
 CALLBACK_SOURCE = "keras-callback"
@@ -524,6 +524,26 @@ class _PumpState:
         for event in held:
             self.publish(event)
 
+    def check_devices(self, start: StartEvent) -> None:
+        """``--devices N`` asked for N replicas: say so when the script trains on fewer."""
+        run = self.run_
+        asked = run._env.get(ENV_DEVICES, "")
+        if run.num_workers != 1 or not asked.isdigit() or start.num_replicas == int(asked):
+            return
+        self.publish(
+            LogEvent(
+                t=start.t,
+                source="gpuscale",
+                level="warning",
+                message=(
+                    f"--devices {asked} but the script trains on {start.num_replicas} "
+                    f"replica(s) ({start.strategy} strategy): build and compile the model "
+                    "inside 'with tf.distribute.MirroredStrategy().scope():' (no device list), "
+                    "and import gpuscale.keras before the first TensorFlow operation"
+                ),
+            )
+        )
+
     def may_wait_for_callback(self) -> bool:
         """Whether the start may stay provisional: one local script, still running."""
         run = self.run_
@@ -695,6 +715,7 @@ class _PumpState:
         event: Event = item
         self.connected.add(event.worker)
         if isinstance(event, StartEvent):
+            self.check_devices(event)
             if self.provisional and event.worker == run.worker:
                 self.starts[event.worker] = event
                 self.commit(event)
