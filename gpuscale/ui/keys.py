@@ -71,7 +71,7 @@ KEYS: tuple[Key, ...] = (
     Key("↑/↓ pgup/pgdn", "scroll the focused panel"),
     Key(
         "c",
-        "next chart: shown alone on a narrow screen, highlighted on a wide one",
+        "next chart (alone when narrow, focused when wide)",
         "Chart",
         bindings=(("c", "next_chart"),),
     ),
