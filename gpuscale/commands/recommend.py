@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-from gpuscale.errors import GpuscaleError
+from gpuscale.errors import EXIT_INTERRUPTED, GpuscaleError
 
 
 def register(sub) -> None:
@@ -52,12 +52,29 @@ def register(sub) -> None:
         action="store_true",
         help="print the whole result as one JSON object (a sweep file --from reads back)",
     )
+    parser.add_argument(
+        "--no-chart",
+        action="store_true",
+        help="do not print the scaling chart under the tables",
+    )
+    parser.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="also write the scaling chart to FILE, SVG or PNG by its extension "
+        "(needs the 'plot' extra: pip install 'gpuscale[plot]')",
+    )
     live = parser.add_argument_group("live sweep (without --from)")
     live.add_argument(
         "--sweep",
         type=_count_list,
         metavar="LIST",
         help="device counts to run, e.g. 1,2,4 (default: 1, 2, 4, ... up to what there is)",
+    )
+    live.add_argument(
+        "--watch",
+        action="store_true",
+        help="run the sweep inside the scaling view (throughput vs devices filling in, "
+        "the recommendation after each count; q stops and recommends from what was measured)",
     )
     live.add_argument(
         "--no-record",
@@ -128,34 +145,69 @@ def main(args) -> int:
     from gpuscale.live.script_run import split_command
 
     floor = args.min_efficiency if args.min_efficiency is not None else DEFAULT_MIN_EFFICIENCY
+    if args.plot:  # a bad file name is refused before a live sweep spends minutes
+        from gpuscale.plots.figure import plot_format
+
+        plot_format(args.plot)
     if not args.inputs and args.strategy == "multi-worker":
         raise GpuscaleError(
             "recommend cannot sweep --strategy multi-worker itself: record each count with "
             "'gpuscale run --strategy multi-worker --local-workers N' and give the recordings "
             "with --from"
         )
+    if args.watch and args.inputs:
+        raise GpuscaleError(
+            "--watch runs a live sweep; to see recordings in the scaling view: "
+            "gpuscale replay FILE FILE..."
+        )
+    if args.watch and args.json:
+        raise GpuscaleError("--watch shows the sweep on screen; leave it out for --json")
+    signal_name = None
     if args.inputs:
         from gpuscale.analysis.sweep import load_inputs
 
         sweep = load_inputs(args.inputs)
         heading = None
     elif command := split_command(args.command):
+        if args.watch:
+            raise GpuscaleError(
+                "--watch sweeps the built-in trainer; sweep your script without it: "
+                "gpuscale recommend -- python train.py"
+            )
         from gpuscale.commands.recommend_script import run_script_sweep
 
         sweep, heading = run_script_sweep(args, command, quiet=args.json)
+    elif args.watch:
+        from gpuscale.commands.recommend_watch import watch_sweep
+
+        sweep, heading, signal_name = watch_sweep(args, floor)
     else:
         from gpuscale.commands.recommend_live import run_sweep
 
         sweep, heading = run_sweep(args, quiet=args.json)
     if args.max_devices is not None:  # asked for: predict that far, whatever the machine has
         sweep.available_devices = None
-    return report(
-        sweep, floor=floor, max_devices=args.max_devices, as_json=args.json, heading=heading
+    code = report(
+        sweep,
+        floor=floor,
+        max_devices=args.max_devices,
+        as_json=args.json,
+        heading=heading,
+        chart=not args.no_chart,
+        plot=args.plot,
     )
+    return EXIT_INTERRUPTED if signal_name else code
 
 
 def report(
-    sweep, *, floor: float, max_devices: int | None, as_json: bool, heading: str | None
+    sweep,
+    *,
+    floor: float,
+    max_devices: int | None,
+    as_json: bool,
+    heading: str | None,
+    chart: bool = True,
+    plot: str | None = None,
 ) -> int:
     """Recommend from a :class:`~gpuscale.analysis.sweep.Sweep` and print it."""
     import msgspec
@@ -169,6 +221,10 @@ def report(
         max_devices=max_devices,
         available_devices=sweep.available_devices,
     )
+    if plot:
+        from gpuscale.commands.recommend_chart import write_plot_file
+
+        write_plot_file(rec, plot)
     if as_json:
         body = msgspec.to_builtins(rec)
         body.pop("table")
@@ -186,7 +242,7 @@ def report(
         return 0
     from gpuscale.commands.recommend_render import render
 
-    render(rec, sweep, heading=heading)
+    render(rec, sweep, heading=heading, chart=chart)
     return 0
 
 

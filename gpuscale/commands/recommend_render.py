@@ -9,6 +9,7 @@ from rich.text import Text
 
 from gpuscale.analysis.recommend import Recommendation
 from gpuscale.analysis.sweep import Sweep
+from gpuscale.commands.recommend_chart import print_chart
 from gpuscale.formatting import (
     format_duration_s,
     format_fraction_pct,
@@ -18,7 +19,12 @@ from gpuscale.formatting import (
 
 
 def render(
-    rec: Recommendation, sweep: Sweep, *, heading: str | None = None, console: Console | None = None
+    rec: Recommendation,
+    sweep: Sweep,
+    *,
+    heading: str | None = None,
+    console: Console | None = None,
+    chart: bool = True,
 ) -> None:
     console = console or Console()
     if heading:
@@ -80,6 +86,8 @@ def render(
                     style="dim",
                 )
             )
+    if chart:
+        print_chart(rec, console)
     verdict = "SINGLE device" if rec.verdict == "single" else f"MULTI: {rec.devices} devices"
     if len(rec.models) > 1:
         verdict += f" with '{rec.config}'"

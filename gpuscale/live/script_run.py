@@ -89,6 +89,7 @@ from gpuscale.live.base import RunBase
 from gpuscale.live.child import STOP_DEADLINE_S, describe_exit, read_lines, spawn
 from gpuscale.live.devices import ENV_DEVICES, device_env
 from gpuscale.live.terminal import settle_line
+from gpuscale.telemetry.topology import probe_topology
 
 CALLBACK_SOURCE = "keras-callback"
 """Source of the LogEvent that ``import gpuscale.keras`` sends (see :mod:`gpuscale.keras`)."""
@@ -515,8 +516,14 @@ class _PumpState:
             self.steps[event.worker] = max(self.steps[event.worker], event.step + 1)
         self.run_._publish(event)
 
+    def add_topology(self, start: StartEvent) -> None:
+        run = self.run_
+        if start.topology is None and run.num_workers == 1:  # this machine's GPU links
+            start.topology = getattr(run._sampler, "topology", None) or probe_topology(run._nvml)
+
     def send_start(self, start: StartEvent) -> None:
         run = self.run_
+        self.add_topology(start)
         run._open_recorder(start, run.name)
         self.started = True
         self.publish(start)
@@ -562,6 +569,7 @@ class _PumpState:
         can take long to import and trace); the recording opens with the real one."""
         run = self.run_
         start = self.synthetic_start(hint=False)
+        self.add_topology(start)
         self.started = True
         run._publish(start)  # consumers only: the recorder is not open yet
         self.provisional = True
@@ -574,6 +582,7 @@ class _PumpState:
         what consumers already saw; consumers get ``start`` as the run's description."""
         run = self.run_
         self.provisional = False
+        self.add_topology(start)
         run._open_recorder(start, run.name)
         self.publish(start)
         unrecorded, self.unrecorded = self.unrecorded, []

@@ -41,7 +41,8 @@ def _predictions(rec: Recommendation) -> list[Content]:
     lines = [
         _row("predicted", " · ".join(parts)),
         Content.styled(
-            f"N: speedup at N devices vs {base}; from this run alone (unchecked)",
+            f"N: speedup over this run's {base} device{'s' if base > 1 else ''}, "
+            "from this run alone (unchecked)",
             "$text-muted",
         ),
     ]
