@@ -969,7 +969,8 @@ def add_script_arguments(parser: Any) -> None:
         metavar="-- COMMAND",
         help="run your own training script instead of the built-in trainer, e.g. "
         "'-- python train.py --epochs 3'; add gpuscale.keras.ScalingMonitor() to its "
-        "model.fit callbacks for step times",
+        "model.fit callbacks for step times; --devices N gives it N devices (GPUSCALE_DEVICES, "
+        "read by import gpuscale.keras; without --devices the script picks its own)",
     )
 
 
