@@ -19,8 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 
-import msgspec
-
+from gpuscale.analysis.script_runs import settle_script_runs
 from gpuscale.analysis.summary import RunAccumulator, RunSummary
 from gpuscale.analysis.sweep import Sweep, point_from_summary
 from gpuscale.errors import EXIT_FAILED, GpuscaleError
@@ -83,35 +82,8 @@ def run_script_sweep(
             )
         source = str(run.recording_path) if run.recording_path else f"{n}-device run (not recorded)"
         runs.append((summary, acc.start, source))
-    points = [point_from_summary(s, start, src) for s, start, src in settle_workload(runs)]
+    points = [point_from_summary(s, start, src) for s, start, src in settle_script_runs(runs)]
     return Sweep(points=points, sources=[r[2] for r in runs], available_devices=available), heading
-
-
-def settle_workload(
-    runs: list[tuple[RunSummary, StartEvent, str]],
-) -> list[tuple[RunSummary, StartEvent, str]]:
-    """One workload at every count, as the built-in trainer's sweep names it.
-
-    A script's start says weak scaling (the callback cannot tell); the sweep can:
-    one global batch at every count is strong scaling. And one CPU logical device
-    is still a logical device (the callback calls a lone one ``cpu``)."""
-    if len(runs) < 2:
-        return runs
-    strong = len({start.global_batch for _s, start, _src in runs}) == 1
-    logical = any(start.platform == "cpu-logical" for _s, start, _src in runs)
-    settled = []
-    for summary, start, source in runs:
-        changes: dict[str, str] = {"scaling": "strong"} if strong else {}
-        if logical and start.platform == "cpu":
-            changes["platform"] = "cpu-logical"
-        settled.append(
-            (
-                msgspec.structs.replace(summary, **changes),
-                msgspec.structs.replace(start, **changes),
-                source,
-            )
-        )
-    return settled
 
 
 def _follow(run, acc: RunAccumulator, n: int, console, quiet: bool) -> None:
