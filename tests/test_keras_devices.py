@@ -86,3 +86,22 @@ def test_recommend_sweeps_a_script_over_device_counts():
     assert {p["scaling"] for p in measured} == {"strong"}
     assert {p["global_batch"] for p in measured} == {32}
     assert len({p["config"] for p in measured}) == 1
+
+
+@pytest.mark.tf
+def test_the_readmes_script_runs_as_written_on_2_devices(tmp_path):
+    """The README's own script (its first python block under "Your own training
+    script"), copied as a new user would, gets 2 replicas and a phase breakdown."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    section = readme[readme.index("## Your own training script") :]
+    begin = section.index("```python\n") + len("```python\n")
+    code = section[begin : section.index("\n```", begin)]
+    script = tmp_path / "train.py"
+    script.write_text(code.replace("epochs=2", "epochs=1"))
+    proc = _gpuscale(
+        "run", "--json", "--no-record", "--devices", "2", "--", sys.executable, str(script)
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    assert summary["devices"] == 2 and summary["model"] == "train.py"
+    assert summary["phase_steps"] > 0
