@@ -1,26 +1,27 @@
 """A user's Keras training script with gpuscale's callback (one added line).
 
-python examples/train_keras.py            # writes a recording; gpuscale replay shows it
-gpuscale run -- python examples/train_keras.py
-gpuscale watch -- python examples/train_keras.py
+gpuscale run --devices 2 -- python examples/train_keras.py     # progress bar and summary
+gpuscale watch --devices 2 -- python examples/train_keras.py   # the dashboard
+gpuscale recommend -- python examples/train_keras.py           # a sweep over 1, 2, ... devices
+GPUSCALE_DEVICES=2 python examples/train_keras.py              # alone: writes a recording
+
+``--devices N`` (or ``GPUSCALE_DEVICES=N``) gives the script N devices: the first N
+GPUs, or, without a GPU, N logical devices the CPU is split into. It works through
+``import gpuscale.keras``, which must come before the first TensorFlow operation,
+and ``tf.distribute.MirroredStrategy()`` without a device list, which mirrors over
+them. Without either, the script uses what TensorFlow finds (all GPUs, or one CPU).
 """
 
 import keras
 import tensorflow as tf
 
-from gpuscale.keras import ScalingMonitor
+from gpuscale.keras import ScalingMonitor  # before any TensorFlow operation
 
-gpus = tf.config.list_physical_devices("GPU")
-if not gpus:  # no GPU: split the CPU into 2 logical devices, so there are 2 replicas
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-devices = [d.name for d in tf.config.list_logical_devices("GPU" if gpus else "CPU")]
-strategy = tf.distribute.MirroredStrategy(devices)
-
-with strategy.scope():
+strategy = tf.distribute.MirroredStrategy()  # every device there is
+with strategy.scope():  # the model and its optimizer are built under the strategy
     model = keras.Sequential(
         [
-            keras.Input((28, 28, 1)),
+            keras.Input((28, 28, 1)),  # a known input shape (for the phase breakdown)
             keras.layers.Conv2D(32, 3, activation="relu"),
             keras.layers.MaxPooling2D(),
             keras.layers.Conv2D(32, 3, activation="relu"),

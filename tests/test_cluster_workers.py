@@ -136,9 +136,11 @@ def test_a_stranger_without_the_token_is_refused_and_a_script_without_callback_r
     stranger.close()
     events = _collect(run, timeout_s=30)
     assert run.status == "completed"
-    start = events[0]
-    assert isinstance(start, StartEvent) and start.source == "script"
+    # shown at once with a provisional start, recorded with the made-up one and the hint
+    assert isinstance(events[0], StartEvent) and events[0].source == "script"
+    start = load_run(path).start
     assert start.note == ADD_CALLBACK_HINT and start.config["callback"] is False
+    assert [e for e in events if isinstance(e, StartEvent)][-1] == start
     assert not any(isinstance(e, StepEvent) for e in events)
     logs = [e.message for e in events if isinstance(e, LogEvent)]
     assert any("rejected a connection" in m for m in logs)

@@ -355,21 +355,24 @@ def point_from_summary(summary: Any, start: Any, source: str) -> SweepPoint:
 
 
 def points_from_recordings(paths: Iterable[str | Path]) -> list[SweepPoint]:
-    """Each recording (``gpuscale run`` output) summarized into one sweep point."""
+    """Each recording (``gpuscale run`` output) summarized into one sweep point
+    (runs of one user script at several device counts settled into one workload:
+    :func:`gpuscale.analysis.script_runs.settle_script_runs`)."""
+    from gpuscale.analysis.script_runs import settle_script_runs
     from gpuscale.analysis.summary import summarize
     from gpuscale.recording.reader import load_run
 
-    points = []
+    runs = []
     for path in paths:
         run = load_run(path)
-        summary = summarize(run.events)
-        points.append(point_from_summary(summary, run.start, str(path)))
-    return points
+        runs.append((summarize(run.events), run.start, str(path)))
+    return [point_from_summary(s, start, src) for s, start, src in settle_script_runs(runs)]
 
 
 def load_inputs(paths: Sequence[str | Path]) -> Sweep:
     """Read every ``--from`` input: sweep files and recordings, in any mix."""
     points: list[SweepPoint] = []
+    recordings: list[Path] = []
     sources: list[str] = []
     notes: list[str] = []
     available: list[int] = []
@@ -384,7 +387,7 @@ def load_inputs(paths: Sequence[str | Path]) -> Sweep:
         except OSError as exc:
             raise GpuscaleError(f"{path}: cannot read: {exc.strerror or exc}") from None
         if is_recording:
-            points += points_from_recordings([path])
+            recordings.append(path)
             sources.append(str(path))
         else:
             sweep = read_sweep_file(path)
@@ -393,6 +396,7 @@ def load_inputs(paths: Sequence[str | Path]) -> Sweep:
             notes += sweep.notes
             if sweep.available_devices:
                 available.append(sweep.available_devices)
+    points += points_from_recordings(recordings)  # together: one script's runs settle
     return Sweep(
         points=points,
         sources=sources,

@@ -98,6 +98,14 @@ def register(sub) -> None:
             action.help = "steps per run of the sweep, warm-up included (default 40)"
         elif action.dest == "devices":
             action.help = "sweep up to N devices (default: all GPUs, or CPU logical devices)"
+    parser.add_argument(
+        "command",
+        nargs="...",
+        metavar="-- COMMAND",
+        help="sweep your own script instead of the trainer, e.g. '-- python train.py' (its "
+        "model.fit needs gpuscale.keras.ScalingMonitor(); each run gets its devices from "
+        "GPUSCALE_DEVICES)",
+    )
     parser.set_defaults(func=main)
 
 
@@ -158,6 +166,7 @@ def _count_list(text: str) -> list[int]:
 
 def main(args) -> int:
     from gpuscale.analysis.recommend import DEFAULT_MIN_EFFICIENCY
+    from gpuscale.live.script_run import split_command
 
     floor = args.min_efficiency if args.min_efficiency is not None else DEFAULT_MIN_EFFICIENCY
     if args.plot:  # a bad file name is refused before a live sweep spends minutes
@@ -183,6 +192,15 @@ def main(args) -> int:
 
         sweep = load_inputs(args.inputs)
         heading = None
+    elif command := split_command(args.command):
+        if args.watch:
+            raise GpuscaleError(
+                "--watch sweeps the built-in trainer; sweep your script without it: "
+                "gpuscale recommend -- python train.py"
+            )
+        from gpuscale.commands.recommend_script import run_script_sweep
+
+        sweep, heading = run_script_sweep(args, command, quiet=args.json)
     elif args.watch:
         from gpuscale.commands.recommend_watch import watch_sweep
 

@@ -20,6 +20,7 @@ from typing import Any
 from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED
 from gpuscale.events.schema import ErrorEvent, LogEvent, StartEvent, StepEvent
 from gpuscale.formatting import format_bytes, format_duration_s, format_samples_s, visible
+from gpuscale.live.terminal import settle_visible
 from gpuscale.trainer.options import add_trainer_arguments, config_from_args
 
 
@@ -187,9 +188,9 @@ class _ProgressView:
                 throughput=format_samples_s(event.samples / median) if median > 0 else "",
             )
         elif isinstance(event, LogEvent) and event.source == "script" and event.level == "info":
-            self.console.print(  # your script's output; control characters shown, not obeyed
-                visible(event.message, keep_newlines=True), markup=False, highlight=False
-            )
+            from rich.text import Text  # your script's output: its colours kept, no other control
+
+            self.console.print(Text.from_ansi(settle_visible(event.message)), highlight=False)
         elif isinstance(event, LogEvent) and event.level in ("warning", "error"):
             self.console.print(f"[yellow]{_escape(event.source)}: {_escape(event.message)}[/]")
         elif isinstance(event, ErrorEvent):
@@ -288,6 +289,10 @@ def _print_summary(run) -> None:
             console.print(
                 "  [dim](CPU logical devices: the all-reduce is a memory copy, not a GPU link)[/]"
             )
+    elif counted and start.strategy == "none":
+        console.print(
+            "  phases: not measured (no tf.distribute strategy: the model exchanges nothing)"
+        )
     elif counted:
         console.print("  phases: not measured (no probe step after the warm-up; see --phase-every)")
     if start.note:

@@ -95,6 +95,8 @@ from gpuscale.events.schema import (
     StepEvent,
 )
 from gpuscale.events.transport import ENV_ADDRESS, ENV_WORKER, EventClient
+from gpuscale.keras.devices import apply_device_request
+from gpuscale.keras.identity import workload_name
 
 CALLBACK_SOURCE = "keras-callback"
 """The ``source`` of the LogEvent the module sends when it is loaded under gpuscale,
@@ -175,6 +177,7 @@ def _announce() -> None:
             )
 
 
+apply_device_request()  # GPUSCALE_DEVICES (gpuscale run --devices N): before TF sets up devices
 _announce()
 
 
@@ -357,7 +360,9 @@ class ScalingMonitor(keras.callbacks.Callback):
     from the per-replica batch Keras traces (times the replicas). ``warmup_steps``:
     steps marked warm-up (excluded from statistics). ``phases``: run the phase probe.
     ``record``: outside gpuscale, where to write the recording (default: gpuscale's
-    runs folder; ``None``: nowhere).
+    runs folder; ``None``: nowhere). ``name``: the workload's name in recordings and
+    ``recommend`` (default: the model's name if the script gave it one, else the
+    script's file name; see :mod:`gpuscale.keras.identity`).
     """
 
     def __init__(
@@ -368,8 +373,10 @@ class ScalingMonitor(keras.callbacks.Callback):
         warmup_steps: int = 2,
         phases: bool = True,
         record: str | os.PathLike | None = "default",
+        name: str | None = None,
     ):
         super().__init__()
+        self.workload_name = name
         if every < 1:
             raise ValueError("ScalingMonitor(every=...) must be at least 1")
         self.every = every
@@ -461,10 +468,11 @@ class ScalingMonitor(keras.callbacks.Callback):
                 "every": self.every,
                 "warmup_steps": self.warmup_steps,
                 "phases": self.phases,
+                "keras_model": getattr(model, "name", None),
             },
             devices=info["devices"],
             platform=info["platform"],
-            model=getattr(model, "name", "") or "model",
+            model=workload_name(model, self.workload_name, sys.argv),
             strategy=info["strategy"],
             cross_device_ops=info["cross_device_ops"],
             num_replicas=replicas,

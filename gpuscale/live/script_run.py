@@ -12,16 +12,25 @@ records every event and hands each one to the consumer. No TensorFlow here.
 The start of the run
 --------------------
 A script with :class:`gpuscale.keras.ScalingMonitor` sends its own StartEvent
-(model, strategy, replicas, parameters). Until it arrives, the other events
-(telemetry, log lines) are held back, so the recording and the dashboard begin
-with the right start. ``import gpuscale.keras`` announces itself at once; if no
-announcement arrives within ``start_timeout_s`` (default 15 s), the script has no
-callback and a StartEvent (``source="script"``, no step data) is made up from
-what gpuscale knows (the command, the NVML devices), with a note that step
-times are unavailable and the one line that adds them. With several workers,
+(model, strategy, replicas, batch, parameters) with its first training step. Until
+``start_timeout_s`` (default 15 s) the other events (telemetry, log lines) are held
+back. After that a single-process script's run is shown with a *provisional*
+start made up from what gpuscale knows (the command, the NVML devices; note
+:data:`PROVISIONAL_NOTE`), and the recording waits: when the callback's start
+arrives, consumers receive it as a second StartEvent (it replaces the
+provisional one: header, devices, batch) and the recording opens with it,
+followed by everything shown so far. A recording has exactly one start.
+
+The missing-callback warning (:data:`ADD_CALLBACK_HINT`) is given only when it
+is true as far as gpuscale can tell: the script ended without a start from the
+callback, or Keras's output shows a second epoch beginning without one, or
+``callback_timeout_s`` passed without even ``import gpuscale.keras``. The
+made-up start (with the warning as its note) is then recorded; should the
+callback's start come after all, consumers still receive it and a log line
+withdraws the warning. With several workers,
 the chief waits (at most ``callback_timeout_s``) for every worker's start and
 sends one StartEvent holding all of them in ``config["workers"]`` (host, pid,
-devices of each): a recording has exactly one start.
+devices of each).
 
 The end of the run
 ------------------
@@ -39,6 +48,7 @@ from __future__ import annotations
 import collections
 import os
 import queue
+import re
 import shlex
 import signal
 import socket
@@ -77,6 +87,8 @@ from gpuscale.events.transport import (
 from gpuscale.live import cluster
 from gpuscale.live.base import RunBase
 from gpuscale.live.child import STOP_DEADLINE_S, describe_exit, read_lines, spawn
+from gpuscale.live.devices import ENV_DEVICES, device_env
+from gpuscale.live.terminal import settle_line
 from gpuscale.telemetry.topology import probe_topology
 
 CALLBACK_SOURCE = "keras-callback"
@@ -85,7 +97,15 @@ ADD_CALLBACK_HINT = (
     "step times are unavailable: the script does not use gpuscale's callback. "
     "Add it with one line: model.fit(..., callbacks=[gpuscale.keras.ScalingMonitor()])"
 )
+PROVISIONAL_NOTE = (
+    "no start from gpuscale's callback yet (it sends one with the first training step): "
+    "until then this is what gpuscale sees from outside the script"
+)
+KERAS_LATER_EPOCH = re.compile(r"(?:^|\r)Epoch (?:[2-9]|\d{2,})/\d+")
+"""Keras's line at the start of epoch 2 or later: the first epoch is over."""
 STDERR_TAIL_LINES = 30
+MAX_UNRECORDED = 100_000
+"""Most events held for the recording while the start is provisional."""
 
 
 class _Disconnect(msgspec.Struct):
@@ -296,6 +316,7 @@ class ScriptRun(RunBase):
         name = "stderr" if level == "warning" else "stdout"
 
         def on_line(line_level: str, message: str) -> None:
+            message = settle_line(message)  # progress bars: the line's last state
             if name == "stderr" and line_level != "debug":
                 self._stderr_tail[worker].append(message)
             self._emit(
@@ -470,28 +491,141 @@ class _PumpState:
         self.suspects: dict[int, float] = {}
         """Remote workers whose connection closed without an end: when they count as lost."""
         self.exit_seen_at: float | None = None
+        self.provisional = False
+        """Consumers have a made-up start; the recording waits for the callback's."""
+        self.unrecorded: list[Event] = []
+        """Events published while provisional, for the recording once its start is known."""
+        self.hinted = False
+        """The missing-callback warning went out (and was not withdrawn)."""
+        self.later_epoch = False
+        """The script's output shows Keras beginning a second epoch."""
+        self.t0 = time.monotonic()
 
     # what the consumer sees ------------------------------------------------------------
     def publish(self, event: Event) -> None:
         if not self.started:
             self.held.append(event)
             return
+        if self.provisional:
+            self.unrecorded.append(event)
+            if len(self.unrecorded) > MAX_UNRECORDED:  # record what we have rather than hold on
+                self.commit(self.synthetic_start(hint=False))
         if isinstance(event, (StepEvent, PhaseEvent, GpuSample, HostSample, StartEvent)):
             self.analysis_events.append(event)
         if isinstance(event, StepEvent):
             self.steps[event.worker] = max(self.steps[event.worker], event.step + 1)
         self.run_._publish(event)
 
-    def send_start(self, start: StartEvent) -> None:
+    def add_topology(self, start: StartEvent) -> None:
         run = self.run_
         if start.topology is None and run.num_workers == 1:  # this machine's GPU links
             start.topology = getattr(run._sampler, "topology", None) or probe_topology(run._nvml)
+
+    def send_start(self, start: StartEvent) -> None:
+        run = self.run_
+        self.add_topology(start)
         run._open_recorder(start, run.name)
         self.started = True
         self.publish(start)
         held, self.held = self.held, []
         for event in held:
             self.publish(event)
+
+    def check_devices(self, start: StartEvent) -> None:
+        """``--devices N`` asked for N replicas: say so when the script trains on fewer."""
+        run = self.run_
+        asked = run._env.get(ENV_DEVICES, "")
+        if run.num_workers != 1 or not asked.isdigit() or start.num_replicas == int(asked):
+            return
+        self.publish(
+            LogEvent(
+                t=start.t,
+                source="gpuscale",
+                level="warning",
+                message=(
+                    f"--devices {asked} but the script trains on {start.num_replicas} "
+                    f"replica(s) ({start.strategy} strategy): build and compile the model "
+                    "inside 'with tf.distribute.MirroredStrategy().scope():' (no device list), "
+                    "and import gpuscale.keras before the first TensorFlow operation"
+                ),
+            )
+        )
+
+    def may_wait_for_callback(self) -> bool:
+        """Whether the start may stay provisional: one local script, still running."""
+        run = self.run_
+        return (
+            run.num_workers == 1
+            and run._forward is None
+            and run.cluster_info is None
+            and not self.starts
+            and not self.lost
+            and len(self.exited) < len(run._procs)
+            and not run._stopping.is_set()
+        )
+
+    def send_provisional(self) -> None:
+        """Show the run with a made-up start while the callback's is awaited (TensorFlow
+        can take long to import and trace); the recording opens with the real one."""
+        run = self.run_
+        start = self.synthetic_start(hint=False)
+        self.add_topology(start)
+        self.started = True
+        run._publish(start)  # consumers only: the recorder is not open yet
+        self.provisional = True
+        held, self.held = self.held, []
+        for event in held:
+            self.publish(event)
+
+    def commit(self, start: StartEvent) -> None:
+        """End the provisional start: the recording opens with ``start`` followed by
+        what consumers already saw; consumers get ``start`` as the run's description."""
+        run = self.run_
+        self.provisional = False
+        self.add_topology(start)
+        run._open_recorder(start, run.name)
+        self.publish(start)
+        unrecorded, self.unrecorded = self.unrecorded, []
+        if run._recorder is not None:
+            for event in unrecorded:
+                run._recorder.write(event)
+
+    def hint(self) -> None:
+        """The script does not use the callback (as far as gpuscale can tell): say so."""
+        self.hinted = True
+        if self.provisional:
+            self.commit(self.synthetic_start())
+        self.publish(
+            LogEvent(t=time.time(), source="gpuscale", level="warning", message=ADD_CALLBACK_HINT)
+        )
+
+    def hint_due(self) -> bool:
+        """No step by the end of the first epoch (Keras's output says a later one began),
+        or ``callback_timeout_s`` with not even ``import gpuscale.keras``."""
+        waited = time.monotonic() - self.t0
+        return self.later_epoch or (
+            self.announced_at is None and waited >= self.run_.callback_timeout_s
+        )
+
+    def withdraw_hint(self, start: StartEvent) -> None:
+        """The callback's start came after the warning: consumers get it (the recording
+        keeps its first start), and the warning is withdrawn."""
+        run = self.run_
+        self.hinted = False
+        run.start_event = start
+        run.queue.put(start)
+        self.analysis_events.append(start)
+        self.publish(
+            LogEvent(
+                t=start.t,
+                source="gpuscale",
+                message=(
+                    f"gpuscale's callback started after all ({start.model}, {start.strategy}, "
+                    f"{start.num_replicas} replicas): step times follow, the warning above "
+                    "no longer applies"
+                ),
+            )
+        )
 
     def merged_start(self) -> StartEvent:
         """One StartEvent for the run from the workers' own (or a made-up one)."""
@@ -530,7 +664,7 @@ class _PumpState:
             note=note,
         )
 
-    def synthetic_start(self) -> StartEvent:
+    def synthetic_start(self, hint: bool = True) -> StartEvent:
         run = self.run_
         sampler = run._sampler
         devices: list[DeviceInfo] = list(getattr(sampler, "devices", []) or [])
@@ -552,7 +686,7 @@ class _PumpState:
                 f"this is worker {run.worker}: its events go to the chief at "
                 f"{run._forward.address}, whose gpuscale shows and records the whole run"
                 if run._forward is not None
-                else ADD_CALLBACK_HINT
+                else (ADD_CALLBACK_HINT if hint else PROVISIONAL_NOTE)
             ),
         )
 
@@ -590,6 +724,15 @@ class _PumpState:
         event: Event = item
         self.connected.add(event.worker)
         if isinstance(event, StartEvent):
+            self.check_devices(event)
+            if self.provisional and event.worker == run.worker:
+                self.starts[event.worker] = event
+                self.commit(event)
+                return
+            if self.hinted and not self.starts and event.worker == run.worker:
+                self.starts[event.worker] = event
+                self.withdraw_hint(event)
+                return
             if event.worker in self.starts or self.started:
                 self.publish(
                     LogEvent(
@@ -622,6 +765,13 @@ class _PumpState:
                 )
             )
             return
+        if (
+            isinstance(event, LogEvent)
+            and event.source == "script"
+            and not self.later_epoch
+            and KERAS_LATER_EPOCH.search(event.message)
+        ):
+            self.later_epoch = True
         if isinstance(event, LogEvent) and event.source == CALLBACK_SOURCE:
             if self.announced_at is None:
                 self.announced_at = time.monotonic()
@@ -702,17 +852,14 @@ class _PumpState:
                 self.handle(item)
             self.check_suspects()
             if not self.started and self.start_due():
-                start = self.merged_start()
-                self.send_start(start)
-                if not self.starts and run._forward is None:
-                    self.publish(
-                        LogEvent(
-                            t=time.time(),
-                            source="gpuscale",
-                            level="warning",
-                            message=ADD_CALLBACK_HINT,
-                        )
-                    )
+                if self.may_wait_for_callback():
+                    self.send_provisional()
+                else:
+                    self.send_start(self.merged_start())
+                    if not self.starts and run._forward is None:
+                        self.hint()
+            if self.provisional and not self.hinted and self.hint_due():
+                self.hint()
             if (run._stopping.is_set() and len(self.exited) >= len(run._procs)) or (
                 self.started and self.finished()
             ):
@@ -727,6 +874,10 @@ class _PumpState:
                 self.handle(item)
         if not self.started:
             self.send_start(self.merged_start())
+        elif self.provisional and run._stopping.is_set():  # stopped before any step
+            self.commit(self.synthetic_start(hint=False))
+        elif self.provisional:  # the script ended without the callback's start
+            self.hint()
         self.finish()
 
     def finish(self) -> None:
@@ -773,6 +924,8 @@ class _PumpState:
         run = self.run_
         if not self.started:
             self.send_start(self.synthetic_start())
+        elif self.provisional:
+            self.commit(self.synthetic_start())
         run.status = "failed"
         self.publish(
             ErrorEvent(
@@ -816,7 +969,8 @@ def add_script_arguments(parser: Any) -> None:
         metavar="-- COMMAND",
         help="run your own training script instead of the built-in trainer, e.g. "
         "'-- python train.py --epochs 3'; add gpuscale.keras.ScalingMonitor() to its "
-        "model.fit callbacks for step times",
+        "model.fit callbacks for step times; --devices N gives it N devices (GPUSCALE_DEVICES, "
+        "read by import gpuscale.keras; without --devices the script picks its own)",
     )
 
 
@@ -846,6 +1000,15 @@ def script_run_from_args(args: Any, record: Any, **kwargs: Any) -> ScriptRun:
     if command:
         argv = command
         kwargs.setdefault("start_timeout_s", 15.0)
+        requested = getattr(args, "devices", None), getattr(args, "gpus", None)
+        if requested != (None, None):  # --devices N / --gpus: the script's devices
+            if local_workers is not None or multi_worker:
+                raise GpuscaleError(
+                    "--devices/--gpus set one process's devices; each worker of a cluster "
+                    "uses its own (CUDA_VISIBLE_DEVICES on each machine)"
+                )
+            base = kwargs.get("env") or os.environ
+            kwargs["env"] = {**base, **device_env(*requested, base)}
     else:
         if not multi_worker:
             raise GpuscaleError(

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer
@@ -26,6 +25,7 @@ from textual.worker import get_current_worker
 
 from gpuscale.events.schema import EndEvent
 from gpuscale.formatting import format_duration_s
+from gpuscale.ui import keys
 from gpuscale.ui.messages import AdviceReady, ChartsReady, ChartTexts, RunFailed, RunFinished
 from gpuscale.ui.model import RunModel, Snapshot
 from gpuscale.ui.sources import EventSource, ReplaySource
@@ -53,26 +53,9 @@ class GpuscaleApp(App[int]):
     TITLE = "gpuscale"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
-    BINDINGS = [
-        Binding("q", "quit_run", "Quit"),
-        Binding("question_mark", "help", "Help", key_display="?"),
-        Binding("space", "toggle_replay", "Pause", priority=True),
-        Binding("left", "seek(-1)", "Seek", key_display="←/→", priority=True),
-        Binding("right", "seek(1)", "Seek", show=False, priority=True),
-        Binding("left", "panel(-1)", "Panel", key_display="←/→"),
-        Binding("right", "panel(1)", "Panel", show=False),
-        Binding("plus,equals_sign", "speed(1)", "Speed", key_display="+/-", priority=True),
-        Binding("minus,underscore", "speed(-1)", "Slower", show=False, priority=True),
-        Binding("end", "jump_end", "End", show=False),
-        Binding("home", "restart", "Start", show=False),
-        Binding("p", "toggle_display", "Freeze"),
-        Binding("s", "screenshot", "SVG"),
-        Binding("c", "next_chart", "Chart"),
-        Binding("t", "toggle_theme", "Theme", show=False),
-        Binding("d", "toggle_debug", "Debug lines", show=False),
-        Binding("e", "show_error", "Error", show=False),
-    ]
-    REPLAY_ONLY = {"toggle_replay", "speed", "jump_end", "restart", "seek"}
+    BINDINGS = keys.bindings()  # every key: gpuscale/ui/keys.py
+    REPLAY_ONLY = keys.actions("replay")
+    LIVE_ONLY = keys.actions("live")
 
     def __init__(
         self,
@@ -300,12 +283,10 @@ class GpuscaleApp(App[int]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in self.REPLAY_ONLY:
             return self.is_replay
-        if action == "panel":
+        if action in self.LIVE_ONLY:
             return not self.is_replay
         if action == "show_error":
             return self._failed is not None
-        if action == "next_chart":
-            return self.screen.has_class("-narrow") if isinstance(self.screen, Screen) else True
         return True
 
     async def action_quit(self) -> None:
@@ -382,7 +363,13 @@ class GpuscaleApp(App[int]):
         self.notify(f"Screenshot saved to {path}", title="Screenshot", timeout=8)
 
     def action_next_chart(self) -> None:
+        """The next chart: on a narrow screen it replaces the one shown; on a wide one,
+        where all are shown, it takes the focus (its border lights up)."""
         self._show_chart(self._chart_index + 1)
+        chart = self.charts[CHART_IDS[self._chart_index]]
+        if isinstance(self.screen, Screen) and not self.screen.has_class("-narrow"):
+            chart.focus()
+        self.notify(f"Chart: {chart.border_title}", timeout=2)
         self.build_charts(self._chart_sizes())
 
     def _show_chart(self, index: int) -> None:

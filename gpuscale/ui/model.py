@@ -183,8 +183,9 @@ class RunModel:
             self.errors.append(event)
             self._log(t, event.source, "error", event.message)
         elif isinstance(event, StartEvent):
+            if self.start is None:  # a later start (a script's callback) updates, same clock
+                self.first_t = t
             self.start = event
-            self.first_t = t
             for info in event.devices:
                 self._device(event.worker, info.index).info = info
         elif isinstance(event, EndEvent):

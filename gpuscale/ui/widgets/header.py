@@ -25,10 +25,14 @@ def describe_run(snap: Snapshot) -> str:
     strategy = start.strategy or "?"
     if start.cross_device_ops:
         strategy += f" ({start.cross_device_ops})"
-    batch = f"batch {start.global_batch}"
-    if start.num_replicas > 1:
+    if not start.global_batch:  # a script without gpuscale's callback (yet): not known
+        batch = "batch unknown"
+    elif start.num_replicas > 1:
         batch = f"batch {start.num_replicas}x{start.per_replica_batch}={start.global_batch}"
-    batch += f" ({start.scaling} scaling)"
+    else:
+        batch = f"batch {start.global_batch}"
+    if start.global_batch:
+        batch += f" ({start.scaling} scaling)"
     return f"{start.model or '?'} · {strategy} · {device_text} · {batch}"
 
 

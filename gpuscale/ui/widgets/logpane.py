@@ -6,6 +6,7 @@ from rich.text import Text
 from textual.widgets import RichLog
 
 from gpuscale.formatting import visible
+from gpuscale.live.terminal import settle_visible
 from gpuscale.ui.model import LogLine
 
 LEVEL_STYLES = {"error": "bold red", "warning": "yellow", "debug": "dim", "info": ""}
@@ -43,8 +44,11 @@ class LogPane(RichLog):
                 self.hidden += 1
                 continue
             prefix = "" if line.source == "trainer" else f"[{line.source}] "
-            text = visible(prefix + line.message, keep_newlines=True)  # data: shown, not obeyed
-            self.write(Text(text, style=LEVEL_STYLES.get(line.level, "")))
+            style = LEVEL_STYLES.get(line.level, "")
+            # a script's progress bar: its last state, in its own colours; other control
+            # characters shown, not obeyed
+            message = Text.from_ansi(settle_visible(line.message), style=style)
+            self.write(Text(visible(prefix), style=style) + message)
         if self.show_debug:
             self.border_subtitle = "d hides debug lines"
         elif self.hidden:

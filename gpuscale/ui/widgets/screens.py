@@ -10,27 +10,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from gpuscale.formatting import visible
-
-COMMON_KEYS = [
-    ("q", "quit; a live run is stopped cleanly first"),
-    ("p", "freeze the display (the run goes on)"),
-    ("s", "save an SVG screenshot in this directory"),
-    ("c", "next chart (narrow screens show one)"),
-    ("t", "light / dark theme"),
-    ("d", "show / hide debug lines in the log"),
-    ("tab / shift+tab", "next / previous panel"),
-    ("↑ ↓ pgup pgdn", "scroll the focused panel"),
-    ("e", "show the error again (failed runs)"),
-    ("ctrl+p", "command palette"),
-    ("?", "this help"),
-]
-LIVE_KEYS = [("← / →", "previous / next panel")]
-REPLAY_KEYS = [
-    ("space", "pause / resume the replay"),
-    ("← / →", "seek 10 s back / forward"),
-    ("+ / -", "faster / slower (0.25x to 100x)"),
-    ("home / end", "back to the start / the final state"),
-]
+from gpuscale.ui import keys
 
 
 class HelpScreen(ModalScreen[None]):
@@ -43,7 +23,7 @@ class HelpScreen(ModalScreen[None]):
         self.replay = replay
 
     def compose(self) -> ComposeResult:
-        rows = (REPLAY_KEYS if self.replay else LIVE_KEYS) + COMMON_KEYS
+        rows = keys.help_rows(self.replay)
         title = "Replay keys" if self.replay else "Live run keys"
         text = Content("\n").join(
             [Content.styled(title, "bold"), Content("")]

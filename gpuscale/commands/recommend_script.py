@@ -1,0 +1,108 @@
+"""`gpuscale recommend -- python train.py`: the live sweep for the user's own script.
+
+Like the built-in trainer's sweep (:mod:`gpuscale.commands.recommend_live`), over
+the same device counts (1, 2, 4, ... up to the GPUs, or CPU logical devices; or
+``--sweep``), one run each, recorded. Each run is a
+:class:`~gpuscale.live.script_run.ScriptRun` whose script gets its devices from
+``GPUSCALE_DEVICES`` (see :mod:`gpuscale.live.devices`), so the script needs
+``ScalingMonitor`` in its ``fit`` and ``tf.distribute.MirroredStrategy()`` (no
+device list). TensorFlow never loads here.
+
+The script's batch is its own. When it is the same global batch at every count
+(``model.fit(batch_size=64)`` under MirroredStrategy splits it across the
+replicas) the sweep is strong scaling; when the batch per replica stays the
+same, weak scaling. Anything else is refused as a mix of workloads later.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from gpuscale.analysis.script_runs import settle_script_runs
+from gpuscale.analysis.summary import RunAccumulator, RunSummary
+from gpuscale.analysis.sweep import Sweep, point_from_summary
+from gpuscale.errors import EXIT_FAILED, GpuscaleError
+from gpuscale.events.schema import EndEvent, StartEvent, StepEvent
+from gpuscale.formatting import format_ms
+
+
+def run_script_sweep(
+    args: argparse.Namespace, command: list[str], *, quiet: bool = False
+) -> tuple[Sweep, str]:
+    """Run ``command`` at each device count of the plan; the measured points as a Sweep."""
+    from rich.console import Console
+
+    from gpuscale.commands.recommend_live import plan
+    from gpuscale.live.devices import device_env
+    from gpuscale.live.script_run import ScriptRun
+
+    counts, heading, pool, available = plan(args)
+    console = Console(stderr=True, highlight=False)
+    if not quiet:
+        console.print(
+            f"Running {' '.join(command)} on {', '.join(map(str, counts))} devices, one run each:",
+            style="bold",
+            markup=False,
+        )
+    runs: list[tuple[RunSummary, StartEvent, str]] = []
+    for n in counts:
+        env = {**os.environ, **(device_env(None, pool[:n]) if pool else device_env(n, None))}
+        run = ScriptRun(command, record=None if args.no_record else "default", env=env)
+        acc = RunAccumulator()
+        try:
+            run.start()
+            _follow(run, acc, n, console, quiet)
+        finally:
+            if not run.done:
+                run.stop()
+        summary = acc.summary() if acc.start is not None else None
+        if run.error is not None or summary is None or summary.step_time_s is None:
+            message = (
+                run.error.message
+                if run.error is not None
+                else "no step times (does the script's model.fit have "
+                "callbacks=[gpuscale.keras.ScalingMonitor()]?)"
+            )
+            if not runs:
+                raise GpuscaleError(f"the {n}-device run failed: {message}", exit_code=EXIT_FAILED)
+            console.print(
+                f"gpuscale: the {n}-device run failed ({message}); recommending from the "
+                f"{len(runs)} run(s) that worked",
+                style="yellow",
+                markup=False,
+            )
+            break
+        if summary.devices != n:
+            raise GpuscaleError(
+                f"the {n}-device run trained on {summary.devices} replica(s): the script picks its "
+                "own devices. Use tf.distribute.MirroredStrategy() without a device list and "
+                "import gpuscale.keras before the first TensorFlow operation",
+                exit_code=EXIT_FAILED,
+            )
+        source = str(run.recording_path) if run.recording_path else f"{n}-device run (not recorded)"
+        runs.append((summary, acc.start, source))
+    points = [point_from_summary(s, start, src) for s, start, src in settle_script_runs(runs)]
+    return Sweep(points=points, sources=[r[2] for r in runs], available_devices=available), heading
+
+
+def _follow(run, acc: RunAccumulator, n: int, console, quiet: bool) -> None:
+    from rich.progress import Progress, SpinnerColumn, TextColumn
+
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn(f"[bold]{n} device{'s' if n > 1 else ''}"),
+        TextColumn("{task.fields[status]}"),
+        console=console,
+        disable=quiet,
+        transient=False,
+    )
+    task = progress.add_task("", total=None, status="starting the script")
+    with progress:
+        for event in run.events(timeout=None):
+            acc.add(event)
+            if isinstance(event, StepEvent):
+                what = "warm-up" if event.warmup else f"{format_ms(event.step_time_s, 0)}/step"
+                progress.update(task, status=f"step {event.step + 1}, {what}")
+            elif isinstance(event, EndEvent):
+                progress.update(task, status=event.status)
