@@ -157,6 +157,9 @@ class Sweep(msgspec.Struct, kw_only=True):
     points: list[SweepPoint]
     sources: list[str] = []
     notes: list[str] = []
+    warnings: list[str] = []
+    """One line each, already naming the file: what the readers forgave (a cut last
+    line, a missing end event) and inputs counted once though given twice."""
     available_devices: int | None = None
 
 
@@ -356,38 +359,79 @@ def point_from_summary(summary: Any, start: Any, source: str) -> SweepPoint:
 
 def points_from_recordings(paths: Iterable[str | Path]) -> list[SweepPoint]:
     """Each recording (``gpuscale run`` output) summarized into one sweep point."""
+    return [_read_recording(path)[0] for path in paths]
+
+
+def _read_recording(path: str | Path) -> tuple[SweepPoint, list[str], bytes]:
+    """One recording as a sweep point, the reader's warnings, and a key that is the
+    same for two copies of one run (its start event, which names the run and when
+    it started)."""
     from gpuscale.analysis.summary import summarize
     from gpuscale.recording.reader import load_run
 
-    points = []
-    for path in paths:
-        run = load_run(path)
-        summary = summarize(run.events)
-        points.append(point_from_summary(summary, run.start, str(path)))
-    return points
+    warnings: list[str] = []
+    run = load_run(path, warnings.append)
+    summary = summarize(run.events)
+    point = point_from_summary(summary, run.start, str(path))
+    return point, warnings, b"recording:" + msgspec.json.encode(run.start)
+
+
+def _same_file_key(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return (stat.st_dev, stat.st_ino)
 
 
 def load_inputs(paths: Sequence[str | Path]) -> Sweep:
-    """Read every ``--from`` input: sweep files and recordings, in any mix."""
+    """Read every ``--from`` input: sweep files and recordings, in any mix.
+
+    An input given twice (the same file, another path to it, or a copy: the same
+    run's recording, a sweep file with the same points) is counted once, with a
+    warning: two copies of one measurement are not two runs."""
     points: list[SweepPoint] = []
     sources: list[str] = []
     notes: list[str] = []
+    warnings: list[str] = []
     available: list[int] = []
+    seen_files: dict[tuple[int, int], Path] = {}
+    seen_content: dict[bytes, Path] = {}
     for raw in paths:
         path = Path(raw)
         if not path.exists():
             raise GpuscaleError(f"{path}: no such file")
         if path.is_dir():
             raise GpuscaleError(f"{path}: is a folder; give sweep files or recordings")
+        file_key = _same_file_key(path)
+        if file_key is not None and file_key in seen_files:
+            first = seen_files[file_key]
+            warnings.append(f"{path}: given twice (the same file as {first}); counted once")
+            continue
         try:
             is_recording = _looks_like_recording(path)
         except OSError as exc:
             raise GpuscaleError(f"{path}: cannot read: {exc.strerror or exc}") from None
         if is_recording:
-            points += points_from_recordings([path])
-            sources.append(str(path))
+            point, read_warnings, content_key = _read_recording(path)
         else:
             sweep = read_sweep_file(path)
+            content_key = b"sweep:" + msgspec.json.encode(
+                [[msgspec.structs.replace(p, source=None) for p in sweep.points], sweep.notes]
+            )
+        if content_key in seen_content:
+            first = seen_content[content_key]
+            what = "run" if is_recording else "points"
+            warnings.append(f"{path}: the same {what} as {first}; counted once")
+            continue
+        seen_content[content_key] = path
+        if file_key is not None:
+            seen_files[file_key] = path
+        if is_recording:
+            points.append(point)
+            sources.append(str(path))
+            warnings += [w if w.startswith(f"{path}:") else f"{path}: {w}" for w in read_warnings]
+        else:
             points += sweep.points
             sources += sweep.sources
             notes += sweep.notes
@@ -397,6 +441,7 @@ def load_inputs(paths: Sequence[str | Path]) -> Sweep:
         points=points,
         sources=sources,
         notes=notes,
+        warnings=warnings,
         available_devices=min(available) if available else None,
     )
 

@@ -183,6 +183,7 @@ def main(args) -> int:
 
         sweep = load_inputs(args.inputs)
         heading = None
+        print_warnings(sweep.warnings)
     elif args.watch:
         from gpuscale.commands.recommend_watch import watch_sweep
 
@@ -204,6 +205,15 @@ def main(args) -> int:
         price=args.price_per_device_hour,
     )
     return EXIT_INTERRUPTED if signal_name else code
+
+
+def print_warnings(warnings: list[str]) -> None:
+    """What the inputs' readers forgave, one escaped line each on stderr (stdout
+    stays the table or the JSON)."""
+    from gpuscale.formatting import visible
+
+    for warning in dict.fromkeys(warnings):
+        print(f"gpuscale: warning: {visible(warning)}", file=sys.stderr)
 
 
 def report(
