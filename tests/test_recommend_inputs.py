@@ -7,6 +7,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from gpuscale.analysis.sweep import load_inputs
 from gpuscale.cli import main
 
@@ -83,3 +85,34 @@ def test_a_sweep_file_and_its_copy_count_once(tmp_path):
 def test_two_different_runs_at_one_count_are_both_kept():
     sweep = load_inputs([ONE, TWO, KILLED])
     assert sorted(p.devices for p in sweep.points) == [1, 2, 2]
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--sweep", "1,2"], "--sweep"),
+        (["--strategy", "mirrored"], "--strategy"),  # the default value, given: refused too
+        (["--model", "mlp", "--steps", "10"], "--model, --steps"),
+        (["--devices", "2"], "--devices"),
+        (["--no-record"], "--no-record"),
+        (["--mixed-precision"], "--mixed-precision"),
+        (["--strategy", "multi-worker"], "--strategy"),
+    ],
+)
+def test_live_sweep_flags_with_from_are_refused_in_one_line(capsys, flags, named):
+    assert main(["recommend", "--from", str(ONE), *flags]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1
+    assert err.startswith(f"gpuscale: error: {named} appl") and "--from" in err
+
+
+def test_watch_with_from_is_refused_and_points_to_replay(capsys):
+    assert main(["recommend", "--from", str(ONE), "--watch"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "gpuscale replay" in err
+
+
+def test_flags_of_the_offline_recommendation_are_accepted(capsys):
+    args = ["--max-devices", "4", "--min-efficiency", "50%", "--no-chart"]
+    assert main(["recommend", "--from", str(ONE), str(TWO), *args]) == 0
+    assert "Recommendation:" in capsys.readouterr().out
