@@ -29,6 +29,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from gpuscale.analysis.exchange import Exchange, exchange_of
+from gpuscale.analysis.topology import link_of_run
 from gpuscale.errors import GpuscaleError
 from gpuscale.events import limits
 from gpuscale.events.bounded import (
@@ -328,7 +329,7 @@ def point_from_summary(summary: Any, start: Any, source: str) -> SweepPoint:
         raise GpuscaleError(f"{source}: no counted steps (the run ended during warm-up)")
     cfg = start.config or {}
     device_name = start.devices[0].name if start.devices else None
-    interconnect = summary.interconnect
+    interconnect_text, interconnect_bytes_s = _interconnect_of(summary, start)
     point = SweepPoint(
         devices=summary.devices,
         scaling=summary.scaling if summary.scaling in ("weak", "strong") else "weak",
@@ -349,12 +350,32 @@ def point_from_summary(summary: Any, start: Any, source: str) -> SweepPoint:
         workers=summary.workers,
         platform=start.platform,
         device_name=device_name,
-        interconnect=interconnect.description if interconnect else None,
-        interconnect_bytes_s=interconnect.peak_bytes_s if interconnect else None,
+        interconnect=interconnect_text,
+        interconnect_bytes_s=interconnect_bytes_s,
         mixed_precision=start.mixed_precision,
         source=source,
     )
     return normalize(point, source)
+
+
+def _interconnect_of(summary: Any, start: Any) -> tuple[str | None, float | None]:
+    """The link a recorded run exchanged over, as ``(interconnect, bytes/s)``.
+
+    The measured topology of the GPUs it used (its start event's ``topology``,
+    :func:`gpuscale.analysis.topology.link_of_run`) when it knows their slowest
+    link's class: ``"<class>: <description>"`` (e.g. ``cross-socket: PCIe across
+    CPU sockets, ...``) and that link's nominal peak; it sees NVLink and sockets,
+    which each GPU's own PCIe link does not. Otherwise the slowest of the GPUs'
+    own links (:attr:`RunSummary.interconnect`)."""
+    link = link_of_run(start) if getattr(start, "topology", None) is not None else None
+    if link is not None and link.link_class != "unknown":
+        text = f"{link.link_class}: {link.description}" if link.description else link.link_class
+        peak = link.peak_bytes_s
+        return text, peak if peak is not None and peak >= 1 else None
+    own = summary.interconnect
+    if own is None:
+        return None, None
+    return own.description, own.peak_bytes_s
 
 
 def points_from_recordings(paths: Iterable[str | Path]) -> list[SweepPoint]:
