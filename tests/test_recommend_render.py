@@ -4,6 +4,7 @@ narrow, never a number clipped; no recommended mark when nothing is recommended.
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 import pytest
@@ -24,11 +25,11 @@ INPUTS = [
 ]
 
 
-def _render(names: list[str], width: int, **kw) -> tuple[str, object]:
+def _render(names: list[str], width: int, chart: bool = False, **kw) -> tuple[str, object]:
     sweep = load_inputs([str(SAMPLES / n) for n in names])
     rec = recommend(sweep.points, available_devices=sweep.available_devices, **kw)
     out = io.StringIO()
-    render(rec, sweep, console=Console(file=out, width=width, color_system=None), chart=False)
+    render(rec, sweep, console=Console(file=out, width=width, color_system=None), chart=chart)
     return out.getvalue(), rec
 
 
@@ -77,3 +78,8 @@ def test_no_recommended_mark_when_the_verdict_is_none(width):
     assert rec.verdict == "none"
     table = text.split("Recommendation:")[0]
     assert "<-" not in table and "recommended" not in table
+    with_chart, _ = _render(["mlp_2xcpu.ndjson"], width, chart=True)
+    assert "\u25c6" not in with_chart  # nor on the chart
+    assert not re.search(r"recommended: \d", with_chart)
+    decided, _ = _render(["mnist-cnn_1xcpu.ndjson", "mnist-cnn_2xcpu.ndjson"], width, chart=True)
+    assert "\u25c6 recommended: 1" in decided
