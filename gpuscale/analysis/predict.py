@@ -145,15 +145,32 @@ def calibration_to_json(cal: Calibration) -> str:
     return json.dumps(doc, indent=1) + "\n"
 
 
+TOPOLOGY_CLASSES = {
+    "nvswitch": "nvswitch",
+    "nvlink": "nvlink",
+    "pcie-switch": "pcie",
+    "pcie-hostbridge": "pcie",
+    "cross-socket": "pcie",
+}
+"""The link classes of a measured topology (:mod:`gpuscale.analysis.topology`) as
+the calibration's classes: the three PCIe paths are one class there (the corpus
+names PCIe machines, rarely their switches and sockets)."""
+
+
 def interconnect_class(point: SweepPoint) -> str:
     """``nvswitch``, ``nvlink``, ``pcie``, ``host`` (CPU logical devices, one
     machine's memory), ``network`` (several workers) or ``unknown``, from the
-    point's platform, workers and free-text ``interconnect``."""
+    point's platform, workers and ``interconnect``: a measured topology's class
+    label first (``cross-socket: PCIe across CPU sockets ...``, as
+    :func:`gpuscale.analysis.sweep.point_from_summary` writes it), else free text."""
     if point.workers > 1:
         return "network"
     if point.platform != "gpu":
         return "host"
     text = (point.interconnect or "").lower()
+    label = text.split(":", 1)[0].strip()
+    if label in TOPOLOGY_CLASSES:
+        return TOPOLOGY_CLASSES[label]
     for name in ("nvswitch", "nvlink", "pcie"):
         if name in text:
             return name

@@ -29,6 +29,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from gpuscale.analysis.exchange import Exchange, exchange_of
+from gpuscale.analysis.topology import link_of_run
 from gpuscale.errors import GpuscaleError
 from gpuscale.events import limits
 from gpuscale.events.bounded import (
@@ -157,6 +158,9 @@ class Sweep(msgspec.Struct, kw_only=True):
     points: list[SweepPoint]
     sources: list[str] = []
     notes: list[str] = []
+    warnings: list[str] = []
+    """One line each, already naming the file: what the readers forgave (a cut last
+    line, a missing end event) and inputs counted once though given twice."""
     available_devices: int | None = None
 
 
@@ -325,7 +329,7 @@ def point_from_summary(summary: Any, start: Any, source: str) -> SweepPoint:
         raise GpuscaleError(f"{source}: no counted steps (the run ended during warm-up)")
     cfg = start.config or {}
     device_name = start.devices[0].name if start.devices else None
-    interconnect = summary.interconnect
+    interconnect_text, interconnect_bytes_s = _interconnect_of(summary, start)
     point = SweepPoint(
         devices=summary.devices,
         scaling=summary.scaling if summary.scaling in ("weak", "strong") else "weak",
@@ -346,61 +350,134 @@ def point_from_summary(summary: Any, start: Any, source: str) -> SweepPoint:
         workers=summary.workers,
         platform=start.platform,
         device_name=device_name,
-        interconnect=interconnect.description if interconnect else None,
-        interconnect_bytes_s=interconnect.peak_bytes_s if interconnect else None,
+        interconnect=interconnect_text,
+        interconnect_bytes_s=interconnect_bytes_s,
         mixed_precision=start.mixed_precision,
         source=source,
     )
     return normalize(point, source)
 
 
+def _interconnect_of(summary: Any, start: Any) -> tuple[str | None, float | None]:
+    """The link a recorded run exchanged over, as ``(interconnect, bytes/s)``.
+
+    The measured topology of the GPUs it used (its start event's ``topology``,
+    :func:`gpuscale.analysis.topology.link_of_run`) when it knows their slowest
+    link's class: ``"<class>: <description>"`` (e.g. ``cross-socket: PCIe across
+    CPU sockets, ...``) and that link's nominal peak; it sees NVLink and sockets,
+    which each GPU's own PCIe link does not. Otherwise the slowest of the GPUs'
+    own links (:attr:`RunSummary.interconnect`)."""
+    link = link_of_run(start) if getattr(start, "topology", None) is not None else None
+    if link is not None and link.link_class != "unknown":
+        text = f"{link.link_class}: {link.description}" if link.description else link.link_class
+        peak = link.peak_bytes_s
+        return text, peak if peak is not None and peak >= 1 else None
+    own = summary.interconnect
+    if own is None:
+        return None, None
+    return own.description, own.peak_bytes_s
+
+
 def points_from_recordings(paths: Iterable[str | Path]) -> list[SweepPoint]:
     """Each recording (``gpuscale run`` output) summarized into one sweep point
     (runs of one user script at several device counts settled into one workload:
     :func:`gpuscale.analysis.script_runs.settle_script_runs`)."""
-    from gpuscale.analysis.script_runs import settle_script_runs
-    from gpuscale.analysis.summary import summarize
-    from gpuscale.recording.reader import load_run
+    return _points_of([_read_recording(path)[0] for path in paths])
 
-    runs = []
-    for path in paths:
-        run = load_run(path)
-        runs.append((summarize(run.events), run.start, str(path)))
+
+def _points_of(runs: list[tuple[Any, Any]]) -> list[SweepPoint]:
+    """Sweep points of ``(summary, start, source)`` runs, one user script's runs at
+    several device counts settled into one workload first
+    (:func:`gpuscale.analysis.script_runs.settle_script_runs`)."""
+    from gpuscale.analysis.script_runs import settle_script_runs
+
     return [point_from_summary(s, start, src) for s, start, src in settle_script_runs(runs)]
 
 
+def _read_recording(path: str | Path) -> tuple[tuple[Any, Any, str], list[str], bytes]:
+    """One recording as ``(summary, start, source)``, the reader's warnings, and a
+    key that is the same for two copies of one run (its start event, which names
+    the run and when it started)."""
+    from gpuscale.analysis.summary import summarize
+    from gpuscale.recording.reader import load_run
+
+    warnings: list[str] = []
+    run = load_run(path, warnings.append)
+    return (
+        (summarize(run.events), run.start, str(path)),
+        warnings,
+        b"recording:" + msgspec.json.encode(run.start),
+    )
+
+
+def _same_file_key(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return (stat.st_dev, stat.st_ino)
+
+
 def load_inputs(paths: Sequence[str | Path]) -> Sweep:
-    """Read every ``--from`` input: sweep files and recordings, in any mix."""
+    """Read every ``--from`` input: sweep files and recordings, in any mix.
+
+    An input given twice (the same file, another path to it, or a copy: the same
+    run's recording, a sweep file with the same points) is counted once, with a
+    warning: two copies of one measurement are not two runs."""
     points: list[SweepPoint] = []
-    recordings: list[Path] = []
     sources: list[str] = []
     notes: list[str] = []
+    warnings: list[str] = []
     available: list[int] = []
+    seen_files: dict[tuple[int, int], Path] = {}
+    seen_content: dict[bytes, Path] = {}
+    recordings: list[tuple[Any, Any, str]] = []
     for raw in paths:
         path = Path(raw)
         if not path.exists():
             raise GpuscaleError(f"{path}: no such file")
         if path.is_dir():
             raise GpuscaleError(f"{path}: is a folder; give sweep files or recordings")
+        file_key = _same_file_key(path)
+        if file_key is not None and file_key in seen_files:
+            first = seen_files[file_key]
+            warnings.append(f"{path}: given twice (the same file as {first}); counted once")
+            continue
         try:
             is_recording = _looks_like_recording(path)
         except OSError as exc:
             raise GpuscaleError(f"{path}: cannot read: {exc.strerror or exc}") from None
         if is_recording:
-            recordings.append(path)
-            sources.append(str(path))
+            run, read_warnings, content_key = _read_recording(path)
         else:
             sweep = read_sweep_file(path)
+            content_key = b"sweep:" + msgspec.json.encode(
+                [[msgspec.structs.replace(p, source=None) for p in sweep.points], sweep.notes]
+            )
+        if content_key in seen_content:
+            first = seen_content[content_key]
+            what = "run" if is_recording else "points"
+            warnings.append(f"{path}: the same {what} as {first}; counted once")
+            continue
+        seen_content[content_key] = path
+        if file_key is not None:
+            seen_files[file_key] = path
+        if is_recording:
+            recordings.append(run)
+            sources.append(str(path))
+            warnings += [w if w.startswith(f"{path}:") else f"{path}: {w}" for w in read_warnings]
+        else:
             points += sweep.points
             sources += sweep.sources
             notes += sweep.notes
             if sweep.available_devices:
                 available.append(sweep.available_devices)
-    points += points_from_recordings(recordings)  # together: one script's runs settle
+    points += _points_of(recordings)  # together: one script's runs settle into one workload
     return Sweep(
         points=points,
         sources=sources,
         notes=notes,
+        warnings=warnings,
         available_devices=min(available) if available else None,
     )
 

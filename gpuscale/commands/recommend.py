@@ -71,6 +71,7 @@ def register(sub) -> None:
         help="also write the scaling chart to FILE, SVG or PNG by its extension "
         "(needs the 'plot' extra: pip install 'gpuscale[plot]')",
     )
+    first_live = len(parser._actions)
     live = parser.add_argument_group("live sweep (without --from)")
     live.add_argument(
         "--sweep",
@@ -98,6 +99,10 @@ def register(sub) -> None:
             action.help = "steps per run of the sweep, warm-up included (default 40)"
         elif action.dest == "devices":
             action.help = "sweep up to N devices (default: all GPUs, or CPU logical devices)"
+    # What only a live sweep reads: refused with --from rather than silently ignored.
+    for action in parser._actions[first_live:]:
+        if action.option_strings:
+            action.__class__ = _noting_use(type(action))
     parser.add_argument(
         "command",
         nargs="...",
@@ -106,7 +111,7 @@ def register(sub) -> None:
         "model.fit needs gpuscale.keras.ScalingMonitor(); each run gets its devices from "
         "GPUSCALE_DEVICES)",
     )
-    parser.set_defaults(func=main)
+    parser.set_defaults(func=main, live_flags_given=())
 
 
 def _fraction(text: str) -> float:
@@ -184,6 +189,13 @@ def main(args) -> int:
             "--watch runs a live sweep; to see recordings in the scaling view: "
             "gpuscale replay FILE FILE..."
         )
+    if args.inputs:
+        refuse_live_flags(args)
+        if args.command:
+            raise GpuscaleError(
+                "--from reads recorded runs; a command ('-- ...') is for a live sweep of "
+                "your script: give one or the other"
+            )
     if args.watch and args.json:
         raise GpuscaleError("--watch shows the sweep on screen; leave it out for --json")
     signal_name = None
@@ -192,6 +204,7 @@ def main(args) -> int:
 
         sweep = load_inputs(args.inputs)
         heading = None
+        print_warnings(sweep.warnings)
     elif command := split_command(args.command):
         if args.watch:
             raise GpuscaleError(
@@ -222,6 +235,47 @@ def main(args) -> int:
         price=args.price_per_device_hour,
     )
     return EXIT_INTERRUPTED if signal_name else code
+
+
+_NOTING: dict[type, type] = {}
+
+
+def _noting_use(action_class: type[argparse.Action]) -> type[argparse.Action]:
+    """``action_class`` that also notes its flag in ``live_flags_given`` when the
+    command line gives it (whatever the value, the default included)."""
+    if action_class not in _NOTING:
+
+        class Noting(action_class):  # type: ignore[misc, valid-type]
+            def __call__(self, parser, namespace, values, option_string=None):
+                flag = option_string or self.option_strings[-1]
+                namespace.live_flags_given = (*getattr(namespace, "live_flags_given", ()), flag)
+                super().__call__(parser, namespace, values, option_string)
+
+        Noting.__name__ = f"Noting{action_class.__name__}"
+        _NOTING[action_class] = Noting
+    return _NOTING[action_class]
+
+
+def refuse_live_flags(args) -> None:
+    """With ``--from`` nothing is run, so the live sweep's flags (the device counts,
+    the trainer's options) would be ignored: refused, naming them, in one line."""
+    given = list(dict.fromkeys(getattr(args, "live_flags_given", ())))
+    if given:
+        names = ", ".join(given)
+        raise GpuscaleError(
+            f"{names} {'applies' if len(given) == 1 else 'apply'} to a live sweep, not to "
+            "--from (the recordings and sweep files say what was run); leave "
+            f"{'it' if len(given) == 1 else 'them'} out, or drop --from to run a sweep"
+        )
+
+
+def print_warnings(warnings: list[str]) -> None:
+    """What the inputs' readers forgave, one escaped line each on stderr (stdout
+    stays the table or the JSON)."""
+    from gpuscale.formatting import visible
+
+    for warning in dict.fromkeys(warnings):
+        print(f"gpuscale: warning: {visible(warning)}", file=sys.stderr)
 
 
 def report(

@@ -3,6 +3,9 @@ the recommendation (rich, no Textual)."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text as _RichText
@@ -27,7 +30,14 @@ def with_range(
     text = format_number(value, spec, suffix)
     if value is None or low is None or high is None:
         return text
-    return f"{text} ({format(low, spec)}\u2013{format(high, spec)}{suffix})"
+    return f"{text} ({range_text(low, high, spec, suffix)})"
+
+
+def range_text(low: float | None, high: float | None, spec: str, suffix: str = "") -> str:
+    """``905\u20131,150``: a range on its own; empty without one."""
+    if low is None or high is None:
+        return ""
+    return f"{format_number(low, spec)}\u2013{format_number(high, spec)}{suffix}"
 
 
 def pct_with_range(value: float | None, low: float | None, high: float | None) -> str:
@@ -49,6 +59,162 @@ def _rows_shown(rows: list, chosen: int | None) -> set[int]:
     return keep
 
 
+class Column(NamedTuple):
+    """One column of the table as text: its header and one cell per row."""
+
+    header: str
+    cells: list[str]
+    justify: str = "right"
+
+
+class Layout(NamedTuple):
+    """How much the table says, from all of it (wide terminals) to the least
+    that still answers the question (80 columns and less)."""
+
+    ranges_inline: bool
+    """Ranges inside the cells (``1,918 (1,056\u20132,157)``) of samples/s, speedup
+    and efficiency; otherwise the samples/s range alone, in its own column."""
+    step_time: bool
+    long_marks: bool
+    """``predicted``, ``measured``, ``23% (model)``; else ``pred.``, ``meas.``,
+    ``~23%``, explained under the table."""
+    long_recommended: bool
+    """``<- recommended`` on the chosen row; else ``<-``, explained under the table."""
+    exposed_comm: bool = True
+
+
+LAYOUTS = (
+    Layout(ranges_inline=True, step_time=True, long_marks=True, long_recommended=True),
+    Layout(ranges_inline=False, step_time=True, long_marks=True, long_recommended=True),
+    Layout(ranges_inline=False, step_time=True, long_marks=True, long_recommended=False),
+    Layout(ranges_inline=False, step_time=True, long_marks=False, long_recommended=False),
+    Layout(ranges_inline=False, step_time=False, long_marks=True, long_recommended=False),
+    Layout(ranges_inline=False, step_time=False, long_marks=False, long_recommended=False),
+    Layout(False, step_time=False, long_marks=False, long_recommended=False, exposed_comm=False),
+)
+"""Tried in order; the first in which every cell of every table fits the terminal
+on one line is used. A narrow terminal drops columns and shortens marks; it never
+clips a number."""
+
+
+def table_columns(
+    rec: Recommendation, rows: list, costs: dict, layout: Layout
+) -> tuple[list[Column], list[str]]:
+    """The columns of one configuration's table in ``layout``, and the legend
+    lines its short marks need (empty for the long marks)."""
+    chosen_key = (rec.config, rec.devices) if rec.verdict != "none" else None
+    limit = rec.device_limit
+    long = layout.long_marks
+    n, step, tput, rng, speed, eff, comm, cost, mark = ([] for _ in range(9))
+    legend: dict[str, None] = {}
+    for r in rows:
+        if r is None:  # rows not shown
+            for cells in (n, step, tput, rng, speed, eff, comm, cost, mark):
+                cells.append("")
+            n[-1] = "..."
+            continue
+        n.append(str(r.devices))
+        step.append(format_duration_s(r.step_time_s))
+        if layout.ranges_inline:
+            tput.append(with_range(r.throughput, r.throughput_low, r.throughput_high, ",.0f"))
+            speed.append(with_range(r.speedup, r.speedup_low, r.speedup_high, ".2f", "x"))
+            eff.append(pct_with_range(r.efficiency, r.efficiency_low, r.efficiency_high))
+        else:
+            tput.append(format_number(r.throughput, ",.0f"))
+            rng.append(range_text(r.throughput_low, r.throughput_high, ",.0f"))
+            speed.append(format_number(r.speedup, ".2f", "x"))
+            eff.append(format_fraction_pct(r.efficiency))
+        share = format_fraction_pct(r.comm_share)
+        if (
+            layout.exposed_comm
+            and r.comm_share is not None
+            and (r.predicted or r.allreduce_s is None)
+        ):
+            if long:
+                share += " (model)"
+            else:
+                share = "~" + share
+                legend["~ exposed comm estimated by the model"] = None
+        comm.append(share)
+        if costs:
+            c = costs.get(r.devices)
+            if c is None:
+                cost.append("")
+            elif long:
+                cost.append(f"{c.per_million_samples:,.2f} ({c.relative:.2f}x)")
+            else:
+                cost.append(f"{c.per_million_samples:,.2f}")
+        if r.predicted:
+            text = "predicted" if long else "pred."
+        elif limit is not None and r.devices > limit:
+            text = "measured, above limit" if long else "above limit"
+        else:
+            text = "measured" if long else "meas."
+        if (r.config, r.devices) == chosen_key:
+            text += "  <- recommended" if layout.long_recommended else " <-"
+            if not layout.long_recommended:
+                legend["<- recommended"] = None
+        mark.append(text)
+    columns = [Column("N", n)]
+    if layout.step_time:
+        columns.append(Column("step time", step))
+    columns.append(Column("samples/s", tput))
+    if not layout.ranges_inline and any(rng):
+        columns.append(Column("range", rng))
+    columns += [Column("speedup", speed), Column("efficiency", eff)]
+    if layout.exposed_comm:
+        columns.append(Column("exposed comm", comm))
+    if costs:
+        columns.append(Column("cost/M samples" if long else "cost/M", cost))
+    columns.append(Column("", mark, "left"))
+    if not long:
+        if any(r is not None and r.predicted for r in rows):
+            legend["pred. predicted, meas. measured"] = None
+        else:
+            legend["meas. measured"] = None
+    return columns, list(legend)
+
+
+def _cell_widths(columns: list[Column], wrap_headers: bool) -> list[int]:
+    widths = []
+    for col in columns:
+        header = max(col.header.split(), key=cell_len, default="") if wrap_headers else col.header
+        widths.append(max([cell_len(header), *(cell_len(c) for c in col.cells)]))
+    return widths
+
+
+def table_width(widths: list[int]) -> int:
+    """Columns wide of a table of these column widths: one space of padding each
+    side of a cell and a rule between columns and at the edges."""
+    return sum(widths) + 3 * len(widths) + 1
+
+
+def choose_layout(rec: Recommendation, tables: list[tuple[list, dict]], width: int) -> Layout:
+    """The most complete layout in which every cell of every table (``(rows,
+    costs)`` each) fits ``width`` on one line, headers wrapped at spaces if need
+    be; the most compact one when none does. One layout for all the tables, so
+    they read alike."""
+    for layout in LAYOUTS:
+        if all(
+            table_width(_cell_widths(table_columns(rec, rows, costs, layout)[0], True)) <= width
+            for rows, costs in tables
+        ):
+            return layout
+    return LAYOUTS[-1]
+
+
+def fit_columns(
+    rec: Recommendation, rows: list, costs: dict, width: int, layout: Layout
+) -> tuple[list[Column], list[int], list[str]]:
+    """The columns of one table in ``layout``, their widths (whole headers when
+    they fit ``width``, else headers wrapped at spaces) and the legend lines."""
+    columns, legend = table_columns(rec, rows, costs, layout)
+    widths = _cell_widths(columns, False)
+    if table_width(widths) > width:
+        widths = _cell_widths(columns, True)
+    return columns, widths, legend
+
+
 def Text(text: str, style: str = "") -> _RichText:  # noqa: N802 - drop-in for rich's Text
     """Rich text of a line that may hold strings from data (model and config names,
     file paths, notes): control characters shown escaped, never sent raw."""
@@ -68,9 +234,16 @@ def render(
         console.print(Text(heading, style="bold"))
     for source in dict.fromkeys(sweep.sources):
         console.print(Text(f"from {source}", style="dim"))
-    chosen_key = (rec.config, rec.devices)
+    chosen_key = (rec.config, rec.devices) if rec.verdict != "none" else None
+    tables = []
     for model in rec.models:
         rows = [r for r in rec.table if r.config == model.config]
+        costs = {c.devices: c for c in rec.costs if c.config == model.config}
+        keep = _rows_shown(rows, rec.devices if model.config == rec.config else None)
+        shown = [r if i in keep else None for i, r in enumerate(rows) if i in keep or i - 1 in keep]
+        tables.append((model, rows, shown, costs, len(rows) - len(keep)))
+    layout = choose_layout(rec, [(shown, costs) for _, _, shown, costs, _ in tables], console.width)
+    for model, rows, shown, costs, hidden in tables:
         scaling = (
             f"weak scaling, {model.per_replica_batch} samples per device"
             if model.scaling == "weak"
@@ -80,62 +253,41 @@ def render(
             title=markup_literal(f"{model.config} ({scaling}; exchange: {model.exchange})"),
             title_justify="left",
         )
-        costs = {c.devices: c for c in rec.costs if c.config == model.config}
-        names = ["N", "step time", "samples/s", "speedup", "efficiency", "exposed comm", ""]
-        if costs:
-            names.insert(6, "cost/M samples")
-        for name in names:
-            table.add_column(name, justify="left" if name == "" else "right")
-        keep = _rows_shown(rows, rec.devices if model.config == rec.config else None)
-        for i, r in enumerate(rows):
-            if i not in keep:
-                if i - 1 in keep:
-                    table.add_row(
-                        "...",
-                        "",
-                        f"{next((j for j in range(i, len(rows)) if j in keep), len(rows)) - i} rows",
-                        "",
-                        "",
-                        "",
-                        "not shown (--json has them)",
-                    )
-                continue
-            mark = "predicted" if r.predicted else "measured"
-            limit = rec.device_limit
-            if not r.predicted and limit is not None and r.devices > limit:
-                mark = "measured, above limit"
-            if (r.config, r.devices) == chosen_key:
-                mark += "  <- recommended"
-            comm = format_fraction_pct(r.comm_share)
-            if r.comm_share is not None and (r.predicted or r.allreduce_s is None):
-                comm += " (model)"
-            style = "dim italic" if r.predicted else ""
-            if (r.config, r.devices) == chosen_key:
-                style = "bold green"
-            cells = [
-                str(r.devices),
-                format_duration_s(r.step_time_s),
-                with_range(r.throughput, r.throughput_low, r.throughput_high, ",.0f"),
-                with_range(r.speedup, r.speedup_low, r.speedup_high, ".2f", "x"),
-                pct_with_range(r.efficiency, r.efficiency_low, r.efficiency_high),
-                comm,
-                mark,
-            ]
-            if costs:
-                c = costs.get(r.devices)
-                cells.insert(6, f"{c.per_million_samples:,.2f} ({c.relative:.2f}x)" if c else "")
-            table.add_row(
-                *cells,
-                style=style,
+        columns, widths, legend = fit_columns(rec, shown, costs, console.width, layout)
+        fits = table_width(widths) <= console.width
+        for i, (col, w) in enumerate(zip(columns, widths, strict=True)):
+            # Too narrow for any layout: rich shares out what there is (numbers fold
+            # onto two lines, never end in an ellipsis), the device count kept whole.
+            table.add_column(
+                col.header,
+                justify=col.justify,
+                width=w if fits else None,
+                min_width=w if i == 0 else None,
+                overflow="fold",
             )
+        for i, r in enumerate(shown):
+            style = ""
+            if r is not None and r.predicted:
+                style = "dim italic"
+            if r is not None and (r.config, r.devices) == chosen_key:
+                style = "bold green"
+            table.add_row(*(col.cells[i] for col in columns), style=style)
         console.print(table)
+        if hidden:
+            console.print(Text(f"  ... {hidden:,} rows not shown (--json has them)", style="dim"))
+        if legend:
+            console.print(Text("  " + "; ".join(legend), style="dim"))
         coverages = {r.coverage for r in rows if r.predicted and r.coverage is not None}
         if coverages:
+            shape = (
+                "range: low\u2013high of the predicted samples/s"
+                if any(col.header == "range" for col in columns)
+                else "predicted: value (low\u2013high)"
+            )
             console.print(
                 Text(
-                    f"  predicted: value (low\u2013high), a {format_fraction_pct(max(coverages))} "
-                    "range calibrated on published scaling tables (README: How good are the "
-                    "predictions?)",
+                    f"  {shape}: {format_fraction_pct(max(coverages))} ranges calibrated on "
+                    "published scaling tables (README: How good are the predictions?)",
                     style="dim",
                 )
             )

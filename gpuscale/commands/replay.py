@@ -117,6 +117,7 @@ def replay_sweep(files: list[Path]) -> int:
         heading=sweep_heading(sweep.points, len(files)),
         available_devices=sweep.available_devices,
         sources=list(sweep.sources),
+        warnings=list(sweep.warnings),
     )
     from gpuscale.errors import EXIT_INTERRUPTED
     from gpuscale.ui.app import run_until_stop_signal

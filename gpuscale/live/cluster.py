@@ -77,12 +77,24 @@ def _split_host(address: str) -> str:
     return (host if sep else address).strip("[]")
 
 
+MAX_TF_CONFIG_BYTES = 1024 * 1024
+"""Longest ``TF_CONFIG`` read: 10,000 workers of ``host:port`` take about 300 kB."""
+
+
 def parse_tf_config(text: str) -> ClusterInfo:
-    """Parse a ``TF_CONFIG`` value. Raises :class:`GpuscaleError` naming what is wrong."""
+    """Parse a ``TF_CONFIG`` value. Raises :class:`GpuscaleError` naming what is wrong.
+
+    Read as untrusted input (:func:`gpuscale.events.bounded.decode_json`): at most
+    :data:`MAX_TF_CONFIG_BYTES`, nested at most ``MAX_DEPTH`` levels; what is quoted
+    from it in an error is escaped (:func:`gpuscale.formatting.visible`)."""
+    from gpuscale.events.bounded import JsonInputError, decode_json
+    from gpuscale.formatting import visible
+
     try:
-        config = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise GpuscaleError(f"TF_CONFIG is not valid JSON: {exc}") from None
+        data = text.encode("utf-8", "surrogateescape")
+        config = decode_json(data, max_bytes=MAX_TF_CONFIG_BYTES)
+    except (JsonInputError, UnicodeError) as exc:
+        raise GpuscaleError(f"TF_CONFIG is not usable: {visible(exc)}") from None
     if not isinstance(config, dict):
         raise GpuscaleError("TF_CONFIG must be a JSON object with 'cluster' and 'task'")
     cluster = config.get("cluster")
@@ -92,8 +104,9 @@ def parse_tf_config(text: str) -> ClusterInfo:
     unsupported = sorted(set(cluster) - {"chief", "worker"})
     if unsupported:
         raise GpuscaleError(
-            f"TF_CONFIG has task types {', '.join(unsupported)}: gpuscale's multi-worker runs "
-            "use MultiWorkerMirroredStrategy, which takes only 'chief' and 'worker'"
+            f"TF_CONFIG has task types {visible(', '.join(unsupported), limit=200)}: gpuscale's "
+            "multi-worker runs use MultiWorkerMirroredStrategy, which takes only 'chief' and "
+            "'worker'"
         )
     chief = cluster.get("chief", [])
     workers = cluster.get("worker", [])
@@ -102,7 +115,10 @@ def parse_tf_config(text: str) -> ClusterInfo:
             raise GpuscaleError(f"TF_CONFIG cluster.{name} must be a list of 'host:port' strings")
         for address in tasks:
             if not re.fullmatch(r"\[?[^\s\[\]]+\]?:\d{1,5}", address):
-                raise GpuscaleError(f"TF_CONFIG has a bad address {address!r} (want host:port)")
+                raise GpuscaleError(
+                    f"TF_CONFIG has a bad address {visible(repr(address), limit=200)} "
+                    "(want host:port)"
+                )
     if len(chief) > 1:
         raise GpuscaleError("TF_CONFIG may have at most one chief")
     all_workers = list(chief) + list(workers)
@@ -111,7 +127,10 @@ def parse_tf_config(text: str) -> ClusterInfo:
     task_type = task.get("type")
     task_index = task.get("index", 0)
     if task_type not in ("chief", "worker"):
-        raise GpuscaleError(f"TF_CONFIG task type must be 'chief' or 'worker', not {task_type!r}")
+        raise GpuscaleError(
+            "TF_CONFIG task type must be 'chief' or 'worker', "
+            f"not {visible(repr(task_type), limit=200)}"
+        )
     if not isinstance(task_index, int) or isinstance(task_index, bool):
         raise GpuscaleError("TF_CONFIG task index must be an integer")
     tasks = chief if task_type == "chief" else workers

@@ -124,19 +124,20 @@ def _draw_throughput(ax, chart: ScalingChart) -> None:
                 gid=gid,
             )
     chosen = chart.recommended
-    where = f", {chart.recommended_config}" if chart.several_configs else ""
-    ax.plot(
-        [chosen.devices],
-        [chosen.throughput],
-        linestyle="none",
-        marker="o",
-        markersize=14,
-        markerfacecolor="none",
-        markeredgecolor="green",
-        markeredgewidth=2,
-        label=f"recommended: {chosen.devices} device{'s' if chosen.devices > 1 else ''}{where}",
-        gid="recommended",
-    )
+    if chart.decided:
+        where = f", {chart.recommended_config}" if chart.several_configs else ""
+        ax.plot(
+            [chosen.devices],
+            [chosen.throughput],
+            linestyle="none",
+            marker="o",
+            markersize=14,
+            markerfacecolor="none",
+            markeredgecolor="green",
+            markeredgewidth=2,
+            label=f"recommended: {chosen.devices} device{'s' if chosen.devices > 1 else ''}{where}",
+            gid="recommended",
+        )
     if any(s.predicted for s in chart.series):
         cover = f"{chart.coverage:.0%} " if chart.coverage is not None else ""
         ax.plot(

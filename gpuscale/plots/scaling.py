@@ -81,6 +81,9 @@ class ScalingChart:
     platform_note: str | None = None
     counts: list[int] = field(default_factory=list)
     """Every device count on the x axis, ascending."""
+    decided: bool = True
+    """``False`` when nothing is recommended (one measured count): ``recommended``
+    is then only the configuration the bars show, and is not marked."""
 
     @property
     def title(self) -> str:
@@ -144,6 +147,7 @@ def build_scaling_chart(rec: Recommendation) -> ScalingChart:
         coverage=coverage,
         platform_note=rec.platform_note,
         counts=counts,
+        decided=rec.verdict != "none",
     )
 
 

@@ -87,7 +87,10 @@ def throughput_chart(chart: ScalingChart, width: int, height: int) -> Text:
                 marker="○",
             )
     chosen = chart.recommended
-    fig.scatter([_x(chosen.devices)], [_y(chosen.throughput)], color=RECOMMENDED_COLOR, marker="◆")
+    if chart.decided:
+        fig.scatter(
+            [_x(chosen.devices)], [_y(chosen.throughput)], color=RECOMMENDED_COLOR, marker="◆"
+        )
     fig.xticks([_x(n) for n in chart.counts], [str(n) for n in chart.counts])
     ticks = log_ticks(low, high)
     fig.yticks([_y(t) for t in ticks], [short_number(t) for t in ticks])
@@ -113,8 +116,9 @@ def _throughput_legend(chart: ScalingChart) -> list[tuple[str, str, str]]:
             label += f" │{cover} range"
         items.append(("○", "", label))
     items.append(("──", IDEAL_COLOR, "ideal"))
-    where = f" ({chart.recommended_config})" if chart.several_configs else ""
-    items.append(("◆", RECOMMENDED_COLOR, f"recommended: {chart.recommended.devices}{where}"))
+    if chart.decided:
+        where = f" ({chart.recommended_config})" if chart.several_configs else ""
+        items.append(("◆", RECOMMENDED_COLOR, f"recommended: {chart.recommended.devices}{where}"))
     return items
 
 

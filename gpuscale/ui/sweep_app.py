@@ -29,6 +29,7 @@ from textual.widgets import Footer, Static
 from gpuscale.analysis.recommend import DEFAULT_MIN_EFFICIENCY, Recommendation, recommend
 from gpuscale.analysis.sweep import SweepPoint
 from gpuscale.errors import GpuscaleError
+from gpuscale.formatting import markup_literal
 from gpuscale.plots.scaling import build_scaling_chart
 from gpuscale.ui.widgets.scaling import (
     PHASES_PANEL,
@@ -58,6 +59,9 @@ class SweepView:
     min_efficiency: float = DEFAULT_MIN_EFFICIENCY
     max_devices: int | None = None
     sources: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    """What the readers forgave and inputs counted once (replay of several files),
+    shown once as notifications."""
 
     @property
     def measured_counts(self) -> list[int]:
@@ -186,6 +190,8 @@ class SweepApp(App[int]):
 
     def on_mount(self) -> None:
         self.show_sweep(self.view)
+        for warning in dict.fromkeys(self.view.warnings):
+            self.notify(markup_literal(warning), severity="warning", timeout=10)
         if self.runner is not None:
             self._run_sweep()
 

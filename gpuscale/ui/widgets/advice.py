@@ -2,7 +2,10 @@
 
 Every number and every judgement (confidence level, what is worth a warning)
 comes from ``gpuscale.analysis`` (the same code as ``gpuscale recommend``); this
-module only words and styles it.
+module only words and styles it. Every string goes through :func:`_text`, which
+shows control characters escaped (:func:`gpuscale.formatting.visible`): the
+analysis's sentences may quote model and configuration names from a recording,
+and ``Content`` takes text as it is (no markup is parsed, nothing is stripped).
 """
 
 from __future__ import annotations
@@ -21,14 +24,20 @@ from gpuscale.formatting import (
     format_ms,
     format_number,
     format_rate_bytes_s,
+    visible,
 )
 
 __all__ = ["AdvicePanel", "advice_content", "predict_from_run"]
 
 
+def _text(text: str, style: str = "") -> Content:
+    """``text`` (possibly from data) as content: control characters escaped."""
+    return Content.styled(visible(text), style)
+
+
 def _row(label: str, value: str | Content, style: str = "") -> Content:
-    value = value if isinstance(value, Content) else Content.styled(value, style)
-    return Content.assemble((f"{label:<13}", "bold"), value)
+    value = value if isinstance(value, Content) else _text(value, style)
+    return Content.assemble((visible(f"{label:<13}"), "bold"), value)
 
 
 def _predictions(rec: Recommendation) -> list[Content]:
@@ -50,14 +59,14 @@ def _predictions(rec: Recommendation) -> list[Content]:
     ranged = f" (low–high: {format_fraction_pct(coverage)} range)" if coverage else ""
     lines = [
         _row("predicted", " · ".join(parts)),
-        Content.styled(
+        _text(
             f"N: speedup over this run's {base} device{'s' if base > 1 else ''}{ranged}, "
             "from this run alone",
             "$text-muted",
         ),
     ]
     if rec.platform_note:
-        lines.append(Content.styled(rec.platform_note, "$text-warning"))
+        lines.append(_text(rec.platform_note, "$text-warning"))
     return lines
 
 
@@ -97,7 +106,7 @@ def advice_content(summary: RunSummary | None, rec: Recommendation | None = None
                 )
             )
     else:
-        lines.append(Content.styled("phase breakdown: not measured yet", "$text-muted"))
+        lines.append(_text("phase breakdown: not measured yet", "$text-muted"))
     if s.devices == 1:
         lines.append(
             Content.styled(
@@ -109,7 +118,7 @@ def advice_content(summary: RunSummary | None, rec: Recommendation | None = None
     trust = run_confidence(s)
     style = {"low": "$text-warning", "none": "$text-muted"}.get(trust.level, "$text-success")
     lines.append(_row("confidence", trust.level, f"bold {style}"))
-    lines.append(Content.styled(trust.reason, "$text-muted"))
+    lines.append(_text(trust.reason, "$text-muted"))
     return Content("\n").join(lines)
 
 

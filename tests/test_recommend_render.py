@@ -1,0 +1,85 @@
+"""The `recommend` table at 80 and 120 columns: columns dropped or merged when
+narrow, never a number clipped; no recommended mark when nothing is recommended."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from gpuscale.analysis.recommend import recommend
+from gpuscale.analysis.sweep import load_inputs
+from gpuscale.commands.recommend_render import range_text, render
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_runs"
+
+INPUTS = [
+    ["mlp_2xcpu.ndjson"],
+    ["mnist-cnn_1xcpu.ndjson", "mnist-cnn_2xcpu.ndjson"],
+    ["seed000_v100.json"],
+    ["seed002_mnist.json"],
+    ["seed004_multiworker.json"],
+]
+
+
+def _render(names: list[str], width: int, chart: bool = False, **kw) -> tuple[str, object]:
+    sweep = load_inputs([str(SAMPLES / n) for n in names])
+    rec = recommend(sweep.points, available_devices=sweep.available_devices, **kw)
+    out = io.StringIO()
+    render(rec, sweep, console=Console(file=out, width=width, color_system=None), chart=chart)
+    return out.getvalue(), rec
+
+
+def _table_rows(text: str) -> list[list[str]]:
+    return [
+        [cell.strip() for cell in line.strip().strip("\u2502").split("\u2502")]
+        for line in text.splitlines()
+        if line.startswith("\u2502")
+    ]
+
+
+@pytest.mark.parametrize("width", [80, 120])
+@pytest.mark.parametrize("names", INPUTS, ids=lambda n: n[0])
+@pytest.mark.parametrize("kw", [{}, {"max_devices": 16, "price_per_device_hour": 2.5}])
+def test_no_cell_is_clipped_and_every_number_is_whole(names, width, kw):
+    text, rec = _render(names, width, **kw)
+    rows = _table_rows(text)
+    assert rows and not any(cell.endswith("\u2026") for row in rows for cell in row)
+    assert "\u2026" not in text
+    assert max(len(line) for line in text.splitlines()) <= width
+    for point in rec.table:  # each row on one line, its samples/s and range whole
+        number = f"{point.throughput:,.0f}"
+        assert any(r[0] == str(point.devices) and number in " ".join(r) for r in rows)
+        if point.throughput_low is not None:
+            span = range_text(point.throughput_low, point.throughput_high, ",.0f")
+            assert any(r[0] == str(point.devices) and span in " ".join(r) for r in rows)
+
+
+def test_wide_terminal_shows_every_range_and_the_step_time():
+    text, rec = _render(["mlp_2xcpu.ndjson"], 120)
+    assert "step time" in text and "exposed comm" in text
+    row = next(r for r in rec.table if r.predicted)
+    assert f"{row.speedup:.2f}x ({row.speedup_low:.2f}" in text
+    assert "(model)" in text and "predicted" in text
+
+
+def test_narrow_terminal_keeps_samples_range_and_explains_short_marks():
+    text, _ = _render(["mnist-cnn_1xcpu.ndjson", "mnist-cnn_2xcpu.ndjson"], 80)
+    assert "range" in text and "794\u2013845" in text
+    assert "<- recommended" in text  # the short mark is explained under the table
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_no_recommended_mark_when_the_verdict_is_none(width):
+    text, rec = _render(["mlp_2xcpu.ndjson"], width)
+    assert rec.verdict == "none"
+    table = text.split("Recommendation:")[0]
+    assert "<-" not in table and "recommended" not in table
+    with_chart, _ = _render(["mlp_2xcpu.ndjson"], width, chart=True)
+    assert "\u25c6" not in with_chart  # nor on the chart
+    assert not re.search(r"recommended: \d", with_chart)
+    decided, _ = _render(["mnist-cnn_1xcpu.ndjson", "mnist-cnn_2xcpu.ndjson"], width, chart=True)
+    assert "\u25c6 recommended: 1" in decided
