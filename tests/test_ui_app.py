@@ -287,3 +287,17 @@ async def test_a_finished_run_says_so_in_a_toast_and_a_cut_one_warns():
         await pilot.pause()
         messages = [n.message for n in app._notifications]
         assert any("without an end event" in m for m in messages), messages
+
+
+async def test_an_idle_replay_at_its_end_draws_nothing():
+    """A replay at its final state has nothing new to show: the redraw timer
+    draws nothing (it redrew the header ten times a second, ~11% of a core)."""
+    app = build_app(replay(cpu_run(), end=True))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await app.settle()
+        await pilot.pause(0.3)
+        drawn = []
+        app._draw_header = lambda snap: drawn.append(snap)
+        app.redraw = lambda force=False: drawn.append(force)
+        await pilot.pause(0.5)
+        assert drawn == []

@@ -28,7 +28,7 @@ from gpuscale.events.schema import EndEvent
 from gpuscale.formatting import format_duration_s
 from gpuscale.ui.messages import AdviceReady, ChartsReady, ChartTexts, RunFailed, RunFinished
 from gpuscale.ui.model import RunModel, Snapshot
-from gpuscale.ui.sources import EventSource, ReplaySource
+from gpuscale.ui.sources import EventSource, ReplaySource, ReplayStatus
 from gpuscale.ui.widgets.advice import AdvicePanel, predict_from_run
 from gpuscale.ui.widgets.charts import (
     BREAKDOWN_CHART,
@@ -104,6 +104,7 @@ class GpuscaleApp(App[int]):
         self._summary_version = -1
         self._quitting = False
         self._last_snap: Snapshot | None = None
+        self._drawn_replay: ReplayStatus | None = None
         for warning in source.info.warnings:
             self.model.add_notice(warning)
 
@@ -151,6 +152,8 @@ class GpuscaleApp(App[int]):
             except Exception as exc:  # the stream broke: say so, keep what we have
                 self.post_message(RunFailed(f"the event stream failed: {exc}"))
                 return
+            if self._finished_posted and not self.is_replay:
+                return  # a live run that ended sends nothing more: stop polling it
 
     def pump_once(self, timeout_s: float = 0.0) -> int:
         """Move one batch from the source into the model; returns events moved."""
@@ -173,8 +176,8 @@ class GpuscaleApp(App[int]):
             return
         if self.model.version != self._drawn_version:
             self.redraw()
-        elif self.is_replay:
-            self._draw_header(None)
+        elif self.is_replay and self.source.replay_status() != self._drawn_replay:
+            self._draw_header(None)  # the replay clock moved (an idle one draws nothing)
         now = time.monotonic()
         sizes = self._chart_sizes()
         if (
@@ -206,9 +209,8 @@ class GpuscaleApp(App[int]):
             if snap is None:
                 return
         self._last_snap = snap
-        self.header_panel.show(
-            snap, self.source.info, self.source.replay_status(), self.display_paused
-        )
+        self._drawn_replay = self.source.replay_status()
+        self.header_panel.show(snap, self.source.info, self._drawn_replay, self.display_paused)
 
     def _chart_sizes(self) -> dict[str, tuple[int, int]]:
         sizes = {}
