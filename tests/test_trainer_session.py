@@ -3,6 +3,7 @@ without a word, and one that ignores SIGTERM and has a child of its own."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shlex
 import shutil
@@ -10,7 +11,6 @@ import signal
 import stat
 import subprocess
 import sys
-import asyncio
 import textwrap
 import threading
 import time
