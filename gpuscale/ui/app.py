@@ -199,7 +199,7 @@ class GpuscaleApp(App[int]):
         self.device_grid.show(snap)
         log.show(snap.epoch, snap.logs)
         if snap.version != self._charted_version and self._summary is None:
-            self.advice_panel.show(None, None, final=False)
+            self._show_advice(None, None)
         self.frames += 1
         self.frame_time_total_s += time.perf_counter() - started
 
@@ -256,7 +256,20 @@ class GpuscaleApp(App[int]):
             return
         self._summary_version = version
         self._summary = summary
-        self.advice_panel.show(summary, recommendation, final=self.model.end is not None)
+        self._show_advice(summary, recommendation)
+
+    def _show_advice(self, summary, recommendation) -> None:
+        """The panel, titled by how the run stands; a run that failed says so
+        and why there, not "waiting for the first steps"."""
+        interrupted = self.model.end is None and self._finished_posted
+        failure = self._failed.message if self._failed is not None else None
+        self.advice_panel.show(
+            summary,
+            recommendation,
+            final=self.model.end is not None or interrupted,
+            interrupted=interrupted,
+            failure=failure,
+        )
 
     async def settle(self) -> None:
         """Absorb everything the source has ready now and draw it all, charts
@@ -271,18 +284,20 @@ class GpuscaleApp(App[int]):
     def on_run_finished(self, message: RunFinished) -> None:
         end: EndEvent | None = message.end
         self.redraw(force=True)
-        snap_errors = self.model.snapshot(logs_after=2**62).errors
+        snap = self.model.snapshot(logs_after=2**62)
+        snap_errors = snap.errors
+        took = format_duration_s(snap.elapsed_s)  # the header's elapsed, the log's duration
         if end is not None and end.status != "failed" and not snap_errors:
             self.notify(
-                f"Run {end.status}: {end.steps} steps in {format_duration_s(end.duration_s)}. "
+                f"Run {end.status}: {end.steps} steps in {took}. "
                 "The final summary stays on screen; q quits.",
                 title="Run ended",
                 timeout=8,
             )
         elif end is None and not snap_errors:
             self.notify(
-                "The stream ended without an end event (the run was cut short); "
-                "showing everything recorded.",
+                f"The run was interrupted after {snap.steps_done} steps, {took} "
+                "(no end event): showing everything recorded.",
                 severity="warning",
                 timeout=8,
             )
@@ -294,6 +309,7 @@ class GpuscaleApp(App[int]):
 
     def on_run_failed(self, message: RunFailed) -> None:
         self._failed = message
+        self._show_advice(self._summary, None)
         if not self._error_shown:
             self._error_shown = True
             self.push_screen(ErrorScreen(message.message, message.traceback))
