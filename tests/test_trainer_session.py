@@ -38,6 +38,12 @@ FAKE_TRAINER = textwrap.dedent(
     mode = os.environ["FAKE_MODE"]
     print("fake trainer here", flush=True)
     client = EventClient.from_env()
+    if mode == "config-error":  # what the trainer alone finds, e.g. a missing --model function
+        from gpuscale.events.schema import EndEvent, ErrorEvent
+        client.send(ErrorEvent(t=time.time(), message="--model json:nope: no function 'nope'"))
+        client.send(EndEvent(t=time.time(), status="failed"))
+        client.close()
+        sys.exit(2)
     client.send(StartEvent(t=time.time(), gpuscale_version="0", host="h", pid=os.getpid(),
                            model="fake", num_replicas=2, pids=[os.getpid()]))
     for step in range(2):
@@ -410,3 +416,53 @@ def test_a_finished_live_sweep_leaves_nothing_of_gpuscale_running(fake_python, m
     sweep, _ = recommend_live.run_sweep(args, quiet=True)
     assert len(sweep.points) == 2  # the stand-in always says 2 replicas
     asyncio.run(assert_nothing_of_gpuscale_runs())
+
+
+def _with_fake_trainer(monkeypatch, fake_python: str, mode: str) -> None:
+    import functools
+
+    import gpuscale.live.trainer_run as trainer_run
+
+    monkeypatch.setattr(
+        trainer_run.LiveRun,
+        "__init__",
+        functools.partialmethod(
+            trainer_run.LiveRun.__init__,
+            python=fake_python,
+            nvml=FakeNvml.scenario("no-driver"),
+            env={"FAKE_MODE": mode},
+        ),
+    )
+
+
+def test_a_configuration_error_only_the_trainer_finds_is_one_line_and_exit_2(
+    fake_python, monkeypatch, capsys
+):
+    from gpuscale.cli import main
+
+    _with_fake_trainer(monkeypatch, fake_python, "config-error")
+    assert main(["run", "--no-record"]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[-1] == "gpuscale: error: --model json:nope: no function 'nope'"
+    assert "" not in lines and sum(line.startswith("gpuscale: error") for line in lines) == 1
+
+
+async def test_the_dashboard_says_why_a_run_failed_before_its_first_step(fake_python, monkeypatch):
+    """Not "Waiting for the first steps…" under the error: the panel says it failed, and why."""
+    from gpuscale.ui.app import build_app
+    from gpuscale.ui.sources import LiveSource
+    from gpuscale.ui.widgets.header import RunHeader
+
+    _with_fake_trainer(monkeypatch, fake_python, "config-error")
+    app = build_app(LiveSource(LiveRun(TrainConfig(steps=10), record=None)))
+    async with app.run_test(size=(100, 30)) as pilot:
+        deadline = time.monotonic() + 30
+        while not app._finished_posted:
+            assert time.monotonic() < deadline, "the run never finished"
+            await pilot.pause(0.05)
+        await pilot.pause(0.3)
+        await app.settle()
+        panel = str(app.advice_panel.body.render())
+        assert "failed before its first step" in panel and "no function 'nope'" in panel
+        assert "Waiting" not in panel
+        assert "FAILED" in str(app.query_one(RunHeader).render())

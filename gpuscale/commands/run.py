@@ -17,7 +17,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED
+from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from gpuscale.events.schema import ErrorEvent, LogEvent, StartEvent, StepEvent
 from gpuscale.formatting import format_bytes, format_duration_s, format_samples_s
 from gpuscale.trainer.options import add_trainer_arguments, config_from_args
@@ -50,7 +50,8 @@ def register(sub) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from gpuscale.live.trainer_run import LiveRun
+    from gpuscale.live.trainer_run import LiveRun, is_configuration_error
+    from gpuscale.trainer.preflight import check_config
 
     config = config_from_args(args)
     record: Any = None if args.no_record else (args.record or "default")
@@ -65,6 +66,7 @@ def main(args: argparse.Namespace) -> int:
         run = script_run_from_args(args, record)
         steps = None if split_command(args.command) else config.steps
     else:
+        check_config(config)  # what the trainer would find only after loading TensorFlow
         run = LiveRun(config, record=record)
     interrupted = False
     view = _JsonView() if args.json else _ProgressView(steps)
@@ -106,7 +108,7 @@ def main(args: argparse.Namespace) -> int:
     if run.error is not None or (end is not None and end.status in ("failed", "lost")):
         if run.error is not None:
             print(f"gpuscale: error: {run.error.message}", file=sys.stderr)
-        return EXIT_FAILED
+        return EXIT_USAGE if is_configuration_error(run) else EXIT_FAILED
     return 0
 
 
@@ -152,11 +154,13 @@ class _ProgressView:
         self.recent: deque[float] = deque(maxlen=10)
 
     def __enter__(self):
-        self.progress.start()
+        if self.console.is_terminal:  # elsewhere it draws nothing but a blank line at the end
+            self.progress.start()
         return self
 
     def __exit__(self, *exc):
-        self.progress.stop()
+        if self.console.is_terminal:
+            self.progress.stop()
         return False
 
     def on_event(self, event, live: bool = True) -> None:
