@@ -65,9 +65,47 @@ def main(args: argparse.Namespace) -> int:
             ) from None
         raise
 
+    import sys
+
+    if not sys.stdout.isatty():  # piped or redirected: a dashboard would write escape codes forever
+        print_summary(source.events, args.file)
+        print(
+            "gpuscale: replay shows the dashboard in a terminal; stdout is not one, so this is "
+            "the recording's summary",
+            file=sys.stderr,
+        )
+        return 0
+
     from gpuscale.errors import EXIT_INTERRUPTED
     from gpuscale.ui.app import build_app, run_until_stop_signal
 
     if run_until_stop_signal(build_app(source)):
         return EXIT_INTERRUPTED
     return 0
+
+
+def print_summary(events: list, path: Path) -> None:
+    """The summary `gpuscale run` prints at the end, for a recording."""
+    from types import SimpleNamespace
+
+    import msgspec
+
+    from gpuscale.analysis.summary import summarize
+    from gpuscale.commands.run import print_run_summary
+    from gpuscale.events.schema import EndEvent, ErrorEvent
+
+    end = events[-1] if isinstance(events[-1], EndEvent) else None
+    summary = msgspec.to_builtins(summarize(events))
+    shown_end = SimpleNamespace(
+        status=end.status if end is not None else "interrupted (no end event)",
+        summary=summary,
+    )
+    print_run_summary(
+        SimpleNamespace(
+            start_event=events[0],
+            end=shown_end,
+            error=next((e for e in events if isinstance(e, ErrorEvent)), None),
+            recording_path=None,
+            recording_problem=None,
+        )
+    )

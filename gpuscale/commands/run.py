@@ -102,7 +102,7 @@ def main(args: argparse.Namespace) -> int:
             summary["error"] = run.error.message
         print(json.dumps(summary, indent=2))
     else:
-        _print_summary(run)
+        print_run_summary(run)
     if interrupted:
         return EXIT_INTERRUPTED
     if run.error is not None or (end is not None and end.status in ("failed", "lost")):
@@ -221,7 +221,9 @@ def _scaling(start) -> str:
 _ms = format_duration_s
 
 
-def _print_summary(run) -> None:
+def print_run_summary(run: Any) -> None:
+    """What a run measured, in a few lines (its `start_event`, `end`, `error`,
+    `recording_path`, `recording_problem`); `gpuscale replay` off a terminal too."""
     from rich.console import Console
 
     console = Console(highlight=False)

@@ -156,6 +156,11 @@ class ReplaySource(EventSource):
         if end:
             self.jump_to_end()
 
+    @property
+    def events(self) -> list[Event]:
+        """Every event of the recording, in order (do not modify)."""
+        return self._events
+
     # transport ------------------------------------------------------------------
     def _position_locked(self) -> float:
         pos = self._anchor_pos_s
