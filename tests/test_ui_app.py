@@ -343,3 +343,14 @@ def test_warm_up_steps_plotted_alone_are_labelled_as_warm_up():
     assert "warm-up, not measured" in build_step_chart(model.snapshot(), 80, 16).plain
     model.absorb([e for e in events if isinstance(e, StepEvent) and not e.warmup])
     assert "warm-up" not in build_step_chart(model.snapshot(), 80, 16).plain
+
+
+async def test_screenshots_go_to_the_data_folder_and_the_toast_says_where(_isolated_data_dir):
+    app = build_app(replay(cpu_run(), end=True))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.press("s")
+        await pilot.pause()
+        shots = list((_isolated_data_dir / "screenshots").glob("gpuscale_*.svg"))
+        assert len(shots) == 1
+        assert any(str(shots[0]) in n.message for n in app._notifications)

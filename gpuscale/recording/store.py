@@ -49,6 +49,11 @@ def runs_dir() -> Path:
     return data_dir() / "runs"
 
 
+def screenshots_dir() -> Path:
+    """The folder the dashboard saves its SVG screenshots to (may not exist yet)."""
+    return data_dir() / "screenshots"
+
+
 def _slug(text: str, limit: int = 40) -> str:
     slug = re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-.")
     return slug[:limit].strip("-.") or "run"

@@ -26,6 +26,7 @@ from textual.worker import get_current_worker
 
 from gpuscale.events.schema import EndEvent
 from gpuscale.formatting import format_duration_s
+from gpuscale.recording.store import screenshots_dir
 from gpuscale.ui.messages import AdviceReady, ChartsReady, ChartTexts, RunFailed, RunFinished
 from gpuscale.ui.model import RunModel, Snapshot
 from gpuscale.ui.sources import EventSource, ReplaySource, ReplayStatus
@@ -388,11 +389,13 @@ class GpuscaleApp(App[int]):
             self.source.seek_to(0.0)
 
     def action_screenshot(self) -> None:
-        directory = self.screenshot_dir or Path.cwd()
+        """An SVG of the screen in the data folder's ``screenshots/`` (the toast says where)."""
+        directory = self.screenshot_dir or screenshots_dir()
         start = self.model.start
         model = (start.model if start else "") or "run"
         name = f"gpuscale_{model}_{datetime.now():%Y%m%d-%H%M%S}.svg"
         try:
+            directory.mkdir(parents=True, exist_ok=True)
             path = self.save_screenshot(name, str(directory))
         except OSError as exc:
             self.notify(f"Could not save the screenshot in {directory}: {exc}", severity="error")
@@ -427,7 +430,7 @@ class GpuscaleApp(App[int]):
         )
         yield SystemCommand(
             "Save screenshot",
-            "An SVG of the screen in the current directory",
+            "An SVG of the screen in gpuscale's data folder (screenshots/)",
             self.action_screenshot,
         )
         yield SystemCommand(
