@@ -335,24 +335,29 @@ def test_read_lines_ends_with_the_stream_and_leaves_nothing_running(text):
 
 # -- nothing of gpuscale keeps running after a run -----------------------------------
 
-LINGERING = ("gpuscale-trainer-", "gpuscale-sampler", "gpuscale-event")
+LINGERING = ("gpuscale-trainer-", "gpuscale-script-", "gpuscale-sampler", "gpuscale-event")
 """Threads of a run (its output readers and watcher, the telemetry sampler, the
 event server) that must all be gone once it has ended."""
 
 
-def lingering_threads() -> list[str]:
-    return [t.name for t in threading.enumerate() if t.name.startswith(LINGERING)]
+def lingering_threads(older: set[threading.Thread]) -> list[str]:
+    """Run threads alive now that were not in ``older`` (another test's are not ours)."""
+    return [
+        t.name for t in threading.enumerate() if t.name.startswith(LINGERING) and t not in older
+    ]
 
 
-async def assert_nothing_of_gpuscale_runs(window_s: float = 1.0) -> None:
+async def assert_nothing_of_gpuscale_runs(
+    older: set[threading.Thread], window_s: float = 1.0
+) -> None:
     """No thread of a finished run is left (a deterministic check), and the
     process is idle: over ``window_s`` it uses under a tenth of a core. A thread
     that spins (as the stdout/stderr readers once did, issue 19) uses far more;
     a busy machine only lowers what a spinning thread gets, never what an idle
     process uses. Async, so that a dashboard on this event loop keeps running."""
     deadline = time.monotonic() + 10
-    while lingering_threads():
-        assert time.monotonic() < deadline, f"still running: {lingering_threads()}"
+    while lingering_threads(older):
+        assert time.monotonic() < deadline, f"still running: {lingering_threads(older)}"
         await asyncio.sleep(0.05)
     me = psutil.Process()
     before = me.cpu_times()
@@ -369,6 +374,7 @@ async def test_a_finished_watch_leaves_nothing_of_gpuscale_running(fake_python, 
     from gpuscale.ui.app import build_app
     from gpuscale.ui.sources import LiveSource
 
+    older = set(threading.enumerate())
     run = _run(fake_python, "complete", tmp_path)
     app = build_app(LiveSource(run))
     async with app.run_test(size=(100, 30)) as pilot:
@@ -379,7 +385,7 @@ async def test_a_finished_watch_leaves_nothing_of_gpuscale_running(fake_python, 
         await pilot.pause(0.5)
         assert app.model.end is not None and app.model.end.status == "completed"
         assert not [w for w in app.workers if w.group == "pump" and w.is_running]
-        await assert_nothing_of_gpuscale_runs()
+        await assert_nothing_of_gpuscale_runs(older)
 
 
 def test_a_finished_live_sweep_leaves_nothing_of_gpuscale_running(fake_python, monkeypatch):
@@ -413,9 +419,10 @@ def test_a_finished_live_sweep_leaves_nothing_of_gpuscale_running(fake_python, m
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args(["--steps", "2", "--warmup-steps", "0", "--no-record"])
     args.sweep = [1, 2]
+    older = set(threading.enumerate())
     sweep, _ = recommend_live.run_sweep(args, quiet=True)
     assert len(sweep.points) == 2  # the stand-in always says 2 replicas
-    asyncio.run(assert_nothing_of_gpuscale_runs())
+    asyncio.run(assert_nothing_of_gpuscale_runs(older))
 
 
 def _with_fake_trainer(monkeypatch, fake_python: str, mode: str) -> None:
