@@ -171,7 +171,9 @@ class _ProgressView:
             )
             if event.note:
                 self.console.print(f"[dim]{_escape(event.note)}[/]")
-            self.progress.update(self.task, description="training")
+            # the elapsed column counts from the start event, as every run duration
+            # does (gpuscale.events.schema.run_duration_s): start-up is not the run
+            self.progress.reset(self.task, description="training")
         elif isinstance(event, StepEvent):
             if not event.warmup:
                 self.recent.append(event.step_time_s)
