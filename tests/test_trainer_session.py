@@ -473,3 +473,32 @@ async def test_the_dashboard_says_why_a_run_failed_before_its_first_step(fake_py
         assert "failed before its first step" in panel and "no function 'nope'" in panel
         assert "Waiting" not in panel
         assert "FAILED" in str(app.query_one(RunHeader).render())
+
+
+@pytest.mark.parametrize("sampler", [True, False], ids=["from-sampler", "probed"])
+def test_the_start_event_records_the_topology(fake_python, tmp_path, sampler):
+    fake = FakeNvml.scenario("pcie-two-sockets")
+    run = LiveRun(
+        TrainConfig(steps=10, warmup_steps=0),
+        record=tmp_path / "run.ndjson",
+        python=fake_python,
+        env={"FAKE_MODE": "exit"},
+        nvml=fake,
+        sampler=sampler,
+        sample_interval_s=0.1,
+    ).start()
+    list(run.events(timeout=20))
+    assert run.done
+    from gpuscale.recording.reader import load_run
+
+    start = load_run(run.recording_path).start
+    assert start.topology is not None
+    assert [g.index for g in start.topology.gpus] == list(range(8))
+    assert {(p.a, p.b): p.pcie for p in start.topology.pairs}[(0, 1)] == "single"
+    assert not fake.initialized  # NVML shut down again
+
+
+def test_no_gpu_no_topology_in_the_start_event(fake_python, tmp_path):
+    run = _run(fake_python, "exit", tmp_path).start()
+    list(run.events(timeout=20))
+    assert run.start_event is not None and run.start_event.topology is None

@@ -317,16 +317,35 @@ async def test_one_duration_in_the_header_the_log_and_the_toast():
 
 async def test_an_idle_replay_at_its_end_draws_nothing():
     """A replay at its final state has nothing new to show: the redraw timer
-    draws nothing (it redrew the header ten times a second, ~11% of a core)."""
+    draws nothing (it redrew the header ten times a second, ~11% of a core).
+    Once the last batch, the end and the analysis are drawn (however long a busy
+    machine takes), the next windows stay without a single draw."""
     app = build_app(replay(cpu_run(), end=True))
     async with app.run_test(size=(100, 30)) as pilot:
         await app.settle()
-        await pilot.pause(0.3)
-        drawn = []
-        app._draw_header = lambda snap: drawn.append(snap)
-        app.redraw = lambda force=False: drawn.append(force)
-        await pilot.pause(0.5)
-        assert drawn == []
+        drawn: list[str] = []
+        draw_header, redraw = app._draw_header, app.redraw
+
+        def counted_header(snap):
+            drawn.append("header")
+            draw_header(snap)
+
+        def counted_redraw(force=False):
+            drawn.append("redraw")
+            redraw(force)
+
+        app._draw_header, app.redraw = counted_header, counted_redraw
+        deadline = time.monotonic() + 60
+        while True:  # until a first quiet window
+            before = len(drawn)
+            await pilot.pause(0.3)
+            if len(drawn) == before:
+                break
+            assert time.monotonic() < deadline, f"never idle: {drawn[-5:]}"
+        for _ in range(3):
+            before = len(drawn)
+            await pilot.pause(0.3)
+            assert len(drawn) == before, drawn[before:]
 
 
 def test_warm_up_steps_plotted_alone_are_labelled_as_warm_up():

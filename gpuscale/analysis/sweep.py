@@ -34,7 +34,6 @@ from gpuscale.errors import GpuscaleError
 FORMAT_NAME = "gpuscale-sweep"
 FORMAT_VERSION = 1
 
-
 _Positive = Annotated[float, msgspec.Meta(gt=0)]
 _NonNegative = Annotated[float, msgspec.Meta(ge=0)]
 _Count = Annotated[int, msgspec.Meta(ge=1)]

@@ -1,4 +1,6 @@
-"""`gpuscale replay FILE`: the dashboard fed from a recording (no TensorFlow)."""
+"""`gpuscale replay FILE`: the dashboard fed from a recording (no TensorFlow).
+`gpuscale replay FILE FILE...`: the recordings of a sweep (one run per device count)
+in the scaling view, also without TensorFlow."""
 
 from __future__ import annotations
 
@@ -13,10 +15,20 @@ def register(sub) -> None:
         description=(
             "Replay a recording (.ndjson or .ndjson.gz) in the same dashboard as "
             "'gpuscale watch'. Keys: space pause, left/right seek 10 s, +/- speed, "
-            "end jump to the end, ? help, q quit. Needs no GPU and no TensorFlow."
+            "end jump to the end, ? help, q quit. Given several recordings (the runs of a "
+            "sweep, one per device count), shows them as a scaling view: throughput against "
+            "devices, where the step time goes, and the recommendation. Needs no GPU and "
+            "no TensorFlow. A sweep file (recommend --json, a typed-in table) is shown "
+            "the same way."
         ),
     )
-    parser.add_argument("file", type=Path, metavar="FILE", help="a recording made by gpuscale")
+    parser.add_argument(
+        "files",
+        type=Path,
+        nargs="+",
+        metavar="FILE",
+        help="a recording made by gpuscale; several: the scaling view of a sweep",
+    )
     parser.add_argument(
         "--speed",
         type=float,
@@ -50,6 +62,9 @@ def main(args: argparse.Namespace) -> int:
 
     if not args.speed > 0:
         raise GpuscaleError(f"--speed must be a positive number, got {args.speed:g}")
+    if len(args.files) > 1:
+        return _show_sweep(_sweep_view(args.files), args.files)
+    args.file = args.files[0]
     if args.file.is_dir():
         raise GpuscaleError(f"{args.file} is a directory, not a recording")
     # Read (and validate) the whole file before the screen opens: an unusable
@@ -58,30 +73,75 @@ def main(args: argparse.Namespace) -> int:
     try:
         source = ReplaySource(args.file, speed=args.speed, end=args.end)
     except GpuscaleError:
-        if _is_sweep_file(args.file):
-            raise GpuscaleError(
-                f"{args.file} is a sweep file (device counts and their throughput), not a run "
-                f"recording; read it with 'gpuscale recommend --from {args.file}'"
-            ) from None
-        raise
+        if not _is_sweep_file(args.file):
+            raise
+    else:
+        import sys
 
+        if (
+            not sys.stdout.isatty()
+        ):  # piped or redirected: a dashboard would write escape codes forever
+            print_summary(source.events, args.file)
+            print(
+                "gpuscale: replay shows the dashboard in a terminal; stdout is not one, so this "
+                "is the recording's summary",
+                file=sys.stderr,
+            )
+            return 0
+        from gpuscale.errors import EXIT_INTERRUPTED
+        from gpuscale.ui.app import build_app, run_until_stop_signal
+
+        if run_until_stop_signal(build_app(source)):
+            return EXIT_INTERRUPTED
+        return 0
+    try:  # a sweep file (`recommend --json`, a typed-in table): its scaling view
+        view = _sweep_view([args.file])
+    except GpuscaleError as exc:
+        raise GpuscaleError(
+            f"{args.file} is a sweep file (device counts and their throughput) that cannot be "
+            f"shown ({exc}); 'gpuscale recommend --from {args.file}' reads sweep files"
+        ) from None
+    return _show_sweep(view, [args.file])
+
+
+def _sweep_view(files: list[Path]):
+    """The scaling view's content for ``files``; one GpuscaleError line for
+    files that cannot make one."""
+    from gpuscale.analysis.recommend import recommend
+    from gpuscale.analysis.sweep import load_inputs
+    from gpuscale.errors import GpuscaleError
+
+    sweep = load_inputs(files)
+    if not sweep.points:
+        raise GpuscaleError("no measured device counts in " + ", ".join(map(str, files)))
+    # Refused here, with one line, rather than as an empty screen.
+    recommend(sweep.points, min_efficiency=0.6, available_devices=sweep.available_devices)
+
+    from gpuscale.ui.sweep_app import SweepView, sweep_heading
+
+    return SweepView(
+        points=sweep.points,
+        heading=sweep_heading(sweep.points, len(files)),
+        available_devices=sweep.available_devices,
+        sources=list(sweep.sources),
+    )
+
+
+def _show_sweep(view, files: list[Path]) -> int:
     import sys
 
-    if not sys.stdout.isatty():  # piped or redirected: a dashboard would write escape codes forever
-        print_summary(source.events, args.file)
-        print(
-            "gpuscale: replay shows the dashboard in a terminal; stdout is not one, so this is "
-            "the recording's summary",
-            file=sys.stderr,
+    from gpuscale.errors import EXIT_INTERRUPTED, GpuscaleError
+
+    if not sys.stdout.isatty():  # a screen off a terminal would write escape codes forever
+        listed = " ".join(map(str, files))
+        raise GpuscaleError(
+            f"the scaling view needs a terminal and stdout is not one; "
+            f"'gpuscale recommend --from {listed}' prints the same as text"
         )
-        return 0
+    from gpuscale.ui.app import run_until_stop_signal
+    from gpuscale.ui.sweep_app import SweepApp
 
-    from gpuscale.errors import EXIT_INTERRUPTED
-    from gpuscale.ui.app import build_app, run_until_stop_signal
-
-    if run_until_stop_signal(build_app(source)):
-        return EXIT_INTERRUPTED
-    return 0
+    return EXIT_INTERRUPTED if run_until_stop_signal(SweepApp(view)) else 0
 
 
 def print_summary(events: list, path: Path) -> None:

@@ -66,8 +66,10 @@ def main(args: argparse.Namespace) -> int:
         run = script_run_from_args(args, record)
         steps = None if split_command(args.command) else config.steps
     else:
+        from gpuscale.commands.gpu_choice import with_best_gpus
+
         check_config(config)  # what the trainer would find only after loading TensorFlow
-        run = LiveRun(config, record=record)
+        run = LiveRun(with_best_gpus(config), record=record)
     interrupted = False
     view = _JsonView() if args.json else _ProgressView(steps)
     try:

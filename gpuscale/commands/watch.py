@@ -62,8 +62,11 @@ def main(args: argparse.Namespace) -> int:
     if wants_script_run(args):  # your own script (-- COMMAND) or several workers
         run = script_run_from_args(args, record, sample_interval_s=args.sample_interval)
     else:
+        from gpuscale.commands.gpu_choice import with_best_gpus
+
         config = config_from_args(args)
         check_config(config)  # what the trainer would find only after loading TensorFlow
+        config = with_best_gpus(config)
         run = LiveRun(config, record=record, sample_interval_s=args.sample_interval)
 
     from gpuscale.ui.app import build_app, run_until_stop_signal

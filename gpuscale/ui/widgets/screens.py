@@ -12,7 +12,7 @@ from textual.widgets import Static
 COMMON_KEYS = [
     ("q", "quit; a live run is stopped cleanly first"),
     ("p", "freeze the display (the run goes on)"),
-    ("s", "save an SVG screenshot (in gpuscale's data folder, screenshots/)"),
+    ("s", "save an SVG screenshot in gpuscale's data folder"),
     ("c", "next chart (narrow screens show one)"),
     ("t", "light / dark theme"),
     ("d", "show / hide debug lines in the log"),
