@@ -98,3 +98,20 @@ def test_run_and_watch_refuse_in_one_line_before_any_trainer_starts(
     assert main([command, *argv, "--no-record"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("gpuscale: error: ") and "\n" not in err, err
+
+
+@pytest.mark.parametrize("watch", [[], ["--watch"]], ids=["recommend", "recommend-watch"])
+def test_a_live_sweep_refuses_in_one_line_before_any_trainer_starts(
+    watch, no_driver, monkeypatch, capsys
+):
+    import gpuscale.live.trainer_run as trainer_run
+    from gpuscale.cli import main
+
+    monkeypatch.setattr(nvml, "probe", lambda: no_driver())
+    monkeypatch.setattr(
+        trainer_run.LiveRun, "start", lambda *a, **k: pytest.fail("a trainer was started")
+    )
+    argv = ["recommend", *watch, "--sweep", "1,2", "--model", "nonexist:foo", "--no-record"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("gpuscale: error: --model nonexist:foo") and "\n" not in err, err
