@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from gpuscale.errors import EXIT_INTERRUPTED, GpuscaleError
+from gpuscale.events.limits import MAX_DEVICES
 
 
 def register(sub) -> None:
@@ -134,6 +135,8 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected at least 1, got {text!r}")
+    if value > MAX_DEVICES:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_DEVICES:,} devices, got {text!r}")
     return value
 
 
@@ -146,6 +149,10 @@ def _count_list(text: str) -> list[int]:
         ) from None
     if not counts or counts[0] < 1:
         raise argparse.ArgumentTypeError(f"expected device counts like 1,2,4, got {text!r}")
+    if counts[-1] > MAX_DEVICES:
+        raise argparse.ArgumentTypeError(
+            f"expected device counts of at most {MAX_DEVICES:,}, got {text!r}"
+        )
     return counts
 
 
@@ -239,8 +246,9 @@ def report(
             models=msgspec.to_builtins(rec.models),
             recommendation=body,
         )
-        # msgspec encodes 100k points in well under a second (json.dump with an
-        # indent writes piece by piece in pure Python: half a minute)
+        # msgspec encodes 100k points in well under a second (json.dump with an indent
+        # writes piece by piece in pure Python: half a minute), and writes a non-finite
+        # float as null, so the output always reads back (json.dump writes NaN/Infinity).
         sys.stdout.write(msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n")
         return 0
     from gpuscale.commands.recommend_render import render

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
+from rich.text import Text as _RichText
 
 from gpuscale.analysis.recommend import Recommendation
 from gpuscale.analysis.sweep import Sweep
@@ -15,6 +15,8 @@ from gpuscale.formatting import (
     format_fraction_pct,
     format_number,
     format_rate_bytes_s,
+    markup_literal,
+    visible,
 )
 
 
@@ -47,6 +49,12 @@ def _rows_shown(rows: list, chosen: int | None) -> set[int]:
     return keep
 
 
+def Text(text: str, style: str = "") -> _RichText:  # noqa: N802 - drop-in for rich's Text
+    """Rich text of a line that may hold strings from data (model and config names,
+    file paths, notes): control characters shown escaped, never sent raw."""
+    return _RichText(visible(text), style=style)
+
+
 def render(
     rec: Recommendation,
     sweep: Sweep,
@@ -69,7 +77,7 @@ def render(
             else f"strong scaling, global batch {model.global_batch}"
         )
         table = Table(
-            title=f"{model.config} ({scaling}; exchange: {model.exchange})",
+            title=markup_literal(f"{model.config} ({scaling}; exchange: {model.exchange})"),
             title_justify="left",
         )
         costs = {c.devices: c for c in rec.costs if c.config == model.config}

@@ -7,6 +7,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+MAX_SPEED = 1e6
+"""Fastest --speed (run seconds per wall second): a day of run in a tenth of a second."""
+
 
 def register(sub) -> None:
     parser = sub.add_parser(
@@ -45,13 +48,15 @@ def register(sub) -> None:
 def _is_sweep_file(path: Path) -> bool:
     """A whole-file JSON document (what ``gpuscale recommend --json`` writes)
     rather than one event per line."""
-    import json
+    from gpuscale.events.bounded import JsonInputError, decode_json, open_untrusted, read_bounded
 
     try:
-        if path.stat().st_size > 10 * 2**20:
+        f, regular = open_untrusted(path)
+        f.close()
+        if not regular:  # a pipe's bytes are gone once read: nothing to sniff
             return False
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        document = decode_json(read_bounded(path, 10 * 2**20))
+    except JsonInputError:
         return False
     return isinstance(document, dict) and "kind" not in document
 
@@ -60,8 +65,10 @@ def main(args: argparse.Namespace) -> int:
     from gpuscale.errors import GpuscaleError
     from gpuscale.ui.sources import ReplaySource
 
-    if not args.speed > 0:
-        raise GpuscaleError(f"--speed must be a positive number, got {args.speed:g}")
+    if not 0 < args.speed <= MAX_SPEED:
+        raise GpuscaleError(
+            f"--speed must be above 0 and at most {MAX_SPEED:g}, got {args.speed:g}"
+        )
     if len(args.files) > 1:
         return _show_sweep(_sweep_view(args.files), args.files)
     args.file = args.files[0]

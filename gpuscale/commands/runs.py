@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from gpuscale.formatting import format_bytes, format_duration_s
+from gpuscale.formatting import format_bytes, format_duration_s, markup_literal, visible
 
 
 def register(sub) -> None:
@@ -66,19 +66,21 @@ def main(args: argparse.Namespace) -> int:
         when = run.when
         name = Path(run.path).name
         if run.problem is not None:
-            problems.append(f"{name}: {run.problem}")
+            problems.append(visible(f"{name}: {run.problem}"))
         rows.append(
             (
                 when.strftime("%Y-%m-%d %H:%M") if when else "?",
-                run.model,
-                f"{run.devices}x{'cpu' if run.platform.startswith('cpu') else run.platform}"
+                markup_literal(run.model, limit=60),
+                markup_literal(
+                    f"{run.devices}x{'cpu' if run.platform.startswith('cpu') else run.platform}"
+                )
                 if run.devices
                 else "?",
                 str(run.steps) if run.steps is not None else "n/a",
                 format_duration_s(run.duration_s),
                 format_bytes(run.size_bytes),
-                run.status,
-                name,
+                markup_literal(run.status),
+                markup_literal(name),
             )
         )
     # File names are never broken: the When column goes first when they do not fit
@@ -96,8 +98,10 @@ def main(args: argparse.Namespace) -> int:
     for group in sweep_groups(runs):
         counts = ", ".join(str(r.devices) for r in group)
         console.print(
-            f"sweep of {group[0].model} on {counts} devices; its scaling view: "
-            f"gpuscale replay {' '.join(r.path for r in group)}",
+            visible(
+                f"sweep of {group[0].model} on {counts} devices; its scaling view: "
+                f"gpuscale replay {' '.join(r.path for r in group)}"
+            ),
             highlight=False,
             markup=False,
             soft_wrap=True,
@@ -144,7 +148,7 @@ def _table(folder: Path, rows: list[tuple[str, ...]], *, show_when: bool, show_f
     from rich.table import Table
 
     table = Table(
-        title=f"Recorded runs in {folder}",
+        title=f"Recorded runs in {markup_literal(str(folder))}",
         title_justify="left",
         box=box.SIMPLE_HEAD,
         collapse_padding=True,

@@ -21,6 +21,7 @@ from gpuscale.formatting import (
     format_ms,
     format_number,
     format_rate_bytes_s,
+    visible,
 )
 
 __all__ = ["AdvicePanel", "advice_content", "predict_from_run"]
@@ -146,7 +147,7 @@ class AdvicePanel(VerticalScroll, can_focus=True):
                 Content.assemble(
                     ("The run failed before its first step:", "bold $text-error"),
                     "\n",
-                    failure,
+                    visible(failure, keep_newlines=True),
                     ("\n(e shows the error again, q quits)", "$text-muted"),
                 )
             )

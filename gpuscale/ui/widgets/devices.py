@@ -179,7 +179,7 @@ class DeviceCard(Vertical):
                             Content("cores, shared with the other"),
                             Content("replicas: no per-device numbers,"),
                             Content("see the host card"),
-                            Content.styled(f"TensorFlow {tf_name}", "$text-muted"),
+                            Content.styled(f"TensorFlow {fmt.visible(tf_name)}", "$text-muted"),
                         ]
                     )
                 )
@@ -219,7 +219,7 @@ def device_title(device: DeviceState) -> str:
     prefix = f"worker {device.worker} · " if device.worker else ""
     if device.kind != "gpu":
         return f"{prefix}CPU:{device.index} (logical)"
-    name = info.name if info is not None else ""
+    name = fmt.visible(info.name, limit=60) if info is not None else ""
     return (
         f"{prefix}GPU {device.index} · {name}"
         if name and name != f"GPU {device.index}"
