@@ -21,6 +21,7 @@ test checks them against the real bindings).
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -254,6 +255,7 @@ class FakeNvml:
         cuda_version: int = 12040,
         clock: Callable[[], float] | None = None,
         pcie_delay_s: float = 0.0,
+        pcie_gate: threading.Event | None = None,
         absent: Iterable[str] = (),
         missing_in_driver: Iterable[str] = (),
         animate: bool = False,
@@ -271,6 +273,9 @@ class FakeNvml:
         self.cuda_version = cuda_version
         self.clock = clock or time.monotonic
         self.pcie_delay_s = pcie_delay_s
+        self.pcie_gate = pcie_gate
+        """When given, every PCIe read blocks until it is set (a read stuck for as
+        long as a test wants, whatever the machine's speed)."""
         self.absent = set(absent)
         """Names the bindings do not have at all (AttributeError, an old nvidia-ml-py)."""
         self.missing_in_driver = set(missing_in_driver)
@@ -646,6 +651,8 @@ class FakeNvml:
         gpu = self._gpu("nvmlDeviceGetPcieThroughput", h)
         if self.pcie_delay_s:
             time.sleep(self.pcie_delay_s)  # the real call blocks for its 20 ms window
+        if self.pcie_gate is not None:
+            self.pcie_gate.wait()
         if counter == NVML_PCIE_UTIL_RX_BYTES:
             return gpu.pcie_rx_kib_s
         if counter == NVML_PCIE_UTIL_TX_BYTES:

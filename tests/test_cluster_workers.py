@@ -365,7 +365,7 @@ def test_a_worker_that_cannot_start_takes_the_started_ones_down(monkeypatch):
 def test_a_non_chief_worker_says_where_its_events_went(capsys):
     from types import SimpleNamespace
 
-    from gpuscale.commands.run import _print_summary
+    from gpuscale.commands.run import print_run_summary
 
     run = SimpleNamespace(
         start_event=None,
@@ -376,7 +376,7 @@ def test_a_non_chief_worker_says_where_its_events_went(capsys):
         recording_path=None,
         recording_problem=None,
     )
-    _print_summary(run)
+    print_run_summary(run)
     out = capsys.readouterr().out
     assert "worker 1: completed" in out and "chief at chief-host:47470" in out
     assert "0 steps" not in out

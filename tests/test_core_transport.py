@@ -43,7 +43,7 @@ def test_events_round_trip_in_order():
         got = _drain(q, 101)
         assert [e.step for e in got[:100]] == list(range(100))
         assert isinstance(got[100], EndEvent)
-        deadline = time.monotonic() + 2
+        deadline = time.monotonic() + 30  # returns as soon as it holds
         while not disconnects and time.monotonic() < deadline:
             time.sleep(0.01)
         assert disconnects == [(3, True)]
@@ -60,7 +60,7 @@ def test_wrong_token_is_refused_and_nothing_accepted():
         sock.sendall(b'{"kind":"step","t":1.0,"step":1,"step_time_s":0.1,"samples":1}\n')
         time.sleep(0.2)
         sock.close()
-        got = _drain(q, 1, timeout_s=1.0)
+        got = _drain(q, 1, timeout_s=30.0)
         assert len(got) == 1 and isinstance(got[0], LogEvent)
         assert "rejected" in got[0].message
         assert q.empty()
@@ -92,7 +92,7 @@ def test_vanished_producer_is_reported_without_end():
         client = EventClient(server.address, server.token, worker=1)
         client.send(StepEvent(t=1.0, step=1, step_time_s=0.1, samples=1, worker=1))
         client.close()
-        deadline = time.monotonic() + 2
+        deadline = time.monotonic() + 30  # returns as soon as it holds
         while not disconnects and time.monotonic() < deadline:
             time.sleep(0.01)
         assert disconnects == [(1, False)]
@@ -122,7 +122,7 @@ def test_a_silent_connection_is_closed_after_the_hello_timeout(monkeypatch):
         sock = socket.create_connection((server.host, server.port))
         sock.settimeout(5)
         assert sock.recv(1) == b""  # closed by the server, not by our timeout
-        got = _drain(q, 1, timeout_s=2.0)
+        got = _drain(q, 1, timeout_s=30.0)
         assert got and "no hello" in got[0].message
         sock.close()
     finally:
@@ -132,7 +132,7 @@ def test_a_silent_connection_is_closed_after_the_hello_timeout(monkeypatch):
 def test_close_returns_promptly_with_connections_still_open():
     server = EventServer(lambda event: None)
     clients = [EventClient(server.address, server.token, worker=i) for i in range(4)]
-    deadline = time.monotonic() + 2
+    deadline = time.monotonic() + 30  # returns as soon as it holds
     while not all(server.connected(i) for i in range(4)) and time.monotonic() < deadline:
         time.sleep(0.01)
     started = time.monotonic()
@@ -150,7 +150,7 @@ def test_finished_connection_threads_are_pruned():
             client.close()
             time.sleep(0.05)
         client = EventClient(server.address, server.token)
-        deadline = time.monotonic() + 2
+        deadline = time.monotonic() + 30  # returns as soon as it holds
         while len(server._threads) > 2 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert len(server._threads) <= 2

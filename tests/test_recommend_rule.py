@@ -137,7 +137,10 @@ def test_a_step_that_pays_at_any_ratio_says_so_instead_of_a_zero_threshold():
 
 def test_long_extrapolations_are_called_so():
     two = recommend(_sweep({1: 0.100, 2: 0.105}))  # predicted up to 8: 4x beyond 2
-    assert any("beyond twice the largest measured count (from 2 devices)" in line for line in two.confidence)
+    assert any(
+        "beyond twice the largest measured count (from 2 devices)" in line
+        for line in two.confidence
+    )
     four = recommend(_sweep({1: 0.100, 2: 0.105, 4: 0.110}))  # 8 is only 2x beyond 4
     assert not any("beyond twice" in line for line in four.confidence)
 

@@ -74,7 +74,7 @@ def test_list_runs_reads_complete_killed_gzip_and_damaged_runs(tmp_path):
 
     done = by_name["b_done.ndjson"]
     assert (done.model, done.devices, done.platform) == ("mnist-cnn", 2, "gpu")
-    assert done.steps == 20 and done.duration_s == pytest.approx(6.0)
+    assert done.steps == 20 and done.duration_s == pytest.approx(7.0)  # start to end event
     assert done.status == "completed" and done.problem is None
     assert done.start_t == T0 and done.when.timestamp() == T0
     assert done.size_bytes == (tmp_path / "b_done.ndjson").stat().st_size
@@ -122,7 +122,7 @@ def test_cli_runs_table(capsys):
     assert cli_main(["runs"]) == 0
     out = capsys.readouterr().out
     assert str(runs_dir()) in out
-    assert "mnist-cnn" in out and "2xgpu" in out and "completed" in out and "6.0 s" in out
+    assert "mnist-cnn" in out and "2xgpu" in out and "completed" in out and "7.0 s" in out
 
 
 def test_cli_runs_json(capsys):
@@ -131,7 +131,7 @@ def test_cli_runs_json(capsys):
     (row,) = json.loads(capsys.readouterr().out)
     assert row["path"] == str(path)
     assert row["model"] == "mnist-cnn" and row["devices"] == 2 and row["steps"] == 20
-    assert row["duration_s"] == pytest.approx(6.0) and row["size_bytes"] == path.stat().st_size
+    assert row["duration_s"] == pytest.approx(7.0) and row["size_bytes"] == path.stat().st_size
     assert datetime.fromisoformat(row["when"]).timestamp() == T0
 
 

@@ -33,21 +33,49 @@ def test_machine_fields_are_sane():
     assert sample.proc_cpu_pct is None and sample.proc_rss_bytes is None  # no run PIDs
 
 
+class HandClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _cpu_s(pid: int) -> float:
+    times = psutil.Process(pid).cpu_times()
+    return times.user + times.system
+
+
 def test_busy_child_cpu_is_counted_from_the_second_sample():
+    """The run's CPU share is its CPU seconds over the window: checked against
+    the child's own CPU seconds read around each sample, over a window of the
+    test's clock, so that a busy machine (which gives the child less CPU) cannot
+    fail it (it once read 9.97% where 25% was expected)."""
     child = subprocess.Popen(
-        [sys.executable, "-c", "import time\nend = time.time() + 3\nwhile time.time() < end: pass"]
+        [sys.executable, "-c", "import time\nend = time.time() + 60\nwhile time.time() < end: pass"]
     )
     try:
-        sampler = HostSampler(lambda: [child.pid])
-        time.sleep(MIN_WINDOW_S)
+        clock = HandClock()
+        sampler = HostSampler(lambda: [child.pid], clock=clock)
+        clock.now += 1.0
+        before_low = _cpu_s(child.pid)
         first = sampler.sample()
+        before_high = _cpu_s(child.pid)
         assert first.proc_cpu_pct is None  # no previous counter yet: unknown, not 0
         assert first.proc_rss_bytes > 0
-        time.sleep(0.3)
+        deadline = time.monotonic() + 60
+        while _cpu_s(child.pid) < before_high + 0.05:  # the child spins: its CPU time grows
+            assert time.monotonic() < deadline, "the child never ran"
+            time.sleep(0.02)
+        clock.now += 2.0
+        after_low = _cpu_s(child.pid)
         second = sampler.sample()
-        assert second.proc_cpu_pct > 25.0  # a spinning process, on a shared 2-core box
-        assert second.proc_cpu_pct <= 100.0 * psutil.cpu_count() + 1
-        assert second.cpu_pct > 0.0
+        after_high = _cpu_s(child.pid)
+        low = 100.0 * (after_low - before_high) / 2.0
+        high = 100.0 * (after_high - before_low) / 2.0
+        assert low - 0.5 <= second.proc_cpu_pct <= high + 0.5  # (percent rounded to 0.01)
+        assert second.proc_cpu_pct > 0.0
+        assert 0.0 <= second.cpu_pct <= 100.0
     finally:
         child.kill()
         child.wait()

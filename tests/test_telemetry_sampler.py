@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import statistics
 import threading
 import time
 
@@ -12,7 +11,6 @@ from fake_nvml import FakeClock, FakeNvml, GiB
 
 from gpuscale.errors import GpuscaleError
 from gpuscale.events.schema import GpuSample, HostSample, LogEvent, decode, encode
-from gpuscale.telemetry.host import MIN_WINDOW_S
 from gpuscale.telemetry.sampler import INTERVAL_HELP, Sampler, validate_interval
 
 MY_PID = os.getpid()
@@ -36,7 +34,7 @@ def test_healthy_box_every_field():
     clock = FakeClock()
     fake = FakeNvml.h100_box(8, clock=clock)
     fake.gpus[0].processes = [(MY_PID, 5 * GiB), (12345678, 1 * GiB)]
-    sampler = opened(fake, pids=lambda: [MY_PID])
+    sampler = opened(fake, pids=lambda: [MY_PID], host_clock=clock)
     assert sampler.status == "NVML: 8 GPUs, driver 550.54.15, CUDA 12.4"
     assert len(sampler.devices) == 8
 
@@ -58,8 +56,7 @@ def test_healthy_box_every_field():
     assert g0.pcie_rx_bytes_s is None
 
     sampler.refresh_pcie()
-    clock.advance(0.5)
-    time.sleep(MIN_WINDOW_S)
+    clock.advance(0.5)  # NVML's and the host's clock: a whole window, however slow the machine
     second = sampler.sample_once(t=100.5)
     assert [e.t for e in of(second, HostSample)] == [100.5]
     g0 = gpu_samples(second)[0]
@@ -162,9 +159,7 @@ def test_the_real_machine_without_nvidia(monkeypatch):
     sampler = Sampler(events.append, interval_s=0.1)
     monkeypatch.setattr("gpuscale.telemetry.nvml.load_bindings", lambda: FakeNvml.library_missing())
     sampler.start()
-    deadline = time.monotonic() + 5
-    while not of(events, HostSample) and time.monotonic() < deadline:
-        time.sleep(0.02)
+    _wait_until(lambda: of(events, HostSample))
     sampler.stop()
     assert sampler.status.startswith("No NVIDIA driver found")
     assert of(events, HostSample)
@@ -315,21 +310,39 @@ def test_stop_without_start_and_start_twice():
     assert not any(t.is_alive() for t in sampler._threads)
 
 
-def test_the_period_holds_while_pcie_blocks():
-    """8 GPUs x 2 PCIe reads x 30 ms = 0.48 s per PCIe round: the samples keep 0.1 s."""
-    fake = FakeNvml.h100_box(8, pcie_delay_s=0.03)
+def _wait_until(predicate, timeout_s: float = 60.0) -> None:
+    """Poll until ``predicate()``; the generous limit only ends a hung test."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_gpu_samples_go_on_while_a_pcie_read_blocks():
+    """A PCIe read blocks (the real call waits out a 20 ms window per GPU and
+    counter, 0.48 s a round on 8 GPUs): it has its own thread, so the GPU samples
+    keep coming while one is stuck. Checked with a read that blocks until the
+    test releases it, not with timings (a busy machine stretches those)."""
+    gate = threading.Event()
+    fake = FakeNvml.h100_box(8, pcie_gate=gate)
     events: list = []
-    with Sampler(events.append, interval_s=0.1, nvml=fake) as sampler:
-        time.sleep(0.65)
-    starts = list(sampler.tick_starts)
-    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
-    assert len(starts) >= 5
-    assert statistics.median(gaps) == pytest.approx(0.1, abs=0.02)
-    assert max(gaps) < 0.3  # a sampler waiting on PCIe would show gaps of 0.48 s
-    assert fake.calls["nvmlDeviceGetPcieThroughput"] >= 2
-    assert any(
-        s.pcie_rx_bytes_s == 1_200_000 * 1024 for s in of(events, GpuSample)
-    )  # the slow values arrive
+    try:
+        with Sampler(events.append, interval_s=0.1, nvml=fake):
+            _wait_until(lambda: fake.calls["nvmlDeviceGetPcieThroughput"] >= 1)  # stuck in it
+
+            def samples_of_gpu0() -> int:
+                return sum(1 for e in of(events, GpuSample) if e.index == 0)
+
+            before = samples_of_gpu0()
+            _wait_until(lambda: samples_of_gpu0() >= before + 5)
+            assert fake.calls["nvmlDeviceGetPcieThroughput"] == 1  # still stuck
+            assert all(s.pcie_rx_bytes_s is None for s in of(events, GpuSample))
+            gate.set()
+            _wait_until(
+                lambda: any(s.pcie_rx_bytes_s == 1_200_000 * 1024 for s in of(events, GpuSample))
+            )  # the slow values arrive once the read returns
+    finally:
+        gate.set()
 
 
 def test_a_raising_emit_does_not_stop_sampling():
@@ -340,9 +353,7 @@ def test_a_raising_emit_does_not_stop_sampling():
         raise ValueError("consumer bug")
 
     with Sampler(emit, interval_s=0.1, nvml=FakeNvml.h100_box(1)) as sampler:
-        deadline = time.monotonic() + 5
-        while len(of(calls, HostSample)) < 3 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        _wait_until(lambda: len(of(calls, HostSample)) >= 3)
     assert len(of(calls, HostSample)) >= 3
     assert sampler.emit_errors == len(calls)
 
@@ -352,11 +363,12 @@ def test_lost_gpu_in_a_threaded_run():
     fake.gpus[1].lost_after_calls = 170  # starting takes ~110 calls (topology too), a sample ~15
     events: list = []
     with Sampler(events.append, interval_s=0.1, nvml=fake):
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            if len([e for e in of(events, GpuSample) if e.index == 0]) >= 10:
-                break
-            time.sleep(0.02)
+        _wait_until(
+            lambda: (
+                any(e.lost for e in of(events, GpuSample))
+                and len([e for e in of(events, GpuSample) if e.index == 0]) >= 10
+            )
+        )
     lost = [e for e in of(events, GpuSample) if e.lost]
     assert [e.index for e in lost] == [1]
     after = [e.index for e in of(events, GpuSample) if e.t > lost[0].t]

@@ -3,6 +3,7 @@ without a word, and one that ignores SIGTERM and has a child of its own."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shlex
 import shutil
@@ -11,6 +12,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -36,10 +38,19 @@ FAKE_TRAINER = textwrap.dedent(
     mode = os.environ["FAKE_MODE"]
     print("fake trainer here", flush=True)
     client = EventClient.from_env()
+    if mode == "config-error":  # what the trainer alone finds, e.g. a missing --model function
+        from gpuscale.events.schema import EndEvent, ErrorEvent
+        client.send(ErrorEvent(t=time.time(), message="--model json:nope: no function 'nope'"))
+        client.send(EndEvent(t=time.time(), status="failed"))
+        client.close()
+        sys.exit(2)
     client.send(StartEvent(t=time.time(), gpuscale_version="0", host="h", pid=os.getpid(),
                            model="fake", num_replicas=2, pids=[os.getpid()]))
     for step in range(2):
         client.send(StepEvent(t=time.time(), step=step, step_time_s=0.01, samples=8))
+    if mode == "complete":
+        from gpuscale.events.schema import EndEvent
+        client.send(EndEvent(t=time.time(), status="completed", steps=2, duration_s=0.1))
     client.close()
     if mode == "die":
         print("about to crash hard", file=sys.stderr, flush=True)
@@ -320,6 +331,148 @@ def test_read_lines_ends_with_the_stream_and_leaves_nothing_running(text):
     time.sleep(0.5)
     after = me.cpu_times()
     assert (after.user + after.system) - (before.user + before.system) < 0.25
+
+
+# -- nothing of gpuscale keeps running after a run -----------------------------------
+
+LINGERING = ("gpuscale-trainer-", "gpuscale-script-", "gpuscale-sampler", "gpuscale-event")
+"""Threads of a run (its output readers and watcher, the telemetry sampler, the
+event server) that must all be gone once it has ended."""
+
+
+def lingering_threads(older: set[threading.Thread]) -> list[str]:
+    """Run threads alive now that were not in ``older`` (another test's are not ours)."""
+    return [
+        t.name for t in threading.enumerate() if t.name.startswith(LINGERING) and t not in older
+    ]
+
+
+async def assert_nothing_of_gpuscale_runs(
+    older: set[threading.Thread], window_s: float = 1.0
+) -> None:
+    """No thread of a finished run is left (a deterministic check), and the
+    process is idle: over ``window_s`` it uses under a tenth of a core. A thread
+    that spins (as the stdout/stderr readers once did, issue 19) uses far more;
+    a busy machine only lowers what a spinning thread gets, never what an idle
+    process uses. Async, so that a dashboard on this event loop keeps running."""
+    deadline = time.monotonic() + 10
+    while lingering_threads(older):
+        assert time.monotonic() < deadline, f"still running: {lingering_threads(older)}"
+        await asyncio.sleep(0.05)
+    me = psutil.Process()
+    before = me.cpu_times()
+    started = time.monotonic()
+    await asyncio.sleep(window_s)
+    after = me.cpu_times()
+    used_s = (after.user + after.system) - (before.user + before.system)
+    assert used_s < 0.1 * (time.monotonic() - started), f"{used_s:.2f} s of CPU while idle"
+
+
+async def test_a_finished_watch_leaves_nothing_of_gpuscale_running(fake_python, tmp_path):
+    """The dashboard of a finished live run stays open, idle: no reader, sampler
+    or event-server thread left, no polling of a stream that has ended."""
+    from gpuscale.ui.app import build_app
+    from gpuscale.ui.sources import LiveSource
+
+    older = set(threading.enumerate())
+    run = _run(fake_python, "complete", tmp_path)
+    app = build_app(LiveSource(run))
+    async with app.run_test(size=(100, 30)) as pilot:
+        deadline = time.monotonic() + 30
+        while not app._finished_posted:
+            assert time.monotonic() < deadline, "the run never finished"
+            await pilot.pause(0.05)
+        await pilot.pause(0.5)
+        assert app.model.end is not None and app.model.end.status == "completed"
+        assert not [w for w in app.workers if w.group == "pump" and w.is_running]
+        await assert_nothing_of_gpuscale_runs(older)
+
+
+def test_a_finished_live_sweep_leaves_nothing_of_gpuscale_running(fake_python, monkeypatch):
+    """`gpuscale recommend`'s live sweep, with the stand-in trainer: after the
+    last run nothing of gpuscale's keeps running (a run's leftovers would also
+    slow the next run down and skew the sweep)."""
+    import argparse
+    import functools
+
+    import gpuscale.commands.recommend_live as recommend_live
+    import gpuscale.live.trainer_run as trainer_run
+    import gpuscale.telemetry.nvml as nvml
+
+    monkeypatch.setattr(
+        trainer_run.LiveRun,
+        "__init__",
+        functools.partialmethod(
+            trainer_run.LiveRun.__init__,
+            python=fake_python,
+            nvml=FakeNvml.scenario("no-driver"),
+            env={"FAKE_MODE": "complete"},
+        ),
+    )
+    real_probe = nvml.probe
+    monkeypatch.setattr(nvml, "probe", lambda: real_probe(FakeNvml.scenario("no-driver")))
+    parser = argparse.ArgumentParser()
+    from gpuscale.trainer.options import add_trainer_arguments
+
+    add_trainer_arguments(parser)
+    parser.add_argument("--sweep")
+    parser.add_argument("--no-record", action="store_true")
+    args = parser.parse_args(["--steps", "2", "--warmup-steps", "0", "--no-record"])
+    args.sweep = [1, 2]
+    older = set(threading.enumerate())
+    sweep, _ = recommend_live.run_sweep(args, quiet=True)
+    assert len(sweep.points) == 2  # the stand-in always says 2 replicas
+    asyncio.run(assert_nothing_of_gpuscale_runs(older))
+
+
+def _with_fake_trainer(monkeypatch, fake_python: str, mode: str) -> None:
+    import functools
+
+    import gpuscale.live.trainer_run as trainer_run
+
+    monkeypatch.setattr(
+        trainer_run.LiveRun,
+        "__init__",
+        functools.partialmethod(
+            trainer_run.LiveRun.__init__,
+            python=fake_python,
+            nvml=FakeNvml.scenario("no-driver"),
+            env={"FAKE_MODE": mode},
+        ),
+    )
+
+
+def test_a_configuration_error_only_the_trainer_finds_is_one_line_and_exit_2(
+    fake_python, monkeypatch, capsys
+):
+    from gpuscale.cli import main
+
+    _with_fake_trainer(monkeypatch, fake_python, "config-error")
+    assert main(["run", "--no-record"]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[-1] == "gpuscale: error: --model json:nope: no function 'nope'"
+    assert "" not in lines and sum(line.startswith("gpuscale: error") for line in lines) == 1
+
+
+async def test_the_dashboard_says_why_a_run_failed_before_its_first_step(fake_python, monkeypatch):
+    """Not "Waiting for the first steps…" under the error: the panel says it failed, and why."""
+    from gpuscale.ui.app import build_app
+    from gpuscale.ui.sources import LiveSource
+    from gpuscale.ui.widgets.header import RunHeader
+
+    _with_fake_trainer(monkeypatch, fake_python, "config-error")
+    app = build_app(LiveSource(LiveRun(TrainConfig(steps=10), record=None)))
+    async with app.run_test(size=(100, 30)) as pilot:
+        deadline = time.monotonic() + 30
+        while not app._finished_posted:
+            assert time.monotonic() < deadline, "the run never finished"
+            await pilot.pause(0.05)
+        await pilot.pause(0.3)
+        await app.settle()
+        panel = str(app.advice_panel.body.render())
+        assert "failed before its first step" in panel and "no function 'nope'" in panel
+        assert "Waiting" not in panel
+        assert "FAILED" in str(app.query_one(RunHeader).render())
 
 
 @pytest.mark.parametrize("sampler", [True, False], ids=["from-sampler", "probed"])

@@ -286,4 +286,90 @@ async def test_a_finished_run_says_so_in_a_toast_and_a_cut_one_warns():
         await app.settle()
         await pilot.pause()
         messages = [n.message for n in app._notifications]
-        assert any("without an end event" in m for m in messages), messages
+        assert any("interrupted" in m and "no end event" in m for m in messages), messages
+        assert "INTERRUPTED" in text_of(app.query_one(RunHeader)), "not RUNNING: it is over"
+        assert app.advice_panel.border_title == "Summary (run interrupted)"
+        said = [line for line in app.model.logs if "end event" in line.message]
+        assert len(said) == 1, said  # once in the log, not once per layer
+
+
+async def test_one_duration_in_the_header_the_log_and_the_toast():
+    """The run's duration is counted from its start event (start-up excluded)
+    everywhere, whatever the producer put in EndEvent.duration_s."""
+    events = cpu_run()
+    end = events[-1]
+    assert isinstance(end, EndEvent)
+    end.duration_s = 47.5  # the trainer's own clock, start-up included
+    app = build_app(replay(events, end=True))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        elapsed = end.t - events[0].t
+        assert app.model.snapshot().elapsed_s == pytest.approx(elapsed)
+        from gpuscale.formatting import format_clock_s, format_duration_s
+
+        took = format_duration_s(elapsed)
+        assert f"elapsed {format_clock_s(elapsed)}" in text_of(app.query_one(RunHeader))
+        assert any(line.message.endswith(took) for line in app.model.logs)
+        assert any(took in n.message for n in app._notifications)
+        assert not any("47.5" in line.message for line in app.model.logs)
+
+
+async def test_an_idle_replay_at_its_end_draws_nothing():
+    """A replay at its final state has nothing new to show: the redraw timer
+    draws nothing (it redrew the header ten times a second, ~11% of a core).
+    Once the last batch, the end and the analysis are drawn (however long a busy
+    machine takes), the next windows stay without a single draw."""
+    app = build_app(replay(cpu_run(), end=True))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await app.settle()
+        drawn: list[str] = []
+        draw_header, redraw = app._draw_header, app.redraw
+
+        def counted_header(snap):
+            drawn.append("header")
+            draw_header(snap)
+
+        def counted_redraw(force=False):
+            drawn.append("redraw")
+            redraw(force)
+
+        app._draw_header, app.redraw = counted_header, counted_redraw
+        deadline = time.monotonic() + 60
+        while True:  # until a first quiet window
+            before = len(drawn)
+            await pilot.pause(0.3)
+            if len(drawn) == before:
+                break
+            assert time.monotonic() < deadline, f"never idle: {drawn[-5:]}"
+        for _ in range(3):
+            before = len(drawn)
+            await pilot.pause(0.3)
+            assert len(drawn) == before, drawn[before:]
+
+
+def test_warm_up_steps_plotted_alone_are_labelled_as_warm_up():
+    """Before the first measured step the chart shows the warm-up steps (the
+    panel says "no measured steps yet"): the axis says they are warm-up."""
+    from gpuscale.events.schema import StepEvent
+    from gpuscale.ui.model import RunModel
+    from gpuscale.ui.widgets.charts import build_step_chart
+
+    events = cpu_run()
+    warm = [e for e in events if not isinstance(e, StepEvent) or e.warmup]
+    model = RunModel()
+    model.absorb([e for e in warm if not isinstance(e, EndEvent)])
+    assert "warm-up, not measured" in build_step_chart(model.snapshot(), 80, 16).plain
+    model.absorb([e for e in events if isinstance(e, StepEvent) and not e.warmup])
+    assert "warm-up" not in build_step_chart(model.snapshot(), 80, 16).plain
+
+
+async def test_screenshots_go_to_the_data_folder_and_the_toast_says_where(_isolated_data_dir):
+    app = build_app(replay(cpu_run(), end=True))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.press("s")
+        await pilot.pause()
+        shots = list((_isolated_data_dir / "screenshots").glob("gpuscale_*.svg"))
+        assert len(shots) == 1
+        assert any(str(shots[0]) in n.message for n in app._notifications)

@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -28,8 +29,16 @@ def test_sigterm_to_gpuscale_replay_quits_without_a_traceback():
         stderr=subprocess.STDOUT,
         env={**os.environ, "TERM": "xterm-256color", "COLUMNS": "100", "LINES": "30"},
     )
+    output = bytearray()
+
+    def read_all() -> None:
+        for chunk in iter(lambda: proc.stdout.read1(65536), b""):
+            output.extend(chunk)
+
+    reader = threading.Thread(target=read_all, daemon=True)
+    reader.start()
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         replay = None
         while replay is None and time.monotonic() < deadline:
             for child in psutil.Process(proc.pid).children(recursive=True):
@@ -41,11 +50,16 @@ def test_sigterm_to_gpuscale_replay_quits_without_a_traceback():
                     pass
             time.sleep(0.1)
         assert replay is not None, "the replay process did not start"
-        time.sleep(3)  # let the app take the terminal
+        # The app has drawn its header: it has the terminal and its signal handlers
+        # (waiting a fixed 3 s instead was too short on a busy machine).
+        while b"mnist-cnn-w32" not in bytes(output):
+            assert time.monotonic() < deadline, "the dashboard never drew"
+            time.sleep(0.1)
         replay.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=20)
+        proc.wait(timeout=60)
+        reader.join(timeout=10)
     finally:
         proc.kill()
-    text = out.decode("utf-8", "replace")
+    text = bytes(output).decode("utf-8", "replace")
     assert "Traceback" not in text
     assert "EXIT=130" in text

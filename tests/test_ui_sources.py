@@ -156,6 +156,7 @@ def headless_run(self, *args, **kwargs):
     asyncio.run(go())
 
 appmod.GpuscaleApp.run = headless_run
+sys.stdout.isatty = lambda: True  # as in a terminal: the dashboard, not the printed summary
 from gpuscale.cli import main
 rc = main(["replay", {str(path)!r}, "--end"])
 assert "tensorflow" not in sys.modules, "replay imported TensorFlow"
@@ -189,3 +190,29 @@ def test_replay_of_a_sweep_file_points_to_recommend(tmp_path, capsys):
     assert main(["replay", str(sweep)]) == 2
     err = capsys.readouterr().err
     assert "sweep file" in err and "recommend --from" in err
+
+
+def test_replay_off_a_terminal_prints_the_summary_and_exits(tmp_path):
+    """Piped or redirected, a dashboard would write escape codes for ever: the
+    recording's summary instead, and exit 0; a killed run says it was interrupted."""
+    path = write_run(tmp_path / "run.ndjson", [e for e in cpu_run() if not isinstance(e, EndEvent)])
+    out = subprocess.run(
+        [sys.executable, "-m", "gpuscale", "replay", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "status: interrupted (no end event)" in out.stdout and "step time:" in out.stdout
+    assert "\x1b" not in out.stdout
+    assert "stdout is not" in out.stderr and "terminal" in out.stderr
+
+
+def test_run_with_nothing_after_the_double_dash_is_an_error(capsys):
+    from gpuscale.cli import main
+
+    for command in ("run", "watch"):
+        assert main([command, "--"]) == 2
+        err = capsys.readouterr().err
+        assert "nothing after '--'" in err and "\n" not in err.strip()

@@ -4,6 +4,8 @@ several recordings."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from sweep_fixtures import CPU_RUNS, SAMPLES, cpu_sweep, gpu_sweep, stopped_sweep
 
@@ -91,9 +93,14 @@ async def test_q_quits_and_t_changes_theme():
     assert app.return_code == 0
 
 
+def _in_a_terminal(monkeypatch) -> None:
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+
+
 def test_replay_of_several_recordings_opens_the_scaling_view(monkeypatch):
     shown = []
     monkeypatch.setattr(SweepApp, "run", lambda self: shown.append(self.view))
+    _in_a_terminal(monkeypatch)
     assert main(["replay", *map(str, CPU_RUNS)]) == 0
     (view,) = shown
     assert view.measured_counts == [1, 2]
@@ -116,9 +123,18 @@ def test_replay_of_a_bad_sweep_is_one_error_line(capsys, files, expected):
 def test_replay_of_a_sweep_file_opens_its_scaling_view(monkeypatch):
     shown = []
     monkeypatch.setattr(SweepApp, "run", lambda self: shown.append(self.view))
+    _in_a_terminal(monkeypatch)
     assert main(["replay", str(SAMPLES / "seed002_mnist.json")]) == 0
     (view,) = shown
     assert view.measured_counts == [1, 2, 4, 8]
     assert view.heading.startswith(
         "Scaling of six-conv MNIST CNN (128 channels), global batch 1024"
     )
+
+
+def test_the_scaling_view_off_a_terminal_is_one_line_pointing_to_recommend(monkeypatch, capsys):
+    """Piped or redirected, a screen would write escape codes for ever."""
+    monkeypatch.setattr(SweepApp, "run", lambda self: pytest.fail("a screen off a terminal"))
+    assert main(["replay", *map(str, CPU_RUNS)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "needs a terminal" in err[0] and "recommend --from" in err[0]

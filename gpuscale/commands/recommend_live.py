@@ -157,9 +157,11 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
 
     from gpuscale.live.trainer_run import LiveRun
     from gpuscale.trainer.options import config_from_args
+    from gpuscale.trainer.preflight import check_config
 
     counts, heading, pool, available = plan(args)
     base = config_from_args(args)
+    check_config(msgspec.structs.replace(base, gpus=pool))  # the model module; nccl without GPUs
     configs, notes = sweep_configs(
         base, counts, pool, "gpu" if pool else "cpu-logical", sweep_topology(pool)
     )

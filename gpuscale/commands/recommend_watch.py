@@ -15,16 +15,19 @@ from gpuscale.errors import EXIT_INTERRUPTED, GpuscaleError
 def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep, str, str | None]:
     """Run the sweep on screen. Returns the measured sweep, the heading for the
     printed report, and the name of the signal that stopped it (or None)."""
+    import msgspec
+
     from gpuscale.commands.recommend_live import plan, sweep_configs
     from gpuscale.trainer.options import config_from_args
+    from gpuscale.trainer.preflight import check_config
     from gpuscale.ui.app import run_until_stop_signal
     from gpuscale.ui.live_sweep import LiveSweep
     from gpuscale.ui.sweep_app import SweepApp, SweepView
 
     counts, heading, pool, available = plan(args)
-    configs, notes = sweep_configs(
-        config_from_args(args), counts, pool, "gpu" if pool else "cpu-logical"
-    )
+    base = config_from_args(args)
+    check_config(msgspec.structs.replace(base, gpus=pool))  # the model module; nccl without GPUs
+    configs, notes = sweep_configs(base, counts, pool, "gpu" if pool else "cpu-logical")
     view = SweepView(
         points=[],
         heading=heading,

@@ -70,7 +70,7 @@ def main(args: argparse.Namespace) -> int:
             f"--speed must be above 0 and at most {MAX_SPEED:g}, got {args.speed:g}"
         )
     if len(args.files) > 1:
-        return replay_sweep(args.files)
+        return _show_sweep(_sweep_view(args.files), args.files)
     args.file = args.files[0]
     if args.file.is_dir():
         raise GpuscaleError(f"{args.file} is a directory, not a recording")
@@ -83,6 +83,18 @@ def main(args: argparse.Namespace) -> int:
         if not _is_sweep_file(args.file):
             raise
     else:
+        import sys
+
+        if (
+            not sys.stdout.isatty()
+        ):  # piped or redirected: a dashboard would write escape codes forever
+            print_summary(source.events, args.file)
+            print(
+                "gpuscale: replay shows the dashboard in a terminal; stdout is not one, so this "
+                "is the recording's summary",
+                file=sys.stderr,
+            )
+            return 0
         from gpuscale.errors import EXIT_INTERRUPTED
         from gpuscale.ui.app import build_app, run_until_stop_signal
 
@@ -90,16 +102,18 @@ def main(args: argparse.Namespace) -> int:
             return EXIT_INTERRUPTED
         return 0
     try:  # a sweep file (`recommend --json`, a typed-in table): its scaling view
-        return replay_sweep([args.file])
+        view = _sweep_view([args.file])
     except GpuscaleError as exc:
         raise GpuscaleError(
             f"{args.file} is a sweep file (device counts and their throughput) that cannot be "
             f"shown ({exc}); 'gpuscale recommend --from {args.file}' reads sweep files"
         ) from None
+    return _show_sweep(view, [args.file])
 
 
-def replay_sweep(files: list[Path]) -> int:
-    """Several recordings (or sweep files): the scaling view, offline."""
+def _sweep_view(files: list[Path]):
+    """The scaling view's content for ``files``; one GpuscaleError line for
+    files that cannot make one."""
     from gpuscale.analysis.recommend import recommend
     from gpuscale.analysis.sweep import load_inputs
     from gpuscale.errors import GpuscaleError
@@ -110,16 +124,56 @@ def replay_sweep(files: list[Path]) -> int:
     # Refused here, with one line, rather than as an empty screen.
     recommend(sweep.points, min_efficiency=0.6, available_devices=sweep.available_devices)
 
-    from gpuscale.ui.sweep_app import SweepApp, SweepView, sweep_heading
+    from gpuscale.ui.sweep_app import SweepView, sweep_heading
 
-    view = SweepView(
+    return SweepView(
         points=sweep.points,
         heading=sweep_heading(sweep.points, len(files)),
         available_devices=sweep.available_devices,
         sources=list(sweep.sources),
         warnings=list(sweep.warnings),
     )
-    from gpuscale.errors import EXIT_INTERRUPTED
+
+
+def _show_sweep(view, files: list[Path]) -> int:
+    import sys
+
+    from gpuscale.errors import EXIT_INTERRUPTED, GpuscaleError
+
+    if not sys.stdout.isatty():  # a screen off a terminal would write escape codes forever
+        listed = " ".join(map(str, files))
+        raise GpuscaleError(
+            f"the scaling view needs a terminal and stdout is not one; "
+            f"'gpuscale recommend --from {listed}' prints the same as text"
+        )
     from gpuscale.ui.app import run_until_stop_signal
+    from gpuscale.ui.sweep_app import SweepApp
 
     return EXIT_INTERRUPTED if run_until_stop_signal(SweepApp(view)) else 0
+
+
+def print_summary(events: list, path: Path) -> None:
+    """The summary `gpuscale run` prints at the end, for a recording."""
+    from types import SimpleNamespace
+
+    import msgspec
+
+    from gpuscale.analysis.summary import summarize
+    from gpuscale.commands.run import print_run_summary
+    from gpuscale.events.schema import EndEvent, ErrorEvent
+
+    end = events[-1] if isinstance(events[-1], EndEvent) else None
+    summary = msgspec.to_builtins(summarize(events))
+    shown_end = SimpleNamespace(
+        status=end.status if end is not None else "interrupted (no end event)",
+        summary=summary,
+    )
+    print_run_summary(
+        SimpleNamespace(
+            start_event=events[0],
+            end=shown_end,
+            error=next((e for e in events if isinstance(e, ErrorEvent)), None),
+            recording_path=None,
+            recording_problem=None,
+        )
+    )

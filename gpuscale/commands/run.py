@@ -17,7 +17,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED
+from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from gpuscale.events.schema import ErrorEvent, LogEvent, StartEvent, StepEvent
 from gpuscale.formatting import format_bytes, format_duration_s, format_samples_s, visible
 from gpuscale.live.terminal import settle_visible
@@ -51,7 +51,8 @@ def register(sub) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from gpuscale.live.trainer_run import LiveRun
+    from gpuscale.live.trainer_run import LiveRun, is_configuration_error
+    from gpuscale.trainer.preflight import check_config
 
     config = config_from_args(args)
     record: Any = None if args.no_record else (args.record or "default")
@@ -68,6 +69,7 @@ def main(args: argparse.Namespace) -> int:
     else:
         from gpuscale.commands.gpu_choice import with_best_gpus
 
+        check_config(config)  # what the trainer would find only after loading TensorFlow
         run = LiveRun(with_best_gpus(config), record=record)
     interrupted = False
     view = _JsonView() if args.json else _ProgressView(steps)
@@ -103,7 +105,7 @@ def main(args: argparse.Namespace) -> int:
             summary["error"] = run.error.message
         print(json.dumps(summary, indent=2))
     else:
-        _print_summary(run)
+        print_run_summary(run)
     if interrupted:
         return EXIT_INTERRUPTED
     if run.error is not None or (end is not None and end.status in ("failed", "lost")):
@@ -112,7 +114,7 @@ def main(args: argparse.Namespace) -> int:
                 f"gpuscale: error: {visible(run.error.message, keep_newlines=True)}",
                 file=sys.stderr,
             )
-        return EXIT_FAILED
+        return EXIT_USAGE if is_configuration_error(run) else EXIT_FAILED
     return 0
 
 
@@ -158,11 +160,13 @@ class _ProgressView:
         self.recent: deque[float] = deque(maxlen=10)
 
     def __enter__(self):
-        self.progress.start()
+        if self.console.is_terminal:  # elsewhere it draws nothing but a blank line at the end
+            self.progress.start()
         return self
 
     def __exit__(self, *exc):
-        self.progress.stop()
+        if self.console.is_terminal:
+            self.progress.stop()
         return False
 
     def on_event(self, event, live: bool = True) -> None:
@@ -174,7 +178,9 @@ class _ProgressView:
             )
             if event.note:
                 self.console.print(f"[dim]{_escape(event.note)}[/]")
-            self.progress.update(self.task, description="training")
+            # the elapsed column counts from the start event, as every run duration
+            # does (gpuscale.events.schema.run_duration_s): start-up is not the run
+            self.progress.reset(self.task, description="training")
         elif isinstance(event, StepEvent):
             if not event.warmup:
                 self.recent.append(event.step_time_s)
@@ -227,7 +233,9 @@ def _scaling(start) -> str:
 _ms = format_duration_s
 
 
-def _print_summary(run) -> None:
+def print_run_summary(run: Any) -> None:
+    """What a run measured, in a few lines (its `start_event`, `end`, `error`,
+    `recording_path`, `recording_problem`); `gpuscale replay` off a terminal too."""
     from rich.console import Console
 
     console = Console(highlight=False)

@@ -41,11 +41,12 @@ def register(sub) -> None:
 def main(args: argparse.Namespace) -> int:
     import sys
 
-    from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED, GpuscaleError
+    from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, GpuscaleError
     from gpuscale.live.script_run import script_run_from_args, wants_script_run
-    from gpuscale.live.trainer_run import LiveRun
+    from gpuscale.live.trainer_run import LiveRun, is_configuration_error
     from gpuscale.telemetry.sampler import validate_interval
     from gpuscale.trainer.options import config_from_args
+    from gpuscale.trainer.preflight import check_config
 
     try:
         validate_interval(args.sample_interval)
@@ -63,7 +64,9 @@ def main(args: argparse.Namespace) -> int:
     else:
         from gpuscale.commands.gpu_choice import with_best_gpus
 
-        config = with_best_gpus(config_from_args(args))
+        config = config_from_args(args)
+        check_config(config)  # what the trainer would find only after loading TensorFlow
+        config = with_best_gpus(config)
         run = LiveRun(config, record=record, sample_interval_s=args.sample_interval)
 
     from gpuscale.ui.app import build_app, run_until_stop_signal
@@ -81,6 +84,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"gpuscale: stopped ({stopped_by})", file=sys.stderr)
         return EXIT_INTERRUPTED
     end = getattr(run, "end", None) or source.end
+    if is_configuration_error(run):  # the dashboard said why; say it where it stays, too
+        print(f"gpuscale: error: {run.error.message}", file=sys.stderr)
+        return EXIT_USAGE
     if end is None or end.status in ("failed", "lost"):
         return EXIT_FAILED  # the run never started (trainer or sampler refused), or failed
     return 0

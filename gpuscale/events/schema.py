@@ -319,9 +319,21 @@ class EndEvent(_Event, tag="end", kw_only=True):
     """``stopped``: the user stopped it; ``lost``: the process died without a word."""
     steps: _Count = 0
     duration_s: Annotated[float, msgspec.Meta(ge=0, le=limits.MAX_TIMESTAMP_S)] = 0.0
+    """Wall time as its producer measured it, its own start-up included (the
+    trainer's from its process start). What gpuscale shows as a run's duration
+    is :func:`run_duration_s`, which leaves start-up out."""
     summary: dict[str, Any] | None = None
     """The analysis of the run (``gpuscale.analysis``), for readers that want it
     without recomputing."""
+
+
+def run_duration_s(start_t: float, last_t: float) -> float:
+    """A run's duration, the one definition every view uses (the dashboard's
+    elapsed time, its log and toast, ``gpuscale runs``): seconds from the
+    StartEvent (the trainer has loaded TensorFlow and built the model; that
+    start-up is NOT included) to the last event (the EndEvent once there is one),
+    warm-up steps included. ``start_t`` and ``last_t`` are the events' ``t``."""
+    return max(0.0, last_t - start_t)
 
 
 Event = (

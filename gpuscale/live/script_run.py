@@ -938,10 +938,16 @@ class _PumpState:
 
 
 def split_command(argv: Sequence[str] | None) -> list[str]:
-    """The command after ``--`` (argparse.REMAINDER keeps the ``--``)."""
+    """The command after ``--`` (argparse.REMAINDER keeps the ``--``); a ``--``
+    with nothing after it is an error (not the built-in trainer)."""
     command = list(argv or [])
     if command and command[0] == "--":
         command = command[1:]
+        if not command:
+            raise GpuscaleError(
+                "nothing after '--': give your training command (gpuscale run -- python "
+                "train.py), or leave out '--' for the built-in trainer"
+            )
     return command
 
 

@@ -30,7 +30,7 @@ from typing import Any, Literal
 import msgspec
 
 from gpuscale.analysis.summary import summarize
-from gpuscale.errors import GpuscaleError
+from gpuscale.errors import EXIT_USAGE, GpuscaleError
 from gpuscale.events.schema import EndEvent, ErrorEvent, Event, LogEvent, StartEvent, StepEvent
 from gpuscale.events.transport import EventServer
 from gpuscale.live.base import RunBase
@@ -347,3 +347,13 @@ class LiveRun(RunBase):
         except Exception as exc:  # the run's events are kept even if the analysis trips
             self._tail.append(f"summary failed: {exc}")
             return None
+
+
+def is_configuration_error(run: Any) -> bool:
+    """The run failed on its configuration, found by the trainer itself (a
+    ``--model`` module without that function, ...): the trainer exits with
+    :data:`~gpuscale.errors.EXIT_USAGE` for a :class:`GpuscaleError`, and the
+    command exits with it too, as for the errors the parent finds first."""
+    return (
+        getattr(run, "error", None) is not None and getattr(run, "returncode", None) == EXIT_USAGE
+    )

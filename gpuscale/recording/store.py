@@ -18,7 +18,7 @@ from pathlib import Path
 import msgspec
 
 from gpuscale.events.bounded import JsonInputError, check_depth, open_untrusted
-from gpuscale.events.schema import EndEvent, Event, StartEvent, StepEvent
+from gpuscale.events.schema import EndEvent, Event, StartEvent, StepEvent, run_duration_s
 from gpuscale.recording.format import (
     DECODE_ERRORS,
     GZIP_MAGIC,
@@ -53,6 +53,11 @@ def data_dir() -> Path:
 def runs_dir() -> Path:
     """The folder recordings are written to by default (may not exist yet)."""
     return data_dir() / "runs"
+
+
+def screenshots_dir() -> Path:
+    """The folder the dashboard saves its SVG screenshots to (may not exist yet)."""
+    return data_dir() / "screenshots"
 
 
 def _slug(text: str, limit: int = 40) -> str:
@@ -101,7 +106,8 @@ class RunInfo(msgspec.Struct, kw_only=True):
     """From the end event; for a run without one, the highest step number seen
     near the end of the file (``None`` if none)."""
     duration_s: float | None
-    """From the end event; else the last event's time minus the start time."""
+    """:func:`~gpuscale.events.schema.run_duration_s`: from the start event (start-up
+    not included) to the end event, or to the last event of a run with none."""
     size_bytes: int
     status: str
     """The end event's status (``completed``, ``stopped``, ``failed``, ``lost``),
@@ -169,11 +175,11 @@ def _info(path: Path) -> RunInfo:
         steps, duration, status = None, None, "unscanned"
     elif end is not None:
         steps: int | None = end.steps
-        duration: float | None = end.duration_s
+        duration: float | None = run_duration_s(start.t, end.t)
         status = end.status
     else:
         steps = last_step + 1 if last_step is not None else None
-        duration = (last_t - start.t) if last_t is not None else None
+        duration = run_duration_s(start.t, last_t) if last_t is not None else None
         status = "incomplete"
     return RunInfo(
         path=str(path),

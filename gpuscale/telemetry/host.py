@@ -43,13 +43,24 @@ def _busy_and_total(times: object) -> tuple[float, float]:
 
 
 class HostSampler:
-    """Samples the host and the processes ``pids()`` names; never raises from :meth:`sample`."""
+    """Samples the host and the processes ``pids()`` names; never raises from :meth:`sample`.
 
-    def __init__(self, pids: PidsFn | None = None, *, worker: int = 0):
+    ``clock`` (seconds, monotonic) times the windows the CPU shares are taken
+    over; tests give one they move by hand, so that what they check does not
+    depend on how fast a busy machine runs them."""
+
+    def __init__(
+        self,
+        pids: PidsFn | None = None,
+        *,
+        worker: int = 0,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self._pids = pids
         self._worker = worker
+        self._clock = clock
         self._cpu_prev = _busy_and_total(psutil.cpu_times())
-        self._cpu_prev_at = time.monotonic()
+        self._cpu_prev_at = clock()
         self._procs: dict[int, psutil.Process] = {}
         self._proc_prev: dict[int, tuple[float, float]] = {}
         """PID -> (CPU seconds, monotonic time) at the previous sample."""
@@ -59,7 +70,7 @@ class HostSampler:
         """Busy share of all cores since the previous call; ``None`` when that was
         less than :data:`MIN_WINDOW_S` ago (CPU counters tick every 10 ms, so a
         shorter window would read 0 or 100)."""
-        now = time.monotonic()
+        now = self._clock()
         if now - self._cpu_prev_at < MIN_WINDOW_S:
             return None
         busy, total = _busy_and_total(psutil.cpu_times())
@@ -88,7 +99,7 @@ class HostSampler:
     def _processes(self, pids: list[int]) -> tuple[float | None, int | None]:
         if not pids:
             return None, None
-        now = time.monotonic()
+        now = self._clock()
         cpu_pct = 0.0
         rss = 0
         measured_cpu = False

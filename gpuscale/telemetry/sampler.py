@@ -113,7 +113,8 @@ class Sampler:
 
     ``emit`` is called from the sampler's thread. ``pids`` returns the run's PIDs
     (may include dead ones). ``gpu_indices`` limits sampling to those NVML
-    indices. ``nvml`` replaces the ``pynvml`` module (tests). Neither the
+    indices. ``nvml`` replaces the ``pynvml`` module and ``host_clock`` the host
+    sampler's monotonic clock (tests). Neither the
     constructor (after validation) nor the thread raises; problems become
     LogEvents.
     """
@@ -127,6 +128,7 @@ class Sampler:
         gpu_indices: Iterable[int] | None = None,
         worker: int = 0,
         nvml: Any = None,
+        host_clock: Callable[[], float] | None = None,
     ):
         self.interval_s = validate_interval(interval_s)
         self._emit = emit
@@ -136,7 +138,11 @@ class Sampler:
         self._nvml_module = nvml
         self._lib: Nvml | None = None
         self._gpus: list[_Gpu] = []
-        self._host = HostSampler(pids, worker=worker)
+        self._host = (
+            HostSampler(pids, worker=worker)
+            if host_clock is None
+            else HostSampler(pids, worker=worker, clock=host_clock)
+        )
         self._pcie: dict[int, tuple[float | None, float | None]] = {}
         self._lost_pending: set[int] = set()
         self._lock = threading.Lock()

@@ -25,10 +25,11 @@ from textual.worker import get_current_worker
 
 from gpuscale.events.schema import EndEvent
 from gpuscale.formatting import format_duration_s
+from gpuscale.recording.store import screenshots_dir
 from gpuscale.ui import keys
 from gpuscale.ui.messages import AdviceReady, ChartsReady, ChartTexts, RunFailed, RunFinished
 from gpuscale.ui.model import RunModel, Snapshot
-from gpuscale.ui.sources import EventSource, ReplaySource
+from gpuscale.ui.sources import EventSource, ReplaySource, ReplayStatus
 from gpuscale.ui.widgets.advice import AdvicePanel, predict_from_run
 from gpuscale.ui.widgets.charts import (
     BREAKDOWN_CHART,
@@ -87,6 +88,7 @@ class GpuscaleApp(App[int]):
         self._summary_version = -1
         self._quitting = False
         self._last_snap: Snapshot | None = None
+        self._drawn_replay: ReplayStatus | None = None
         for warning in source.info.warnings:
             self.model.add_notice(warning)
 
@@ -134,6 +136,8 @@ class GpuscaleApp(App[int]):
             except Exception as exc:  # the stream broke: say so, keep what we have
                 self.post_message(RunFailed(f"the event stream failed: {exc}"))
                 return
+            if self._finished_posted and not self.is_replay:
+                return  # a live run that ended sends nothing more: stop polling it
 
     def pump_once(self, timeout_s: float = 0.0) -> int:
         """Move one batch from the source into the model; returns events moved."""
@@ -156,8 +160,8 @@ class GpuscaleApp(App[int]):
             return
         if self.model.version != self._drawn_version:
             self.redraw()
-        elif self.is_replay:
-            self._draw_header(None)
+        elif self.is_replay and self.source.replay_status() != self._drawn_replay:
+            self._draw_header(None)  # the replay clock moved (an idle one draws nothing)
         now = time.monotonic()
         sizes = self._chart_sizes()
         if (
@@ -179,7 +183,7 @@ class GpuscaleApp(App[int]):
         self.device_grid.show(snap)
         log.show(snap.epoch, snap.logs)
         if snap.version != self._charted_version and self._summary is None:
-            self.advice_panel.show(None, None, final=False)
+            self._show_advice(None, None)
         self.frames += 1
         self.frame_time_total_s += time.perf_counter() - started
 
@@ -189,9 +193,8 @@ class GpuscaleApp(App[int]):
             if snap is None:
                 return
         self._last_snap = snap
-        self.header_panel.show(
-            snap, self.source.info, self.source.replay_status(), self.display_paused
-        )
+        self._drawn_replay = self.source.replay_status()
+        self.header_panel.show(snap, self.source.info, self._drawn_replay, self.display_paused)
 
     def _chart_sizes(self) -> dict[str, tuple[int, int]]:
         sizes = {}
@@ -237,7 +240,20 @@ class GpuscaleApp(App[int]):
             return
         self._summary_version = version
         self._summary = summary
-        self.advice_panel.show(summary, recommendation, final=self.model.end is not None)
+        self._show_advice(summary, recommendation)
+
+    def _show_advice(self, summary, recommendation) -> None:
+        """The panel, titled by how the run stands; a run that failed says so
+        and why there, not "waiting for the first steps"."""
+        interrupted = self.model.end is None and self._finished_posted
+        failure = self._failed.message if self._failed is not None else None
+        self.advice_panel.show(
+            summary,
+            recommendation,
+            final=self.model.end is not None or interrupted,
+            interrupted=interrupted,
+            failure=failure,
+        )
 
     async def settle(self) -> None:
         """Absorb everything the source has ready now and draw it all, charts
@@ -252,18 +268,20 @@ class GpuscaleApp(App[int]):
     def on_run_finished(self, message: RunFinished) -> None:
         end: EndEvent | None = message.end
         self.redraw(force=True)
-        snap_errors = self.model.snapshot(logs_after=2**62).errors
+        snap = self.model.snapshot(logs_after=2**62)
+        snap_errors = snap.errors
+        took = format_duration_s(snap.elapsed_s)  # the header's elapsed, the log's duration
         if end is not None and end.status != "failed" and not snap_errors:
             self.notify(
-                f"Run {end.status}: {end.steps} steps in {format_duration_s(end.duration_s)}. "
+                f"Run {end.status}: {end.steps} steps in {took}. "
                 "The final summary stays on screen; q quits.",
                 title="Run ended",
                 timeout=8,
             )
         elif end is None and not snap_errors:
             self.notify(
-                "The stream ended without an end event (the run was cut short); "
-                "showing everything recorded.",
+                f"The run was interrupted after {snap.steps_done} steps, {took} "
+                "(no end event): showing everything recorded.",
                 severity="warning",
                 timeout=8,
             )
@@ -275,6 +293,7 @@ class GpuscaleApp(App[int]):
 
     def on_run_failed(self, message: RunFailed) -> None:
         self._failed = message
+        self._show_advice(self._summary, None)
         if not self._error_shown:
             self._error_shown = True
             self.push_screen(ErrorScreen(message.message, message.traceback))
@@ -351,11 +370,13 @@ class GpuscaleApp(App[int]):
             self.source.seek_to(0.0)
 
     def action_screenshot(self) -> None:
-        directory = self.screenshot_dir or Path.cwd()
+        """An SVG of the screen in the data folder's ``screenshots/`` (the toast says where)."""
+        directory = self.screenshot_dir or screenshots_dir()
         start = self.model.start
         model = (start.model if start else "") or "run"
         name = f"gpuscale_{model}_{datetime.now():%Y%m%d-%H%M%S}.svg"
         try:
+            directory.mkdir(parents=True, exist_ok=True)
             path = self.save_screenshot(name, str(directory))
         except OSError as exc:
             self.notify(f"Could not save the screenshot in {directory}: {exc}", severity="error")
@@ -396,7 +417,7 @@ class GpuscaleApp(App[int]):
         )
         yield SystemCommand(
             "Save screenshot",
-            "An SVG of the screen in the current directory",
+            "An SVG of the screen in gpuscale's data folder (screenshots/)",
             self.action_screenshot,
         )
         yield SystemCommand(

@@ -25,6 +25,7 @@ from gpuscale.events.schema import (
     PhaseEvent,
     StartEvent,
     StepEvent,
+    run_duration_s,
 )
 from gpuscale.formatting import format_duration_s
 
@@ -70,6 +71,8 @@ class Snapshot:
     epoch: int
     start: StartEvent | None
     elapsed_s: float
+    """The run's duration so far (:func:`gpuscale.events.schema.run_duration_s`:
+    from the start event, start-up not included)."""
     last_step: int
     steps_done: int
     """Steps so far, counted from the first step number seen (the trainer numbers
@@ -190,11 +193,13 @@ class RunModel:
                 self._device(event.worker, info.index).info = info
         elif isinstance(event, EndEvent):
             self.end = event
+            start_t = self.start.t if self.start is not None else self.first_t
+            duration_s = run_duration_s(start_t, t) if start_t is not None else event.duration_s
             self._log(
                 t,
                 "gpuscale",
                 "info" if event.status == "completed" else "warning",
-                f"run {event.status} after {event.steps} steps, {format_duration_s(event.duration_s)}",
+                f"run {event.status} after {event.steps} steps, {format_duration_s(duration_s)}",
             )
 
     # -- reading -----------------------------------------------------------------
@@ -209,7 +214,7 @@ class RunModel:
         """Copies of what a frame needs; ``logs_after`` skips log lines already drawn."""
         with self._lock:
             start_t = self.start.t if self.start is not None else self.first_t
-            elapsed = (self.last_t - start_t) if (self.last_t and start_t) else 0.0
+            elapsed = run_duration_s(start_t, self.last_t) if (self.last_t and start_t) else 0.0
             steps = list(self.steps)
             return Snapshot(
                 version=self.version,

@@ -118,6 +118,7 @@ class ReplaySource(EventSource):
         warnings: Iterable[str] = (),
     ) -> None:
         self.path = Path(path)
+        read_from_file = events is None
         if events is None:
             events, found = load_recording(self.path)
             warnings = [*warnings, *found]
@@ -126,7 +127,8 @@ class ReplaySource(EventSource):
         if speed <= 0:
             raise GpuscaleError(f"--speed must be positive, got {speed}")
         self.info = SourceInfo("replay", str(self.path), list(warnings))
-        if not isinstance(events[-1], EndEvent):
+        if not isinstance(events[-1], EndEvent) and not read_from_file:
+            # (the reader of a file has said so already: one warning, not two)
             self.info.warnings.append(
                 f"{self.path.name} has no end event: the run was interrupted "
                 "(everything recorded up to then is shown)"
@@ -153,6 +155,11 @@ class ReplaySource(EventSource):
         self._need_reset = False
         if end:
             self.jump_to_end()
+
+    @property
+    def events(self) -> list[Event]:
+        """Every event of the recording, in order (do not modify)."""
+        return self._events
 
     # transport ------------------------------------------------------------------
     def _position_locked(self) -> float:

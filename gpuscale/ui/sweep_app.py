@@ -235,9 +235,12 @@ class SweepApp(App[int]):
         self.theme = "textual-light" if self.theme != "textual-light" else "textual-dark"
 
     def action_screenshot(self) -> None:
-        folder = self.screenshot_dir or Path.cwd()
+        from gpuscale.recording.store import screenshots_dir
+
+        folder = self.screenshot_dir or screenshots_dir()  # as the run dashboard's
         name = f"gpuscale-sweep-{datetime.now():%Y%m%d-%H%M%S}.svg"
         try:
+            folder.mkdir(parents=True, exist_ok=True)
             path = Path(self.save_screenshot(name, path=str(folder)))
         except OSError as exc:
             self.notify(f"screenshot not saved: {exc.strerror}", severity="error")

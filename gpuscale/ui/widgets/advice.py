@@ -135,7 +135,29 @@ class AdvicePanel(VerticalScroll, can_focus=True):
         yield self.body
 
     def show(
-        self, summary: RunSummary | None, recommendation: Recommendation | None, final: bool
+        self,
+        summary: RunSummary | None,
+        recommendation: Recommendation | None,
+        final: bool,
+        *,
+        interrupted: bool = False,
+        failure: str | None = None,
     ) -> None:
-        self.border_title = "Final summary" if final else "Recommendation (so far)"
+        """``final``: the run is over (``interrupted``: without an end event);
+        ``failure``: why it failed, shown in place of "waiting" when it failed
+        before its first step."""
+        if interrupted:
+            self.border_title = "Summary (run interrupted)"
+        else:
+            self.border_title = "Final summary" if final else "Recommendation (so far)"
+        if failure is not None and (summary is None or summary.steps_total == 0):
+            self.body.update(
+                Content.assemble(
+                    ("The run failed before its first step:", "bold $text-error"),
+                    "\n",
+                    visible(failure, keep_newlines=True),
+                    ("\n(e shows the error again, q quits)", "$text-muted"),
+                )
+            )
+            return
         self.body.update(advice_content(summary, recommendation))

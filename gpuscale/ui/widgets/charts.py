@@ -53,21 +53,22 @@ def binned(xs: list[float], ys: list[float], max_points: int) -> tuple[list[floa
 
 def build_step_chart(snap: Snapshot, width: int, height: int) -> Text:
     """Step time against the step number (the last steps kept by the model,
-    warm-up steps left out once there are others; averaged in groups when there
-    are more than two per column). Throughput is not drawn in the same area (a
-    second y axis on a narrow panel is unreadable): the recommendation panel
-    has it."""
+    warm-up steps left out once there are others, and labelled as warm-up while
+    there are no others; averaged in groups when there are more than two per
+    column). Throughput is not drawn in the same area (a second y axis on a
+    narrow panel is unreadable): the recommendation panel has it."""
     if len(snap.steps_t) < 2:
         return _empty(width, "step times appear here after the first steps")
     plot = _new_plot(width, height)
     keep = [i for i, warm in enumerate(snap.steps_warmup) if not warm]
-    if len(keep) < 2:  # only warm-up so far: show it rather than nothing
+    warmup_only = len(keep) < 2
+    if warmup_only:  # only warm-up so far: show it rather than nothing, and say so
         keep = list(range(len(snap.steps_t)))
     steps = [float(snap.steps_t[i]) for i in keep]
     max_points = max(2 * (width - 16), 8)
     x, y = binned(steps, [snap.step_times_s[i] * 1000 for i in keep], max_points)
     plot.plot(x, y, color="cyan", marker="braille")
-    plot.xlabel("step")
+    plot.xlabel("step (warm-up, not measured)" if warmup_only else "step")
     plot.ylabel("ms")
     return Text.from_ansi(plot.build(), no_wrap=True)
 

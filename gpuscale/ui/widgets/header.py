@@ -53,6 +53,8 @@ class RunHeader(Static):
             style = "$text-success" if state == "completed" else "$text-error"
         elif snap.errors:
             state, style = "failed", "$text-error"
+        elif replay is not None and replay.at_end:
+            state, style = "interrupted", "$text-error"  # a recording with no end event
         elif snap.start is None:
             state, style = "starting", "$text-warning"
         parts = [
