@@ -45,8 +45,11 @@ class TrainConfig(msgspec.Struct, kw_only=True, frozen=True):
     steps: int = 100
     """Steps to run, warm-up included."""
     warmup_steps: int = 5
-    phase_every: int = 10
-    """Measure the phase breakdown every K-th step (0: never)."""
+    phase_every: int | None = None
+    """Measure the phase breakdown every K-th step (0: never); ``None``: when the
+    probe budget allows (:mod:`gpuscale.trainer.schedule`)."""
+    probe_budget: float = 0.02
+    """The phase probes' share of the wall clock (a fraction: 0.02 is 2 %)."""
     mixed_precision: bool = False
     seed: int = 0
 
@@ -65,6 +68,20 @@ def _gpu_list(text: str) -> list[int]:
     if not gpus or any(g < 0 for g in gpus):
         raise argparse.ArgumentTypeError(f"expected GPU indices like 0,2 but got {text!r}")
     return gpus
+
+
+def parse_budget(text: str) -> float:
+    """``"2%"`` or ``"0.02"`` -> 0.02 (a share of the wall clock, below 100 %)."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a share of the wall clock like 2% or 0.02 but got {text!r}"
+        ) from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"the probe budget must be in [0%, 100%), not {text!r}")
+    return value
 
 
 def add_trainer_arguments(parser: argparse.ArgumentParser) -> None:
@@ -152,11 +169,20 @@ def add_trainer_arguments(parser: argparse.ArgumentParser) -> None:
         help="first steps left out of the statistics (default 5)",
     )
     g.add_argument(
+        "--probe-budget",
+        type=parse_budget,
+        default=0.02,
+        metavar="SHARE",
+        help="the phase probes' share of the wall clock, e.g. 2%% (default 2%%): dense at the "
+        "start until the breakdown is known, then spaced out, again after the step time shifts",
+    )
+    g.add_argument(
         "--phase-every",
         type=int,
-        default=10,
+        default=None,
         metavar="K",
-        help="measure the compute / all-reduce / apply breakdown every K-th step, 0 for never (default 10)",
+        help="measure the compute / all-reduce / apply breakdown every K-th step whatever it "
+        "costs (overrides --probe-budget), 0 for never",
     )
     g.add_argument(
         "--mixed-precision", action="store_true", help="float16 on GPUs, bfloat16 on CPU"
@@ -180,6 +206,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         steps=args.steps,
         warmup_steps=args.warmup_steps,
         phase_every=args.phase_every,
+        probe_budget=getattr(args, "probe_budget", 0.02),
         mixed_precision=args.mixed_precision,
         seed=args.seed,
     )
@@ -234,8 +261,10 @@ def validate(config: TrainConfig) -> None:
         raise GpuscaleError(
             f"--warmup-steps {config.warmup_steps} leaves no measured step out of --steps {config.steps}"
         )
-    if config.phase_every < 0:
+    if config.phase_every is not None and config.phase_every < 0:
         raise GpuscaleError(f"--phase-every cannot be negative ({config.phase_every})")
+    if not 0 <= config.probe_budget < 1:
+        raise GpuscaleError(f"--probe-budget must be in [0%, 100%), not {config.probe_budget:.0%}")
 
 
 def to_json(config: TrainConfig) -> str:
