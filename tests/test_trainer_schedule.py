@@ -111,7 +111,7 @@ def test_every_forces_a_period_whatever_it_costs():
 def test_every_counts_steps_per_execution():
     scheduler = ProbeScheduler(every=4)
     probed = []
-    for i in range(6):  # steps_per_execution=3: 3, 6, ... 18 steps
+    for _ in range(6):  # steps_per_execution=3: 3, 6, ... 18 steps
         scheduler.add_step(0.1, steps=3)
         if scheduler.due():
             probed.append(scheduler.steps)

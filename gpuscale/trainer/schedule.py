@@ -147,7 +147,9 @@ class ProbeScheduler:
     def resolved(self) -> bool:
         """The breakdown is known to ``± precision`` in the current step-time regime."""
         width = self.share_halfwidth
-        return len(self._shares) >= self.min_probes and width is not None and width <= self.precision
+        return (
+            len(self._shares) >= self.min_probes and width is not None and width <= self.precision
+        )
 
     @property
     def spent_share(self) -> float:
