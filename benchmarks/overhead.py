@@ -2,8 +2,7 @@
 
 Same model, same devices, same batch, same optimizer and variables, in one
 process: by default a small mnist-cnn (8 channels, global batch 32) on 2 logical
-CPU devices with MirroredStrategy. Each round runs, one after the other (the
-order alternates between rounds, so drifting machine load hits all alike):
+CPU devices with MirroredStrategy. Each round runs:
 
 * ``plain``: ``--steps`` steps of a fused ``strategy.run`` step in one
   ``tf.function`` (forward, backward, ``optimizer.apply``), the loss fetched
@@ -13,9 +12,12 @@ order alternates between rounds, so drifting machine load hits all alike):
   the phase probes at the default budget (``--probe-budget``), a fresh schedule
   each round, i.e. a whole run with its dense start;
 * ``dense``: ``--dense-steps`` steps of the same loop probing after every step:
-  the reference breakdown.
+  the reference breakdown (timed for nothing else).
 
-Each block is timed on the wall clock from its first step to its last event.
+``plain`` and ``gpuscale`` advance in lockstep, step by step (one plain step,
+then the gpuscale loop up to its next step, a probe after the previous step
+included), so drifting machine load hits both alike; each one's wall clock is
+the sum of its slices: the whole run, probes included.
 Printed: the median step times (step-time-only overhead, probes left out), the
 exposed all-reduce share of the budgeted runs against the dense reference
 (pooled over all rounds, and per round), and last
@@ -87,23 +89,38 @@ def main() -> int:
     batches = trainer.batches()
     trainer._batches = batches  # both loops use the same (synthetic, on-device) batch
 
-    def plain_block(steps: int) -> tuple[float, list[float]]:
-        times = []
-        start = time.perf_counter()
-        for _ in range(steps):
-            t0 = time.perf_counter()
-            plain_step(next(batches)).numpy()
-            times.append(time.perf_counter() - t0)
-        return time.perf_counter() - start, times
-
     def gpuscale_block(steps: int, every: int | None) -> tuple[float, list]:
         trainer.config = msgspec.structs.replace(config, steps=steps, phase_every=every)
         start = time.perf_counter()
         events = list(trainer.run())
         return time.perf_counter() - start, events
 
+    def lockstep_round(steps: int) -> tuple[float, float, list[float], list]:
+        """``steps`` plain steps and a whole ``steps``-step gpuscale run, interleaved."""
+        trainer.config = msgspec.structs.replace(config, steps=steps, phase_every=None)
+        run = trainer.run()
+        events: list = []
+        plain_wall = inst_wall = 0.0
+        times = []
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            plain_step(next(batches)).numpy()
+            t1 = time.perf_counter()
+            times.append(t1 - t0)
+            plain_wall += t1 - t0
+            for event in run:  # up to the next step: a probe after the previous one included
+                events.append(event)
+                if isinstance(event, StepEvent):
+                    break
+            inst_wall += time.perf_counter() - t1
+        t1 = time.perf_counter()
+        events += list(run)  # a probe after the last step
+        inst_wall += time.perf_counter() - t1
+        return plain_wall, inst_wall, times, events
+
     # Compile everything (the probe's passes included) before measuring.
-    plain_block(5)
+    for _ in range(5):
+        plain_step(next(batches)).numpy()
     gpuscale_block(5, 1)
 
     walls: dict[str, list[float]] = {"plain": [], "gpuscale": []}
@@ -111,21 +128,14 @@ def main() -> int:
     inst_steps: list[float] = []
     budget_rounds: list[list] = []
     dense_rounds: list[list] = []
-    for r in range(args.rounds):
-        order = ("plain", "gpuscale", "dense") if r % 2 == 0 else ("dense", "gpuscale", "plain")
-        for name in order:
-            if name == "plain":
-                wall, times = plain_block(args.steps)
-                walls["plain"].append(wall)
-                plain_steps += times
-            elif name == "gpuscale":
-                wall, events = gpuscale_block(args.steps, None)
-                walls["gpuscale"].append(wall)
-                inst_steps += [e.step_time_s for e in events if isinstance(e, StepEvent)]
-                budget_rounds.append(events)
-            else:
-                _, events = gpuscale_block(args.dense_steps, 1)
-                dense_rounds.append(events)
+    for _ in range(args.rounds):
+        plain_wall, inst_wall, times, events = lockstep_round(args.steps)
+        walls["plain"].append(plain_wall)
+        walls["gpuscale"].append(inst_wall)
+        plain_steps += times
+        inst_steps += [e.step_time_s for e in events if isinstance(e, StepEvent)]
+        budget_rounds.append(events)
+        dense_rounds.append(gpuscale_block(args.dense_steps, 1)[1])
 
     def share(events: list) -> tuple[float | None, float | None, int]:
         s = summarize(events)

@@ -123,8 +123,8 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         self._ended = False
         self._last_samples = self._samples_seen()
         steps, epochs = (self.params or {}).get("steps"), (self.params or {}).get("epochs")
-        if steps and epochs:  # the run's length: early probes may take half its budget
-            self.schedule.horizon_steps = int(steps) * int(epochs)
+        if steps and epochs:  # the run's length so far: early probes may take half its budget
+            self.schedule.horizon_steps = self.schedule.steps + int(steps) * int(epochs)
 
     # steps ---------------------------------------------------------------------------
     def _step_samples(self, executed: int) -> int:
