@@ -17,6 +17,10 @@ timed alone and synchronised (a value of every replica is fetched on the host):
   nothing to overlap with: the full cost of the exchange. It costs only
   communication, so it is cheap beside the two passes above.
 
+The two passes alternate their order from one probe to the next, so what the
+first pass after a training step pays (cold caches, a switch of compiled
+function) falls on each alike and cancels in the medians.
+
 With one replica nothing is exchanged: only *compute* runs (a difference of two
 timings would be noise, not an exchange). :func:`phase_event` turns the timings
 and the probed step's time into a :class:`~gpuscale.events.schema.PhaseEvent`:
@@ -109,6 +113,8 @@ class PhaseProbe:
             tf.function(lambda: strategy.run(make_buffers))() if self.replicas > 1 else None
         )
         self._ready = False
+        self.probes = 0
+        """Probes measured so far (the passes' order alternates between probes)."""
 
     def sync(self, out: Any) -> None:
         """Wait until every replica's part of ``out`` is on the host."""
@@ -135,11 +141,18 @@ class PhaseProbe:
         summary takes medians over many)."""
         self.prepare(batch)
         start = time.perf_counter()
-        compute_s = self._timed(self.compute_fn, batch)
         grads_s = alone_s = None
-        if self.replicas > 1:
+        if self.replicas == 1:
+            compute_s = self._timed(self.compute_fn, batch)
+        elif self.probes % 2 == 0:
+            compute_s = self._timed(self.compute_fn, batch)
             grads_s = self._timed(self.grads_fn, batch)
+        else:  # the other order: what the first pass after a step pays cancels in the median
+            grads_s = self._timed(self.grads_fn, batch)
+            compute_s = self._timed(self.compute_fn, batch)
+        if self.replicas > 1:
             alone_s = self._timed(self.allreduce_fn, self._buffers)
+        self.probes += 1
         return ProbeTimes(
             compute_s=compute_s,
             compute_allreduce_s=grads_s,
