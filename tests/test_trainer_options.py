@@ -177,3 +177,10 @@ def test_run_help_does_not_import_tensorflow():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_precision_is_a_share_and_not_for_multi_worker():
+    assert parse("--precision", "3%").precision == pytest.approx(0.03)
+    assert parse().precision is None
+    with pytest.raises(GpuscaleError, match="stop together"):
+        parse("--precision", "3%", "--strategy", "multi-worker")

@@ -139,3 +139,18 @@ def test_bad_arguments():
         ProbeScheduler(every=0)
     with pytest.raises(ValueError):
         ProbeScheduler(1.5)
+
+
+def test_known_to_a_precision_needs_steady_steps_and_a_resolved_share():
+    scheduler = ProbeScheduler(0.02)
+    simulate(scheduler, 10)
+    assert not scheduler.known_to(0.03)  # too few steps
+    simulate(scheduler, 400)
+    assert scheduler.known_to(0.03)  # +-10 % uniform step noise, +-1 point share noise
+    noisy = ProbeScheduler(0.02)
+    rng = random.Random(2)
+    simulate(noisy, 400, share=lambda i: rng.uniform(-0.3, 0.3))
+    assert not noisy.known_to(0.03)  # the breakdown is not known yet
+    no_probes = ProbeScheduler(0.0)
+    simulate(no_probes, 400)
+    assert no_probes.known_to(0.03)  # only the step time to know

@@ -360,20 +360,20 @@ class Trainer:
                 samples=self.global_batch,
                 warmup=warmup,
             )
-            if not probing:
-                continue
-            self.probe.prepare(batch)  # compile the probe's passes once, untimed
+            if probing:
+                self.probe.prepare(batch)  # compile the probe's passes once, untimed
             schedule.add_step(end - start, warmup=warmup)
-            if not schedule.due():
-                continue
-            times = self.probe.measure(batch)
-            train_s = end - got_batch
-            schedule.add_probe(times.cost_s, exposed_share(times, train_s))
-            yield phase_event(
-                times,
-                step=step,
-                step_time_s=train_s,
-                input_s=got_batch - start,
-                payload_bytes=self.payload_bytes,
-                num_tensors=self.num_tensors,
-            )
+            if probing and schedule.due():
+                times = self.probe.measure(batch)
+                train_s = end - got_batch
+                schedule.add_probe(times.cost_s, exposed_share(times, train_s))
+                yield phase_event(
+                    times,
+                    step=step,
+                    step_time_s=train_s,
+                    input_s=got_batch - start,
+                    payload_bytes=self.payload_bytes,
+                    num_tensors=self.num_tensors,
+                )
+            if config.precision is not None and schedule.known_to(config.precision):
+                return  # known well enough (--precision): the rest of --steps is not needed

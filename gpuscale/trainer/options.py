@@ -50,6 +50,9 @@ class TrainConfig(msgspec.Struct, kw_only=True, frozen=True):
     probe budget allows (:mod:`gpuscale.trainer.schedule`)."""
     probe_budget: float = 0.02
     """The phase probes' share of the wall clock (a fraction: 0.02 is 2 %)."""
+    precision: float | None = None
+    """Stop once the median step time and the exposed all-reduce share are known to
+    this precision (95 % half-width, a fraction of the step), ``steps`` at most."""
     mixed_precision: bool = False
     seed: int = 0
 
@@ -185,6 +188,14 @@ def add_trainer_arguments(parser: argparse.ArgumentParser) -> None:
         "costs (overrides --probe-budget), 0 for never",
     )
     g.add_argument(
+        "--precision",
+        type=parse_budget,
+        default=None,
+        metavar="SHARE",
+        help="stop once the step time and the exposed all-reduce share are known to this "
+        "precision, e.g. 3%% (95%% range; --steps is then the most it runs)",
+    )
+    g.add_argument(
         "--mixed-precision", action="store_true", help="float16 on GPUs, bfloat16 on CPU"
     )
     g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
@@ -207,6 +218,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         warmup_steps=args.warmup_steps,
         phase_every=args.phase_every,
         probe_budget=getattr(args, "probe_budget", 0.02),
+        precision=getattr(args, "precision", None),
         mixed_precision=args.mixed_precision,
         seed=args.seed,
     )
@@ -263,6 +275,13 @@ def validate(config: TrainConfig) -> None:
         )
     if config.phase_every is not None and config.phase_every < 0:
         raise GpuscaleError(f"--phase-every cannot be negative ({config.phase_every})")
+    if config.precision is not None and not 0 < config.precision < 1:
+        raise GpuscaleError(f"--precision must be in (0%, 100%), not {config.precision:.0%}")
+    if config.precision is not None and config.strategy == "multi-worker":
+        raise GpuscaleError(
+            "--precision stops each worker when its own numbers are known, but workers must "
+            "stop together: use --steps with --strategy multi-worker"
+        )
     if not 0 <= config.probe_budget < 1:
         raise GpuscaleError(f"--probe-budget must be in [0%, 100%), not {config.probe_budget:.0%}")
 

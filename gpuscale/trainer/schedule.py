@@ -157,6 +157,21 @@ class ProbeScheduler:
         wall = self.step_wall_s + self.probe_wall_s
         return self.probe_wall_s / wall if wall > 0 else 0.0
 
+    def known_to(self, precision: float, *, min_steps: int = 20) -> bool:
+        """Whether the run so far pins down, to ``± precision`` of the step (95 %
+        half-widths), both the median step time and, when probing, the probed
+        share (at least ``min_steps`` counted steps and 3 probes)."""
+        if len(self._counted) < min_steps:
+            return False
+        mid = metrics.median(self._counted)
+        width = metrics.median_halfwidth(self._counted)
+        if mid <= 0 or width is None or width / mid > precision:
+            return False
+        if self.every is None and self.budget <= 0:
+            return True  # not probing: the step time is all there is to know
+        share = self.share_halfwidth
+        return len(self._shares) >= self.min_probes and share is not None and share <= precision
+
     def expected_cost_s(self) -> float:
         if self._costs:
             return metrics.median(self._costs[-9:])
