@@ -189,6 +189,15 @@ def main() -> int:
         + " ".join(f"{p:+.1f}" for p in per_round)
         + " points"
     )
+    shares = [
+        sum(e.probe_cost_s or 0.0 for e in b) / w
+        for (b, _), w in zip(rounds, walls["gpuscale"], strict=True)
+    ]
+    print(
+        "probes' own share of the gpuscale wall clock: "
+        + " ".join(f"{s:.1%}" for s in shares)
+        + f" (median {statistics.median(shares):.1%})"
+    )
     print(f"step-time-only overhead (callback without probes): {(steps_ratio - 1) * 100:.1f}%")
     print(f"wall overhead: {(ratio - 1) * 100:.1f}%")
     return 0

@@ -179,6 +179,15 @@ def main() -> int:
         + " ".join(f"{d:+.1f}" for d in per_round)
         + " points"
     )
+    probe_s = [
+        sum(e.probe_cost_s or 0.0 for e in events if isinstance(e, PhaseEvent))
+        for events in budget_rounds
+    ]
+    print(
+        "probes' own share of the gpuscale wall clock: "
+        + " ".join(f"{p / w:.1%}" for p, w in zip(probe_s, walls["gpuscale"], strict=True))
+        + f" (median {statistics.median(p / w for p, w in zip(probe_s, walls['gpuscale'], strict=True)):.1%})"
+    )
     print(
         f"step-time-only overhead: {(statistics.median(inst_steps) / statistics.median(plain_steps) - 1) * 100:.1f}% "
         f"(median step {statistics.median(inst_steps) * 1000:.2f} ms vs plain "
