@@ -154,3 +154,9 @@ def test_known_to_a_precision_needs_steady_steps_and_a_resolved_share():
     no_probes = ProbeScheduler(0.0)
     simulate(no_probes, 400)
     assert no_probes.known_to(0.03)  # only the step time to know
+
+
+def test_a_slow_start_does_not_buy_probes_the_run_cannot_pay_for():
+    scheduler = ProbeScheduler(0.02, horizon_steps=1000)
+    simulate(scheduler, 1000, step_s=lambda i: 0.3 if i < 30 else 0.1, share=lambda i: 0.0)
+    assert scheduler.spent_share <= 0.02 + 1e-9

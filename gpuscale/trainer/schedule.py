@@ -13,7 +13,8 @@ tells the most:
   ``± precision``, default 2 points, from at least 3 probes; see
   :func:`gpuscale.analysis.metrics.median_halfwidth`), a probe runs whenever
   the budget allows, and up to half the whole run's budget may be spent early
-  when the run's length is known (``horizon_steps``).
+  when the run's length is known (``horizon_steps``; the run's wall clock
+  projected from the 10th percentile of the step times so far).
 * **Spaced out once resolved**: a probe runs only while the probes' total stays
   within half the budget of the wall clock so far (steps + probes): the
   breakdown is watched, not measured again (``resolved_rate``).
@@ -191,7 +192,9 @@ class ProbeScheduler:
         wall = self.step_wall_s + self.probe_wall_s + cost
         allowance = self.budget * wall
         if not self.resolved and self.horizon_steps and self._counted:
-            projected = metrics.median(self._counted) * self.horizon_steps
+            # the run's wall clock if the steps go on no slower than their fastest tenth
+            # (a slow start must not buy probes the rest of the run cannot pay for)
+            projected = metrics.percentile(self._counted, 10.0) * self.horizon_steps
             allowance = max(allowance, 0.5 * self.budget * projected)
         if self.resolved:
             allowance = self.resolved_rate * self.budget * wall
