@@ -105,6 +105,9 @@ class ProbeScheduler:
         self._recent: deque[float] = deque(maxlen=window)
         self._last_count = 0
         self._last_warmup = True
+        self._fast_cache = (0, 0.0)
+        self._next_check = 0
+        self._resolved_cache: tuple[tuple[int, int], bool] = ((-1, -1), False)
 
     # -- input ----------------------------------------------------------------------
     def add_step(self, step_time_s: float, *, steps: int = 1, warmup: bool = False) -> None:
@@ -146,11 +149,25 @@ class ProbeScheduler:
 
     @property
     def resolved(self) -> bool:
-        """The breakdown is known to ``± precision`` in the current step-time regime."""
-        width = self.share_halfwidth
-        return (
-            len(self._shares) >= self.min_probes and width is not None and width <= self.precision
-        )
+        """The breakdown is known to ``± precision`` in the current step-time regime
+        (recomputed only when a probe or a shift changed it: ``due`` runs every step)."""
+        key = (len(self._shares), self.shifts)
+        if self._resolved_cache[0] != key:
+            width = self.share_halfwidth
+            known = (
+                len(self._shares) >= self.min_probes
+                and width is not None
+                and width <= self.precision
+            )
+            self._resolved_cache = (key, known)
+        return self._resolved_cache[1]
+
+    def _fast_step_s(self) -> float:
+        """The 10th percentile of the counted step times (refreshed every 64 steps after 64)."""
+        n = len(self._counted)
+        if n and n != self._fast_cache[0] and (n < 64 or n % 64 == 0):
+            self._fast_cache = (n, metrics.percentile(self._counted, 10.0))
+        return self._fast_cache[1]
 
     @property
     def spent_share(self) -> float:
@@ -162,8 +179,10 @@ class ProbeScheduler:
         """Whether the run so far pins down, to ``± precision`` of the step (95 %
         half-widths), both the median step time and, when probing, the probed
         share (at least ``min_steps`` counted steps and 3 probes)."""
-        if len(self._counted) < min_steps:
-            return False
+        n = len(self._counted)
+        if n < max(min_steps, self._next_check):
+            return False  # checked every 10 steps, every 2 % of them later: it sorts them all
+        self._next_check = n + max(10, n // 50)
         mid = metrics.median(self._counted)
         width = metrics.median_halfwidth(self._counted)
         if mid <= 0 or width is None or width / mid > precision:
@@ -194,7 +213,7 @@ class ProbeScheduler:
         if not self.resolved and self.horizon_steps and self._counted:
             # the run's wall clock if the steps go on no slower than their fastest tenth
             # (a slow start must not buy probes the rest of the run cannot pay for)
-            projected = metrics.percentile(self._counted, 10.0) * self.horizon_steps
+            projected = self._fast_step_s() * self.horizon_steps
             allowance = max(allowance, 0.5 * self.budget * projected)
         if self.resolved:
             allowance = self.resolved_rate * self.budget * wall
