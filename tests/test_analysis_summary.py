@@ -177,7 +177,7 @@ def test_least_busy_gpu_keeps_its_worker():
 
 
 def _probe(step, compute, fused, step_s=0.1, cost=0.2):
-    """A schema-1.1 probe: T(compute), T(compute + all-reduce), the probed step."""
+    """A schema-1.2 probe: T(compute), T(compute + all-reduce), the probed step."""
     return PhaseEvent(
         t=step,
         step=step,

@@ -13,7 +13,7 @@ What is measured and how (formulas in :mod:`gpuscale.analysis.metrics`):
   ``comm_share = median allreduce_s / median (step_time_s + input_s)``,
   ``input_share = median input_s / median (step_time_s + input_s)``; so neither can
   pass 100 %. Compute:communication is ``median compute_s / median allreduce_s``.
-  Where the probes recorded T(compute + all-reduce) (schema 1.1), exposed
+  Where the probes recorded T(compute + all-reduce) (schema 1.2), exposed
   all-reduce and apply are medians of the *unfloored* per-probe differences
   (clamped at 0 only after the median), so noise does not pile up at 0.
 * uncertainty: every phase comes with the half-width of an approximate 95 %
@@ -132,7 +132,7 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     (``phase_step_time_s``) within their uncertainty; ``False``: the probe's passes
     take longer than the steps they stand for, and the breakdown is not resolved."""
     probe_cost_s: float | None = None
-    """Wall clock all the probes took (schema 1.1): in no step time, in the run's."""
+    """Wall clock all the probes took (schema 1.2): in no step time, in the run's."""
     compute_comm_ratio: float | None = None
     """Compute over exposed all-reduce; ``None`` when nothing was exchanged."""
     payload_bytes: int | None = None
@@ -260,7 +260,7 @@ class RunAccumulator:
         computes = [p.compute_s for p in phases]
         s.compute_s = metrics.median(computes)
         s.compute_err_s = metrics.median_halfwidth(computes)
-        # unfloored differences where the probe kept T(compute + all-reduce) (1.1)
+        # unfloored differences where the probe kept T(compute + all-reduce) (1.2)
         exchanges = [_exposed(p) for p in phases]
         applies = [_apply(p) for p in phases]
         s.allreduce_s = max(0.0, metrics.median(exchanges))

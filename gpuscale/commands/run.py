@@ -25,6 +25,7 @@ from gpuscale.formatting import (
     format_duration_s,
     format_phase_s,
     format_samples_s,
+    visible,
 )
 from gpuscale.trainer.options import add_trainer_arguments, config_from_args
 
@@ -71,7 +72,9 @@ def main(args: argparse.Namespace) -> int:
         run = script_run_from_args(args, record)
         steps = None if split_command(args.command) else config.steps
     else:
-        run = LiveRun(config, record=record)
+        from gpuscale.commands.gpu_choice import with_best_gpus
+
+        run = LiveRun(with_best_gpus(config), record=record)
     interrupted = False
     view = _JsonView() if args.json else _ProgressView(steps)
     try:
@@ -111,7 +114,10 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     if run.error is not None or (end is not None and end.status in ("failed", "lost")):
         if run.error is not None:
-            print(f"gpuscale: error: {run.error.message}", file=sys.stderr)
+            print(
+                f"gpuscale: error: {visible(run.error.message, keep_newlines=True)}",
+                file=sys.stderr,
+            )
         return EXIT_FAILED
     return 0
 
@@ -169,7 +175,8 @@ class _ProgressView:
         if isinstance(event, StartEvent):
             devices = f"{event.num_replicas} x {_platform(event.platform)}"
             self.console.print(
-                f"[bold]{event.model}[/] on {devices}, {_strategy(event)}, {_scaling(event)}",
+                f"[bold]{_escape(event.model)}[/] on {_escape(devices)}, {_escape(_strategy(event))}, "
+                f"{_scaling(event)}",
             )
             if event.note:
                 self.console.print(f"[dim]{_escape(event.note)}[/]")
@@ -187,18 +194,21 @@ class _ProgressView:
                 throughput=format_samples_s(event.samples / median) if median > 0 else "",
             )
         elif isinstance(event, LogEvent) and event.source == "script" and event.level == "info":
-            self.console.print(event.message, markup=False, highlight=False)  # your script's output
+            self.console.print(  # your script's output; control characters shown, not obeyed
+                visible(event.message, keep_newlines=True), markup=False, highlight=False
+            )
         elif isinstance(event, LogEvent) and event.level in ("warning", "error"):
-            self.console.print(f"[yellow]{event.source}: {_escape(event.message)}[/]")
+            self.console.print(f"[yellow]{_escape(event.source)}: {_escape(event.message)}[/]")
         elif isinstance(event, ErrorEvent):
             self.progress.update(self.task, description="failed")
 
 
 def _escape(text: str) -> str:
-    """Text shown as it is, not read as rich markup (``callbacks=[...]``, TF's ``[...]``)."""
-    from rich.markup import escape
+    """Text from data shown as it is: not read as rich markup (``callbacks=[...]``,
+    TF's ``[...]``), control characters visible (:func:`gpuscale.formatting.markup_literal`)."""
+    from gpuscale.formatting import markup_literal
 
-    return escape(text)
+    return markup_literal(text)
 
 
 def _platform(platform: str) -> str:
@@ -280,7 +290,8 @@ def _print_summary(run) -> None:
             )
         return
     console.print(
-        f"[bold]{start.model}[/] on {start.num_replicas} x {_platform(start.platform)}: {_strategy(start)}"
+        f"[bold]{_escape(start.model)}[/] on {start.num_replicas} x "
+        f"{_escape(_platform(start.platform))}: {_escape(_strategy(start))}"
     )
     console.print(f"  {_scaling(start)}")
     status = end.status if end else "unknown"
@@ -319,6 +330,6 @@ def _print_summary(run) -> None:
     if start.note:
         console.print(f"  [dim]note: {_escape(start.note)}[/]")
     if run.recording_path:
-        console.print(f"  recorded to {run.recording_path}")
+        console.print(f"  recorded to {_escape(str(run.recording_path))}")
     if run.recording_problem:
-        console.print(f"  [yellow]recording problem: {run.recording_problem}[/]")
+        console.print(f"  [yellow]recording problem: {_escape(run.recording_problem)}[/]")

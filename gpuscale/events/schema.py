@@ -26,19 +26,33 @@ optional fields, so a reader accepts any file with the same major version
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
-SCHEMA_VERSION = "1.1"
-"""1.1 (gpuscale 0.x, probe budget): PhaseEvent.compute_allreduce_s and probe_cost_s."""
+from gpuscale.events import limits
+
+SCHEMA_VERSION = "1.2"
+"""1.1: StartEvent.topology; 1.2 (probe budget): PhaseEvent.compute_allreduce_s and probe_cost_s."""
 SCHEMA_MAJOR = 1
+
+# Plausible ranges (gpuscale.events.limits) for the fields the analysis divides by
+# or counts with: a recording outside them is damaged and refused, naming the line.
+_Time = Annotated[float, msgspec.Meta(ge=0, le=limits.MAX_TIMESTAMP_S)]
+_Worker = Annotated[int, msgspec.Meta(ge=0, lt=limits.MAX_WORKERS)]
+_Devices = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_DEVICES)]
+_Workers = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_WORKERS)]
+_Batch = Annotated[int, msgspec.Meta(ge=0, le=limits.MAX_BATCH)]
+_StepTime = Annotated[float, msgspec.Meta(ge=limits.MIN_STEP_TIME_S, le=limits.MAX_STEP_TIME_S)]
+_Duration = Annotated[float, msgspec.Meta(ge=0, le=limits.MAX_STEP_TIME_S)]
+_Count = Annotated[int, msgspec.Meta(ge=0, le=limits.MAX_STEPS)]
+_Bytes = Annotated[int, msgspec.Meta(ge=0, le=limits.MAX_PAYLOAD_BYTES)]
 
 
 class _Event(msgspec.Struct, tag_field="kind", kw_only=True, omit_defaults=True):
-    t: float
+    t: _Time
     """Wall-clock time, seconds since the Unix epoch."""
-    worker: int = 0
+    worker: _Worker = 0
     """Index of the worker (machine) the event comes from; 0 on a single machine."""
 
 
@@ -63,6 +77,72 @@ class DeviceInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
     """The TensorFlow device name, e.g. ``/job:localhost/replica:0/task:0/device:GPU:0``."""
 
 
+TopologyLevel = Literal["internal", "single", "multiple", "hostbridge", "node", "system"]
+"""NVML's common PCIe ancestor of two GPUs (``nvmlDeviceGetTopologyCommonAncestor``),
+nearest first, as ``nvidia-smi topo -m`` names them: ``internal`` one board
+(dual-GPU card), ``single`` one PCIe switch (PIX), ``multiple`` several switches
+without a host bridge (PXB), ``hostbridge`` one CPU host bridge (PHB), ``node``
+host bridges of one NUMA node (NODE), ``system`` across sockets (SYS)."""
+
+
+class NvLinkPeer(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What one active NVLink link of a GPU connects to."""
+
+    link: int
+    """The link's index on its GPU."""
+    remote: Literal["gpu", "nvswitch", "ibmnpu", "unknown"] = "unknown"
+    """``nvmlDeviceGetNvLinkRemoteDeviceType`` (a GPU whose bus id is another
+    GPU's counts as ``gpu`` even when the type is not reported)."""
+    remote_bus_id: str | None = None
+    """PCI bus id of the far end (``nvmlDeviceGetNvLinkRemotePciInfo``), e.g. ``00000000:18:00.0``."""
+    remote_gpu: int | None = None
+    """NVML index of the far end when it is one of this machine's GPUs."""
+
+
+class GpuLinks(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One GPU's links: its PCIe link and its NVLink links."""
+
+    index: int
+    name: str | None = None
+    pci_bus_id: str | None = None
+    """``nvmlDeviceGetPciInfo().busId``, e.g. ``00000000:18:00.0``."""
+    pcie_gen: int | None = None
+    """Current PCIe generation (an idle GPU may train its link down)."""
+    pcie_width: int | None = None
+    pcie_max_gen: int | None = None
+    """The most the GPU and its slot support."""
+    pcie_max_width: int | None = None
+    nvlink_links: int | None = None
+    """Active NVLink links; 0 none; ``None`` not known."""
+    nvlink_peers: list[NvLinkPeer] = []
+    """One per active link whose far end NVML reports."""
+
+
+class GpuPair(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """How two GPUs reach each other."""
+
+    a: int
+    b: int
+    """NVML indices, ``a < b``."""
+    pcie: TopologyLevel | None = None
+    """Their nearest common PCIe ancestor; ``None`` not reported."""
+    nvlinks: int = 0
+    """NVLink links between them directly (a bridge, a mesh)."""
+    nvswitch: bool = False
+    """Both have links to the same NVSwitch fabric."""
+
+
+class Topology(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """How the GPUs of one machine are connected, as NVML reports it.
+
+    Read by :func:`gpuscale.telemetry.topology.read_topology`; judged by
+    :mod:`gpuscale.analysis.topology`. Every pair of GPUs appears once in ``pairs``.
+    """
+
+    gpus: list[GpuLinks] = []
+    pairs: list[GpuPair] = []
+
+
 class StartEvent(_Event, tag="start", kw_only=True):
     """First event of a run: what was run, where, with which versions."""
 
@@ -83,37 +163,41 @@ class StartEvent(_Event, tag="start", kw_only=True):
     cross_device_ops: str | None = None
     """All-reduce implementation: ``nccl``, ``hierarchical-copy``, ``reduce-to-one``,
     ``collective`` (multi-worker) or ``None`` when there is nothing to reduce."""
-    num_replicas: int = 1
-    num_workers: int = 1
+    num_replicas: _Devices = 1
+    num_workers: _Workers = 1
     scaling: Literal["weak", "strong"] = "weak"
     """``weak``: fixed batch per replica (global batch grows with replicas);
     ``strong``: fixed global batch (split across replicas)."""
-    global_batch: int = 0
-    per_replica_batch: int = 0
+    global_batch: _Batch = 0
+    per_replica_batch: _Batch = 0
     param_count: int | None = None
     """Trainable parameters."""
-    payload_bytes: int | None = None
+    payload_bytes: _Bytes | None = None
     """Gradient bytes all-reduced per step (trainable parameters x dtype size)."""
     mixed_precision: bool = False
     pids: list[int] = []
     """Processes of the run (for matching NVML's per-process memory)."""
     note: str | None = None
     """Why defaults were picked, e.g. the CPU-laptop auto-sizing."""
+    topology: Topology | None = None
+    """How the machine's GPUs are connected (all of them, not only the run's),
+    read through NVML by the gpuscale process; ``None`` without NVML or from
+    recordings older than schema 1.1."""
 
 
 class StepEvent(_Event, tag="step", kw_only=True):
     """One training step, timed on the host after the step's results were
     fetched (synchronised: the device work of the step is finished)."""
 
-    step: int
-    step_time_s: float
+    step: _Count
+    step_time_s: _StepTime
     """The whole step, input wait included: built-in trainer, from asking the
     input pipeline for the batch until a value of every replica's updated
     variables is on the host; Keras callback, from ``on_train_batch_begin`` to
     ``on_train_batch_end`` (``fit`` fetches the batch inside that span), and with
     ``steps_per_execution=N`` the execution's time divided by N; custom loop
     (``ScalingMonitor.step()``), the ``with`` block up to ``step.sync``."""
-    samples: int
+    samples: _Batch
     """Samples processed by the step across all replicas (the global batch)."""
     warmup: bool = False
     """Warm-up steps are recorded but excluded from statistics."""
@@ -140,45 +224,45 @@ class PhaseEvent(_Event, tag="phase", kw_only=True):
       on a synthesised batch of the real per-replica shape; ``step_time_s`` is the
       ``StepEvent.step_time_s`` of the step just before the probe, ``step``
       (input fetch included, as ``fit`` fetches inside the step); ``input_s`` is
-      not measured and stays 0. (Recordings of schema 1.0 held the median of the
+      not measured and stays 0. (Recordings before schema 1.2 held the median of the
       steps since the previous probe.)
 
     With one replica nothing is exchanged: ``allreduce_s`` is 0 and
     ``compute_allreduce_s`` and ``allreduce_total_s`` are None.
     """
 
-    step: int
-    step_time_s: float
+    step: _Count
+    step_time_s: _StepTime
     """The step the terms are measured against (see ``method`` above)."""
-    compute_s: float
+    compute_s: _Duration
     """T(compute): forward + backward on every replica, no gradient exchange."""
-    allreduce_s: float
+    allreduce_s: _Duration
     """Exposed all-reduce: T(compute + all-reduce) - T(compute), floored at 0;
     what the step waits for the gradient exchange."""
-    apply_s: float
+    apply_s: _Duration
     """``step_time_s`` - T(compute + all-reduce), floored at 0: the optimizer
     update (for ``callback-probe`` also Keras's own per-step work, e.g. metrics)."""
-    input_s: float = 0.0
+    input_s: _Duration = 0.0
     """Wait for the next batch from the input pipeline (``differenced`` only;
     0 for ``callback-probe``, which cannot see it)."""
-    payload_bytes: int | None = None
+    payload_bytes: _Bytes | None = None
     """Gradient bytes all-reduced per step (trainable variables in the gradient dtype)."""
     num_tensors: int | None = None
     """Gradient tensors all-reduced per step."""
     method: str = "differenced"
     """How the terms were measured: ``differenced`` (built-in trainer) or
     ``callback-probe`` (Keras callback); see the class docstring."""
-    allreduce_total_s: float | None = None
+    allreduce_total_s: _Duration | None = None
     """The all-reduce of a gradient-sized payload timed alone (nothing to overlap
     with): its full cost, of which ``allreduce_s`` is the part the step waits for.
-    More than one replica only (schema 1.0: built-in trainer only); None otherwise."""
+    More than one replica only (before schema 1.2: built-in trainer only); None otherwise."""
     compute_allreduce_s: float | None = None
     """T(compute + all-reduce) as timed, so readers can take unfloored differences
     (``allreduce_s`` and ``apply_s`` are floored at 0 per probe). None with one
-    replica, and in recordings of schema 1.0."""
+    replica, and in recordings before schema 1.2."""
     probe_cost_s: float | None = None
     """Wall clock the probe's extra passes took (between steps, in no step time):
-    what the run paid for this breakdown. None in recordings of schema 1.0."""
+    what the run paid for this breakdown. None in recordings before schema 1.2."""
 
 
 class GpuSample(_Event, tag="gpu", kw_only=True):
@@ -246,8 +330,8 @@ class EndEvent(_Event, tag="end", kw_only=True):
 
     status: Literal["completed", "stopped", "failed", "lost"]
     """``stopped``: the user stopped it; ``lost``: the process died without a word."""
-    steps: int = 0
-    duration_s: float = 0.0
+    steps: _Count = 0
+    duration_s: Annotated[float, msgspec.Meta(ge=0, le=limits.MAX_TIMESTAMP_S)] = 0.0
     summary: dict[str, Any] | None = None
     """The analysis of the run (``gpuscale.analysis``), for readers that want it
     without recomputing."""

@@ -37,7 +37,9 @@ from collections.abc import Callable
 
 import msgspec
 
+from gpuscale.events.bounded import JsonInputError, check_depth
 from gpuscale.events.schema import EndEvent, Event, LogEvent, decode, encode
+from gpuscale.formatting import visible
 
 ENV_ADDRESS = "GPUSCALE_EVENTS"
 ENV_TOKEN = "GPUSCALE_TOKEN"
@@ -58,6 +60,20 @@ class _Hello(msgspec.Struct):
     hello: str
     token: str
     worker: int = 0
+
+
+def parse_frame(line: bytes) -> Event:
+    """One received line (a frame) as a validated event, safely: at most
+    :data:`MAX_LINE_BYTES`, nesting checked before decoding, every decoding
+    problem a :class:`~gpuscale.events.bounded.JsonInputError` whose message is
+    one printable line (nothing a peer sent reaches the terminal raw)."""
+    if len(line) > MAX_LINE_BYTES:
+        raise JsonInputError(f"a line longer than {MAX_LINE_BYTES} bytes")
+    check_depth(line)
+    try:
+        return decode(line)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, ValueError) as exc:
+        raise JsonInputError(visible(str(exc), limit=200)) from None
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -152,9 +168,9 @@ class EventServer:
                 return
             conn.settimeout(None)
             try:
-                hello = msgspec.json.decode(first, type=_Hello)
+                hello = msgspec.json.decode(first, type=_Hello)  # flat: nothing to nest
                 ok = hello.hello == "gpuscale" and hmac.compare_digest(hello.token, self.token)
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, TypeError):
                 ok = False
             if not ok:
                 self._notice(f"rejected a connection from {peer[0]}: no valid gpuscale token")
@@ -171,8 +187,8 @@ class EventServer:
                     bad += 1
                     continue
                 try:
-                    event = decode(line)
-                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                    event = parse_frame(line)
+                except JsonInputError as exc:
                     bad += 1
                     if bad <= 3:
                         self._notice(f"dropped a malformed event from worker {worker}: {exc}")
