@@ -1,17 +1,31 @@
-"""What the Keras callback costs a user's ``model.fit``, side by side in one process.
+"""What the Keras callback costs a user's ``model.fit`` on the wall clock, probes included.
 
 Same model (a small CNN), same MirroredStrategy on 2 logical CPU devices, same
-data; epochs alternate between ``fit`` without callbacks and ``fit`` with
-``ScalingMonitor`` (events to an in-process EventServer, as under
-``gpuscale run``). The callback makes Keras synchronise every step (it reads the
-step's loss) and adds a per-step sample count; with ``--every K`` it also runs
-the phase probe every K steps (two extra forward+backward passes, between steps).
+data, in one process; events go to an in-process EventServer, as under
+``gpuscale run``. Each round runs ``--steps`` steps of each of these, in
+``--chunk``-step fits taken in turn (plain, steps, gpuscale, then the reverse
+order), so drifting machine load hits all alike:
 
-Prints the median epoch wall time of each and, as its last line,
-``overhead: X%`` = median epoch time with the callback / without - 1.
+* ``plain``: ``fit`` without callbacks;
+* ``steps``: ``fit`` with ``ScalingMonitor(phases=False)``: step timing only
+  (the callback makes Keras synchronise every step and counts samples);
+* ``gpuscale``: ``fit`` with ``ScalingMonitor()`` at the default probe budget
+  (``--probe-budget``), a fresh schedule each round, i.e. a whole run (of
+  several ``fit`` calls, as a script with several ``fit`` calls makes) with its
+  dense start;
+* ``dense``: an epoch of ``--dense-steps`` steps with ``ScalingMonitor(every=1)``:
+  the reference breakdown (a probe after every step).
 
-Run: ``python benchmarks/callback_overhead.py [--rounds R] [--steps N] [--every K]``
-(``--every 0``: step times only, no phase probe).
+Each ``fit`` is timed on the wall clock from the start of its epoch to its end
+(``fit``'s own set-up, the same for all, is left out); a variant's wall clock is
+the sum of its fits. Printed: the step-time-only overhead
+(``steps`` against ``plain``), the exposed all-reduce share of the budgeted runs
+against the dense reference (pooled over the rounds, and per round), and last
+``wall overhead: X%`` = median over rounds of wall(gpuscale) / wall(plain) - 1.
+Tracing the train function and compiling the probe (once per process) are done
+before the rounds.
+
+Run: ``python benchmarks/callback_overhead.py [--rounds R] [--steps N] [--probe-budget 2%]``.
 """
 
 from __future__ import annotations
@@ -26,16 +40,15 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def main() -> int:
+    from gpuscale.trainer.options import parse_budget
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=6, help="alternations of the two fits")
-    parser.add_argument("--steps", type=int, default=40, help="steps per epoch")
-    parser.add_argument("--every", type=int, default=0, help="phase probe every K steps (0: off)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of the four fits")
+    parser.add_argument("--steps", type=int, default=300, help="steps per epoch")
+    parser.add_argument("--chunk", type=int, default=100, help="steps per fit")
+    parser.add_argument("--dense-steps", type=int, default=100, help="steps of the dense epoch")
+    parser.add_argument("--probe-budget", type=parse_budget, default=0.02)
     parser.add_argument("--batch", type=int, default=64, help="global batch")
-    parser.add_argument(
-        "--state-batch",
-        action="store_true",
-        help="pass batch_size= to the callback (no per-step read of its sample counter)",
-    )
     args = parser.parse_args()
 
     import tensorflow as tf
@@ -51,16 +64,19 @@ def main() -> int:
 
     import keras
 
+    from gpuscale.analysis.summary import summarize
+    from gpuscale.events.schema import PhaseEvent
     from gpuscale.keras import ScalingMonitor
+    from gpuscale.trainer.schedule import ProbeScheduler
 
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     with strategy.scope():
         model = keras.Sequential(
             [
                 keras.Input((28, 28, 1)),
-                keras.layers.Conv2D(16, 3, activation="relu"),
+                keras.layers.Conv2D(8, 3, activation="relu"),
                 keras.layers.MaxPooling2D(),
-                keras.layers.Conv2D(16, 3, activation="relu"),
+                keras.layers.Conv2D(8, 3, activation="relu"),
                 keras.layers.Flatten(),
                 keras.layers.Dense(10),
             ]
@@ -71,32 +87,119 @@ def main() -> int:
     y = tf.random.uniform((n,), 0, 10, tf.int32, seed=0)
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(args.batch).cache()
 
-    monitor = ScalingMonitor(
-        every=args.every or 10**9,
-        phases=args.every > 0,
-        warmup_steps=0,
-        batch_size=args.batch if args.state_batch else None,
-    )
-    times: dict[str, list[float]] = {"plain": [], "callback": []}
-    model.fit(dataset, epochs=1, verbose=0)  # trace and warm up both paths, untimed
-    model.fit(dataset, epochs=1, verbose=0, callbacks=[monitor])
+    phases: list = []
+
+    class EpochTimer(keras.callbacks.Callback):
+        """The epoch's wall clock (epoch hooks leave Keras's async dispatch alone)."""
+
+        elapsed = 0.0
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self._t0 = time.perf_counter()
+
+        def on_epoch_end(self, epoch, logs=None):
+            EpochTimer.elapsed = time.perf_counter() - self._t0
+
+    timer = EpochTimer()
+
+    def monitor(**kw) -> ScalingMonitor:
+        m = ScalingMonitor(warmup_steps=0, budget=args.probe_budget, batch_size=args.batch, **kw)
+        emit = m._emit
+
+        def keep(event):  # the events of this monitor, to compare breakdowns
+            if isinstance(event, PhaseEvent):
+                phases.append((m, event))
+            emit(event)
+
+        m._emit = keep
+        return m
+
+    steps_only = monitor(phases=False)
+    budgeted = monitor()
+    dense = monitor(every=1)
+    # trace and warm up every path, the probe's compilation included, untimed
+    model.fit(dataset, epochs=1, verbose=0, steps_per_epoch=10)
+    for m in (steps_only, budgeted, dense):
+        model.fit(dataset, epochs=1, verbose=0, steps_per_epoch=10, callbacks=[m])
+    del phases[:]
+
+    walls: dict[str, list[float]] = {"plain": [], "steps": [], "gpuscale": []}
+    rounds: list[tuple[list, list]] = []
+    chunks = max(1, args.steps // args.chunk)
     for _ in range(args.rounds):
-        for name, callbacks in (("plain", []), ("callback", [monitor])):
-            start = time.perf_counter()
-            model.fit(dataset, epochs=1, verbose=0, callbacks=callbacks)
-            times[name].append(time.perf_counter() - start)
+        before = len(phases)
+        budgeted.schedule = ProbeScheduler(args.probe_budget)  # a whole new run
+        wall = dict.fromkeys(walls, 0.0)
+        for c in range(chunks):
+            order = ["plain", "steps", "gpuscale"]
+            if c % 2:
+                order.reverse()
+            for name in order:
+                callbacks = [timer]
+                if name != "plain":
+                    callbacks.insert(0, steps_only if name == "steps" else budgeted)
+                model.fit(
+                    dataset, epochs=1, verbose=0, steps_per_epoch=args.chunk, callbacks=callbacks
+                )
+                wall[name] += EpochTimer.elapsed
+        for name, value in wall.items():
+            walls[name].append(value)
+        model.fit(dataset, epochs=1, verbose=0, steps_per_epoch=args.dense_steps, callbacks=[dense])
+        new = phases[before:]
+        rounds.append(([e for m, e in new if m is budgeted], [e for m, e in new if m is dense]))
     server.close()
-    if os.environ.get("GPUSCALE_BENCH_VERBOSE"):
-        print({k: [round(t * 1000) for t in v] for k, v in times.items()})
-    plain = statistics.median(times["plain"])
-    with_cb = statistics.median(times["callback"])
-    print(
-        f"model: small CNN, global batch {args.batch}, {args.steps} steps per epoch, 2 CPU replicas"
+
+    def share(events: list) -> tuple[float | None, float | None, int]:
+        s = summarize(events)
+        return s.comm_share, s.comm_share_err, s.phase_steps
+
+    def pct(value: float | None, err: float | None) -> str:
+        if value is None:
+            return "n/a"
+        return f"{value:.1%}" + (f" ± {err * 100:.1f}" if err is not None else "")
+
+    ratio = statistics.median(g / p for g, p in zip(walls["gpuscale"], walls["plain"], strict=True))
+    steps_ratio = statistics.median(
+        s / p for s, p in zip(walls["steps"], walls["plain"], strict=True)
     )
-    print(f"phase probe: every {args.every} steps" if args.every else "phase probe: off")
-    print(f"plain fit:      median epoch {plain * 1000:.1f} ms over {args.rounds} epochs")
-    print(f"with callback:  median epoch {with_cb * 1000:.1f} ms over {args.rounds} epochs")
-    print(f"overhead: {(with_cb / plain - 1) * 100:.1f}%")
+    b_share, b_err, b_n = share([e for b, _ in rounds for e in b])
+    d_share, d_err, d_n = share([e for _, d in rounds for e in d])
+    per_round = []
+    for b, d in rounds:
+        bs, ds = share(b)[0], share(d)[0]
+        if bs is not None and ds is not None:
+            per_round.append((bs - ds) * 100)
+    print(
+        f"model: small CNN, global batch {args.batch}, 2 CPU replicas; {args.rounds} rounds of "
+        f"{args.steps} steps, probe budget {args.probe_budget:.1%}, probes per run "
+        f"{[len(b) for b, _ in rounds]}"
+    )
+    print(
+        "wall per round (s): "
+        + " | ".join(f"{k} " + " ".join(f"{w:.2f}" for w in v) for k, v in walls.items())
+    )
+    diff = (
+        f"{(b_share - d_share) * 100:+.1f}"
+        if b_share is not None and d_share is not None
+        else "n/a"
+    )
+    print(
+        f"exposed all-reduce share: budgeted {pct(b_share, b_err)} ({b_n} probes) vs dense "
+        f"{pct(d_share, d_err)} ({d_n} probes): {diff} points pooled; per round "
+        + " ".join(f"{p:+.1f}" for p in per_round)
+        + " points"
+    )
+    shares = [
+        sum(e.probe_cost_s or 0.0 for e in b) / w
+        for (b, _), w in zip(rounds, walls["gpuscale"], strict=True)
+    ]
+    print(
+        "probes' own share of the gpuscale wall clock: "
+        + " ".join(f"{s:.1%}" for s in shares)
+        + f" (median {statistics.median(shares):.1%})"
+    )
+    print(f"step-time-only overhead (callback without probes): {(steps_ratio - 1) * 100:.1f}%")
+    print(f"wall overhead: {(ratio - 1) * 100:.1f}%")
     return 0
 
 

@@ -1,22 +1,30 @@
-"""What gpuscale's instrumented training loop costs, against a plain loop.
+"""What gpuscale's instrumented training loop costs on the wall clock, probes included.
 
 Same model, same devices, same batch, same optimizer and variables, in one
-process: by default the CPU auto-sized mnist-cnn (32 channels, global batch 128)
-on 2 logical CPU devices with MirroredStrategy, phase probe every K=10 steps.
-Alternates the two loops step by step (so drifting machine load hits both alike):
+process: by default a small mnist-cnn (8 channels, global batch 32) on 2 logical
+CPU devices with MirroredStrategy. Each round runs:
 
-* ``instrumented``: :meth:`gpuscale.trainer.loop.Trainer.run`, the loop the
-  trainer process runs (synchronised step timing, StepEvents, a phase probe
-  every K-th step);
-* ``plain``: a fused ``strategy.run`` step in one ``tf.function`` (forward,
-  backward, ``optimizer.apply``), the loss reduced and fetched each step, as a
-  hand-written custom loop does.
+* ``plain``: ``--steps`` steps of a fused ``strategy.run`` step in one
+  ``tf.function`` (forward, backward, ``optimizer.apply``), the loss fetched
+  each step, as a hand-written custom loop does;
+* ``gpuscale``: ``--steps`` steps of :meth:`gpuscale.trainer.loop.Trainer.run`,
+  the loop the trainer process runs: synchronised step timing, StepEvents, and
+  the phase probes at the default budget (``--probe-budget``), a fresh schedule
+  each round, i.e. a whole run with its dense start;
+* ``dense``: ``--dense-steps`` steps of the same loop probing after every step:
+  the reference breakdown (timed for nothing else).
 
-Prints per-loop median step times, the wall time of the blocks (the probes'
-extra passes show there, not in the step times), and as its last line
-``overhead: X%`` = median step time instrumented / plain - 1.
+``plain`` and ``gpuscale`` advance in lockstep, step by step (one plain step,
+then the gpuscale loop up to its next step, a probe after the previous step
+included), so drifting machine load hits both alike; each one's wall clock is
+the sum of its slices: the whole run, probes included.
+Printed: the median step times (step-time-only overhead, probes left out), the
+exposed all-reduce share of the budgeted runs against the dense reference
+(pooled over all rounds, and per round), and last
+``wall overhead: X%`` = median over rounds of wall(gpuscale) / wall(plain) - 1.
+Compiling the probe's functions (once per process) is done before the rounds.
 
-Run: ``python benchmarks/overhead.py [--rounds R] [--block N] [--phase-every K] [--width C] [--global-batch B]``.
+Run: ``python benchmarks/overhead.py [--rounds R] [--steps N] [--probe-budget 2%]``.
 """
 
 from __future__ import annotations
@@ -33,17 +41,21 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def main() -> int:
+    from gpuscale.trainer.options import parse_budget
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=8, help="alternations of the two loops")
-    parser.add_argument("--block", type=int, default=20, help="steps per loop per round")
-    parser.add_argument("--phase-every", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of the three blocks")
+    parser.add_argument("--steps", type=int, default=300, help="steps per plain/gpuscale block")
+    parser.add_argument("--dense-steps", type=int, default=100, help="steps per dense block")
+    parser.add_argument("--probe-budget", type=parse_budget, default=0.02)
     parser.add_argument("--devices", type=int, default=2)
-    parser.add_argument("--width", type=int, default=None)
-    parser.add_argument("--global-batch", type=int, default=None)
+    parser.add_argument("--width", type=int, default=8)
+    parser.add_argument("--global-batch", type=int, default=32)
     args = parser.parse_args()
 
     import tensorflow as tf
 
+    from gpuscale.analysis.summary import summarize
     from gpuscale.events.schema import PhaseEvent, StepEvent
     from gpuscale.trainer import loop
     from gpuscale.trainer.options import TrainConfig
@@ -52,9 +64,9 @@ def main() -> int:
         devices=args.devices,
         width=args.width,
         global_batch=args.global_batch,
-        steps=args.block,
+        steps=args.steps,
         warmup_steps=0,
-        phase_every=args.phase_every,
+        probe_budget=args.probe_budget,
     )
     plan = loop.setup_devices(config)
     trainer = loop.Trainer(config, plan)
@@ -77,62 +89,111 @@ def main() -> int:
     batches = trainer.batches()
     trainer._batches = batches  # both loops use the same (synthetic, on-device) batch
 
-    def plain_step_time() -> float:
+    def gpuscale_block(steps: int, every: int | None) -> tuple[float, list]:
+        trainer.config = msgspec.structs.replace(config, steps=steps, phase_every=every)
         start = time.perf_counter()
+        events = list(trainer.run())
+        return time.perf_counter() - start, events
+
+    def lockstep_round(steps: int) -> tuple[float, float, list[float], list]:
+        """``steps`` plain steps and a whole ``steps``-step gpuscale run, interleaved."""
+        trainer.config = msgspec.structs.replace(config, steps=steps, phase_every=None)
+        run = trainer.run()
+        events: list = []
+        plain_wall = inst_wall = 0.0
+        times = []
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            plain_step(next(batches)).numpy()
+            t1 = time.perf_counter()
+            times.append(t1 - t0)
+            plain_wall += t1 - t0
+            for event in run:  # up to the next step: a probe after the previous one included
+                events.append(event)
+                if isinstance(event, StepEvent):
+                    break
+            inst_wall += time.perf_counter() - t1
+        t1 = time.perf_counter()
+        events += list(run)  # a probe after the last step
+        inst_wall += time.perf_counter() - t1
+        return plain_wall, inst_wall, times, events
+
+    # Compile everything (the probe's passes included) before measuring.
+    for _ in range(5):
         plain_step(next(batches)).numpy()
-        return time.perf_counter() - start
+    gpuscale_block(5, 1)
 
-    # Compile both (and the probe functions) before measuring.
-    for _ in range(3):
-        plain_step_time()
-    for _ in trainer.run():
-        pass
+    walls: dict[str, list[float]] = {"plain": [], "gpuscale": []}
+    plain_steps: list[float] = []
+    inst_steps: list[float] = []
+    budget_rounds: list[list] = []
+    dense_rounds: list[list] = []
+    for _ in range(args.rounds):
+        plain_wall, inst_wall, times, events = lockstep_round(args.steps)
+        walls["plain"].append(plain_wall)
+        walls["gpuscale"].append(inst_wall)
+        plain_steps += times
+        inst_steps += [e.step_time_s for e in events if isinstance(e, StepEvent)]
+        budget_rounds.append(events)
+        dense_rounds.append(gpuscale_block(args.dense_steps, 1)[1])
 
-    # Alternate step by step: one plain step, then the instrumented loop up to
-    # its next StepEvent (a probe's PhaseEvent, and its extra passes, come in
-    # between and count in the instrumented wall time).
-    measured = TrainConfig(**{**msgspec.structs.asdict(config), "steps": args.rounds * args.block})
-    trainer.config = measured
-    events = trainer.run()
-    plain_times: list[float] = []
-    inst_times: list[float] = []
-    plain_wall = inst_wall = 0.0
-    probes = 0
-    for _ in range(measured.steps):
-        plain_times.append(plain_step_time())
-        plain_wall += plain_times[-1]
-        start = time.perf_counter()
-        for event in events:
-            if isinstance(event, PhaseEvent):
-                probes += 1
-                break
-            if isinstance(event, StepEvent):
-                inst_times.append(event.step_time_s)
-                k = args.phase_every
-                if k and (event.step + 1) % k == 0:
-                    continue  # its probe follows: count it in this step's wall time
-                break
-        inst_wall += time.perf_counter() - start
-    for event in events:  # a last probe, if any
-        probes += isinstance(event, PhaseEvent)
+    def share(events: list) -> tuple[float | None, float | None, int]:
+        s = summarize(events)
+        return s.comm_share, s.comm_share_err, s.phase_steps
 
-    plain_median = statistics.median(plain_times)
-    inst_median = statistics.median(inst_times)
+    def pooled(rounds: list[list]) -> list:
+        # one step numbering per round; the summary needs no more than the phases
+        return [e for events in rounds for e in events if isinstance(e, PhaseEvent)]
+
+    ratios = [g / p for g, p in zip(walls["gpuscale"], walls["plain"], strict=True)]
+    probes = [sum(isinstance(e, PhaseEvent) for e in events) for events in budget_rounds]
     print(
         f"model {trainer.model.name}, {trainer.num_replicas} x {plan.platform}, "
-        f"global batch {trainer.global_batch}, all-reduce {trainer.cross_device_ops}, "
-        f"K={args.phase_every}, {measured.steps} steps per loop, alternated step by step"
-    )
-    print(f"plain        median step {plain_median * 1000:8.2f} ms   ({len(plain_times)} steps)")
-    print(
-        f"instrumented median step {inst_median * 1000:8.2f} ms   ({len(inst_times)} steps, {probes} probes)"
+        f"global batch {trainer.global_batch}, all-reduce {trainer.cross_device_ops}; "
+        f"{args.rounds} rounds of {args.steps} steps, probe budget {args.probe_budget:.1%}, "
+        f"probes per run {probes}"
     )
     print(
-        f"wall time: plain {plain_wall:.2f} s, instrumented {inst_wall:.2f} s "
-        f"({inst_wall / plain_wall - 1:+.1%}: the probes' compute-only, compute+all-reduce and "
-        "all-reduce-only passes)"
+        "wall per round (s): plain "
+        + " ".join(f"{w:.2f}" for w in walls["plain"])
+        + " | gpuscale "
+        + " ".join(f"{w:.2f}" for w in walls["gpuscale"])
     )
-    print(f"overhead: {(inst_median / plain_median - 1) * 100:.1f}%")
+    budget_share, budget_err, budget_n = share(pooled(budget_rounds))
+    dense_share, dense_err, dense_n = share(pooled(dense_rounds))
+    per_round = []
+    for b, d in zip(budget_rounds, dense_rounds, strict=True):
+        bs, ds = share(b)[0], share(d)[0]
+        if bs is not None and ds is not None:
+            per_round.append((bs - ds) * 100)
+
+    def pct(value: float | None, err: float | None) -> str:
+        if value is None:
+            return "n/a"
+        return f"{value:.1%}" + (f" ± {err * 100:.1f}" if err is not None else "")
+
+    print(
+        f"exposed all-reduce share: budgeted {pct(budget_share, budget_err)} ({budget_n} probes) "
+        f"vs dense {pct(dense_share, dense_err)} ({dense_n} probes): "
+        f"{(budget_share - dense_share) * 100:+.1f} points pooled; per round "
+        + " ".join(f"{d:+.1f}" for d in per_round)
+        + " points"
+    )
+    probe_s = [
+        sum(e.probe_cost_s or 0.0 for e in events if isinstance(e, PhaseEvent))
+        for events in budget_rounds
+    ]
+    print(
+        "probes' own share of the gpuscale wall clock: "
+        + " ".join(f"{p / w:.1%}" for p, w in zip(probe_s, walls["gpuscale"], strict=True))
+        + f" (median {statistics.median(p / w for p, w in zip(probe_s, walls['gpuscale'], strict=True)):.1%})"
+    )
+    print(
+        f"step-time-only overhead: {(statistics.median(inst_steps) / statistics.median(plain_steps) - 1) * 100:.1f}% "
+        f"(median step {statistics.median(inst_steps) * 1000:.2f} ms vs plain "
+        f"{statistics.median(plain_steps) * 1000:.2f} ms; probes left out)"
+    )
+    print(f"wall overhead: {(statistics.median(ratios) - 1) * 100:.1f}%")
     return 0
 
 

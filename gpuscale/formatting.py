@@ -102,6 +102,22 @@ def format_ms(value_s: float | None, digits: int = 1) -> str:
     return NA if _missing(value_ms) else f"{value_ms:.{digits}f} ms"
 
 
+def format_phase_s(value_s: float | None, err_s: float | None, digits: int = 1) -> str:
+    """A measured phase with its uncertainty (a 95 % half-width), in milliseconds:
+    ``12.3 ± 1.2 ms``; where the phase is no larger than its noise,
+    ``< 1.4 ms (not resolved)`` (never ``0.0 ms``: noise is not zero); without an
+    uncertainty (too few probes) the value alone, or ``not resolved`` if it is not
+    positive."""
+    if value_s is None:
+        return NA
+    if err_s is None:
+        return format_ms(value_s, digits) if value_s > 0 else "not resolved (too few probes)"
+    if value_s > err_s:
+        return f"{value_s * 1000:.{digits}f} ± {err_s * 1000:.{digits}f} ms"
+    bound = max(value_s, 0.0) + err_s
+    return f"< {bound * 1000:.{digits}f} ms (not resolved)"
+
+
 def format_clock_s(value_s: float) -> str:
     """An elapsed time given in seconds as a clock: ``m:ss`` or ``h:mm:ss``
     (negative values print as ``0:00``; infinity or NaN as ``n/a``)."""

@@ -174,3 +174,65 @@ def test_least_busy_gpu_keeps_its_worker():
         events.append(GpuSample(t=1, index=gpu, util_gpu_pct=util, worker=worker))
     s = summarize(events)
     assert (s.gpu_util_min_worker, s.gpu_util_min_index, s.gpu_util_min_pct) == (1, 1, 30.0)
+
+
+def _probe(step, compute, fused, step_s=0.1, cost=0.2):
+    """A schema-1.2 probe: T(compute), T(compute + all-reduce), the probed step."""
+    return PhaseEvent(
+        t=step,
+        step=step,
+        step_time_s=step_s,
+        compute_s=compute,
+        allreduce_s=max(0.0, fused - compute) if fused is not None else 0.0,
+        apply_s=max(0.0, step_s - (fused if fused is not None else compute)),
+        compute_allreduce_s=fused,
+        probe_cost_s=cost,
+    )
+
+
+def test_every_phase_has_an_uncertainty_and_a_small_exchange_is_not_resolved():
+    # the exchange is noise around 0 (+-4 ms); compute is steady at 60 ms
+    diffs = [0.004, -0.004, 0.001, -0.002, 0.003, -0.001, 0.0]
+    phases = [_probe(2 + i, 0.06, 0.06 + d) for i, d in enumerate(diffs)]
+    s = summarize(_run([0.1] * 10, phases=phases))
+    assert s.phase_steps == 7
+    assert s.compute_s == pytest.approx(0.06) and s.compute_err_s == pytest.approx(0.0)
+    # the median of the unfloored differences, not of differences floored at 0
+    assert s.allreduce_s == pytest.approx(0.0)
+    assert s.allreduce_err_s is not None and s.allreduce_err_s > 0.001
+    assert s.comm_share_err is not None
+    assert s.probe_cost_s == pytest.approx(7 * 0.2)
+    assert s.phase_consistent is True
+
+
+def test_a_clear_exchange_is_resolved():
+    phases = [_probe(2 + i, 0.06, 0.08 + 0.001 * (i % 3)) for i in range(6)]
+    s = summarize(_run([0.1] * 8, phases=phases))
+    assert s.allreduce_s == pytest.approx(0.021)
+    assert s.allreduce_err_s is not None and s.allreduce_s > s.allreduce_err_s
+
+
+def test_one_replica_has_no_exchange_and_apply_is_the_rest_of_the_step():
+    phases = [_probe(2 + i, 0.07, None) for i in range(4)]
+    s = summarize(_run([0.1] * 8, phases=phases))
+    assert s.allreduce_s == 0.0 and s.allreduce_total_s is None
+    assert s.apply_s == pytest.approx(0.03)
+
+
+def test_probes_longer_than_their_steps_are_flagged():
+    # issue 18: compute 76 ms beside a 60 ms step cannot be a breakdown of that step
+    phases = [_probe(2 + i, 0.076, 0.12, step_s=0.06) for i in range(4)]
+    s = summarize(_run([0.06] * 8, phases=phases))
+    assert s.phase_consistent is False
+
+
+def test_schema_1_0_phases_still_summarize_with_floored_values():
+    phases = [
+        PhaseEvent(
+            t=i, step=2 + i, step_time_s=0.1, compute_s=0.06, allreduce_s=0.01 * i, apply_s=0.01
+        )
+        for i in range(3)
+    ]
+    s = summarize(_run([0.1] * 6, phases=phases))
+    assert s.allreduce_s == pytest.approx(0.01) and s.apply_s == pytest.approx(0.01)
+    assert s.probe_cost_s is None

@@ -114,3 +114,36 @@ def test_standalone_script_writes_its_own_recording(tmp_path):
     assert fit_run.end is not None and fit_run.end.status == "completed"
     assert len([e for e in fit_run.events if isinstance(e, StepEvent)]) == 4
     assert fit_run.end.summary is not None
+
+
+@pytest.mark.tf
+def test_one_replica_reports_no_exchange():
+    """Issue 18: with one replica there is nothing to all-reduce; the callback
+    must not report a difference of two noisy timings as an exchange."""
+    received: queue.Queue = queue.Queue()
+    server = EventServer(received.put)
+    try:
+        proc = subprocess.run(
+            [sys.executable, str(SCRIPT.parent / "train_one_replica.py"), "8"],
+            env=_env(**server.env(0)),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        time.sleep(0.3)
+    finally:
+        server.close()
+    events = []
+    while not received.empty():
+        events.append(received.get())
+    start = next(e for e in events if isinstance(e, StartEvent))
+    assert start.num_replicas == 1
+    phases = [e for e in events if isinstance(e, PhaseEvent)]
+    assert [p.step for p in phases] == [3, 5, 7]  # every=2, after the 2 warm-up steps
+    for p in phases:
+        assert p.allreduce_s == 0.0
+        assert p.compute_allreduce_s is None and p.allreduce_total_s is None
+        assert p.probe_cost_s is not None and p.probe_cost_s > 0
+        steps = {e.step: e for e in events if isinstance(e, StepEvent)}
+        assert p.step_time_s == steps[p.step].step_time_s  # the probed step itself

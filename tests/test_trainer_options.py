@@ -37,7 +37,8 @@ def test_defaults():
     assert config.all_reduce == "auto"
     assert config.model == "mnist-cnn"
     assert config.data == "synthetic"
-    assert config.phase_every == 10
+    assert config.phase_every is None  # probes scheduled by the budget
+    assert config.probe_budget == 0.02
     assert config.devices is None and config.gpus is None
     assert config.batch_per_replica is None and config.global_batch is None
 
@@ -52,6 +53,17 @@ def test_full_set_round_trips_through_json():
     assert config.num_devices == 2
     assert config.batch_per_replica == 16
     assert from_json(to_json(config)) == config
+
+
+@pytest.mark.parametrize(("text", "share"), [("2%", 0.02), ("0.5%", 0.005), ("0.1", 0.1), ("0", 0.0)])
+def test_probe_budget_takes_a_percentage_or_a_fraction(text, share):
+    assert parse("--probe-budget", text).probe_budget == pytest.approx(share)
+
+
+@pytest.mark.parametrize("text", ["lots", "100%", "-1%"])
+def test_bad_probe_budget_is_an_argparse_error(text):
+    with pytest.raises(ValueError):
+        parse("--probe-budget", text)
 
 
 def test_user_model_spec_accepted():
@@ -171,3 +183,10 @@ def test_run_help_does_not_import_tensorflow():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_precision_is_a_share_and_not_for_multi_worker():
+    assert parse("--precision", "3%").precision == pytest.approx(0.03)
+    assert parse().precision is None
+    with pytest.raises(GpuscaleError, match="stop together"):
+        parse("--precision", "3%", "--strategy", "multi-worker")

@@ -89,6 +89,16 @@ def test_phases_are_positive_and_add_up_to_the_step(finished_run):
     assert (computes[1] + computes[2]) / 2 < 1.5 * median_step  # compute is part of the step
 
 
+def test_probes_keep_their_raw_timing_and_cost(finished_run):
+    _, events = finished_run
+    phases = [e for e in events if isinstance(e, PhaseEvent)]
+    for p in phases:
+        assert p.compute_allreduce_s is not None and p.compute_allreduce_s > 0
+        assert p.allreduce_s == pytest.approx(max(0.0, p.compute_allreduce_s - p.compute_s))
+        assert p.probe_cost_s is not None
+        assert p.probe_cost_s >= p.compute_s + p.compute_allreduce_s
+
+
 def test_recording_holds_the_run(finished_run):
     run, events = finished_run
     from gpuscale.recording.reader import load_run

@@ -74,3 +74,15 @@ def test_text_gauge():
     assert f.text_gauge(50, 4) == "██░░"
     assert f.text_gauge(100, 4) == "████"
     assert len(f.text_gauge(33, 10)) == 10
+
+
+def test_a_phase_within_its_noise_is_not_resolved_never_zero():
+    from gpuscale.formatting import format_phase_s
+
+    assert format_phase_s(0.0123, 0.0012) == "12.3 ± 1.2 ms"
+    assert format_phase_s(0.0, 0.0014) == "< 1.4 ms (not resolved)"
+    assert format_phase_s(-0.001, 0.0014) == "< 1.4 ms (not resolved)"
+    assert format_phase_s(0.001, 0.0014) == "< 2.4 ms (not resolved)"
+    assert format_phase_s(0.0, None) == "not resolved (too few probes)"
+    assert format_phase_s(0.005, None) == "5.0 ms"
+    assert format_phase_s(None, None) == "n/a"

@@ -109,3 +109,30 @@ def busbw_bytes_s(algbw: float, devices: int, exchange: str = "ring") -> float:
 def share(part_s: float, whole_s: float) -> float:
     """``part / whole``, e.g. the exposed all-reduce's share of the step."""
     return part_s / whole_s if whole_s > 0 else 0.0
+
+
+MIN_SAMPLES_FOR_UNCERTAINTY = 3
+"""Below this many samples a median has no stated uncertainty (``None``)."""
+
+
+def median_halfwidth(values: Sequence[float]) -> float | None:
+    """Half-width of an approximate 95 % interval around the median of ``values``:
+    ``1.96 x 1.2533 x sigma / sqrt(n)`` with the robust ``sigma = 1.4826 x MAD``
+    (median absolute deviation; 1.2533 is the median's standard error over the
+    mean's for normal noise). A few outliers barely move it, as they barely move
+    the median. ``None`` for fewer than :data:`MIN_SAMPLES_FOR_UNCERTAINTY` values."""
+    n = len(values)
+    if n < MIN_SAMPLES_FOR_UNCERTAINTY:
+        return None
+    mid = median(values)
+    mad = median([abs(v - mid) for v in values])
+    return 1.96 * 1.2533 * 1.4826 * mad / math.sqrt(n)
+
+
+def resolved(value: float | None, halfwidth: float | None) -> bool:
+    """A measured phase is *resolved* when it stands out of its own noise:
+    ``value > halfwidth`` (a phase with no stated uncertainty is resolved when
+    positive). Unresolved phases are shown as ``< value + halfwidth``."""
+    if value is None:
+        return False
+    return value > (halfwidth or 0.0)

@@ -13,6 +13,17 @@ What is measured and how (formulas in :mod:`gpuscale.analysis.metrics`):
   ``comm_share = median allreduce_s / median (step_time_s + input_s)``,
   ``input_share = median input_s / median (step_time_s + input_s)``; so neither can
   pass 100 %. Compute:communication is ``median compute_s / median allreduce_s``.
+  Where the probes recorded T(compute + all-reduce) (schema 1.2), exposed
+  all-reduce and apply are medians of the *unfloored* per-probe differences
+  (clamped at 0 only after the median), so noise does not pile up at 0.
+* uncertainty: every phase comes with the half-width of an approximate 95 %
+  interval around its median (:func:`gpuscale.analysis.metrics.median_halfwidth`;
+  ``None`` below 3 probes), and the exposed share likewise (``comm_share_err``).
+  A phase no larger than its half-width is *not resolved*
+  (:func:`gpuscale.analysis.metrics.resolved`): show it as ``< value + err``.
+  The phases are measured against the probed steps (``phase_step_time_s``), not
+  against every step (``step_time_s``); ``phase_consistent`` says whether
+  compute + exposed all-reduce fit in those steps within the uncertainty.
 * bandwidth: ``algbw = payload / exposed all-reduce`` and ``busbw = algbw x v(N)``
   with the exchange's own volume factor (``2(N-1)/N`` for a ring, ``N-1`` when
   gradients are gathered on one device, ``N`` for variables on the host: see
@@ -108,6 +119,20 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     """Exposed all-reduce over the whole probed step (``phase_full_step_s``)."""
     input_share: float | None = None
     """Input wait over the whole probed step (``phase_full_step_s``)."""
+    compute_err_s: float | None = None
+    """95 % half-width of ``compute_s`` (``None``: fewer than 3 probes)."""
+    allreduce_err_s: float | None = None
+    """95 % half-width of ``allreduce_s``; ``allreduce_s <= allreduce_err_s``: not resolved."""
+    apply_err_s: float | None = None
+    """95 % half-width of ``apply_s``."""
+    comm_share_err: float | None = None
+    """95 % half-width of ``comm_share`` (a fraction of the step, like the share)."""
+    phase_consistent: bool | None = None
+    """Whether median compute + exposed all-reduce fit in the probed steps' median
+    (``phase_step_time_s``) within their uncertainty; ``False``: the probe's passes
+    take longer than the steps they stand for, and the breakdown is not resolved."""
+    probe_cost_s: float | None = None
+    """Wall clock all the probes took (schema 1.2): in no step time, in the run's."""
     compute_comm_ratio: float | None = None
     """Compute over exposed all-reduce; ``None`` when nothing was exchanged."""
     payload_bytes: int | None = None
@@ -232,21 +257,39 @@ class RunAccumulator:
         if not phases:
             return
         s.phase_step_time_s = metrics.median([p.step_time_s for p in phases])
-        s.compute_s = metrics.median([p.compute_s for p in phases])
-        s.allreduce_s = metrics.median([p.allreduce_s for p in phases])
-        s.apply_s = metrics.median([p.apply_s for p in phases])
+        computes = [p.compute_s for p in phases]
+        s.compute_s = metrics.median(computes)
+        s.compute_err_s = metrics.median_halfwidth(computes)
+        # unfloored differences where the probe kept T(compute + all-reduce) (1.2)
+        exchanges = [_exposed(p) for p in phases]
+        applies = [_apply(p) for p in phases]
+        s.allreduce_s = max(0.0, metrics.median(exchanges))
+        s.allreduce_err_s = metrics.median_halfwidth(exchanges)
+        s.apply_s = max(0.0, metrics.median(applies))
+        s.apply_err_s = metrics.median_halfwidth(applies)
         s.input_s = metrics.median([p.input_s for p in phases])
         totals = [t for p in phases if (t := getattr(p, "allreduce_total_s", None)) is not None]
         if totals:
             s.allreduce_total_s = metrics.median(totals)
+        costs = [c for p in phases if (c := p.probe_cost_s) is not None]
+        if costs:
+            s.probe_cost_s = sum(costs)
         payloads = [p.payload_bytes for p in phases if p.payload_bytes]
         if payloads and not s.payload_bytes:
             s.payload_bytes = int(metrics.median(payloads))
         s.phase_full_step_s = metrics.median([p.step_time_s + p.input_s for p in phases])
         s.comm_share = metrics.share(s.allreduce_s, s.phase_full_step_s)
+        shares = [
+            metrics.share(x, p.step_time_s + p.input_s)
+            for x, p in zip(exchanges, phases, strict=True)
+        ]
+        s.comm_share_err = metrics.median_halfwidth(shares)
         s.input_share = metrics.share(s.input_s, s.phase_full_step_s)
         if s.allreduce_s > 0:
             s.compute_comm_ratio = s.compute_s / s.allreduce_s
+        if s.compute_err_s is not None:  # below 3 probes: not known either way
+            slack = s.compute_err_s + (s.allreduce_err_s or 0.0)
+            s.phase_consistent = s.compute_s + s.allreduce_s <= s.phase_step_time_s + slack
         if s.payload_bytes and s.devices > 1:
             if s.allreduce_s > 0:
                 s.algbw_bytes_s = metrics.algbw_bytes_s(s.payload_bytes, s.allreduce_s)
@@ -271,6 +314,20 @@ class RunAccumulator:
             mid = metrics.median(list(per_worker.values()))
             if mid > 0:
                 s.worker_imbalance = max(per_worker.values()) / mid
+
+
+def _exposed(p: PhaseEvent) -> float:
+    """One probe's exposed all-reduce, unfloored when the probe kept its timing."""
+    if p.compute_allreduce_s is None:
+        return p.allreduce_s
+    return p.compute_allreduce_s - p.compute_s
+
+
+def _apply(p: PhaseEvent) -> float:
+    """One probe's apply, unfloored when the probe kept its timing."""
+    if p.compute_allreduce_s is None:
+        return p.apply_s if p.probe_cost_s is None else p.step_time_s - p.compute_s
+    return p.step_time_s - p.compute_allreduce_s
 
 
 def summarize(events: Iterable[object]) -> RunSummary:

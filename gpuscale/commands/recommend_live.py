@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import time
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -16,7 +17,7 @@ from gpuscale.analysis.sweep import Sweep, SweepPoint, point_from_summary
 from gpuscale.analysis.topology import best_subset, pair_class
 from gpuscale.errors import EXIT_FAILED, GpuscaleError
 from gpuscale.events.schema import EndEvent, StepEvent, Topology
-from gpuscale.formatting import format_ms
+from gpuscale.formatting import format_duration_s, format_ms
 
 if TYPE_CHECKING:
     from gpuscale.trainer.options import TrainConfig
@@ -176,6 +177,7 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
             console.print(f"gpuscale: {note}", style="yellow", markup=False)
     points: list[SweepPoint] = []
     sources: list[str] = []
+    sweep_start = time.perf_counter()
     for n, config in zip(counts, configs, strict=True):
         record = None if args.no_record else "default"
         run = LiveRun(config, record=record)
@@ -205,6 +207,13 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
         )
         points.append(point_from_summary(acc.summary(), start, source))
         sources.append(source)
+    if not quiet:
+        known = f", each until known to ±{base.precision:.0%}" if base.precision else ""
+        console.print(
+            f"The sweep took {format_duration_s(time.perf_counter() - sweep_start)} "
+            f"({len(points)} run{'s' if len(points) != 1 else ''}{known}).",
+            markup=False,
+        )
     return Sweep(points=points, sources=sources, available_devices=available), heading
 
 

@@ -17,9 +17,16 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from gpuscale.analysis.metrics import resolved
 from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from gpuscale.events.schema import ErrorEvent, LogEvent, StartEvent, StepEvent
-from gpuscale.formatting import format_bytes, format_duration_s, format_samples_s, visible
+from gpuscale.formatting import (
+    format_bytes,
+    format_duration_s,
+    format_phase_s,
+    format_samples_s,
+    visible,
+)
 from gpuscale.live.terminal import settle_visible
 from gpuscale.trainer.options import add_trainer_arguments, config_from_args
 
@@ -233,6 +240,39 @@ def _scaling(start) -> str:
 _ms = format_duration_s
 
 
+def phase_lines(s: dict[str, Any], replicas: int) -> list[str]:
+    """The phase breakdown of a summary (as a dict), each phase with its uncertainty
+    (95 % half-width over the probes) or "not resolved" where it is within its noise."""
+    n = s["phase_steps"]
+    one = replicas <= 1
+    exposed = (
+        "none (1 device: nothing to exchange)"
+        if one
+        else format_phase_s(s.get("allreduce_s"), s.get("allreduce_err_s"))
+    )
+    share, share_err = s.get("comm_share"), s.get("comm_share_err")
+    if not one and share is not None and resolved(s.get("allreduce_s"), s.get("allreduce_err_s")):
+        plus_minus = f" ± {share_err * 100:.1f} points" if share_err is not None else ""
+        exposed += f" ({share:.1%}{plus_minus} of the step)"
+    ranges = "95% ranges" if n >= 3 else "too few for ranges"
+    lines = [
+        f"  phases ({n} probe{'s' if n != 1 else ''}, {ranges}; against the probed steps' median "
+        f"{_ms(s.get('phase_step_time_s'))}):",
+        f"    compute {format_phase_s(s.get('compute_s'), s.get('compute_err_s'))}, "
+        f"exposed all-reduce {exposed}, "
+        f"apply {format_phase_s(s.get('apply_s'), s.get('apply_err_s'))}, "
+        f"input wait {_ms(s.get('input_s'))}",
+    ]
+    if s.get("phase_consistent") is False:
+        lines.append(
+            "  [yellow]the probe's passes take longer than the probed steps (compute + "
+            "all-reduce above the step): the breakdown is not resolved[/]"
+        )
+    if s.get("probe_cost_s"):
+        lines.append(f"  probes took {_ms(s['probe_cost_s'])} of wall clock, between steps")
+    return lines
+
+
 def print_run_summary(run: Any) -> None:
     """What a run measured, in a few lines (its `start_event`, `end`, `error`,
     `recording_path`, `recording_problem`); `gpuscale replay` off a terminal too."""
@@ -275,13 +315,8 @@ def print_run_summary(run: Any) -> None:
     if s.get("throughput_samples_s") is not None:
         console.print(f"  throughput: {format_samples_s(s['throughput_samples_s'])}")
     if s.get("phase_steps"):
-        share = s.get("comm_share")
-        share_text = f" ({share:.1%} of the step)" if share is not None else ""
-        console.print(
-            f"  phases (median of {s['phase_steps']} probes): compute {_ms(s.get('compute_s'))}, "
-            f"exposed all-reduce {_ms(s.get('allreduce_s'))}{share_text}, "
-            f"apply {_ms(s.get('apply_s'))}, input wait {_ms(s.get('input_s'))}"
-        )
+        for line in phase_lines(s, start.num_replicas):
+            console.print(line)
         if s.get("allreduce_total_s") is not None:
             console.print(
                 f"  all-reduce alone: {_ms(s['allreduce_total_s'])} for {format_bytes(s.get('payload_bytes'))} of gradients"
@@ -302,7 +337,9 @@ def print_run_summary(run: Any) -> None:
             "  phases: not measured (no tf.distribute strategy: the model exchanges nothing)"
         )
     elif counted:
-        console.print("  phases: not measured (no probe step after the warm-up; see --phase-every)")
+        console.print(
+            "  phases: not measured (no probe after the warm-up; see --probe-budget, --phase-every)"
+        )
     if start.note:
         console.print(f"  [dim]note: {_escape(start.note)}[/]")
     if run.recording_path:

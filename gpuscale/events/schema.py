@@ -32,7 +32,8 @@ import msgspec
 
 from gpuscale.events import limits
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
+"""1.1: StartEvent.topology; 1.2 (probe budget): PhaseEvent.compute_allreduce_s and probe_cost_s."""
 SCHEMA_MAJOR = 1
 
 # Plausible ranges (gpuscale.events.limits) for the fields the analysis divides by
@@ -203,7 +204,8 @@ class StepEvent(_Event, tag="step", kw_only=True):
 
 
 class PhaseEvent(_Event, tag="phase", kw_only=True):
-    """The breakdown of one step into phases, measured every K-th step.
+    """The breakdown of one step into phases, measured by a probe between steps
+    (when: :mod:`gpuscale.trainer.schedule`; how: :mod:`gpuscale.trainer.probe`).
 
     Two compiled stand-ins run on the probed step's batch, each timed alone and
     synchronised: *compute* (forward + backward on every replica, no exchange)
@@ -220,9 +222,13 @@ class PhaseEvent(_Event, tag="phase", kw_only=True):
       ``step_time_s + input_s`` (``StepEvent.step_time_s`` of the same step).
     * ``"callback-probe"`` (Keras callback, :mod:`gpuscale.keras`): the probe runs
       on a synthesised batch of the real per-replica shape; ``step_time_s`` is the
-      median ``StepEvent.step_time_s`` of the real steps since the previous probe
+      ``StepEvent.step_time_s`` of the step just before the probe, ``step``
       (input fetch included, as ``fit`` fetches inside the step); ``input_s`` is
-      not measured and stays 0.
+      not measured and stays 0. (Recordings before schema 1.2 held the median of the
+      steps since the previous probe.)
+
+    With one replica nothing is exchanged: ``allreduce_s`` is 0 and
+    ``compute_allreduce_s`` and ``allreduce_total_s`` are None.
     """
 
     step: _Count
@@ -249,7 +255,14 @@ class PhaseEvent(_Event, tag="phase", kw_only=True):
     allreduce_total_s: _Duration | None = None
     """The all-reduce of a gradient-sized payload timed alone (nothing to overlap
     with): its full cost, of which ``allreduce_s`` is the part the step waits for.
-    Built-in trainer with more than one replica only; None otherwise."""
+    More than one replica only (before schema 1.2: built-in trainer only); None otherwise."""
+    compute_allreduce_s: float | None = None
+    """T(compute + all-reduce) as timed, so readers can take unfloored differences
+    (``allreduce_s`` and ``apply_s`` are floored at 0 per probe). None with one
+    replica, and in recordings before schema 1.2."""
+    probe_cost_s: float | None = None
+    """Wall clock the probe's extra passes took (between steps, in no step time):
+    what the run paid for this breakdown. None in recordings before schema 1.2."""
 
 
 class GpuSample(_Event, tag="gpu", kw_only=True):

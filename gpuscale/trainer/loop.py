@@ -16,25 +16,21 @@ The step time (:class:`StepEvent`) is the host wall clock from asking the input
 for the batch until the host holds a value read from every replica's *updated*
 variables (so asynchronous dispatch cannot make a step look shorter than it is).
 
-Every K-th step (a probe) the same batch also goes through two more compiled
-functions, each timed alone and synchronised the same way:
+Between steps, when :class:`gpuscale.trainer.schedule.ProbeScheduler` says so
+(within the probe budget, or every K-th step with ``--phase-every K``), the
+same batch also goes through the phase probe of :mod:`gpuscale.trainer.probe`
+(compute alone, compute + all-reduce, all-reduce alone; the method is
+described there), and the phase breakdown (:class:`PhaseEvent`) is
 
-* ``compute_fn``: forward + backward on every replica, no exchange; it returns a
-  value read from every gradient so nothing is pruned.
-* ``grads_fn``: ``compute_fn`` plus the explicit
-  ``get_replica_context().all_reduce(SUM, grads)`` -- the call the optimizer makes.
+* ``compute_s`` = T(compute)
+* ``allreduce_s`` = T(compute + all-reduce) - T(compute), floored at 0: the
+  *exposed* all-reduce, what the step waits for the gradient exchange
+* ``apply_s`` = T(train_fn) - T(compute + all-reduce), floored at 0: the
+  optimizer update, with T(train_fn) the probed step's own training part
+* ``input_s``: the probed step's wait for its batch from the input pipeline
+* ``allreduce_total_s``: an all-reduce of gradient-shaped buffers timed alone.
 
-and the phase breakdown (:class:`PhaseEvent`) is
-
-* ``compute_s`` = T(compute_fn)
-* ``allreduce_s`` = T(grads_fn) - T(compute_fn), floored at 0: the *exposed*
-  all-reduce, what the step waits for the gradient exchange
-* ``apply_s`` = T(train_fn) - T(grads_fn), floored at 0: the optimizer update
-* ``input_s``: the wait for the next batch from the input pipeline
-* ``allreduce_total_s``: an all-reduce of buffers shaped like the gradients,
-  timed alone (nothing to overlap with): the full cost of the exchange.
-
-With one replica nothing is exchanged: ``grads_fn`` is not run, the exposed
+With one replica nothing is exchanged: only compute is probed, the exposed
 all-reduce is 0 and ``allreduce_total_s`` is None.
 
 ``payload_bytes`` is the bytes of all trainable variables in the gradient dtype
@@ -49,9 +45,9 @@ What it cannot see
   hidden part shows in ``allreduce_total_s`` alone.
 * On CPU logical devices the "all-reduce" is a memory copy within one process;
   its cost says nothing about PCIe or NVLink. Treat CPU runs as a demonstration.
-* The three functions are compiled separately; Grappler (or XLA) may fuse or
+* The functions are compiled separately; Grappler (or XLA) may fuse or
   schedule them slightly differently, so the terms are estimates that can be
-  off by the noise of one step (hence the flooring at 0).
+  off by the noise of one step (the summary states each phase's uncertainty).
 * One sample per probe: a single probe is noisy, the medians over many are not.
 """
 
@@ -61,7 +57,7 @@ import itertools
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import keras
 import numpy as np
@@ -72,6 +68,8 @@ from gpuscale.events.schema import DeviceInfo, PhaseEvent, StepEvent
 from gpuscale.trainer.models import BuiltModel, build_model
 from gpuscale.trainer.options import TrainConfig
 from gpuscale.trainer.plan import DevicePlan
+from gpuscale.trainer.probe import PhaseProbe, exposed_share, phase_event, touch
+from gpuscale.trainer.schedule import ProbeScheduler, period_for_budget
 from gpuscale.trainer.sizing import Sizing, resolve_sizing
 
 
@@ -186,23 +184,12 @@ def build_strategy(
     return tf.distribute.MirroredStrategy(plan.names, cross_device_ops=ops), choice, ""
 
 
-def _touch(tensors: list) -> tf.Tensor:
-    """A cheap scalar that depends on every tensor (first element of each), so
-    nothing is pruned and fetching it waits for all of them."""
-    parts = []
-    for t in tensors:
-        if isinstance(t, tf.IndexedSlices):
-            t = t.values
-        parts.append(tf.cast(tf.reshape(t, [-1])[0], tf.float32))
-    return tf.add_n(parts)
-
-
 def _variable(v) -> tf.Variable:
     return v.value if isinstance(v, keras.Variable) else v
 
 
 class Trainer:
-    """A model, a strategy, the data and the three compiled functions.
+    """A model, a strategy, the data, the compiled training step and the phase probe.
 
     ``run(stop)`` yields a :class:`StepEvent` per step and a :class:`PhaseEvent`
     per probe until ``config.steps`` are done or ``stop`` is set (the current
@@ -241,7 +228,6 @@ class Trainer:
         )
         self.num_tensors = len(self.variables)
         self.global_batch = self.sizing.per_replica_batch * self.num_replicas
-        self._probes_ready = False
         self._batches: Iterator | None = None
         self._compile_functions()
 
@@ -267,39 +253,27 @@ class Trainer:
 
     def _compile_functions(self) -> None:
         strategy = self.strategy
-        sum_op = tf.distribute.ReduceOp.SUM
-
-        def compute_replica(x, y):
-            return _touch(self.replica_gradients(x, y))
-
-        def grads_replica(x, y):
-            grads = self.replica_gradients(x, y)
-            reduced = tf.distribute.get_replica_context().all_reduce(sum_op, grads)
-            return _touch(reduced)
 
         def train_replica(x, y):
             grads = self.replica_gradients(x, y)
             self.optimizer.apply(grads, self.variables)  # sums across replicas itself
-            return _touch([_variable(v).read_value() for v in self.variables])
+            return touch([_variable(v).read_value() for v in self.variables])
 
-        def allreduce_replica(buffers):
-            # identity: placed on the replica's device (MultiWorkerMirroredStrategy
-            # with one local device passes plain tensors, which have no device)
-            buffers = [tf.identity(b) for b in buffers]
-            return _touch(tf.distribute.get_replica_context().all_reduce(sum_op, buffers))
-
-        self.compute_fn = tf.function(lambda batch: strategy.run(compute_replica, args=batch))
-        self.grads_fn = tf.function(lambda batch: strategy.run(grads_replica, args=batch))
         self.train_fn = tf.function(lambda batch: strategy.run(train_replica, args=batch))
-        self.allreduce_fn = tf.function(
-            lambda buffers: strategy.run(allreduce_replica, args=(buffers,))
+        self.probe = PhaseProbe(strategy, self.variables, self.replica_gradients)
+
+    def scheduler(self) -> ProbeScheduler:
+        """When this run probes: every K-th step (``--phase-every K``), never
+        (``0``), or within the probe budget."""
+        config = self.config
+        every = config.phase_every
+        if every is None and config.strategy == "multi-worker":  # workers probe together
+            every = period_for_budget(config.probe_budget) or 0
+        return ProbeScheduler(
+            0.0 if every == 0 else config.probe_budget,
+            every=every or None,
+            horizon_steps=max(1, config.steps - config.warmup_steps),
         )
-
-        def make_buffers():
-            rid = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.float32)
-            return [tf.fill(v.shape, tf.cast(rid + 1.0, v.dtype)) for v in self.variables]
-
-        self._buffers = tf.function(lambda: strategy.run(make_buffers))()
 
     # -- data -----------------------------------------------------------------------
     def batches(self) -> Iterator:
@@ -361,18 +335,15 @@ class Trainer:
         for value in self.strategy.experimental_local_results(out):
             value.numpy()
 
-    def _timed(self, fn: Callable, *args) -> float:
-        start = time.perf_counter()
-        self._sync(fn(*args))
-        return time.perf_counter() - start
-
     def run(self, stop: threading.Event | None = None) -> Iterator[StepEvent | PhaseEvent]:
         """Train ``config.steps`` steps (fewer if ``stop`` is set), yielding events."""
         config = self.config
         if self._batches is None:  # kept across calls: a second run() goes on where the first ended
             self._batches = self.batches()
         batches = self._batches
-        k = config.phase_every
+        schedule = self.scheduler()
+        self.schedule = schedule
+        probing = schedule.every is not None or schedule.budget > 0
         for step in range(config.steps):
             if stop is not None and stop.is_set():
                 return
@@ -389,32 +360,20 @@ class Trainer:
                 samples=self.global_batch,
                 warmup=warmup,
             )
-            if not k:
-                continue
-            if not self._probes_ready:  # compile the probe functions once, untimed
-                self._sync(self.compute_fn(batch))
-                if self.num_replicas > 1:
-                    self._sync(self.grads_fn(batch))
-                    self._sync(self.allreduce_fn(self._buffers))
-                self._probes_ready = True
-            if warmup or (step + 1) % k:
-                continue
-            compute_s = self._timed(self.compute_fn, batch)
-            if self.num_replicas > 1:
-                grads_s = self._timed(self.grads_fn, batch)
-                total_s: float | None = self._timed(self.allreduce_fn, self._buffers)
-            else:  # one replica: nothing is exchanged, a difference would be noise
-                grads_s, total_s = compute_s, None
-            train_s = end - got_batch
-            yield PhaseEvent(
-                t=time.time(),
-                step=step,
-                step_time_s=train_s,
-                compute_s=compute_s,
-                allreduce_s=max(0.0, grads_s - compute_s),
-                apply_s=max(0.0, train_s - grads_s),
-                input_s=got_batch - start,
-                payload_bytes=self.payload_bytes,
-                num_tensors=self.num_tensors,
-                allreduce_total_s=total_s,
-            )
+            if probing:
+                self.probe.prepare(batch)  # compile the probe's passes once, untimed
+            schedule.add_step(end - start, warmup=warmup)
+            if probing and schedule.due():
+                times = self.probe.measure(batch)
+                train_s = end - got_batch
+                schedule.add_probe(times.cost_s, exposed_share(times, train_s))
+                yield phase_event(
+                    times,
+                    step=step,
+                    step_time_s=train_s,
+                    input_s=got_batch - start,
+                    payload_bytes=self.payload_bytes,
+                    num_tensors=self.num_tensors,
+                )
+            if config.precision is not None and schedule.known_to(config.precision):
+                return  # known well enough (--precision): the rest of --steps is not needed

@@ -46,8 +46,14 @@ class TrainConfig(msgspec.Struct, kw_only=True, frozen=True):
     steps: int = 100
     """Steps to run, warm-up included."""
     warmup_steps: int = 5
-    phase_every: int = 10
-    """Measure the phase breakdown every K-th step (0: never)."""
+    phase_every: int | None = None
+    """Measure the phase breakdown every K-th step (0: never); ``None``: when the
+    probe budget allows (:mod:`gpuscale.trainer.schedule`)."""
+    probe_budget: float = 0.02
+    """The phase probes' share of the wall clock (a fraction: 0.02 is 2 %)."""
+    precision: float | None = None
+    """Stop once the median step time and the exposed all-reduce share are known to
+    this precision (95 % half-width, a fraction of the step), ``steps`` at most."""
     mixed_precision: bool = False
     seed: int = 0
 
@@ -72,6 +78,20 @@ def _gpu_list(text: str) -> list[int]:
     if not gpus or any(g < 0 for g in gpus):
         raise argparse.ArgumentTypeError(f"expected GPU indices like 0,2 but got {text!r}")
     return gpus
+
+
+def parse_budget(text: str) -> float:
+    """``"2%"`` or ``"0.02"`` -> 0.02 (a share of the wall clock, below 100 %)."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a share of the wall clock like 2% or 0.02 but got {text!r}"
+        ) from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"the probe budget must be in [0%, 100%), not {text!r}")
+    return value
 
 
 def add_trainer_arguments(parser: argparse.ArgumentParser) -> None:
@@ -159,11 +179,28 @@ def add_trainer_arguments(parser: argparse.ArgumentParser) -> None:
         help="first steps left out of the statistics (default 5)",
     )
     g.add_argument(
+        "--probe-budget",
+        type=parse_budget,
+        default=0.02,
+        metavar="SHARE",
+        help="the phase probes' share of the wall clock, e.g. 2%% (default 2%%): dense at the "
+        "start until the breakdown is known, then spaced out, again after the step time shifts",
+    )
+    g.add_argument(
         "--phase-every",
         type=int,
-        default=10,
+        default=None,
         metavar="K",
-        help="measure the compute / all-reduce / apply breakdown every K-th step, 0 for never (default 10)",
+        help="measure the compute / all-reduce / apply breakdown every K-th step whatever it "
+        "costs (overrides --probe-budget), 0 for never",
+    )
+    g.add_argument(
+        "--precision",
+        type=parse_budget,
+        default=None,
+        metavar="SHARE",
+        help="stop once the step time and the exposed all-reduce share are known to this "
+        "precision, e.g. 3%% (95%% range; --steps is then the most it runs)",
     )
     g.add_argument(
         "--mixed-precision", action="store_true", help="float16 on GPUs, bfloat16 on CPU"
@@ -187,6 +224,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         steps=args.steps,
         warmup_steps=args.warmup_steps,
         phase_every=args.phase_every,
+        probe_budget=getattr(args, "probe_budget", 0.02),
+        precision=getattr(args, "precision", None),
         mixed_precision=args.mixed_precision,
         seed=args.seed,
     )
@@ -262,7 +301,7 @@ def validate(config: TrainConfig) -> None:
         raise GpuscaleError(
             f"--warmup-steps {config.warmup_steps} leaves no measured step out of --steps {config.steps}"
         )
-    if not 0 <= config.phase_every <= limits.MAX_STEPS:
+    if config.phase_every is not None and not 0 <= config.phase_every <= limits.MAX_STEPS:
         raise GpuscaleError(
             f"--phase-every must be 0 to {limits.MAX_STEPS:,}, not {config.phase_every}"
         )
@@ -271,6 +310,15 @@ def validate(config: TrainConfig) -> None:
             f"--seed must be {limits.MIN_SEED} to {limits.MAX_SEED:,} (TensorFlow's seed range), "
             f"not {config.seed}"
         )
+    if config.precision is not None and not 0 < config.precision < 1:
+        raise GpuscaleError(f"--precision must be in (0%, 100%), not {config.precision:.0%}")
+    if config.precision is not None and config.strategy == "multi-worker":
+        raise GpuscaleError(
+            "--precision stops each worker when its own numbers are known, but workers must "
+            "stop together: use --steps with --strategy multi-worker"
+        )
+    if not 0 <= config.probe_budget < 1:
+        raise GpuscaleError(f"--probe-budget must be in [0%, 100%), not {config.probe_budget:.0%}")
 
 
 def to_json(config: TrainConfig) -> str:

@@ -15,6 +15,7 @@ from textual.content import Content
 from textual.widgets import Static
 
 from gpuscale.analysis.confidence import comm_share_is_notable, run_confidence
+from gpuscale.analysis.metrics import resolved
 from gpuscale.analysis.recommend import Recommendation
 from gpuscale.analysis.recommend import recommend_from_run as predict_from_run
 from gpuscale.analysis.summary import RunSummary
@@ -23,6 +24,7 @@ from gpuscale.formatting import (
     format_fraction_pct,
     format_ms,
     format_number,
+    format_phase_s,
     format_rate_bytes_s,
     visible,
 )
@@ -87,14 +89,20 @@ def advice_content(summary: RunSummary | None, rec: Recommendation | None = None
             if s.compute_comm_ratio
             else "no comm exposed"
         )
+        if s.devices == 1:
+            exposed = "none (1 device)"
+        elif resolved(s.allreduce_s, s.allreduce_err_s):
+            exposed = (
+                f"{format_phase_s(s.allreduce_s, s.allreduce_err_s)} "
+                f"({format_fraction_pct(s.comm_share)}) exposed"
+            )
+        else:
+            exposed = format_phase_s(s.allreduce_s, s.allreduce_err_s)
         lines += [
-            _row("compute", format_ms(s.compute_s), "green"),
-            _row(
-                "all-reduce",
-                f"{format_ms(s.allreduce_s)} ({format_fraction_pct(s.comm_share)}) exposed",
-                comm_style,
-            ),
-            _row("apply", format_ms(s.apply_s)),
+            _row("phases", f"{s.phase_steps} probes, vs {format_ms(s.phase_step_time_s)} steps"),
+            _row("compute", format_phase_s(s.compute_s, s.compute_err_s), "green"),
+            _row("all-reduce", exposed, comm_style),
+            _row("apply", format_phase_s(s.apply_s, s.apply_err_s)),
             _row("input wait", f"{format_ms(s.input_s)} ({format_fraction_pct(s.input_share)})"),
             _row("compute:comm", ratio),
         ]
@@ -103,6 +111,12 @@ def advice_content(summary: RunSummary | None, rec: Recommendation | None = None
                 _row(
                     "busbw",
                     f"{format_rate_bytes_s(s.busbw_bytes_s)} ({format_bytes(s.payload_bytes)}/step)",
+                )
+            )
+        if s.phase_consistent is False:
+            lines.append(
+                Content.styled(
+                    "probe passes exceed the step: breakdown not resolved", "$text-warning"
                 )
             )
     else:

@@ -79,7 +79,7 @@ def build_breakdown_chart(snap: Snapshot, width: int, height: int) -> Text:
     phases = snap.phases[-max(4, (width - 10) // 2) :]
     if not phases:
         return _empty(
-            width, "the phase breakdown appears after the first measured step (every K-th step)"
+            width, "the phase breakdown appears after the first probe (after the warm-up)"
         )
     legend = None
     if height >= 8:

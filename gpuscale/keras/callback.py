@@ -1,0 +1,172 @@
+"""The Keras callback: :class:`ScalingMonitor`, Keras's hooks around the run a
+:class:`~gpuscale.keras.monitor.Monitor` reports (see :mod:`gpuscale.keras`)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from gpuscale.keras.custom_loop import CustomLoop
+from gpuscale.keras.describe import describe_strategy, strategy_of
+from gpuscale.keras.monitor import Monitor
+from gpuscale.trainer.schedule import DEFAULT_BUDGET
+
+
+class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
+    """Reports a Keras training run to gpuscale: one StepEvent per step (per execution
+    with ``steps_per_execution`` > 1) and, under a ``tf.distribute`` strategy, a
+    PhaseEvent per phase probe. See :mod:`gpuscale.keras` for the method.
+
+    ``budget``: the probes' share of the wall clock (default 0.02: 2 %);
+    ``every``: probe every K-th step instead, whatever it costs. ``batch_size``:
+    the global batch, if you want to state it; otherwise it is read from the
+    per-replica batch Keras traces (times the replicas). ``warmup_steps``: steps
+    marked warm-up (excluded from statistics). ``phases``: run the phase probe.
+    ``record``: outside gpuscale, where to write the recording (default:
+    gpuscale's runs folder; ``None``: nowhere). ``name``: the workload's name in
+    recordings and ``recommend`` (default: the model's name if the script gave it
+    one, else the script's file name; see :mod:`gpuscale.keras.identity`).
+    """
+
+    def __init__(
+        self,
+        every: int | None = None,
+        *,
+        budget: float = DEFAULT_BUDGET,
+        batch_size: int | None = None,
+        warmup_steps: int = 2,
+        phases: bool = True,
+        record: str | os.PathLike | None = "default",
+        name: str | None = None,
+    ):
+        keras.callbacks.Callback.__init__(self)
+        Monitor.__init__(
+            self,
+            every,
+            budget=budget,
+            batch_size=batch_size,
+            warmup_steps=warmup_steps,
+            phases=phases,
+            record=record,
+            name=name,
+        )
+        self._batch_start: float | None = None
+        self._samples_var: tf.Variable | None = None
+        self._last_samples: int | None = None
+        self._wrapped_model: Any = None
+        self._pending_start = False
+
+    def set_model(self, model: Any) -> None:
+        """Keras calls this before it builds the train function: wrap the model's
+        ``train_step`` (on this instance only) to learn the real batch (see
+        :meth:`_wrap_train_step`)."""
+        super().set_model(model)
+        if self._wrapped_model is not model and hasattr(model, "train_step"):
+            self._wrap_train_step(model)
+
+    def _wrap_train_step(self, model: Any) -> None:
+        """Count the samples of every step and capture the per-replica input spec.
+
+        The count is a ``tf.Variable`` (ON_READ/SUM: one copy per replica, each
+        replica adds its own ``tf.shape(x)[0]``), read on the host after the step:
+        exact even for a short last batch, and no cross-device traffic (only this
+        worker's replicas are summed; the total is that times the workers).
+        Takes effect when Keras builds the train function, i.e. the first ``fit``.
+        """
+        with tf.init_scope():
+            self._samples_var = tf.Variable(
+                0,
+                dtype=tf.int64,
+                trainable=False,
+                synchronization=tf.VariableSynchronization.ON_READ,
+                aggregation=tf.VariableAggregation.SUM,
+                name="gpuscale_samples",
+            )
+        original = model.train_step
+        monitor = self
+        counter = self._samples_var
+
+        def train_step(data: Any) -> Any:
+            x = data[0] if isinstance(data, (tuple, list)) else data
+            try:
+                monitor._input_spec = tf.nest.map_structure(
+                    lambda t: tf.TensorSpec(t.shape, t.dtype), x
+                )
+            except (TypeError, ValueError, AttributeError):
+                pass
+            first = tf.nest.flatten(x)[0]
+            counter.assign_add(tf.cast(tf.shape(first)[0], tf.int64))
+            return original(data)
+
+        model.train_step = train_step
+        self._wrapped_model = model
+
+    def _samples_seen(self) -> int | None:
+        """Samples counted so far on this worker times the workers (None if not counting)."""
+        if self._samples_var is None or self._strategy is None:
+            return None
+        try:
+            local = self._strategy.experimental_local_results(self._samples_var)
+            total = sum(int(v.numpy()) for v in local)
+        except Exception:
+            return None
+        workers = (self._strategy_info or {}).get("num_workers", 1)
+        return total * workers
+
+    def on_train_begin(self, logs: dict | None = None) -> None:
+        # The start goes out after the first step, when the batch is known (the
+        # first step also traces the model, so nothing is shown any later).
+        self._strategy = strategy_of(self.model)
+        self._strategy_info = describe_strategy(self._strategy)
+        self._pending_start = True
+        self._ended = False
+        self._last_samples = self._samples_seen()
+        steps, epochs = (self.params or {}).get("steps"), (self.params or {}).get("epochs")
+        if steps and epochs:  # the run's length so far: early probes may take half its budget
+            self.schedule.horizon_steps = self.schedule.steps + int(steps) * int(epochs)
+
+    # steps ---------------------------------------------------------------------------
+    def _step_samples(self, executed: int) -> int:
+        """Samples of the step(s) just run: ``batch_size`` when given, else counted
+        (one read of the counter's per-replica values per step), else 0."""
+        if self.batch_size:
+            return self.batch_size
+        seen = self._samples_seen()
+        if seen is not None and self._last_samples is not None and seen > self._last_samples:
+            samples = (seen - self._last_samples) // executed
+            self._last_samples = seen
+            return samples
+        return 0
+
+    def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
+        self._batch_start = time.perf_counter()
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        # Keras has already turned the logs into Python floats (a sync); touching
+        # them keeps that true even if a future Keras hands us tensors.
+        for value in (logs or {}).values():
+            float(value)
+            break
+        if self._batch_start is None:
+            return
+        elapsed = time.perf_counter() - self._batch_start
+        self._batch_start = None
+        executed = max(1, int(getattr(self.model, "steps_per_execution", 1) or 1))
+        samples = self._step_samples(executed)
+        if self._pending_start:
+            self._pending_start = False
+            self._begin(self.model, self._strategy, samples)
+        self.record_step(elapsed / executed, samples, steps=executed)
+
+    def on_train_end(self, logs: dict | None = None) -> None:
+        if self._wrapped_model is not None:
+            # The built train function keeps the wrapper; the model object gets its
+            # own train_step back (so saving or subclass lookups see the original).
+            with contextlib.suppress(AttributeError):
+                del self._wrapped_model.train_step
+        self._finish("completed")

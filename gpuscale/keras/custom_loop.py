@@ -1,0 +1,86 @@
+"""The custom-loop helper: a training loop without ``fit`` reports its steps.
+
+    monitor = ScalingMonitor(batch_size=64)
+    for x, y in dataset:
+        with monitor.step() as step:
+            step.sync(train_step(x, y))   # waits for the step's outputs
+    monitor.close()
+
+:class:`CustomLoop` is mixed into :class:`gpuscale.keras.ScalingMonitor`, which
+also gives it the run (:class:`gpuscale.keras.monitor.Monitor`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import tensorflow as tf
+
+from gpuscale.keras.describe import strategy_of
+
+
+class Step:
+    """Handle of one timed step in :meth:`CustomLoop.step`."""
+
+    def sync(self, outputs: Any) -> None:
+        """Wait until ``outputs`` (tensors, distributed values, nests of them) are computed."""
+        for value in tf.nest.flatten(outputs, expand_composites=False):
+            if isinstance(value, tf.distribute.DistributedValues):
+                for local in tf.distribute.get_strategy().experimental_local_results(value):
+                    _fetch(local)
+            else:
+                _fetch(value)
+
+
+def _fetch(value: Any) -> None:
+    if hasattr(value, "numpy"):
+        value.numpy()
+
+
+class CustomLoop:
+    """``start``, ``step``, ``wrap`` and ``close`` for a loop without ``fit``
+    (needs the Monitor's ``_begin``, ``record_step`` and ``_finish``)."""
+
+    def start(self, model: Any = None, strategy: tf.distribute.Strategy | None = None) -> None:
+        """Send the start of the run (a custom loop calls it once; :meth:`step` and
+        :meth:`wrap` call it for you). ``model`` gives the parameter count and the
+        phase probe; ``strategy`` defaults to the current one."""
+        if model is not None:
+            self.set_model(model)
+        else:
+            model = getattr(self, "_model", None)
+        strategy = strategy or (
+            strategy_of(model) if model is not None else tf.distribute.get_strategy()
+        )
+        self._begin(model, strategy)
+
+    @contextlib.contextmanager
+    def step(self, samples: int | None = None) -> Iterator[Step]:
+        """Time one step of a custom loop. Call ``step.sync(outputs)`` inside the block
+        with what the step returned: the step ends when those values are on the host
+        (without it, the time is only the dispatch of the step)."""
+        if not self._started:
+            self.start()
+        handle = Step()
+        start = time.perf_counter()
+        yield handle
+        elapsed = time.perf_counter() - start
+        self.record_step(elapsed, samples if samples is not None else (self.batch_size or 0))
+
+    def wrap(self, step_fn: Callable[..., Any], samples: int | None = None) -> Callable[..., Any]:
+        """``step_fn`` timed as one step per call, synchronised on its return value."""
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            with self.step(samples) as handle:
+                result = step_fn(*args, **kwargs)
+                handle.sync(result)
+            return result
+
+        return timed
+
+    def close(self, status: str = "completed") -> None:
+        """End a custom-loop run: sends the end event, closes the recording."""
+        self._finish(status)

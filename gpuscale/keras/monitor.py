@@ -1,0 +1,350 @@
+"""What a monitor of the user's training does, whatever calls it (Keras's hooks or a
+custom loop): the start, steps, phase probes and end of the run, sent to the
+gpuscale parent or written to a recording.
+
+The phase probe is the built-in trainer's (:mod:`gpuscale.trainer.probe`), and so
+is its schedule (:mod:`gpuscale.trainer.schedule`); only the batch differs: a
+callback cannot reach the real one, so the probe runs on random inputs of the
+shape and dtype of the model's real per-replica input (captured when Keras
+traces the train step, else taken from ``model.inputs``), with the per-replica
+batch of the last step, through ``model.stateless_call`` so it changes no
+weight, no BatchNorm statistic and no optimizer state. Its loss is the mean
+square of the model's outputs, not the user's: forward and backward cost the
+same to within the loss itself, and the gradients (hence the all-reduce
+payload) have the same shapes.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from gpuscale import __version__
+from gpuscale.events.schema import (
+    EndEvent,
+    Event,
+    LogEvent,
+    PhaseEvent,
+    StartEvent,
+    StepEvent,
+)
+from gpuscale.keras.channel import Channel, worker_index
+from gpuscale.keras.describe import (
+    describe_strategy,
+    input_spec_from_model,
+    strategy_of,
+    trainable_bytes,
+)
+from gpuscale.keras.identity import workload_name
+from gpuscale.trainer.probe import PhaseProbe, exposed_share, phase_event
+from gpuscale.trainer.schedule import DEFAULT_BUDGET, ProbeScheduler, period_for_budget
+
+
+def _synthetic_batch(input_spec: Any, per_replica_batch: int) -> tuple:
+    """Random inputs of the real per-replica shape and dtype, as ``strategy.run`` args."""
+
+    def one(spec: tf.TensorSpec) -> tf.Tensor:
+        shape = [int(d) for d in spec.shape[1:]]
+        shape.insert(0, per_replica_batch)
+        if spec.dtype.is_integer:
+            return tf.zeros(shape, spec.dtype)
+        if spec.dtype.is_bool:
+            return tf.zeros(shape, tf.bool)
+        return tf.cast(tf.random.normal(shape, seed=1), spec.dtype)
+
+    return (tf.nest.map_structure(one, input_spec),)
+
+
+def stateless_gradients(model: Any) -> Any:
+    """Forward + backward of ``model`` on one replica through ``stateless_call``
+    (mean-square loss of the outputs): the callback's ``replica_gradients``."""
+    trainable = model.trainable_variables
+    non_trainable = model.non_trainable_variables
+
+    def replica_gradients(x: Any) -> list:
+        with tf.GradientTape() as tape:
+            outputs, _ = model.stateless_call(trainable, non_trainable, x, training=True)
+            flat = [tf.cast(o, tf.float32) for o in tf.nest.flatten(outputs)]
+            loss = tf.add_n([tf.reduce_mean(tf.square(o)) for o in flat])
+        grads = tape.gradient(loss, trainable)
+        return [
+            g if g is not None else tf.zeros_like(v) for g, v in zip(grads, trainable, strict=True)
+        ]
+
+    return replica_gradients
+
+
+class Monitor:
+    """The run a monitor reports; :class:`gpuscale.keras.ScalingMonitor` adds Keras's
+    hooks and the custom-loop helper. ``every``: probe every K-th step (overrides
+    ``budget``); ``budget``: the probes' share of the wall clock."""
+
+    def __init__(
+        self,
+        every: int | None = None,
+        *,
+        budget: float = DEFAULT_BUDGET,
+        batch_size: int | None = None,
+        warmup_steps: int = 2,
+        phases: bool = True,
+        record: str | os.PathLike | None = "default",
+        name: str | None = None,
+    ):
+        self.workload_name = name
+        if every is not None and every < 1:
+            raise ValueError("ScalingMonitor(every=...) must be at least 1 (None: by budget)")
+        if not 0 <= budget < 1:
+            raise ValueError("ScalingMonitor(budget=...) is a share of the wall clock, e.g. 0.02")
+        self.every = every
+        self.budget = budget
+        self.batch_size = batch_size
+        self.warmup_steps = warmup_steps
+        self.phases = phases
+        self._record = record
+        self.worker = worker_index()
+        self.steps = 0
+        """Training steps seen so far (across ``fit`` calls)."""
+        self.schedule = ProbeScheduler(budget, every=every)
+        self._recorder: Any = None
+        self._events: list[Event] = []
+        self._t0 = time.perf_counter()
+        self._probe: PhaseProbe | None = None
+        self._probe_batch: tuple | None = None
+        self._probe_failed = False
+        self._input_spec: Any = None
+        self._ended = False
+        self._strategy_info: dict[str, Any] | None = None
+        self._strategy: tf.distribute.Strategy | None = None
+        self._started = False
+        self._last_index = -1
+        self._last_step_samples = 0
+
+    # events --------------------------------------------------------------------------
+    def _emit(self, event: Event) -> None:
+        client = Channel.client()
+        if client is not None:
+            client.send(event)
+            return
+        if isinstance(event, (StartEvent, StepEvent, PhaseEvent)):
+            self._events.append(event)  # for the summary in the end event
+        if self._recorder is not None:
+            self._recorder.write(event)
+
+    def _log(self, message: str, level: str = "info") -> None:
+        self._emit(
+            LogEvent(
+                t=time.time(), worker=self.worker, message=message, source="script", level=level
+            )
+        )
+
+    def _open_recording(self, model_name: str, devices: int, platform: str) -> None:
+        if Channel.client() is not None or self._record is None or self._recorder is not None:
+            return
+        try:
+            from gpuscale.recording.store import default_path
+            from gpuscale.recording.writer import Recorder
+        except ImportError as exc:  # recording package missing in this install
+            print(f"gpuscale: cannot record this run: {exc}", file=sys.stderr)
+            self._record = None
+            return
+        path = (
+            default_path(model_name, devices, platform)
+            if self._record == "default"
+            else self._record
+        )
+
+        def problem(message: str) -> None:
+            print(f"gpuscale: {message}", file=sys.stderr)
+
+        self._recorder = Recorder(path, on_problem=problem)
+
+    # the start -----------------------------------------------------------------------
+    def _start_event(
+        self, model: Any, strategy: tf.distribute.Strategy, global_batch: int
+    ) -> StartEvent:
+        info = describe_strategy(strategy)
+        self._strategy_info = info
+        params, payload = trainable_bytes(model) if model is not None else (None, None)
+        replicas = info["num_replicas"]
+        return StartEvent(
+            t=time.time(),
+            worker=self.worker,
+            gpuscale_version=__version__,
+            tensorflow_version=tf.__version__,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            source="script",
+            config={
+                "script": os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "",
+                "argv": list(sys.argv),
+                "every": self.every,
+                "probe_budget": self.budget,
+                "probe_schedule": self.schedule.describe(),
+                "warmup_steps": self.warmup_steps,
+                "phases": self.phases,
+                "keras_model": getattr(model, "name", None),
+            },
+            devices=info["devices"],
+            platform=info["platform"],
+            model=workload_name(model, self.workload_name, sys.argv),
+            strategy=info["strategy"],
+            cross_device_ops=info["cross_device_ops"],
+            num_replicas=replicas,
+            num_workers=info["num_workers"],
+            global_batch=global_batch,
+            per_replica_batch=global_batch // replicas if global_batch else 0,
+            param_count=params,
+            payload_bytes=payload,
+            mixed_precision=keras.config.dtype_policy().name != "float32",
+            pids=[os.getpid()],
+            note=(
+                "the batch is the script's own: gpuscale cannot tell whether it grows with "
+                "the replicas (weak scaling) or is split among them (strong)"
+            ),
+        )
+
+    def _begin(
+        self, model: Any, strategy: tf.distribute.Strategy, global_batch: int | None = None
+    ) -> None:
+        self._strategy = strategy
+        if (
+            self.every is None
+            and self.schedule.every is None
+            and describe_strategy(strategy)["num_workers"] > 1
+        ):  # the probe's all-reduce is a collective: every worker must probe at the same steps
+            self.schedule.every = period_for_budget(self.budget)
+            if self.schedule.every is None:
+                self.schedule.budget = 0.0
+        start = self._start_event(model, strategy, global_batch or self.batch_size or 0)
+        self._open_recording(start.model, start.num_replicas, start.platform)
+        shared = Channel.client() is not None
+        if (shared and Channel.started) or self._started:
+            self._started = True
+            next_step = Channel.steps_sent if shared else self.steps
+            self._log(
+                f"training restarted ({start.model}, {start.strategy}, "
+                f"{start.num_replicas} replicas); steps continue from {next_step}"
+            )
+            return
+        self._started = True
+        Channel.started = Channel.started or shared
+        self._emit(start)
+
+    # steps ---------------------------------------------------------------------------
+    def record_step(self, step_time_s: float, samples: int, *, steps: int = 1) -> None:
+        """Report ``steps`` steps whose mean time was ``step_time_s`` (synchronised)."""
+        self.steps += steps
+        self._last_step_samples = samples
+        warmup = self.steps <= self.warmup_steps
+        index = self.steps - 1
+        if Channel.client() is not None:  # a second monitor continues the stream's numbering
+            index = Channel.next_indices(steps)
+        self._last_index = index
+        self._emit(
+            StepEvent(
+                t=time.time(),
+                worker=self.worker,
+                step=index,
+                step_time_s=step_time_s,
+                samples=samples,
+                warmup=warmup,
+            )
+        )
+        if not self.phases:
+            return
+        self.schedule.add_step(step_time_s, steps=steps, warmup=warmup)
+        if self.schedule.due():
+            self._run_probe(step_time_s)
+
+    def _current_model(self) -> Any:
+        return getattr(self, "model", None)
+
+    def _make_probe(self, model: Any, strategy: tf.distribute.Strategy) -> PhaseProbe | None:
+        """The probe for this model, or None (said once, as a warning) when it cannot run."""
+        spec = self._input_spec or input_spec_from_model(model)
+        problem = None
+        if spec is None:
+            problem = "the model's input shape is unknown (build the model with keras.Input)"
+        elif any(d is None for s in tf.nest.flatten(spec) for d in list(s.shape[1:])):
+            shapes = ", ".join(str(s.shape) for s in tf.nest.flatten(spec))
+            problem = f"an input has a dimension of unknown size ({shapes}); the probe needs the real shape"
+        elif not self._last_step_samples:
+            problem = "the batch size is unknown (pass ScalingMonitor(batch_size=...))"
+        if problem is not None:
+            self._probe_failed = True
+            self._log(f"phase breakdown unavailable: {problem}", "warning")
+            return None
+        per_replica = max(1, self._last_step_samples // int(strategy.num_replicas_in_sync))
+        self._probe_batch = _synthetic_batch(spec, per_replica)
+        return PhaseProbe(strategy, model.trainable_variables, stateless_gradients(model))
+
+    def _run_probe(self, step_time_s: float) -> None:
+        model = self._current_model()
+        if model is None or self._probe_failed:
+            return
+        strategy = self._strategy or strategy_of(model)
+        if type(strategy).__name__.startswith("_Default"):
+            return  # no tf.distribute strategy: no gradient exchange to measure
+        try:
+            if self._probe is None:
+                self._probe = self._make_probe(model, strategy)
+                if self._probe is None:
+                    return
+            times = self._probe.measure(self._probe_batch)
+        except Exception as exc:  # the probe must never stop the training
+            self._probe_failed = True
+            self._log(f"phase breakdown unavailable: {type(exc).__name__}: {exc}", "warning")
+            return
+        self.schedule.add_probe(times.cost_s, exposed_share(times, step_time_s))
+        _params, payload = trainable_bytes(model)
+        self._emit(
+            phase_event(
+                times,
+                step=self._last_index,
+                step_time_s=step_time_s,
+                worker=self.worker,
+                payload_bytes=payload,
+                num_tensors=self._probe.num_tensors,
+                method="callback-probe",
+            )
+        )
+
+    # the end -------------------------------------------------------------------------
+    def _finish(self, status: str) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        if not self._started:  # no step ran: there is no run to end
+            return
+        end = EndEvent(
+            t=time.time(),
+            worker=self.worker,
+            status=status,
+            steps=self.steps,
+            duration_s=time.perf_counter() - self._t0,
+        )
+        if self._recorder is not None:
+            try:
+                import msgspec
+
+                from gpuscale.analysis.summary import summarize
+
+                summary = msgspec.to_builtins(summarize([*self._events, end]))
+                end = msgspec.structs.replace(end, summary=summary)
+            except Exception:  # the summary is a convenience; the recording is what matters
+                pass
+        self._emit(end)
+        if self._recorder is not None:
+            self._recorder.close()
+            print(
+                f"gpuscale: recorded {self.steps} steps to {self._recorder.path} "
+                f"(gpuscale replay {self._recorder.path})",
+                file=sys.stderr,
+            )
+            self._recorder = None

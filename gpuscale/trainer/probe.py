@@ -1,0 +1,205 @@
+"""The phase probe: where a step's time goes, measured by extra passes between steps
+(imports TensorFlow). One implementation, used by the built-in trainer
+(:mod:`gpuscale.trainer.loop`, on the real batch and loss) and by the Keras
+callback (:mod:`gpuscale.keras`, on a synthesised batch of the real shape).
+
+The method
+----------
+A probe runs, between two training steps, compiled stand-ins of the step, each
+timed alone and synchronised (a value of every replica is fetched on the host):
+
+* *compute*: forward + backward on every replica, no gradient exchange; it
+  returns a value read from every gradient so nothing is pruned.
+* *compute + all-reduce*: the same plus ``get_replica_context().all_reduce(SUM,
+  grads)``, the call the optimizer makes (Keras 3 sums the gradients across
+  replicas inside ``optimizer.apply``).
+* *all-reduce alone*: an all-reduce of buffers shaped like the gradients, with
+  nothing to overlap with: the full cost of the exchange. It costs only
+  communication, so it is cheap beside the two passes above.
+
+The two passes alternate their order from one probe to the next, so what the
+first pass after a training step pays (cold caches, a switch of compiled
+function) falls on each alike and cancels in the medians.
+
+With one replica nothing is exchanged: only *compute* runs (a difference of two
+timings would be noise, not an exchange). :func:`phase_event` turns the timings
+and the probed step's time into a :class:`~gpuscale.events.schema.PhaseEvent`:
+``allreduce_s`` = T(compute + all-reduce) - T(compute) and ``apply_s`` = step -
+T(compute + all-reduce), each floored at 0 in the event, with the raw
+T(compute + all-reduce) kept (``compute_allreduce_s``) so the summary can take
+unfloored medians and say how well each phase is known. ``probe_cost_s`` is the
+wall-clock time the probe's passes took: what :mod:`gpuscale.trainer.schedule`
+schedules on.
+
+When probes run is :class:`gpuscale.trainer.schedule.ProbeScheduler`'s decision.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+import tensorflow as tf
+
+from gpuscale.events.schema import PhaseEvent
+
+
+class ProbeTimes(msgspec.Struct, frozen=True, kw_only=True):
+    """One probe's timings, in seconds (``None``: not run, e.g. one replica)."""
+
+    compute_s: float
+    compute_allreduce_s: float | None
+    allreduce_alone_s: float | None
+    cost_s: float
+    """Wall clock of all the probe's passes (what the run paid for it)."""
+
+
+def touch(tensors: Sequence[Any]) -> tf.Tensor:
+    """A cheap scalar that depends on every tensor (first element of each), so
+    nothing is pruned and fetching it waits for all of them."""
+    parts = []
+    for t in tensors:
+        if isinstance(t, tf.IndexedSlices):
+            t = t.values
+        parts.append(tf.cast(tf.reshape(t, [-1])[0], tf.float32))
+    return tf.add_n(parts)
+
+
+class PhaseProbe:
+    """The probe's compiled passes for one model on one strategy.
+
+    ``replica_gradients(*batch)`` runs forward + backward on one replica and
+    returns the (dense) gradients; ``variables`` are the trainable variables
+    (their shapes and dtypes give the all-reduce-alone buffers). ``batch`` is
+    what ``strategy.run`` gets as ``args``: a tuple of distributed values, or of
+    plain tensors every replica receives alike."""
+
+    def __init__(
+        self,
+        strategy: tf.distribute.Strategy,
+        variables: Sequence[Any],
+        replica_gradients: Callable[..., list],
+    ):
+        self.strategy = strategy
+        self.replicas = int(strategy.num_replicas_in_sync)
+        self.num_tensors = len(variables)
+        sum_op = tf.distribute.ReduceOp.SUM
+
+        def compute_replica(*batch: Any) -> tf.Tensor:
+            return touch(replica_gradients(*batch))
+
+        def grads_replica(*batch: Any) -> tf.Tensor:
+            grads = replica_gradients(*batch)
+            return touch(tf.distribute.get_replica_context().all_reduce(sum_op, grads))
+
+        def allreduce_replica(buffers: list) -> tf.Tensor:
+            # identity: placed on the replica's device (MultiWorkerMirroredStrategy
+            # with one local device passes plain tensors, which have no device)
+            buffers = [tf.identity(b) for b in buffers]
+            return touch(tf.distribute.get_replica_context().all_reduce(sum_op, buffers))
+
+        def make_buffers() -> list:
+            rid = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.float32)
+            return [tf.fill(v.shape, tf.cast(rid + 1.0, v.dtype)) for v in variables]
+
+        self.compute_fn = tf.function(lambda batch: strategy.run(compute_replica, args=batch))
+        self.grads_fn = tf.function(lambda batch: strategy.run(grads_replica, args=batch))
+        self.allreduce_fn = tf.function(
+            lambda buffers: strategy.run(allreduce_replica, args=(buffers,))
+        )
+        self._buffers = (
+            tf.function(lambda: strategy.run(make_buffers))() if self.replicas > 1 else None
+        )
+        self._ready = False
+        self.probes = 0
+        """Probes measured so far (the passes' order alternates between probes)."""
+
+    def sync(self, out: Any) -> None:
+        """Wait until every replica's part of ``out`` is on the host."""
+        for value in self.strategy.experimental_local_results(out):
+            value.numpy()
+
+    def _timed(self, fn: Callable, arg: Any) -> float:
+        start = time.perf_counter()
+        self.sync(fn(arg))
+        return time.perf_counter() - start
+
+    def prepare(self, batch: tuple) -> None:
+        """Trace and run each pass once, untimed (compilation is not a probe)."""
+        if self._ready:
+            return
+        self.sync(self.compute_fn(batch))
+        if self.replicas > 1:
+            self.sync(self.grads_fn(batch))
+            self.sync(self.allreduce_fn(self._buffers))
+        self._ready = True
+
+    def measure(self, batch: tuple) -> ProbeTimes:
+        """One probe: each pass once, timed alone (a single probe is noisy; the
+        summary takes medians over many)."""
+        self.prepare(batch)
+        start = time.perf_counter()
+        grads_s = alone_s = None
+        if self.replicas == 1:
+            compute_s = self._timed(self.compute_fn, batch)
+        elif self.probes % 2 == 0:
+            compute_s = self._timed(self.compute_fn, batch)
+            grads_s = self._timed(self.grads_fn, batch)
+        else:  # the other order: what the first pass after a step pays cancels in the median
+            grads_s = self._timed(self.grads_fn, batch)
+            compute_s = self._timed(self.compute_fn, batch)
+        if self.replicas > 1:
+            alone_s = self._timed(self.allreduce_fn, self._buffers)
+        self.probes += 1
+        return ProbeTimes(
+            compute_s=compute_s,
+            compute_allreduce_s=grads_s,
+            allreduce_alone_s=alone_s,
+            cost_s=time.perf_counter() - start,
+        )
+
+
+def phase_event(
+    times: ProbeTimes,
+    *,
+    step: int,
+    step_time_s: float,
+    worker: int = 0,
+    input_s: float = 0.0,
+    payload_bytes: int | None = None,
+    num_tensors: int | None = None,
+    method: str = "differenced",
+) -> PhaseEvent:
+    """The PhaseEvent of one probe against the probed step's time (see the module
+    docstring for the differences)."""
+    fused_s = times.compute_allreduce_s
+    exchanged_s = times.compute_s if fused_s is None else fused_s
+    return PhaseEvent(
+        t=time.time(),
+        worker=worker,
+        step=step,
+        step_time_s=step_time_s,
+        compute_s=times.compute_s,
+        allreduce_s=0.0 if fused_s is None else max(0.0, fused_s - times.compute_s),
+        apply_s=max(0.0, step_time_s - exchanged_s),
+        input_s=input_s,
+        payload_bytes=payload_bytes,
+        num_tensors=num_tensors,
+        method=method,
+        allreduce_total_s=times.allreduce_alone_s,
+        compute_allreduce_s=fused_s,
+        probe_cost_s=times.cost_s,
+    )
+
+
+def exposed_share(times: ProbeTimes, step_time_s: float) -> float:
+    """What this probe says about the step, as one number the scheduler can pin
+    down: the exposed all-reduce's share of the step (unfloored), or with one
+    replica the compute's share."""
+    if step_time_s <= 0:
+        return 0.0
+    if times.compute_allreduce_s is None:
+        return times.compute_s / step_time_s
+    return (times.compute_allreduce_s - times.compute_s) / step_time_s

@@ -1,0 +1,228 @@
+"""When to probe: the phase probes' share of the wall clock within a budget
+(pure Python, no TensorFlow; shared by the built-in trainer and the Keras callback).
+
+A probe (:mod:`gpuscale.trainer.probe`) costs about two extra forward+backward
+passes, run between steps. Probing every K-th step costs about ``2/K`` of the run
+(20 % at K=10); :class:`ProbeScheduler` instead keeps the probes' wall time
+within ``budget`` of the run's wall time (default 2 %), and spends it where it
+tells the most:
+
+* **Dense at the start.** The first probe runs on the first counted step (it
+  also measures what a probe costs). Until the breakdown is *resolved* (the
+  probed share, e.g. the exposed all-reduce's share of the step, known to
+  ``± precision``, default 2 points, from at least 3 probes; see
+  :func:`gpuscale.analysis.metrics.median_halfwidth`), a probe runs whenever
+  the budget allows, and up to half the whole run's budget may be spent early
+  when the run's length is known (``horizon_steps``; the run's wall clock
+  projected from the 10th percentile of the step times so far).
+* **Spaced out once resolved**: a probe runs only while the probes' total stays
+  within half the budget of the wall clock so far (steps + probes): the
+  breakdown is watched, not measured again (``resolved_rate``).
+* **Again after a shift**: a change detector on step times (the median of the
+  last ``window`` steps against the median of the first ``window`` steps after
+  the start or the last shift, off by more than ``shift``) marks the breakdown unresolved, so probes
+  come back as densely as the budget allows (a changed step usually means a
+  changed breakdown).
+
+The cost of the next probe is the median of the measured ones (before the
+first, it is guessed as two steps). Every rule is checked before a probe, with
+its cost counted in, so at any time after the first probe
+``spent <= budget x max(wall, horizon / 2)``, where ``wall`` is the counted
+steps' time plus the probes'.
+
+``every=K`` (``--phase-every K``, ``ScalingMonitor(every=K)``) overrides all of
+that: a probe after every K-th step (warm-up steps excepted), whatever it costs.
+
+Several workers (MultiWorkerMirroredStrategy) must probe at the same steps: the
+probe's all-reduce is a collective every worker joins, and each worker's own
+timings would schedule it differently. There the budget becomes a fixed period
+(:func:`period_for_budget`), the same on every worker.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from gpuscale.analysis import metrics
+
+DEFAULT_BUDGET = 0.02
+"""The probes' default share of the wall clock."""
+DEFAULT_PRECISION = 0.02
+"""The default half-width (a share of the step) to which the breakdown is pinned down."""
+
+
+def period_for_budget(budget: float, passes: float = 2.0) -> int | None:
+    """The fixed probe period that keeps a probe of ``passes`` step-sized passes
+    within ``budget`` (``None`` for a budget of 0: never). For runs whose workers
+    must probe together (no measured cost can be shared among them)."""
+    if budget <= 0:
+        return None
+    return max(1, math.ceil(passes / budget))
+
+
+class ProbeScheduler:
+    """Decides after each step whether to probe now. Feed it every step
+    (:meth:`add_step`) and every probe (:meth:`add_probe`); ask :meth:`due`."""
+
+    def __init__(
+        self,
+        budget: float = DEFAULT_BUDGET,
+        *,
+        every: int | None = None,
+        horizon_steps: int | None = None,
+        precision: float = DEFAULT_PRECISION,
+        min_probes: int = 3,
+        window: int = 10,
+        shift: float = 0.25,
+        resolved_rate: float = 0.5,
+    ):
+        if every is not None and every < 1:
+            raise ValueError("every must be at least 1 (None: by budget)")
+        if not 0 <= budget < 1:
+            raise ValueError("budget is a share of the wall clock, in [0, 1)")
+        self.budget = budget
+        self.every = every
+        self.horizon_steps = horizon_steps
+        self.precision = precision
+        self.min_probes = min_probes
+        self.window = window
+        self.shift = shift
+        self.resolved_rate = resolved_rate
+        self.steps = 0
+        """Steps seen, warm-up included."""
+        self.step_wall_s = 0.0
+        """Time of the counted (non-warm-up) steps."""
+        self.probe_wall_s = 0.0
+        """Time of every probe so far."""
+        self.probes = 0
+        self.shifts = 0
+        """Step-time shifts detected."""
+        self._costs: list[float] = []
+        self._shares: list[float] = []
+        self._counted: list[float] = []
+        self._reference: list[float] = []
+        self._recent: deque[float] = deque(maxlen=window)
+        self._last_count = 0
+        self._last_warmup = True
+        self._fast_cache = (0, 0.0)
+        self._next_check = 0
+        self._resolved_cache: tuple[tuple[int, int], bool] = ((-1, -1), False)
+
+    # -- input ----------------------------------------------------------------------
+    def add_step(self, step_time_s: float, *, steps: int = 1, warmup: bool = False) -> None:
+        """``steps`` steps ran (``step_time_s`` each, on average)."""
+        self.steps += steps
+        self._last_count = steps
+        self._last_warmup = warmup
+        if warmup:
+            return
+        self.step_wall_s += step_time_s * steps
+        self._counted.append(step_time_s)
+        if len(self._reference) < self.window:
+            self._reference.append(step_time_s)
+            return
+        self._recent.append(step_time_s)
+        if len(self._recent) == self.window:
+            ref = metrics.median(self._reference)
+            now = metrics.median(list(self._recent))
+            if ref > 0 and abs(now / ref - 1) > self.shift:
+                self.shifts += 1
+                self._shares = []  # the breakdown of the old regime says little about the new
+                self._reference = []  # the next steps are the new regime's reference
+                self._recent.clear()
+
+    def add_probe(self, cost_s: float, share: float | None = None) -> None:
+        """A probe ran and took ``cost_s`` of wall clock; ``share`` is what it
+        measured (the exposed all-reduce's share of the step, unfloored)."""
+        self.probes += 1
+        self.probe_wall_s += cost_s
+        self._costs.append(cost_s)
+        if share is not None:
+            self._shares.append(share)
+
+    # -- state ----------------------------------------------------------------------
+    @property
+    def share_halfwidth(self) -> float | None:
+        """How well the probed share is known (95 % half-width; None: too few probes)."""
+        return metrics.median_halfwidth(self._shares)
+
+    @property
+    def resolved(self) -> bool:
+        """The breakdown is known to ``± precision`` in the current step-time regime
+        (recomputed only when a probe or a shift changed it: ``due`` runs every step)."""
+        key = (len(self._shares), self.shifts)
+        if self._resolved_cache[0] != key:
+            width = self.share_halfwidth
+            known = (
+                len(self._shares) >= self.min_probes
+                and width is not None
+                and width <= self.precision
+            )
+            self._resolved_cache = (key, known)
+        return self._resolved_cache[1]
+
+    def _fast_step_s(self) -> float:
+        """The 10th percentile of the counted step times (refreshed every 64 steps after 64)."""
+        n = len(self._counted)
+        if n and n != self._fast_cache[0] and (n < 64 or n % 64 == 0):
+            self._fast_cache = (n, metrics.percentile(self._counted, 10.0))
+        return self._fast_cache[1]
+
+    @property
+    def spent_share(self) -> float:
+        """The probes' share of the wall clock so far (counted steps + probes)."""
+        wall = self.step_wall_s + self.probe_wall_s
+        return self.probe_wall_s / wall if wall > 0 else 0.0
+
+    def known_to(self, precision: float, *, min_steps: int = 20) -> bool:
+        """Whether the run so far pins down, to ``± precision`` of the step (95 %
+        half-widths), both the median step time and, when probing, the probed
+        share (at least ``min_steps`` counted steps and 3 probes)."""
+        n = len(self._counted)
+        if n < max(min_steps, self._next_check):
+            return False  # checked every 10 steps, every 2 % of them later: it sorts them all
+        self._next_check = n + max(10, n // 50)
+        mid = metrics.median(self._counted)
+        width = metrics.median_halfwidth(self._counted)
+        if mid <= 0 or width is None or width / mid > precision:
+            return False
+        if self.every is None and self.budget <= 0:
+            return True  # not probing: the step time is all there is to know
+        share = self.share_halfwidth
+        return len(self._shares) >= self.min_probes and share is not None and share <= precision
+
+    def expected_cost_s(self) -> float:
+        if self._costs:
+            return metrics.median(self._costs[-9:])
+        return 2 * metrics.median(self._counted) if self._counted else 0.0
+
+    def due(self) -> bool:
+        """Whether to probe after the step just added."""
+        if self._last_warmup:
+            return False
+        if self.every is not None:
+            return self.steps % self.every < self._last_count
+        if self.budget <= 0:
+            return False
+        if self.probes == 0:
+            return True
+        cost = self.expected_cost_s()
+        wall = self.step_wall_s + self.probe_wall_s + cost
+        allowance = self.budget * wall
+        if not self.resolved and self.horizon_steps and self._counted:
+            # the run's wall clock if the steps go on no slower than their fastest tenth
+            # (a slow start must not buy probes the rest of the run cannot pay for)
+            projected = self._fast_step_s() * self.horizon_steps
+            allowance = max(allowance, 0.5 * self.budget * projected)
+        if self.resolved:
+            allowance = self.resolved_rate * self.budget * wall
+        return self.probe_wall_s + cost <= allowance
+
+    def describe(self) -> str:
+        """One line for the run's configuration: how probes are scheduled."""
+        if self.every is not None:
+            return f"every {self.every} steps"
+        if self.budget <= 0:
+            return "off"
+        return f"budget {self.budget:.0%} of the wall clock"

@@ -1,0 +1,52 @@
+"""`gpuscale run`'s phase lines: every phase with its probes and uncertainty, noise
+never shown as 0.0, one device without an exchange."""
+
+from __future__ import annotations
+
+from gpuscale.commands.run import phase_lines
+
+
+def _summary(**kw) -> dict:
+    base = dict(
+        phase_steps=12,
+        phase_step_time_s=0.1,
+        compute_s=0.06,
+        compute_err_s=0.002,
+        allreduce_s=0.0,
+        allreduce_err_s=0.003,
+        apply_s=0.038,
+        apply_err_s=0.004,
+        input_s=0.0,
+        comm_share=0.0,
+        comm_share_err=0.03,
+        phase_consistent=True,
+        probe_cost_s=2.5,
+    )
+    base.update(kw)
+    return base
+
+
+def test_an_exchange_within_its_noise_is_not_resolved():
+    text = "\n".join(phase_lines(_summary(), replicas=2))
+    assert "12 probes" in text and "100.0 ms" in text
+    assert "compute 60.0 ± 2.0 ms" in text
+    assert "exposed all-reduce < 3.0 ms (not resolved)" in text
+    assert "0.0 ms (0" not in text
+    assert "probes took 2.5 s" in text
+
+
+def test_a_resolved_exchange_shows_its_share_with_points():
+    text = "\n".join(
+        phase_lines(_summary(allreduce_s=0.02, comm_share=0.2, comm_share_err=0.015), 2)
+    )
+    assert "exposed all-reduce 20.0 ± 3.0 ms (20.0% ± 1.5 points of the step)" in text
+
+
+def test_one_device_has_nothing_to_exchange():
+    text = "\n".join(phase_lines(_summary(allreduce_s=0.05), replicas=1))
+    assert "none (1 device" in text
+
+
+def test_probes_longer_than_the_step_are_said_to_be_unresolved():
+    text = "\n".join(phase_lines(_summary(phase_consistent=False), replicas=2))
+    assert "not resolved" in text and "longer than the probed steps" in text

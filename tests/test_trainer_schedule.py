@@ -1,0 +1,162 @@
+"""The probe scheduler on simulated streams of step and probe costs (no TensorFlow,
+no clock: every duration is made up, so the tests are deterministic)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from gpuscale.trainer.schedule import ProbeScheduler, period_for_budget
+
+
+def simulate(
+    scheduler: ProbeScheduler,
+    steps: int,
+    *,
+    step_s=lambda i: 0.1,
+    probe_s=lambda i: 0.2,
+    share=lambda i: 0.10,
+    warmup: int = 0,
+    seed: int = 0,
+) -> list[int]:
+    """Run ``steps`` simulated steps; the steps after which a probe ran."""
+    rng = random.Random(seed)
+    probed = []
+    for i in range(steps):
+        scheduler.add_step(step_s(i) * rng.uniform(0.9, 1.1), warmup=i < warmup)
+        if scheduler.due():
+            probed.append(i)
+            scheduler.add_probe(probe_s(i), share(i) + rng.uniform(-0.01, 0.01))
+    return probed
+
+
+@pytest.mark.parametrize("budget", [0.01, 0.02, 0.05])
+@pytest.mark.parametrize("probe_steps", [0.5, 2.0, 6.0])
+def test_probes_stay_within_the_budget(budget, probe_steps):
+    scheduler = ProbeScheduler(budget)
+    probed = simulate(scheduler, 3000, probe_s=lambda i: 0.1 * probe_steps)
+    assert len(probed) >= 3
+    assert scheduler.spent_share <= budget + 1e-9
+    # and at every point of the run after the first probe, not only at its end
+    checker = ProbeScheduler(budget)
+    wall = spent = 0.0
+    for i in range(3000):
+        checker.add_step(0.1)
+        wall += 0.1
+        if checker.due():
+            checker.add_probe(0.1 * probe_steps, 0.1)
+            spent += 0.1 * probe_steps
+            if checker.probes > 1:
+                assert spent <= budget * (wall + spent) + 1e-9, i
+
+
+def test_dense_at_the_start_when_the_run_length_is_known_then_spaced():
+    scheduler = ProbeScheduler(0.02, horizon_steps=2000)
+    probed = simulate(scheduler, 2000, probe_s=lambda i: 0.1)
+    assert probed[:3] == [0, 1, 2]  # dense until resolved (3 probes agree to +-2 points)
+    assert scheduler.resolved
+    gaps = [b - a for a, b in zip(probed, probed[1:], strict=False)]
+    assert max(gaps[len(gaps) // 2 :]) > 10 * min(gaps[:5])  # spaced out later
+    assert scheduler.spent_share <= 0.02
+
+
+def test_without_the_run_length_the_start_stays_within_the_budget_too():
+    scheduler = ProbeScheduler(0.02)
+    probed = simulate(scheduler, 200, probe_s=lambda i: 0.1)
+    assert probed[0] == 0 and len(probed) <= 4
+
+
+def test_the_cheaper_the_probe_the_more_probes():
+    cheap = simulate(ProbeScheduler(0.02), 2000, probe_s=lambda i: 0.05)
+    dear = simulate(ProbeScheduler(0.02), 2000, probe_s=lambda i: 0.4)
+    assert len(cheap) > 3 * len(dear)
+
+
+def test_a_noisy_share_keeps_the_breakdown_unresolved_and_probing_at_the_full_budget():
+    noisy = ProbeScheduler(0.02)
+    rng = random.Random(1)
+    simulate(noisy, 3000, share=lambda i: rng.uniform(-0.3, 0.3))
+    steady = ProbeScheduler(0.02)
+    simulate(steady, 3000)
+    assert not noisy.resolved and steady.resolved
+    assert noisy.probes > steady.probes
+    assert noisy.spent_share <= 0.02
+
+
+def test_a_step_time_shift_brings_probes_back():
+    scheduler = ProbeScheduler(0.02)
+    probed = simulate(scheduler, 4000, step_s=lambda i: 0.1 if i < 2000 else 0.3)
+    assert scheduler.shifts == 1
+    before = [i for i in probed if 1500 <= i < 2000]
+    after = [i for i in probed if 2000 <= i < 2030]
+    assert len(before) <= 4  # spaced out while the breakdown was known
+    assert len(after) >= 3  # dense again right after the shift, until known again
+    assert scheduler.spent_share <= 0.02
+
+
+def test_no_shift_is_seen_in_steady_noise():
+    scheduler = ProbeScheduler(0.02)
+    simulate(scheduler, 5000, step_s=lambda i: 0.1)
+    assert scheduler.shifts == 0
+
+
+def test_every_forces_a_period_whatever_it_costs():
+    scheduler = ProbeScheduler(0.02, every=3)
+    probed = simulate(scheduler, 14, warmup=2, probe_s=lambda i: 10.0)
+    assert probed == [2, 5, 8, 11]  # the trainer's --phase-every 3 with 2 warm-up steps
+    assert scheduler.spent_share > 0.5
+
+
+def test_every_counts_steps_per_execution():
+    scheduler = ProbeScheduler(every=4)
+    probed = []
+    for _ in range(6):  # steps_per_execution=3: 3, 6, ... 18 steps
+        scheduler.add_step(0.1, steps=3)
+        if scheduler.due():
+            probed.append(scheduler.steps)
+            scheduler.add_probe(0.1)
+    assert probed == [6, 9, 12, 18]  # a probe after each execution that passes a multiple of 4
+
+
+def test_no_probe_on_warmup_steps_and_none_with_a_zero_budget():
+    assert simulate(ProbeScheduler(0.02), 5, warmup=5) == []
+    assert simulate(ProbeScheduler(0.0), 500) == []
+
+
+def test_the_first_probe_comes_on_the_first_counted_step():
+    assert simulate(ProbeScheduler(0.02), 10, warmup=3)[0] == 3
+
+
+def test_period_for_budget():
+    assert period_for_budget(0.02) == 100
+    assert period_for_budget(0.5) == 4
+    assert period_for_budget(0.0) is None
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError):
+        ProbeScheduler(every=0)
+    with pytest.raises(ValueError):
+        ProbeScheduler(1.5)
+
+
+def test_known_to_a_precision_needs_steady_steps_and_a_resolved_share():
+    scheduler = ProbeScheduler(0.02)
+    simulate(scheduler, 10)
+    assert not scheduler.known_to(0.03)  # too few steps
+    simulate(scheduler, 400)
+    assert scheduler.known_to(0.03)  # +-10 % uniform step noise, +-1 point share noise
+    noisy = ProbeScheduler(0.02)
+    rng = random.Random(2)
+    simulate(noisy, 400, share=lambda i: rng.uniform(-0.3, 0.3))
+    assert not noisy.known_to(0.03)  # the breakdown is not known yet
+    no_probes = ProbeScheduler(0.0)
+    simulate(no_probes, 400)
+    assert no_probes.known_to(0.03)  # only the step time to know
+
+
+def test_a_slow_start_does_not_buy_probes_the_run_cannot_pay_for():
+    scheduler = ProbeScheduler(0.02, horizon_steps=1000)
+    simulate(scheduler, 1000, step_s=lambda i: 0.3 if i < 30 else 0.1, share=lambda i: 0.0)
+    assert scheduler.spent_share <= 0.02 + 1e-9
