@@ -119,7 +119,7 @@ class RunBase:
         self._recorder = Recorder(
             path, on_problem=self._recording_problem, rename_if_taken=self.record == "default"
         )
-        self.recording_path = self._recorder.path
+        self.recording_path = self._recorder.path if self._recorder.active else None
 
     def _new_sampler(
         self,

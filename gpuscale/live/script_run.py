@@ -85,6 +85,13 @@ ADD_CALLBACK_HINT = (
     "Add it with one line: model.fit(..., callbacks=[gpuscale.keras.ScalingMonitor()])"
 )
 STDERR_TAIL_LINES = 30
+MAX_QUEUED_LINES = 20_000
+"""Output lines waiting to be recorded: past this the script prints faster than
+gpuscale records, and further lines are dropped (counted in a notice) until the
+backlog is below it again. Steps, phases and the end are never dropped."""
+MAX_CONSUMER_BACKLOG = 20_000
+"""Events waiting for the consumer (the dashboard, the CLI): past this, output
+lines are recorded but not shown (counted in a notice)."""
 
 
 class _Disconnect(msgspec.Struct):
@@ -174,6 +181,7 @@ class ScriptRun(RunBase):
         self._stderr_tail: dict[int, collections.deque[str]] = {}
         self._stopping = threading.Event()
         self._t0 = 0.0
+        self._consumer_dropped = 0
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> ScriptRun:
@@ -293,10 +301,18 @@ class ScriptRun(RunBase):
         ``warning``, TensorFlow's own C++ log lines at their level (start-up noise
         ``debug``), as for the built-in trainer."""
         name = "stderr" if level == "warning" else "stdout"
+        dropped = 0
 
         def on_line(line_level: str, message: str) -> None:
+            nonlocal dropped
             if name == "stderr" and line_level != "debug":
                 self._stderr_tail[worker].append(message)
+            if self._forward is None and self._incoming.qsize() >= MAX_QUEUED_LINES:
+                dropped += 1
+                return
+            if dropped:
+                self._emit(self._dropped_notice(worker, name, dropped))
+                dropped = 0
             self._emit(
                 LogEvent(
                     t=time.time(), worker=worker, message=message, source="script", level=line_level
@@ -304,6 +320,20 @@ class ScriptRun(RunBase):
             )
 
         read_lines(stream, name, on_line, skip_blank=False)
+        if dropped:
+            self._emit(self._dropped_notice(worker, name, dropped))
+
+    def _dropped_notice(self, worker: int, name: str, dropped: int) -> LogEvent:
+        return LogEvent(
+            t=time.time(),
+            worker=worker,
+            source="gpuscale",
+            level="warning",
+            message=(
+                f"dropped {dropped} line{'s' if dropped != 1 else ''} of the script's {name}: it "
+                f"printed faster than gpuscale records ({MAX_QUEUED_LINES} lines were waiting)"
+            ),
+        )
 
     def _wait_exit(
         self, proc: subprocess.Popen, worker: int, readers: list[threading.Thread]
@@ -357,6 +387,7 @@ class ScriptRun(RunBase):
     def _pump(self) -> None:
         state = _PumpState(self)
         try:
+            state.begin_recording()
             state.run()
         except Exception as exc:  # never leave the consumer waiting forever
             state.fail_internal(exc)
@@ -372,12 +403,31 @@ class ScriptRun(RunBase):
             self.end = event
         elif isinstance(event, ErrorEvent) and self.error is None:
             self.error = event
-        if self._recorder is not None:
-            self._recorder.write(event)
         if self._forward is not None and isinstance(event, EndEvent):
             # tells the chief this worker finished (not lost) before the connection closes
             self._forward.send(msgspec.structs.replace(event, worker=self.worker, summary=None))
+        if type(event) is LogEvent and self.queue.qsize() >= MAX_CONSUMER_BACKLOG:
+            self._consumer_dropped += 1  # recorded, not shown: the consumer is behind
+            return
+        if self._consumer_dropped:
+            dropped, self._consumer_dropped = self._consumer_dropped, 0
+            self.queue.put(
+                LogEvent(
+                    t=event.t,
+                    worker=self.worker,
+                    source="gpuscale",
+                    level="warning",
+                    message=(
+                        f"{dropped} line{'s' if dropped != 1 else ''} of output not shown: they "
+                        "came faster than they could be displayed (all are in the recording)"
+                    ),
+                )
+            )
         self.queue.put(event)
+
+    def _record(self, event: Event) -> None:
+        if self._recorder is not None:
+            self._recorder.write(event)
 
     def _open_recorder(self, start: StartEvent, model: str) -> None:
         if self._forward is None:  # a non-chief worker's events are recorded by the chief
@@ -428,6 +478,8 @@ class ScriptRun(RunBase):
         self._terminate(grace_s=1.0)
         if self._recorder is not None:
             self._recorder.close()
+            if not self._recorder.on_disk:
+                self.recording_path = None  # "recorded to" only a file that was written
         self._close_transport()
 
     def stop(self, grace_s: float = 3.0) -> None:
@@ -470,9 +522,30 @@ class _PumpState:
         """Remote workers whose connection closed without an end: when they count as lost."""
         self.exit_seen_at: float | None = None
 
-    # what the consumer sees ------------------------------------------------------------
-    def publish(self, event: Event) -> None:
+    # what the recording and the consumer see --------------------------------------------
+    def begin_recording(self) -> None:
+        """Write-ahead: open the recording at once with a provisional start, so every
+        event is on disk within a flush interval even before the run's own start
+        (a script's callback, or the start made up after ``start_timeout_s``)."""
+        run = self.run_
+        if run.record is None or run._forward is not None:
+            return
+        provisional = msgspec.structs.replace(
+            self.synthetic_start(),
+            provisional=True,
+            note="provisional: the run's own start event follows when it is known",
+        )
+        run._open_recorder(provisional, run.name)
+        run._record(provisional)
+
+    def publish(self, event: Event, *, record: bool = True) -> None:
+        """Record ``event`` now; hand it to the consumer once the start is sent."""
+        if record:
+            self.run_._record(event)
         if not self.started:
+            if type(event) is LogEvent and len(self.held) >= MAX_CONSUMER_BACKLOG:
+                self.run_._consumer_dropped += 1  # recorded, shown as a count
+                return
             self.held.append(event)
             return
         if isinstance(event, (StepEvent, PhaseEvent, GpuSample, HostSample, StartEvent)):
@@ -483,12 +556,13 @@ class _PumpState:
 
     def send_start(self, start: StartEvent) -> None:
         run = self.run_
-        run._open_recorder(start, run.name)
+        if run._recorder is None:
+            run._open_recorder(start, run.name)
         self.started = True
         self.publish(start)
         held, self.held = self.held, []
         for event in held:
-            self.publish(event)
+            self.publish(event, record=False)  # on disk already
 
     def merged_start(self) -> StartEvent:
         """One StartEvent for the run from the workers' own (or a made-up one)."""
