@@ -19,7 +19,9 @@ from gpuscale.live.child import MAX_OUTPUT_LINE
 from gpuscale.live.script_run import ScriptRun
 from gpuscale.recording.reader import load_run
 
-SLOW_PRINTER = "import time\nfor i in range(100):\n    print('line', i, flush=True)\n    time.sleep(0.2)\n"
+SLOW_PRINTER = (
+    "import time\nfor i in range(100):\n    print('line', i, flush=True)\n    time.sleep(0.2)\n"
+)
 
 
 def _gpuscale(*args: str, cwd: Path) -> subprocess.Popen:
@@ -50,7 +52,9 @@ def _script_lines(path: Path) -> list[str]:
 def test_issue17_case1_a_killed_run_without_callback_is_on_disk(tmp_path, name):
     """kill -9 of gpuscale long before a start would be made up (15 s): the
     recording exists, begins with a provisional start and holds the lines."""
-    proc = _gpuscale("run", "--record", name, "--", sys.executable, "-c", SLOW_PRINTER, cwd=tmp_path)
+    proc = _gpuscale(
+        "run", "--record", name, "--", sys.executable, "-c", SLOW_PRINTER, cwd=tmp_path
+    )
     path = tmp_path / name
     try:
 

@@ -85,10 +85,13 @@ ADD_CALLBACK_HINT = (
     "Add it with one line: model.fit(..., callbacks=[gpuscale.keras.ScalingMonitor()])"
 )
 STDERR_TAIL_LINES = 30
-MAX_QUEUED_LINES = 20_000
-"""Output lines waiting to be recorded: past this the script prints faster than
-gpuscale records, and further lines are dropped (counted in a notice) until the
-backlog is below it again. Steps, phases and the end are never dropped."""
+MAX_QUEUED_LINES = 100_000
+"""Output lines waiting to be recorded: past this (or :data:`MAX_QUEUED_BYTES`) the
+script prints faster than gpuscale records, and further lines are dropped (counted
+in a notice) until the backlog is below it again. Steps, phases and the end are
+never dropped."""
+MAX_QUEUED_BYTES = 64 * 1024 * 1024
+"""Output waiting to be recorded, in bytes of text (see :data:`MAX_QUEUED_LINES`)."""
 MAX_CONSUMER_BACKLOG = 20_000
 """Events waiting for the consumer (the dashboard, the CLI): past this, output
 lines are recorded but not shown (counted in a notice)."""
@@ -97,6 +100,13 @@ lines are recorded but not shown (counted in a notice)."""
 class _Disconnect(msgspec.Struct):
     worker: int
     saw_end: bool
+
+
+class _Line(msgspec.Struct):
+    """An output line read here, counted in the backlog until the pump takes it."""
+
+    event: LogEvent
+    size: int
 
 
 class _Exited(msgspec.Struct):
@@ -182,6 +192,10 @@ class ScriptRun(RunBase):
         self._stopping = threading.Event()
         self._t0 = 0.0
         self._consumer_dropped = 0
+        self._backlog_lock = threading.Lock()
+        self._backlog_lines = 0
+        self._backlog_bytes = 0
+        """Output lines (and their bytes) read but not yet recorded: bounded."""
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> ScriptRun:
@@ -307,17 +321,28 @@ class ScriptRun(RunBase):
             nonlocal dropped
             if name == "stderr" and line_level != "debug":
                 self._stderr_tail[worker].append(message)
-            if self._forward is None and self._incoming.qsize() >= MAX_QUEUED_LINES:
+            event = LogEvent(
+                t=time.time(), worker=worker, message=message, source="script", level=line_level
+            )
+            if self._forward is not None:
+                self._emit(event)  # to the chief, through the client's own queue
+                return
+            size = len(message) + 64
+            with self._backlog_lock:
+                full = (
+                    self._backlog_lines >= MAX_QUEUED_LINES
+                    or self._backlog_bytes + size > MAX_QUEUED_BYTES
+                )
+                if not full:
+                    self._backlog_lines += 1
+                    self._backlog_bytes += size
+            if full:
                 dropped += 1
                 return
             if dropped:
                 self._emit(self._dropped_notice(worker, name, dropped))
                 dropped = 0
-            self._emit(
-                LogEvent(
-                    t=time.time(), worker=worker, message=message, source="script", level=line_level
-                )
-            )
+            self._incoming.put(_Line(event, size))
 
         read_lines(stream, name, on_line, skip_blank=False)
         if dropped:
@@ -331,7 +356,7 @@ class ScriptRun(RunBase):
             level="warning",
             message=(
                 f"dropped {dropped} line{'s' if dropped != 1 else ''} of the script's {name}: it "
-                f"printed faster than gpuscale records ({MAX_QUEUED_LINES} lines were waiting)"
+                "printed faster than gpuscale records (its backlog was full)"
             ),
         )
 
@@ -658,6 +683,11 @@ class _PumpState:
             ):
                 self.suspects[item.worker] = time.monotonic() + run.lost_grace_s
             return
+        if isinstance(item, _Line):
+            with run._backlog_lock:
+                run._backlog_lines -= 1
+                run._backlog_bytes -= item.size
+            item = item.event
         event: Event = item
         self.connected.add(event.worker)
         if isinstance(event, StartEvent):

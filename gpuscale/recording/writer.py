@@ -33,6 +33,7 @@ back (an NTP step, a VM resume) is kept, after a ``log`` marker with ``source:
 from __future__ import annotations
 
 import errno
+import math
 import os
 import re
 import sys
@@ -63,6 +64,7 @@ MAX_BATCH_BYTES = 1 << 20
 MAX_HELD_EVENTS = 100_000
 """Events kept in memory while waiting for the start event (see ``write``)."""
 
+_LEVELS = frozenset(("debug", "info", "warning", "error"))
 _os_write = os.write
 _os_fsync = os.fsync
 
@@ -165,10 +167,12 @@ class Recorder:
     def write(self, event: Event) -> None:
         """Store one event as one line (batched; see the module docstring). A start
         event is written out at once, an end event written and fsync-ed at once."""
+        cls = type(event)
+        if cls is LogEvent and self._append_fast(event):
+            return
         with self._lock:
             if self._fd is None:
                 return
-            cls = type(event)
             if not self._started and cls is not StartEvent:
                 if len(self._held) >= MAX_HELD_EVENTS:
                     self._give_up(
@@ -189,6 +193,38 @@ class Recorder:
                 self._flush_locked(sync=cls is EndEvent)
         if self._flusher is None and self._fd is not None and self._batch_events:
             self._start_flusher()
+
+    def _append_fast(self, event: LogEvent) -> bool:
+        """The common case of a busy run, output lines, in a few microseconds: a
+        log line with a finite time in order and a valid level needs no read-back
+        check (its only other fields are strings). ``False``: take the full path."""
+        t = event.t
+        if event.level not in _LEVELS or not math.isfinite(t) or self._compressor is not None:
+            return False
+        with self._lock:
+            if self._fd is None or not self._started or self._ended:
+                return False
+            previous = self._last_t.get(event.worker)
+            if previous is not None and t < previous - TIME_TOLERANCE_S:
+                return False
+            batch = self._batch
+            before = len(batch)
+            try:
+                self._encoder.encode_into(event, batch, -1)
+            except (msgspec.MsgspecError, TypeError, ValueError, OverflowError):
+                del batch[before:]
+                return False
+            batch += b"\n"
+            self._batch_events += 1
+            if previous is None or t > previous:
+                self._last_t[event.worker] = t
+            if self._batch_since is None:
+                self._batch_since = time.monotonic()
+            if len(batch) >= MAX_BATCH_BYTES:
+                self._flush_locked(sync=False)
+        if self._flusher is None:
+            self._start_flusher()
+        return True
 
     def flush(self, sync: bool = False) -> None:
         """Write what is batched now (and ``fsync`` with ``sync``)."""
@@ -306,7 +342,10 @@ class Recorder:
                 if self._fd is None or self._closing:
                     return
                 now = time.monotonic()
-                due = self._batch_since is not None and now - self._batch_since >= FLUSH_INTERVAL_S / 2
+                due = (
+                    self._batch_since is not None
+                    and now - self._batch_since >= FLUSH_INTERVAL_S / 2
+                )
                 if due or (self._unsynced and now - self._last_fsync >= FSYNC_INTERVAL_S):
                     self._flush_locked(sync=False)
 
