@@ -171,3 +171,65 @@ def test_issue17_case7_an_unwritable_recording_is_never_said_recorded(tmp_path):
     out, _ = proc.communicate(timeout=120)
     text = out.decode()
     assert "recorded to" not in text and "no permission" in text
+
+
+SLOW_TRAINER = f"""#!{sys.executable}
+import os, sys, time
+sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+from gpuscale.events.schema import StartEvent
+from gpuscale.events.transport import EventClient
+print("importing a very slow TensorFlow", flush=True)
+while not os.path.exists(os.environ["GO_FILE"]):
+    time.sleep(0.05)
+client = EventClient.from_env()
+client.send(StartEvent(t=time.time(), gpuscale_version="0", host="h", pid=os.getpid(),
+                       model="fake", num_replicas=2, pids=[os.getpid()]))
+client.close()
+"""
+
+
+def test_issue17_case1_a_trainer_run_is_on_disk_before_its_start_and_renamed_after(
+    tmp_path, monkeypatch
+):
+    """The built-in trainer's start comes after TensorFlow's import: until then the
+    recording holds a provisional start and the output; then the default name
+    takes the run's model and devices."""
+    from fake_nvml import FakeNvml
+
+    from gpuscale.live.trainer_run import LiveRun
+    from gpuscale.trainer.options import TrainConfig
+
+    monkeypatch.setenv("GPUSCALE_DATA_DIR", str(tmp_path / "data"))
+    python = tmp_path / "slow-python"
+    python.write_text(SLOW_TRAINER)
+    python.chmod(0o755)
+    go = tmp_path / "go"
+    run = LiveRun(
+        TrainConfig(steps=10, warmup_steps=0),
+        record="default",
+        python=str(python),
+        env={"GO_FILE": str(go)},
+        nvml=FakeNvml.scenario("no-driver"),
+        sampler=False,
+    ).start()
+    try:
+        first = run.recording_path
+        assert first is not None and first.exists()
+
+        def says_importing() -> bool:
+            return "importing a very slow TensorFlow" in [
+                e.message for e in load_run(first).events if isinstance(e, LogEvent)
+            ]
+
+        _wait_for(says_importing)
+        assert load_run(first).start.provisional
+        go.write_text("")
+        assert run.wait(60)
+    finally:
+        run.close()
+    final = run.recording_path
+    assert final is not None and final.name.endswith("_fake_2xcpu.ndjson")
+    assert not first.exists() or first == final
+    loaded = load_run(final)
+    assert loaded.start.model == "fake" and not loaded.start.provisional
+    assert loaded.end is not None

@@ -560,8 +560,7 @@ class _PumpState:
             provisional=True,
             note="provisional: the run's own start event follows when it is known",
         )
-        run._open_recorder(provisional, run.name)
-        run._record(provisional)
+        run._begin_recording(provisional, run.name)
 
     def publish(self, event: Event, *, record: bool = True) -> None:
         """Record ``event`` now; hand it to the consumer once the start is sent."""
@@ -581,10 +580,9 @@ class _PumpState:
 
     def send_start(self, start: StartEvent) -> None:
         run = self.run_
-        if run._recorder is None:
-            run._open_recorder(start, run.name)
+        run._record_start(start, run.name)
         self.started = True
-        self.publish(start)
+        self.publish(start, record=False)
         held, self.held = self.held, []
         for event in held:
             self.publish(event, record=False)  # on disk already

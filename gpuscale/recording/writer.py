@@ -226,6 +226,28 @@ class Recorder:
             self._start_flusher()
         return True
 
+    def rename(self, path: str | os.PathLike) -> None:
+        """Give the file a better name (the run's default name once its own start is
+        known), the next free number if taken; never overwrites; a failure keeps
+        the old name."""
+        target = Path(path)
+        with self._io_lock:
+            if self._fd is None or target == self.path:
+                return
+            try:
+                for _attempt in range(1000):
+                    try:
+                        os.link(self.path, target)
+                        break
+                    except FileExistsError:
+                        target = next_free_name(target)
+                else:
+                    return
+                os.unlink(self.path)
+            except OSError:
+                return
+            self.path = target
+
     def flush(self, sync: bool = False) -> None:
         """Write what is batched now (and ``fsync`` with ``sync``)."""
         with self._lock:
