@@ -73,6 +73,7 @@ from gpuscale.events.transport import (
     LOST_GRACE_S,
     EventClient,
     EventServer,
+    HelloRefused,
 )
 from gpuscale.live import cluster
 from gpuscale.live.base import RunBase
@@ -216,6 +217,10 @@ class ScriptRun(RunBase):
                 self._forward = EventClient(
                     address, token, worker=self.worker, connect_timeout_s=60.0
                 )
+            except HelloRefused as exc:
+                raise GpuscaleError(
+                    f"{exc}; set the same {ENV_TOKEN} on every worker (nothing was run)"
+                ) from None
             except ConnectionError as exc:
                 raise GpuscaleError(f"{exc} (is the chief's gpuscale running?)") from None
             env.update({ENV_ADDRESS: address, ENV_TOKEN: token, ENV_WORKER: str(self.worker)})
@@ -785,7 +790,7 @@ class _PumpState:
         waited = time.monotonic() - (self.exit_seen_at or time.monotonic())
         if run._server is not None and run.cluster_info is not None and not self.lost:
             # the chief of a multi-host run also waits for the remote workers
-            remote = set(range(run.num_workers)) - {0}
+            remote = set(range(run.num_workers)) - {0} - run._server.refused_workers
             if remote - self.disconnected and waited < 30.0:
                 return False
         return not waiting or waited > 2.0
@@ -853,6 +858,8 @@ class _PumpState:
             )
         else:
             status = "completed"
+        if run.cluster_info is not None and run._forward is None:
+            self.name_missing_workers()
         run.returncode = next(iter(failed.values()), 0) if failed else 0
         steps = max(self.steps.values(), default=0)
         run.status = status
@@ -867,6 +874,29 @@ class _PumpState:
         except Exception:  # the summary is a convenience; the events are recorded
             pass
         self.publish(end)
+
+    def name_missing_workers(self) -> None:
+        """The chief of a multi-host run says which workers sent nothing, and why
+        where it knows (a hello refused for its token)."""
+        run = self.run_
+        refused = run._server.refused_workers if run._server is not None else set()
+        for worker in range(run.num_workers):
+            if worker == run.worker or worker in self.connected:
+                continue
+            why = (
+                f"its hello was refused: its {ENV_TOKEN} differs from the chief's"
+                if worker in refused
+                else "it never connected"
+            )
+            self.publish(
+                LogEvent(
+                    t=time.time(),
+                    worker=worker,
+                    source="gpuscale",
+                    level="error",
+                    message=f"worker {worker} is missing from this run: {why}",
+                )
+            )
 
     def fail_internal(self, exc: Exception) -> None:
         run = self.run_
