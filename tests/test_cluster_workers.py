@@ -432,3 +432,45 @@ def test_issue17_case2_a_worker_with_the_wrong_token_fails_and_the_chief_names_i
     assert any(
         isinstance(e, LogEvent) and "worker 1 is missing" in e.message for e in recorded.events
     )
+
+
+def test_issue17_case10_a_grandchild_in_its_own_session_is_stopped_too():
+    """A script starts a helper that calls setsid (leaving the script's process
+    group) and exits, orphaning it: the stop still ends it."""
+    import psutil
+
+    script = (
+        "import os, subprocess, sys, time\n"
+        "helper = 'import os, time; os.setsid(); print(os.getpid(), flush=True); time.sleep(60)'\n"
+        "p = subprocess.Popen([sys.executable, '-c', helper], stdout=subprocess.PIPE, text=True)\n"
+        "print('helper', p.stdout.readline().strip(), flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    run = ScriptRun(
+        [sys.executable, "-c", script], record=None, sampler=False, start_timeout_s=0.2
+    ).start()
+    helper = None
+    for event in run.events(timeout=30):
+        if isinstance(event, LogEvent) and event.message.startswith("helper "):
+            helper = psutil.Process(int(event.message.split()[1]))
+            break
+    assert helper is not None
+    assert os.getpgid(helper.pid) != os.getpgid(run.pid_of(0))
+    time.sleep(1.0)  # the pump has seen it by now (it looks twice a second)
+    run.stop()
+    assert run.done and run.status == "stopped"
+    try:
+        helper.wait(timeout=5)
+    except psutil.TimeoutExpired:
+        helper.kill()
+        raise AssertionError("the setsid grandchild survived the stop") from None
+
+
+def test_issue17_case10_a_command_that_does_not_exist_fails_at_once():
+    run = ScriptRun(["/nonexistent/command"], record=None, sampler=False)
+    with pytest.raises(GpuscaleError, match="cannot start /nonexistent/command"):
+        run.start()
+    began = time.monotonic()
+    run.close()  # what `gpuscale run` does on the way out
+    assert time.monotonic() - began < 2.0  # it waited 5 s for a run that never began
+    assert run.done

@@ -193,6 +193,10 @@ class ScriptRun(RunBase):
         self._stopping = threading.Event()
         self._t0 = 0.0
         self._consumer_dropped = 0
+        self._descendants: dict[int, float] = {}
+        """Processes the scripts started: pid -> start time (see _track_descendants)."""
+        self._tracked_at = 0.0
+        self._pump_started = False
         self._backlog_lock = threading.Lock()
         self._backlog_lines = 0
         self._backlog_bytes = 0
@@ -254,6 +258,7 @@ class ScriptRun(RunBase):
                     self._launch_one(env, 0)
         self._start_sampler()
         pump = threading.Thread(target=self._pump, name="gpuscale-script-pump", daemon=True)
+        self._pump_started = True
         pump.start()
         self._threads.append(pump)
         return self
@@ -467,14 +472,58 @@ class ScriptRun(RunBase):
         self.recording_problem = message
         self.queue.put(LogEvent(t=time.time(), message=message, source="recorder", level="warning"))
 
+    def _track_descendants(self) -> None:
+        """Remember every process the scripts started (with its start time, against
+        pid reuse), so one that left the process group (``setsid``) and was
+        orphaned is still stopped with the run."""
+        try:
+            import psutil
+        except ImportError:
+            return
+        for proc in list(self._procs.values()):
+            if proc.poll() is not None:
+                continue
+            try:
+                children = psutil.Process(proc.pid).children(recursive=True)
+            except psutil.Error:
+                continue
+            for child in children:
+                try:
+                    self._descendants.setdefault(child.pid, child.create_time())
+                except psutil.Error:
+                    pass
+
+    def _signal_descendants(self, signum: int) -> int:
+        """Send ``signum`` to the remembered descendants still alive; how many."""
+        try:
+            import psutil
+        except ImportError:
+            return 0
+        alive = 0
+        for pid, created in list(self._descendants.items()):
+            try:
+                process = psutil.Process(pid)
+                if process.create_time() != created:
+                    raise psutil.NoSuchProcess(pid)
+                if process.status() == psutil.STATUS_ZOMBIE:
+                    raise psutil.NoSuchProcess(pid)
+                process.send_signal(signum)
+                alive += 1
+            except psutil.Error:
+                self._descendants.pop(pid, None)
+        return alive
+
     def _terminate(self, grace_s: float = 3.0) -> None:
-        """SIGTERM the scripts' process groups, SIGKILL what is left after ``grace_s``."""
+        """SIGTERM the scripts' process groups and every process they started,
+        SIGKILL what is left after ``grace_s``."""
+        self._track_descendants()
         for proc in self._procs.values():
             if proc.poll() is None:
                 try:
                     os.killpg(proc.pid, signal.SIGTERM)
                 except (ProcessLookupError, PermissionError):
                     pass
+        self._signal_descendants(signal.SIGTERM)
         deadline = time.monotonic() + grace_s
         killed = []
         for proc in self._procs.values():
@@ -486,6 +535,9 @@ class ScriptRun(RunBase):
                 except (ProcessLookupError, PermissionError):
                     pass
                 killed.append(proc)
+        while self._signal_descendants(0) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self._signal_descendants(signal.SIGKILL)
         deadline = time.monotonic() + 1.0
         for proc in killed:
             try:
@@ -516,6 +568,12 @@ class ScriptRun(RunBase):
         """Stop the script (SIGTERM to its process group, SIGKILL after ``grace_s``) and
         end the run as ``stopped``; returns within 5 s in all. Idempotent."""
         if self._done.is_set():
+            return
+        if not self._pump_started:  # start() failed or never ran: nothing to wait for
+            self._stopping.set()
+            self._shutdown()
+            self._done.set()
+            self.queue.put(None)
             return
         deadline = time.monotonic() + STOP_DEADLINE_S
         self._stopping.set()
@@ -805,6 +863,9 @@ class _PumpState:
             if item is not None:
                 self.handle(item)
             self.check_suspects()
+            if time.monotonic() - run._tracked_at >= 0.5:
+                run._tracked_at = time.monotonic()
+                run._track_descendants()
             if not self.started and self.start_due():
                 start = self.merged_start()
                 self.send_start(start)
