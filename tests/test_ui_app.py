@@ -287,3 +287,27 @@ async def test_a_finished_run_says_so_in_a_toast_and_a_cut_one_warns():
         await pilot.pause()
         messages = [n.message for n in app._notifications]
         assert any("without an end event" in m for m in messages), messages
+
+
+async def test_issue17_case9_a_line_of_8_mb_is_cut_for_display_and_q_still_quits():
+    """A recording (or an old one) with a line of megabytes: the dashboard draws
+    its first 2000 characters and a note, stays responsive, and quits on q."""
+    from gpuscale.events.schema import LogEvent
+    from gpuscale.ui.model import MAX_DISPLAY_LINE
+
+    events = cpu_run()
+    huge = LogEvent(t=events[3].t, message="z" * 8_000_000, source="script")
+    events[4:4] = [huge]
+    run = FakeLiveRun(events[:40], finish=False)
+    app = build_app(LiveSource(run))
+    began = time.monotonic()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await app.settle()
+        lines = [str(line.text) for line in app.query_one(LogPane).lines]
+        assert any("more characters not shown" in line for line in lines)
+        kept = [m.message for m in app.model.logs if m.message.startswith("zzz")]
+        assert kept and len(kept[0]) < MAX_DISPLAY_LINE + 100
+        await pilot.press("q")
+        await pilot.pause(0.2)
+    assert run.stop_calls == 1
+    assert time.monotonic() - began < 60  # a hang guard: the uncut line took minutes

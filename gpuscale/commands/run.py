@@ -21,6 +21,7 @@ from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED
 from gpuscale.events.schema import ErrorEvent, LogEvent, StartEvent, StepEvent
 from gpuscale.formatting import format_bytes, format_duration_s, format_samples_s
 from gpuscale.trainer.options import add_trainer_arguments, config_from_args
+from gpuscale.ui.model import MAX_DISPLAY_LINE
 
 
 def register(sub) -> None:
@@ -183,7 +184,11 @@ class _ProgressView:
         elif isinstance(event, LogEvent) and event.source == "script" and event.level == "info":
             self.console.print(event.message, markup=False, highlight=False)  # your script's output
         elif isinstance(event, LogEvent) and event.level in ("warning", "error"):
-            self.console.print(f"[yellow]{event.source}: {_escape(event.message)}[/]")
+            message = event.message
+            if len(message) > MAX_DISPLAY_LINE:  # printing megabytes of one line takes minutes
+                cut = len(message) - MAX_DISPLAY_LINE
+                message = f"{message[:MAX_DISPLAY_LINE]} [... {cut} more characters not shown]"
+            self.console.print(f"[yellow]{event.source}: {_escape(message)}[/]")
         elif isinstance(event, ErrorEvent):
             self.progress.update(self.task, description="failed")
 

@@ -35,6 +35,10 @@ STEP_POINTS = 600
 PHASE_POINTS = 60
 """Phase breakdowns kept for the stacked chart."""
 LOG_LINES = 2000
+MAX_DISPLAY_LINE = 2000
+"""Longest log line the dashboard draws (characters); the rest is replaced by a
+note saying how much (a live run's lines are already capped at 64 KiB, a
+recording's are not, and drawing a line of megabytes takes the UI minutes)."""
 
 
 @dataclass
@@ -139,6 +143,9 @@ class RunModel:
             self.version += 1
 
     def _log(self, t: float, source: str, level: str, message: str) -> None:
+        if len(message) > MAX_DISPLAY_LINE:  # drawing megabytes of one line freezes the UI
+            cut = len(message) - MAX_DISPLAY_LINE
+            message = f"{message[:MAX_DISPLAY_LINE]} [... {cut} more characters not shown]"
         self.log_seq += 1
         self.logs.append(LogLine(self.log_seq, t, source, level, message))
 
