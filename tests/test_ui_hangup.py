@@ -1,4 +1,4 @@
-"""Issue 17 case 8: `gpuscale watch` and `replay` in a terminal that goes away
+"""Issue 17 case 8: `gpuscale watch`, `replay` and `run` in a terminal that goes away
 (tmux kill-session, a closed ssh window: SIGHUP, then every write fails). The
 process is gone within 5 s, its script with it, and the recording has its end."""
 
@@ -57,17 +57,17 @@ def _gone_within(pid: int, seconds: float) -> bool:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux pseudo-terminals")
-@pytest.mark.parametrize("command", ["watch", "replay"])
+@pytest.mark.parametrize("command", ["watch", "replay", "run"])
 def test_issue17_case8_a_lost_terminal_ends_gpuscale_within_5_s(tmp_path, command):
-    if command == "watch":
-        argv = ["-m", "gpuscale", "watch", "--record", "w.ndjson", "--", sys.executable, "-c", LONG]
+    if command in ("watch", "run"):
+        argv = ["-m", "gpuscale", command, "--record", "w.ndjson", "--", sys.executable, "-c", LONG]
     else:
         argv = ["-m", "gpuscale", "replay", str(SAMPLE)]
     pid, master = _in_a_terminal(argv, tmp_path)
     script = None
     try:
         _read_for(master, 6.0)  # let the dashboard take the terminal
-        if command == "watch":
+        if command in ("watch", "run"):
             deadline = time.monotonic() + 30
             while script is None and time.monotonic() < deadline:
                 children = psutil.Process(pid).children(recursive=True)
