@@ -128,7 +128,7 @@ class Recorder:
         """The message reported through ``on_problem``, if any."""
         self._lock = threading.Lock()
         """Guards the batch and the encoder state."""
-        self._io_lock = threading.Lock()
+        self._io_lock = threading.RLock()
         """Guards the file descriptor (taken inside ``_lock``, held while writing)."""
         self._fd: int | None = None
         self._gzip = self.path.name.endswith(".gz")
@@ -317,8 +317,8 @@ class Recorder:
             self._batch_since = time.monotonic()
 
     def _flush_locked(self, *, sync: bool, final: bool = False) -> None:
-        """Write the batch in one call (caller holds ``_lock``); fsync when asked or
-        when the last one is :data:`FSYNC_INTERVAL_S` old."""
+        """Write the batch in one call (caller holds ``_lock``); fsync with ``sync``
+        (the periodic fsync is the flusher's, outside ``_lock``: see _sync_if_due)."""
         if self._compressor is not None and (self._batch_events or final):
             try:
                 tail = self._compressor.flush(zlib.Z_FINISH if final else zlib.Z_SYNC_FLUSH)
@@ -338,13 +338,32 @@ class Recorder:
                     self._write_all(data)
                     self.events_written += count
                     self._unsynced = True
-                now = time.monotonic()
-                if self._unsynced and (sync or now - self._last_fsync >= FSYNC_INTERVAL_S):
+                if self._unsynced and sync:
                     _os_fsync(self._fd)
-                    self._last_fsync = now
+                    self._last_fsync = time.monotonic()
                     self._unsynced = False
             except OSError as exc:
                 self._fail(exc)
+
+    def _sync_if_due(self) -> None:
+        """fsync once FSYNC_INTERVAL_S has passed since the last one, holding only the
+        file's lock, so producers are not held up by the disk."""
+        error = None
+        with self._io_lock:
+            if self._fd is None or not self._unsynced:
+                return
+            if time.monotonic() - self._last_fsync < FSYNC_INTERVAL_S:
+                return
+            try:
+                _os_fsync(self._fd)
+                self._last_fsync = time.monotonic()
+                self._unsynced = False
+            except OSError as exc:
+                error = exc
+        if error is not None:
+            with self._lock:
+                if self._fd is not None:
+                    self._fail(error)
 
     def _start_flusher(self) -> None:
         with self._lock:
@@ -364,12 +383,12 @@ class Recorder:
                 if self._fd is None or self._closing:
                     return
                 now = time.monotonic()
-                due = (
+                if (
                     self._batch_since is not None
                     and now - self._batch_since >= FLUSH_INTERVAL_S / 2
-                )
-                if due or (self._unsynced and now - self._last_fsync >= FSYNC_INTERVAL_S):
+                ):
                     self._flush_locked(sync=False)
+            self._sync_if_due()
 
     def _open(self) -> None:
         try:
@@ -405,16 +424,17 @@ class Recorder:
         self._give_up(_describe(exc, self.path, self.events_written))
 
     def _give_up(self, message: str) -> None:
-        fd, self._fd = self._fd, None
+        with self._io_lock:  # never closed under a write or fsync in progress
+            fd, self._fd = self._fd, None
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
         self._batch.clear()
         self._batch_events = 0
         self._closing = True
         self._wake.set()
-        if fd is not None:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
         self._remove_if_empty()
         if self.problem is not None:
             return
