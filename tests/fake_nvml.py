@@ -10,7 +10,9 @@ where gpuscale accepts ``nvml=``::
 
 Scenarios (:data:`SCENARIOS`): ``h100-box``, ``not-supported``, ``no-driver``,
 ``library-missing``, ``version-mismatch``, ``no-permission``, ``no-gpus``,
-``lost-gpu``, ``mig``, ``container-pids``. Values are those of an idle-ish
+``lost-gpu``, ``mig``, ``container-pids``, and for the topology
+(``h100-box`` is NVSwitch-connected) ``pcie-two-sockets``, ``pcie-one-switch``,
+``nvlink-bridge``, ``topology-not-supported``. Values are those of an idle-ish
 busy box; set ``animate=True`` to have utilization, power and memory move with
 the clock (for a demo dashboard). Error codes and constants equal NVML's (a
 test checks them against the real bindings).
@@ -60,6 +62,16 @@ NVML_GPM_METRIC_ANY_TENSOR_UTIL = 5
 NVML_GPM_METRIC_DRAM_BW_UTIL = 10
 NVML_GPM_METRICS_GET_VERSION = 1
 NVML_GPM_METRIC_MAX = 477
+NVML_TOPOLOGY_INTERNAL = 0
+NVML_TOPOLOGY_SINGLE = 10
+NVML_TOPOLOGY_MULTIPLE = 20
+NVML_TOPOLOGY_HOSTBRIDGE = 30
+NVML_TOPOLOGY_NODE = 40
+NVML_TOPOLOGY_SYSTEM = 50
+NVML_NVLINK_DEVICE_TYPE_GPU = 0x00
+NVML_NVLINK_DEVICE_TYPE_IBMNPU = 0x01
+NVML_NVLINK_DEVICE_TYPE_SWITCH = 0x02
+NVML_NVLINK_DEVICE_TYPE_UNKNOWN = 0xFF
 
 nvmlClocksEventReasonGpuIdle = 0x001
 nvmlClocksEventReasonSwPowerCap = 0x004
@@ -166,6 +178,11 @@ class FakeGpu:
     nvlink_total_links: int = 18
     """Links the chip has (NVLINK_LINK_COUNT); 0: no NVLink at all."""
     nvlink_active_links: int = 18
+    nvlink_remotes: list[tuple[int, str]] = field(default_factory=list)
+    """Per active link: (``NVML_NVLINK_DEVICE_TYPE_*``, far end's PCI bus id);
+    empty: the remote calls answer NotSupported."""
+    pci_bus_id: str = ""
+    """Empty: one is made from the GPU's index."""
     nvlink_tx_kib_s_per_link: float = 2_000_000.0
     nvlink_rx_kib_s_per_link: float = 1_900_000.0
     gpm: bool = True
@@ -240,8 +257,15 @@ class FakeNvml:
         absent: Iterable[str] = (),
         missing_in_driver: Iterable[str] = (),
         animate: bool = False,
+        ancestors: dict[tuple[int, int], int] | None = None,
     ):
         self.gpus = list(gpus)
+        for i, gpu in enumerate(self.gpus):
+            if not gpu.pci_bus_id:
+                gpu.pci_bus_id = bus_id_of(i)
+        self.ancestors = ancestors
+        """``NVML_TOPOLOGY_*`` level per pair of indices ``(a, b)``, ``a < b``;
+        ``None``: the call answers NotSupported."""
         self.init_error = init_error
         self.driver_version = driver_version
         self.cuda_version = cuda_version
@@ -283,16 +307,68 @@ class FakeNvml:
 
     @classmethod
     def h100_box(cls, n: int = 8, **kwargs: Any) -> FakeNvml:
-        """A healthy DGX-like box: ``n`` H100 SXM, 18 NVLink links each, PCIe gen5 x16."""
+        """A healthy DGX H100-like box: ``n`` H100 SXM, PCIe gen5 x16, each with 18
+        NVLink links to four NVSwitches (5, 4, 4, 5 links); GPUs 0-3 on one CPU
+        socket, 4-7 on the other (``nvidia-smi topo -m``: NV18 everywhere,
+        NODE within a socket, SYS across)."""
+        switches = [(SWITCH_BUS_IDS[s], count) for s, count in enumerate((5, 4, 4, 5))]
+        remotes = [
+            (NVML_NVLINK_DEVICE_TYPE_SWITCH, bus) for bus, count in switches for _ in range(count)
+        ]
         gpus = [
             FakeGpu(
                 uuid=f"GPU-{i:08x}-1111-2222-3333-444455556666",
                 util_gpu=95 - i,
                 memory_used_bytes=(20 + i) * GiB,
                 temp_c=60 + i,
+                nvlink_remotes=list(remotes),
             )
             for i in range(n)
         ]
+        kwargs.setdefault("ancestors", _ancestors(n, lambda a, b: _socket_level(a, b, 4)))
+        return cls(gpus, **kwargs)
+
+    @classmethod
+    def pcie_two_sockets(cls, **kwargs: Any) -> FakeNvml:
+        """8 PCIe GPUs (A100 PCIe, no NVLink), 4 per CPU socket, two per PCIe
+        switch: 0-1 and 2-3 PIX, 0-2 NODE, 0-4 SYS."""
+
+        def level(a: int, b: int) -> int:
+            if a // 2 == b // 2:
+                return NVML_TOPOLOGY_SINGLE
+            return _socket_level(a, b, 4)
+
+        gpus = [_pcie_gpu("NVIDIA A100 80GB PCIe", i, pcie_gen=4) for i in range(8)]
+        kwargs.setdefault("ancestors", _ancestors(8, level))
+        return cls(gpus, **kwargs)
+
+    @classmethod
+    def pcie_one_switch(cls, **kwargs: Any) -> FakeNvml:
+        """4 PCIe GPUs (L40S) under one PCIe switch: every pair PIX."""
+        gpus = [_pcie_gpu("NVIDIA L40S", i, pcie_gen=4) for i in range(4)]
+        kwargs.setdefault("ancestors", _ancestors(4, lambda a, b: NVML_TOPOLOGY_SINGLE))
+        return cls(gpus, **kwargs)
+
+    @classmethod
+    def nvlink_bridge(cls, **kwargs: Any) -> FakeNvml:
+        """4 RTX 3090 on one socket's root ports (every pair NODE), GPUs 0 and 1
+        joined by an NVLink bridge (4 links each way, ``NV4``)."""
+        gpus = [_pcie_gpu("NVIDIA GeForce RTX 3090", i, pcie_gen=4) for i in range(4)]
+        for me, peer in ((0, 1), (1, 0)):
+            gpus[me].nvlink_total_links = 4
+            gpus[me].nvlink_active_links = 4
+            gpus[me].nvlink_remotes = [(NVML_NVLINK_DEVICE_TYPE_GPU, bus_id_of(peer))] * 4
+        kwargs.setdefault("ancestors", _ancestors(4, lambda a, b: NVML_TOPOLOGY_NODE))
+        return cls(gpus, **kwargs)
+
+    @classmethod
+    def topology_not_supported(cls, **kwargs: Any) -> FakeNvml:
+        """4 PCIe GPUs on a driver that answers NotSupported to the topology calls
+        (common ancestor, PCI info, NVLink state and far ends)."""
+        gpus = [_pcie_gpu("NVIDIA A10", i, pcie_gen=4) for i in range(4)]
+        for gpu in gpus:
+            gpu.unsupported |= {"nvmlDeviceGetPciInfo", "nvmlDeviceGetMaxPcieLinkGeneration"}
+        kwargs.setdefault("missing_in_driver", {"nvmlDeviceGetNvLinkState"})
         return cls(gpus, **kwargs)
 
     @classmethod
@@ -497,6 +573,39 @@ class FakeNvml:
             raise nvml_error(NVML_ERROR_INVALID_ARGUMENT)
         return 1 if link < gpu.nvlink_active_links else 0
 
+    def nvmlDeviceGetPciInfo(self, h: _Handle) -> SimpleNamespace:
+        gpu = self._gpu("nvmlDeviceGetPciInfo", h)
+        return _pci_info(gpu.pci_bus_id)
+
+    def _remote(self, name: str, h: _Handle, link: int) -> tuple[int, str]:
+        gpu = self._gpu(name, h)
+        if gpu.nvlink_total_links == 0 or not gpu.nvlink_remotes:
+            raise nvml_error(NVML_ERROR_NOT_SUPPORTED)
+        if not 0 <= link < gpu.nvlink_total_links:
+            raise nvml_error(NVML_ERROR_INVALID_ARGUMENT)
+        if link >= min(gpu.nvlink_active_links, len(gpu.nvlink_remotes)):
+            raise nvml_error(NVML_ERROR_NOT_SUPPORTED)  # an inactive link has no far end
+        return gpu.nvlink_remotes[link]
+
+    def nvmlDeviceGetNvLinkRemotePciInfo(self, h: _Handle, link: int) -> SimpleNamespace:
+        return _pci_info(self._remote("nvmlDeviceGetNvLinkRemotePciInfo", h, link)[1])
+
+    def nvmlDeviceGetNvLinkRemoteDeviceType(self, h: _Handle, link: int) -> int:
+        return self._remote("nvmlDeviceGetNvLinkRemoteDeviceType", h, link)[0]
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, h1: _Handle, h2: _Handle) -> int:
+        self._gpu("nvmlDeviceGetTopologyCommonAncestor", h1)
+        self._gpu("nvmlDeviceGetTopologyCommonAncestor", h2)
+        self.calls["nvmlDeviceGetTopologyCommonAncestor"] -= 1  # one call, two GPUs checked
+        if self.ancestors is None:
+            raise nvml_error(NVML_ERROR_NOT_SUPPORTED)
+        if h1.index == h2.index:
+            return NVML_TOPOLOGY_INTERNAL
+        key = (min(h1.index, h2.index), max(h1.index, h2.index))
+        if key not in self.ancestors:
+            raise nvml_error(NVML_ERROR_NOT_SUPPORTED)
+        return self.ancestors[key]
+
     # -- samples ----------------------------------------------------------
 
     def nvmlDeviceGetUtilizationRates(self, h: _Handle) -> SimpleNamespace:
@@ -642,6 +751,50 @@ class FakeNvml:
         return request
 
 
+SWITCH_BUS_IDS = [f"00000000:{0x05 + s:02X}:00.0" for s in range(4)]
+"""PCI bus ids of the stand-in NVSwitches."""
+
+
+def bus_id_of(index: int) -> str:
+    """The stand-in PCI bus id of GPU ``index`` (``00000000:18:00.0``, ...)."""
+    return f"00000000:{0x18 + 0x10 * index:02X}:00.0"
+
+
+def _pci_info(bus_id: str) -> SimpleNamespace:
+    """Like pynvml's ``nvmlPciInfo_t``: ``busId`` bytes and the numbers."""
+    domain, bus, rest = bus_id.split(":")
+    return SimpleNamespace(
+        busId=bus_id.encode(),
+        domain=int(domain, 16),
+        bus=int(bus, 16),
+        device=int(rest.split(".")[0], 16),
+    )
+
+
+def _ancestors(n: int, level: Callable[[int, int], int]) -> dict[tuple[int, int], int]:
+    return {(a, b): level(a, b) for a in range(n) for b in range(a + 1, n)}
+
+
+def _socket_level(a: int, b: int, per_socket: int) -> int:
+    return NVML_TOPOLOGY_NODE if a // per_socket == b // per_socket else NVML_TOPOLOGY_SYSTEM
+
+
+def _pcie_gpu(name: str, index: int, pcie_gen: int) -> FakeGpu:
+    """A PCIe card without NVLink or GPM."""
+    return FakeGpu(
+        name=name,
+        uuid=f"GPU-{index:08x}-pcie",
+        memory_total_bytes=48 * GiB,
+        pcie_gen=pcie_gen,
+        pcie_max_gen=pcie_gen,
+        nvlink_total_links=0,
+        nvlink_active_links=0,
+        gpm=False,
+        power_mw=280_000,
+        power_limit_mw=350_000,
+    )
+
+
 SCENARIOS: dict[str, Callable[..., FakeNvml]] = {
     "h100-box": FakeNvml.h100_box,
     "not-supported": FakeNvml.not_supported,
@@ -653,4 +806,8 @@ SCENARIOS: dict[str, Callable[..., FakeNvml]] = {
     "lost-gpu": FakeNvml.lost_gpu,
     "mig": FakeNvml.mig,
     "container-pids": FakeNvml.container_pids,
+    "pcie-two-sockets": FakeNvml.pcie_two_sockets,
+    "pcie-one-switch": FakeNvml.pcie_one_switch,
+    "nvlink-bridge": FakeNvml.nvlink_bridge,
+    "topology-not-supported": FakeNvml.topology_not_supported,
 }

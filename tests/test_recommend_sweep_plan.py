@@ -52,3 +52,41 @@ def test_a_bad_count_stops_the_sweep_before_any_trainer_starts(monkeypatch, caps
     assert main(["recommend", "--sweep", "1,3", "--global-batch", "100"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--global-batch 100" in err[0], err
+
+
+def test_with_a_topology_each_count_takes_the_best_connected_gpus_of_the_pool(monkeypatch):
+    from fake_nvml import FakeNvml
+
+    from gpuscale.commands.recommend_live import sweep_topology
+
+    fake = FakeNvml.scenario("pcie-two-sockets")
+    fake.ancestors = {  # socket 1 has one PCIe switch; socket 0 none
+        (a, b): (40 if a < 4 and b < 4 else 10 if a >= 4 and b >= 4 else 50)
+        for a in range(8)
+        for b in range(a + 1, 8)
+    }
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    topology = sweep_topology(list(range(8)), nvml=fake)
+    configs, notes = sweep_configs(
+        TrainConfig(model="resnet50"), [1, 2, 4, 8], list(range(8)), "gpu", topology
+    )
+    assert [c.gpus for c in configs] == [[0], [4, 5], [4, 5, 6, 7], list(range(8))]
+    assert notes[-1] == (
+        "GPUs per count, the best-connected by topology: 1: 0; 2: 4,5; 4: 4,5,6,7; "
+        "8: 0,1,2,3,4,5,6,7"
+    )
+    configs, _ = sweep_configs(TrainConfig(model="resnet50"), [1, 2], [0, 1, 2, 3], "gpu", topology)
+    assert [c.gpus for c in configs] == [[0], [0, 1]]  # within the pool
+
+
+def test_no_topology_for_the_sweep_when_the_user_chose_or_nvml_cannot_say(monkeypatch):
+    from fake_nvml import FakeNvml
+
+    from gpuscale.commands.recommend_live import sweep_topology
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    assert sweep_topology([0, 1], nvml=FakeNvml.scenario("pcie-two-sockets")) is None
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert sweep_topology(None, nvml=FakeNvml.scenario("pcie-two-sockets")) is None
+    assert sweep_topology([0, 1], nvml=FakeNvml.scenario("topology-not-supported")) is None
+    assert sweep_topology([0, 1], nvml=FakeNvml.scenario("pcie-two-sockets")) is not None

@@ -154,3 +154,63 @@ def test_real_tensorflow_child_lists_the_cpu():
     assert result.ok, result.problem
     assert any(d["device_type"] == "CPU" for d in result.devices)
     assert result.version and result.version[0].isdigit()
+
+
+def test_topology_matrix_and_best_gpus(machine, capsys):
+    machine("pcie-two-sockets")
+    assert cli.main(["devices", "--no-tf"]) == 0
+    out = capsys.readouterr().out
+    assert "GPU topology (as nvidia-smi topo -m)" in out
+    rows = [line for line in out.splitlines() if line.startswith("│ GPU")]
+    assert rows[0].split("│")[2:10] == [
+        f" {c:^4} " for c in ("X", "PIX", "NODE", "NODE", "SYS", "SYS", "SYS", "SYS")
+    ]
+    assert "Legend: NV# = # NVLink links" in " ".join(out.split())
+    assert "All 8 GPUs: across CPU sockets, PCIe 4.0 x16: 31.5 GB/s per direction" in out
+    best = {
+        cells[1].strip(): cells[2].strip()
+        for line in out.splitlines()
+        if line.startswith("│ ") and (cells := line.split("│"))[1].strip().isdigit()
+    }
+    assert best["2"] == "0,1" and best["4"] == "0,1,2,3" and best["7"] == "0,1,2,3,4,5,6"
+
+
+def test_nvswitch_and_bridge_codes():
+    text = shown(collect(nvml=FakeNvml.scenario("h100-box"), tf=False))
+    assert text.count("NV18") == 56 and "All 8 GPUs: NVSwitch, NVLink x18: 450.0 GB/s" in text
+    text = shown(collect(nvml=FakeNvml.scenario("nvlink-bridge"), tf=False))
+    assert text.count("NV4") == 2 and "not known" in text
+
+
+def test_topology_not_supported_is_one_line():
+    text = shown(collect(nvml=FakeNvml.scenario("topology-not-supported"), tf=False))
+    assert "GPU topology: not reported by NVML (driver or GPUs do not support it)." in text
+    assert "Best GPUs" not in text
+
+
+def test_one_gpu_shows_no_topology():
+    text = shown(collect(nvml=FakeNvml.not_supported(), tf=False))
+    assert "topology" not in text.lower()
+
+
+def test_topology_json(machine, capsys):
+    machine("nvlink-bridge")
+    assert cli.main(["devices", "--json", "--no-tf"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    pair = data["topology"]["pairs"][0]
+    assert (pair["a"], pair["b"], pair["nvlinks"], pair["pcie"]) == (0, 1, 4, "node")
+    assert data["all_gpus"]["link_class"] == "pcie-hostbridge"
+    assert data["best_gpus"][1] == {
+        "devices": 2,
+        "gpus": [0, 1],
+        "link_class": "nvlink",
+        "peak_bytes_s": None,
+        "description": "NVLink x4 (rate not known)",
+    }
+
+
+def test_no_gpu_json_has_no_topology(machine, capsys):
+    machine("library-missing")
+    assert cli.main(["devices", "--json", "--no-tf"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["topology"] is None and data["best_gpus"] == []

@@ -349,7 +349,7 @@ def test_a_raising_emit_does_not_stop_sampling():
 
 def test_lost_gpu_in_a_threaded_run():
     fake = FakeNvml.h100_box(3)
-    fake.gpus[1].lost_after_calls = 100  # starting takes ~41 calls, a sample ~15
+    fake.gpus[1].lost_after_calls = 170  # starting takes ~110 calls (topology too), a sample ~15
     events: list = []
     with Sampler(events.append, interval_s=0.1, nvml=fake):
         deadline = time.monotonic() + 5

@@ -320,3 +320,32 @@ def test_read_lines_ends_with_the_stream_and_leaves_nothing_running(text):
     time.sleep(0.5)
     after = me.cpu_times()
     assert (after.user + after.system) - (before.user + before.system) < 0.25
+
+
+@pytest.mark.parametrize("sampler", [True, False], ids=["from-sampler", "probed"])
+def test_the_start_event_records_the_topology(fake_python, tmp_path, sampler):
+    fake = FakeNvml.scenario("pcie-two-sockets")
+    run = LiveRun(
+        TrainConfig(steps=10, warmup_steps=0),
+        record=tmp_path / "run.ndjson",
+        python=fake_python,
+        env={"FAKE_MODE": "exit"},
+        nvml=fake,
+        sampler=sampler,
+        sample_interval_s=0.1,
+    ).start()
+    list(run.events(timeout=20))
+    assert run.done
+    from gpuscale.recording.reader import load_run
+
+    start = load_run(run.recording_path).start
+    assert start.topology is not None
+    assert [g.index for g in start.topology.gpus] == list(range(8))
+    assert {(p.a, p.b): p.pcie for p in start.topology.pairs}[(0, 1)] == "single"
+    assert not fake.initialized  # NVML shut down again
+
+
+def test_no_gpu_no_topology_in_the_start_event(fake_python, tmp_path):
+    run = _run(fake_python, "exit", tmp_path).start()
+    list(run.events(timeout=20))
+    assert run.start_event is not None and run.start_event.topology is None

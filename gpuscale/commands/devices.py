@@ -1,4 +1,5 @@
-"""``gpuscale devices``: the NVIDIA GPUs NVML sees and the devices TensorFlow will use.
+"""``gpuscale devices``: the NVIDIA GPUs NVML sees, how they are connected, and the
+devices TensorFlow will use.
 
 NVML answers in-process (no TensorFlow). TensorFlow's view comes from a child
 ``python -c`` that lists ``tf.config.list_physical_devices()`` under a time
@@ -17,6 +18,14 @@ from typing import Any
 
 import msgspec
 
+from gpuscale.analysis.topology import (
+    LINK_LABELS,
+    SetLink,
+    best_subset,
+    pair_class,
+    slowest_link,
+)
+from gpuscale.events.schema import Topology
 from gpuscale.formatting import format_bytes
 
 DEFAULT_TF_TIMEOUT_S = 60.0
@@ -108,6 +117,18 @@ def tf_devices(
     return TfDevices(ok=False, problem=f"TensorFlow failed to list its devices: {last}")
 
 
+class GpuChoice(msgspec.Struct, kw_only=True):
+    """The GPUs to pass as ``--gpus`` for a run on ``devices`` of them."""
+
+    devices: int
+    gpus: list[int]
+    link_class: str | None
+    """The slowest link among them (:mod:`gpuscale.analysis.topology`); ``None`` for one GPU."""
+    peak_bytes_s: float | None = None
+    """Its nominal bandwidth per direction; ``None`` when not known."""
+    description: str = ""
+
+
 class DevicesReport(msgspec.Struct, kw_only=True):
     """Everything ``gpuscale devices`` shows (``--json`` prints it)."""
 
@@ -118,15 +139,30 @@ class DevicesReport(msgspec.Struct, kw_only=True):
     cpu_fallback: dict[str, int] | None
     """Without NVIDIA GPUs: ``{"logical_devices": N, "cpu_cores": C}``."""
     cuda_visible_devices: str | None = None
+    topology: Topology | None = None
+    """How the GPUs are connected (:mod:`gpuscale.telemetry.topology`)."""
+    all_gpus: SetLink | None = None
+    """The slowest link among all GPUs (two or more)."""
+    best_gpus: list[GpuChoice] = []
+    """For each count below all, the GPUs to use (:func:`best_subset`)."""
 
 
 def collect(
     *, nvml: Any = None, tf: bool = True, tf_timeout_s: float = DEFAULT_TF_TIMEOUT_S
 ) -> DevicesReport:
     """Probe NVML (in-process) and TensorFlow (child process)."""
-    from gpuscale.telemetry.nvml import probe
+    from gpuscale.telemetry.nvml import open_nvml
+    from gpuscale.telemetry.topology import topology_of
 
-    result = probe(nvml)
+    lib, result = open_nvml(nvml)
+    topology = None
+    if lib is not None:
+        try:
+            if result.ok:
+                topology = topology_of(lib, {d.index: d.name for d in result.devices})
+        finally:
+            lib.close()
+    all_gpus, best = judge_topology(topology)
     fallback = None
     if not result.ok:
         fallback = {"logical_devices": default_cpu_devices(), "cpu_cores": os.cpu_count() or 1}
@@ -135,7 +171,119 @@ def collect(
         tensorflow=tf_devices(tf_timeout_s) if tf else None,
         cpu_fallback=fallback,
         cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+        topology=topology,
+        all_gpus=all_gpus,
+        best_gpus=best,
     )
+
+
+def judge_topology(topology: Topology | None) -> tuple[SetLink | None, list[GpuChoice]]:
+    """The link among all GPUs and the best GPUs for each smaller count (none
+    when NVML reported no pair's link)."""
+    if topology is None or len(topology.gpus) < 2:
+        return None, []
+    every = [g.index for g in topology.gpus]
+    all_gpus = slowest_link(topology, every)
+    if all(pair_class(p) == "unknown" for p in topology.pairs):
+        return all_gpus, []
+    choices = []
+    for k in range(1, len(every)):
+        gpus = best_subset(topology, k)
+        link = slowest_link(topology, gpus)
+        choices.append(
+            GpuChoice(
+                devices=k,
+                gpus=gpus,
+                link_class=link.link_class if link else None,
+                peak_bytes_s=link.peak_bytes_s if link else None,
+                description=link.description if link else "",
+            )
+        )
+    return all_gpus, choices
+
+
+_PCIE_CODES = {
+    "internal": "INT",
+    "single": "PIX",
+    "multiple": "PXB",
+    "hostbridge": "PHB",
+    "node": "NODE",
+    "system": "SYS",
+}
+TOPOLOGY_LEGEND = (
+    "NV# = # NVLink links (direct or to one NVSwitch fabric); PCIe: INT one board, "
+    "PIX one switch, PXB several switches, PHB one CPU host bridge, NODE one NUMA node, "
+    "SYS across CPU sockets; n/a not reported"
+)
+
+
+def pair_code(topology: Topology, a: int, b: int) -> str:
+    """The ``nvidia-smi topo -m`` style code for two GPUs (``X`` for a GPU with itself)."""
+    if a == b:
+        return "X"
+    pair = next((p for p in topology.pairs if (p.a, p.b) == (min(a, b), max(a, b))), None)
+    if pair is None:
+        return "n/a"
+    if pair.nvlinks:
+        return f"NV{pair.nvlinks}"
+    if pair.nvswitch:
+        by_index = {g.index: g for g in topology.gpus}
+        links = [
+            sum(1 for peer in by_index[i].nvlink_peers if peer.remote == "nvswitch")
+            for i in (a, b)
+            if i in by_index
+        ]
+        return f"NV{min(links)}" if links else "NV"
+    return _PCIE_CODES.get(pair.pcie or "", "n/a")
+
+
+def render_topology(report: DevicesReport, console: Any) -> None:
+    """The topology matrix, its legend, the link among all GPUs, and the best
+    ``--gpus`` for each smaller count."""
+    from rich.table import Table
+
+    topology = report.topology
+    if topology is None or len(topology.gpus) < 2:
+        return
+    if report.all_gpus is not None and report.all_gpus.link_class == "unknown":
+        if all(pair_class(p) == "unknown" for p in topology.pairs):
+            console.print(
+                "GPU topology: not reported by NVML (driver or GPUs do not support it).",
+                highlight=False,
+                markup=False,
+            )
+            return
+    every = [g.index for g in topology.gpus]
+    table = Table(title="GPU topology (as nvidia-smi topo -m)", title_justify="left")
+    table.add_column("")
+    for index in every:
+        table.add_column(f"GPU{index}", justify="center")
+    for a in every:
+        table.add_row(f"GPU{a}", *(pair_code(topology, a, b) for b in every))
+    console.print(table)
+    console.print(f"Legend: {TOPOLOGY_LEGEND}", highlight=False, markup=False)
+    if report.all_gpus is not None:
+        console.print(
+            f"All {len(every)} GPUs: {report.all_gpus.description} (nominal)",
+            highlight=False,
+            markup=False,
+        )
+    if report.best_gpus:
+        best = Table(
+            title="Best GPUs for fewer (what --devices N uses)",
+            title_justify="left",
+        )
+        for column in ("GPUs", "--gpus", "slowest link", "nominal per direction"):
+            best.add_column(column)
+        for choice in report.best_gpus:
+            link = peak = ""
+            if choice.link_class is not None:
+                link = LINK_LABELS.get(choice.link_class, choice.link_class)
+                peak = "not known"
+                if choice.peak_bytes_s is not None:
+                    peak = f"{choice.peak_bytes_s / 1e9:.1f} GB/s"
+            best.add_row(str(choice.devices), ",".join(map(str, choice.gpus)), link, peak)
+        console.print(best)
 
 
 def _pcie(d: Any) -> str:
@@ -183,6 +331,7 @@ def render(report: DevicesReport, console: Any) -> None:
         extra = probe.status.split("; ", 1)
         if len(extra) > 1:
             console.print(f"Note: {extra[1]}", highlight=False, markup=False)
+        render_topology(report, console)
     else:
         fb = report.cpu_fallback or {"logical_devices": 2, "cpu_cores": os.cpu_count() or 1}
         reason = probe.status.removesuffix(": host samples only")
@@ -243,7 +392,9 @@ def register(sub) -> None:
         help="list the NVIDIA GPUs and the devices TensorFlow will use",
         description=(
             "List the NVIDIA GPUs NVML sees (memory, PCIe, NVLink, driver and CUDA "
-            "version) and the devices TensorFlow will use (asked in a child process). "
+            "version), how they are connected (a matrix like 'nvidia-smi topo -m', and "
+            "the best GPUs for each smaller count), and the devices TensorFlow will use "
+            "(asked in a child process). "
             "Without an NVIDIA GPU, shows the CPU fallback runs will use."
         ),
     )

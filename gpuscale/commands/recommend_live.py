@@ -13,8 +13,9 @@ import msgspec
 
 from gpuscale.analysis.summary import RunAccumulator
 from gpuscale.analysis.sweep import Sweep, SweepPoint, point_from_summary
+from gpuscale.analysis.topology import best_subset, pair_class
 from gpuscale.errors import EXIT_FAILED, GpuscaleError
-from gpuscale.events.schema import EndEvent, StepEvent
+from gpuscale.events.schema import EndEvent, StepEvent, Topology
 from gpuscale.formatting import format_ms
 
 if TYPE_CHECKING:
@@ -68,8 +69,26 @@ def plan(args: argparse.Namespace) -> tuple[list[int], str, list[int] | None, in
     return counts, heading, pool, max(limit, counts[-1])
 
 
+def sweep_topology(pool: list[int] | None, nvml: object = None) -> Topology | None:
+    """The topology to pick each count's GPUs by: ``None`` (the pool's first N)
+    without GPUs, with ``CUDA_VISIBLE_DEVICES`` set (CUDA's numbering is then not
+    NVML's), or when NVML reports no link between any two GPUs."""
+    if not pool or os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
+        return None
+    from gpuscale.telemetry.topology import probe_topology
+
+    topology = probe_topology(nvml)
+    if topology is None or all(pair_class(p) == "unknown" for p in topology.pairs):
+        return None
+    return topology
+
+
 def sweep_configs(
-    base: TrainConfig, counts: list[int], pool: list[int] | None, platform: str
+    base: TrainConfig,
+    counts: list[int],
+    pool: list[int] | None,
+    platform: str,
+    topology: Topology | None = None,
 ) -> tuple[list[TrainConfig], list[str]]:
     """One validated trainer configuration per device count, all made before any
     TensorFlow starts, and notes on what was adjusted.
@@ -80,12 +99,18 @@ def sweep_configs(
     TensorFlow) are pinned for the others. A picked global batch that some count
     does not divide is rounded up to one every count divides; a ``--global-batch``
     given by the user is never changed: a count it does not split across is an
-    error, as is anything else :func:`gpuscale.trainer.options.validate` refuses."""
+    error, as is anything else :func:`gpuscale.trainer.options.validate` refuses.
+    With a ``topology``, each count's GPUs are the best-connected of the pool
+    (:func:`gpuscale.analysis.topology.best_subset`), else the pool's first N."""
     from gpuscale.trainer.options import validate
     from gpuscale.trainer.sizing import resolve_sizing
 
+    def gpus(n: int) -> list[int]:
+        assert pool
+        return best_subset(topology, n, among=pool) if topology is not None else pool[:n]
+
     def at(n: int, **pinned: object) -> TrainConfig:
-        changes: dict[str, object] = {"devices": None, "gpus": pool[:n]} if pool else {"devices": n}
+        changes: dict[str, object] = {"devices": None, "gpus": gpus(n)} if pool else {"devices": n}
         return msgspec.structs.replace(base, **changes, **pinned)
 
     first = at(counts[0])
@@ -115,6 +140,9 @@ def sweep_configs(
     else:
         pinned["batch_per_replica"] = sizing.per_replica_batch
     configs = [first] + [at(n, **pinned) for n in counts[1:]]
+    if pool and topology is not None and any(gpus(n) != pool[:n] for n in counts):
+        picked = "; ".join(f"{n}: {','.join(map(str, gpus(n)))}" for n in counts)
+        notes.append(f"GPUs per count, the best-connected by topology: {picked}")
     for n, config in zip(counts, configs, strict=True):
         try:
             validate(config)
@@ -132,7 +160,9 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
 
     counts, heading, pool, available = plan(args)
     base = config_from_args(args)
-    configs, notes = sweep_configs(base, counts, pool, "gpu" if pool else "cpu-logical")
+    configs, notes = sweep_configs(
+        base, counts, pool, "gpu" if pool else "cpu-logical", sweep_topology(pool)
+    )
     console = Console(stderr=True, highlight=False)
     if not quiet:
         console.print(

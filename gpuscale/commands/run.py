@@ -66,7 +66,9 @@ def main(args: argparse.Namespace) -> int:
         run = script_run_from_args(args, record)
         steps = None if split_command(args.command) else config.steps
     else:
-        run = LiveRun(config, record=record)
+        from gpuscale.commands.gpu_choice import with_best_gpus
+
+        run = LiveRun(with_best_gpus(config), record=record)
     interrupted = False
     view = _JsonView() if args.json else _ProgressView(steps)
     try:

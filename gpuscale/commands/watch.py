@@ -61,7 +61,10 @@ def main(args: argparse.Namespace) -> int:
     if wants_script_run(args):  # your own script (-- COMMAND) or several workers
         run = script_run_from_args(args, record, sample_interval_s=args.sample_interval)
     else:
-        run = LiveRun(config_from_args(args), record=record, sample_interval_s=args.sample_interval)
+        from gpuscale.commands.gpu_choice import with_best_gpus
+
+        config = with_best_gpus(config_from_args(args))
+        run = LiveRun(config, record=record, sample_interval_s=args.sample_interval)
 
     from gpuscale.ui.app import build_app, run_until_stop_signal
     from gpuscale.ui.sources import LiveSource

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 import msgspec
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 SCHEMA_MAJOR = 1
 
 
@@ -62,6 +62,72 @@ class DeviceInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
     """The TensorFlow device name, e.g. ``/job:localhost/replica:0/task:0/device:GPU:0``."""
 
 
+TopologyLevel = Literal["internal", "single", "multiple", "hostbridge", "node", "system"]
+"""NVML's common PCIe ancestor of two GPUs (``nvmlDeviceGetTopologyCommonAncestor``),
+nearest first, as ``nvidia-smi topo -m`` names them: ``internal`` one board
+(dual-GPU card), ``single`` one PCIe switch (PIX), ``multiple`` several switches
+without a host bridge (PXB), ``hostbridge`` one CPU host bridge (PHB), ``node``
+host bridges of one NUMA node (NODE), ``system`` across sockets (SYS)."""
+
+
+class NvLinkPeer(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What one active NVLink link of a GPU connects to."""
+
+    link: int
+    """The link's index on its GPU."""
+    remote: Literal["gpu", "nvswitch", "ibmnpu", "unknown"] = "unknown"
+    """``nvmlDeviceGetNvLinkRemoteDeviceType`` (a GPU whose bus id is another
+    GPU's counts as ``gpu`` even when the type is not reported)."""
+    remote_bus_id: str | None = None
+    """PCI bus id of the far end (``nvmlDeviceGetNvLinkRemotePciInfo``), e.g. ``00000000:18:00.0``."""
+    remote_gpu: int | None = None
+    """NVML index of the far end when it is one of this machine's GPUs."""
+
+
+class GpuLinks(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One GPU's links: its PCIe link and its NVLink links."""
+
+    index: int
+    name: str | None = None
+    pci_bus_id: str | None = None
+    """``nvmlDeviceGetPciInfo().busId``, e.g. ``00000000:18:00.0``."""
+    pcie_gen: int | None = None
+    """Current PCIe generation (an idle GPU may train its link down)."""
+    pcie_width: int | None = None
+    pcie_max_gen: int | None = None
+    """The most the GPU and its slot support."""
+    pcie_max_width: int | None = None
+    nvlink_links: int | None = None
+    """Active NVLink links; 0 none; ``None`` not known."""
+    nvlink_peers: list[NvLinkPeer] = []
+    """One per active link whose far end NVML reports."""
+
+
+class GpuPair(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """How two GPUs reach each other."""
+
+    a: int
+    b: int
+    """NVML indices, ``a < b``."""
+    pcie: TopologyLevel | None = None
+    """Their nearest common PCIe ancestor; ``None`` not reported."""
+    nvlinks: int = 0
+    """NVLink links between them directly (a bridge, a mesh)."""
+    nvswitch: bool = False
+    """Both have links to the same NVSwitch fabric."""
+
+
+class Topology(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """How the GPUs of one machine are connected, as NVML reports it.
+
+    Read by :func:`gpuscale.telemetry.topology.read_topology`; judged by
+    :mod:`gpuscale.analysis.topology`. Every pair of GPUs appears once in ``pairs``.
+    """
+
+    gpus: list[GpuLinks] = []
+    pairs: list[GpuPair] = []
+
+
 class StartEvent(_Event, tag="start", kw_only=True):
     """First event of a run: what was run, where, with which versions."""
 
@@ -76,7 +142,7 @@ class StartEvent(_Event, tag="start", kw_only=True):
     """Written by gpuscale when the run begins, before the run's own start is known
     (a script whose callback has not announced itself yet), so the recording is on
     disk from its first event; one later start event without ``provisional``
-    supersedes it. Since format 1.1."""
+    supersedes it. Since format 1.2."""
     config: dict[str, Any] = {}
     """The full run configuration as given (and as resolved)."""
     devices: list[DeviceInfo] = []
@@ -103,6 +169,10 @@ class StartEvent(_Event, tag="start", kw_only=True):
     """Processes of the run (for matching NVML's per-process memory)."""
     note: str | None = None
     """Why defaults were picked, e.g. the CPU-laptop auto-sizing."""
+    topology: Topology | None = None
+    """How the machine's GPUs are connected (all of them, not only the run's),
+    read through NVML by the gpuscale process; ``None`` without NVML or from
+    recordings older than schema 1.1."""
 
 
 class StepEvent(_Event, tag="step", kw_only=True):

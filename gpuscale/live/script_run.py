@@ -78,6 +78,7 @@ from gpuscale.events.transport import (
 from gpuscale.live import cluster
 from gpuscale.live.base import RunBase
 from gpuscale.live.child import STOP_DEADLINE_S, describe_exit, read_lines, spawn
+from gpuscale.telemetry.topology import probe_topology
 
 CALLBACK_SOURCE = "keras-callback"
 """Source of the LogEvent that ``import gpuscale.keras`` sends (see :mod:`gpuscale.keras`)."""
@@ -643,6 +644,8 @@ class _PumpState:
 
     def send_start(self, start: StartEvent) -> None:
         run = self.run_
+        if start.topology is None and run.num_workers == 1:  # this machine's GPU links
+            start.topology = getattr(run._sampler, "topology", None) or probe_topology(run._nvml)
         run._record_start(start, run.name)
         self.started = True
         self.publish(start, record=False)

@@ -44,6 +44,7 @@ from gpuscale.live.child import (
     read_lines,
     spawn,
 )
+from gpuscale.telemetry.topology import probe_topology
 from gpuscale.trainer.options import TrainConfig, to_json
 
 
@@ -250,6 +251,9 @@ class LiveRun(RunBase):
                 if self.start_event is not None:
                     return
                 self.start_event = event
+                if event.topology is None:  # this machine's GPU links, read by this process
+                    topology = getattr(self._sampler, "topology", None)
+                    event.topology = topology or probe_topology(self._nvml)
                 if self._proc is not None and self._proc.pid not in event.pids:
                     event.pids = [*event.pids, self._proc.pid]
                 fresh = self._recorder is None

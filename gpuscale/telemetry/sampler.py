@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from gpuscale.errors import GpuscaleError
-from gpuscale.events.schema import DeviceInfo, Event, GpuSample, HostSample, LogEvent
+from gpuscale.events.schema import DeviceInfo, Event, GpuSample, HostSample, LogEvent, Topology
 from gpuscale.telemetry.host import HostSampler
 from gpuscale.telemetry.nvml import (
     GpuLostError,
@@ -55,6 +55,7 @@ from gpuscale.telemetry.nvml import (
     open_nvml,
     throttle_names,
 )
+from gpuscale.telemetry.topology import topology_of
 
 DEFAULT_INTERVAL_S = 0.5
 MIN_INTERVAL_S = 0.1
@@ -150,6 +151,8 @@ class Sampler:
         self.probe: NvmlProbe | None = None
         self.devices: list[DeviceInfo] = []
         """The GPUs being sampled (after ``gpu_indices``)."""
+        self.topology: Topology | None = None
+        """How all the GPUs NVML sees are connected (read once, by :meth:`open`)."""
         self.tick_starts: deque[float] = deque(maxlen=1000)
         """Monotonic start time of recent samples (to check the period holds)."""
         self.overruns = 0
@@ -171,6 +174,7 @@ class Sampler:
             lib.close()
             return
         self._lib = lib
+        self.topology = topology_of(lib, {d.index: d.name for d in probe.devices})
         wanted = self._gpu_indices
         failed: list[int] = []
         for info in probe.devices:
