@@ -76,6 +76,8 @@ def test_malformed_lines_are_dropped_with_a_warning():
     try:
         sock = socket.create_connection((server.host, server.port))
         sock.sendall(f'{{"hello":"gpuscale","token":"{server.token}"}}\n'.encode())
+        sock.settimeout(5)
+        assert sock.recv(100) == b'{"ok":true}\n'  # a producer reads the answer first
         sock.sendall(b"not json\n")
         sock.sendall(b'{"kind":"step","t":1.0,"step":1,"step_time_s":0.1,"samples":1}\n')
         sock.close()
@@ -229,6 +231,8 @@ def test_issue17_case6_an_overlong_line_is_dropped_whole(monkeypatch):
     try:
         sock = socket.create_connection((server.host, server.port))
         sock.sendall(_hello(server.token))
+        sock.settimeout(5)
+        assert sock.recv(100) == b'{"ok":true}\n'
         forged = b'{"kind":"end","t":1.0,"status":"completed","steps":999}'
         sock.sendall(b'{"kind":"log","t":1.0,"message":"' + b"x" * 5000 + b'"}' + forged + b"\n")
         sock.sendall(b'{"kind":"step","t":1.0,"step":1,"step_time_s":0.1,"samples":1}\n')

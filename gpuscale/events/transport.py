@@ -82,7 +82,7 @@ class _Hello(msgspec.Struct):
     worker: int = 0
 
 
-class _Ack(msgspec.Struct):
+class _Ack(msgspec.Struct, omit_defaults=True):
     ok: bool
     reason: str = ""
 
