@@ -319,3 +319,26 @@ def test_issue17_case12_rejected_connections_are_summarised():
     notices = [e for e in _drain(q, 1000, timeout_s=1.0) if isinstance(e, LogEvent)]
     assert 1 <= len(notices) <= 3
     assert "rejected" in notices[-1].message
+
+
+def test_issue17_a_client_slower_than_its_producer_drops_log_lines_never_steps(monkeypatch):
+    monkeypatch.setattr(transport, "MAX_CLIENT_BACKLOG", 10)
+    server = EventServer(lambda event: None)
+    try:
+        client = EventClient(server.address, server.token, worker=2)
+        sending, client._queue = client._queue, queue.SimpleQueue()  # the network stalls
+        for i in range(100):
+            client.send(LogEvent(t=1.0, message=f"line {i}", worker=2))
+        for i in range(20):
+            client.send(StepEvent(t=2.0, step=i, step_time_s=0.1, samples=1, worker=2))
+        held = []
+        while not client._queue.empty():
+            held.append(client._queue.get())
+        assert [e.message for e in held[:10]] == [f"line {i}" for i in range(10)]
+        assert "dropped 90 log lines of worker 2" in held[10].message
+        assert [e.step for e in held[11:]] == list(range(20))
+        sending.put(transport._STOP)
+        client._queue = sending
+        client.close(timeout_s=2)
+    finally:
+        server.close()

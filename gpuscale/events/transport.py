@@ -67,6 +67,10 @@ MAX_CONNECTIONS = 128
 """Connections (and their threads) at once, authenticated or not."""
 REJECT_NOTICE_INTERVAL_S = 10.0
 """At most one notice about refused connections per this many seconds."""
+MAX_CLIENT_BACKLOG = 50_000
+"""Events an :class:`EventClient` holds while its connection is slower than its
+producer; past this, log lines are dropped (counted in a notice sent later),
+never steps, phases or the end."""
 ACK_TIMEOUT_S = 10.0
 """How long a client waits for the server's answer to its hello."""
 RECONNECT_BACKOFF_S = (0.5, 1.0, 2.0)
@@ -431,6 +435,7 @@ class EventClient:
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._sock: socket.socket | None = None
         self._broken = False
+        self._dropped = 0
         self._connect(connect_timeout_s)
         self._thread = threading.Thread(target=self._send_loop, name="gpuscale-events", daemon=True)
         self._thread.start()
@@ -479,7 +484,25 @@ class EventClient:
                 delay = min(delay * 2, 1.0)
 
     def send(self, event: Event) -> None:
-        """Queue one event for sending; returns at once."""
+        """Queue one event for sending; returns at once. Log lines beyond
+        :data:`MAX_CLIENT_BACKLOG` waiting events are dropped and counted."""
+        if type(event) is LogEvent and self._queue.qsize() >= MAX_CLIENT_BACKLOG:
+            self._dropped += 1
+            return
+        if self._dropped:
+            dropped, self._dropped = self._dropped, 0
+            self._queue.put(
+                LogEvent(
+                    t=event.t,
+                    worker=self.worker,
+                    source="gpuscale",
+                    level="warning",
+                    message=(
+                        f"dropped {dropped} log line{'s' if dropped != 1 else ''} of worker "
+                        f"{self.worker}: they came faster than they could be sent"
+                    ),
+                )
+            )
         self._queue.put(event)
 
     def _send_loop(self) -> None:
