@@ -163,10 +163,13 @@ def test_issue17_case7_an_unwritable_recording_is_never_said_recorded(tmp_path):
     read_only = tmp_path / "ro"
     read_only.mkdir()
     read_only.chmod(0o500)
-    if os.access(read_only, os.W_OK):  # root writes anywhere
-        pytest.skip("running as root: no unwritable folder to try")
+    target = "ro/x.ndjson"
+    if os.access(read_only, os.W_OK):  # root writes anywhere but in /sys
+        if not Path("/sys/kernel").is_dir():
+            pytest.skip("running as root: no unwritable folder to try")
+        target = "/sys/gpuscale-test.ndjson"
     proc = _gpuscale(
-        "run", "--record", "ro/x.ndjson", "--", sys.executable, "-c", "print(1)", cwd=tmp_path
+        "run", "--record", target, "--", sys.executable, "-c", "print(1)", cwd=tmp_path
     )
     out, _ = proc.communicate(timeout=120)
     text = out.decode()
@@ -233,3 +236,18 @@ def test_issue17_case1_a_trainer_run_is_on_disk_before_its_start_and_renamed_aft
     loaded = load_run(final)
     assert loaded.start.model == "fake" and not loaded.start.provisional
     assert loaded.end is not None
+
+
+def test_issue17_a_default_name_is_kept_when_the_real_start_says_the_same(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUSCALE_DATA_DIR", str(tmp_path / "data"))
+    run = ScriptRun(
+        [sys.executable, "-c", "print('hi', flush=True)"],
+        record="default",
+        start_timeout_s=0.2,
+        sampler=False,
+    ).start()
+    first = run.recording_path
+    assert run.wait(60)
+    assert run.recording_path == first and first.exists()
+    assert [p.name for p in first.parent.iterdir()] == [first.name]
+    assert "-2" not in first.name

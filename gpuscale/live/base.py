@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -149,7 +150,12 @@ class RunBase:
                 )
             except (OSError, GpuscaleError, ValueError, OverflowError):
                 better = None
-            if better is not None and better.parent == self._recorder.path.parent:
+            current = self._recorder.path
+            if (
+                better is not None
+                and better.parent == current.parent
+                and _unnumbered(better.name) != _unnumbered(current.name)
+            ):
                 self._recorder.rename(better)
                 self.recording_path = self._recorder.path
         if self._recorder is not None:
@@ -174,3 +180,11 @@ class RunBase:
             worker=worker,
             nvml=nvml,
         )
+
+
+_NUMBER = re.compile(r"-\d+(?=\.ndjson(?:\.gz)?$)")
+
+
+def _unnumbered(name: str) -> str:
+    """A default recording name without the ``-2``, ``-3`` that makes it free."""
+    return _NUMBER.sub("", name)

@@ -258,7 +258,14 @@ class ScriptRun(RunBase):
                     env.update(self._server.env(0))
                     self._launch_one(env, 0)
         self._start_sampler()
-        pump = threading.Thread(target=self._pump, name="gpuscale-script-pump", daemon=True)
+        state = _PumpState(self)
+        try:
+            state.begin_recording()  # on disk before start() returns
+        except Exception as exc:  # recording must never stop a run
+            self._recording_problem(f"recording stopped: {type(exc).__name__}: {exc}")
+        pump = threading.Thread(
+            target=self._pump, args=(state,), name="gpuscale-script-pump", daemon=True
+        )
         self._pump_started = True
         pump.start()
         self._threads.append(pump)
@@ -420,10 +427,8 @@ class ScriptRun(RunBase):
         self._incoming.put(_Disconnect(worker=worker, saw_end=saw_end))
 
     # -- the pump: start gating, lost workers, the end ---------------------------------
-    def _pump(self) -> None:
-        state = _PumpState(self)
+    def _pump(self, state: _PumpState) -> None:
         try:
-            state.begin_recording()
             state.run()
         except Exception as exc:  # never leave the consumer waiting forever
             state.fail_internal(exc)
