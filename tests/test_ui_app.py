@@ -311,3 +311,19 @@ async def test_issue17_case9_a_line_of_8_mb_is_cut_for_display_and_q_still_quits
         await pilot.pause(0.2)
     assert run.stop_calls == 1
     assert time.monotonic() - began < 60  # a hang guard: the uncut line took minutes
+
+
+def test_issue17_a_provisional_start_is_superseded_in_the_model():
+    import msgspec
+
+    from gpuscale.ui.model import RunModel
+
+    events = cpu_run()
+    real = events[0]
+    provisional = msgspec.structs.replace(
+        real, t=real.t - 10, provisional=True, model="train.py", num_replicas=1
+    )
+    model = RunModel()
+    model.absorb([provisional, *events[1:5], real, *events[5:]])
+    assert model.start.model == real.model and not model.start.provisional
+    assert model.start.t == provisional.t and model.first_t == provisional.t

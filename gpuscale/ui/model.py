@@ -13,6 +13,8 @@ import threading
 from collections import deque
 from dataclasses import dataclass, field
 
+import msgspec
+
 from gpuscale.analysis.summary import RunAccumulator, RunSummary
 from gpuscale.events.schema import (
     DeviceInfo,
@@ -190,8 +192,11 @@ class RunModel:
             self.errors.append(event)
             self._log(t, event.source, "error", event.message)
         elif isinstance(event, StartEvent):
+            if self.start is None or not self.start.provisional:
+                self.first_t = t
+            else:  # the run's own start supersedes a provisional one: same run, same origin
+                event = msgspec.structs.replace(event, t=self.start.t)
             self.start = event
-            self.first_t = t
             for info in event.devices:
                 self._device(event.worker, info.index).info = info
         elif isinstance(event, EndEvent):
