@@ -401,3 +401,21 @@ def test_issue17_case4_lines_are_batched_and_the_end_is_durable_at_once(tmp_path
         recorder.write(events[-1])
         assert recorder.events_written == len(events) and len(syncs) == synced + 1
     assert load_run(path).events == events
+
+
+def test_a_process_that_exits_without_closing_still_writes_its_batch(tmp_path):
+    path = tmp_path / "unclosed.ndjson"
+    code = textwrap.dedent(
+        f"""
+        from gpuscale.events.schema import LogEvent, StartEvent
+        from gpuscale.recording.writer import Recorder
+        recorder = Recorder({str(path)!r})
+        recorder.write(StartEvent(t=1e9, gpuscale_version="0", host="h", pid=1))
+        for i in range(10):
+            recorder.write(LogEvent(t=1e9 + i, message=str(i)))
+        raise SystemExit(3)  # e.g. an exception out of the user's script
+        """
+    )
+    assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 3
+    run = load_run(path)
+    assert [e.message for e in run.events if isinstance(e, LogEvent)] == [str(i) for i in range(10)]

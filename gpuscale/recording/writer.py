@@ -32,6 +32,7 @@ back (an NTP step, a VM resume) is kept, after a ``log`` marker with ``source:
 
 from __future__ import annotations
 
+import atexit
 import errno
 import math
 import os
@@ -39,6 +40,7 @@ import re
 import sys
 import threading
 import time
+import weakref
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -63,6 +65,20 @@ MAX_BATCH_BYTES = 1 << 20
 
 MAX_HELD_EVENTS = 100_000
 """Events kept in memory while waiting for the start event (see ``write``)."""
+
+_open_recorders: weakref.WeakSet[Recorder] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_open_recorders() -> None:
+    """A process that exits without closing its recorder (an exception out of the
+    user's script) still writes what is batched."""
+    for recorder in list(_open_recorders):
+        try:
+            recorder.flush(sync=True)
+        except Exception:  # noqa: BLE001 - exiting anyway
+            pass
+
 
 _LEVELS = frozenset(("debug", "info", "warning", "error"))
 _os_write = os.write
@@ -410,6 +426,7 @@ class Recorder:
             return
         if self._gzip:
             self._compressor = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        _open_recorders.add(self)
 
     def _write_all(self, data: bytes) -> None:
         view = memoryview(data)
