@@ -447,7 +447,11 @@ class ScriptRun(RunBase):
         if self._forward is not None and isinstance(event, EndEvent):
             # tells the chief this worker finished (not lost) before the connection closes
             self._forward.send(msgspec.structs.replace(event, worker=self.worker, summary=None))
-        if type(event) is LogEvent and self.queue.qsize() >= MAX_CONSUMER_BACKLOG:
+        if (
+            type(event) is LogEvent
+            and event.source == "script"
+            and self.queue.qsize() >= MAX_CONSUMER_BACKLOG
+        ):
             self._consumer_dropped += 1  # recorded, not shown: the consumer is behind
             return
         if self._consumer_dropped:
@@ -636,7 +640,11 @@ class _PumpState:
         if record:
             self.run_._record(event)
         if not self.started:
-            if type(event) is LogEvent and len(self.held) >= MAX_CONSUMER_BACKLOG:
+            if (
+                type(event) is LogEvent
+                and event.source == "script"
+                and len(self.held) >= MAX_CONSUMER_BACKLOG
+            ):
                 self.run_._consumer_dropped += 1  # recorded, shown as a count
                 return
             self.held.append(event)
