@@ -51,8 +51,9 @@ from gpuscale.trainer.options import TrainConfig, to_json
 class LiveRun(RunBase):
     """One training run in a child process, as a stream of events.
 
-    ``record``: ``"default"`` (a new file in the runs folder, named once the
-    trainer says what runs where), a path, or ``None`` (not recorded).
+    ``record``: ``"default"`` (a new file in the runs folder, open from the start
+    with a provisional start event and renamed once the trainer says what runs
+    where), a path, or ``None`` (not recorded).
     Consume with :meth:`events` (blocking iterator) or :meth:`drain`
     (non-blocking); ``queue`` holds the events and a final ``None``.
     """
