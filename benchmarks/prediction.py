@@ -1,25 +1,28 @@
-"""How well the communication model predicts device counts it has not seen.
+"""How well gpuscale predicts device counts nobody measured, checked on the
+published scaling corpus (``../shared/corpus/published-scaling.json``).
 
-Two sets of cases, each predicted from the smaller counts only
-(:func:`gpuscale.analysis.model.fit` on them, then ``step_time_s`` at the larger):
+For every GPU table of the corpus: fit on its 1- and 2-GPU rows and predict 4, 8
+(and 16 where published); fit on 1, 2, 4 and predict 8 (and 16). Cross-validated
+grouped by source (:func:`benchmarks.corpus.fold_of`): the learned coefficients
+and the range calibration used for a table are learned (by
+:mod:`benchmarks.calibrate`'s code) on the other sources only, so no table
+predicts itself or its siblings from the same machines.
 
-* here: a sweep of the real trainer (``gpuscale.live.trainer_run.LiveRun``, one child
-  process per count) on 1, 2, 3, 4 CPU logical devices, fitted on 1 and 2,
-  predicting 3 and 4; once with weak scaling (fixed batch per replica) and once
-  with strong scaling (fixed global batch). The devices share this machine's
-  cores, and the model is told so by the recordings' platform (``cpu-logical``:
-  see "CPU logical devices" in :mod:`gpuscale.analysis.model`), so what is
-  predicted is these logical devices, not GPUs;
-* seed 002's published table (gather on gpu:0 and NCCL): fitted on the 1- and 2-GPU
-  rows, predicting 4 and 8 GPUs.
+Printed: per ``source_group`` the error of the predicted throughput
+(``|predicted / published - 1|``), how often the 80 % range held, its median
+half-width, and the *wrong bets*: recommendations of a predicted count (``recommend``
+with the table's largest count as ``--max-devices``) for more devices than the
+published table supports under the same marginal-efficiency rule. The worst
+tables follow, then the seed tables of ``sample_runs/`` (fitted on their 1- and
+2-GPU rows; in the calibration too, so not held out) and, with ``--live``, CPU
+logical devices of this machine (separately: they are not GPUs). Last line::
 
-Error = predicted step time / measured - 1. Seed 000 (4 GPUs from 1 and 2) is
-printed too, on its own line, because the issue did not ask for it and it is the
-hardest case (its exchange grows far less than linearly from 2 to 4 GPUs); it is
-not in the last line. Last line: ``prediction error: median X%, max Y%`` over
-the cases the issue names (here + seed 002).
+    prediction error: median X%, p90 Y%, max Z%; 80% ranges hold for C% (median half-width W%); wrong bets K of M
 
-Run: ``python benchmarks/prediction.py [--steps N] [--no-live]``.
+``--baseline`` evaluates the bare model as it was before calibration (no learned
+terms, no ranges, deciding on the point prediction).
+
+Run: ``python benchmarks/prediction.py [--baseline] [--live] [--corpus PATH]``.
 """
 
 from __future__ import annotations
@@ -28,112 +31,288 @@ import argparse
 import os
 import statistics
 import sys
-import time
+from collections import defaultdict
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from gpuscale.analysis.model import fit  # noqa: E402
+from benchmarks import corpus  # noqa: E402
+from gpuscale.analysis import metrics  # noqa: E402
+from gpuscale.analysis.predict import Calibration  # noqa: E402
 from gpuscale.analysis.sweep import SweepPoint, read_sweep_file  # noqa: E402
 
-Case = tuple[str, int, float, float]
-"""(label, devices, measured step time, predicted step time)"""
+FLOOR = 0.6
+
+NO_RANGES = Calibration(coverage=0.8, source="none: the bare model", strata=[])
+"""``--baseline``: no factors, no ranges, so ``recommend`` decides on the point value."""
 
 
-def predict_cases(label: str, points: list[SweepPoint], fit_on: set[int]) -> list[Case]:
-    known = [p for p in points if p.devices in fit_on]
-    model = fit(known)
-    return [
-        (label, p.devices, p.step_time_s or 0.0, model.step_time_s(p.devices))
-        for p in sorted(points, key=lambda q: q.devices)
-        if p.devices not in fit_on
-    ]
+class Result:
+    def __init__(
+        self,
+        group: str,
+        table: str,
+        n: int,
+        fitted: tuple[int, ...],
+        published: float,
+        predicted: float,
+        low: float | None,
+        high: float | None,
+    ) -> None:
+        self.group, self.table, self.n, self.fitted = group, table, n, fitted
+        self.published, self.predicted, self.low, self.high = published, predicted, low, high
+
+    @property
+    def error(self) -> float:
+        return abs(self.predicted / self.published - 1)
+
+    @property
+    def held(self) -> bool | None:
+        if self.low is None or self.high is None:
+            return None
+        return self.low <= self.published <= self.high
+
+    @property
+    def half_width(self) -> float | None:
+        if self.low is None or self.high is None:
+            return None
+        return (self.high - self.low) / 2 / self.predicted
 
 
-def table_cases(file: str, fit_on: set[int]) -> list[Case]:
-    sweep = read_sweep_file(ROOT / "sample_runs" / file)
-    by_config: dict[str, list[SweepPoint]] = {}
-    for p in sweep.points:
-        by_config.setdefault(p.config, []).append(p)
-    cases = []
-    for config, pts in by_config.items():
-        cases += predict_cases(f"{file}: {config}", pts, fit_on)
-    return cases
+def published_choice(rows: dict[int, float], floor: float = FLOOR) -> int:
+    """The count the published table supports: the same walk as ``recommend``."""
+    counts = sorted(rows)
+    current = counts[0]
+    for n in counts[1:]:
+        if metrics.marginal_efficiency(rows[current], current, rows[n], n) < floor:
+            break
+        current = n
+    return current
 
 
-def live_points(counts: list[int], steps: int, scaling: str) -> list[SweepPoint]:
+def evaluate(
+    tables: list[dict], baseline: bool
+) -> tuple[list[Result], list[tuple[str, int, int]], int]:
+    """Results, wrong bets ``(table, recommended, supported)`` and the number of
+    predicted recommendations."""
+    from gpuscale.analysis.model import fit
+    from gpuscale.analysis.recommend import recommend
+
+    calibrations: dict[str, object] = {}
+    if not baseline:
+        from benchmarks.calibrate import learn
+
+        for fold in sorted({corpus.fold_of(t) for t in tables}):
+            calibrations[fold] = learn([t for t in tables if corpus.fold_of(t) != fold])
+    results: list[Result] = []
+    wrong: list[tuple[str, int, int]] = []
+    bets = 0
+    for t in tables:
+        rows = corpus.throughputs(t)
+        calibration = calibrations.get(corpus.fold_of(t))
+        for fitted, targets in corpus.cases(t):
+            pts = corpus.points(t, fitted)
+            if baseline:
+                model = fit(pts)
+                for n in targets:
+                    results.append(
+                        Result(
+                            t["source_group"],
+                            t["id"],
+                            n,
+                            fitted,
+                            rows[n],
+                            model.throughput(n),
+                            None,
+                            None,
+                        )
+                    )
+                rec = recommend(
+                    pts, max_devices=max(rows), min_efficiency=FLOOR, calibration=NO_RANGES
+                )
+            else:
+                from gpuscale.analysis.predict import predict_rows
+
+                got = {p.devices: p for p in predict_rows(pts, targets, calibration=calibration)}
+                for n in targets:
+                    p = got[n]
+                    results.append(
+                        Result(
+                            t["source_group"],
+                            t["id"],
+                            n,
+                            fitted,
+                            rows[n],
+                            p.throughput or 0.0,
+                            p.throughput_low,
+                            p.throughput_high,
+                        )
+                    )
+                rec = recommend(
+                    pts, max_devices=max(rows), min_efficiency=FLOOR, calibration=calibration
+                )
+            if rec.predicted:
+                bets += 1
+                supported = published_choice({n: x for n, x in rows.items() if n <= max(rows)})
+                if rec.devices > supported:
+                    wrong.append(
+                        (f"{t['id']} from {','.join(map(str, fitted))}", rec.devices, supported)
+                    )
+    return results, wrong, bets
+
+
+def pct(x: float) -> str:
+    return f"{x * 100:.1f}%"
+
+
+def summary_line(results: list[Result]) -> str:
+    errors = sorted(r.error for r in results)
+    line = (
+        f"median {pct(statistics.median(errors))}, p90 {pct(metrics.percentile(errors, 90))}, "
+        f"max {pct(max(errors))}"
+    )
+    held = [r.held for r in results if r.held is not None]
+    if held:
+        widths = [r.half_width or 0.0 for r in results if r.half_width is not None]
+        line += (
+            f"; 80% ranges hold for {pct(sum(held) / len(held))} "
+            f"(median half-width {pct(statistics.median(widths))})"
+        )
+    else:
+        line += "; no ranges"
+    return line
+
+
+def seed_cases(baseline: bool) -> list[Result]:
+    from gpuscale.analysis.model import fit
+
+    root = Path(__file__).resolve().parent.parent / "sample_runs"
+    out = []
+    for name in ("seed000_m60.json", "seed000_v100.json", "seed002_mnist.json"):
+        sweep = read_sweep_file(root / name)
+        by_config: dict[str, list[SweepPoint]] = defaultdict(list)
+        for p in sweep.points:
+            by_config[p.config].append(p)
+        for config, pts in by_config.items():
+            known = [p for p in pts if p.devices in (1, 2)]
+            targets = sorted({p.devices for p in pts if p.devices > 2})
+            if baseline:
+                model = fit(known)
+                got = {n: (model.throughput(n), None, None) for n in targets}
+            else:
+                from gpuscale.analysis.predict import predict_rows
+
+                got = {
+                    p.devices: (p.throughput or 0.0, p.throughput_low, p.throughput_high)
+                    for p in predict_rows(known, targets)
+                }
+            for p in pts:
+                if p.devices in got:
+                    x, lo, hi = got[p.devices]
+                    out.append(
+                        Result(
+                            "seed",
+                            f"{name}: {config}",
+                            p.devices,
+                            (1, 2),
+                            p.throughput or 0.0,
+                            x,
+                            lo,
+                            hi,
+                        )
+                    )
+    return out
+
+
+def live_cases() -> list[Result]:
+    """CPU logical devices of this machine: the real trainer at 1-4 devices, fitted on 1 and 2."""
+    import time
+
     from gpuscale.analysis.summary import RunAccumulator
     from gpuscale.analysis.sweep import point_from_summary
     from gpuscale.live.trainer_run import LiveRun
     from gpuscale.trainer.options import TrainConfig
 
-    points = []
-    for n in counts:
-        batch = {"batch_per_replica": 32} if scaling == "weak" else {"global_batch": 96}
-        config = TrainConfig(devices=n, width=32, steps=steps, warmup_steps=5, **batch)
-        run = LiveRun(config, record=None)
-        acc = RunAccumulator()
-        t0 = time.perf_counter()
-        try:
-            run.start()
-            for event in run.events(timeout=None):
-                acc.add(event)
-        finally:
-            if not run.done:
-                run.stop()
-        if run.error is not None:
-            raise SystemExit(f"the {n}-device {scaling} run failed: {run.error.message}")
-        summary = acc.summary()
-        point = point_from_summary(summary, acc.start, f"live {scaling} {n}")
-        print(
-            f"  measured {scaling:6s} N={n}: {summary.step_time_s * 1000:7.1f} ms/step "
-            f"(spread {summary.spread or 0:.0%}, {summary.steps_counted} steps, "
-            f"run {time.perf_counter() - t0:.0f} s)",
-            flush=True,
-        )
-        points.append(point)
-    return points
+    out = []
+    for scaling in ("weak", "strong"):
+        pts = []
+        for n in (1, 2, 3, 4):
+            batch = {"batch_per_replica": 32} if scaling == "weak" else {"global_batch": 96}
+            run = LiveRun(
+                TrainConfig(devices=n, width=32, steps=60, warmup_steps=5, **batch), record=None
+            )
+            acc = RunAccumulator()
+            t0 = time.perf_counter()
+            try:
+                run.start()
+                for event in run.events(timeout=None):
+                    acc.add(event)
+            finally:
+                if not run.done:
+                    run.stop()
+            if run.error is not None:
+                raise SystemExit(f"the {n}-device {scaling} run failed: {run.error.message}")
+            pts.append(point_from_summary(acc.summary(), acc.start, f"live {scaling} {n}"))
+            print(f"  measured {scaling} N={n} in {time.perf_counter() - t0:.0f} s", flush=True)
+        from gpuscale.analysis.predict import predict_rows
 
-
-def show(cases: list[Case]) -> list[float]:
-    errors = []
-    for label, n, measured, predicted in cases:
-        error = predicted / measured - 1
-        errors.append(abs(error))
-        print(
-            f"  {label:48s} N={n:<2d} measured {measured * 1000:8.1f} ms  "
-            f"predicted {predicted * 1000:8.1f} ms  error {error:+6.1%}"
-        )
-    return errors
+        got = {p.devices: p for p in predict_rows([p for p in pts if p.devices <= 2], [3, 4])}
+        for p in pts:
+            if p.devices in got:
+                q = got[p.devices]
+                out.append(
+                    Result(
+                        "cpu-logical",
+                        f"here {scaling}",
+                        p.devices,
+                        (1, 2),
+                        p.throughput or 0.0,
+                        q.throughput or 0.0,
+                        q.throughput_low,
+                        q.throughput_high,
+                    )
+                )
+    return out
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=60, help="steps per live run (5 warm-up)")
-    parser.add_argument("--no-live", action="store_true", help="skip the live sweep here")
+    parser.add_argument("--corpus", default=str(corpus.DEFAULT_CORPUS))
+    parser.add_argument("--baseline", action="store_true", help="the bare model, no calibration")
+    parser.add_argument("--live", action="store_true", help="also CPU logical devices here (slow)")
+    parser.add_argument("--worst", type=int, default=8, help="worst predictions shown")
     args = parser.parse_args()
 
-    headline: list[float] = []
-    if not args.no_live:
-        cores = os.cpu_count() or 2
-        print(f"here: trainer on 1-4 CPU logical devices sharing {cores} cores, fitted on 1 and 2")
-        for scaling in ("weak", "strong"):
-            points = live_points([1, 2, 3, 4], args.steps, scaling)
-            headline += show(predict_cases(f"here, {scaling} scaling", points, {1, 2}))
-    print("seed 002 (published), fitted on 1 and 2 GPUs:")
-    seed002 = show(table_cases("seed002_mnist.json", {1, 2}))
-    headline += seed002
-    print("seed 000 (published, not in the last line), fitted on 1 and 2 GPUs:")
-    extra = show(table_cases("seed000_m60.json", {1, 2}) + table_cases("seed000_v100.json", {1, 2}))
-    print(f"seed 002 alone: median {statistics.median(seed002):.1%}, max {max(seed002):.1%}")
-    print(
-        f"seed 000 alone: median {statistics.median(extra):.1%}, max {max(extra):.1%}; "
-        f"all cases together: median {statistics.median(headline + extra):.1%}"
-    )
-    print(f"prediction error: median {statistics.median(headline):.1%}, max {max(headline):.1%}")
+    tables = corpus.load_tables(args.corpus)
+    results, wrong, bets = evaluate(tables, args.baseline)
+    by_group: dict[str, list[Result]] = defaultdict(list)
+    for r in results:
+        by_group[r.group].append(r)
+    for group, rs in sorted(by_group.items()):
+        k = sum(1 for w in wrong if any(r.table in w[0] for r in rs))
+        print(f"{group:18s} {len(rs):5d} points: {summary_line(rs)}; wrong bets {k}")
+    for fitted in corpus.FIT_SETS:
+        rs = [r for r in results if r.fitted == fitted]
+        print(f"from {','.join(map(str, fitted)):7s}       {len(rs):5d} points: {summary_line(rs)}")
+    print("worst predictions:")
+    for r in sorted(results, key=lambda r: -r.error)[: args.worst]:
+        rng = (
+            f" range {r.low:,.0f}-{r.high:,.0f}" if r.low is not None and r.high is not None else ""
+        )
+        print(
+            f"  {r.table} N={r.n} from {','.join(map(str, r.fitted))}: published {r.published:,.0f}, "
+            f"predicted {r.predicted:,.0f}{rng} ({r.predicted / r.published - 1:+.0%})"
+        )
+    print(f"wrong bets ({len(wrong)}):")
+    for name, got, supported in wrong[: args.worst]:
+        print(f"  {name}: recommended {got}, the table supports {supported}")
+    seeds = seed_cases(args.baseline)
+    print(f"seed tables (sample_runs, from 1,2; {len(seeds)} points): {summary_line(seeds)}")
+    if args.live:
+        live = live_cases()
+        print(f"CPU logical devices here ({len(live)} points): {summary_line(live)}")
+    print(f"prediction error: {summary_line(results)}; wrong bets {len(wrong)} of {bets}")
     return 0
 
 

@@ -78,7 +78,9 @@ def main(argv: list[str] | None = None) -> int:
         with stop_signals_interrupt():
             return int(args.func(args) or 0)
     except GpuscaleError as exc:
-        print(f"gpuscale: error: {exc}", file=sys.stderr)
+        from gpuscale.formatting import visible  # messages quote data: shown, not obeyed
+
+        print(f"gpuscale: error: {visible(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("gpuscale: interrupted", file=sys.stderr)

@@ -5,7 +5,12 @@ and the dashboard all format the same way.
 
 The rules:
 
-- Missing values print as ``n/a`` (:data:`NA`), never as 0.
+- Missing values print as ``n/a`` (:data:`NA`), never as 0; so do infinity and
+  NaN (a number that cannot be shown is as good as missing).
+- Every string that comes from data (a file, a script, the network) is shown
+  through :func:`visible` (control characters as ``\x1b``-style escapes, so a
+  recording cannot set the window title or clear the screen) and, where Rich or
+  Textual markup is parsed, :func:`markup_literal` (``[bold]`` stays text).
 - Durations take **seconds** and print in ms below one second
   (``12.3 ms``), in s below a minute (``4.6 s``), then ``3m 05s`` /
   ``2h 03m``. :func:`format_ms` prints always in ms, for columns of step times.
@@ -23,8 +28,52 @@ The rules:
 
 from __future__ import annotations
 
+import math
+
 NA = "n/a"
 """What a missing value prints as."""
+
+
+def _missing(value: float | None) -> bool:
+    """None, infinity or NaN: nothing a reader can use."""
+    if value is None:
+        return True
+    try:
+        return not math.isfinite(value)
+    except (TypeError, OverflowError):
+        return True
+
+
+_CONTROL = {
+    **{c: f"\\x{c:02x}" for c in range(0x20)},
+    0x7F: "\\x7f",
+    **{c: f"\\x{c:02x}" for c in range(0x80, 0xA0)},
+    # Bidirectional overrides and isolates reorder what is shown ("Trojan source").
+    **{c: f"\\u{c:04x}" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))},
+}
+_CONTROL_KEEP_NEWLINES = {c: v for c, v in _CONTROL.items() if c not in (0x0A, 0x09)}
+
+
+def visible(text: object, *, keep_newlines: bool = False, limit: int | None = None) -> str:
+    """A string from data made safe to print: every control character (C0, DEL,
+    C1, bidirectional overrides) shown as an escape such as ``\\x1b``, so nothing
+    in it can move the cursor, set the window title or clear the screen.
+    ``keep_newlines`` keeps line breaks and tabs (for multi-line log text);
+    ``limit`` cuts it to that many characters, ending in ``…``."""
+    text = text if isinstance(text, str) else str(text)
+    if limit is not None and len(text) > limit:
+        text = text[: max(limit - 1, 0)] + "…"
+    return text.translate(_CONTROL_KEEP_NEWLINES if keep_newlines else _CONTROL)
+
+
+def markup_literal(text: object, *, keep_newlines: bool = False, limit: int | None = None) -> str:
+    """:func:`visible`, then escaped for Rich/Textual markup, so ``[bold]``,
+    ``[/bold]`` or ``[link=...]`` in data is shown as typed: for strings put
+    into a markup string (``f"[dim]{markup_literal(name)}[/]"``)."""
+    from rich.markup import escape  # Rich is what parses the markup; its escape matches it
+
+    return escape(visible(text, keep_newlines=keep_newlines, limit=limit))
+
 
 _DECIMAL_UNITS = (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3))
 
@@ -32,7 +81,7 @@ _DECIMAL_UNITS = (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3))
 def format_duration_s(value_s: float | None) -> str:
     """A duration given in seconds: ``12.3 ms`` below 1 s, ``4.6 s`` below
     60 s, ``3m 05s`` below an hour, else ``2h 03m``; ``n/a`` for None."""
-    if value_s is None:
+    if _missing(value_s):
         return NA
     value_s = float(value_s)
     if abs(value_s) < 1:
@@ -49,12 +98,15 @@ def format_duration_s(value_s: float | None) -> str:
 def format_ms(value_s: float | None, digits: int = 1) -> str:
     """A duration given in seconds, printed always in milliseconds
     (``123.4 ms``), so a column of step times shares one unit."""
-    return NA if value_s is None else f"{value_s * 1000:.{digits}f} ms"
+    value_ms = None if _missing(value_s) else value_s * 1000
+    return NA if _missing(value_ms) else f"{value_ms:.{digits}f} ms"
 
 
 def format_clock_s(value_s: float) -> str:
     """An elapsed time given in seconds as a clock: ``m:ss`` or ``h:mm:ss``
-    (negative values print as ``0:00``)."""
+    (negative values print as ``0:00``; infinity or NaN as ``n/a``)."""
+    if _missing(value_s):
+        return NA
     whole = int(max(value_s, 0))
     hours, rest = divmod(whole, 3600)
     minutes, secs = divmod(rest, 60)
@@ -64,7 +116,7 @@ def format_clock_s(value_s: float) -> str:
 def format_bytes(value_bytes: float | None) -> str:
     """A size given in bytes, in decimal units with one decimal: ``512 B``,
     ``1.5 kB``, ``12.0 MB``, ``80.0 GB``, ``1.2 TB``; ``n/a`` for None."""
-    if value_bytes is None:
+    if _missing(value_bytes):
         return NA
     value = float(value_bytes)
     for unit, scale in _DECIMAL_UNITS:
@@ -76,13 +128,13 @@ def format_bytes(value_bytes: float | None) -> str:
 def format_gb(value_bytes: float | None) -> str:
     """A size given in bytes as a bare number of GB (10^9 bytes) with one
     decimal, for ``used/total GB`` pairs; ``n/a`` for None."""
-    return NA if value_bytes is None else f"{value_bytes / 1e9:.1f}"
+    return NA if _missing(value_bytes) else f"{value_bytes / 1e9:.1f}"
 
 
 def format_rate_bytes_s(value_bytes_s: float | None) -> str:
     """A transfer rate given in bytes per second, in decimal units:
     ``850 B/s``, ``1.5 kB/s``, ``320.0 MB/s``, ``45.0 GB/s``; ``n/a`` for None."""
-    if value_bytes_s is None:
+    if _missing(value_bytes_s):
         return NA
     value = float(value_bytes_s)
     for unit, scale in _DECIMAL_UNITS:
@@ -94,7 +146,7 @@ def format_rate_bytes_s(value_bytes_s: float | None) -> str:
 def format_gb_s(value_bytes_s: float | None) -> str:
     """A rate given in bytes per second as a bare number of GB/s (10^9 B/s):
     one decimal below 10, none above; ``n/a`` for None."""
-    if value_bytes_s is None:
+    if _missing(value_bytes_s):
         return NA
     value = value_bytes_s / 1e9
     return f"{value:.1f}" if abs(value) < 10 else f"{value:.0f}"
@@ -102,19 +154,20 @@ def format_gb_s(value_bytes_s: float | None) -> str:
 
 def format_pct(value_pct: float | None, digits: int = 0) -> str:
     """A percentage given on the 0-100 scale: ``42%``; ``n/a`` for None."""
-    return NA if value_pct is None else f"{value_pct:.{digits}f}%"
+    return NA if _missing(value_pct) else f"{value_pct:.{digits}f}%"
 
 
 def format_fraction_pct(fraction: float | None, digits: int = 0) -> str:
     """A fraction given on the 0-1 scale, printed as a percentage:
     0.42 -> ``42%``; ``n/a`` for None."""
-    return NA if fraction is None else f"{fraction * 100:.{digits}f}%"
+    pct = None if _missing(fraction) else fraction * 100
+    return NA if _missing(pct) else f"{pct:.{digits}f}%"
 
 
 def format_samples_s(value_samples_s: float | None) -> str:
     """Training throughput given in samples per second: ``1,234 samples/s``
     (one decimal below 10); ``n/a`` for None."""
-    if value_samples_s is None:
+    if _missing(value_samples_s):
         return NA
     if abs(value_samples_s) < 10:
         return f"{value_samples_s:.1f} samples/s"
@@ -124,7 +177,7 @@ def format_samples_s(value_samples_s: float | None) -> str:
 def format_sample_rate(interval_s: float | None) -> str:
     """How often telemetry is sampled, given the interval in seconds:
     0.5 -> ``2 Hz``, 5 -> ``0.2 Hz``; ``n/a`` for None or a non-positive interval."""
-    if interval_s is None or interval_s <= 0:
+    if _missing(interval_s) or interval_s <= 0:
         return NA
     hz = 1 / interval_s
     return f"{hz:.0f} Hz" if hz >= 10 or hz == int(hz) else f"{hz:.1f} Hz"
@@ -133,14 +186,14 @@ def format_sample_rate(interval_s: float | None) -> str:
 def format_number(value: float | None, fmt: str = ".0f", suffix: str = "") -> str:
     """Any other number with a format spec and a unit suffix (``564 W``,
     ``60 °C``); ``n/a`` for None."""
-    return NA if value is None else f"{value:{fmt}}{suffix}"
+    return NA if _missing(value) else f"{value:{fmt}}{suffix}"
 
 
 def text_gauge(pct: float | None, width: int) -> str:
     """A text gauge ``width`` cells wide for a value on the 0-100 scale, with
     eighth-cell resolution; a dotted track when the value is missing."""
     width = max(width, 1)
-    if pct is None:
+    if _missing(pct):
         return "·" * width
     filled = pct / 100 * width
     full = int(min(max(filled, 0), width))

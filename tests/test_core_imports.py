@@ -13,7 +13,7 @@ from pathlib import Path
 
 import gpuscale
 
-HEADLESS_PACKAGES = ("events", "telemetry", "recording", "analysis", "live")
+HEADLESS_PACKAGES = ("events", "telemetry", "recording", "analysis", "live", "plots")
 """Every module in these packages is headless."""
 HEADLESS_MODULES = (
     "gpuscale.cli",
@@ -180,13 +180,24 @@ def _layer(module: str) -> int:
 
 def _import_graph() -> dict[str, set[str]]:
     """Every gpuscale module and the gpuscale modules it imports, at the top or
-    inside a function alike (a lazy import is still a dependency)."""
+    inside a function alike (a lazy import is still a dependency); imports under
+    ``if TYPE_CHECKING:`` are left out (they never run)."""
     paths = {_module_name(p): p for p in PACKAGE_DIR.rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in paths.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         deps: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        type_only = {  # imports under `if TYPE_CHECKING:` are for annotations only
+            id(child)
+            for block in ast.walk(tree)
+            if isinstance(block, ast.If) and ast.unparse(block.test).endswith("TYPE_CHECKING")
+            for stmt in block.body
+            for child in ast.walk(stmt)
+        }
+        for node in ast.walk(tree):
+            if id(node) in type_only:
+                continue
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):

@@ -13,7 +13,6 @@ import pytest
 from recording_samples import T0, sample_events, write_run
 
 from gpuscale.errors import GpuscaleError
-from gpuscale.recording import reader as reader_module
 from gpuscale.recording.format import MAX_LINE_BYTES
 from gpuscale.recording.reader import RecordingError, iter_events, load_run
 
@@ -220,10 +219,16 @@ def test_permission_denied_simulated(tmp_path, good, monkeypatch):
     path = tmp_path / "secret.ndjson"
     path.write_bytes(good)
 
-    def refuse(*args, **kwargs):
-        raise PermissionError(13, "Permission denied", str(path))
+    import gpuscale.events.bounded as bounded_module
 
-    monkeypatch.setattr(reader_module, "open", refuse, raising=False)
+    real_open = bounded_module.os.open
+
+    def refuse(file, *args, **kwargs):
+        if str(file) == str(path):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(bounded_module.os, "open", refuse)
     with pytest.raises(RecordingError, match=r"secret.ndjson: permission denied"):
         load_run(path)
 

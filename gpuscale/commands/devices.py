@@ -386,6 +386,11 @@ def report_json(report: DevicesReport) -> dict[str, Any]:
     return data
 
 
+MAX_TF_TIMEOUT_S = 3600.0
+"""Longest --tf-timeout: an hour (listing devices takes seconds; far beyond, the
+deadline arithmetic overflows)."""
+
+
 def register(sub) -> None:
     parser = sub.add_parser(
         "devices",
@@ -415,8 +420,10 @@ def register(sub) -> None:
 def main(args) -> int:
     from gpuscale.errors import GpuscaleError
 
-    if not args.tf_timeout > 0:
-        raise GpuscaleError(f"--tf-timeout must be positive, not {args.tf_timeout:g}")
+    if not 0 < args.tf_timeout <= MAX_TF_TIMEOUT_S:
+        raise GpuscaleError(
+            f"--tf-timeout must be above 0 and at most {MAX_TF_TIMEOUT_S:g} s, not {args.tf_timeout:g}"
+        )
     report = collect(tf=not args.no_tf, tf_timeout_s=args.tf_timeout)
     if args.json:
         sys.stdout.write(json.dumps(report_json(report), indent=2) + "\n")

@@ -8,10 +8,10 @@ TensorFlow. Live (no ``--from``) it runs a short sweep of the trainer over 1, 2,
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from gpuscale.errors import GpuscaleError
+from gpuscale.errors import EXIT_INTERRUPTED, GpuscaleError
+from gpuscale.events.limits import MAX_DEVICES
 
 
 def register(sub) -> None:
@@ -48,9 +48,28 @@ def register(sub) -> None:
         "(default: what the sweep file says the machine has; predictions up to 8)",
     )
     parser.add_argument(
+        "--price-per-device-hour",
+        type=_price,
+        default=None,
+        metavar="PRICE",
+        help="price of one device for an hour (any currency): adds the cost per million "
+        "samples of every count, e.g. '8 devices: 5.10x faster, 1.57x the cost'",
+    )
+    parser.add_argument(
         "--json",
         action="store_true",
         help="print the whole result as one JSON object (a sweep file --from reads back)",
+    )
+    parser.add_argument(
+        "--no-chart",
+        action="store_true",
+        help="do not print the scaling chart under the tables",
+    )
+    parser.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="also write the scaling chart to FILE, SVG or PNG by its extension "
+        "(needs the 'plot' extra: pip install 'gpuscale[plot]')",
     )
     live = parser.add_argument_group("live sweep (without --from)")
     live.add_argument(
@@ -58,6 +77,12 @@ def register(sub) -> None:
         type=_count_list,
         metavar="LIST",
         help="device counts to run, e.g. 1,2,4 (default: 1, 2, 4, ... up to what there is)",
+    )
+    live.add_argument(
+        "--watch",
+        action="store_true",
+        help="run the sweep inside the scaling view (throughput vs devices filling in, "
+        "the recommendation after each count; q stops and recommends from what was measured)",
     )
     live.add_argument(
         "--no-record",
@@ -93,6 +118,16 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _price(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a price like 2.5, got {text!r}") from None
+    if not (value > 0 and value != float("inf")):  # also refuses nan
+        raise argparse.ArgumentTypeError(f"expected a positive price, got {text!r}")
+    return value
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -100,6 +135,8 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected at least 1, got {text!r}")
+    if value > MAX_DEVICES:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_DEVICES:,} devices, got {text!r}")
     return value
 
 
@@ -112,6 +149,10 @@ def _count_list(text: str) -> list[int]:
         ) from None
     if not counts or counts[0] < 1:
         raise argparse.ArgumentTypeError(f"expected device counts like 1,2,4, got {text!r}")
+    if counts[-1] > MAX_DEVICES:
+        raise argparse.ArgumentTypeError(
+            f"expected device counts of at most {MAX_DEVICES:,}, got {text!r}"
+        )
     return counts
 
 
@@ -119,30 +160,62 @@ def main(args) -> int:
     from gpuscale.analysis.recommend import DEFAULT_MIN_EFFICIENCY
 
     floor = args.min_efficiency if args.min_efficiency is not None else DEFAULT_MIN_EFFICIENCY
+    if args.plot:  # a bad file name is refused before a live sweep spends minutes
+        from gpuscale.plots.figure import plot_format
+
+        plot_format(args.plot)
     if not args.inputs and args.strategy == "multi-worker":
         raise GpuscaleError(
             "recommend cannot sweep --strategy multi-worker itself: record each count with "
             "'gpuscale run --strategy multi-worker --local-workers N' and give the recordings "
             "with --from"
         )
+    if args.watch and args.inputs:
+        raise GpuscaleError(
+            "--watch runs a live sweep; to see recordings in the scaling view: "
+            "gpuscale replay FILE FILE..."
+        )
+    if args.watch and args.json:
+        raise GpuscaleError("--watch shows the sweep on screen; leave it out for --json")
+    signal_name = None
     if args.inputs:
         from gpuscale.analysis.sweep import load_inputs
 
         sweep = load_inputs(args.inputs)
         heading = None
+    elif args.watch:
+        from gpuscale.commands.recommend_watch import watch_sweep
+
+        sweep, heading, signal_name = watch_sweep(args, floor)
     else:
         from gpuscale.commands.recommend_live import run_sweep
 
         sweep, heading = run_sweep(args, quiet=args.json)
     if args.max_devices is not None:  # asked for: predict that far, whatever the machine has
         sweep.available_devices = None
-    return report(
-        sweep, floor=floor, max_devices=args.max_devices, as_json=args.json, heading=heading
+    code = report(
+        sweep,
+        floor=floor,
+        max_devices=args.max_devices,
+        as_json=args.json,
+        heading=heading,
+        chart=not args.no_chart,
+        plot=args.plot,
+        price=args.price_per_device_hour,
     )
+    return EXIT_INTERRUPTED if signal_name else code
 
 
 def report(
-    sweep, *, floor: float, max_devices: int | None, as_json: bool, heading: str | None
+    sweep,
+    *,
+    floor: float,
+    max_devices: int | None,
+    as_json: bool,
+    heading: str | None,
+    chart: bool = True,
+    plot: str | None = None,
+    price: float | None = None,
 ) -> int:
     """Recommend from a :class:`~gpuscale.analysis.sweep.Sweep` and print it."""
     import msgspec
@@ -155,7 +228,12 @@ def report(
         min_efficiency=floor,
         max_devices=max_devices,
         available_devices=sweep.available_devices,
+        price_per_device_hour=price,
     )
+    if plot:
+        from gpuscale.commands.recommend_chart import write_plot_file
+
+        write_plot_file(rec, plot)
     if as_json:
         body = msgspec.to_builtins(rec)
         body.pop("table")
@@ -168,12 +246,14 @@ def report(
             models=msgspec.to_builtins(rec.models),
             recommendation=body,
         )
-        json.dump(doc, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        # msgspec encodes 100k points in well under a second (json.dump with an indent
+        # writes piece by piece in pure Python: half a minute), and writes a non-finite
+        # float as null, so the output always reads back (json.dump writes NaN/Infinity).
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n")
         return 0
     from gpuscale.commands.recommend_render import render
 
-    render(rec, sweep, heading=heading)
+    render(rec, sweep, heading=heading, chart=chart)
     return 0
 
 

@@ -1,9 +1,14 @@
-"""`gpuscale replay FILE`: the dashboard fed from a recording (no TensorFlow)."""
+"""`gpuscale replay FILE`: the dashboard fed from a recording (no TensorFlow).
+`gpuscale replay FILE FILE...`: the recordings of a sweep (one run per device count)
+in the scaling view, also without TensorFlow."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+
+MAX_SPEED = 1e6
+"""Fastest --speed (run seconds per wall second): a day of run in a tenth of a second."""
 
 
 def register(sub) -> None:
@@ -13,10 +18,20 @@ def register(sub) -> None:
         description=(
             "Replay a recording (.ndjson or .ndjson.gz) in the same dashboard as "
             "'gpuscale watch'. Keys: space pause, left/right seek 10 s, +/- speed, "
-            "end jump to the end, ? help, q quit. Needs no GPU and no TensorFlow."
+            "end jump to the end, ? help, q quit. Given several recordings (the runs of a "
+            "sweep, one per device count), shows them as a scaling view: throughput against "
+            "devices, where the step time goes, and the recommendation. Needs no GPU and "
+            "no TensorFlow. A sweep file (recommend --json, a typed-in table) is shown "
+            "the same way."
         ),
     )
-    parser.add_argument("file", type=Path, metavar="FILE", help="a recording made by gpuscale")
+    parser.add_argument(
+        "files",
+        type=Path,
+        nargs="+",
+        metavar="FILE",
+        help="a recording made by gpuscale; several: the scaling view of a sweep",
+    )
     parser.add_argument(
         "--speed",
         type=float,
@@ -33,13 +48,15 @@ def register(sub) -> None:
 def _is_sweep_file(path: Path) -> bool:
     """A whole-file JSON document (what ``gpuscale recommend --json`` writes)
     rather than one event per line."""
-    import json
+    from gpuscale.events.bounded import JsonInputError, decode_json, open_untrusted, read_bounded
 
     try:
-        if path.stat().st_size > 10 * 2**20:
+        f, regular = open_untrusted(path)
+        f.close()
+        if not regular:  # a pipe's bytes are gone once read: nothing to sniff
             return False
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        document = decode_json(read_bounded(path, 10 * 2**20))
+    except JsonInputError:
         return False
     return isinstance(document, dict) and "kind" not in document
 
@@ -48,8 +65,13 @@ def main(args: argparse.Namespace) -> int:
     from gpuscale.errors import GpuscaleError
     from gpuscale.ui.sources import ReplaySource
 
-    if not args.speed > 0:
-        raise GpuscaleError(f"--speed must be a positive number, got {args.speed:g}")
+    if not 0 < args.speed <= MAX_SPEED:
+        raise GpuscaleError(
+            f"--speed must be above 0 and at most {MAX_SPEED:g}, got {args.speed:g}"
+        )
+    if len(args.files) > 1:
+        return replay_sweep(args.files)
+    args.file = args.files[0]
     if args.file.is_dir():
         raise GpuscaleError(f"{args.file} is a directory, not a recording")
     # Read (and validate) the whole file before the screen opens: an unusable
@@ -58,16 +80,45 @@ def main(args: argparse.Namespace) -> int:
     try:
         source = ReplaySource(args.file, speed=args.speed, end=args.end)
     except GpuscaleError:
-        if _is_sweep_file(args.file):
-            raise GpuscaleError(
-                f"{args.file} is a sweep file (device counts and their throughput), not a run "
-                f"recording; read it with 'gpuscale recommend --from {args.file}'"
-            ) from None
-        raise
+        if not _is_sweep_file(args.file):
+            raise
+    else:
+        from gpuscale.errors import EXIT_INTERRUPTED
+        from gpuscale.ui.app import build_app, run_until_stop_signal
 
+        if run_until_stop_signal(build_app(source)):
+            return EXIT_INTERRUPTED
+        return 0
+    try:  # a sweep file (`recommend --json`, a typed-in table): its scaling view
+        return replay_sweep([args.file])
+    except GpuscaleError as exc:
+        raise GpuscaleError(
+            f"{args.file} is a sweep file (device counts and their throughput) that cannot be "
+            f"shown ({exc}); 'gpuscale recommend --from {args.file}' reads sweep files"
+        ) from None
+
+
+def replay_sweep(files: list[Path]) -> int:
+    """Several recordings (or sweep files): the scaling view, offline."""
+    from gpuscale.analysis.recommend import recommend
+    from gpuscale.analysis.sweep import load_inputs
+    from gpuscale.errors import GpuscaleError
+
+    sweep = load_inputs(files)
+    if not sweep.points:
+        raise GpuscaleError("no measured device counts in " + ", ".join(map(str, files)))
+    # Refused here, with one line, rather than as an empty screen.
+    recommend(sweep.points, min_efficiency=0.6, available_devices=sweep.available_devices)
+
+    from gpuscale.ui.sweep_app import SweepApp, SweepView, sweep_heading
+
+    view = SweepView(
+        points=sweep.points,
+        heading=sweep_heading(sweep.points, len(files)),
+        available_devices=sweep.available_devices,
+        sources=list(sweep.sources),
+    )
     from gpuscale.errors import EXIT_INTERRUPTED
-    from gpuscale.ui.app import build_app, run_until_stop_signal
+    from gpuscale.ui.app import run_until_stop_signal
 
-    if run_until_stop_signal(build_app(source)):
-        return EXIT_INTERRUPTED
-    return 0
+    return EXIT_INTERRUPTED if run_until_stop_signal(SweepApp(view)) else 0

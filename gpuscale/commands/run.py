@@ -19,7 +19,7 @@ from typing import Any
 
 from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED
 from gpuscale.events.schema import ErrorEvent, LogEvent, StartEvent, StepEvent
-from gpuscale.formatting import format_bytes, format_duration_s, format_samples_s
+from gpuscale.formatting import format_bytes, format_duration_s, format_samples_s, visible
 from gpuscale.trainer.options import add_trainer_arguments, config_from_args
 from gpuscale.ui.model import MAX_DISPLAY_LINE
 
@@ -108,7 +108,10 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     if run.error is not None or (end is not None and end.status in ("failed", "lost")):
         if run.error is not None:
-            print(f"gpuscale: error: {run.error.message}", file=sys.stderr)
+            print(
+                f"gpuscale: error: {visible(run.error.message, keep_newlines=True)}",
+                file=sys.stderr,
+            )
         return EXIT_FAILED
     return 0
 
@@ -122,6 +125,15 @@ class _JsonView:
 
     def on_event(self, event, live: bool = True) -> None:
         pass
+
+
+def _for_display(message: str) -> str:
+    """A log line cut to MAX_DISPLAY_LINE characters: printing megabytes of one line
+    takes minutes."""
+    if len(message) <= MAX_DISPLAY_LINE:
+        return message
+    cut = len(message) - MAX_DISPLAY_LINE
+    return f"{message[:MAX_DISPLAY_LINE]} [... {cut} more characters not shown]"
 
 
 class _ProgressView:
@@ -166,7 +178,8 @@ class _ProgressView:
         if isinstance(event, StartEvent):
             devices = f"{event.num_replicas} x {_platform(event.platform)}"
             self.console.print(
-                f"[bold]{event.model}[/] on {devices}, {_strategy(event)}, {_scaling(event)}",
+                f"[bold]{_escape(event.model)}[/] on {_escape(devices)}, {_escape(_strategy(event))}, "
+                f"{_scaling(event)}",
             )
             if event.note:
                 self.console.print(f"[dim]{_escape(event.note)}[/]")
@@ -184,22 +197,25 @@ class _ProgressView:
                 throughput=format_samples_s(event.samples / median) if median > 0 else "",
             )
         elif isinstance(event, LogEvent) and event.source == "script" and event.level == "info":
-            self.console.print(event.message, markup=False, highlight=False)  # your script's output
+            self.console.print(  # your script's output; control characters shown, not obeyed
+                visible(_for_display(event.message), keep_newlines=True),
+                markup=False,
+                highlight=False,
+            )
         elif isinstance(event, LogEvent) and event.level in ("warning", "error"):
-            message = event.message
-            if len(message) > MAX_DISPLAY_LINE:  # printing megabytes of one line takes minutes
-                cut = len(message) - MAX_DISPLAY_LINE
-                message = f"{message[:MAX_DISPLAY_LINE]} [... {cut} more characters not shown]"
-            self.console.print(f"[yellow]{event.source}: {_escape(message)}[/]")
+            self.console.print(
+                f"[yellow]{_escape(event.source)}: {_escape(_for_display(event.message))}[/]"
+            )
         elif isinstance(event, ErrorEvent):
             self.progress.update(self.task, description="failed")
 
 
 def _escape(text: str) -> str:
-    """Text shown as it is, not read as rich markup (``callbacks=[...]``, TF's ``[...]``)."""
-    from rich.markup import escape
+    """Text from data shown as it is: not read as rich markup (``callbacks=[...]``,
+    TF's ``[...]``), control characters visible (:func:`gpuscale.formatting.markup_literal`)."""
+    from gpuscale.formatting import markup_literal
 
-    return escape(text)
+    return markup_literal(text)
 
 
 def _platform(platform: str) -> str:
@@ -248,7 +264,8 @@ def _print_summary(run) -> None:
             )
         return
     console.print(
-        f"[bold]{start.model}[/] on {start.num_replicas} x {_platform(start.platform)}: {_strategy(start)}"
+        f"[bold]{_escape(start.model)}[/] on {start.num_replicas} x "
+        f"{_escape(_platform(start.platform))}: {_escape(_strategy(start))}"
     )
     console.print(f"  {_scaling(start)}")
     status = end.status if end else "unknown"
@@ -290,6 +307,6 @@ def _print_summary(run) -> None:
     if start.note:
         console.print(f"  [dim]note: {_escape(start.note)}[/]")
     if run.recording_path:
-        console.print(f"  recorded to {run.recording_path}")
+        console.print(f"  recorded to {_escape(str(run.recording_path))}")
     if run.recording_problem:
-        console.print(f"  [yellow]recording problem: {run.recording_problem}[/]")
+        console.print(f"  [yellow]recording problem: {_escape(run.recording_problem)}[/]")

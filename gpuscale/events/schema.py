@@ -26,18 +26,32 @@ optional fields, so a reader accepts any file with the same major version
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
+
+from gpuscale.events import limits
 
 SCHEMA_VERSION = "1.2"
 SCHEMA_MAJOR = 1
 
+# Plausible ranges (gpuscale.events.limits) for the fields the analysis divides by
+# or counts with: a recording outside them is damaged and refused, naming the line.
+_Time = Annotated[float, msgspec.Meta(ge=0, le=limits.MAX_TIMESTAMP_S)]
+_Worker = Annotated[int, msgspec.Meta(ge=0, lt=limits.MAX_WORKERS)]
+_Devices = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_DEVICES)]
+_Workers = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_WORKERS)]
+_Batch = Annotated[int, msgspec.Meta(ge=0, le=limits.MAX_BATCH)]
+_StepTime = Annotated[float, msgspec.Meta(ge=limits.MIN_STEP_TIME_S, le=limits.MAX_STEP_TIME_S)]
+_Duration = Annotated[float, msgspec.Meta(ge=0, le=limits.MAX_STEP_TIME_S)]
+_Count = Annotated[int, msgspec.Meta(ge=0, le=limits.MAX_STEPS)]
+_Bytes = Annotated[int, msgspec.Meta(ge=0, le=limits.MAX_PAYLOAD_BYTES)]
+
 
 class _Event(msgspec.Struct, tag_field="kind", kw_only=True, omit_defaults=True):
-    t: float
+    t: _Time
     """Wall-clock time, seconds since the Unix epoch."""
-    worker: int = 0
+    worker: _Worker = 0
     """Index of the worker (machine) the event comes from; 0 on a single machine."""
 
 
@@ -153,16 +167,16 @@ class StartEvent(_Event, tag="start", kw_only=True):
     cross_device_ops: str | None = None
     """All-reduce implementation: ``nccl``, ``hierarchical-copy``, ``reduce-to-one``,
     ``collective`` (multi-worker) or ``None`` when there is nothing to reduce."""
-    num_replicas: int = 1
-    num_workers: int = 1
+    num_replicas: _Devices = 1
+    num_workers: _Workers = 1
     scaling: Literal["weak", "strong"] = "weak"
     """``weak``: fixed batch per replica (global batch grows with replicas);
     ``strong``: fixed global batch (split across replicas)."""
-    global_batch: int = 0
-    per_replica_batch: int = 0
+    global_batch: _Batch = 0
+    per_replica_batch: _Batch = 0
     param_count: int | None = None
     """Trainable parameters."""
-    payload_bytes: int | None = None
+    payload_bytes: _Bytes | None = None
     """Gradient bytes all-reduced per step (trainable parameters x dtype size)."""
     mixed_precision: bool = False
     pids: list[int] = []
@@ -179,15 +193,15 @@ class StepEvent(_Event, tag="step", kw_only=True):
     """One training step, timed on the host after the step's results were
     fetched (synchronised: the device work of the step is finished)."""
 
-    step: int
-    step_time_s: float
+    step: _Count
+    step_time_s: _StepTime
     """The whole step, input wait included: built-in trainer, from asking the
     input pipeline for the batch until a value of every replica's updated
     variables is on the host; Keras callback, from ``on_train_batch_begin`` to
     ``on_train_batch_end`` (``fit`` fetches the batch inside that span), and with
     ``steps_per_execution=N`` the execution's time divided by N; custom loop
     (``ScalingMonitor.step()``), the ``with`` block up to ``step.sync``."""
-    samples: int
+    samples: _Batch
     """Samples processed by the step across all replicas (the global batch)."""
     warmup: bool = False
     """Warm-up steps are recorded but excluded from statistics."""
@@ -216,28 +230,28 @@ class PhaseEvent(_Event, tag="phase", kw_only=True):
       not measured and stays 0.
     """
 
-    step: int
-    step_time_s: float
+    step: _Count
+    step_time_s: _StepTime
     """The step the terms are measured against (see ``method`` above)."""
-    compute_s: float
+    compute_s: _Duration
     """T(compute): forward + backward on every replica, no gradient exchange."""
-    allreduce_s: float
+    allreduce_s: _Duration
     """Exposed all-reduce: T(compute + all-reduce) - T(compute), floored at 0;
     what the step waits for the gradient exchange."""
-    apply_s: float
+    apply_s: _Duration
     """``step_time_s`` - T(compute + all-reduce), floored at 0: the optimizer
     update (for ``callback-probe`` also Keras's own per-step work, e.g. metrics)."""
-    input_s: float = 0.0
+    input_s: _Duration = 0.0
     """Wait for the next batch from the input pipeline (``differenced`` only;
     0 for ``callback-probe``, which cannot see it)."""
-    payload_bytes: int | None = None
+    payload_bytes: _Bytes | None = None
     """Gradient bytes all-reduced per step (trainable variables in the gradient dtype)."""
     num_tensors: int | None = None
     """Gradient tensors all-reduced per step."""
     method: str = "differenced"
     """How the terms were measured: ``differenced`` (built-in trainer) or
     ``callback-probe`` (Keras callback); see the class docstring."""
-    allreduce_total_s: float | None = None
+    allreduce_total_s: _Duration | None = None
     """The all-reduce of a gradient-sized payload timed alone (nothing to overlap
     with): its full cost, of which ``allreduce_s`` is the part the step waits for.
     Built-in trainer with more than one replica only; None otherwise."""
@@ -308,8 +322,8 @@ class EndEvent(_Event, tag="end", kw_only=True):
 
     status: Literal["completed", "stopped", "failed", "lost"]
     """``stopped``: the user stopped it; ``lost``: the process died without a word."""
-    steps: int = 0
-    duration_s: float = 0.0
+    steps: _Count = 0
+    duration_s: Annotated[float, msgspec.Meta(ge=0, le=limits.MAX_TIMESTAMP_S)] = 0.0
     summary: dict[str, Any] | None = None
     """The analysis of the run (``gpuscale.analysis``), for readers that want it
     without recomputing."""

@@ -49,7 +49,9 @@ from collections.abc import Callable
 
 import msgspec
 
+from gpuscale.events.bounded import JsonInputError, check_depth
 from gpuscale.events.schema import EndEvent, Event, LogEvent, decode, encode
+from gpuscale.formatting import visible
 
 ENV_ADDRESS = "GPUSCALE_EVENTS"
 ENV_TOKEN = "GPUSCALE_TOKEN"
@@ -105,6 +107,20 @@ def _same_token(given: str, expected: str) -> bool:
     return hmac.compare_digest(
         given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass")
     )
+
+
+def parse_frame(line: bytes) -> Event:
+    """One received line (a frame) as a validated event, safely: at most
+    :data:`MAX_LINE_BYTES`, nesting checked before decoding, every decoding
+    problem a :class:`~gpuscale.events.bounded.JsonInputError` whose message is
+    one printable line (nothing a peer sent reaches the terminal raw)."""
+    if len(line) > MAX_LINE_BYTES:
+        raise JsonInputError(f"a line longer than {MAX_LINE_BYTES} bytes")
+    check_depth(line)
+    try:
+        return decode(line)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, ValueError) as exc:
+        raise JsonInputError(visible(str(exc), limit=200)) from None
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -272,8 +288,8 @@ class EventServer:
                 reason = f"no hello within {HELLO_TIMEOUT_S:g} s (or one that is too long)"
             else:
                 try:
-                    hello = msgspec.json.decode(first, type=_Hello)
-                except (msgspec.DecodeError, msgspec.ValidationError):
+                    hello = msgspec.json.decode(first, type=_Hello)  # flat: nothing to nest
+                except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, ValueError):
                     hello = None
                 if hello is None or hello.hello != "gpuscale":
                     reason = "not a gpuscale hello"
@@ -313,8 +329,8 @@ class EventServer:
                         )
                     continue
                 try:
-                    event = decode(line)
-                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                    event = parse_frame(line)
+                except JsonInputError as exc:
                     bad += 1
                     if bad <= 3:
                         self._notice(f"dropped a malformed event from worker {worker}: {exc}")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import msgspec
 
+from gpuscale.events.bounded import JsonInputError, check_depth, open_untrusted
 from gpuscale.events.schema import EndEvent, Event, StartEvent, StepEvent
 from gpuscale.recording.format import (
     DECODE_ERRORS,
@@ -30,6 +31,11 @@ from gpuscale.recording.reader import RecordingError, iter_events
 ENV_DATA_DIR = "GPUSCALE_DATA_DIR"
 TAIL_BYTES = 64 * 1024
 """How much of a file's end :func:`list_runs` reads to find its end event."""
+
+LIST_GZIP_BYTES = 8 * 1024 * 1024
+"""Most compressed bytes :func:`list_runs` decompresses of one ``.gz`` recording
+to find its end (a gzip stream can only be read from its start): about a second.
+A larger file is listed from its first line, with status ``unscanned``."""
 
 _PLATFORM_SHORT = {"gpu": "gpu", "cpu-logical": "cpu", "cpu": "cpu"}
 
@@ -99,14 +105,22 @@ class RunInfo(msgspec.Struct, kw_only=True):
     size_bytes: int
     status: str
     """The end event's status (``completed``, ``stopped``, ``failed``, ``lost``),
-    ``incomplete`` (no end event: killed, or still running) or ``unreadable``."""
+    ``incomplete`` (no end event: killed, or still running), ``unscanned`` (a
+    ``.gz`` too large to decompress for a listing: see :data:`LIST_GZIP_BYTES`)
+    or ``unreadable``."""
     problem: str | None = None
     """Why the file cannot be read, when ``status`` is ``unreadable``."""
 
     @property
     def when(self) -> datetime | None:
-        """Start time as a local datetime."""
-        return datetime.fromtimestamp(self.start_t).astimezone() if self.start_t else None
+        """Start time as a local datetime (``None`` when it has no date: missing,
+        or outside what a calendar date can show)."""
+        if not self.start_t:
+            return None
+        try:
+            return datetime.fromtimestamp(self.start_t).astimezone()
+        except (ValueError, OverflowError, OSError):
+            return None
 
 
 def list_runs(directory: str | os.PathLike | None = None) -> list[RunInfo]:
@@ -120,9 +134,22 @@ def list_runs(directory: str | os.PathLike | None = None) -> list[RunInfo]:
         entries = [p for p in folder.iterdir() if p.name.endswith(SUFFIXES) and p.is_file()]
     except OSError:
         return []
-    runs = [_info(path) for path in entries]
+    runs = [_safe_info(path) for path in entries]
     runs.sort(key=lambda r: (r.start_t is None, r.start_t or 0.0, r.path))
     return runs
+
+
+def _safe_info(path: Path) -> RunInfo:
+    """:func:`_info`, but a file that breaks it is listed as unreadable: one bad
+    file never breaks the listing of the others."""
+    try:
+        return _info(path)
+    except Exception as exc:  # noqa: BLE001 - listed with its problem, never a traceback
+        try:
+            size = path.stat().st_size
+        except OSError:
+            size = 0
+        return _unreadable(path, size, f"cannot be listed ({type(exc).__name__})")
 
 
 def _info(path: Path) -> RunInfo:
@@ -139,8 +166,10 @@ def _info(path: Path) -> RunInfo:
         return _unreadable(path, size, f"cannot read: {exc.strerror or exc}")
     if start.provisional:  # the run's own start follows: what the listing shows
         start = _superseding_start(path) or start
-    end, last_step, last_t = _scan_tail(tail, whole)
-    if end is not None:
+    end, last_step, last_t = _scan_tail(tail, whole) if tail is not None else (None, None, None)
+    if tail is None:
+        steps, duration, status = None, None, "unscanned"
+    elif end is not None:
         steps: int | None = end.steps
         duration: float | None = end.duration_s
         status = end.status
@@ -176,9 +205,16 @@ def _unreadable(path: Path, size: int, problem: str) -> RunInfo:
     )
 
 
-def _head_and_tail(path: Path) -> tuple[bytes, bytes, bool]:
-    """The first line, the last TAIL_BYTES, and whether the tail is the whole file."""
-    with open(path, "rb") as f:
+def _head_and_tail(path: Path) -> tuple[bytes, bytes | None, bool]:
+    """The first line, the last TAIL_BYTES (``None`` for a gzip file too large to
+    decompress for a listing), and whether the tail is the whole file."""
+    try:
+        f, regular = open_untrusted(path)
+    except JsonInputError as exc:
+        raise RecordingError(path, str(exc)) from None
+    with f:
+        if not regular:
+            raise RecordingError(path, "not a regular file")
         if f.peek(2)[:2] == GZIP_MAGIC:
             return _gzip_head_and_tail(f)
         head = f.readline(MAX_LINE_BYTES)
@@ -188,13 +224,16 @@ def _head_and_tail(path: Path) -> tuple[bytes, bytes, bool]:
         return head, f.read(TAIL_BYTES), offset == 0
 
 
-def _gzip_head_and_tail(f) -> tuple[bytes, bytes, bool]:
+def _gzip_head_and_tail(f) -> tuple[bytes, bytes | None, bool]:
     decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
     head = b""
     tail = b""
     dropped = False
+    too_large = os.fstat(f.fileno()).st_size > LIST_GZIP_BYTES
     try:
         while True:
+            if too_large and (b"\n" in head or len(head) >= MAX_LINE_BYTES):
+                break  # the first line is all a listing reads of a large .gz
             if decomp.eof:
                 data = decomp.unused_data or f.read(1 << 20)
                 if not data:
@@ -219,6 +258,8 @@ def _gzip_head_and_tail(f) -> tuple[bytes, bytes, bool]:
     nl = head.find(b"\n")
     if nl >= 0:
         head = head[: nl + 1]
+    if too_large:
+        return head, None, False
     return head, tail, not dropped
 
 
@@ -230,6 +271,11 @@ _event_decoder = msgspec.json.Decoder(Event)
 def _start(path: Path, head: bytes) -> StartEvent:
     if not head.strip():
         raise RecordingError(path, "empty file: not a gpuscale recording")
+    head = head.removeprefix(b"\xef\xbb\xbf")
+    try:
+        check_depth(head)
+    except JsonInputError as exc:
+        raise RecordingError(path, f"line 1: {exc}") from None
     try:
         fields = _probe.decode(head)
     except DECODE_ERRORS:
@@ -255,14 +301,17 @@ supersedes a provisional one (it comes within the run's first seconds)."""
 
 def _superseding_start(path: Path) -> StartEvent | None:
     """The start event that supersedes a provisional first one, if near the top."""
+    events = iter_events(path)
     try:
-        for number, event in enumerate(iter_events(path)):
+        for number, event in enumerate(events):
             if number and isinstance(event, StartEvent) and not event.provisional:
                 return event
             if number >= SUPERSEDING_START_EVENTS:
                 break
     except (RecordingError, OSError):
         pass
+    finally:
+        events.close()
     return None
 
 

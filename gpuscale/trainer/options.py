@@ -15,6 +15,7 @@ from typing import Literal
 import msgspec
 
 from gpuscale.errors import GpuscaleError
+from gpuscale.events import limits
 
 BUILTIN_MODELS = ("mnist-cnn", "resnet50", "mlp", "transformer")
 STRATEGIES = ("mirrored", "central-storage", "one-device", "multi-worker")
@@ -53,6 +54,12 @@ class TrainConfig(msgspec.Struct, kw_only=True, frozen=True):
     @property
     def num_devices(self) -> int | None:
         return len(self.gpus) if self.gpus is not None else self.devices
+
+
+MAX_WIDTH = 65_536
+"""Most mnist-cnn channels per convolution (seed 002 uses 128)."""
+MAX_IMAGE_SIZE = 8_192
+"""Largest resnet50 image side in pixels (one such image is already 200 MB as float32)."""
 
 
 def _gpu_list(text: str) -> list[int]:
@@ -193,6 +200,15 @@ def validate(config: TrainConfig) -> None:
         raise GpuscaleError("give --devices or --gpus, not both")
     if config.devices is not None and config.devices < 1:
         raise GpuscaleError(f"--devices must be at least 1, not {config.devices}")
+    if config.devices is not None and config.devices > limits.MAX_DEVICES:
+        raise GpuscaleError(
+            f"--devices {config.devices} is more than gpuscale supports ({limits.MAX_DEVICES:,})"
+        )
+    if config.gpus is not None and max(config.gpus) >= limits.MAX_DEVICES:
+        raise GpuscaleError(
+            f"--gpus index {max(config.gpus)} is beyond any machine "
+            f"(at most {limits.MAX_DEVICES - 1:,})"
+        )
     if config.gpus is not None and len(set(config.gpus)) != len(config.gpus):
         raise GpuscaleError(f"--gpus lists a GPU twice: {','.join(map(str, config.gpus))}")
     n = config.num_devices
@@ -208,34 +224,53 @@ def validate(config: TrainConfig) -> None:
     if config.width is not None:
         if config.model != "mnist-cnn":
             raise GpuscaleError("--width applies to --model mnist-cnn only")
-        if config.width < 1:
-            raise GpuscaleError(f"--width must be at least 1, not {config.width}")
+        if not 1 <= config.width <= MAX_WIDTH:
+            raise GpuscaleError(f"--width must be 1 to {MAX_WIDTH:,}, not {config.width}")
     if config.image_size != 224 and config.model != "resnet50":
         raise GpuscaleError("--image-size applies to --model resnet50 only")
-    if config.image_size < 32:
+    if not 32 <= config.image_size <= MAX_IMAGE_SIZE:
         raise GpuscaleError(
-            f"--image-size must be at least 32 (ResNet-50's minimum), not {config.image_size}"
+            f"--image-size must be 32 (ResNet-50's minimum) to {MAX_IMAGE_SIZE:,}, "
+            f"not {config.image_size}"
         )
     for flag, value in (
         ("--batch-per-replica", config.batch_per_replica),
         ("--global-batch", config.global_batch),
     ):
-        if value is not None and value < 1:
-            raise GpuscaleError(f"{flag} must be at least 1, not {value}")
+        if value is not None and not 1 <= value <= limits.MAX_BATCH:
+            raise GpuscaleError(
+                f"{flag} must be 1 to {limits.MAX_BATCH:,} (TensorFlow's int32), not {value}"
+            )
+    if (
+        config.batch_per_replica is not None
+        and n is not None
+        and config.batch_per_replica * n > limits.MAX_BATCH
+    ):
+        raise GpuscaleError(
+            f"--batch-per-replica {config.batch_per_replica} on {n} devices is a global batch "
+            f"over {limits.MAX_BATCH:,} (TensorFlow's int32)"
+        )
     if config.global_batch is not None and n is not None and config.global_batch % n:
         raise GpuscaleError(
             f"--global-batch {config.global_batch} does not split evenly across {n} devices"
         )
-    if config.steps < 1:
-        raise GpuscaleError(f"--steps must be at least 1, not {config.steps}")
+    if not 1 <= config.steps <= limits.MAX_STEPS:
+        raise GpuscaleError(f"--steps must be 1 to {limits.MAX_STEPS:,}, not {config.steps}")
     if config.warmup_steps < 0:
         raise GpuscaleError(f"--warmup-steps cannot be negative ({config.warmup_steps})")
     if config.warmup_steps >= config.steps:
         raise GpuscaleError(
             f"--warmup-steps {config.warmup_steps} leaves no measured step out of --steps {config.steps}"
         )
-    if config.phase_every < 0:
-        raise GpuscaleError(f"--phase-every cannot be negative ({config.phase_every})")
+    if not 0 <= config.phase_every <= limits.MAX_STEPS:
+        raise GpuscaleError(
+            f"--phase-every must be 0 to {limits.MAX_STEPS:,}, not {config.phase_every}"
+        )
+    if not limits.MIN_SEED <= config.seed <= limits.MAX_SEED:
+        raise GpuscaleError(
+            f"--seed must be {limits.MIN_SEED} to {limits.MAX_SEED:,} (TensorFlow's seed range), "
+            f"not {config.seed}"
+        )
 
 
 def to_json(config: TrainConfig) -> str:

@@ -37,11 +37,22 @@ def _predictions(rec: Recommendation) -> list[Content]:
     if not measured or not predicted:
         return []
     base = measured[0].devices
-    parts = [f"{row.devices}: {row.speedup:.2f}x" for row in predicted]
+    parts = [
+        f"{row.devices}: {row.speedup:.2f}x"
+        + (
+            f" ({row.speedup_low:.2f}–{row.speedup_high:.2f})"
+            if row.speedup_low is not None and row.speedup_high is not None
+            else ""
+        )
+        for row in predicted
+    ]
+    coverage = next((row.coverage for row in predicted if row.coverage), None)
+    ranged = f" (low–high: {format_fraction_pct(coverage)} range)" if coverage else ""
     lines = [
         _row("predicted", " · ".join(parts)),
         Content.styled(
-            f"N: speedup at N devices vs {base}; from this run alone (unchecked)",
+            f"N: speedup over this run's {base} device{'s' if base > 1 else ''}{ranged}, "
+            "from this run alone",
             "$text-muted",
         ),
     ]

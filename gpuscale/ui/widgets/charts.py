@@ -11,14 +11,15 @@ from rich.text import Text
 from textual.widgets import Static
 from textual_plotext.plot import Plot
 
+from gpuscale.plots.terminal import legend_text
 from gpuscale.ui.model import Snapshot
 
 STEP_CHART = "chart-steps"
 BREAKDOWN_CHART = "chart-breakdown"
 UTIL_CHART = "chart-util"
 CHART_TITLES = {
-    STEP_CHART: "Step time ms · samples/s (right)",
-    BREAKDOWN_CHART: "Phases per step (ms)",
+    STEP_CHART: "Step time (ms)",
+    BREAKDOWN_CHART: "Phases (ms)",
     UTIL_CHART: "Utilization (%)",
 }
 PHASE_COLORS = ("green", "red", "blue", "orange")
@@ -51,9 +52,11 @@ def binned(xs: list[float], ys: list[float], max_points: int) -> tuple[list[floa
 
 
 def build_step_chart(snap: Snapshot, width: int, height: int) -> Text:
-    """Step time and throughput against the step number (the last steps kept by
-    the model, warm-up steps left out once there are others; averaged in groups
-    when there are more than two per column)."""
+    """Step time against the step number (the last steps kept by the model,
+    warm-up steps left out once there are others; averaged in groups when there
+    are more than two per column). Throughput is not drawn in the same area (a
+    second y axis on a narrow panel is unreadable): the recommendation panel
+    has it."""
     if len(snap.steps_t) < 2:
         return _empty(width, "step times appear here after the first steps")
     plot = _new_plot(width, height)
@@ -64,20 +67,26 @@ def build_step_chart(snap: Snapshot, width: int, height: int) -> Text:
     max_points = max(2 * (width - 16), 8)
     x, y = binned(steps, [snap.step_times_s[i] * 1000 for i in keep], max_points)
     plot.plot(x, y, color="cyan", marker="braille")
-    x, y = binned(steps, [snap.throughputs[i] for i in keep], max_points)
-    plot.plot(x, y, color="orange", yside="right", marker="braille")
     plot.xlabel("step")
+    plot.ylabel("ms")
     return Text.from_ansi(plot.build(), no_wrap=True)
 
 
 def build_breakdown_chart(snap: Snapshot, width: int, height: int) -> Text:
-    """A stacked bar per measured step: compute, exposed all-reduce, apply, input."""
+    """A stacked bar per measured step: compute, exposed all-reduce, apply, input;
+    the legend on a line under the chart, never over the bars."""
     phases = snap.phases[-max(4, (width - 10) // 2) :]
     if not phases:
         return _empty(
             width, "the phase breakdown appears after the first measured step (every K-th step)"
         )
-    plot = _new_plot(width, height)
+    legend = None
+    if height >= 8:
+        names = ("compute", "all-reduce", "apply", "input")
+        legend = legend_text(
+            [("█", color, name) for name, color in zip(names, PHASE_COLORS, strict=True)], width
+        )
+    plot = _new_plot(width, height - (len(legend.split()) if legend is not None else 0))
     series = [
         [p.compute_s * 1000 for p in phases],
         [p.allreduce_s * 1000 for p in phases],
@@ -87,39 +96,47 @@ def build_breakdown_chart(snap: Snapshot, width: int, height: int) -> Text:
     plot.stacked_bar(
         [str(p.step) for p in phases],
         series,
-        labels=["compute", "all-reduce", "apply", "input"] if height >= 8 else None,
         color=list(PHASE_COLORS),
         width=0.8,
     )
     # Explicit ticks: plotext's own choice for string labels varies between runs.
     every = max(1, -(-len(phases) * 5 // max(width - 8, 1)))
     plot.xticks(list(range(1, len(phases) + 1, every)), [str(p.step) for p in phases][::every])
-    return Text.from_ansi(plot.build(), no_wrap=True)
+    plot.xlabel("step")
+    text = Text.from_ansi(plot.build().rstrip("\n"), no_wrap=True)
+    if legend is not None:
+        text.append("\n")
+        text.append_text(legend)
+    return text
 
 
 def build_util_chart(snap: Snapshot, width: int, height: int) -> Text:
     """Utilization of every GPU over its recent samples (host CPU when no GPU)."""
-    plot = _new_plot(width, height)
+    legend_lines = 1 if height >= 8 else 0
+    plot = _new_plot(width, height - legend_lines)
     plotted = False
+    names: list[tuple[str, str, str]] = []
     gpus = [d for d in snap.devices if d.kind == "gpu" and d.util_history_pct]
     for n, device in enumerate(gpus):
         history = list(device.util_history_pct)
-        label = f"GPU{device.index}" if height >= 8 else None
-        plot.plot(history, color=LINE_COLORS[n % len(LINE_COLORS)], label=label, marker="braille")
+        color = LINE_COLORS[n % len(LINE_COLORS)]
+        plot.plot(history, color=color, marker="braille")
+        names.append(("⠶", color, f"GPU{device.index}"))
         plotted = True
     if not gpus and len(snap.host_cpu_history_pct) >= 2:
-        plot.plot(
-            snap.host_cpu_history_pct,
-            color="cyan",
-            label="host CPU" if height >= 8 else None,
-            marker="braille",
-        )
+        plot.plot(snap.host_cpu_history_pct, color="cyan", marker="braille")
+        names.append(("⠶", "cyan", "host CPU"))
         plotted = True
     if not plotted:
         return _empty(width, "utilization appears after the first samples")
     plot.ylim(0, 100)
-    plot.xlabel("samples (newest right)")
-    return Text.from_ansi(plot.build(), no_wrap=True)
+    plot.xlabel("sample #")
+    plot.ylabel("%")
+    text = Text.from_ansi(plot.build().rstrip("\n"), no_wrap=True)
+    if legend_lines:  # under the chart, never over the lines (cut to one line)
+        text.append("\n")
+        text.append_text(legend_text(names, width).split()[0])
+    return text
 
 
 BUILDERS = {

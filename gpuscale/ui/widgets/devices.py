@@ -50,10 +50,13 @@ def _pair(name: str, rx: float | None, tx: float | None) -> str:
     return f"{name} ↓{fmt.format_gb_s(rx)} ↑{fmt.format_gb_s(tx)}"
 
 
-def gpu_lines(sample: GpuSample | None, width: int) -> Content:
-    """The body of a full GPU card (5 lines)."""
+def gpu_lines(sample: GpuSample | None, width: int, ended: bool = False) -> Content:
+    """The body of a full GPU card (5 lines); ``ended``: the run is over, so no
+    sample is coming."""
     if sample is None:
-        return Content("waiting for the first sample…")
+        return Content(
+            "no samples of this GPU in this run" if ended else "waiting for the first sample…"
+        )
     util = sample.util_gpu_pct
     lines = [_gauge("util", util, width, f"{fmt.format_number(util, '3.0f', '%')}")]
     mem_pct = (
@@ -104,10 +107,13 @@ def gpu_line(device: DeviceState, width: int) -> Content:
     )
 
 
-def host_lines(host: HostSample | None, width: int, compact: bool) -> Content:
-    """The host: all-core CPU, memory, and the trainer's own CPU and memory."""
+def host_lines(host: HostSample | None, width: int, compact: bool, ended: bool = False) -> Content:
+    """The host: all-core CPU, memory, and the trainer's own CPU and memory;
+    ``ended``: the run is over, so no sample is coming."""
     if host is None:
-        return Content("host: waiting for the first sample…")
+        return Content(
+            "host: no host samples in this run" if ended else "host: waiting for the first sample…"
+        )
     trainer = (
         f"trainer CPU {fmt.format_pct(host.proc_cpu_pct)}"
         f" · RSS {fmt.format_bytes(host.proc_rss_bytes)}"
@@ -151,7 +157,9 @@ class DeviceCard(Vertical):
         yield self.body
         yield self.spark
 
-    def show_device(self, device: DeviceState, compact: bool, width: int) -> None:
+    def show_device(
+        self, device: DeviceState, compact: bool, width: int, ended: bool = False
+    ) -> None:
         body = self.body
         info = device.info
         self.set_class(device.lost, "lost")
@@ -171,7 +179,7 @@ class DeviceCard(Vertical):
                             Content("cores, shared with the other"),
                             Content("replicas: no per-device numbers,"),
                             Content("see the host card"),
-                            Content.styled(f"TensorFlow {tf_name}", "$text-muted"),
+                            Content.styled(f"TensorFlow {fmt.visible(tf_name)}", "$text-muted"),
                         ]
                     )
                 )
@@ -188,15 +196,20 @@ class DeviceCard(Vertical):
                 )
             )
         else:
-            body.update(gpu_lines(device.last, width))
+            body.update(gpu_lines(device.last, width, ended))
         self.spark.data = list(device.util_history_pct) or [0.0]
         used = device.last.proc_mem_bytes if device.last is not None else None
         self.border_subtitle = f"run uses {fmt.format_bytes(used)}" if used is not None else ""
 
     def show_host(
-        self, host: HostSample | None, history: list[float], compact: bool, width: int
+        self,
+        host: HostSample | None,
+        history: list[float],
+        compact: bool,
+        width: int,
+        ended: bool = False,
     ) -> None:
-        self.body.update(host_lines(host, width, compact))
+        self.body.update(host_lines(host, width, compact, ended))
         if not compact:
             self.spark.data = history or [0.0]
 
@@ -206,7 +219,7 @@ def device_title(device: DeviceState) -> str:
     prefix = f"worker {device.worker} · " if device.worker else ""
     if device.kind != "gpu":
         return f"{prefix}CPU:{device.index} (logical)"
-    name = info.name if info is not None else ""
+    name = fmt.visible(info.name, limit=60) if info is not None else ""
     return (
         f"{prefix}GPU {device.index} · {name}"
         if name and name != f"GPU {device.index}"
@@ -262,7 +275,8 @@ class DeviceGrid(Vertical, can_focus=True):
         cards = self._cards
         if not cards:
             return
-        cards[0].show_host(snap.host, snap.host_cpu_history_pct, compact, text_width)
+        ended = snap.end is not None
+        cards[0].show_host(snap.host, snap.host_cpu_history_pct, compact, text_width, ended)
         for card, device in zip(cards[1:], snap.devices, strict=False):
             card.border_title = device_title(device)
-            card.show_device(device, compact, text_width)
+            card.show_device(device, compact, text_width, ended)

@@ -61,15 +61,15 @@ class RunHeader(Static):
                 0,
                 f"replay {fmt.format_clock_s(replay.position_s)}/{fmt.format_clock_s(replay.duration_s)} {mode}",
             )
-            label = f"file {source.label}"
+            label = f"file {fmt.visible(source.label)}"
         else:
-            label = f"recording {source.label}"
+            label = f"recording {fmt.visible(source.label)}"
         line2 = Content.assemble(
             (state.upper(), f"bold {style}"),
             "  " + " · ".join(parts) + "  ",
             (label, "$text-muted"),
         )
-        line1 = Content.assemble(("gpuscale", "bold"), "  " + describe_run(snap))
+        line1 = Content.assemble(("gpuscale", "bold"), "  " + fmt.visible(describe_run(snap)))
         if display_paused:
             line1 = line1 + Content.assemble(
                 "  ", (" DISPLAY PAUSED (p) ", "reverse $text-warning")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import RichLog
 
+from gpuscale.formatting import visible
 from gpuscale.ui.model import LogLine
 
 LEVEL_STYLES = {"error": "bold red", "warning": "yellow", "debug": "dim", "info": ""}
@@ -42,7 +43,8 @@ class LogPane(RichLog):
                 self.hidden += 1
                 continue
             prefix = "" if line.source == "trainer" else f"[{line.source}] "
-            self.write(Text(prefix + line.message, style=LEVEL_STYLES.get(line.level, "")))
+            text = visible(prefix + line.message, keep_newlines=True)  # data: shown, not obeyed
+            self.write(Text(text, style=LEVEL_STYLES.get(line.level, "")))
         if self.show_debug:
             self.border_subtitle = "d hides debug lines"
         elif self.hidden:

@@ -9,6 +9,8 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from gpuscale.formatting import visible
+
 COMMON_KEYS = [
     ("q", "quit; a live run is stopped cleanly first"),
     ("p", "freeze the display (the run goes on)"),
@@ -71,10 +73,10 @@ class ErrorScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="error-box"):
             yield Static(Content.styled("The run failed", "bold $text-error"), id="error-title")
-            yield Static(Content(self.message), id="error-message")
+            yield Static(Content(visible(self.message, keep_newlines=True)), id="error-message")
             if self.traceback:
                 with VerticalScroll(id="error-traceback"):
-                    yield Static(Content(self.traceback))
+                    yield Static(Content(visible(self.traceback, keep_newlines=True)))
             yield Static(Content.styled("escape: back to the dashboard · q: quit", "$text-muted"))
 
     def action_dismiss(self) -> None:  # type: ignore[override]

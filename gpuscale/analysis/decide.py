@@ -1,0 +1,297 @@
+"""Decide: the device count and configuration to recommend, from measured and
+predicted points (the third step of fit -> predict -> decide -> explain).
+
+The rule (:func:`choose_devices`): walk the device counts upward and accept each
+next count only while its *marginal efficiency* against the last accepted count
+stays at or above the floor::
+
+    marginal efficiency(N1 -> N2) = (X(N2) / X(N1)) ** (1 / log2(N2 / N1)) / 2
+
+(the throughput gain per doubling, halved: 1.0 when doubling the devices doubles
+the samples per second). The answer is the last accepted count.
+
+Why marginal and why a floor of 0.6. The issue asked for the count with the most
+throughput whose plain efficiency ``S(N) / N`` stays above 70 %. Checked against
+the origin documents' own conclusions that rule fails twice: seed 002's NCCL
+reaches 507 % at 8 GPUs, a plain efficiency of 63 %, so it would stop at 4
+although the author found 8 worth it; and seed 000's M60, where the author found
+more GPUs pay, is only 62-65 % efficient at 2 GPUs, so it would say "single".
+No floor on plain efficiency gets both right while also stopping seed 002's
+gather at 4 (4 -> 8 gives 1.06x). Marginal efficiency asks the question a user
+with N GPUs asks: "is doubling again worth it?". With a floor of 0.6 all four
+conclusions come out (measured, doubling steps): NCCL 4 -> 8 is 76 % (accept),
+gather 4 -> 8 is 53 % (stop at 4), M60 1 -> 2 is 62 % (variables on CPU) and 65 %
+(on GPU) then 87 % / 65 % to 4 (accept), V100 with variables on the GPU 1 -> 2 is
+25 % (stay on one). A floor of 0.7 would turn the M60 into "single". So the
+default is 0.6 (``--min-efficiency`` changes it).
+
+Several configurations: at each device count the fastest configuration
+measured there is taken (a prediction only where nothing was measured), and the
+walk runs over that best-of curve, so the answer is a configuration AND a count
+(seed 000's V100: one GPU with variables on the GPU beats four with either
+placement). Predictions from :mod:`gpuscale.analysis.model` extend a curve only
+beyond its largest measured count (up to ``max_devices`` or the machine's
+``available_devices``); a recommendation that rests on one says so.
+
+Deciding with the range: a predicted count is accepted only when the low end of
+its range (:mod:`gpuscale.analysis.predict`) still passes the floor; one that
+passes on its value but not at its low end stops the walk and becomes
+:attr:`Recommendation.measure_next` ("measure N next: predicted X (low-high)").
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Literal
+
+import msgspec
+
+from gpuscale.analysis import metrics
+from gpuscale.analysis.cost import Cost
+from gpuscale.analysis.model import ScalingModel
+from gpuscale.analysis.sweep import SweepPoint
+
+DEFAULT_MIN_EFFICIENCY = 0.6
+"""Floor on marginal efficiency; see the module docstring for why not 0.7."""
+
+
+class WalkStep(msgspec.Struct, kw_only=True):
+    """One step of the walk: from the last accepted count to the next."""
+
+    devices_from: int
+    devices_to: int
+    config_from: str
+    config_to: str
+    throughput_gain: float
+    """``X(to) / X(from)``."""
+    marginal_efficiency: float
+    accepted: bool
+    predicted: bool
+    """The ``to`` point is a model prediction."""
+    marginal_efficiency_low: float | None = None
+    """Predicted ``to``: the marginal efficiency at the low end of its range."""
+    uncertain: bool = False
+    """Predicted ``to`` that passes the floor on its value but not at the low end
+    of its range: rejected, and worth measuring (:attr:`Recommendation.measure_next`)."""
+
+
+class ConfigResult(msgspec.Struct, kw_only=True):
+    """The walk over one configuration alone."""
+
+    config: str
+    scaling: str
+    exchange: str
+    devices: int
+    throughput: float
+    speedup: float | None
+    predicted: bool
+    measured_devices: list[int]
+    walk: list[WalkStep]
+
+
+class Recommendation(msgspec.Struct, kw_only=True):
+    """The answer, with the numbers behind it."""
+
+    verdict: Literal["single", "multi", "none"]
+    """``none``: one device count measured, nothing to compare; ``devices`` is the
+    measured count, and ``measure_next`` says what to measure."""
+    devices: int
+    config: str
+    scaling: str
+    predicted: bool
+    """The recommended count was not measured: it rests on the model."""
+    throughput: float
+    """Samples per second at the recommended count and configuration."""
+    speedup: float | None
+    """Over the best configuration at the smallest count (normally one device)."""
+    efficiency: float | None
+    baseline: str
+    """What the speedup is relative to."""
+    min_efficiency: float
+    device_limit: int | None = None
+    """Most devices considered (``--max-devices`` or the machine's), ``None`` when
+    neither was given; measured rows above it stay in ``table`` but are not
+    recommended."""
+    platform_note: str | None = None
+    """One clause to show next to predictions when they rest on runs that cannot
+    stand for GPUs (CPU logical devices sharing the same cores)."""
+    reasons: list[str]
+    advice: list[str]
+    confidence: list[str]
+    walk: list[WalkStep]
+    configs: list[ConfigResult]
+    table: list[SweepPoint]
+    """Every measured and predicted point, sorted by configuration then devices,
+    with speedup, efficiency and exposed comm share filled in."""
+    models: list[ScalingModel]
+    measure_next: str | None = None
+    """``measure N next: predicted X (low-high)`` when one more run would change
+    or settle the answer (a predicted count rejected only for its range, or one
+    measured count)."""
+    coverage: float | None = None
+    """Stated coverage of the predicted rows' ranges."""
+    price_per_device_hour: float | None = None
+    costs: list[Cost] = []
+    """With a price: the cost per million samples of every row (:mod:`.cost`)."""
+
+
+class Candidate(msgspec.Struct):
+    devices: int
+    throughput: float
+    config: str
+    predicted: bool
+    low: float | None = None
+    """Predicted: low end of the throughput range."""
+    high: float | None = None
+
+
+def choose_devices(
+    candidates: Sequence[Candidate], floor: float
+) -> tuple[Candidate, list[WalkStep]]:
+    """The walk (module docstring): candidates sorted by devices, one per count.
+    It stops at the first step below the floor: a later count is not judged
+    against an earlier one across the gap, because per-doubling efficiency over a
+    long jump averages a bad doubling with later ones (a ring's exchange stops
+    growing at large N, so 1 -> 8 can average 61 % per doubling while 1 -> 2 alone
+    is 33 %)."""
+    ordered = sorted(candidates, key=lambda c: c.devices)
+    current = ordered[0]
+    steps = []
+    for nxt in ordered[1:]:
+        eff = metrics.marginal_efficiency(
+            current.throughput, current.devices, nxt.throughput, nxt.devices
+        )
+        eff_low = None
+        if nxt.predicted and nxt.low is not None:
+            # decide with the range: the low end must pass too
+            eff_low = metrics.marginal_efficiency(
+                current.throughput, current.devices, max(nxt.low, 1e-12), nxt.devices
+            )
+        ok = eff >= floor and (eff_low is None or eff_low >= floor)
+        steps.append(
+            WalkStep(
+                devices_from=current.devices,
+                devices_to=nxt.devices,
+                config_from=current.config,
+                config_to=nxt.config,
+                throughput_gain=nxt.throughput / current.throughput,
+                marginal_efficiency=eff,
+                accepted=ok,
+                predicted=nxt.predicted,
+                marginal_efficiency_low=eff_low,
+                uncertain=eff >= floor and not ok,
+            )
+        )
+        if not ok:
+            break
+        current = nxt
+    return current, steps
+
+
+class Group(msgspec.Struct):
+    config: str
+    scaling: str
+    points: list[SweepPoint]
+    model: ScalingModel
+    rows: list[SweepPoint] = []
+    measured: dict[int, float] = {}
+    """Median measured throughput per device count."""
+
+
+def range_text(low: float | None, value: float, high: float | None) -> str:
+    if low is None or high is None:
+        return f"{value:,.0f}"
+    return f"{value:,.0f} ({low:,.0f}\u2013{high:,.0f})"
+
+
+def measure_next(
+    rec: Recommendation, groups: Sequence[Group], walk: Sequence[WalkStep]
+) -> str | None:
+    """The one run that would change or settle the answer: a predicted count the
+    walk rejected only for the low end of its range, else (one measured count) the
+    next count the model predicts, else the count below the only one measured."""
+    by_name = {g.config: g for g in groups}
+    for step in walk:
+        if step.uncertain:
+            row = row_at(by_name[step.config_to], step.devices_to)
+            if row is not None:
+                return (
+                    f"measure {step.devices_to} next: predicted "
+                    f"{range_text(row.throughput_low, row.throughput or 0.0, row.throughput_high)} samples/s"
+                )
+    if rec.verdict != "none":
+        return None
+    g = by_name[rec.config]
+    (n,) = g.measured
+    if n > 1:
+        return f"measure 1 device next: the baseline that {dev(n)} must beat"
+    nxt = [r for r in g.rows if r.predicted and r.devices > n]
+    if nxt and g.model.predicts:
+        r = min(nxt, key=lambda row: row.devices)
+        return (
+            f"measure {r.devices} next: predicted "
+            f"{range_text(r.throughput_low, r.throughput or 0.0, r.throughput_high)} samples/s"
+        )
+    return "measure 2 devices next: one count alone has nothing to compare with"
+
+
+def row_at(g: Group, devices: int) -> SweepPoint | None:
+    return next((r for r in g.rows if r.devices == devices), None)
+
+
+def candidates(g: Group, limit: int | None) -> list[Candidate]:
+    """Measured counts up to ``limit``, then predictions beyond the largest
+    measured one, the latter only when the model was fitted to 2+ device counts
+    (one count says nothing about how the step grows with N: its predictions are
+    shown, not used). Measured counts above ``limit`` stay in the table, marked,
+    but are not candidates: the user cannot have them."""
+    cap = limit if limit is not None else max(g.measured)
+    out = [Candidate(n, x, g.config, False) for n, x in g.measured.items() if n <= cap]
+    top = max(g.measured)
+    if len(g.measured) < 2:
+        return out
+    out += [
+        Candidate(
+            r.devices, r.throughput or 0.0, g.config, True, r.throughput_low, r.throughput_high
+        )
+        for r in g.rows
+        if r.predicted and r.devices > top and (limit is None or r.devices <= limit)
+    ]
+    return out
+
+
+def walk_config(g: Group, floor: float, limit: int | None) -> ConfigResult:
+    cands = candidates(g, limit)
+    chosen, walk = choose_devices(cands, floor)
+    base = min(cands, key=lambda c: c.devices)
+    return ConfigResult(
+        config=g.config,
+        scaling=g.scaling,
+        exchange=g.model.exchange,
+        devices=chosen.devices,
+        throughput=chosen.throughput,
+        speedup=metrics.speedup(chosen.throughput, base.throughput),
+        predicted=chosen.predicted,
+        measured_devices=sorted(g.measured),
+        walk=walk,
+    )
+
+
+def envelope(groups: Sequence[Group], limit: int | None) -> list[Candidate]:
+    """At each count up to ``limit``, the fastest measured configuration (a
+    prediction only where nothing was measured at that count)."""
+    by_n: dict[int, list[Candidate]] = defaultdict(list)
+    for g in groups:
+        for c in candidates(g, limit):
+            by_n[c.devices].append(c)
+    best = []
+    for _n, cands in sorted(by_n.items()):
+        measured = [c for c in cands if not c.predicted]
+        pool = measured or cands
+        best.append(max(pool, key=lambda c: c.throughput))
+    return best
+
+
+def dev(n: int) -> str:
+    return f"{n} device{'s' if n != 1 else ''}"

@@ -1,0 +1,441 @@
+"""Explain: the reasons, advice and confidence statements of a
+:class:`~gpuscale.analysis.decide.Recommendation` (the last step of fit ->
+predict -> decide -> explain). Every number it quotes comes from the decision's
+rows and models; it computes nothing the table does not show."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+
+import msgspec
+
+from gpuscale.analysis import metrics
+from gpuscale.analysis.confidence import ENOUGH_STEPS, NOISY_SPREAD
+from gpuscale.analysis.decide import Group, Recommendation, WalkStep, dev, range_text, row_at
+from gpuscale.analysis.model import ScalingModel, compute_scale_for, threshold_compute_scale
+from gpuscale.formatting import format_bytes, format_fraction_pct, format_rate_bytes_s
+
+WALK_SHOWN = 4
+"""Steps of the walk told at each end when it is long (the rest are all accepted)."""
+
+
+def explain(
+    rec: Recommendation,
+    groups: Sequence[Group],
+    by_name: dict[str, Group],
+    walk: Sequence[WalkStep],
+) -> None:
+    floor = rec.min_efficiency
+    several = len(groups) > 1
+    what = f"{dev(rec.devices)}" + (f" with '{rec.config}'" if several else "")
+    pred = " (predicted, not measured)" if rec.predicted else ""
+    chosen_row = row_at(by_name[rec.config], rec.devices)
+    if rec.verdict == "none":
+        rec.reasons.append(
+            f"Measured at {dev(rec.devices)} only: {rec.throughput:,.0f} samples/s. One device "
+            f"count has nothing to compare with, so there is no recommendation yet: "
+            f"{rec.measure_next}."
+        )
+    elif rec.predicted and chosen_row is not None and chosen_row.throughput_low is not None:
+        rec.reasons.append(
+            f"{what}{pred}: "
+            f"{range_text(chosen_row.throughput_low, rec.throughput, chosen_row.throughput_high)} "
+            f"samples/s ({format_fraction_pct(rec.coverage or 0)} range), {rec.speedup or 0:.2f}x "
+            f"{rec.baseline} (efficiency {format_fraction_pct(rec.efficiency or 0)})."
+        )
+    elif rec.speedup is not None and rec.devices > 1:
+        rec.reasons.append(
+            f"{what}{pred}: {rec.throughput:,.0f} samples/s, {rec.speedup:.2f}x {rec.baseline} "
+            f"(efficiency {format_fraction_pct(rec.efficiency or 0)})."
+        )
+    else:
+        rec.reasons.append(f"{what}{pred}: {rec.throughput:,.0f} samples/s.")
+    shown = list(walk)
+    if len(walk) > 2 * WALK_SHOWN:
+        # a sweep of thousands of counts: the first steps and the ones that decide
+        shown = walk[:WALK_SHOWN] + walk[-WALK_SHOWN:]
+    for i, step in enumerate(shown):
+        if len(shown) < len(walk) and i == WALK_SHOWN:
+            rec.reasons.append(
+                f"... {len(walk) - len(shown)} more steps, all worth it (the walk in --json has them) ..."
+            )
+        label = f" ('{step.config_to}')" if several else ""
+        tag = " [predicted]" if step.predicted else ""
+        verdict = "worth it" if step.accepted else "not worth it"
+        low = ""
+        if step.marginal_efficiency_low is not None:
+            low = (
+                f", {format_fraction_pct(step.marginal_efficiency_low)} at the low end of its "
+                f"{format_fraction_pct(rec.coverage or 0)} range"
+            )
+        if step.uncertain:
+            verdict = "not a safe bet: " + (rec.measure_next or f"measure {step.devices_to} next")
+        rec.reasons.append(
+            f"{step.devices_from} -> {step.devices_to}{label}{tag}: {step.throughput_gain:.2f}x the "
+            f"samples/s, marginal efficiency {format_fraction_pct(step.marginal_efficiency)}{low} "
+            f"(floor {format_fraction_pct(floor)}): {verdict}."
+        )
+    _comm_reason(rec, by_name, walk)
+    for g in groups:
+        if rec.verdict != "none":
+            _one_count_outlook(rec, g)
+    if several:
+        alone = "; ".join(
+            f"'{c.config}' -> {dev(c.devices)}"
+            + (
+                f" ({c.speedup:.2f}x its own smallest count)"
+                if c.devices != min(c.measured_devices)
+                else ""
+            )
+            + (" [predicted]" if c.predicted else "")
+            for c in rec.configs
+        )
+        rec.reasons.append(f"Each configuration on its own: {alone}.")
+        _compare_configs(rec, groups)
+    _advice(rec, groups, by_name, walk)
+    _confidence(rec, groups, walk)
+
+
+def _one_count_outlook(rec: Recommendation, g: Group) -> None:
+    """With one measured count, say what the model would expect from doubling it
+    (shown, not used for the verdict)."""
+    if len(g.measured) != 1 or not g.model.predicts:
+        return
+    (n,) = g.measured
+    nxt = [r for r in g.rows if r.predicted and r.devices > n]
+    if not nxt:
+        return
+    r = min(nxt, key=lambda row: row.devices)
+    eff = metrics.marginal_efficiency(g.measured[n], n, r.throughput or 0.0, r.devices)
+    basis = {
+        "link peak": "the link at its peak (optimistic)",
+        "phases": "the exposed exchange measured at this count",
+        "step times": "the step times",
+    }.get(g.model.basis, g.model.basis)
+    rec.reasons.append(
+        f"Only {dev(n)} measured for '{g.config}': the model, from {basis}, expects "
+        f"{n} -> {r.devices} to reach a marginal efficiency of {format_fraction_pct(eff)}; measure "
+        f"{dev(r.devices)} to know (a prediction from one count does not decide)."
+    )
+
+
+def _deciding_step(walk: Sequence[WalkStep]) -> WalkStep | None:
+    """The first rejected step, else the last accepted one."""
+    for step in walk:
+        if not step.accepted:
+            return step
+    return walk[-1] if walk else None
+
+
+def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[WalkStep]) -> None:
+    step = _deciding_step(walk)
+    if step is None:
+        return
+    g = by_name[step.config_to]
+    m = g.model
+    if m.shared_cores and m.predicts and not step.accepted:
+        rec.reasons.append(_shared_cores_reason(m))
+        return
+    if not m.predicts or m.beta_s == 0 and m.alpha_s == 0:
+        return
+    n1, n2 = step.devices_from, step.devices_to
+    comm = m.comm_time_s(n2)
+    measured = [p for p in g.points if p.devices == n2 and p.allreduce_s is not None]
+    if not measured and any(p.workers > 1 for p in g.points):
+        return  # one ring over all devices misreads machines; explain_multi_worker says it
+    if measured:
+        comm = metrics.median([p.allreduce_s or 0.0 for p in measured])
+        step_t = metrics.median([p.step_time_s or 0.0 for p in measured])
+        how = "measured"
+    else:
+        step_t = m.step_time_s(n2)
+        how = f"estimated by the model from {m.basis}"
+    if comm <= 0:
+        return
+    detail = ""
+    if m.payload_bytes and measured:
+        rate = metrics.algbw_bytes_s(m.payload_bytes, comm)
+        detail = f" ({format_bytes(m.payload_bytes)} per step at an effective {format_rate_bytes_s(rate)}"
+        peaks = [p.interconnect_bytes_s for p in measured if p.interconnect_bytes_s]
+        if peaks and n2 > 1:
+            bus = metrics.busbw_bytes_s(rate, n2, m.exchange)
+            detail += f", busbw {format_rate_bytes_s(bus)} against a link peak of {format_rate_bytes_s(min(peaks))}"
+        detail += ")"
+    elif m.payload_bytes and m.bandwidth_bytes_s:
+        detail = (
+            f" ({format_bytes(m.payload_bytes)} per step over a link the model puts at "
+            f"{format_rate_bytes_s(m.bandwidth_bytes_s)})"
+        )
+    compute = max(step_t - comm, 0.0)
+    ratio = compute / comm
+    text = (
+        f"Gradient exchange takes {format_fraction_pct(metrics.share(comm, step_t))} of each step at "
+        f"{dev(n2)}{detail}, {how}; compute:communication is {ratio:.1f}"
+    )
+    k = threshold_compute_scale(m, n1, n2, rec.min_efficiency)
+    if step.uncertain:
+        text += f"; whether {n1} -> {n2} pays is within the prediction's range, not known"
+    elif k is None:
+        text += f", and no batch size makes {n1} -> {n2} reach {format_fraction_pct(rec.min_efficiency)} per the model"
+    elif k > 1.0:
+        text += (
+            f", below the {ratio * k:.1f} at which {n1} -> {n2} reaches "
+            f"{format_fraction_pct(rec.min_efficiency)} marginal efficiency (model)"
+        )
+    elif k * ratio < 0.05:  # shown as 0.0: the exchange alone does not stop this step
+        text += f"; {n1} -> {n2} pays at any compute:communication ratio (model)"
+    else:
+        text += f", above the {ratio * k:.1f} needed for {n1} -> {n2} to pay (model)"
+    rec.reasons.append(text + ".")
+
+
+def _shared_cores_reason(m: ScalingModel) -> str:
+    """Why devices that share one machine's cores do not pay (the model's
+    ``shared_cores`` compute, :mod:`gpuscale.analysis.model`)."""
+    fitted = [n for n in m.fitted_devices if n > 1] or m.fitted_devices
+    at = f"fitted at {', '.join(map(str, fitted))} devices"
+    since = f"from {fitted[0]} devices on, " if fitted[0] > 1 else ""
+    if m.scaling == "weak":
+        how = (
+            f"{since}N devices' batches take N times as long (weak scaling: about "
+            f"{m.compute_time_s(1) * 1000:.1f} ms of compute per device per step, {at})"
+        )
+    else:
+        how = (
+            f"{since}the same global batch takes as long whatever N (strong scaling: about "
+            f"{m.compute_time_s(1) * 1000:.1f} ms of compute per step, {at})"
+        )
+    return (
+        f"The devices are CPU logical devices sharing the same cores: {how}, so neither "
+        f"the exchange nor a bigger batch makes more of them pay on this machine."
+    )
+
+
+def _compare_configs(rec: Recommendation, groups: Sequence[Group]) -> None:
+    counts = sorted({n for g in groups for n in g.measured})
+    shown = []
+    for n in counts:
+        here = [(g.measured[n], g.config) for g in groups if n in g.measured]
+        if len(here) < 2:
+            continue
+        shown.append(n)
+    # The smallest and largest count measured by several configurations, and the chosen one.
+    pick = sorted({shown[0], shown[-1]} | ({rec.devices} & set(shown))) if shown else []
+    for n in pick:
+        here = sorted(((g.measured[n], g.config) for g in groups if n in g.measured), reverse=True)
+        best_x, best = here[0]
+        others = ", ".join(
+            f"'{c}' {x:,.0f} ({format_fraction_pct(x / best_x - 1)})" for x, c in here[1:]
+        )
+        rec.reasons.append(f"At {dev(n)}: '{best}' {best_x:,.0f} samples/s; {others}.")
+
+
+def _kind_label(exchange: str) -> str:
+    return {
+        "ring": "an all-reduce between the devices (NCCL)",
+        "gather": "gathering gradients on one device",
+        "host": "variables on the CPU",
+    }[exchange]
+
+
+def _advice(
+    rec: Recommendation,
+    groups: Sequence[Group],
+    by_name: dict[str, Group],
+    walk: Sequence[WalkStep],
+) -> None:
+    floor = rec.min_efficiency
+    chosen = by_name[rec.config]
+    # 1. A bigger batch, when the exchange is what stops the walk.
+    rejected = next((s for s in walk if not s.accepted), None)
+    if rejected is not None:
+        g = by_name[rejected.config_to]
+        m = g.model
+        if m.predicts and (m.beta_s > 0 or m.alpha_s > 0):
+            k = compute_scale_for(m, rejected.devices_from, rejected.devices_to, floor)
+            if k is not None and k > 1.0:
+                if g.scaling == "weak":
+                    size = f"per-replica batch from {m.per_replica_batch} to about {math.ceil(k * m.per_replica_batch)}"
+                else:
+                    size = f"global batch from {m.global_batch} to about {math.ceil(k * m.global_batch)}"
+                rec.advice.append(
+                    f"Raise the {size} ({k:.1f}x): the model says {rejected.devices_from} -> "
+                    f"{rejected.devices_to} devices would then reach {format_fraction_pct(floor)} marginal "
+                    f"efficiency, because compute grows with the batch and the exchange does not. "
+                    f"A different batch is a different hyper-parameter: retune the learning rate."
+                )
+    # 2. Placement and exchange: compare kinds measured at the same count.
+    kinds: dict[str, list[Group]] = defaultdict(list)
+    for g in groups:
+        kinds[g.model.exchange].append(g)
+    for worse_kind, better_kind, advice in (
+        ("host", "ring", "keep the variables on the GPUs rather than the CPU"),
+        ("host", "gather", "keep the variables on the GPUs rather than the CPU"),
+        ("gather", "ring", "use an NCCL all-reduce rather than gathering on one device"),
+    ):
+        line = _kind_comparison(kinds.get(worse_kind, []), kinds.get(better_kind, []), advice)
+        if line:
+            rec.advice.append(line)
+    if len(groups) == 1 and chosen.model.exchange in ("gather", "host") and rejected is not None:
+        m = chosen.model
+        ring = msgspec.structs.replace(m, exchange="ring")
+        n1, n2 = rejected.devices_from, rejected.devices_to
+        eff = metrics.marginal_efficiency(ring.throughput(n1), n1, ring.throughput(n2), n2)
+        rec.advice.append(
+            f"Try an all-reduce between the devices (MirroredStrategy with NCCL) instead of "
+            f"{_kind_label(m.exchange)}: at the same bandwidth the model gives {n1} -> {n2} a "
+            f"marginal efficiency of {format_fraction_pct(eff)} instead of {format_fraction_pct(rejected.marginal_efficiency)}."
+        )
+    # 3. Input pipeline and 4. mixed precision, from the phases where measured.
+    phased = [p for p in chosen.points if p.compute_s is not None and p.step_time_s]
+    if phased:
+        p = max(phased, key=lambda q: q.devices)
+        step = p.step_time_s or 1.0
+        parts = {
+            "input": p.input_s or 0.0,
+            "compute": p.compute_s or 0.0,
+            "exchange": p.allreduce_s or 0.0,
+            "apply": p.apply_s or 0.0,
+        }
+        largest = max(parts, key=lambda k: parts[k])
+        if largest == "input" and parts["input"] > 0:
+            rec.advice.append(
+                f"Waiting for input is {format_fraction_pct(parts['input'] / step)} of each step at {dev(p.devices)}, "
+                f"the largest part: fix the input pipeline (prefetch, parallel map, cache, data on "
+                f"the device) before adding devices; more devices only wait in parallel."
+            )
+        if largest == "compute" and p.platform == "gpu" and not p.mixed_precision:
+            rec.advice.append(
+                f"Compute is {format_fraction_pct(parts['compute'] / step)} of each step at {dev(p.devices)}: "
+                f"mixed precision (--mixed-precision) shortens it on GPUs with Tensor Cores "
+                f"(V100 and newer); the exchange then weighs more, so measure again."
+            )
+    elif (
+        chosen.model.predicts
+        and chosen.points[0].platform == "gpu"
+        and chosen.model.comm_time_s(rec.devices) > 0
+    ):
+        m = chosen.model
+        share = metrics.share(m.compute_time_s(rec.devices), m.step_time_s(rec.devices))
+        if share >= 0.5 and not chosen.points[0].mixed_precision:
+            rec.advice.append(
+                f"Compute is about {format_fraction_pct(share)} of each step at {dev(rec.devices)} (model): "
+                f"mixed precision shortens it on GPUs with Tensor Cores (V100 and newer); the "
+                f"exchange then weighs more, so measure again."
+            )
+
+
+def _kind_comparison(worse: list[Group], better: list[Group], advice: str) -> str | None:
+    if not worse or not better:
+        return None
+    best_line = None
+    for gw in worse:
+        for gb in better:
+            common = sorted(set(gw.measured) & set(gb.measured))
+            if not common:
+                continue
+            n = common[-1]
+            xw, xb = gw.measured[n], gb.measured[n]
+            if xb > xw:
+                best_line = (
+                    f"{advice[0].upper()}{advice[1:]}: at {dev(n)} '{gb.config}' gave "
+                    f"{xb:,.0f} samples/s against {xw:,.0f} with '{gw.config}' ({xb / xw:.2f}x)."
+                )
+            else:
+                best_line = (
+                    f"Here '{gw.config}' was not slower than '{gb.config}' at {dev(n)} "
+                    f"({xw:,.0f} vs {xb:,.0f} samples/s): the usual advice to {advice} did not "
+                    f"hold at that count."
+                )
+    return best_line
+
+
+def _confidence(rec: Recommendation, groups: Sequence[Group], walk: Sequence[WalkStep]) -> None:
+    lines = rec.confidence
+    several = len(groups) > 1
+    for g in groups:
+        ns = sorted(g.measured)
+        counts = (
+            ", ".join(str(n) for n in ns)
+            if len(ns) <= 12
+            else f"{len(ns)} counts from {ns[0]} to {ns[-1]}"
+        )
+        steps = [p.steps for p in g.points if p.steps]
+        spreads = [p.spread for p in g.points if p.spread is not None]
+        bits = [f"measured at {counts} devices"]
+        if not steps:
+            bits.append("step counts not given")
+        elif min(steps) == max(steps):
+            bits.append(f"{steps[0]} steps per point")
+        else:
+            bits.append(f"{min(steps)}-{max(steps)} steps per point")
+        if steps and min(steps) < ENOUGH_STEPS:
+            bits.append(f"fewer than {ENOUGH_STEPS} steps: preliminary")
+        if spreads:
+            bits.append(f"step-time spread (p10-p90) up to {format_fraction_pct(max(spreads))}")
+            if max(spreads) > NOISY_SPREAD:
+                bits.append(
+                    "noisy: something else shares the machine, measure again when it is quiet"
+                )
+        else:
+            bits.append("spread not given")
+        m = g.model
+        if not m.predicts:
+            bits.append("nothing predicted (one device count and no link peak to go on)")
+        elif m.fit_error is None:
+            bits.append(
+                f"the model ({m.basis}) passes through every measured point, so its predictions are unchecked"
+            )
+        else:
+            bits.append(
+                f"the model ({m.basis}) fits the measured points within {format_fraction_pct(m.fit_error)}"
+            )
+        lines.append(f"'{g.config}': " + "; ".join(bits) + ".")
+    smallest = min(n for g in groups for n in g.measured)
+    if smallest > 1:
+        lines.append(
+            f"No 1-device run: speedups are relative to {dev(smallest)}, and whether "
+            f"{dev(smallest)} beat one is not measured."
+        )
+    limit = rec.device_limit
+    above = sorted({n for g in groups for n in g.measured if limit is not None and n > limit})
+    if above:
+        lines.append(
+            f"Also measured at {', '.join(map(str, above))} devices, above the limit of "
+            f"{rec.device_limit} (--max-devices or the machine's devices): shown, not recommended."
+        )
+    if rec.platform_note:
+        lines.append(rec.platform_note[0].upper() + rec.platform_note[1:] + ".")
+    far = sorted(
+        {
+            (g.config, max(g.measured))
+            for g in groups
+            for r in g.rows
+            if r.predicted and r.devices > 2 * max(g.measured)
+        }
+    )
+    if far:
+        reach = ", ".join(f"'{c}' from {dev(n)}" if several else f"from {dev(n)}" for c, n in far)
+        lines.append(
+            f"Predictions beyond twice the largest measured count ({reach}) are long "
+            "extrapolations: the model ignores topology (PCIe switches, sockets, NVLink "
+            "islands) and changes in overlap; measure there before relying on them."
+        )
+    if rec.verdict == "none":
+        lines.append("Nothing is recommended: one measured device count.")
+    elif rec.predicted:
+        lines.append(
+            f"The recommended {dev(rec.devices)} is a PREDICTION: measure it before buying or booking."
+        )
+    else:
+        lines.append("The recommended count was measured.")
+    decisive = [s for s in walk if abs(s.marginal_efficiency - rec.min_efficiency) < 0.05]
+    if len(decisive) > 2:  # a long walk creeping along the floor: the step that decided
+        decisive = [_deciding_step(walk) or decisive[-1]]
+    for s in decisive:
+        lines.append(
+            f"Close call: {s.devices_from} -> {s.devices_to} is {format_fraction_pct(s.marginal_efficiency)} against "
+            f"a floor of {format_fraction_pct(rec.min_efficiency)}; a few percent of noise could flip it."
+        )

@@ -1,0 +1,281 @@
+"""Predict: from a fitted :class:`~gpuscale.analysis.model.ScalingModel` to
+predicted points with calibrated ranges (the second step of fit -> predict ->
+decide -> explain).
+
+A predicted throughput is::
+
+    X(N) = X_model(N) * X_measured(top) / X_model(top) * factor(class, load, top, N)
+
+(anchored at the largest measured count, :func:`anchor_of`, so that a fit that
+misses it does not carry the miss into every prediction beyond it)
+
+and its range at coverage ``c`` (default 80 %)::
+
+    [X(N) (1 + q_low), X(N) (1 + q_high)]
+
+where ``X_model`` is the communication model's throughput
+(:mod:`gpuscale.analysis.model`), ``top`` the largest measured count, ``class``
+the interconnect class (:func:`interconnect_class`), ``load`` how much of the
+step is exchange at ``top`` (:func:`load_of`), and ``factor``, ``q_low`` and
+``q_high`` are learned per stratum ``(class, load, top, N)`` from the published
+scaling corpus by ``benchmarks/calibrate.py`` and kept in ``calibration.json``
+next to this module:
+
+* ``factor``, the interconnect-class prior on the value, is
+  ``exp(median(log(published / X_model)) * n / (n + 50))`` over the stratum's ``n``
+  corpus predictions (shrunk toward 1 for small strata). Evidence (corpus, 532
+  tables, ``benchmarks/calibrate.py``): the model is *not* biased by class; the
+  factors come out within 1.00 +- 0.03 for NVSwitch, NVLink, PCIe and unknown
+  links, so the point predictions barely move (median error 2.1 % -> 2.0 %). What
+  the corpus does show is that the errors *spread* with the class and, above all,
+  with the exchange's share of the step at the top measured count (:func:`load_of`):
+  predicting 8 GPUs from 1 and 2, 80 % of errors lie within -6..+2 % when the
+  exchange is under 5 % of the step, within -37..+9 % at 5-15 % and within
+  -63..+17 % above 15 % (8-GPU PCIe machines whose exchange crosses sockets, and
+  input-bound models, collapse at 8 while 1 -> 2 scaled well). Two counts cannot
+  tell latency from bandwidth or see topology, so this is carried by the range,
+  not by a free term fitted per sweep.
+* ``q_low``, ``q_high``: split-conformal quantiles of the relative residuals
+  ``published / X(N) - 1`` of the corpus tables (the model never saw those rows;
+  ``benchmarks/prediction.py`` checks the coverage on sources the calibration was
+  learned without), at ``(1 - c) / 2`` and
+  ``(1 + c) / 2`` with the finite-sample correction, per stratum (so the range
+  widens with the extrapolation distance ``N / top`` and with the class). They are
+  clipped to contain 0, so ``low <= value <= high`` always.
+
+A stratum with too few tables (20) falls back to all classes at the same load,
+then to the class at any load, then to all of them, then to the nearest
+extrapolation ratio ``N / top`` calibrated (at or beyond it). Speedup and
+efficiency ranges follow from the throughput range over the measured base
+(:func:`with_ratios`). The corpus has step times only (no phase breakdowns), so the
+ranges are calibrated for that evidence; CPU logical devices and multi-worker
+sweeps (classes ``host`` and ``network``) are not in the corpus: they get no
+factor and the all-class stratum's range, which says nothing specific about
+them. No factor is applied to counts below the largest measured (interpolation).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Sequence
+from importlib import resources
+
+import msgspec
+
+from gpuscale.analysis import metrics
+from gpuscale.analysis.model import ScalingModel, fit
+from gpuscale.analysis.sweep import SweepPoint
+
+DEFAULT_COVERAGE = 0.8
+"""The stated probability that a range holds the published value."""
+
+CLASSES = ("nvswitch", "nvlink", "pcie", "host", "network", "unknown")
+
+GPU_CLASSES = ("nvswitch", "nvlink", "pcie", "unknown")
+"""The classes the corpus has tables of (single machines of GPUs)."""
+
+
+class Stratum(msgspec.Struct, kw_only=True):
+    """Learned numbers for one ``(interconnect class, top measured, predicted N)``."""
+
+    interconnect: str
+    """An entry of :data:`CLASSES`, or ``*`` for all of them."""
+    load: str = "*"
+    """How heavy the exchange is at the top measured count (:func:`load_of`), or ``*``."""
+    top: int
+    devices: int
+    tables: int
+    """Held-out predictions it was learned from."""
+    factor: float
+    q_low: float
+    q_high: float
+
+
+class Calibration(msgspec.Struct, kw_only=True, dict=True):
+    coverage: float
+    source: str
+    """What it was learned from, and the command that reproduces it."""
+    strata: list[Stratum]
+
+    @functools.cached_property
+    def _index(self) -> dict[tuple[str, str, int, int], Stratum]:
+        return {(s.interconnect, s.load, s.top, s.devices): s for s in self.strata}
+
+    def stratum(self, interconnect: str, load: str, top: int, devices: int) -> Stratum | None:
+        """The stratum for this class, load and step; fallbacks in the module docstring."""
+        for key in ((interconnect, load), ("*", load), (interconnect, "*"), ("*", "*")):
+            found = self._index.get((*key, top, devices))
+            if found is not None:
+                return found
+        pooled = [s for s in self.strata if s.interconnect == "*" and s.load == load]
+        pooled = pooled or [s for s in self.strata if s.interconnect == "*" and s.load == "*"]
+        if not pooled:
+            return None
+        ratio = math.log2(max(devices, 1) / max(top, 1))
+        beyond = [s for s in pooled if math.log2(s.devices / s.top) >= ratio - 1e-9]
+        pool = beyond or pooled
+        return min(
+            pool,
+            key=lambda s: (abs(math.log2(s.devices / s.top) - ratio), -(s.q_high - s.q_low)),
+        )
+
+
+class _CalibrationFile(msgspec.Struct):
+    coverage: float
+    source: str
+    strata: list[Stratum]
+
+
+@functools.cache
+def default_calibration() -> Calibration:
+    """The calibration shipped with the package (``calibration.json``)."""
+    text = resources.files("gpuscale.analysis").joinpath("calibration.json").read_text("utf-8")
+    raw = msgspec.json.decode(text, type=_CalibrationFile)
+    return Calibration(coverage=raw.coverage, source=raw.source, strata=raw.strata)
+
+
+def calibration_to_json(cal: Calibration) -> str:
+    doc = {
+        "coverage": cal.coverage,
+        "source": cal.source,
+        "strata": msgspec.to_builtins(cal.strata),
+    }
+    return json.dumps(doc, indent=1) + "\n"
+
+
+def interconnect_class(point: SweepPoint) -> str:
+    """``nvswitch``, ``nvlink``, ``pcie``, ``host`` (CPU logical devices, one
+    machine's memory), ``network`` (several workers) or ``unknown``, from the
+    point's platform, workers and free-text ``interconnect``."""
+    if point.workers > 1:
+        return "network"
+    if point.platform != "gpu":
+        return "host"
+    text = (point.interconnect or "").lower()
+    for name in ("nvswitch", "nvlink", "pcie"):
+        if name in text:
+            return name
+    if "sxm" in text:
+        return "nvlink"
+    return "unknown"
+
+
+LIGHT_SHARE = 0.05
+HEAVY_SHARE = 0.15
+
+
+def load_of(model: ScalingModel, top: int) -> str:
+    """``light`` (exchange under 5 % of the step at the top measured count),
+    ``medium`` (5-15 %) or ``heavy``: how much of what is extrapolated is exchange."""
+    share = model.comm_share(top) if model.step_time_s(top) > 0 else 0.0
+    if share < LIGHT_SHARE:
+        return "light"
+    return "medium" if share < HEAVY_SHARE else "heavy"
+
+
+def top_measured(points: Sequence[SweepPoint]) -> int:
+    return max(p.devices for p in points)
+
+
+def predicted_point(
+    model: ScalingModel,
+    devices: int,
+    template: SweepPoint,
+    *,
+    top: int,
+    interconnect: str,
+    calibration: Calibration | None,
+    anchor: float = 1.0,
+) -> SweepPoint:
+    """One predicted point at ``devices``: the model's value times the class
+    factor, with ``throughput_low/high`` and ``coverage`` (speedup and efficiency
+    ranges are filled by whoever knows the base, :func:`with_ratios`)."""
+    from gpuscale.analysis.model import predict
+
+    point = predict(model, devices, template)
+    x = point.throughput or 0.0
+    load = load_of(model, top)
+    stratum = calibration.stratum(interconnect, load, top, devices) if calibration else None
+    if stratum is None:
+        return point
+    # No factor where the corpus has no such machines (CPU logical devices, several
+    # workers): their range comes from the pooled stratum, their value from the model.
+    factor = stratum.factor if devices > top and interconnect in GPU_CLASSES else 1.0
+    x *= factor * (anchor if devices > top else 1.0)
+    samples = point.global_batch or 1
+    step = samples / x if x > 0 else (point.step_time_s or 0.0)
+    # What the class prior adds to (or takes from) the step is exchange: one model,
+    # one set of numbers for the table's exposed-comm column and the text.
+    comm = max(model.comm_time_s(devices) + step - model.step_time_s(devices), 0.0)
+    return msgspec.structs.replace(
+        point,
+        throughput=x,
+        step_time_s=step,
+        comm_share=metrics.share(comm, step) if step > 0 else point.comm_share,
+        throughput_low=x * (1 + min(stratum.q_low, 0.0)),
+        throughput_high=x * (1 + max(stratum.q_high, 0.0)),
+        coverage=calibration.coverage if calibration else None,
+        note=(point.note or "")
+        + (f"; x{factor:.2f} {interconnect} prior" if abs(factor - 1) > 0.005 else "")
+        + (
+            f"; anchored at the measured {top} (x{anchor:.2f})"
+            if devices > top and abs(anchor - 1) > 0.005
+            else ""
+        ),
+    )
+
+
+def anchor_of(model: ScalingModel, top: int, measured_throughput: float) -> float:
+    """``X_measured(top) / X_model(top)``: predictions beyond the largest measured
+    count are scaled by it, so that none contradicts the measurement it was
+    fitted to (a fit that misses the top count by 27 % would otherwise predict
+    the next count from a point that was not measured). 1.0 when the fit passes
+    through it, or when either value is unusable."""
+    modelled = model.throughput(top) if model.step_time_s(top) > 0 else 0.0
+    if modelled <= 0 or measured_throughput <= 0 or not math.isfinite(modelled):
+        return 1.0
+    return measured_throughput / modelled
+
+
+def with_ratios(point: SweepPoint, base_throughput: float, base_devices: int) -> SweepPoint:
+    """``speedup``/``efficiency`` and, for a predicted point with a range, their
+    ``_low``/``_high`` (the base is measured, so they scale with the throughput)."""
+    s = metrics.speedup(point.throughput or 0.0, base_throughput)
+    e = metrics.efficiency(s, point.devices, base_devices)
+    extra = {}
+    if point.throughput_low is not None and point.throughput_high is not None:
+        lo = metrics.speedup(point.throughput_low, base_throughput)
+        hi = metrics.speedup(point.throughput_high, base_throughput)
+        extra = {
+            "speedup_low": lo,
+            "speedup_high": hi,
+            "efficiency_low": metrics.efficiency(lo, point.devices, base_devices),
+            "efficiency_high": metrics.efficiency(hi, point.devices, base_devices),
+        }
+    return msgspec.structs.replace(point, speedup=s, efficiency=e, **extra)
+
+
+def predict_rows(
+    points: Sequence[SweepPoint],
+    devices: Sequence[int],
+    *,
+    calibration: Calibration | None = None,
+) -> list[SweepPoint]:
+    """Fit one configuration's measured points and predict ``devices`` with
+    ranges (``calibration``: the shipped one when ``None``)."""
+    cal = calibration or default_calibration()
+    model = fit(points)
+    template = points[0]
+    top = top_measured(points)
+    klass = interconnect_class(template)
+    at_top = [p.step_time_s for p in points if p.devices == top and p.step_time_s]
+    samples = model.samples_per_step(top)
+    anchor = anchor_of(model, top, samples / metrics.median(at_top)) if at_top else 1.0
+    return [
+        predicted_point(
+            model, n, template, top=top, interconnect=klass, calibration=cal, anchor=anchor
+        )
+        for n in devices
+    ]

@@ -1,0 +1,52 @@
+"""`gpuscale recommend --watch`: the live sweep inside the scaling view, then the
+usual recommendation printed in the terminal. The sweep is planned and every
+count's configuration checked (:mod:`gpuscale.commands.recommend_live`) before the
+screen opens; ``q`` or Ctrl-C stops it cleanly and the recommendation is made
+from the counts measured, saying so."""
+
+from __future__ import annotations
+
+import argparse
+
+from gpuscale.analysis.sweep import Sweep
+from gpuscale.errors import EXIT_INTERRUPTED, GpuscaleError
+
+
+def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep, str, str | None]:
+    """Run the sweep on screen. Returns the measured sweep, the heading for the
+    printed report, and the name of the signal that stopped it (or None)."""
+    from gpuscale.commands.recommend_live import plan, sweep_configs
+    from gpuscale.trainer.options import config_from_args
+    from gpuscale.ui.app import run_until_stop_signal
+    from gpuscale.ui.live_sweep import LiveSweep
+    from gpuscale.ui.sweep_app import SweepApp, SweepView
+
+    counts, heading, pool, available = plan(args)
+    configs, notes = sweep_configs(
+        config_from_args(args), counts, pool, "gpu" if pool else "cpu-logical"
+    )
+    view = SweepView(
+        points=[],
+        heading=heading,
+        planned=counts,
+        state="running",
+        available_devices=available,
+        min_efficiency=floor,
+        max_devices=args.max_devices,
+    )
+    runner = LiveSweep(view, configs, record=not args.no_record)
+    app = SweepApp(view, runner=runner)
+    signal_name = run_until_stop_signal(app)
+    final = runner.view
+    if not final.points:
+        why = runner.failure or "stopped before the first device count was measured"
+        raise GpuscaleError(
+            f"no recommendation: the sweep {why}",
+            exit_code=EXIT_INTERRUPTED if runner.failure is None else 1,
+        )
+    state = final.state_line()
+    if runner.failure:
+        state = f"{runner.failure}; " + (state or "recommending from what was measured")
+    heading = "; ".join(part for part in (heading, *notes, state) if part)
+    sweep = Sweep(points=final.points, sources=final.sources, available_devices=available)
+    return sweep, heading, signal_name

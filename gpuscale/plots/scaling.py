@@ -1,0 +1,205 @@
+"""What a scaling chart shows, taken from a
+:class:`~gpuscale.analysis.recommend.Recommendation`: no drawing here.
+
+Both drawings (:mod:`gpuscale.plots.terminal` for the terminal and the dashboard,
+:mod:`gpuscale.plots.figure` for an SVG or PNG file) read a :class:`ScalingChart`,
+so the two always show the same points, ranges and marks.
+
+- Throughput (samples per second, all devices together) against the device count
+  on a log2 axis: one series per configuration; measured points, predicted points
+  with their range when the prediction has one (``throughput_low``/``_high``).
+- The ideal line: the baseline's throughput times ``N / base count`` (linear scaling
+  from the fastest configuration at the smallest count, the recommendation's baseline).
+- The recommended count, marked.
+- One stacked bar per device count of the recommended configuration: compute,
+  exposed all-reduce, apply and input wait per step (measured phase medians), or
+  the whole step, unsplit, where a count has no phase breakdown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpuscale.analysis.recommend import Recommendation
+
+PHASES = ("compute", "exposed all-reduce", "apply", "input wait")
+"""The parts of a step, in the order the bars stack them (bottom first)."""
+
+
+@dataclass(frozen=True)
+class ChartPoint:
+    devices: int
+    throughput: float
+    """Samples per second."""
+    predicted: bool
+    low: float | None = None
+    """Low end of the prediction range (samples/s), when the prediction has one."""
+    high: float | None = None
+
+    @property
+    def has_range(self) -> bool:
+        return self.low is not None and self.high is not None
+
+
+@dataclass(frozen=True)
+class ChartSeries:
+    config: str
+    points: list[ChartPoint]
+
+    @property
+    def measured(self) -> list[ChartPoint]:
+        return [p for p in self.points if not p.predicted]
+
+    @property
+    def predicted(self) -> list[ChartPoint]:
+        return [p for p in self.points if p.predicted]
+
+
+@dataclass(frozen=True)
+class PhaseBar:
+    devices: int
+    step_time_s: float
+    phases_s: tuple[float, float, float, float] | None
+    """compute, exposed all-reduce, apply, input wait (seconds per step); ``None``
+    when this count has no measured breakdown (predicted, or a typed-in table)."""
+    predicted: bool
+
+
+@dataclass(frozen=True)
+class ScalingChart:
+    series: list[ChartSeries]
+    ideal: list[tuple[int, float]]
+    """(devices, samples/s) of linear scaling from the baseline."""
+    recommended: ChartPoint
+    recommended_config: str
+    bars: list[PhaseBar]
+    """Of the recommended configuration, by device count."""
+    scaling: str
+    """``weak`` or ``strong``."""
+    coverage: float | None = None
+    """Stated coverage of the drawn ranges (e.g. 0.8), when any point has a range."""
+    platform_note: str | None = None
+    counts: list[int] = field(default_factory=list)
+    """Every device count on the x axis, ascending."""
+
+    @property
+    def title(self) -> str:
+        return f"Throughput vs devices ({self.scaling} scaling)"
+
+    @property
+    def has_ranges(self) -> bool:
+        return any(p.has_range for s in self.series for p in s.points)
+
+    @property
+    def several_configs(self) -> bool:
+        return len(self.series) > 1
+
+
+def build_scaling_chart(rec: Recommendation) -> ScalingChart:
+    """The chart's content from a recommendation's table (measured and predicted rows)."""
+    by_config: dict[str, list[ChartPoint]] = {}
+    coverage = None
+    for row in rec.table:
+        if row.throughput is None:
+            continue
+        by_config.setdefault(row.config, []).append(
+            ChartPoint(
+                devices=row.devices,
+                throughput=row.throughput,
+                predicted=row.predicted,
+                low=row.throughput_low,
+                high=row.throughput_high,
+            )
+        )
+        if row.coverage is not None:
+            coverage = row.coverage
+    series = [
+        ChartSeries(config, sorted(points, key=lambda p: p.devices))
+        for config, points in by_config.items()
+    ]
+    counts = sorted({p.devices for s in series for p in s.points})
+    base = _baseline(series)
+    ideal = [(n, base.throughput * n / base.devices) for n in counts if n >= base.devices]
+    chosen = next(
+        (p for s in series if s.config == rec.config for p in s.points if p.devices == rec.devices),
+        ChartPoint(rec.devices, rec.throughput, rec.predicted),
+    )
+    bars = [
+        PhaseBar(
+            devices=row.devices,
+            step_time_s=row.step_time_s,
+            phases_s=_phases(row),
+            predicted=row.predicted,
+        )
+        for row in sorted(rec.table, key=lambda r: r.devices)
+        if row.config == rec.config and row.step_time_s is not None
+    ]
+    return ScalingChart(
+        series=series,
+        ideal=ideal,
+        recommended=chosen,
+        recommended_config=rec.config,
+        bars=bars,
+        scaling=rec.scaling,
+        coverage=coverage,
+        platform_note=rec.platform_note,
+        counts=counts,
+    )
+
+
+def _baseline(series: list[ChartSeries]) -> ChartPoint:
+    """The fastest measured point at the smallest measured count (predicted points
+    only when nothing was measured)."""
+    points = [p for s in series for p in s.measured] or [p for s in series for p in s.points]
+    smallest = min(p.devices for p in points)
+    return max((p for p in points if p.devices == smallest), key=lambda p: p.throughput)
+
+
+def _phases(row) -> tuple[float, float, float, float] | None:
+    if row.predicted or row.compute_s is None:
+        return None
+    return (
+        row.compute_s,
+        row.allreduce_s or 0.0,
+        row.apply_s or 0.0,
+        row.input_s or 0.0,
+    )
+
+
+def log_ticks(low: float, high: float) -> list[float]:
+    """Round tick values (1, 2, 5 x 10^k) between ``low`` and ``high`` for a log
+    axis, at least two: the ends themselves when no round value falls between."""
+    import math
+
+    if low <= 0 or high <= 0:
+        return [low, high]
+    ticks = []
+    for exp in range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1):
+        for mantissa in (1, 2, 5):
+            value = mantissa * 10.0**exp
+            if low <= value <= high:
+                ticks.append(value)
+    if len(ticks) < 2:
+        ticks = sorted({low, high, *ticks})
+    return ticks
+
+
+def short_number(value: float) -> str:
+    """``37481`` -> ``37k``, ``1500000`` -> ``1.5M``, ``0.5`` -> ``0.5``: tick labels."""
+    for divisor, suffix in ((1e6, "M"), (1e3, "k")):
+        if abs(value) >= divisor:
+            scaled = value / divisor
+            return f"{scaled:.0f}{suffix}" if scaled >= 10 else f"{scaled:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
+def linear_ticks(high: float, count: int = 4) -> list[float]:
+    """Ticks from 0 in round steps (1, 2, 2.5, 5 x 10^k), the last at or above ``high``."""
+    import math
+
+    if high <= 0:
+        return [0.0, 1.0]
+    raw = high / count
+    exp = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * exp for m in (1, 2, 2.5, 5, 10) if m * exp >= raw)
+    return [step * i for i in range(math.ceil(high / step - 1e-9) + 1)]

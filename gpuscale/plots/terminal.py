@@ -1,0 +1,184 @@
+"""The scaling chart as terminal text (plotext), for ``gpuscale recommend`` and the
+dashboard's scaling view.
+
+Two charts, each with its axes named and its legend on a line of its own under it
+(a legend never sits on the data):
+
+- throughput against devices, both axes logarithmic (the ideal line is straight);
+  ``●`` measured, ``○`` predicted with ``│`` its range, ``◆`` the recommended count;
+- one stacked bar per device count: compute, exposed all-reduce, apply, input wait.
+"""
+
+from __future__ import annotations
+
+import math
+
+from plotext._figure import _figure_class as _Figure  # one figure per chart: no global state
+from rich.text import Text
+
+from gpuscale.plots.scaling import PHASES, ScalingChart, linear_ticks, log_ticks, short_number
+
+SERIES_COLORS = ("cyan", "magenta", "yellow", "blue", "red", "green")
+PHASE_COLORS = ("green", "red", "blue", "orange")
+UNSPLIT_COLOR = "gray"
+IDEAL_COLOR = "gray"
+RECOMMENDED_COLOR = "green"
+MIN_WIDTH = 40
+"""Narrower than this, no chart is drawn (its numbers would be clipped)."""
+
+
+_RICH_NAMES = {"gray": "bright_black", "orange": "dark_orange"}
+
+
+def _style(color: str) -> str:
+    """The rich style for a plotext colour name (they differ for a few)."""
+    return _RICH_NAMES.get(color, color)
+
+
+def _figure(width: int, height: int) -> _Figure:
+    fig = _Figure()
+    fig.theme("clear")
+    fig.plotsize(width, height)
+    return fig
+
+
+def _x(devices: int) -> float:
+    return math.log2(devices)
+
+
+def _y(value: float) -> float:
+    return math.log10(value)
+
+
+def throughput_chart(chart: ScalingChart, width: int, height: int) -> Text:
+    """Throughput against devices, with its legend under it (wrapped to ``width``)."""
+    legend = legend_text(_throughput_legend(chart), width)
+    fig = _figure(width, max(height - len(legend.split()), 6))
+    values = [p.throughput for s in chart.series for p in s.points]
+    values += [v for s in chart.series for p in s.points for v in (p.low, p.high) if v]
+    values += [v for _, v in chart.ideal]
+    low, high = min(values), max(values)
+    if chart.ideal:
+        fig.plot(
+            [_x(n) for n, _ in chart.ideal], [_y(v) for _, v in chart.ideal], color=IDEAL_COLOR
+        )
+    for n, series in enumerate(chart.series):
+        color = SERIES_COLORS[n % len(SERIES_COLORS)]
+        fig.plot(
+            [_x(p.devices) for p in series.points],
+            [_y(p.throughput) for p in series.points],
+            color=color,
+        )
+        for p in series.predicted:
+            if p.has_range:
+                fig.plot([_x(p.devices)] * 2, [_y(p.low), _y(p.high)], color=color, marker="│")
+        if series.measured:
+            fig.scatter(
+                [_x(p.devices) for p in series.measured],
+                [_y(p.throughput) for p in series.measured],
+                color=color,
+                marker="●",
+            )
+        if series.predicted:
+            fig.scatter(
+                [_x(p.devices) for p in series.predicted],
+                [_y(p.throughput) for p in series.predicted],
+                color=color,
+                marker="○",
+            )
+    chosen = chart.recommended
+    fig.scatter([_x(chosen.devices)], [_y(chosen.throughput)], color=RECOMMENDED_COLOR, marker="◆")
+    fig.xticks([_x(n) for n in chart.counts], [str(n) for n in chart.counts])
+    ticks = log_ticks(low, high)
+    fig.yticks([_y(t) for t in ticks], [short_number(t) for t in ticks])
+    span = _x(chart.counts[-1]) - _x(chart.counts[0]) or 1.0
+    fig.xlim(_x(chart.counts[0]) - span * 0.04, _x(chart.counts[-1]) + span * 0.04)
+    fig.xlabel("devices (log2)")
+    fig.ylabel("samples/s (log)")
+    text = Text.from_ansi(fig.build().rstrip("\n"), no_wrap=True)
+    text.append("\n")
+    text.append_text(legend)
+    return text
+
+
+def _throughput_legend(chart: ScalingChart) -> list[tuple[str, str, str]]:
+    items = []
+    for n, series in enumerate(chart.series):
+        name = series.config if chart.several_configs else "measured"
+        items.append(("●", SERIES_COLORS[n % len(SERIES_COLORS)], name))
+    if any(s.predicted for s in chart.series):
+        label = "predicted"
+        if chart.has_ranges:
+            cover = f" {chart.coverage:.0%}" if chart.coverage is not None else ""
+            label += f" │{cover} range"
+        items.append(("○", "", label))
+    items.append(("──", IDEAL_COLOR, "ideal"))
+    where = f" ({chart.recommended_config})" if chart.several_configs else ""
+    items.append(("◆", RECOMMENDED_COLOR, f"recommended: {chart.recommended.devices}{where}"))
+    return items
+
+
+def legend_text(items: list[tuple[str, str, str]], width: int) -> Text:
+    """Legend entries (symbol, colour, label) on as many lines as ``width`` needs."""
+    legend = Text(no_wrap=True, overflow="ellipsis")
+    used = 0
+    for symbol, color, label in items:
+        entry = len(symbol) + 1 + len(label)
+        if used and used + 2 + entry > width:
+            legend.append("\n")
+            used = 0
+        elif used:
+            legend.append("  ")
+            used += 2
+        legend.append(symbol + " ", style=_style(color) if color else "")
+        legend.append(label)
+        used += entry
+    return legend
+
+
+def phase_chart(chart: ScalingChart, width: int, height: int) -> Text:
+    """One stacked bar per device count (milliseconds per step), legend under it."""
+    bars = chart.bars
+    if not bars:
+        return Text("no step times for the recommended configuration", style="dim")
+    unsplit = [0.0 if b.phases_s else b.step_time_s * 1000 for b in bars]
+    items = []
+    if any(b.phases_s for b in bars):
+        items += [("█", color, name) for name, color in zip(PHASES, PHASE_COLORS, strict=True)]
+    if any(unsplit):
+        items.append(("█", UNSPLIT_COLOR, "not split"))
+    legend = legend_text(items, width)
+    fig = _figure(width, max(height - len(legend.split()), 6))
+    series = [[(b.phases_s[i] if b.phases_s else 0.0) * 1000 for b in bars] for i in range(4)]
+    colors = list(PHASE_COLORS)
+    if any(unsplit):
+        series.append(unsplit)
+        colors.append(UNSPLIT_COLOR)
+    labels = [f"{b.devices}*" if b.predicted else str(b.devices) for b in bars]
+    fig.stacked_bar(labels, series, color=colors, width=0.6)
+    fig.xticks(list(range(1, len(bars) + 1)), labels)  # plotext's own choice varies
+    ticks = linear_ticks(max(b.step_time_s for b in bars) * 1000)
+    fig.yticks(ticks, [f"{t:g}" for t in ticks])
+    fig.ylim(0, ticks[-1])
+    fig.xlabel("devices" + (" (* predicted)" if any(b.predicted for b in bars) else ""))
+    fig.ylabel("ms per step")
+    text = Text.from_ansi(fig.build().rstrip("\n"), no_wrap=True)
+    text.append("\n")
+    text.append_text(legend)
+    return text
+
+
+def scaling_text(chart: ScalingChart, width: int, height: int = 30) -> Text:
+    """Both charts one under the other, titled: what ``gpuscale recommend`` prints."""
+    top = max(height * 3 // 5, 8)
+    bottom = max(height - top - 2, 7)
+    text = Text(chart.title, style="bold", no_wrap=True)
+    text.append("\n")
+    text.append_text(throughput_chart(chart, width, top))
+    text.append("\n")
+    text.append(
+        f"Where the step time goes ({chart.recommended_config or 'per device count'})", style="bold"
+    )
+    text.append("\n")
+    text.append_text(phase_chart(chart, width, bottom))
+    return text

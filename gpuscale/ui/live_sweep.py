@@ -1,0 +1,156 @@
+"""A live sweep for the scaling view (``gpuscale recommend --watch``): the trainer
+at each device count in turn, each run in its own child process (TensorFlow never
+loads here) and recorded, as the view's data source. No Textual here: the app
+runs :meth:`LiveSweep.run` in a worker thread and gets two callbacks, one with
+the run in progress (at most every ``status_interval_s``) and one after each
+device count, both with a whole :class:`~gpuscale.ui.sweep_app.SweepView`.
+
+:meth:`LiveSweep.stop` (``q``, Ctrl-C, SIGTERM) stops the run in progress cleanly
+(its recording ends with its end event) and starts no other; the counts already
+measured stay, and the view says the recommendation rests on them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from gpuscale.analysis.summary import RunAccumulator
+from gpuscale.analysis.sweep import SweepPoint, point_from_summary
+from gpuscale.events.schema import EndEvent, PhaseEvent, StepEvent
+from gpuscale.formatting import format_ms
+from gpuscale.ui.sweep_app import SweepView
+
+Callback = Callable[[SweepView], None]
+
+
+def _default_run_factory(config: Any, record: str | None) -> Any:
+    from gpuscale.live.trainer_run import LiveRun
+
+    return LiveRun(config, record=record)
+
+
+class LiveSweep:
+    """Runs ``configs`` (one per count of ``counts``) one after another."""
+
+    def __init__(
+        self,
+        view: SweepView,
+        configs: list[Any],
+        *,
+        record: bool = True,
+        run_factory: Callable[[Any, str | None], Any] = _default_run_factory,
+        status_interval_s: float = 0.25,
+    ) -> None:
+        self.view = view
+        self.configs = configs
+        self.record = record
+        self.run_factory = run_factory
+        self.status_interval_s = status_interval_s
+        self.stop_requested = threading.Event()
+        self.failure: str | None = None
+        """Why the sweep ended early, other than a stop request."""
+        self._current: Any = None
+        self._lock = threading.Lock()
+
+    def stop(self) -> None:
+        """Stop the run in progress and start no other (any thread)."""
+        self.stop_requested.set()
+        with self._lock:
+            current = self._current
+        if current is not None and not current.done:
+            current.stop()
+
+    def run(self, on_status: Callback, on_count: Callback) -> SweepView:
+        points: list[SweepPoint] = list(self.view.points)
+        sources: list[str] = list(self.view.sources)
+        for n, config in zip(self.view.planned, self.configs, strict=True):
+            if self.stop_requested.is_set():
+                break
+            self.view = replace(self.view, state="running", running_devices=n, status_line=None)
+            on_status(self.view)
+            point, failure = self._one_count(n, config, on_status)
+            if point is not None:
+                points.append(point)
+                sources.append(point.source or f"live run on {n} devices")
+                self.view = replace(self.view, points=list(points), sources=list(sources))
+                on_count(replace(self.view, status_line=None))
+            if failure is not None:
+                self.failure = failure
+                break
+        complete = [p.devices for p in points] == list(self.view.planned)
+        self.view = replace(
+            self.view,
+            state="complete" if complete else "stopped",
+            running_devices=None,
+            status_line=self.failure,
+        )
+        on_count(self.view)
+        return self.view
+
+    def _one_count(
+        self, n: int, config: Any, on_status: Callback
+    ) -> tuple[SweepPoint | None, str | None]:
+        run = self.run_factory(config, "default" if self.record else None)
+        acc = RunAccumulator()
+        with self._lock:
+            self._current = run
+        try:
+            run.start()
+            if self.stop_requested.is_set():  # asked while starting
+                run.stop()
+            last = 0.0
+            status = f"{n} device{'s' if n > 1 else ''}: starting TensorFlow"
+            on_status(replace(self.view, status_line=status))
+            steps = getattr(config, "steps", None)
+            while True:
+                finished = run.done  # then what is queued is all there is
+                for event in run.events(timeout=0.05 if finished else 0.1):
+                    acc.add(event)
+                    status = _status(n, event, status, steps)
+                    if time.monotonic() - last >= self.status_interval_s:
+                        last = time.monotonic()
+                        on_status(replace(self.view, status_line=status))
+                if finished:
+                    break
+        finally:
+            if not run.done:
+                run.stop()
+            with self._lock:
+                self._current = None
+        summary = acc.summary() if acc.start is not None else None
+        if summary is None or summary.step_time_s is None:
+            if self.stop_requested.is_set():
+                return None, None
+            message = run.error.message if run.error is not None else "the run ended without steps"
+            return None, f"the {n}-device run failed: {message}"
+        if self.stop_requested.is_set() and (run.end is None or run.end.status != "completed"):
+            return None, None  # cut short: not a measurement of this count
+        source = (
+            str(run.recording_path)
+            if run.recording_path
+            else f"live run on {n} device{'s' if n > 1 else ''} (not recorded)"
+        )
+        return point_from_summary(summary, acc.start, source), None
+
+
+def _status(n: int, event: Any, previous: str, steps: int | None) -> str:
+    """One line on the run in progress: its step, step time and phases."""
+    who = f"{n} device{'s' if n > 1 else ''}"
+    if isinstance(event, StepEvent):
+        of = f"/{steps}" if steps else ""
+        what = "warm-up" if event.warmup else f"{format_ms(event.step_time_s, 0)}/step"
+        phases = previous.partition(" | ")[2]  # the last breakdown stays on the line
+        return f"{who}: step {event.step + 1}{of}, {what}" + (f" | {phases}" if phases else "")
+    if isinstance(event, PhaseEvent):
+        head = previous.partition(" | ")[0]
+        return (
+            f"{head} | compute {format_ms(event.compute_s, 0)}, all-reduce "
+            f"{format_ms(event.allreduce_s, 0)}, apply {format_ms(event.apply_s, 0)}"
+        )
+    if isinstance(event, EndEvent):
+        return f"{who}: {event.status}"
+    return previous

@@ -1,0 +1,103 @@
+"""The scaling view's panels: throughput against devices, where the step time goes
+per device count, and the recommendation as text. The drawing is
+:mod:`gpuscale.plots.terminal` (the same chart ``gpuscale recommend`` prints); these
+widgets only size it to the panel and redraw it when the panel or the sweep changes.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from gpuscale.analysis.recommend import Recommendation
+from gpuscale.plots.scaling import ScalingChart
+from gpuscale.plots.terminal import MIN_WIDTH, phase_chart, throughput_chart
+
+THROUGHPUT_PANEL = "scaling-throughput"
+PHASES_PANEL = "scaling-phases"
+TITLES = {
+    THROUGHPUT_PANEL: "Throughput vs devices (samples/s, log axes)",
+    PHASES_PANEL: "Step time per device count (ms)",
+}
+
+
+class ScalingChartPanel(Static, can_focus=True):
+    """One of the two scaling charts, redrawn at the panel's size."""
+
+    def __init__(self, panel_id: str, waiting: str) -> None:
+        super().__init__(id=panel_id, classes="scaling-chart")
+        self.border_title = TITLES[panel_id]
+        self.chart: ScalingChart | None = None
+        self.waiting = waiting
+        self._drawn: tuple[int, int, int] | None = None
+
+    def set_chart(self, chart: ScalingChart | None, waiting: str | None = None) -> None:
+        self.chart = chart
+        if waiting is not None:
+            self.waiting = waiting
+        self._drawn = None
+        self.redraw()
+
+    def on_resize(self) -> None:
+        self.redraw()
+
+    def redraw(self) -> None:
+        width, height = self.content_size.width, self.content_size.height
+        key = (width, height, id(self.chart))
+        if key == self._drawn or width <= 0 or height <= 0:
+            return
+        self._drawn = key
+        if self.chart is None:
+            self.update(Text(self.waiting, style="dim"))
+        elif width < MIN_WIDTH or height < 6:
+            self.update(Text("too small for the chart: a bigger terminal", style="dim"))
+        elif self.id == THROUGHPUT_PANEL:
+            self.update(throughput_chart(self.chart, width, height))
+        else:
+            if self.chart.recommended_config:
+                self.border_subtitle = self.chart.recommended_config
+            self.update(phase_chart(self.chart, width, height))
+
+
+def recommendation_text(rec: Recommendation | None, state: str | None = None) -> Text:
+    """The answer in a few lines: verdict, expected speedup (and over what), the state
+    of the sweep, the reasons and the confidence."""
+    text = Text()
+    if state:
+        text.append(state + "\n", style="yellow")
+    if rec is None:
+        text.append("the recommendation appears after the first device count", style="dim")
+        return text
+    verdict = "SINGLE device" if rec.verdict == "single" else f"MULTI: {rec.devices} devices"
+    if len(rec.configs) > 1:
+        verdict += f" with '{rec.config}'"
+    if rec.predicted:
+        verdict += " (predicted)"
+    text.append(verdict + "\n", style="bold yellow" if rec.predicted else "bold green")
+    if rec.speedup is not None and rec.devices > 1:
+        text.append(f"expected speedup {rec.speedup:.2f}x over {rec.baseline}\n")
+    if rec.platform_note:
+        text.append(rec.platform_note + "\n", style="dim")
+    text.append("Why\n", style="bold")
+    for line in rec.reasons:
+        text.append(f"- {line}\n")
+    if rec.advice:
+        text.append("What to try\n", style="bold")
+        for line in rec.advice:
+            text.append(f"- {line}\n")
+    text.append("Confidence\n", style="bold")
+    for line in rec.confidence:
+        text.append(f"- {line}\n")
+    text.rstrip()
+    return text
+
+
+class RecommendationPanel(Static, can_focus=True):
+    """The recommendation from the counts measured so far."""
+
+    def __init__(self) -> None:
+        super().__init__(id="scaling-advice")
+        self.border_title = "Recommendation"
+
+    def show(self, rec: Recommendation | None, state: str | None = None) -> None:
+        self.update(recommendation_text(rec, state))

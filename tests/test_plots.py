@@ -1,0 +1,191 @@
+"""The scaling chart: what it shows (gpuscale.plots.scaling), the terminal text
+(plotext) and the SVG/PNG file (matplotlib), and `recommend --no-chart / --plot`."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from gpuscale.analysis.recommend import recommend
+from gpuscale.analysis.sweep import load_inputs
+from gpuscale.cli import main
+from gpuscale.plots.scaling import build_scaling_chart, linear_ticks, log_ticks, short_number
+from gpuscale.plots.terminal import scaling_text
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_runs"
+CPU_RUNS = [SAMPLES / "mnist-cnn_1xcpu.ndjson", SAMPLES / "mnist-cnn_2xcpu.ndjson"]
+
+
+def _rec(*files: Path, max_devices: int | None = None):
+    sweep = load_inputs([str(f) for f in files])
+    return recommend(
+        sweep.points,
+        min_efficiency=0.6,
+        max_devices=max_devices,
+        available_devices=None if max_devices else sweep.available_devices,
+    )
+
+
+def _with_ranges(rec):
+    """The recommendation with a +-10% range (80% coverage) on every predicted point,
+    as the prediction ranges will set them."""
+    table = [
+        msgspec.structs.replace(
+            p,
+            throughput_low=p.throughput * 0.9,
+            throughput_high=p.throughput * 1.1,
+            coverage=0.8,
+        )
+        if p.predicted
+        else p
+        for p in rec.table
+    ]
+    return msgspec.structs.replace(rec, table=table)
+
+
+def test_chart_content_of_seed002():
+    chart = build_scaling_chart(_rec(SAMPLES / "seed002_mnist.json"))
+    assert [s.config for s in chart.series] == ["gather on gpu:0", "nccl"]
+    assert chart.counts == [1, 2, 4, 8]
+    assert (chart.recommended_config, chart.recommended.devices) == ("nccl", 8)
+    # ideal: the fastest configuration at 1 device, times N
+    base = chart.ideal[0][1]
+    assert [round(v / base, 6) for _, v in chart.ideal] == [1, 2, 4, 8]
+    assert [b.devices for b in chart.bars] == [1, 2, 4, 8]
+    assert all(b.phases_s is None for b in chart.bars)  # a typed-in table: steps not split
+    assert not chart.has_ranges
+
+
+def test_chart_of_cpu_runs_has_phases_where_measured_and_predictions_marked():
+    chart = build_scaling_chart(_rec(*CPU_RUNS))
+    measured = [b for b in chart.bars if not b.predicted]
+    assert [b.devices for b in measured] == [1, 2] and all(b.phases_s for b in measured)
+    assert all(b.phases_s is None for b in chart.bars if b.predicted)
+    assert chart.platform_note
+
+
+def test_ranges_are_carried_when_predictions_have_them():
+    chart = build_scaling_chart(_with_ranges(_rec(*CPU_RUNS)))
+    predicted = [p for s in chart.series for p in s.predicted]
+    assert predicted and all(p.has_range and p.low < p.throughput < p.high for p in predicted)
+    assert chart.coverage == 0.8
+    legend = scaling_text(chart, 90).plain
+    assert "○ predicted │ 80% range" in legend
+
+
+def test_ticks_and_numbers():
+    assert log_ticks(7000, 60000) == [10000, 20000, 50000]
+    assert log_ticks(101, 180) == [101, 180]  # no round value between: the ends
+    assert linear_ticks(138.6) == [0, 50, 100, 150]
+    assert [short_number(v) for v in (37481, 1500000, 950, 0.5)] == ["37k", "1.5M", "950", "0.5"]
+
+
+def test_terminal_chart_names_its_axes_and_puts_the_legend_under_the_plot():
+    text = scaling_text(build_scaling_chart(_rec(SAMPLES / "seed002_mnist.json")), 90).plain
+    lines = text.splitlines()
+    for label in ("samples/s (log)", "devices (log2)", "ms per step", "ideal", "recommended: 8"):
+        assert label in text
+    legend = next(i for i, line in enumerate(lines) if "── ideal" in line)
+    assert "devices (log2)" in lines[legend - 1]  # right under the x axis title, not inside
+    assert max(len(line) for line in lines) <= 90
+
+
+def test_recommend_prints_the_chart_under_the_tables_and_no_chart_skips_it(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    assert main(["recommend", "--from", str(SAMPLES / "seed002_mnist.json")]) == 0
+    out = capsys.readouterr().out
+    assert out.index("Throughput vs devices") < out.index("Recommendation:")
+    assert out.index("└───┴") < out.index("Throughput vs devices")  # under the tables
+    assert "\x1b[" not in out  # not a terminal: no colour codes
+    assert main(["recommend", "--from", str(SAMPLES / "seed002_mnist.json"), "--no-chart"]) == 0
+    assert "Throughput vs devices" not in capsys.readouterr().out
+
+
+def test_narrow_terminal_gets_no_chart(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "50")
+    assert main(["recommend", "--from", str(SAMPLES / "seed002_mnist.json")]) == 0
+    assert "Throughput vs devices" not in capsys.readouterr().out
+
+
+def test_plot_svg_has_axis_titles_and_one_marker_per_device_count(tmp_path, capsys):
+    out = tmp_path / "scaling.svg"
+    args = ["recommend", "--from", str(SAMPLES / "seed002_mnist.json"), "--plot", str(out)]
+    assert main(args) == 0
+    assert f"scaling chart written to {out}" in capsys.readouterr().err
+    svg = out.read_text()
+    for title in (
+        "devices (log2 scale)",
+        "throughput, samples/s (log scale)",
+        "ms per step",
+        "ideal (linear scaling)",
+        "recommended: 8 devices, nccl",
+    ):
+        assert title in svg
+    for series in ("nccl", "gather-on-gpu-0"):
+        markers = re.findall(rf'<g id="point-{series}-(\d+)"', svg)
+        assert sorted(map(int, markers)) == [1, 2, 4, 8]
+    assert svg.count('<g id="recommended"') == 1
+
+
+def test_plot_svg_draws_prediction_ranges(tmp_path):
+    from gpuscale.plots.figure import write_plot
+
+    chart = build_scaling_chart(_with_ranges(_rec(*CPU_RUNS)))
+    svg = write_plot(chart, tmp_path / "ranges.svg").read_text()
+    assert sorted(set(map(int, re.findall(r'<g id="range-[^"]*-(\d+)"', svg)))) == [4, 8]
+    assert "predicted (80% range)" in svg
+
+
+def test_plot_png_is_a_png(tmp_path):
+    out = tmp_path / "scaling.PNG"
+    assert main(["recommend", "--from", *map(str, CPU_RUNS), "--plot", str(out), "--json"]) == 0
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [("chart.pdf", "must end in .svg or .png"), ("nodir/chart.svg", "cannot write it")],
+)
+def test_bad_plot_file_is_one_error_line(tmp_path, capsys, name, expected):
+    args = [
+        "recommend",
+        "--from",
+        str(SAMPLES / "seed002_mnist.json"),
+        "--plot",
+        str(tmp_path / name),
+    ]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("gpuscale: error: --plot") and expected in err[0]
+
+
+def test_missing_matplotlib_names_the_extra(tmp_path):
+    code = (
+        "import sys; sys.modules['matplotlib'] = None\n"
+        "from gpuscale.cli import main\n"
+        f"raise SystemExit(main(['recommend', '--no-chart', '--from', {str(SAMPLES / 'seed002_mnist.json')!r},"
+        f" '--plot', {str(tmp_path / 'x.svg')!r}]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "gpuscale: error: --plot needs matplotlib, which is not installed: "
+        "pip install 'gpuscale[plot]'"
+    )
+
+
+def test_plots_package_imports_neither_textual_nor_matplotlib_until_asked():
+    code = (
+        "import sys\n"
+        "import gpuscale.plots.scaling, gpuscale.plots.terminal, gpuscale.plots.figure\n"
+        "bad = [m for m in ('textual', 'matplotlib', 'tensorflow') if m in sys.modules]\n"
+        "raise SystemExit(', '.join(bad) or None)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

@@ -1,0 +1,380 @@
+"""Predictions with calibrated ranges, and deciding with them (issue 12), and
+one answer told the same way everywhere (issue 19 items 2-4)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from gpuscale.analysis.predict import (
+    Calibration,
+    Stratum,
+    default_calibration,
+    interconnect_class,
+    predict_rows,
+)
+from gpuscale.analysis.recommend import combine_runs, recommend
+from gpuscale.analysis.sweep import SweepPoint, normalize
+from gpuscale.cli import main
+from gpuscale.errors import GpuscaleError
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_runs"
+
+
+def _points(throughputs: dict[int, float], **kw) -> list[SweepPoint]:
+    defaults = {"scaling": "weak", "per_replica_batch": 896, "model": "alexnet"} | kw
+    return [
+        normalize(SweepPoint(devices=n, throughput=x, **defaults)) for n, x in throughputs.items()
+    ]
+
+
+def _calibration(q_low: float, q_high: float, factor: float = 1.0) -> Calibration:
+    strata = [
+        Stratum(
+            interconnect="*",
+            top=top,
+            devices=n,
+            tables=100,
+            factor=factor,
+            q_low=q_low,
+            q_high=q_high,
+        )
+        for top in (1, 2, 4, 8)
+        for n in (2, 4, 8, 16)
+        if n > top
+    ]
+    return Calibration(coverage=0.8, source="test", strata=strata)
+
+
+# The issue's example: AlexNet on an 8x RTX 3090 PCIe server, published 1 and 2 GPUs.
+ALEXNET = {1: 6744.0, 2: 9244.0}
+
+
+def test_a_wide_range_leads_to_measure_next_not_to_a_predicted_recommendation():
+    rec = recommend(_points(ALEXNET), calibration=_calibration(-0.5, 0.1))
+    assert (rec.verdict, rec.devices, rec.predicted) == ("multi", 2, False)
+    assert rec.measure_next is not None and rec.measure_next.startswith("measure 4 next: predicted")
+    step = next(s for s in rec.walk if s.devices_to == 4)
+    assert step.uncertain and not step.accepted
+    assert step.marginal_efficiency >= 0.6 > (step.marginal_efficiency_low or 0)
+    assert any("not a safe bet" in r for r in rec.reasons)
+
+
+def test_the_same_sweep_with_a_narrow_range_recommends_the_predicted_count():
+    rec = recommend(_points(ALEXNET), calibration=_calibration(-0.01, 0.01))
+    assert rec.predicted and rec.devices == 8
+    assert rec.measure_next is None
+
+
+def test_the_shipped_calibration_answers_the_issues_alexnet_example_with_two():
+    """Published: 8,942 at 4 and 9,877 at 8; the table supports 2."""
+    rec = recommend(_points(ALEXNET, interconnect="pcie"))
+    assert rec.devices == 2 and not rec.predicted
+    assert rec.measure_next and rec.measure_next.startswith("measure 4 next")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "seed000_m60.json",
+        "seed000_v100.json",
+        "seed002_mnist.json",
+        "seed004_multiworker.json",
+        "mlp_2xcpu.ndjson",
+    ],
+)
+def test_every_predicted_value_in_json_has_low_le_value_le_high(capsys, source, tmp_path):
+    assert (
+        main(["recommend", "--json", "--max-devices", "16", "--from", str(SAMPLES / source)]) == 0
+    )
+    doc = json.loads(capsys.readouterr().out)
+    predicted = [p for p in doc["points"] if p.get("predicted")]
+    assert predicted or source == "seed004_multiworker.json"  # 8-24 measured: nothing above
+    for p in predicted:
+        for name in ("throughput", "speedup", "efficiency"):
+            assert p[f"{name}_low"] <= p[name] <= p[f"{name}_high"], (name, p)
+        assert p["coverage"] == pytest.approx(0.8)
+    for p in doc["points"]:
+        if not p.get("predicted"):
+            assert "throughput_low" not in p and "coverage" not in p
+
+
+def test_json_of_a_typed_in_table_has_ranges_for_every_predicted_count(capsys, tmp_path):
+    f = tmp_path / "t.json"
+    f.write_text(
+        json.dumps(
+            {
+                "format": "gpuscale-sweep",
+                "version": 1,
+                "defaults": {"scaling": "weak", "per_replica_batch": 896},
+                "points": [{"devices": n, "throughput": x} for n, x in ALEXNET.items()],
+            }
+        )
+    )
+    assert main(["recommend", "--json", "--from", str(f)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    predicted = [p for p in doc["points"] if p.get("predicted")]
+    assert [p["devices"] for p in predicted] == [4, 8]
+    assert all(p["throughput_low"] < p["throughput"] < p["throughput_high"] for p in predicted)
+
+
+def test_table_shows_ranges_and_the_coverage(capsys, tmp_path):
+    f = tmp_path / "t.json"
+    f.write_text(
+        json.dumps(
+            {
+                "format": "gpuscale-sweep",
+                "version": 1,
+                "defaults": {"scaling": "weak", "per_replica_batch": 896, "model": "alexnet"},
+                "points": [{"devices": n, "throughput": x} for n, x in ALEXNET.items()],
+            }
+        )
+    )
+    assert main(["recommend", "--from", str(f)]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"\d[\d,]* \([\d,]+–[\d,]+\)", out)
+    assert "80% range" in out
+    assert "alexnet (weak scaling" in out  # named after the model, not "(unnamed)"
+    assert "Measure 4 next" in out
+
+
+def test_a_range_always_contains_its_value_even_when_the_residuals_do_not():
+    rows = predict_rows(_points(ALEXNET), [4, 8], calibration=_calibration(0.05, 0.2))
+    assert all(r.throughput_low == pytest.approx(r.throughput) for r in rows)
+    rows = predict_rows(_points(ALEXNET), [4, 8], calibration=_calibration(-0.3, -0.1))
+    assert all(r.throughput_high == pytest.approx(r.throughput) for r in rows)
+
+
+def test_the_class_factor_moves_the_prediction_and_its_exchange_share():
+    plain = predict_rows(_points(ALEXNET), [8], calibration=_calibration(-0.1, 0.1))[0]
+    slower = predict_rows(_points(ALEXNET), [8], calibration=_calibration(-0.1, 0.1, 0.5))[0]
+    assert slower.throughput == pytest.approx(plain.throughput * 0.5)
+    assert (slower.comm_share or 0) > (plain.comm_share or 0)
+
+
+def test_ranges_widen_with_the_exchange_load_and_the_distance():
+    cal = default_calibration()
+    light = cal.stratum("pcie", "light", 2, 8)
+    heavy = cal.stratum("pcie", "heavy", 2, 8)
+    near = cal.stratum("pcie", "heavy", 4, 8)
+    assert light and heavy and near
+    assert heavy.q_high - heavy.q_low > light.q_high - light.q_low
+    assert heavy.q_high - heavy.q_low > near.q_high - near.q_low
+    # beyond what was calibrated: the nearest pooled stratum at or beyond the ratio
+    far = cal.stratum("network", "light", 8, 64)
+    assert far is not None and far.devices / far.top >= 4
+
+
+@pytest.mark.parametrize(
+    ("kw", "klass"),
+    [
+        ({"interconnect": "NVSwitch"}, "nvswitch"),
+        ({"interconnect": "PCIe 3.0 x16"}, "pcie"),
+        ({"platform": "cpu-logical"}, "host"),
+        ({"workers": 2, "devices": 16}, "network"),
+        ({}, "unknown"),
+    ],
+)
+def test_interconnect_class(kw, klass):
+    args = {"devices": 2, "scaling": "weak", "per_replica_batch": 8, "step_time_s": 0.1} | kw
+    assert interconnect_class(SweepPoint(**args)) == klass
+
+
+# ------------------------------------------------------------------ issue 19
+
+
+def test_one_device_count_is_not_a_recommendation(capsys):
+    rec = json.loads(_run_json(capsys, str(SAMPLES / "mlp_2xcpu.ndjson")))["recommendation"]
+    assert rec["verdict"] == "none" and rec["devices"] == 2
+    assert rec["measure_next"].startswith("measure 1 device next")
+    assert main(["recommend", "--from", str(SAMPLES / "mlp_2xcpu.ndjson")]) == 0
+    out = capsys.readouterr().out
+    assert "NONE yet: measured at 2 devices only" in out and "MULTI" not in out
+    assert "Expected speedup" not in out
+
+
+def test_one_count_of_one_device_says_measure_two_next():
+    rec = recommend(_points({1: 6744.0}, interconnect="pcie"))
+    assert rec.verdict == "none" and rec.measure_next
+    assert rec.measure_next.startswith("measure 2 devices next")
+
+
+def _run_json(capsys, *paths: str) -> str:
+    assert main(["recommend", "--json", "--from", *paths]) == 0
+    return capsys.readouterr().out
+
+
+def test_seed004_table_and_why_quote_the_same_exchange(capsys):
+    doc = json.loads(_run_json(capsys, str(SAMPLES / "seed004_multiworker.json")))
+    row16 = next(
+        p for p in doc["points"] if p["config"] == "CollectiveAllReduce" and p["devices"] == 16
+    )
+    why = next(r for r in doc["recommendation"]["reasons"] if "inter-node exchange costs" in r)
+    stated = float(re.search(r"\((\d+)% of the step", why).group(1)) / 100
+    assert row16["comm_share"] == pytest.approx(stated, abs=0.006)
+    assert all((p.get("comm_share") or 0) < 0.5 for p in doc["points"])
+
+
+def _runs(times: list[float], n: int = 2, spread: float = 0.05) -> list[SweepPoint]:
+    return [
+        normalize(
+            SweepPoint(
+                devices=n,
+                scaling="weak",
+                per_replica_batch=32,
+                step_time_s=t,
+                spread=spread,
+                steps=50,
+                config="c",
+            )
+        )
+        for t in times
+    ]
+
+
+def test_repeated_runs_are_one_row_at_their_median_with_their_spread():
+    one = _runs([0.10], 1)
+    rec = recommend(one + _runs([0.11, 0.12, 0.115]), max_devices=2)
+    rows = [r for r in rec.table if r.devices == 2]
+    assert len(rows) == 1
+    assert rows[0].step_time_s == pytest.approx(0.115)
+    assert rows[0].spread == pytest.approx((0.12 - 0.11) / 0.115)
+    assert rows[0].steps == 150 and "median of 3 runs" in (rows[0].note or "")
+    # the text quotes the same row
+    assert any(f"{rows[0].throughput:,.0f} samples/s" in r for r in rec.reasons)
+
+
+def test_repeated_runs_that_disagree_beyond_their_noise_are_refused():
+    with pytest.raises(GpuscaleError, match="disagree beyond their noise"):
+        combine_runs(_runs([0.26, 1.24]), "c")
+    # within their own (large) spread they are combined
+    assert combine_runs(_runs([0.26, 0.30], spread=0.3), "c").step_time_s == pytest.approx(0.28)
+
+
+def test_disagreeing_runs_exit_2_with_one_line(capsys, tmp_path):
+    f = tmp_path / "rep.json"
+    f.write_text(
+        json.dumps(
+            {
+                "format": "gpuscale-sweep",
+                "version": 1,
+                "defaults": {"scaling": "weak", "per_replica_batch": 32},
+                "points": [
+                    {"devices": 1, "step_time_s": 0.25},
+                    {"devices": 2, "step_time_s": 0.26},
+                    {"devices": 2, "step_time_s": 1.24},
+                ],
+            }
+        )
+    )
+    assert main(["recommend", "--from", str(f)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("gpuscale: error: ") and "disagree" in err[0]
+
+
+def test_predictions_never_beat_the_measurements_they_were_fitted_to():
+    """Weak scaling, measured 1 and 2 with 2 barely faster: no predicted count may
+    claim more per-device throughput than the measured counts show."""
+    rec = recommend(_runs([0.10], 1) + _runs([0.19]), max_devices=8)
+    measured = {r.devices: r.throughput for r in rec.table if not r.predicted}
+    for r in rec.table:
+        if r.predicted:
+            assert (r.throughput or 0) / r.devices <= measured[2] / 2 * 1.0001
+
+
+def test_a_sweep_of_thousands_of_counts_reads_in_a_page(capsys, tmp_path):
+    f = tmp_path / "big.json"
+    points = [{"devices": n, "step_time_s": 0.1 + 0.0001 * n} for n in range(1, 20001)]
+    f.write_text(
+        json.dumps(
+            {
+                "format": "gpuscale-sweep",
+                "version": 1,
+                "defaults": {"scaling": "weak", "per_replica_batch": 64},
+                "points": points,
+            }
+        )
+    )
+    assert main(["recommend", "--from", str(f)]) == 0
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) < 200
+    assert re.search(r"\b\d{4,5}\s", out) and "not shown" in out  # the elided rows, counted
+    assert "more steps, all worth it" in out
+
+
+@pytest.mark.parametrize(
+    "times",
+    [{1: 1e-300, 2: 1e300}, {1: 1e300, 2: 1e-300}, {1: 0.1, 1000000000: 0.1}, {2: 1e-9, 4: 1e9}],
+)
+def test_absurd_values_give_an_answer_or_one_error_line(capsys, tmp_path, times):
+    f = tmp_path / "absurd.json"
+    f.write_text(
+        json.dumps(
+            {
+                "format": "gpuscale-sweep",
+                "version": 1,
+                "defaults": {"scaling": "weak", "per_replica_batch": 64},
+                "points": [{"devices": n, "step_time_s": t} for n, t in times.items()],
+            }
+        )
+    )
+    code = main(["recommend", "--from", str(f)])
+    captured = capsys.readouterr()
+    if code == 2:
+        assert len(captured.err.strip().splitlines()) == 1
+    else:
+        assert code == 0 and "Recommendation:" in captured.out
+
+
+def test_cost_per_sample_with_a_price(capsys):
+    rec = recommend(_points({1: 1000.0, 2: 1800.0, 4: 3200.0}), price_per_device_hour=3.6)
+    costs = {c.devices: c for c in rec.costs if not c.predicted}
+    # 3.6 per hour = 0.001 per second; 1000 samples/s -> 1 per million samples
+    assert costs[1].per_million_samples == pytest.approx(1.0)
+    assert costs[4].relative == pytest.approx(4 / 3.2)
+    assert any(
+        "4 devices: 3.20x faster than 1, 1.25x the cost per million samples" in r
+        for r in rec.reasons
+    )
+    with pytest.raises(SystemExit) as exit_info:
+        main(
+            [
+                "recommend",
+                "--from",
+                str(SAMPLES / "seed002_mnist.json"),
+                "--price-per-device-hour",
+                "0",
+            ]
+        )
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("gpuscale: error: ")
+
+
+def test_the_shipped_calibration_is_what_the_script_learns_from_the_corpus():
+    corpus = pytest.importorskip("benchmarks.corpus")
+    if not corpus.DEFAULT_CORPUS.exists():
+        pytest.skip("the published corpus is not on this machine")
+    from benchmarks.calibrate import learn
+    from gpuscale.analysis.predict import calibration_to_json
+
+    learned = calibration_to_json(learn(corpus.load_tables()))
+    shipped = Path(__file__).resolve().parent.parent / "gpuscale" / "analysis" / "calibration.json"
+    assert learned == shipped.read_text(encoding="utf-8")
+
+
+def test_predictions_are_anchored_at_the_largest_measured_count():
+    """A fit that misses the top measured count (a ring cannot drop from 2 to 4)
+    does not carry the miss into the predictions beyond it."""
+    points = _runs([0.1], 1) + _runs([0.1], 2) + _runs([0.3], 4)
+    rec = recommend(points)
+    model = rec.models[0]
+    measured4 = next(r.throughput for r in rec.table if r.devices == 4 and not r.predicted)
+    assert abs(model.throughput(4) / measured4 - 1) > 0.2  # the fit misses 4 ...
+    row8 = next(r for r in rec.table if r.devices == 8)
+    expected = model.throughput(8) * measured4 / model.throughput(4)
+    assert row8.predicted and (row8.throughput or 0) == pytest.approx(expected, rel=0.05)
+    assert rec.devices == 2 and not rec.predicted

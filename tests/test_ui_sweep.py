@@ -1,0 +1,124 @@
+"""The scaling view (gpuscale.ui.sweep_app): snapshots of a measured 1-2-4-8 sweep,
+a sweep stopped after two counts and a CPU-logical sweep; keys; `replay` of
+several recordings."""
+
+from __future__ import annotations
+
+import pytest
+from sweep_fixtures import CPU_RUNS, SAMPLES, cpu_sweep, gpu_sweep, stopped_sweep
+
+from gpuscale.cli import main
+from gpuscale.ui.sweep_app import SweepApp
+
+
+async def settle(pilot) -> None:
+    await pilot.pause()
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+    pilot.app.clear_notifications()
+    await pilot.pause()
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+def test_measured_sweep_1_2_4_8(snap_compare, size):
+    assert snap_compare(SweepApp(gpu_sweep()), terminal_size=size, run_before=settle)
+
+
+def test_sweep_stopped_after_two_counts(snap_compare):
+    assert snap_compare(SweepApp(stopped_sweep()), terminal_size=(120, 40), run_before=settle)
+
+
+def test_cpu_logical_sweep(snap_compare):
+    assert snap_compare(SweepApp(cpu_sweep()), terminal_size=(80, 24), run_before=settle)
+
+
+async def test_stopped_sweep_says_it_recommends_from_what_was_measured():
+    app = SweepApp(stopped_sweep())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        advice = str(app.advice_panel.render())
+        assert "Sweep stopped after 2 of 4 counts" in advice
+        assert "recommending from what was measured (1, 2 devices)" in advice
+        assert app.recommendation is not None and app.recommendation.table
+
+
+async def test_c_switches_between_the_chart_and_the_bars_on_a_small_terminal():
+    app = SweepApp(gpu_sweep())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert app.throughput_panel.display and not app.phases_panel.display
+        await pilot.press("c")
+        await pilot.pause()
+        assert app.phases_panel.display and not app.throughput_panel.display
+        assert "ms per step" in str(app.phases_panel.render())
+        await pilot.press("c")
+        await pilot.pause()
+        assert app.throughput_panel.display and not app.phases_panel.display
+
+
+async def test_wide_terminal_shows_both_charts_and_the_recommendation_beside():
+    app = SweepApp(gpu_sweep())
+    async with app.run_test(size=(200, 60)) as pilot:
+        await settle(pilot)
+        assert app.throughput_panel.display and app.phases_panel.display
+        assert app.advice_panel.region.x > app.throughput_panel.region.right - 1
+        chart = str(app.throughput_panel.render())
+        assert "samples/s (log)" in chart and "devices (log2)" in chart
+        assert "recommended: 8" in chart or "recommended: 4" in chart
+
+
+async def test_s_saves_a_screenshot_with_the_chart(tmp_path):
+    app = SweepApp(gpu_sweep(), screenshot_dir=tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("s")
+        await pilot.pause()
+        assert app.last_screenshot is not None and app.last_screenshot.parent == tmp_path
+        svg = app.last_screenshot.read_text()
+        assert "Throughput&#160;vs&#160;devices" in svg or "Throughput vs devices" in svg
+        assert "ms&#160;per&#160;step" in svg or "ms per step" in svg
+
+
+async def test_q_quits_and_t_changes_theme():
+    app = SweepApp(cpu_sweep())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        before = app.theme
+        await pilot.press("t")
+        assert app.theme != before
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_code == 0
+
+
+def test_replay_of_several_recordings_opens_the_scaling_view(monkeypatch):
+    shown = []
+    monkeypatch.setattr(SweepApp, "run", lambda self: shown.append(self.view))
+    assert main(["replay", *map(str, CPU_RUNS)]) == 0
+    (view,) = shown
+    assert view.measured_counts == [1, 2]
+    assert "CPU logical devices, NOT GPUs" in view.heading
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        (["nope.ndjson"], "no such file"),
+        ([str(SAMPLES / "seed002_mnist.json")], "not compared"),
+    ],
+)
+def test_replay_of_a_bad_sweep_is_one_error_line(capsys, files, expected):
+    assert main(["replay", str(CPU_RUNS[0]), *files]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("gpuscale: error:")
+
+
+def test_replay_of_a_sweep_file_opens_its_scaling_view(monkeypatch):
+    shown = []
+    monkeypatch.setattr(SweepApp, "run", lambda self: shown.append(self.view))
+    assert main(["replay", str(SAMPLES / "seed002_mnist.json")]) == 0
+    (view,) = shown
+    assert view.measured_counts == [1, 2, 4, 8]
+    assert view.heading.startswith(
+        "Scaling of six-conv MNIST CNN (128 channels), global batch 1024"
+    )

@@ -1,0 +1,178 @@
+"""`recommend --watch`'s live sweep (gpuscale.ui.live_sweep) in the scaling view,
+with stand-in runs that replay synthetic events (no TensorFlow): the view fills in
+count by count, and q stops the run in progress and keeps what was measured."""
+
+from __future__ import annotations
+
+import queue
+import threading
+
+import pytest
+
+from gpuscale.cli import main
+from gpuscale.events.schema import EndEvent
+from gpuscale.ui.live_sweep import LiveSweep
+from gpuscale.ui.sweep_app import SweepApp, SweepView
+from gpuscale.ui.synthetic import synthetic_run
+
+
+class StandInRun:
+    """The part of ``LiveRun`` a live sweep uses; ``config`` is the device count.
+    With ``hold``, the run stops half-way and waits for :meth:`stop`."""
+
+    def __init__(self, devices: int, hold: bool = False) -> None:
+        self.devices = devices
+        self.hold = hold
+        self.queue: queue.Queue = queue.Queue()
+        self.error = None
+        self.end = None
+        self.recording_path = None
+        self.stopped = False
+        self.started = threading.Event()
+        self._done = threading.Event()
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def start(self) -> StandInRun:
+        events = synthetic_run(gpus=self.devices, duration_s=12, seed=self.devices)
+        if self.hold:
+            events = events[: len(events) // 2]
+        for event in events:
+            if isinstance(event, EndEvent):
+                self.end = event
+            self.queue.put(event)
+        if not self.hold:
+            self._finish()
+        self.started.set()
+        return self
+
+    def _finish(self) -> None:
+        self.queue.put(None)
+        self._done.set()
+
+    def stop(self) -> None:
+        if self.done:
+            return
+        self.stopped = True
+        self.end = EndEvent(t=1e9, status="stopped")
+        self.queue.put(self.end)
+        self._finish()
+
+    def events(self, timeout=None):
+        while True:
+            try:
+                event = self.queue.get(timeout=timeout)
+            except queue.Empty:
+                return
+            if event is None:
+                self.queue.put(None)
+                return
+            yield event
+
+
+def _sweep(counts, hold_at=None):
+    runs: dict[int, StandInRun] = {}
+
+    def factory(config, record):
+        runs[config] = StandInRun(config, hold=config == hold_at)
+        return runs[config]
+
+    view = SweepView(
+        points=[], heading="Sweep on stand-in GPUs", planned=list(counts), state="running"
+    )
+    return LiveSweep(
+        view, list(counts), record=False, run_factory=factory, status_interval_s=0
+    ), runs
+
+
+async def test_live_sweep_fills_in_count_by_count_and_completes():
+    runner, runs = _sweep([1, 2, 4])
+    shown: list[list[int]] = []
+    app = SweepApp(runner.view, runner=runner)
+    original = app.show_sweep
+
+    def spy(view):
+        shown.append(view.measured_counts)
+        original(view)
+
+    app.show_sweep = spy
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.view.state == "complete"
+        assert [1] in shown and [1, 2] in shown and shown[-1] == [1, 2, 4]
+        assert app.recommendation is not None
+        assert "COMPLETE" in str(app.header_panel.render())
+        assert "Sweep stopped" not in str(app.advice_panel.render())
+    assert sorted(runs) == [1, 2, 4] and not any(r.stopped for r in runs.values())
+
+
+@pytest.mark.parametrize("key", ["q", "ctrl+c", "ctrl+q"])
+async def test_q_stops_the_run_in_progress_and_recommends_from_what_was_measured(key):
+    runner, runs = _sweep([1, 2, 4], hold_at=2)
+    app = SweepApp(runner.view, runner=runner)
+    async with app.run_test(size=(80, 24)) as pilot:
+        while 2 not in runs or not runs[2].started.is_set():
+            await pilot.pause(0.01)
+        await pilot.pause()
+        assert app.runner_active
+        assert "2 devices" in str(app.header_panel.render())
+        await pilot.press(key)
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+    assert runs[2].stopped and 4 not in runs  # stopped cleanly; no further count started
+    assert runner.view.state == "stopped" and runner.view.measured_counts == [1]
+    assert runner.view.state_line() == (
+        "Sweep stopped after 1 of 3 counts: recommending from what was measured (1 device)"
+    )
+
+
+def test_watch_refuses_from_and_json(capsys):
+    assert main(["recommend", "--watch", "--from", "x.json"]) == 2
+    assert "gpuscale replay FILE FILE" in capsys.readouterr().err
+    assert main(["recommend", "--watch", "--json"]) == 2
+    assert "leave it out for --json" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("stopped_after", [0, 1])
+def test_watch_command_prints_the_recommendation_from_what_was_measured(
+    monkeypatch, capsys, stopped_after
+):
+    """The command around the screen: the report printed after the app closes says
+    the sweep stopped and what the recommendation rests on."""
+    import gpuscale.commands.recommend_live as live
+    import gpuscale.ui.app as ui_app
+
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setattr(live, "plan", lambda args: ([1, 2, 4], "Sweep on stand-in GPUs", None, 4))
+    monkeypatch.setattr(live, "sweep_configs", lambda *a: ([1, 2, 4], []))
+    made: list[LiveSweep] = []
+
+    def fake_run(app):
+        runner = app.runner
+        made.append(runner)
+        runner.run_factory = lambda config, record: StandInRun(config)
+        runner.configs = runner.configs[:stopped_after]
+        runner.view.planned = runner.view.planned[:stopped_after]
+        runner.run(lambda v: None, lambda v: None)
+        runner.view.planned = [1, 2, 4]
+        runner.view.state = "stopped"
+        return None
+
+    monkeypatch.setattr(ui_app, "run_until_stop_signal", fake_run)
+    code = main(["recommend", "--watch", "--no-chart"])
+    captured = capsys.readouterr()
+    if stopped_after == 0:
+        assert code == 130
+        assert "stopped before the first device count was measured" in captured.err
+    else:
+        assert code == 0
+        assert (
+            "Sweep stopped after 1 of 3 counts: recommending from what was measured" in captured.out
+        )
+        # One measured count has nothing to compare with: no verdict, and what to
+        # measure next (issue 19's rule holds for a stopped sweep too).
+        assert "Recommendation: NONE yet: measured at 1 device only" in captured.out
+        assert "Measure 2 next" in captured.out
