@@ -466,13 +466,17 @@ def run_until_stop_signal(app: GpuscaleApp) -> str | None:
     stopped = threading.Event()
 
     def watchdog(began: float) -> None:
+        deadline = began + STOP_SIGNAL_EXIT_S
         try:
             app.source.stop()  # idempotent; a live run ends its recording here
+            # a second stop() returns at once: wait for the run itself to be over
+            wait = getattr(getattr(app.source, "run", None), "wait", None)
+            if callable(wait):
+                wait(max(0.0, deadline - time.monotonic()))
         except Exception:  # noqa: BLE001 - the exit below must happen regardless
             pass
         stopped.set()
-        left = STOP_SIGNAL_EXIT_S - 0.3 - (time.monotonic() - began)
-        time.sleep(max(0.3, left))
+        time.sleep(max(0.3, deadline - time.monotonic()))
         os._exit(EXIT_INTERRUPTED)
 
     def on_stop_signal(signum: int, frame: object) -> None:
