@@ -188,6 +188,7 @@ client = EventClient.from_env()
 client.send(StartEvent(t=time.time(), gpuscale_version="0", host="h", pid=os.getpid(),
                        model="fake", num_replicas=2, pids=[os.getpid()]))
 client.close()
+time.sleep(1.0)  # a loaded machine: the start is handled before the exit is
 """
 
 
