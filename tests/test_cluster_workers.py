@@ -24,7 +24,7 @@ from gpuscale.events.schema import (
     StartEvent,
     StepEvent,
 )
-from gpuscale.events.transport import EventClient
+from gpuscale.events.transport import EventClient, HelloRefused
 from gpuscale.live import cluster
 from gpuscale.live.script_run import ADD_CALLBACK_HINT, ScriptRun
 from gpuscale.recording.reader import load_run
@@ -131,9 +131,8 @@ def test_a_stranger_without_the_token_is_refused_and_a_script_without_callback_r
         sampler=False,
         env=_env(),
     ).start()
-    stranger = EventClient(run._server.address, "not-the-token", worker=7)
-    stranger.send(StepEvent(t=time.time(), worker=7, step=0, step_time_s=1.0, samples=1))
-    stranger.close()
+    with pytest.raises(HelloRefused):
+        EventClient(run._server.address, "not-the-token", worker=7)
     events = _collect(run, timeout_s=30)
     assert run.status == "completed"
     # shown at once with a provisional start, recorded with the made-up one and the hint
@@ -395,3 +394,85 @@ def test_a_refused_sample_interval_starts_no_script(tmp_path):
     assert run._procs == {} and run._server is None
     time.sleep(0.5)
     assert not marker.exists()
+
+
+def test_issue17_case2_a_worker_with_the_wrong_token_fails_and_the_chief_names_it(tmp_path):
+    """The hello is answered: a refused worker says so and runs nothing (exit
+    non-zero through GpuscaleError); the chief does not wait for it and says
+    which worker is missing and why."""
+    port = cluster.free_ports(1)[0]
+    workers = [f"127.0.0.1:{p}" for p in cluster.free_ports(2)]
+    env = _env()
+    env.update({"GPUSCALE_PORT": str(port), "GPUSCALE_TOKEN": "shared-sécret-1"})
+
+    def info(index: int) -> cluster.ClusterInfo:
+        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        return cluster.parse_tf_config(json.dumps(tf_config))
+
+    script = "import time; print('hello', flush=True); time.sleep(1)"
+    chief = ScriptRun(
+        [sys.executable, "-c", script],
+        record=tmp_path / "chief.ndjson",
+        cluster_info=info(0),
+        start_timeout_s=0.5,
+        sampler=False,
+        env=env,
+    ).start()
+    other = ScriptRun(
+        [sys.executable, "-c", script],
+        cluster_info=info(1),
+        sampler=False,
+        env={**env, "GPUSCALE_TOKEN": "another-sécret"},
+    )
+    with pytest.raises(GpuscaleError, match="refused this worker") as refused:
+        other.start()
+    assert refused.value.exit_code != 0 and not other._procs
+    events = _collect(chief, timeout_s=60)
+    messages = [e.message for e in events if isinstance(e, LogEvent)]
+    assert any("worker 1 is missing from this run: its hello was refused" in m for m in messages)
+    recorded = load_run(tmp_path / "chief.ndjson")
+    assert any(
+        isinstance(e, LogEvent) and "worker 1 is missing" in e.message for e in recorded.events
+    )
+
+
+def test_issue17_case10_a_grandchild_in_its_own_session_is_stopped_too():
+    """A script starts a helper that calls setsid (leaving the script's process
+    group) and exits, orphaning it: the stop still ends it."""
+    import psutil
+
+    script = (
+        "import os, subprocess, sys, time\n"
+        "helper = 'import os, time; os.setsid(); print(os.getpid(), flush=True); time.sleep(60)'\n"
+        "p = subprocess.Popen([sys.executable, '-c', helper], stdout=subprocess.PIPE, text=True)\n"
+        "print('helper', p.stdout.readline().strip(), flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    run = ScriptRun(
+        [sys.executable, "-c", script], record=None, sampler=False, start_timeout_s=0.2
+    ).start()
+    helper = None
+    for event in run.events(timeout=30):
+        if isinstance(event, LogEvent) and event.message.startswith("helper "):
+            helper = psutil.Process(int(event.message.split()[1]))
+            break
+    assert helper is not None
+    assert os.getpgid(helper.pid) != os.getpgid(run.pid_of(0))
+    time.sleep(1.0)  # the pump has seen it by now (it looks twice a second)
+    run.stop()
+    assert run.done and run.status == "stopped"
+    try:
+        helper.wait(timeout=5)
+    except psutil.TimeoutExpired:
+        helper.kill()
+        raise AssertionError("the setsid grandchild survived the stop") from None
+
+
+def test_issue17_case10_a_command_that_does_not_exist_fails_at_once():
+    run = ScriptRun(["/nonexistent/command"], record=None, sampler=False)
+    with pytest.raises(GpuscaleError, match="cannot start /nonexistent/command"):
+        run.start()
+    began = time.monotonic()
+    run.close()  # what `gpuscale run` does on the way out
+    assert time.monotonic() - began < 2.0  # it waited 5 s for a run that never began
+    assert run.done

@@ -7,6 +7,7 @@ import queue
 import socket
 import time
 
+import msgspec
 import pytest
 
 from gpuscale.events import EndEvent, LogEvent, StepEvent, transport
@@ -15,6 +16,7 @@ from gpuscale.events.transport import (
     ENV_WORKER,
     EventClient,
     EventServer,
+    HelloRefused,
     parse_address,
 )
 
@@ -74,6 +76,8 @@ def test_malformed_lines_are_dropped_with_a_warning():
     try:
         sock = socket.create_connection((server.host, server.port))
         sock.sendall(f'{{"hello":"gpuscale","token":"{server.token}"}}\n'.encode())
+        sock.settimeout(5)
+        assert sock.recv(100) == b'{"ok":true}\n'  # a producer reads the answer first
         sock.sendall(b"not json\n")
         sock.sendall(b'{"kind":"step","t":1.0,"step":1,"step_time_s":0.1,"samples":1}\n')
         sock.close()
@@ -181,3 +185,160 @@ def test_a_bad_worker_number_in_the_environment_is_a_clear_error():
     env = {ENV_ADDRESS: "127.0.0.1:1", ENV_WORKER: "two"}
     with pytest.raises(ValueError, match="GPUSCALE_WORKER must be a worker number.*'two'"):
         EventClient.from_env(env)
+
+
+# -- issue 17: the event port is closed to strangers -------------------------------------
+
+
+def _hello(token: str, worker: int = 0) -> bytes:
+    return msgspec.json.encode({"hello": "gpuscale", "token": token, "worker": worker}) + b"\n"
+
+
+def test_issue17_case2_a_refused_hello_is_answered_and_the_client_says_so():
+    q: queue.Queue = queue.Queue()
+    server = EventServer(q.put, token="the-right-secret")
+    try:
+        with pytest.raises(HelloRefused, match="refused this worker: worker 1 has no valid"):
+            EventClient(server.address, "a-wrong-secret", worker=1, connect_timeout_s=5)
+        got = _drain(q, 1, timeout_s=2.0)
+        assert got and "worker 1 has no valid gpuscale token" in got[0].message
+    finally:
+        server.close()
+
+
+def test_issue17_case2_a_non_ascii_token_works_on_both_sides():
+    q: queue.Queue = queue.Queue()
+    token = "gëhéim-秘密-токен"
+    server = EventServer(q.put, token=token)
+    try:
+        client = EventClient(server.address, token, worker=1)
+        client.send(StepEvent(t=1.0, step=0, step_time_s=0.1, samples=1, worker=1))
+        client.close()
+        got = _drain(q, 1)
+        assert len(got) == 1 and isinstance(got[0], StepEvent)
+        with pytest.raises(HelloRefused):
+            EventClient(server.address, "gëhéim-秘密-токеn", connect_timeout_s=5)
+    finally:
+        server.close()
+
+
+def test_issue17_case6_an_overlong_line_is_dropped_whole(monkeypatch):
+    """After the hello, a line over the cap whose tail is a forged end event: the
+    tail is never taken as an event."""
+    monkeypatch.setattr(transport, "MAX_LINE_BYTES", 1000)
+    q: queue.Queue = queue.Queue()
+    server = EventServer(q.put)
+    try:
+        sock = socket.create_connection((server.host, server.port))
+        sock.sendall(_hello(server.token))
+        sock.settimeout(5)
+        assert sock.recv(100) == b'{"ok":true}\n'
+        forged = b'{"kind":"end","t":1.0,"status":"completed","steps":999}'
+        sock.sendall(b'{"kind":"log","t":1.0,"message":"' + b"x" * 5000 + b'"}' + forged + b"\n")
+        sock.sendall(b'{"kind":"step","t":1.0,"step":1,"step_time_s":0.1,"samples":1}\n')
+        sock.close()
+        got = _drain(q, 2)
+        assert not any(isinstance(e, EndEvent) for e in got)
+        assert isinstance(got[0], LogEvent) and "more than 1000 bytes" in got[0].message
+        assert isinstance(got[1], StepEvent)
+    finally:
+        server.close()
+
+
+def test_issue17_case11_the_hello_is_tiny_and_time_boxed_as_a_whole(monkeypatch):
+    monkeypatch.setattr(transport, "HELLO_TIMEOUT_S", 1.0)
+    server = EventServer(lambda event: None)
+    try:
+        # one byte every 0.2 s never adds up to a hello: closed after 1 s in all
+        slow = socket.create_connection((server.host, server.port))
+        began = time.monotonic()
+        closed = False
+        while time.monotonic() - began < 10:  # hang guard
+            try:
+                slow.sendall(b" ")
+            except OSError:
+                closed = True
+                break
+            slow.settimeout(0.2)
+            try:
+                if slow.recv(1) == b"":
+                    closed = True
+                    break
+            except TimeoutError:
+                pass
+        assert closed and time.monotonic() - began < 5
+        slow.close()
+        # a 4 MiB hello: the server stops reading after 1 KiB and closes
+        big = socket.create_connection((server.host, server.port))
+        big.settimeout(5)
+        try:
+            for _ in range(4096):
+                big.sendall(b"x" * 1024)
+            reset = big.recv(1) == b""
+        except OSError:
+            reset = True
+        assert reset
+        big.close()
+    finally:
+        server.close()
+
+
+def test_issue17_case11_connections_and_threads_are_bounded(monkeypatch):
+    monkeypatch.setattr(transport, "HELLO_TIMEOUT_S", 30.0)
+    server = EventServer(lambda event: None)
+    idle = []
+    try:
+        for _ in range(transport.MAX_PENDING + 40):
+            idle.append(socket.create_connection((server.host, server.port)))
+        time.sleep(0.5)
+        with server._lock:
+            alive = [t for t in server._threads if t.is_alive()]
+        assert len(alive) <= transport.MAX_PENDING
+        # a worker with the token still gets in once strangers stop hogging the port
+        for sock in idle:
+            sock.close()
+        client = EventClient(server.address, server.token, connect_timeout_s=10)
+        client.close()
+    finally:
+        for sock in idle:
+            sock.close()
+        server.close()
+
+
+def test_issue17_case12_rejected_connections_are_summarised():
+    q: queue.Queue = queue.Queue()
+    server = EventServer(q.put)
+    try:
+        for _ in range(300):
+            sock = socket.create_connection((server.host, server.port))
+            sock.sendall(b'{"hello":"gpuscale","token":"nope"}\n')
+            sock.close()
+        time.sleep(0.5)
+    finally:
+        server.close()
+    notices = [e for e in _drain(q, 1000, timeout_s=1.0) if isinstance(e, LogEvent)]
+    assert 1 <= len(notices) <= 3
+    assert "rejected" in notices[-1].message
+
+
+def test_issue17_a_client_slower_than_its_producer_drops_log_lines_never_steps(monkeypatch):
+    monkeypatch.setattr(transport, "MAX_CLIENT_BACKLOG", 10)
+    server = EventServer(lambda event: None)
+    try:
+        client = EventClient(server.address, server.token, worker=2)
+        sending, client._queue = client._queue, queue.SimpleQueue()  # the network stalls
+        for i in range(100):
+            client.send(LogEvent(t=1.0, message=f"line {i}", worker=2))
+        for i in range(20):
+            client.send(StepEvent(t=2.0, step=i, step_time_s=0.1, samples=1, worker=2))
+        held = []
+        while not client._queue.empty():
+            held.append(client._queue.get())
+        assert [e.message for e in held[:10]] == [f"line {i}" for i in range(10)]
+        assert "dropped 90 log lines of worker 2" in held[10].message
+        assert [e.step for e in held[11:]] == list(range(20))
+        sending.put(transport._STOP)
+        client._queue = sending
+        client.close(timeout_s=2)
+    finally:
+        server.close()

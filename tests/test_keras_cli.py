@@ -90,4 +90,7 @@ def test_bad_commands_are_one_line_errors(tmp_path):
     bad_config = _gpuscale(
         "run", "--no-record", "--strategy", "multi-worker", env={"TF_CONFIG": "{oops"}
     )
-    assert bad_config.returncode == 2 and "TF_CONFIG is not usable: not valid JSON" in bad_config.stderr
+    assert (
+        bad_config.returncode == 2
+        and "TF_CONFIG is not usable: not valid JSON" in bad_config.stderr
+    )

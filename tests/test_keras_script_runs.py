@@ -64,9 +64,13 @@ def test_the_warning_waits_for_the_end_of_the_first_epoch(tmp_path):
         PROVISIONAL_NOTE,
         ADD_CALLBACK_HINT,
     ]
+    assert [e.provisional for e in events if isinstance(e, StartEvent)] == [True, False]
     recorded = load_run(tmp_path / "r.ndjson")
     assert recorded.start.note == ADD_CALLBACK_HINT
     assert "Epoch 1/2" in _logs(recorded.events)  # shown before the start was known, recorded too
+    # written ahead: the recording's provisional start, superseded by the made-up one
+    starts = [e for e in recorded.events if isinstance(e, StartEvent)]
+    assert [s.provisional for s in starts] == [True, False] and starts[1] is recorded.start
 
 
 def test_a_late_callback_withdraws_the_warning(tmp_path):

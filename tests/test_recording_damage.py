@@ -113,7 +113,7 @@ DAMAGE = {
     "only a cut start line": (lambda d: _lines(d)[0][:40], 1, "start event is cut off"),
     "only blank lines": (lambda d: b"\n\n  \n", 1, "no start event"),
     "empty file": (lambda d: b"", None, "empty file"),
-    "line too long": (lambda d: b"{" + b" " * (MAX_LINE_BYTES + 10), 1, "without a newline"),
+    "line too long": (lambda d: b"{" + b" " * (MAX_LINE_BYTES + 10), 1, "a line longer than"),
 }
 
 
@@ -190,7 +190,7 @@ def test_huge_sparse_file_fails_fast_without_reading_it_all(tmp_path):
         f.truncate(10 * 1000**3)  # 10 GB of zeros, sparse: nothing on disk
     with pytest.raises(RecordingError, match=r"more than gpuscale loads into memory"):
         load_run(path)
-    with pytest.raises(RecordingError, match=r"line 1: longer than .* without a newline"):
+    with pytest.raises(RecordingError, match=r"line 1: a line longer than "):
         next(iter_events(path))
 
 

@@ -150,3 +150,26 @@ def test_cli_runs_dir(tmp_path, capsys):
     assert cli_main(["runs", "--dir", str(tmp_path / "missing")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("gpuscale: error: --dir") and "does not exist" in err
+
+
+def test_list_runs_shows_the_start_that_supersedes_a_provisional_one(tmp_path):
+    import msgspec
+
+    from gpuscale.events.schema import StartEvent
+
+    events = sample_events()
+    real = events[0]
+    provisional = msgspec.structs.replace(
+        real, provisional=True, model="train.py", num_replicas=1, platform="cpu"
+    )
+    write_run(tmp_path / "run.ndjson", [provisional, *events[1:3], real, *events[3:]])
+    (info,) = list_runs(tmp_path)
+    assert isinstance(real, StartEvent) and not real.provisional
+    assert (info.model, info.devices, info.platform) == (
+        real.model,
+        real.num_replicas,
+        real.platform,
+    )
+    assert info.status == "completed"
+    loaded = load_run(tmp_path / "run.ndjson")
+    assert loaded.start == real and loaded.events[0] == provisional

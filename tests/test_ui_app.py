@@ -373,3 +373,48 @@ async def test_screenshots_go_to_the_data_folder_and_the_toast_says_where(_isola
         shots = list((_isolated_data_dir / "screenshots").glob("gpuscale_*.svg"))
         assert len(shots) == 1
         assert any(str(shots[0]) in n.message for n in app._notifications)
+
+
+async def test_issue17_case9_a_line_of_8_mb_is_cut_for_display_and_q_still_quits():
+    """A recording (or an old one) with a line of megabytes: the dashboard draws
+    its first 2000 characters and a note, stays responsive, and quits on q."""
+    from gpuscale.events.schema import LogEvent
+    from gpuscale.ui.model import MAX_DISPLAY_LINE
+
+    events = cpu_run()
+    huge = LogEvent(t=events[3].t, message="z" * 8_000_000, source="script")
+    events[4:4] = [huge]
+    run = FakeLiveRun(events[:40], finish=False)
+    app = build_app(LiveSource(run))
+    began = time.monotonic()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await app.settle()
+        lines = [str(line.text) for line in app.query_one(LogPane).lines]
+        assert any("more characters not shown" in line for line in lines)
+        kept = [m.message for m in app.model.logs if m.message.startswith("zzz")]
+        assert kept and len(kept[0]) < MAX_DISPLAY_LINE + 100
+        await pilot.press("q")
+        await pilot.pause(0.2)
+    assert run.stop_calls == 1
+    assert time.monotonic() - began < 60  # a hang guard: the uncut line took minutes
+
+
+def test_issue17_a_provisional_start_is_superseded_in_the_model():
+    """The run's own start replaces a provisional one: the header describes the
+    real run, the clock keeps its origin (first_t), and the duration counts from
+    the real start, as ``gpuscale runs`` and the recording's start do."""
+    import msgspec
+
+    from gpuscale.ui.model import RunModel
+
+    events = cpu_run()
+    real = events[0]
+    provisional = msgspec.structs.replace(
+        real, t=real.t - 10, provisional=True, model="train.py", num_replicas=1
+    )
+    model = RunModel()
+    model.absorb([provisional, *events[1:5], real, *events[5:]])
+    assert model.start.model == real.model and not model.start.provisional
+    assert model.first_t == provisional.t  # same run, same clock
+    assert model.start.t == real.t  # run_duration_s counts from the run's own start
+    assert model.snapshot().elapsed_s == pytest.approx(events[-1].t - real.t)

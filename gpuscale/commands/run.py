@@ -29,6 +29,7 @@ from gpuscale.formatting import (
 )
 from gpuscale.live.terminal import settle_visible
 from gpuscale.trainer.options import add_trainer_arguments, config_from_args
+from gpuscale.ui.model import MAX_DISPLAY_LINE
 
 
 def register(sub) -> None:
@@ -136,6 +137,15 @@ class _JsonView:
         pass
 
 
+def _for_display(message: str) -> str:
+    """A log line cut to MAX_DISPLAY_LINE characters: printing megabytes of one line
+    takes minutes."""
+    if len(message) <= MAX_DISPLAY_LINE:
+        return message
+    cut = len(message) - MAX_DISPLAY_LINE
+    return f"{message[:MAX_DISPLAY_LINE]} [... {cut} more characters not shown]"
+
+
 class _ProgressView:
     """A rich progress bar with the live step time and throughput; the start
     note and the trainer's warnings printed above it."""
@@ -203,9 +213,13 @@ class _ProgressView:
         elif isinstance(event, LogEvent) and event.source == "script" and event.level == "info":
             from rich.text import Text  # your script's output: its colours kept, no other control
 
-            self.console.print(Text.from_ansi(settle_visible(event.message)), highlight=False)
+            self.console.print(
+                Text.from_ansi(settle_visible(_for_display(event.message))), highlight=False
+            )
         elif isinstance(event, LogEvent) and event.level in ("warning", "error"):
-            self.console.print(f"[yellow]{_escape(event.source)}: {_escape(event.message)}[/]")
+            self.console.print(
+                f"[yellow]{_escape(event.source)}: {_escape(_for_display(event.message))}[/]"
+            )
         elif isinstance(event, ErrorEvent):
             self.progress.update(self.task, description="failed")
 

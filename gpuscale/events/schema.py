@@ -33,7 +33,8 @@ import msgspec
 from gpuscale.events import limits
 
 SCHEMA_VERSION = "1.2"
-"""1.1: StartEvent.topology; 1.2 (probe budget): PhaseEvent.compute_allreduce_s and probe_cost_s."""
+"""1.1: StartEvent.topology; 1.2: PhaseEvent.compute_allreduce_s and probe_cost_s (probe
+budget), StartEvent.provisional and the ``source: "clock"`` log marker (write-ahead)."""
 SCHEMA_MAJOR = 1
 
 # Plausible ranges (gpuscale.events.limits) for the fields the analysis divides by
@@ -153,6 +154,11 @@ class StartEvent(_Event, tag="start", kw_only=True):
     pid: int
     source: Literal["trainer", "script", "replay"] = "trainer"
     """Who produced the run: the built-in trainer, or the user's script."""
+    provisional: bool = False
+    """Written by gpuscale when the run begins, before the run's own start is known
+    (a script whose callback has not announced itself yet), so the recording is on
+    disk from its first event; one later start event without ``provisional``
+    supersedes it. Since format 1.2."""
     config: dict[str, Any] = {}
     """The full run configuration as given (and as resolved)."""
     devices: list[DeviceInfo] = []

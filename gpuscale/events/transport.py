@@ -15,9 +15,20 @@ Environment
 
 Protocol
 --------
-The client's first line is a hello, ``{"hello":"gpuscale","token":...,"worker":N}``;
-every further line is one event (:mod:`gpuscale.events.schema`). Lines longer
-than :data:`MAX_LINE_BYTES` or that do not decode are dropped with a warning.
+The client's first line is a hello, ``{"hello":"gpuscale","token":...,"worker":N}``
+(at most :data:`MAX_HELLO_BYTES`, all of it within :data:`HELLO_TIMEOUT_S`); the
+server answers one line, ``{"ok":true}`` or ``{"ok":false,"reason":"..."}`` (and
+then closes), so a refused producer knows it (:class:`HelloRefused`). Tokens are
+compared as UTF-8 bytes in constant time. Every further line is one event
+(:mod:`gpuscale.events.schema`); a line longer than :data:`MAX_LINE_BYTES` is
+dropped whole (its remainder is read and thrown away, never taken as an event),
+and lines that do not decode are dropped with a warning.
+
+Limits (the multi-worker chief listens on every interface): at most
+:data:`MAX_PENDING` connections waiting for their hello and
+:data:`MAX_CONNECTIONS` in all (one thread each); more are closed at once.
+Refused connections are summarised in at most one notice per
+:data:`REJECT_NOTICE_INTERVAL_S`.
 Why plain TCP: it is in the standard library, works the same on loopback and
 across hosts of a cluster, needs no broker, and a closed socket tells the chief
 at once that a worker is gone.
@@ -26,6 +37,7 @@ at once that a worker is gone.
 from __future__ import annotations
 
 import hmac
+import io
 import os
 import queue
 import secrets
@@ -47,8 +59,22 @@ ENV_WORKER = "GPUSCALE_WORKER"
 DEFAULT_PORT = 47470
 """The port a multi-worker chief listens on unless told otherwise."""
 MAX_LINE_BYTES = 4 * 1024 * 1024
+MAX_HELLO_BYTES = 1024
+"""The most a connection may send before it is authenticated."""
 HELLO_TIMEOUT_S = 10.0
-"""How long a new connection may take to send its hello before it is closed."""
+"""How long a new connection may take to send its whole hello before it is closed."""
+MAX_PENDING = 16
+"""Connections waiting for their hello at once; more are closed at once."""
+MAX_CONNECTIONS = 128
+"""Connections (and their threads) at once, authenticated or not."""
+REJECT_NOTICE_INTERVAL_S = 10.0
+"""At most one notice about refused connections per this many seconds."""
+MAX_CLIENT_BACKLOG = 50_000
+"""Events an :class:`EventClient` holds while its connection is slower than its
+producer; past this, log lines are dropped (counted in a notice sent later),
+never steps, phases or the end."""
+ACK_TIMEOUT_S = 10.0
+"""How long a client waits for the server's answer to its hello."""
 RECONNECT_BACKOFF_S = (0.5, 1.0, 2.0)
 """How long :class:`EventClient` tries each reconnection after a send fails."""
 LOST_GRACE_S = sum(RECONNECT_BACKOFF_S) + 2.5
@@ -60,6 +86,27 @@ class _Hello(msgspec.Struct):
     hello: str
     token: str
     worker: int = 0
+
+
+class _Ack(msgspec.Struct, omit_defaults=True):
+    ok: bool
+    reason: str = ""
+
+
+class HelloRefused(ConnectionError):
+    """The server answered the hello with a refusal (a wrong token, too many
+    connections); ``reason`` says which."""
+
+    def __init__(self, address: str, reason: str):
+        super().__init__(f"the gpuscale event server at {address} refused this worker: {reason}")
+        self.reason = reason
+
+
+def _same_token(given: str, expected: str) -> bool:
+    """Constant-time comparison of two tokens as UTF-8 bytes (any characters)."""
+    return hmac.compare_digest(
+        given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass")
+    )
 
 
 def parse_frame(line: bytes) -> Event:
@@ -113,6 +160,13 @@ class EventServer:
         self._conns: set[socket.socket] = set()
         self._open: dict[int, int] = {}
         self._lock = threading.Lock()
+        self._pending = 0
+        self.refused_workers: set[int] = set()
+        """Worker numbers named in hellos refused for their token."""
+        self._rejected = 0
+        self._rejected_from: set[str] = set()
+        self._last_reason = ""
+        self._last_reject_notice = -float("inf")
         self._accept_thread = threading.Thread(
             target=self._accept_loop, name="gpuscale-event-server", daemon=True
         )
@@ -140,51 +194,139 @@ class EventServer:
             try:
                 conn, peer = self._sock.accept()
             except TimeoutError:
+                self._summarise_rejections()
                 continue
             except OSError:
                 break
+            with self._lock:
+                self._threads = [t for t in self._threads if t.is_alive()]
+                full = len(self._threads) >= MAX_CONNECTIONS or self._pending >= MAX_PENDING
+                if not full:
+                    self._pending += 1
+            if full:  # costs nothing: no thread, no read
+                try:
+                    conn.close()
+                except OSError:
+                    pass
+                self._reject(peer, "too many connections")
+                continue
             thread = threading.Thread(
                 target=self._serve, args=(conn, peer), name="gpuscale-event-conn", daemon=True
             )
             with self._lock:
-                self._threads = [t for t in self._threads if t.is_alive()]
                 self._conns.add(conn)
                 self._threads.append(thread)
             thread.start()
+
+    def _reject(self, peer: tuple, reason: str) -> None:
+        """Count a refused connection; say so at most once per
+        REJECT_NOTICE_INTERVAL_S (a port scan must not flood the run's log)."""
+        with self._lock:
+            self._rejected += 1
+            self._rejected_from.add(str(peer[0]))
+            self._last_reason = reason
+        self._summarise_rejections()
+
+    def _summarise_rejections(self, force: bool = False) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if not self._rejected or (
+                not force and now - self._last_reject_notice < REJECT_NOTICE_INTERVAL_S
+            ):
+                return
+            count, peers, reason = self._rejected, sorted(self._rejected_from), self._last_reason
+            self._rejected = 0
+            self._rejected_from = set()
+            self._last_reject_notice = now
+        where = ", ".join(peers[:3]) + (f" and {len(peers) - 3} more" if len(peers) > 3 else "")
+        if count == 1:
+            self._notice(f"rejected a connection from {where}: {reason}")
+        else:
+            self._notice(
+                f"rejected {count} connections from {where} (latest: {reason}); "
+                f"at most one such notice per {REJECT_NOTICE_INTERVAL_S:g} s"
+            )
+
+    def _read_hello(self, conn: socket.socket) -> tuple[bytes, bytes] | None:
+        """The hello line (without its newline) and what came after it, read within
+        HELLO_TIMEOUT_S in all and at most MAX_HELLO_BYTES; ``None`` when the
+        connection does not send one."""
+        deadline = time.monotonic() + HELLO_TIMEOUT_S
+        data = b""
+        while b"\n" not in data:
+            left = deadline - time.monotonic()
+            if left <= 0 or len(data) > MAX_HELLO_BYTES:
+                return None
+            conn.settimeout(left)
+            try:
+                chunk = conn.recv(MAX_HELLO_BYTES + 1 - len(data))
+            except (TimeoutError, OSError):
+                return None
+            if not chunk:
+                return None
+            data += chunk
+        line, _, rest = data.partition(b"\n")
+        return line, rest
+
+    def _answer(self, conn: socket.socket, ok: bool, reason: str = "") -> None:
+        try:
+            conn.settimeout(2.0)
+            conn.sendall(msgspec.json.encode(_Ack(ok=ok, reason=reason)) + b"\n")
+        except OSError:
+            pass
 
     def _serve(self, conn: socket.socket, peer: tuple) -> None:
         worker = -1
         saw_end = False
         authenticated = False
+        pending = True
         try:
-            conn.settimeout(HELLO_TIMEOUT_S)  # a silent connection must not hold a thread
-            reader = conn.makefile("rb")
-            try:
-                first = reader.readline(MAX_LINE_BYTES)
-            except TimeoutError:
-                self._notice(
-                    f"closed a connection from {peer[0]}: no hello within {HELLO_TIMEOUT_S:g} s"
-                )
+            got = self._read_hello(conn)
+            first, rest = got if got is not None else (None, b"")
+            hello = None
+            if first is None:
+                reason = f"no hello within {HELLO_TIMEOUT_S:g} s (or one that is too long)"
+            else:
+                try:
+                    hello = msgspec.json.decode(first, type=_Hello)  # flat: nothing to nest
+                except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, ValueError):
+                    hello = None
+                if hello is None or hello.hello != "gpuscale":
+                    reason = "not a gpuscale hello"
+                elif not _same_token(hello.token, self.token):
+                    reason = f"worker {hello.worker} has no valid gpuscale token ({ENV_TOKEN})"
+                    with self._lock:
+                        self.refused_workers.add(hello.worker)
+                else:
+                    reason = ""
+            with self._lock:
+                self._pending -= 1
+                pending = False
+            if reason:
+                if first is not None:
+                    self._answer(conn, False, reason)
+                self._reject(peer, reason)
                 return
+            assert hello is not None
+            self._answer(conn, True)
             conn.settimeout(None)
-            try:
-                hello = msgspec.json.decode(first, type=_Hello)  # flat: nothing to nest
-                ok = hello.hello == "gpuscale" and hmac.compare_digest(hello.token, self.token)
-            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, TypeError):
-                ok = False
-            if not ok:
-                self._notice(f"rejected a connection from {peer[0]}: no valid gpuscale token")
-                return
+            reader = io.BufferedReader(_Prefixed(conn, rest), 64 * 1024)
             authenticated = True
             worker = hello.worker
             with self._lock:
                 self._open[worker] = self._open.get(worker, 0) + 1
             bad = 0
             for line in iter(lambda: reader.readline(MAX_LINE_BYTES + 1), b""):
-                if len(line) > MAX_LINE_BYTES or not line.endswith(b"\n"):
-                    if not line.endswith(b"\n") and len(line) <= MAX_LINE_BYTES:
+                if not line.endswith(b"\n"):
+                    if len(line) <= MAX_LINE_BYTES:
                         break  # connection cut mid-line
+                    cut = _skip_rest_of_line(reader)  # dropped whole, never half taken
                     bad += 1
+                    if bad <= 3:
+                        self._notice(
+                            f"dropped an event of more than {MAX_LINE_BYTES} bytes from worker "
+                            f"{worker} ({len(line) + cut} bytes)"
+                        )
                     continue
                 try:
                     event = parse_frame(line)
@@ -201,6 +343,8 @@ class EventServer:
         finally:
             with self._lock:
                 self._conns.discard(conn)
+                if pending:
+                    self._pending -= 1
                 if authenticated:
                     self._open[worker] -= 1
             try:
@@ -219,6 +363,7 @@ class EventServer:
         except OSError:
             pass
         self._accept_thread.join(timeout=1)
+        self._summarise_rejections(force=True)
         with self._lock:
             threads = list(self._threads)
         deadline = time.monotonic() + 0.3  # lines in flight: a moment to arrive, shared
@@ -236,7 +381,51 @@ class EventServer:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
+class _Prefixed(io.RawIOBase):
+    """A socket read as a stream, after the bytes that came with the hello."""
+
+    def __init__(self, sock: socket.socket, prefix: bytes):
+        self._sock = sock
+        self._prefix = prefix
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self._prefix:
+            n = min(len(buffer), len(self._prefix))
+            buffer[:n] = self._prefix[:n]
+            self._prefix = self._prefix[n:]
+            return n
+        return self._sock.recv_into(buffer)
+
+
+def _skip_rest_of_line(reader) -> int:
+    """Read and throw away the rest of an overlong line; the bytes thrown away."""
+    skipped = 0
+    while True:
+        chunk = reader.readline(MAX_LINE_BYTES)
+        skipped += len(chunk)
+        if not chunk or chunk.endswith(b"\n"):
+            return skipped
+
+
 _STOP = object()
+
+
+def _read_ack(sock: socket.socket, address: str) -> _Ack:
+    """The server's answer to the hello (one short line)."""
+    sock.settimeout(ACK_TIMEOUT_S)
+    data = b""
+    while b"\n" not in data and len(data) <= MAX_HELLO_BYTES:
+        chunk = sock.recv(MAX_HELLO_BYTES)
+        if not chunk:
+            raise ConnectionResetError(f"{address} closed the connection before answering")
+        data += chunk
+    try:
+        return msgspec.json.decode(data.partition(b"\n")[0], type=_Ack)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        raise ConnectionError(f"{address} is not a gpuscale event server") from None
 
 
 class EventClient:
@@ -262,6 +451,7 @@ class EventClient:
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._sock: socket.socket | None = None
         self._broken = False
+        self._dropped = 0
         self._connect(connect_timeout_s)
         self._thread = threading.Thread(target=self._send_loop, name="gpuscale-events", daemon=True)
         self._thread.start()
@@ -289,12 +479,18 @@ class EventClient:
         while True:
             try:
                 sock = socket.create_connection((self._host, self._port), timeout=5)
-                sock.settimeout(None)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 hello = _Hello(hello="gpuscale", token=self._token, worker=self.worker)
                 sock.sendall(msgspec.json.encode(hello) + b"\n")
+                ack = _read_ack(sock, self.address)
+                sock.settimeout(None)
+                if not ack.ok:
+                    sock.close()
+                    raise HelloRefused(self.address, ack.reason or "no reason given")
                 self._sock = sock
                 return
+            except HelloRefused:
+                raise
             except OSError as exc:
                 if time.monotonic() + delay > deadline:
                     raise ConnectionError(
@@ -304,7 +500,25 @@ class EventClient:
                 delay = min(delay * 2, 1.0)
 
     def send(self, event: Event) -> None:
-        """Queue one event for sending; returns at once."""
+        """Queue one event for sending; returns at once. Log lines beyond
+        :data:`MAX_CLIENT_BACKLOG` waiting events are dropped and counted."""
+        if type(event) is LogEvent and self._queue.qsize() >= MAX_CLIENT_BACKLOG:
+            self._dropped += 1
+            return
+        if self._dropped:
+            dropped, self._dropped = self._dropped, 0
+            self._queue.put(
+                LogEvent(
+                    t=event.t,
+                    worker=self.worker,
+                    source="gpuscale",
+                    level="warning",
+                    message=(
+                        f"dropped {dropped} log line{'s' if dropped != 1 else ''} of worker "
+                        f"{self.worker}: they came faster than they could be sent"
+                    ),
+                )
+            )
         self._queue.put(event)
 
     def _send_loop(self) -> None:

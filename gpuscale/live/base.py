@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import threading
+import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -119,7 +122,44 @@ class RunBase:
         self._recorder = Recorder(
             path, on_problem=self._recording_problem, rename_if_taken=self.record == "default"
         )
-        self.recording_path = self._recorder.path
+        self.recording_path = self._recorder.path if self._recorder.active else None
+        self._recorder_opened_at = time.time()
+
+    def _begin_recording(self, provisional: StartEvent, model: str) -> None:
+        """Write-ahead: open the recording when the run begins, with a provisional
+        start, so every event is on disk within a flush interval even before the
+        run's own start (see docs/recording-format.md)."""
+        if self.record is None or self._recorder is not None:
+            return
+        self._open_recorder(provisional, model)
+        if self._recorder is not None:
+            self._recorder.write(provisional)
+
+    def _record_start(self, start: StartEvent, model: str) -> None:
+        """Record the run's own start: it supersedes the provisional one, and a
+        default file name takes what the start says (model, devices)."""
+        if self._recorder is None:
+            self._open_recorder(start, model)
+        elif self.record == "default" and self._recorder.active:
+            try:
+                better = default_path(
+                    start.model or model,
+                    start.num_replicas,
+                    start.platform,
+                    datetime.fromtimestamp(self._recorder_opened_at),
+                )
+            except (OSError, GpuscaleError, ValueError, OverflowError):
+                better = None
+            current = self._recorder.path
+            if (
+                better is not None
+                and better.parent == current.parent
+                and _unnumbered(better.name) != _unnumbered(current.name)
+            ):
+                self._recorder.rename(better)
+                self.recording_path = self._recorder.path
+        if self._recorder is not None:
+            self._recorder.write(start)
 
     def _new_sampler(
         self,
@@ -140,3 +180,11 @@ class RunBase:
             worker=worker,
             nvml=nvml,
         )
+
+
+_NUMBER = re.compile(r"-\d+(?=\.ndjson(?:\.gz)?$)")
+
+
+def _unnumbered(name: str) -> str:
+    """A default recording name without the ``-2``, ``-3`` that makes it free."""
+    return _NUMBER.sub("", name)

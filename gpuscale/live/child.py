@@ -125,24 +125,58 @@ def describe_exit(code: int) -> str:
     return f"exited with status {code}"
 
 
+MAX_OUTPUT_LINE = 64 * 1024
+"""Longest line of a child's output kept (bytes, or characters on a text pipe);
+the rest of a longer line is read and thrown away, and the kept part ends with
+a marker saying how much was cut. So no line can make a recording unreadable or
+hold gpuscale's memory."""
+
+
+def cut_marker(cut: int, unit: str = "bytes") -> str:
+    """What ends a line that was cut: ``" [... 123456 more bytes cut by gpuscale]"``."""
+    return f" [... {cut} more {unit} cut by gpuscale]"
+
+
+def read_capped_line(stream: Any, limit: int = MAX_OUTPUT_LINE) -> tuple[Any, int]:
+    """``(line, cut)``: the next line of ``stream`` (empty at the end), at most
+    ``limit`` long, and how much of it was read and dropped after that."""
+    raw = stream.readline(limit)
+    if len(raw) < limit or raw[-1:] in (b"\n", "\n"):
+        return raw, 0
+    cut = 0
+    while True:  # skip the rest of the line, never holding more than ``limit``
+        more = stream.readline(limit)
+        if not more:
+            break
+        if more[-1:] in (b"\n", "\n"):
+            cut += len(more) - 1
+            break
+        cut += len(more)
+    return raw, cut
+
+
 def read_lines(
     stream: Any, name: str, on_line: Callable[[str, str], None], *, skip_blank: bool = True
 ) -> None:
     """Call ``on_line(level, message)`` for each line of a child's ``stream``
     (``name`` is ``stdout`` or ``stderr``; bytes or text), classified by
     :func:`classify_line` (blank lines skipped unless ``skip_blank`` is False);
+    lines longer than :data:`MAX_OUTPUT_LINE` are cut with :func:`cut_marker`;
     returns at the end of the stream."""
     try:
         while True:
             # End of stream is b"" on a binary pipe and "" on a text one: stop at
             # either (a text pipe has no .mode, so it cannot be told apart up front).
-            raw = stream.readline()
+            raw, cut = read_capped_line(stream)
             if not raw:
                 break
-            line = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+            binary = isinstance(raw, bytes)
+            line = raw.decode("utf-8", "replace") if binary else raw
             if skip_blank and not line.strip():
                 continue
             level, message = classify_line(line, name)
+            if cut:
+                message += cut_marker(cut, "bytes" if binary else "characters")
             on_line(level, message)
     except (OSError, ValueError):
         pass

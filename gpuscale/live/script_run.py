@@ -11,23 +11,26 @@ records every event and hands each one to the consumer. No TensorFlow here.
 
 The start of the run
 --------------------
-A script with :class:`gpuscale.keras.ScalingMonitor` sends its own StartEvent
-(model, strategy, replicas, batch, parameters) with its first training step. Until
-``start_timeout_s`` (default 15 s) the other events (telemetry, log lines) are held
-back. After that a single-process script's run is shown with a *provisional*
-start made up from what gpuscale knows (the command, the NVML devices; note
-:data:`PROVISIONAL_NOTE`), and the recording waits: when the callback's start
-arrives, consumers receive it as a second StartEvent (it replaces the
-provisional one: header, devices, batch) and the recording opens with it,
-followed by everything shown so far. A recording has exactly one start.
+The recording is written ahead: it opens when the run starts, with a start event
+marked ``provisional`` (the command, the devices gpuscale sees), and every event is
+recorded as it comes, so nothing waits in memory for the run's own start (see
+docs/recording-format.md). A script with :class:`gpuscale.keras.ScalingMonitor`
+sends its own StartEvent (model, strategy, replicas, batch, parameters) with its
+first training step. Until ``start_timeout_s`` (default 15 s) the consumer's events
+(telemetry, log lines) are held back. After that a single-process script's run is
+shown with a *provisional* start (``provisional=True``) made up from what gpuscale
+knows (the command, the NVML devices; note :data:`PROVISIONAL_NOTE`); when the
+callback's start arrives, consumers receive it as a second StartEvent (it
+replaces the provisional one: header, devices, batch) and it is recorded, where it
+supersedes the recording's provisional start.
 
 The missing-callback warning (:data:`ADD_CALLBACK_HINT`) is given only when it
 is true as far as gpuscale can tell: the script ended without a start from the
 callback, or Keras's output shows a second epoch beginning without one, or
 ``callback_timeout_s`` passed without even ``import gpuscale.keras``. The
-made-up start (with the warning as its note) is then recorded; should the
-callback's start come after all, consumers still receive it and a log line
-withdraws the warning. With several workers,
+made-up start (with the warning as its note) is then recorded as the run's own;
+should the callback's start come after all, consumers still receive it and a
+log line withdraws the warning. With several workers,
 the chief waits (at most ``callback_timeout_s``) for every worker's start and
 sends one StartEvent holding all of them in ``config["workers"]`` (host, pid,
 devices of each).
@@ -83,6 +86,7 @@ from gpuscale.events.transport import (
     LOST_GRACE_S,
     EventClient,
     EventServer,
+    HelloRefused,
 )
 from gpuscale.live import cluster
 from gpuscale.live.base import RunBase
@@ -104,13 +108,28 @@ PROVISIONAL_NOTE = (
 KERAS_LATER_EPOCH = re.compile(r"(?:^|\r)Epoch (?:[2-9]|\d{2,})/\d+")
 """Keras's line at the start of epoch 2 or later: the first epoch is over."""
 STDERR_TAIL_LINES = 30
-MAX_UNRECORDED = 100_000
-"""Most events held for the recording while the start is provisional."""
+MAX_QUEUED_LINES = 100_000
+"""Output lines waiting to be recorded: past this (or :data:`MAX_QUEUED_BYTES`) the
+script prints faster than gpuscale records, and further lines are dropped (counted
+in a notice) until the backlog is below it again. Steps, phases and the end are
+never dropped."""
+MAX_QUEUED_BYTES = 64 * 1024 * 1024
+"""Output waiting to be recorded, in bytes of text (see :data:`MAX_QUEUED_LINES`)."""
+MAX_CONSUMER_BACKLOG = 20_000
+"""Events waiting for the consumer (the dashboard, the CLI): past this, output
+lines are recorded but not shown (counted in a notice)."""
 
 
 class _Disconnect(msgspec.Struct):
     worker: int
     saw_end: bool
+
+
+class _Line(msgspec.Struct):
+    """An output line read here, counted in the backlog until the pump takes it."""
+
+    event: LogEvent
+    size: int
 
 
 class _Exited(msgspec.Struct):
@@ -195,6 +214,15 @@ class ScriptRun(RunBase):
         self._stderr_tail: dict[int, collections.deque[str]] = {}
         self._stopping = threading.Event()
         self._t0 = 0.0
+        self._consumer_dropped = 0
+        self._descendants: dict[int, float] = {}
+        """Processes the scripts started: pid -> start time (see _track_descendants)."""
+        self._tracked_at = 0.0
+        self._pump_started = False
+        self._backlog_lock = threading.Lock()
+        self._backlog_lines = 0
+        self._backlog_bytes = 0
+        """Output lines (and their bytes) read but not yet recorded: bounded."""
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> ScriptRun:
@@ -215,6 +243,10 @@ class ScriptRun(RunBase):
                 self._forward = EventClient(
                     address, token, worker=self.worker, connect_timeout_s=60.0
                 )
+            except HelloRefused as exc:
+                raise GpuscaleError(
+                    f"{exc}; set the same {ENV_TOKEN} on every worker (nothing was run)"
+                ) from None
             except ConnectionError as exc:
                 raise GpuscaleError(f"{exc} (is the chief's gpuscale running?)") from None
             env.update({ENV_ADDRESS: address, ENV_TOKEN: token, ENV_WORKER: str(self.worker)})
@@ -247,7 +279,15 @@ class ScriptRun(RunBase):
                     env.update(self._server.env(0))
                     self._launch_one(env, 0)
         self._start_sampler()
-        pump = threading.Thread(target=self._pump, name="gpuscale-script-pump", daemon=True)
+        state = _PumpState(self)
+        try:
+            state.begin_recording()  # on disk before start() returns
+        except Exception as exc:  # recording must never stop a run
+            self._recording_problem(f"recording stopped: {type(exc).__name__}: {exc}")
+        pump = threading.Thread(
+            target=self._pump, args=(state,), name="gpuscale-script-pump", daemon=True
+        )
+        self._pump_started = True
         pump.start()
         self._threads.append(pump)
         return self
@@ -314,18 +354,51 @@ class ScriptRun(RunBase):
         ``warning``, TensorFlow's own C++ log lines at their level (start-up noise
         ``debug``), as for the built-in trainer."""
         name = "stderr" if level == "warning" else "stdout"
+        dropped = 0
 
         def on_line(line_level: str, message: str) -> None:
+            nonlocal dropped
             message = settle_line(message)  # progress bars: the line's last state
             if name == "stderr" and line_level != "debug":
                 self._stderr_tail[worker].append(message)
-            self._emit(
-                LogEvent(
-                    t=time.time(), worker=worker, message=message, source="script", level=line_level
-                )
+            event = LogEvent(
+                t=time.time(), worker=worker, message=message, source="script", level=line_level
             )
+            if self._forward is not None:
+                self._emit(event)  # to the chief, through the client's own queue
+                return
+            size = len(message) + 64
+            with self._backlog_lock:
+                full = (
+                    self._backlog_lines >= MAX_QUEUED_LINES
+                    or self._backlog_bytes + size > MAX_QUEUED_BYTES
+                )
+                if not full:
+                    self._backlog_lines += 1
+                    self._backlog_bytes += size
+            if full:
+                dropped += 1
+                return
+            if dropped:
+                self._emit(self._dropped_notice(worker, name, dropped))
+                dropped = 0
+            self._incoming.put(_Line(event, size))
 
         read_lines(stream, name, on_line, skip_blank=False)
+        if dropped:
+            self._emit(self._dropped_notice(worker, name, dropped))
+
+    def _dropped_notice(self, worker: int, name: str, dropped: int) -> LogEvent:
+        return LogEvent(
+            t=time.time(),
+            worker=worker,
+            source="gpuscale",
+            level="warning",
+            message=(
+                f"dropped {dropped} line{'s' if dropped != 1 else ''} of the script's {name}: it "
+                "printed faster than gpuscale records (its backlog was full)"
+            ),
+        )
 
     def _wait_exit(
         self, proc: subprocess.Popen, worker: int, readers: list[threading.Thread]
@@ -376,8 +449,7 @@ class ScriptRun(RunBase):
         self._incoming.put(_Disconnect(worker=worker, saw_end=saw_end))
 
     # -- the pump: start gating, lost workers, the end ---------------------------------
-    def _pump(self) -> None:
-        state = _PumpState(self)
+    def _pump(self, state: _PumpState) -> None:
         try:
             state.run()
         except Exception as exc:  # never leave the consumer waiting forever
@@ -394,12 +466,35 @@ class ScriptRun(RunBase):
             self.end = event
         elif isinstance(event, ErrorEvent) and self.error is None:
             self.error = event
-        if self._recorder is not None:
-            self._recorder.write(event)
         if self._forward is not None and isinstance(event, EndEvent):
             # tells the chief this worker finished (not lost) before the connection closes
             self._forward.send(msgspec.structs.replace(event, worker=self.worker, summary=None))
+        if (
+            type(event) is LogEvent
+            and event.source == "script"
+            and self.queue.qsize() >= MAX_CONSUMER_BACKLOG
+        ):
+            self._consumer_dropped += 1  # recorded, not shown: the consumer is behind
+            return
+        if self._consumer_dropped:
+            dropped, self._consumer_dropped = self._consumer_dropped, 0
+            self.queue.put(
+                LogEvent(
+                    t=event.t,
+                    worker=self.worker,
+                    source="gpuscale",
+                    level="warning",
+                    message=(
+                        f"{dropped} line{'s' if dropped != 1 else ''} of output not shown: they "
+                        "came faster than they could be displayed (all are in the recording)"
+                    ),
+                )
+            )
         self.queue.put(event)
+
+    def _record(self, event: Event) -> None:
+        if self._recorder is not None:
+            self._recorder.write(event)
 
     def _open_recorder(self, start: StartEvent, model: str) -> None:
         if self._forward is None:  # a non-chief worker's events are recorded by the chief
@@ -409,14 +504,58 @@ class ScriptRun(RunBase):
         self.recording_problem = message
         self.queue.put(LogEvent(t=time.time(), message=message, source="recorder", level="warning"))
 
+    def _track_descendants(self) -> None:
+        """Remember every process the scripts started (with its start time, against
+        pid reuse), so one that left the process group (``setsid``) and was
+        orphaned is still stopped with the run."""
+        try:
+            import psutil
+        except ImportError:
+            return
+        for proc in list(self._procs.values()):
+            if proc.poll() is not None:
+                continue
+            try:
+                children = psutil.Process(proc.pid).children(recursive=True)
+            except psutil.Error:
+                continue
+            for child in children:
+                try:
+                    self._descendants.setdefault(child.pid, child.create_time())
+                except psutil.Error:
+                    pass
+
+    def _signal_descendants(self, signum: int) -> int:
+        """Send ``signum`` to the remembered descendants still alive; how many."""
+        try:
+            import psutil
+        except ImportError:
+            return 0
+        alive = 0
+        for pid, created in list(self._descendants.items()):
+            try:
+                process = psutil.Process(pid)
+                if process.create_time() != created:
+                    raise psutil.NoSuchProcess(pid)
+                if process.status() == psutil.STATUS_ZOMBIE:
+                    raise psutil.NoSuchProcess(pid)
+                process.send_signal(signum)
+                alive += 1
+            except psutil.Error:
+                self._descendants.pop(pid, None)
+        return alive
+
     def _terminate(self, grace_s: float = 3.0) -> None:
-        """SIGTERM the scripts' process groups, SIGKILL what is left after ``grace_s``."""
+        """SIGTERM the scripts' process groups and every process they started,
+        SIGKILL what is left after ``grace_s``."""
+        self._track_descendants()
         for proc in self._procs.values():
             if proc.poll() is None:
                 try:
                     os.killpg(proc.pid, signal.SIGTERM)
                 except (ProcessLookupError, PermissionError):
                     pass
+        self._signal_descendants(signal.SIGTERM)
         deadline = time.monotonic() + grace_s
         killed = []
         for proc in self._procs.values():
@@ -428,6 +567,9 @@ class ScriptRun(RunBase):
                 except (ProcessLookupError, PermissionError):
                     pass
                 killed.append(proc)
+        while self._signal_descendants(0) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self._signal_descendants(signal.SIGKILL)
         deadline = time.monotonic() + 1.0
         for proc in killed:
             try:
@@ -450,12 +592,20 @@ class ScriptRun(RunBase):
         self._terminate(grace_s=1.0)
         if self._recorder is not None:
             self._recorder.close()
+            if not self._recorder.on_disk:
+                self.recording_path = None  # "recorded to" only a file that was written
         self._close_transport()
 
     def stop(self, grace_s: float = 3.0) -> None:
         """Stop the script (SIGTERM to its process group, SIGKILL after ``grace_s``) and
         end the run as ``stopped``; returns within 5 s in all. Idempotent."""
         if self._done.is_set():
+            return
+        if not self._pump_started:  # start() failed or never ran: nothing to wait for
+            self._stopping.set()
+            self._shutdown()
+            self._done.set()
+            self.queue.put(None)
             return
         deadline = time.monotonic() + STOP_DEADLINE_S
         self._stopping.set()
@@ -492,24 +642,43 @@ class _PumpState:
         """Remote workers whose connection closed without an end: when they count as lost."""
         self.exit_seen_at: float | None = None
         self.provisional = False
-        """Consumers have a made-up start; the recording waits for the callback's."""
-        self.unrecorded: list[Event] = []
-        """Events published while provisional, for the recording once its start is known."""
+        """Consumers have a made-up start while the callback's is awaited (the recording
+        has had its own provisional start since the run began)."""
         self.hinted = False
         """The missing-callback warning went out (and was not withdrawn)."""
         self.later_epoch = False
         """The script's output shows Keras beginning a second epoch."""
         self.t0 = time.monotonic()
 
-    # what the consumer sees ------------------------------------------------------------
-    def publish(self, event: Event) -> None:
+    # what the recording and the consumer see --------------------------------------------
+    def begin_recording(self) -> None:
+        """Write-ahead: open the recording at once with a provisional start, so every
+        event is on disk within a flush interval even before the run's own start
+        (a script's callback, or the start made up after ``start_timeout_s``)."""
+        run = self.run_
+        if run.record is None or run._forward is not None:
+            return
+        provisional = msgspec.structs.replace(
+            self.synthetic_start(),
+            provisional=True,
+            note="provisional: the run's own start event follows when it is known",
+        )
+        run._begin_recording(provisional, run.name)
+
+    def publish(self, event: Event, *, record: bool = True) -> None:
+        """Record ``event`` now; hand it to the consumer once the start is sent."""
+        if record:
+            self.run_._record(event)
         if not self.started:
+            if (
+                type(event) is LogEvent
+                and event.source == "script"
+                and len(self.held) >= MAX_CONSUMER_BACKLOG
+            ):
+                self.run_._consumer_dropped += 1  # recorded, shown as a count
+                return
             self.held.append(event)
             return
-        if self.provisional:
-            self.unrecorded.append(event)
-            if len(self.unrecorded) > MAX_UNRECORDED:  # record what we have rather than hold on
-                self.commit(self.synthetic_start(hint=False))
         if isinstance(event, (StepEvent, PhaseEvent, GpuSample, HostSample, StartEvent)):
             self.analysis_events.append(event)
         if isinstance(event, StepEvent):
@@ -524,12 +693,12 @@ class _PumpState:
     def send_start(self, start: StartEvent) -> None:
         run = self.run_
         self.add_topology(start)
-        run._open_recorder(start, run.name)
+        run._record_start(start, run.name)
         self.started = True
-        self.publish(start)
+        self.publish(start, record=False)
         held, self.held = self.held, []
         for event in held:
-            self.publish(event)
+            self.publish(event, record=False)  # on disk already
 
     def check_devices(self, start: StartEvent) -> None:
         """``--devices N`` asked for N replicas: say so when the script trains on fewer."""
@@ -565,30 +734,28 @@ class _PumpState:
         )
 
     def send_provisional(self) -> None:
-        """Show the run with a made-up start while the callback's is awaited (TensorFlow
-        can take long to import and trace); the recording opens with the real one."""
+        """Show the run with a made-up start (``provisional=True``) while the callback's
+        is awaited (TensorFlow can take long to import and trace). Every event is
+        recorded as it comes meanwhile, after the recording's own provisional start."""
         run = self.run_
-        start = self.synthetic_start(hint=False)
+        start = msgspec.structs.replace(self.synthetic_start(hint=False), provisional=True)
         self.add_topology(start)
         self.started = True
-        run._publish(start)  # consumers only: the recorder is not open yet
+        run._publish(start)  # consumers only: the recording began with its own provisional start
         self.provisional = True
         held, self.held = self.held, []
         for event in held:
-            self.publish(event)
+            self.publish(event, record=False)  # on disk already
 
     def commit(self, start: StartEvent) -> None:
-        """End the provisional start: the recording opens with ``start`` followed by
-        what consumers already saw; consumers get ``start`` as the run's description."""
+        """End the provisional start: ``start`` is recorded as the run's own (it
+        supersedes the recording's provisional start) and consumers get it as the
+        run's description (it replaces the provisional one they were shown)."""
         run = self.run_
         self.provisional = False
         self.add_topology(start)
-        run._open_recorder(start, run.name)
-        self.publish(start)
-        unrecorded, self.unrecorded = self.unrecorded, []
-        if run._recorder is not None:
-            for event in unrecorded:
-                run._recorder.write(event)
+        run._record_start(start, run.name)
+        self.publish(start, record=False)
 
     def hint(self) -> None:
         """The script does not use the callback (as far as gpuscale can tell): say so."""
@@ -609,7 +776,7 @@ class _PumpState:
 
     def withdraw_hint(self, start: StartEvent) -> None:
         """The callback's start came after the warning: consumers get it (the recording
-        keeps its first start), and the warning is withdrawn."""
+        keeps the made-up start as the run's own), and the warning is withdrawn."""
         run = self.run_
         self.hinted = False
         run.start_event = start
@@ -721,6 +888,11 @@ class _PumpState:
             ):
                 self.suspects[item.worker] = time.monotonic() + run.lost_grace_s
             return
+        if isinstance(item, _Line):
+            with run._backlog_lock:
+                run._backlog_lines -= 1
+                run._backlog_bytes -= item.size
+            item = item.event
         event: Event = item
         self.connected.add(event.worker)
         if isinstance(event, StartEvent):
@@ -836,7 +1008,7 @@ class _PumpState:
         waited = time.monotonic() - (self.exit_seen_at or time.monotonic())
         if run._server is not None and run.cluster_info is not None and not self.lost:
             # the chief of a multi-host run also waits for the remote workers
-            remote = set(range(run.num_workers)) - {0}
+            remote = set(range(run.num_workers)) - {0} - run._server.refused_workers
             if remote - self.disconnected and waited < 30.0:
                 return False
         return not waiting or waited > 2.0
@@ -851,6 +1023,9 @@ class _PumpState:
             if item is not None:
                 self.handle(item)
             self.check_suspects()
+            if time.monotonic() - run._tracked_at >= 0.5:
+                run._tracked_at = time.monotonic()
+                run._track_descendants()
             if not self.started and self.start_due():
                 if self.may_wait_for_callback():
                     self.send_provisional()
@@ -905,6 +1080,8 @@ class _PumpState:
             )
         else:
             status = "completed"
+        if run.cluster_info is not None and run._forward is None:
+            self.name_missing_workers()
         run.returncode = next(iter(failed.values()), 0) if failed else 0
         steps = max(self.steps.values(), default=0)
         run.status = status
@@ -919,6 +1096,29 @@ class _PumpState:
         except Exception:  # the summary is a convenience; the events are recorded
             pass
         self.publish(end)
+
+    def name_missing_workers(self) -> None:
+        """The chief of a multi-host run says which workers sent nothing, and why
+        where it knows (a hello refused for its token)."""
+        run = self.run_
+        refused = run._server.refused_workers if run._server is not None else set()
+        for worker in range(run.num_workers):
+            if worker == run.worker or worker in self.connected:
+                continue
+            why = (
+                f"its hello was refused: its {ENV_TOKEN} differs from the chief's"
+                if worker in refused
+                else "it never connected"
+            )
+            self.publish(
+                LogEvent(
+                    t=time.time(),
+                    worker=worker,
+                    source="gpuscale",
+                    level="error",
+                    message=f"worker {worker} is missing from this run: {why}",
+                )
+            )
 
     def fail_internal(self, exc: Exception) -> None:
         run = self.run_

@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -29,6 +30,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from gpuscale import __version__
 from gpuscale.analysis.summary import summarize
 from gpuscale.errors import EXIT_USAGE, GpuscaleError
 from gpuscale.events.schema import EndEvent, ErrorEvent, Event, LogEvent, StartEvent, StepEvent
@@ -49,8 +51,9 @@ from gpuscale.trainer.options import TrainConfig, to_json
 class LiveRun(RunBase):
     """One training run in a child process, as a stream of events.
 
-    ``record``: ``"default"`` (a new file in the runs folder, named once the
-    trainer says what runs where), a path, or ``None`` (not recorded).
+    ``record``: ``"default"`` (a new file in the runs folder, open from the start
+    with a provisional start event and renamed once the trainer says what runs
+    where), a path, or ``None`` (not recorded).
     Consume with :meth:`events` (blocking iterator) or :meth:`drain`
     (non-blocking); ``queue`` holds the events and a final ``None``.
     """
@@ -135,9 +138,27 @@ class LiveRun(RunBase):
             )
             thread.start()
             self._readers.append(thread)
+        with self._lock:  # the trainer's own start may come at any moment
+            self._begin_recording(self._provisional_start(), self.config.model)
         self._start_sampler()
         threading.Thread(target=self._watch, name="gpuscale-trainer-watch", daemon=True).start()
         return self
+
+    def _provisional_start(self) -> StartEvent:
+        """What is known before the trainer says what runs where (see
+        :meth:`RunBase._begin_recording`)."""
+        return StartEvent(
+            t=time.time(),
+            gpuscale_version=__version__,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            source="trainer",
+            provisional=True,
+            config=msgspec.to_builtins(self.config),
+            model=self.config.model,
+            pids=[self._proc.pid] if self._proc is not None else [],
+            note="provisional: the trainer's own start event follows when it is known",
+        )
 
     def _start_sampler(self) -> None:
         if self._sampler is None:
@@ -236,9 +257,9 @@ class LiveRun(RunBase):
                     event.topology = topology or probe_topology(self._nvml)
                 if self._proc is not None and self._proc.pid not in event.pids:
                     event.pids = [*event.pids, self._proc.pid]
-                self._open_recorder(event, self.config.model)
-                if self._recorder is not None:
-                    self._recorder.write(event)
+                fresh = self._recorder is None
+                self._record_start(event, self.config.model)
+                if fresh and self._recorder is not None:
                     for pending in self._pending:
                         self._recorder.write(pending)
                 self._pending.clear()

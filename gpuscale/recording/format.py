@@ -24,6 +24,12 @@ events are not part of this order (they are placed first and last by position):
 the start may be composed after sampling began, and the end when the trainer
 finished, before the last samples arrived."""
 
+CLOCK_SOURCE = "clock"
+"""``source`` of the ``log`` event the recorder writes where a worker's wall clock
+stepped back by more than :data:`TIME_TOLERANCE_S` (an NTP step, a VM resume):
+the events after it keep their own ``t`` and the order rule starts again from
+the marker's ``t`` (the file's line order is the order of arrival)."""
+
 MAX_LINE_BYTES = 32 * 1024 * 1024
 """No event line is longer; a longer one means the file is not a recording
 (and the reader never has to hold more than this for one line)."""

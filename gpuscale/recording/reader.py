@@ -46,10 +46,12 @@ from gpuscale.events.schema import (
     EVENT_TYPES,
     EndEvent,
     Event,
+    LogEvent,
     StartEvent,
 )
 from gpuscale.formatting import format_bytes
 from gpuscale.recording.format import (
+    CLOCK_SOURCE,
     DECODE_ERRORS,
     GZIP_MAGIC,
     MAX_LINE_BYTES,
@@ -279,7 +281,7 @@ class _Reader:
                     pending_len += len(chunk)
                     if pending_len > MAX_LINE_BYTES:
                         raise self.error(
-                            f"longer than {format_bytes(MAX_LINE_BYTES)} without a newline: "
+                            f"a line longer than {format_bytes(MAX_LINE_BYTES)}: "
                             "not a gpuscale recording",
                             self.line_no + 1,
                         )
@@ -491,6 +493,9 @@ class _Reader:
             if cls is StartEvent:
                 if index == 0 and event is self.start and not last_t:
                     continue
+                if self.start is not None and self.start.provisional and not event.provisional:
+                    self.start = event  # the run's own start supersedes the provisional one
+                    continue
                 return index, "a second start event (two runs joined in one file?)"
             if cls is EndEvent:
                 if event.summary and data_too_deep(event.summary):
@@ -500,6 +505,9 @@ class _Reader:
                 continue  # like the start, its t is when it was composed, not in the order
             worker = event.worker
             t = event.t
+            if cls is LogEvent and event.source == CLOCK_SOURCE:
+                last_t[worker] = t  # the clock stepped back: the order starts again here
+                continue
             previous = last_t.get(worker)
             if previous is None:
                 last_t[worker] = t

@@ -170,6 +170,8 @@ def _info(path: Path) -> RunInfo:
         return _unreadable(path, size, exc.reason)
     except OSError as exc:
         return _unreadable(path, size, f"cannot read: {exc.strerror or exc}")
+    if start.provisional:  # the run's own start follows: what the listing shows
+        start = _superseding_start(path) or start
     end, last_step, last_t = _scan_tail(tail, whole) if tail is not None else (None, None, None)
     if tail is None:
         steps, duration, status = None, None, "unscanned"
@@ -296,6 +298,27 @@ def _start(path: Path, head: bytes) -> StartEvent:
         return _start_decoder.decode(head)
     except DECODE_ERRORS as exc:
         raise RecordingError(path, f"line 1 is not a valid start event ({exc})") from None
+
+
+SUPERSEDING_START_EVENTS = 100_000
+"""How far into a recording :func:`list_runs` looks for the start event that
+supersedes a provisional one (it comes within the run's first seconds)."""
+
+
+def _superseding_start(path: Path) -> StartEvent | None:
+    """The start event that supersedes a provisional first one, if near the top."""
+    events = iter_events(path)
+    try:
+        for number, event in enumerate(events):
+            if number and isinstance(event, StartEvent) and not event.provisional:
+                return event
+            if number >= SUPERSEDING_START_EVENTS:
+                break
+    except (RecordingError, OSError):
+        pass
+    finally:
+        events.close()
+    return None
 
 
 def _scan_tail(tail: bytes, whole: bool) -> tuple[EndEvent | None, int | None, float | None]:

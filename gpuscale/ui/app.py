@@ -11,6 +11,7 @@ keys) and ``source.stop()`` (quit).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from datetime import datetime
@@ -23,6 +24,7 @@ from textual.screen import Screen
 from textual.widgets import Footer
 from textual.worker import get_current_worker
 
+from gpuscale.errors import EXIT_INTERRUPTED
 from gpuscale.events.schema import EndEvent
 from gpuscale.formatting import format_duration_s
 from gpuscale.recording.store import screenshots_dir
@@ -448,19 +450,51 @@ def build_app(source: EventSource, **options: object) -> GpuscaleApp:
     return GpuscaleApp(source, **options)  # type: ignore[arg-type]
 
 
+STOP_SIGNAL_EXIT_S = 5.0
+"""After SIGTERM or SIGHUP, the process is gone within this (the run stopped and
+its recording ended first), even when the terminal is gone and the dashboard's
+own shutdown blocks writing to it."""
+
+
 def run_until_stop_signal(app: GpuscaleApp) -> str | None:
     """Run ``app``; SIGTERM and SIGHUP (``kill``, ``timeout``, ``scancel``, a closed
     terminal) quit it the way ``q`` does, from the app's own loop, so the terminal
     is restored and a live run's trainer is stopped with its recording ending in
     its end event. Raising into a running Textual app instead leaves a traceback.
-    Returns the name of the signal that ended it, or None."""
+
+    A watchdog makes the promise hold when the terminal is gone (Textual's
+    shutdown can block for ever writing to it): it stops the source itself and,
+    if the process is still here :data:`STOP_SIGNAL_EXIT_S` after the signal,
+    ends it with exit status 130. A second signal ends it as soon as the source
+    is stopped. Returns the name of the signal that ended it, or None."""
     import asyncio
     import signal
 
     received: list[str] = []
+    stopped = threading.Event()
+
+    def watchdog(began: float) -> None:
+        deadline = began + STOP_SIGNAL_EXIT_S
+        try:
+            app.source.stop()  # idempotent; a live run ends its recording here
+            # a second stop() returns at once: wait for the run itself to be over
+            wait = getattr(getattr(app.source, "run", None), "wait", None)
+            if callable(wait):
+                wait(max(0.0, deadline - time.monotonic()))
+        except Exception:  # noqa: BLE001 - the exit below must happen regardless
+            pass
+        stopped.set()
+        time.sleep(max(0.3, deadline - time.monotonic()))
+        os._exit(EXIT_INTERRUPTED)
 
     def on_stop_signal(signum: int, frame: object) -> None:
         received.append(signal.Signals(signum).name)
+        if len(received) == 1:
+            threading.Thread(
+                target=watchdog, args=(time.monotonic(),), name="gpuscale-stop", daemon=True
+            ).start()
+        elif stopped.is_set():
+            os._exit(EXIT_INTERRUPTED)
         try:
             asyncio.get_running_loop().call_soon_threadsafe(app.action_quit_run)
         except RuntimeError:  # the app is not running (yet, or any more)

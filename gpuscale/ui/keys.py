@@ -76,7 +76,12 @@ KEYS: tuple[Key, ...] = (
         bindings=(("c", "next_chart"),),
     ),
     Key("p", "freeze the display (the run goes on)", "Freeze", bindings=(("p", "toggle_display"),)),
-    Key("s", "save an SVG screenshot in gpuscale's data folder", "SVG", bindings=(("s", "screenshot"),)),
+    Key(
+        "s",
+        "save an SVG screenshot in gpuscale's data folder",
+        "SVG",
+        bindings=(("s", "screenshot"),),
+    ),
     Key("d", "show / hide debug lines in the log", "Debug", bindings=(("d", "toggle_debug"),)),
     Key("t", "light / dark theme", "Theme", bindings=(("t", "toggle_theme"),)),
     Key("e", "show the error again (failed runs)", "Error", bindings=(("e", "show_error"),)),

@@ -36,6 +36,10 @@ STEP_POINTS = 600
 PHASE_POINTS = 60
 """Phase breakdowns kept for the stacked chart."""
 LOG_LINES = 2000
+MAX_DISPLAY_LINE = 2000
+"""Longest log line the dashboard draws (characters); the rest is replaced by a
+note saying how much (a live run's lines are already capped at 64 KiB, a
+recording's are not, and drawing a line of megabytes takes the UI minutes)."""
 
 
 @dataclass
@@ -142,6 +146,9 @@ class RunModel:
             self.version += 1
 
     def _log(self, t: float, source: str, level: str, message: str) -> None:
+        if len(message) > MAX_DISPLAY_LINE:  # drawing megabytes of one line freezes the UI
+            cut = len(message) - MAX_DISPLAY_LINE
+            message = f"{message[:MAX_DISPLAY_LINE]} [... {cut} more characters not shown]"
         self.log_seq += 1
         self.logs.append(LogLine(self.log_seq, t, source, level, message))
 
@@ -186,7 +193,12 @@ class RunModel:
             self.errors.append(event)
             self._log(t, event.source, "error", event.message)
         elif isinstance(event, StartEvent):
-            if self.start is None:  # a later start (a script's callback) updates, same clock
+            # One rule for every start: the first sets the run's clock (first_t); a later
+            # one (the run's own start superseding a provisional one, a script's callback
+            # after gpuscale's made-up start) describes the run from then on, and the
+            # duration counts from its t (run_duration_s: start-up not included, as in
+            # the recording, whose start is the superseding one).
+            if self.start is None:
                 self.first_t = t
             self.start = event
             for info in event.devices:

@@ -23,6 +23,8 @@ from gpuscale.events.schema import EndEvent, Event, StartEvent
 MAX_BATCH = 20_000
 """Most events handed over in one read, so a jump through a long recording
 still lets the screen redraw between batches."""
+STOP_WAIT_S = 6.0
+"""How long a second :meth:`LiveSource.stop` waits for the run the first one stops."""
 
 SPEEDS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
 """The replay speeds `+` and `-` step through (run seconds per wall second)."""
@@ -352,7 +354,12 @@ class LiveSource(EventSource):
         return self._ended
 
     def stop(self) -> None:
-        """Stop the trainer cleanly (the run finalizes its recording); idempotent."""
+        """Stop the trainer cleanly (the run finalizes its recording); idempotent:
+        a second call (from another thread) returns once the run is over too."""
         if not self._stopped:
             self._stopped = True
             self.run.stop()
+            return
+        wait = getattr(self.run, "wait", None)
+        if callable(wait):
+            wait(STOP_WAIT_S)
