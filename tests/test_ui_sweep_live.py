@@ -5,6 +5,7 @@ count by count, and q stops the run in progress and keeps what was measured."""
 from __future__ import annotations
 
 import queue
+import sys
 import threading
 
 import pytest
@@ -176,3 +177,41 @@ def test_watch_command_prints_the_recommendation_from_what_was_measured(
         # measure next (issue 19's rule holds for a stopped sweep too).
         assert "Recommendation: NONE yet: measured at 1 device only" in captured.out
         assert "Measure 2 next" in captured.out
+
+
+PIPED_WATCH = """
+import sys
+sys.path.insert(0, {tests!r})
+import gpuscale.commands.recommend_live as live
+from gpuscale.analysis.sweep import Sweep
+from sweep_fixtures import gpu_points
+
+def run_sweep(args, quiet=False):
+    print("plain sweep ran", file=sys.stderr)
+    return Sweep(points=gpu_points(), sources=["stand-in"], available_devices=8), "Stand-in sweep"
+
+live.run_sweep = run_sweep
+live.plan = lambda args: ([1, 2, 4, 8], "Stand-in sweep", None, 8)
+from gpuscale.cli import main
+sys.exit(main(["recommend", "--watch", "--no-chart"]))
+"""
+
+
+def test_watch_off_a_terminal_prints_the_text_result_and_ends():
+    """Piped (CI, `| cat`), --watch is plain `recommend` with a note on stderr: no
+    screen drawn for ever. The subprocess's stdout is a pipe; a hang fails here."""
+    import subprocess
+    from pathlib import Path
+
+    tests = str(Path(__file__).resolve().parent)
+    done = subprocess.run(
+        [sys.executable, "-c", PIPED_WATCH.format(tests=tests)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "plain sweep ran" in done.stderr
+    assert "recommend --watch shows the sweep in a terminal; stdout is not one" in done.stderr
+    assert "Recommendation:" in done.stdout and "\x1b[" not in done.stdout

@@ -214,13 +214,19 @@ def main(args) -> int:
         from gpuscale.commands.recommend_script import run_script_sweep
 
         sweep, heading = run_script_sweep(args, command, quiet=args.json)
-    elif args.watch:
+    elif args.watch and sys.stdout.isatty():
         from gpuscale.commands.recommend_watch import watch_sweep
 
         sweep, heading, signal_name = watch_sweep(args, floor)
     else:
         from gpuscale.commands.recommend_live import run_sweep
 
+        if args.watch:  # piped or redirected: a screen would write escape codes for ever
+            print(
+                "gpuscale: recommend --watch shows the sweep in a terminal; stdout is not one, "
+                "so this is the sweep's text result",
+                file=sys.stderr,
+            )
         sweep, heading = run_sweep(args, quiet=args.json)
     if args.max_devices is not None:  # asked for: predict that far, whatever the machine has
         sweep.available_devices = None
