@@ -52,7 +52,7 @@ READ_TIMEOUT_S = 0.05
 class GpuscaleApp(App[int]):
     """The dashboard. Build it with :func:`build_app`."""
 
-    CSS_PATH = "app.tcss"
+    CSS_PATH = ["run_panels.tcss", "app.tcss"]
     TITLE = "gpuscale"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
