@@ -163,6 +163,7 @@ def test_watch_command_prints_the_recommendation_from_what_was_measured(
         return None
 
     monkeypatch.setattr(ui_app, "run_until_stop_signal", fake_run)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)  # the screen: in a terminal
     code = main(["recommend", "--watch", "--no-chart"])
     captured = capsys.readouterr()
     if stopped_after == 0:

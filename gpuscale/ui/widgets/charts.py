@@ -12,6 +12,7 @@ from textual.widgets import Static
 from textual_plotext.plot import Plot
 
 from gpuscale.plots.terminal import legend_text
+from gpuscale.ui.messages import ChartTexts
 from gpuscale.ui.model import Snapshot
 
 STEP_CHART = "chart-steps"
@@ -145,6 +146,16 @@ BUILDERS = {
     BREAKDOWN_CHART: build_breakdown_chart,
     UTIL_CHART: build_util_chart,
 }
+
+
+def render_charts(snap: Snapshot, sizes: dict[str, tuple[int, int]]) -> ChartTexts:
+    """Every chart of ``sizes`` drawn from ``snap`` at its (width, height): call it
+    off the UI thread, and show the result with :class:`ChartPanel`."""
+    texts = {
+        chart_id: BUILDERS[chart_id](snap, width, height)
+        for chart_id, (width, height) in sizes.items()
+    }
+    return ChartTexts(snap.version, texts, dict(sizes))
 
 
 class ChartPanel(Static, can_focus=True):
