@@ -402,6 +402,12 @@ class SweepApp(App[int]):
         self.notify("Stopping the run in progress and finalizing its recording…", timeout=10)
         self._stop_runner()
 
+    def on_unmount(self) -> None:
+        """However the app ends, no run of the sweep is left going (its thread
+        would keep the process alive): stopped, its recording ended."""
+        if self.runner is not None:
+            self.runner.stop()
+
     @work(thread=True, group="quit", exit_on_error=False)
     def _stop_runner(self) -> None:
         assert self.runner is not None

@@ -16,7 +16,7 @@ from gpuscale.plots.terminal import MIN_WIDTH, phase_chart, throughput_chart
 THROUGHPUT_PANEL = "scaling-throughput"
 PHASES_PANEL = "scaling-phases"
 TITLES = {
-    THROUGHPUT_PANEL: "Throughput vs devices (samples/s, log axes)",
+    THROUGHPUT_PANEL: "Throughput vs devices (log axes)",
     PHASES_PANEL: "Step time per device count (ms)",
 }
 
