@@ -82,8 +82,10 @@ def register(sub) -> None:
     live.add_argument(
         "--watch",
         action="store_true",
-        help="run the sweep inside the scaling view (throughput vs devices filling in, "
-        "the recommendation after each count; q stops and recommends from what was measured)",
+        help="run the sweep inside the scaling view: the run in progress as 'watch' shows it "
+        "(devices, step time, phases) beside throughput vs devices filling in, the "
+        "recommendation after each count; q stops and recommends from what was measured "
+        "(off a terminal: the plain text result)",
     )
     live.add_argument(
         "--no-record",
@@ -221,13 +223,14 @@ def main(args) -> int:
     else:
         from gpuscale.commands.recommend_live import run_sweep
 
+        sweep, heading = run_sweep(args, quiet=args.json)
         if args.watch:  # piped or redirected: a screen would write escape codes for ever
+            # said after the sweep, so that a refused configuration stays one line
             print(
                 "gpuscale: recommend --watch shows the sweep in a terminal; stdout is not one, "
                 "so this is the sweep's text result",
                 file=sys.stderr,
             )
-        sweep, heading = run_sweep(args, quiet=args.json)
     if args.max_devices is not None:  # asked for: predict that far, whatever the machine has
         sweep.available_devices = None
     code = report(
