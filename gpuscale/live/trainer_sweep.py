@@ -219,6 +219,7 @@ class TrainerSweep:
         with self._lock:
             self._stop_requested = True
             started = self._started
+            self._started = True  # a stopped sweep starts no process
             current = self.runs[self._current]
         if not started:
             for run in self.runs:
