@@ -46,9 +46,14 @@ def _sweep(counts: str, steps: int, warmup: int, reuse: bool) -> tuple[float, di
     return wall_s, {p["devices"]: p["step_time_s"] for p in points if not p.get("predicted")}
 
 
-def _memory(cycles: int, steps: int, warmup: int) -> list[tuple[int, float, float | None]]:
+def _memory(
+    cycles: int, steps: int, warmup: int
+) -> list[tuple[int, float, float | None, int | None]]:
     """Counts 1, 2 ``cycles`` times over in one process: per run, its device count,
-    median step time and the process's RSS in its last host sample."""
+    median step time, the process's RSS in its last host sample and its number of
+    threads when the run ended (left-over threads of earlier strategies would show)."""
+    import psutil
+
     from gpuscale.events.schema import HostSample, StepEvent
     from gpuscale.live.trainer_sweep import TrainerSweep
     from gpuscale.trainer.options import TrainConfig
@@ -71,7 +76,11 @@ def _memory(cycles: int, steps: int, warmup: int) -> list[tuple[int, float, floa
                     times.append(event.step_time_s)
             if run.end is None or run.end.status != "completed":
                 raise SystemExit(f"run {len(out) + 1} ended {run.end and run.end.status}")
-            out.append((run.config.devices or 1, statistics.median(times), rss))
+            try:
+                threads = psutil.Process(sweep._proc.pid).num_threads()
+            except (psutil.Error, AttributeError):
+                threads = None
+            out.append((run.config.devices or 1, statistics.median(times), rss, threads))
     finally:
         sweep.close()
     return out
@@ -83,7 +92,12 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=40, help="steps per count (recommend's)")
     parser.add_argument("--warmup-steps", type=int, default=5)
     parser.add_argument("--cycles", type=int, default=3, help="1, 2 repeated in the RSS check")
+    parser.add_argument(
+        "--memory-only", action="store_true", help="only the one-process RSS and threads check"
+    )
     args = parser.parse_args()
+    if args.memory_only:
+        args.rounds = 0
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
     walls: dict[bool, list[float]] = {True: [], False: []}
@@ -107,9 +121,14 @@ def main() -> int:
             f"{', '.join(f'{t * 1e3:.1f}' for t in steps[False][n])} ms)"
         )
     runs = _memory(args.cycles, args.steps, args.warmup_steps)
-    for i, (n, step_s, rss) in enumerate(runs, start=1):
+    for i, (n, step_s, rss, threads) in enumerate(runs, start=1):
         where = f"{rss / 2**20:.0f} MiB" if rss else "n/a"
-        print(f"one process, run {i} on {n} device(s): step {step_s * 1e3:.1f} ms, RSS {where}")
+        print(
+            f"one process, run {i} on {n} device(s): step {step_s * 1e3:.1f} ms, RSS {where}, "
+            f"{threads if threads is not None else 'n/a'} threads"
+        )
+    if not args.rounds:
+        return 0
     reuse, separate = statistics.median(walls[True]), statistics.median(walls[False])
     print(
         f"sweep wall time: reuse {reuse:.1f} s vs separate {separate:.1f} s (ratio {reuse / separate:.2f})"
