@@ -182,3 +182,22 @@ def test_a_plan_subset_keeps_the_chosen_devices_in_order():
     part = plan.subset([2, 0])
     assert part.names == ["/gpu:2", "/gpu:0"] and [d.index for d in part.infos] == [2, 0]
     assert part.platform == "gpu" and part.warning == "a warning"
+
+
+def test_the_scaling_view_sweep_runs_on_the_shared_process(tmp_path, _isolated_data_dir):
+    """`recommend --watch` drives LiveSweep; with the sweep's factory every count
+    comes from the one process, each measured and recorded on its own."""
+    from gpuscale.ui.live_sweep import LiveSweep
+    from gpuscale.ui.sweep_app import SweepView
+
+    sweep = _sweep(tmp_path, "complete", 1, 2)
+    view = SweepView(points=[], heading="stand-in", planned=[1, 2], state="running")
+    runner = LiveSweep(view, sweep.configs, run_factory=sweep.factory(), status_interval_s=0)
+    try:
+        final = runner.run(lambda v: None, lambda v: None)
+    finally:
+        sweep.close()
+    assert runner.failure is None and final.state == "complete"
+    assert [p.devices for p in final.points] == [1, 2]
+    assert final.sources == [str(run.recording_path) for run in sweep.runs]
+    assert sweep.returncode == 0
