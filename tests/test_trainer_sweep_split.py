@@ -201,3 +201,23 @@ def test_the_scaling_view_sweep_runs_on_the_shared_process(tmp_path, _isolated_d
     assert [p.devices for p in final.points] == [1, 2]
     assert final.sources == [str(run.recording_path) for run in sweep.runs]
     assert sweep.returncode == 0
+
+
+def test_the_trainer_refuses_a_sweep_that_cannot_share_its_process():
+    """`python -m gpuscale.trainer --sweep` checks the runs before TensorFlow loads:
+    one error event, one end event, exit 2."""
+    import json
+    import subprocess
+
+    one = sweep_to_json(_configs(1))
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuscale.trainer", "--sweep", one],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [e["kind"] for e in events] == ["error", "end"]
+    assert "cannot share one trainer process" in events[0]["message"]
+    assert events[1]["status"] == "failed"
