@@ -210,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     devices = _Devices(configs) if args.sweep else None
     for index, config in enumerate(configs):
         began = started if index == 0 else time.perf_counter()
+        if devices is not None:
+            devices.run = index + 1
         steps, status, code = _guarded(
             emit, lambda config=config: _train(config, emit, stop, training, devices)
         )
@@ -267,6 +269,8 @@ class _Devices:
     def __init__(self, configs: list[TrainConfig]):
         self.configs = configs
         self.wide = widest(configs)
+        self.run = 1
+        """Which run of the process is in progress (1 for the first)."""
         self._plan: DevicePlan | None = None
 
     def plan_for(self, config: TrainConfig) -> DevicePlan:
@@ -276,10 +280,11 @@ class _Devices:
             self._plan = loop.setup_devices(self.wide)
         return self._plan.subset(device_positions(self.wide, config))
 
-    def shared(self, config: TrainConfig) -> dict[str, object]:
-        """What the StartEvent's ``config.resolved`` says about the shared process."""
+    def shared(self) -> dict[str, object]:
+        """What the StartEvent's ``config.resolved`` says about the shared process:
+        every run's device count, and which run this is (1 for the first)."""
         counts = [c.num_devices for c in self.configs]
-        return {"shared_process": {"counts": counts, "run": self.configs.index(config) + 1}}
+        return {"shared_process": {"counts": counts, "run": self.run}}
 
     def release(self) -> None:
         """Forget the last run's model, optimizer and compiled functions (Keras'
@@ -341,7 +346,7 @@ def _train(
                     "optimizer": type(trainer.optimizer).__name__,
                     "keras_version": keras.__version__,
                     "python_version": sys.version.split()[0],
-                    **(devices.shared(config) if devices is not None else {}),
+                    **(devices.shared() if devices is not None else {}),
                 },
             },
             devices=plan.infos,
