@@ -61,6 +61,7 @@ class Result:
         high: float | None,
     ) -> None:
         self.group, self.table, self.n, self.fitted = group, table, n, fitted
+        self.interconnect = ""
         self.published, self.predicted, self.low, self.high = published, predicted, low, high
 
     @property
@@ -91,11 +92,22 @@ def published_choice(rows: dict[int, float], floor: float = FLOOR) -> int:
     return current
 
 
-def evaluate(
-    tables: list[dict], baseline: bool
-) -> tuple[list[Result], list[tuple[str, int, int]], int]:
-    """Results, wrong bets ``(table, recommended, supported)`` and the number of
-    predicted recommendations."""
+class Verdicts:
+    """What ``recommend`` answered over all cases, against the published tables."""
+
+    def __init__(self) -> None:
+        self.wrong: list[tuple[str, int, int]] = []
+        """Wrong bets: ``(case, recommended predicted count, count the table supports)``."""
+        self.bets = 0
+        """Recommendations of a predicted count."""
+        self.cases = 0
+        self.cautious = 0
+        """Recommendations of fewer devices than the table supports (the price of
+        not betting: "measure N next" where the bet would have paid)."""
+
+
+def evaluate(tables: list[dict], baseline: bool) -> tuple[list[Result], Verdicts]:
+    """Results and the verdicts (wrong bets, bets, cautious answers)."""
     from gpuscale.analysis.model import fit
     from gpuscale.analysis.recommend import recommend
 
@@ -106,8 +118,7 @@ def evaluate(
         for fold in sorted({corpus.fold_of(t) for t in tables}):
             calibrations[fold] = learn([t for t in tables if corpus.fold_of(t) != fold])
     results: list[Result] = []
-    wrong: list[tuple[str, int, int]] = []
-    bets = 0
+    verdicts = Verdicts()
     for t in tables:
         rows = corpus.throughputs(t)
         calibration = calibrations.get(corpus.fold_of(t))
@@ -152,14 +163,19 @@ def evaluate(
                 rec = recommend(
                     pts, max_devices=max(rows), min_efficiency=FLOOR, calibration=calibration
                 )
+            supported = published_choice(rows)
+            verdicts.cases += 1
+            verdicts.cautious += rec.devices < supported
             if rec.predicted:
-                bets += 1
-                supported = published_choice({n: x for n, x in rows.items() if n <= max(rows)})
+                verdicts.bets += 1
                 if rec.devices > supported:
-                    wrong.append(
+                    verdicts.wrong.append(
                         (f"{t['id']} from {','.join(map(str, fitted))}", rec.devices, supported)
                     )
-    return results, wrong, bets
+    klass = {t["id"]: t["interconnect"] for t in tables}
+    for r in results:
+        r.interconnect = klass[r.table]
+    return results, verdicts
 
 
 def pct(x: float) -> str:
@@ -285,13 +301,16 @@ def main() -> int:
     args = parser.parse_args()
 
     tables = corpus.load_tables(args.corpus)
-    results, wrong, bets = evaluate(tables, args.baseline)
-    by_group: dict[str, list[Result]] = defaultdict(list)
-    for r in results:
-        by_group[r.group].append(r)
-    for group, rs in sorted(by_group.items()):
-        k = sum(1 for w in wrong if any(r.table in w[0] for r in rs))
-        print(f"{group:18s} {len(rs):5d} points: {summary_line(rs)}; wrong bets {k}")
+    results, verdicts = evaluate(tables, args.baseline)
+    wrong = verdicts.wrong
+    for attr in ("group", "interconnect"):
+        by_key: dict[str, list[Result]] = defaultdict(list)
+        for r in results:
+            by_key[getattr(r, attr)].append(r)
+        for key, rs in sorted(by_key.items()):
+            names = {r.table for r in rs}
+            k = sum(1 for w in wrong if w[0].split(" from ")[0] in names)
+            print(f"{key:18s} {len(rs):5d} points: {summary_line(rs)}; wrong bets {k}")
     for fitted in corpus.FIT_SETS:
         rs = [r for r in results if r.fitted == fitted]
         print(f"from {','.join(map(str, fitted)):7s}       {len(rs):5d} points: {summary_line(rs)}")
@@ -312,7 +331,11 @@ def main() -> int:
     if args.live:
         live = live_cases()
         print(f"CPU logical devices here ({len(live)} points): {summary_line(live)}")
-    print(f"prediction error: {summary_line(results)}; wrong bets {len(wrong)} of {bets}")
+    print(
+        f"cautious: {verdicts.cautious} of {verdicts.cases} cases recommend fewer devices than "
+        "the published table supports (the price of not betting)"
+    )
+    print(f"prediction error: {summary_line(results)}; wrong bets {len(wrong)} of {verdicts.bets}")
     return 0
 
 

@@ -15,6 +15,7 @@ from gpuscale.analysis import metrics
 from gpuscale.analysis.confidence import ENOUGH_STEPS, NOISY_SPREAD
 from gpuscale.analysis.decide import Group, Recommendation, WalkStep, dev, range_text, row_at
 from gpuscale.analysis.model import ScalingModel, compute_scale_for, threshold_compute_scale
+from gpuscale.analysis.predict import BET_RISK
 from gpuscale.formatting import format_bytes, format_fraction_pct, format_rate_bytes_s
 
 WALK_SHOWN = 4
@@ -67,8 +68,8 @@ def explain(
         low = ""
         if step.marginal_efficiency_low is not None:
             low = (
-                f", {format_fraction_pct(step.marginal_efficiency_low)} at the low end of its "
-                f"{format_fraction_pct(rec.coverage or 0)} range"
+                f", {format_fraction_pct(step.marginal_efficiency_low)} at its bet bound "
+                f"(what {format_fraction_pct(1 - BET_RISK)} of such predictions reached)"
             )
         if step.uncertain:
             verdict = "not a safe bet: " + (rec.measure_next or f"measure {step.devices_to} next")

@@ -123,6 +123,11 @@ class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknow
     (samples/s); the range holds with probability ``coverage`` on data it was calibrated on."""
     throughput_high: float | None = None
     """Output only, predicted points: high end of the range for ``throughput``."""
+    throughput_safe: float | None = None
+    """Output only, predicted points: the bet bound, at or below ``throughput_low``:
+    held-out predictions of this kind reached it 95 % of the time
+    (:data:`gpuscale.analysis.predict.BET_RISK`); a predicted count is recommended
+    only when its throughput there still passes the marginal-efficiency floor."""
     speedup_low: float | None = None
     speedup_high: float | None = None
     efficiency_low: float | None = None
