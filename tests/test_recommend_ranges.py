@@ -218,6 +218,48 @@ def test_seed004_table_and_why_quote_the_same_exchange(capsys):
     assert all((p.get("comm_share") or 0) < 0.5 for p in doc["points"])
 
 
+def test_seed004_predicted_rows_take_throughput_and_exchange_from_one_model(capsys):
+    """Beyond the measured 24 devices the exposed exchange was the flat ring's
+    (~94 %) while the throughput said 90 % efficiency: now both come from the
+    two-level model that gives the measured rows theirs."""
+    from gpuscale.analysis.hierarchy import fit_two_level
+
+    source = str(SAMPLES / "seed004_multiworker.json")
+    assert main(["recommend", "--json", "--max-devices", "48", "--from", source]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    rows = {p["devices"]: p for p in doc["points"] if p["config"] == "CollectiveAllReduce"}
+    assert rows[32]["predicted"] and rows[48]["predicted"]
+    assert rows[32]["workers"] == 4 and rows[48]["workers"] == 6
+    points = [
+        normalize(
+            SweepPoint(
+                **{k: v for k, v in p.items() if k in ("devices", "workers", "throughput")},
+                scaling="weak",
+                per_replica_batch=128,
+            )
+        )
+        for p in rows.values()
+        if not p.get("predicted")
+    ]
+    two_level = fit_two_level(points)
+    assert two_level is not None
+    for n in (32, 48):
+        w = n // 8
+        assert rows[n]["comm_share"] == pytest.approx(
+            two_level.inter_s(w) / two_level.step_time_s(w), rel=1e-6
+        )
+        # exposed share and efficiency tell one story: what is not exchange is compute
+        assert rows[n]["comm_share"] < 0.2 and rows[n]["efficiency"] > 0.8
+        assert rows[n]["throughput_low"] <= rows[n]["throughput"] <= rows[n]["throughput_high"]
+    # the share grows with the workers, from the measured rows on
+    assert (
+        rows[16]["comm_share"]
+        < rows[24]["comm_share"]
+        < rows[32]["comm_share"]
+        < rows[48]["comm_share"]
+    )
+
+
 def _runs(times: list[float], n: int = 2, spread: float = 0.05) -> list[SweepPoint]:
     return [
         normalize(

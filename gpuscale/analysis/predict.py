@@ -65,6 +65,7 @@ from importlib import resources
 import msgspec
 
 from gpuscale.analysis import metrics
+from gpuscale.analysis.hierarchy import TwoLevelModel
 from gpuscale.analysis.model import ScalingModel, fit
 from gpuscale.analysis.sweep import SweepPoint
 
@@ -259,6 +260,70 @@ def predicted_point(
             if devices > top and abs(anchor - 1) > 0.005
             else ""
         ),
+    )
+
+
+def two_level_point(
+    model: TwoLevelModel,
+    devices: int,
+    template: SweepPoint,
+    *,
+    top: int,
+    calibration: Calibration | None,
+    anchor: float = 1.0,
+) -> SweepPoint | None:
+    """A predicted point at ``devices`` of a multi-worker configuration, from the
+    two-level model (:mod:`gpuscale.analysis.hierarchy`) that also gives its
+    measured rows their exposed exchange: throughput, step time and exposed
+    inter-node share all come from ``t(W) = t_node + inter(W)``, so the table's
+    columns agree with each other (a flat ring over all devices would put most of
+    the step into "communication" while predicting near-linear throughput).
+    ``None`` for a count that is not whole machines of ``devices_per_worker``.
+    The range is the pooled all-class stratum's (the corpus has no multi-worker
+    tables: it says nothing specific about them)."""
+    g = model.devices_per_worker
+    if devices % g or devices // g < 2:
+        return None
+    workers = devices // g
+    step_model = model.step_time_s(workers)
+    samples = model.per_replica_batch * devices
+    x = metrics.throughput(samples, step_model) * (anchor if devices > top else 1.0)
+    step = samples / x if x > 0 else step_model
+    point = SweepPoint(
+        devices=devices,
+        workers=workers,
+        scaling="weak",
+        config=template.config,
+        model=template.model,
+        per_replica_batch=model.per_replica_batch,
+        global_batch=samples,
+        step_time_s=step,
+        throughput=x,
+        payload_bytes=model.payload_bytes,
+        exchange=template.exchange,
+        platform=template.platform,
+        device_name=template.device_name,
+        mixed_precision=template.mixed_precision,
+        predicted=True,
+        comm_share=metrics.share(model.inter_s(workers), step_model),
+        note=f"predicted by the two-level model ({g} devices per machine, fitted at "
+        + ", ".join(str(w) for w in model.fitted_workers)
+        + " workers)"
+        + (
+            f"; anchored at the measured {top} (x{anchor:.2f})"
+            if devices > top and abs(anchor - 1) > 0.005
+            else ""
+        ),
+    )
+    stratum = calibration.stratum("*", "*", top, devices) if calibration else None
+    if stratum is None or calibration is None:
+        return point
+    return msgspec.structs.replace(
+        point,
+        throughput_low=x * (1 + min(stratum.q_low, 0.0)),
+        throughput_high=x * (1 + max(stratum.q_high, 0.0)),
+        throughput_safe=x * (1 + stratum.bet_bound),
+        coverage=calibration.coverage,
     )
 
 

@@ -38,8 +38,8 @@ from gpuscale.analysis.decide import (
     walk_config,
 )
 from gpuscale.analysis.explain import explain
+from gpuscale.analysis.hierarchy import TwoLevelModel, fit_two_level
 from gpuscale.analysis.hierarchy import explain as explain_multi_worker
-from gpuscale.analysis.hierarchy import fit_two_level
 from gpuscale.analysis.model import fit
 from gpuscale.analysis.predict import (
     Calibration,
@@ -47,6 +47,7 @@ from gpuscale.analysis.predict import (
     default_calibration,
     interconnect_class,
     predicted_point,
+    two_level_point,
     with_ratios,
 )
 from gpuscale.analysis.summary import RunSummary
@@ -321,7 +322,21 @@ def _fill_rows(g: Group, limit: int, calibration: Calibration | None) -> None:
     rows = list(combined.values())
     top = max(per_n)
     klass = interconnect_class(template)
-    if g.model.predicts:
+    # Several workers: the exposed exchange is the two-level model's, the same one
+    # the explanation quotes (one model, one set of numbers); the flat ring over
+    # all devices would put the whole step into "communication".
+    several_workers = any(p.workers > 1 for p in g.points)
+    two_level = fit_two_level(g.points) if several_workers else None
+    if two_level is not None:
+        anchor = anchor_of_two_level(two_level, combined[top])
+        for n in _counts(limit, per_n.keys()):
+            if n not in per_n:
+                row = two_level_point(
+                    two_level, n, template, top=top, calibration=calibration, anchor=anchor
+                )
+                if row is not None:
+                    rows.append(row)
+    elif g.model.predicts:
         anchor = anchor_of(g.model, top, g.measured[top])
         for n in _counts(limit, per_n.keys()):
             if n not in per_n:
@@ -339,11 +354,6 @@ def _fill_rows(g: Group, limit: int, calibration: Calibration | None) -> None:
     rows.sort(key=lambda r: (r.devices, r.predicted))
     base_n = 1 if 1 in per_n else min(per_n)
     base_x = g.measured[base_n] or 1.0
-    # Several workers: the exposed exchange is the two-level model's, the same one
-    # the explanation quotes (one model, one set of numbers); the flat ring over
-    # all devices would put the whole step into "communication".
-    several_workers = any(p.workers > 1 for p in g.points)
-    two_level = fit_two_level(g.points) if several_workers else None
     filled = []
     for r in rows:
         share = r.comm_share
@@ -358,6 +368,17 @@ def _fill_rows(g: Group, limit: int, calibration: Calibration | None) -> None:
             share = g.model.comm_share(r.devices)  # estimated: shown as "(model)"
         filled.append(with_ratios(msgspec.structs.replace(r, comm_share=share), base_x, base_n))
     g.rows = filled
+
+
+def anchor_of_two_level(model: TwoLevelModel, at_top: SweepPoint) -> float:
+    """:func:`gpuscale.analysis.predict.anchor_of` for the two-level model: the
+    measured over the modelled throughput at the largest measured count (1.0 when
+    that count is not whole machines)."""
+    g = model.devices_per_worker
+    if at_top.devices % g or not at_top.throughput:
+        return 1.0
+    modelled = model.throughput(at_top.devices // g)
+    return at_top.throughput / modelled if modelled > 0 else 1.0
 
 
 def recommend_from_run(start: StartEvent | None, summary: RunSummary) -> Recommendation | None:
