@@ -138,6 +138,9 @@ class Recommendation(msgspec.Struct, kw_only=True):
     coverage: float | None = None
     """Stated coverage of the predicted rows' ranges."""
     price_per_device_hour: float | None = None
+    """The price per device-hour when every priced configuration has the same one
+    (``--price-per-device-hour`` or the sweep file's); ``None`` when they differ
+    (each :class:`~gpuscale.analysis.cost.Cost` carries its own)."""
     costs: list[Cost] = []
     """With a price: the cost per million samples of every row (:mod:`.cost`)."""
 

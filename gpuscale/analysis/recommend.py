@@ -196,19 +196,38 @@ def recommend(
         raise GpuscaleError(
             f"--price-per-device-hour must be a positive number, got {price_per_device_hour}"
         )
+    prices = {g.config: price_per_device_hour or _price_of(g) for g in groups}
     explain(rec, groups, by_name, walk)
-    if price_per_device_hour is not None:
-        _costs(rec, groups, price_per_device_hour)
+    if any(p is not None for p in prices.values()):
+        _costs(rec, groups, prices)
     # multi-worker sweeps: communication inside a machine and between machines, fitted apart
     rec.reasons.extend(explain_multi_worker(measured_points))
     return rec
 
 
-def _costs(rec: Recommendation, groups: Sequence[Group], price: float) -> None:
-    """Cost per million samples of every row, relative to its configuration's base
-    row; the recommended count's line goes into the reasons."""
-    rec.price_per_device_hour = price
+def _price_of(g: Group) -> float | None:
+    """The price per device-hour the sweep file gives this configuration's points
+    (``None`` when none does); points of one configuration that disagree are refused."""
+    prices = {p.price_per_device_hour for p in g.points if p.price_per_device_hour is not None}
+    if len(prices) > 1:
+        raise GpuscaleError(
+            f"configuration '{g.config}' gives {len(prices)} prices per device-hour "
+            f"({', '.join(f'{p:g}' for p in sorted(prices))}); give one per configuration"
+        )
+    return prices.pop() if prices else None
+
+
+def _costs(rec: Recommendation, groups: Sequence[Group], prices: dict[str, float | None]) -> None:
+    """Cost per million samples of every row of every configuration with a price,
+    relative to its configuration's base row; one line per priced configuration
+    (at the count its own walk chose) goes into the reasons, the recommended
+    configuration's first."""
+    known = {p for p in prices.values() if p is not None}
+    rec.price_per_device_hour = known.pop() if len(known) == 1 else None
     for g in groups:
+        price = prices.get(g.config)
+        if price is None:
+            continue
         base = min((r for r in g.rows if not r.predicted), key=lambda r: r.devices)
         base_cost = per_million_samples(base.devices, price, base.throughput or 0.0)
         for r in g.rows:
@@ -220,27 +239,37 @@ def _costs(rec: Recommendation, groups: Sequence[Group], price: float) -> None:
                     predicted=r.predicted,
                     per_million_samples=c,
                     relative=c / base_cost,
+                    price_per_device_hour=price,
                 )
             )
-    chosen = next(
-        (c for c in rec.costs if c.config == rec.config and c.devices == rec.devices), None
-    )
-    if chosen is None or rec.verdict == "none":
+    if rec.verdict == "none":
         return
-    g = next(g for g in groups if g.config == rec.config)
-    base = min((r for r in g.rows if not r.predicted), key=lambda r: r.devices)
-    row = next(r for r in g.rows if r.devices == rec.devices)
-    rec.reasons.append(
-        "Cost: "
-        + cost_line(
-            row.speedup or 1.0,
-            rec.devices,
-            base.devices,
-            chosen.relative,
-            f"{chosen.per_million_samples:,.2f} per million at {price:g} per device-hour",
+    chosen = {c.config: c.devices for c in rec.configs}
+    chosen[rec.config] = rec.devices
+    several = len(groups) > 1
+    for g in sorted(groups, key=lambda g: g.config != rec.config):
+        price = prices.get(g.config)
+        cost = next(
+            (c for c in rec.costs if c.config == g.config and c.devices == chosen.get(g.config)),
+            None,
         )
-        + "."
-    )
+        if price is None or cost is None:
+            continue
+        base = min((r for r in g.rows if not r.predicted), key=lambda r: r.devices)
+        row = next(r for r in g.rows if r.devices == cost.devices)
+        rec.reasons.append(
+            "Cost"
+            + (f" ('{g.config}')" if several else "")
+            + ": "
+            + cost_line(
+                row.speedup or 1.0,
+                cost.devices,
+                base.devices,
+                cost.relative,
+                f"{cost.per_million_samples:,.2f} per million at {price:g} per device-hour",
+            )
+            + "."
+        )
 
 
 def _workload(p: SweepPoint) -> str:

@@ -60,6 +60,7 @@ _Steps = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_STEPS)]
 _Payload = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_PAYLOAD_BYTES)]
 _LinkRate = Annotated[float, msgspec.Meta(ge=1, le=limits.MAX_BYTES_S)]
 _Version = Annotated[int, msgspec.Meta(ge=1)]
+_Price = Annotated[float, msgspec.Meta(gt=0, le=1e9)]
 
 
 class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
@@ -106,6 +107,11 @@ class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknow
     interconnect_bytes_s: _LinkRate | None = None
     """The link's peak per direction."""
     mixed_precision: bool = False
+    price_per_device_hour: _Price | None = None
+    """What one device of this configuration costs per hour (any currency, e.g. a
+    cloud instance's price over its GPUs): adds the cost per million samples.
+    Every point of one configuration gives the same price (or none);
+    ``--price-per-device-hour`` overrides it for all configurations."""
     source: str | None = None
     """Where the number comes from (a recording's path, a publication)."""
     note: str | None = None
