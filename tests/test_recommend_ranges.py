@@ -31,7 +31,9 @@ def _points(throughputs: dict[int, float], **kw) -> list[SweepPoint]:
     ]
 
 
-def _calibration(q_low: float, q_high: float, factor: float = 1.0) -> Calibration:
+def _calibration(
+    q_low: float, q_high: float, factor: float = 1.0, q_bet: float | None = None
+) -> Calibration:
     strata = [
         Stratum(
             interconnect="*",
@@ -41,6 +43,7 @@ def _calibration(q_low: float, q_high: float, factor: float = 1.0) -> Calibratio
             factor=factor,
             q_low=q_low,
             q_high=q_high,
+            q_bet=q_bet,
         )
         for top in (1, 2, 4, 8)
         for n in (2, 4, 8, 16)
@@ -67,6 +70,33 @@ def test_the_same_sweep_with_a_narrow_range_recommends_the_predicted_count():
     rec = recommend(_points(ALEXNET), calibration=_calibration(-0.01, 0.01))
     assert rec.predicted and rec.devices == 8
     assert rec.measure_next is None
+
+
+def test_a_narrow_range_with_a_long_tail_below_is_not_a_bet():
+    """The 80 % range's low end passes the floor, its bet bound (what 95 % of such
+    held-out predictions reached) does not: measure next, and the reason says so."""
+    narrow = _calibration(-0.01, 0.01)
+    tailed = _calibration(-0.01, 0.01, q_bet=-0.5)
+    assert recommend(_points(ALEXNET), calibration=narrow).predicted
+    rec = recommend(_points(ALEXNET), calibration=tailed)
+    assert (rec.devices, rec.predicted) == (2, False)
+    assert rec.measure_next and rec.measure_next.startswith("measure 4 next")
+    row4 = next(r for r in rec.table if r.devices == 4)
+    assert row4.throughput_safe is not None
+    assert row4.throughput_safe < row4.throughput_low <= row4.throughput
+    assert any("at its bet bound" in r and "not a safe bet" in r for r in rec.reasons)
+
+
+def test_the_shipped_bet_bounds_are_wider_where_the_corpus_errs_more():
+    cal = default_calibration()
+    for s in cal.strata:
+        assert s.bet_bound <= min(s.q_low, 0.0)
+        assert s.tables >= 20  # small strata are left out (lookups fall back)
+    pcie_far = cal.stratum("pcie", "medium", 2, 8)
+    pcie_near = cal.stratum("pcie", "medium", 4, 8)
+    nvswitch_light = cal.stratum("nvswitch", "light", 2, 4)
+    assert pcie_far and pcie_near and nvswitch_light
+    assert pcie_far.bet_bound < pcie_near.bet_bound < nvswitch_light.bet_bound
 
 
 def test_the_shipped_calibration_answers_the_issues_alexnet_example_with_two():
