@@ -43,15 +43,45 @@ next to this module:
   widens with the extrapolation distance ``N / top`` and with the class). They are
   clipped to contain 0, so ``low <= value <= high`` always.
 
-A stratum with too few tables (20) falls back to all classes at the same load,
-then to the class at any load, then to all of them, then to the nearest
-extrapolation ratio ``N / top`` calibrated (at or beyond it). Speedup and
-efficiency ranges follow from the throughput range over the measured base
-(:func:`with_ratios`). The corpus has step times only (no phase breakdowns), so the
-ranges are calibrated for that evidence; CPU logical devices and multi-worker
-sweeps (classes ``host`` and ``network``) are not in the corpus: they get no
-factor and the all-class stratum's range, which says nothing specific about
-them. No factor is applied to counts below the largest measured (interpolation).
+* ``q_bet``, the *bet bound*: the one-sided conformal quantile at
+  :data:`BET_RISK` (5 %) of the same residuals, at or below ``q_low``; a predicted
+  count is recommended only when the step to it passes the floor at
+  ``throughput_safe = X(N) (1 + q_bet)`` (:mod:`gpuscale.analysis.decide`). The 80 %
+  range's low end is a 10 % risk per predicted step, and the corpus' tails are
+  heavy (a collapse at 8 is -60 %, not -15 %): deciding there made 15 of 880
+  predicted recommendations wrong under grouped cross-validation, deciding at the
+  5 % bound makes 4 of 791 (all Tacotron 2, input-bound), while 245 of 1,012 cases
+  (171 at the 80 % low end) stop at a measured count with "measure N next" where
+  the published table would have supported more.
+
+Strata and their sizes (``benchmarks/calibrate.py`` prints them): by extrapolation
+step ``top -> N`` (2 -> 4: 532 predictions, 2 -> 8: 480, 4 -> 8: 480, 2 -> 16 and
+4 -> 16: 28 each), interconnect class (PCIe 294 tables, NVSwitch 164, NVLink 34,
+unknown 40) and exchange load (light 353/313/256, medium 112/100/126, heavy
+67/67/98 for 2 -> 4 / 2 -> 8 / 4 -> 8), crossed where a cell has at least 20 (so
+NVLink has no per-load strata, and 16 devices only the pooled ones). Where the
+corpus shows the error differs: far more by load and distance than by class
+(PCIe heavy 2 -> 8: range -74..+16 %, bet bound -74 %; NVSwitch light 2 -> 4:
+-1.8..+1.8 %, bet bound -2.9 %). A stratum with too few tables (20) falls back to
+all classes at the same load, then to the class at any load, then to all of them,
+then to the nearest extrapolation ratio ``N / top`` calibrated (at or beyond it);
+the other fallback order (class before load), or 10, 15 or 30 as the minimum,
+made 5 to 25 wrong bets in the same cross-validation. Speedup and efficiency
+ranges follow from the throughput range over the measured base
+(:func:`with_ratios`).
+
+What the corpus cannot stratify, and what those sweeps get: it has step times
+only (no phase breakdowns) and no measured topology, so a sweep with phases or a
+topology read through NVML uses the same step-time strata, its class from the
+topology's label (the three PCIe paths, switch, host bridge and cross-socket, are
+one class: the corpus names PCIe machines, rarely their switches and sockets).
+CPU logical devices and multi-worker sweeps (classes ``host`` and ``network``) are
+not in the corpus: they get no factor and the all-class stratum's range, which
+says nothing specific about them (:func:`two_level_point` for several workers).
+Gather and host exchanges on GPUs are not in it either (every corpus table is a
+ring): they get their class's strata as if they were rings, and on the seed
+tables (``sample_runs``) those ranges held for 3 of 8. No factor is applied to counts
+below the largest measured (interpolation).
 """
 
 from __future__ import annotations
