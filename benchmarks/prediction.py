@@ -8,7 +8,8 @@ and the range calibration used for a table are learned (by
 :mod:`benchmarks.calibrate`'s code) on the other sources only, so no table
 predicts itself or its siblings from the same machines.
 
-Printed: per ``source_group`` the error of the predicted throughput
+Printed: per ``source_group``, per interconnect and per exchange load (the
+calibration's strata, :func:`gpuscale.analysis.predict.load_of`) the error of the predicted throughput
 (``|predicted / published - 1|``), how often the 80 % range held, its median
 half-width, and the *wrong bets*: recommendations of a predicted count (``recommend``
 with the table's largest count as ``--max-devices``) for more devices than the
@@ -62,6 +63,8 @@ class Result:
     ) -> None:
         self.group, self.table, self.n, self.fitted = group, table, n, fitted
         self.interconnect = ""
+        self.load = ""
+        """The exchange load at the largest fitted count (a calibration stratum)."""
         self.published, self.predicted, self.low, self.high = published, predicted, low, high
 
     @property
@@ -109,6 +112,7 @@ class Verdicts:
 def evaluate(tables: list[dict], baseline: bool) -> tuple[list[Result], Verdicts]:
     """Results and the verdicts (wrong bets, bets, cautious answers)."""
     from gpuscale.analysis.model import fit
+    from gpuscale.analysis.predict import load_of
     from gpuscale.analysis.recommend import recommend
 
     calibrations: dict[str, object] = {}
@@ -163,6 +167,9 @@ def evaluate(tables: list[dict], baseline: bool) -> tuple[list[Result], Verdicts
                 rec = recommend(
                     pts, max_devices=max(rows), min_efficiency=FLOOR, calibration=calibration
                 )
+            load = load_of(fit(pts), max(fitted))
+            for r in results[-len(targets) :]:
+                r.load = f"{load} exchange"
             supported = published_choice(rows)
             verdicts.cases += 1
             verdicts.cautious += rec.devices < supported
@@ -303,13 +310,13 @@ def main() -> int:
     tables = corpus.load_tables(args.corpus)
     results, verdicts = evaluate(tables, args.baseline)
     wrong = verdicts.wrong
-    for attr in ("group", "interconnect"):
+    for attr in ("group", "interconnect", "load"):
         by_key: dict[str, list[Result]] = defaultdict(list)
         for r in results:
             by_key[getattr(r, attr)].append(r)
         for key, rs in sorted(by_key.items()):
-            names = {r.table for r in rs}
-            k = sum(1 for w in wrong if w[0].split(" from ")[0] in names)
+            cases = {f"{r.table} from {','.join(map(str, r.fitted))}" for r in rs}
+            k = sum(1 for w in wrong if w[0] in cases)
             print(f"{key:18s} {len(rs):5d} points: {summary_line(rs)}; wrong bets {k}")
     for fitted in corpus.FIT_SETS:
         rs = [r for r in results if r.fitted == fitted]
