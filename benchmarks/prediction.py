@@ -23,7 +23,10 @@ logical devices of this machine (separately: they are not GPUs). Last line::
 ``--baseline`` evaluates the bare model as it was before calibration (no learned
 terms, no ranges, deciding on the point prediction).
 
-Run: ``python benchmarks/prediction.py [--baseline] [--live] [--corpus PATH]``.
+``--folds machine`` groups the cross-validation by machine type instead (28
+folds; one machine appears in several snapshots of a source).
+
+Run: ``python benchmarks/prediction.py [--baseline] [--live] [--folds machine] [--corpus PATH]``.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import os
 import statistics
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -109,8 +113,11 @@ class Verdicts:
         not betting: "measure N next" where the bet would have paid)."""
 
 
-def evaluate(tables: list[dict], baseline: bool) -> tuple[list[Result], Verdicts]:
-    """Results and the verdicts (wrong bets, bets, cautious answers)."""
+def evaluate(
+    tables: list[dict], baseline: bool, fold_of: Callable[[dict], str] = corpus.fold_of
+) -> tuple[list[Result], Verdicts]:
+    """Results and the verdicts (wrong bets, bets, cautious answers); ``fold_of``
+    groups the tables for cross-validation (by source unless told)."""
     from gpuscale.analysis.model import fit
     from gpuscale.analysis.predict import load_of
     from gpuscale.analysis.recommend import recommend
@@ -119,13 +126,13 @@ def evaluate(tables: list[dict], baseline: bool) -> tuple[list[Result], Verdicts
     if not baseline:
         from benchmarks.calibrate import learn
 
-        for fold in sorted({corpus.fold_of(t) for t in tables}):
-            calibrations[fold] = learn([t for t in tables if corpus.fold_of(t) != fold])
+        for fold in sorted({fold_of(t) for t in tables}):
+            calibrations[fold] = learn([t for t in tables if fold_of(t) != fold])
     results: list[Result] = []
     verdicts = Verdicts()
     for t in tables:
         rows = corpus.throughputs(t)
-        calibration = calibrations.get(corpus.fold_of(t))
+        calibration = calibrations.get(fold_of(t))
         for fitted, targets in corpus.cases(t):
             pts = corpus.points(t, fitted)
             if baseline:
@@ -305,10 +312,17 @@ def main() -> int:
     parser.add_argument("--baseline", action="store_true", help="the bare model, no calibration")
     parser.add_argument("--live", action="store_true", help="also CPU logical devices here (slow)")
     parser.add_argument("--worst", type=int, default=8, help="worst predictions shown")
+    parser.add_argument(
+        "--folds",
+        choices=("source", "machine"),
+        default="source",
+        help="cross-validation groups: by source (default) or by machine type",
+    )
     args = parser.parse_args()
 
     tables = corpus.load_tables(args.corpus)
-    results, verdicts = evaluate(tables, args.baseline)
+    folds = corpus.machine_of if args.folds == "machine" else corpus.fold_of
+    results, verdicts = evaluate(tables, args.baseline, folds)
     wrong = verdicts.wrong
     for attr in ("group", "interconnect", "load"):
         by_key: dict[str, list[Result]] = defaultdict(list)
