@@ -177,7 +177,11 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[
     )
     k = threshold_compute_scale(m, n1, n2, rec.min_efficiency)
     if step.uncertain:
-        text += f"; whether {n1} -> {n2} pays is within the prediction's range, not known"
+        text += (
+            f"; whether {n1} -> {n2} pays is not known: more than 1 in "
+            f"{round(1 / BET_RISK)} such predictions of published tables came out below "
+            "the throughput it needs"
+        )
     elif k is None:
         text += f", and no batch size makes {n1} -> {n2} reach {format_fraction_pct(rec.min_efficiency)} per the model"
     elif k > 1.0:
