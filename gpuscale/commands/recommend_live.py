@@ -16,8 +16,9 @@ from gpuscale.analysis.summary import RunAccumulator
 from gpuscale.analysis.sweep import Sweep, SweepPoint, point_from_summary
 from gpuscale.analysis.topology import best_subset, pair_class
 from gpuscale.errors import EXIT_FAILED, GpuscaleError
-from gpuscale.events.schema import EndEvent, StepEvent, Topology
+from gpuscale.events.schema import EndEvent, StepEvent, SweepRef, Topology
 from gpuscale.formatting import format_duration_s, format_ms
+from gpuscale.recording.sweeps import new_sweep_id
 
 if TYPE_CHECKING:
     from gpuscale.trainer.options import TrainConfig
@@ -178,9 +179,11 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
     points: list[SweepPoint] = []
     sources: list[str] = []
     sweep_start = time.perf_counter()
-    for n, config in zip(counts, configs, strict=True):
+    sweep_id = new_sweep_id()
+    for index, (n, config) in enumerate(zip(counts, configs, strict=True)):
         record = None if args.no_record else "default"
         run = LiveRun(config, record=record)
+        run.sweep = SweepRef(id=sweep_id, index=index, planned=counts)
         acc = RunAccumulator()
         try:
             run.start()
@@ -214,7 +217,18 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
             f"({len(points)} run{'s' if len(points) != 1 else ''}{known}).",
             markup=False,
         )
+        if not args.no_record:
+            say_sweep_recorded(console, sweep_id)
     return Sweep(points=points, sources=sources, available_devices=available), heading
+
+
+def say_sweep_recorded(console, sweep_id: str) -> None:
+    """Where the sweep's recordings are found again, as one thing."""
+    console.print(
+        f"Recorded as {sweep_id}: 'gpuscale replay {sweep_id}' shows it again, "
+        f"'gpuscale recommend --from {sweep_id}' re-judges it.",
+        markup=False,
+    )
 
 
 def _follow(run, acc: RunAccumulator, n: int, steps: int, console, quiet: bool) -> None:
