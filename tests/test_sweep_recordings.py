@@ -328,3 +328,25 @@ def test_a_watched_sweep_gives_each_run_its_place():
     assert [r.sweep for r in made] == [
         SweepRef(id=STOPPED, index=i, planned=[1, 2, 4]) for i in range(3)
     ]
+
+
+def test_a_script_runs_start_events_carry_the_sweep(tmp_path):
+    """A script sweep's run (here a script without the callback: gpuscale makes its
+    start up) is recorded with the sweep in its provisional start and its own."""
+    from gpuscale.live.script_run import ScriptRun
+    from gpuscale.recording.reader import iter_events
+
+    ref = SweepRef(id=STOPPED, index=1, planned=[1, 2])
+    path = tmp_path / "script.ndjson"
+    run = ScriptRun(
+        [sys.executable, "-c", "import time; print('hi'); time.sleep(0.3)"],
+        record=path,
+        start_timeout_s=0.1,
+        sampler=False,
+    )
+    run.sweep = ref
+    with run:
+        assert run.wait(timeout=30)
+    starts = [e for e in iter_events(path) if isinstance(e, StartEvent)]
+    assert starts and all(s.sweep == ref for s in starts)
+    assert run.start_event is not None and run.start_event.sweep == ref
