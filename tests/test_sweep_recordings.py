@@ -233,7 +233,7 @@ def test_a_damaged_recording_in_the_sweep_is_one_line(recorded, capsys):
     lines = path.read_bytes().splitlines()
     lines[5] = b'{"kind": "step", "t": "garbage'
     path.write_bytes(b"\n".join(lines) + b"\n")
-    assert main(["recommend", "--from", f"{recorded}/{OTHER}"]) != 0
+    assert main(["recommend", "--from", f"{recorded}/{OTHER}"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and path.name in err and "Traceback" not in err
 
