@@ -138,7 +138,8 @@ def _sweep_view(files: list[Path], groups: list | None = None):
     state, missing_line = "complete", None
     if groups and len(groups) == 1:
         (group,) = groups
-        heading = f"{heading} · {group.name}" + ("" if group.exact else " (a guessed group)")
+        guess = "" if group.exact else " (grouped by a guess)"
+        heading = f"{group.name}{guess}: {sweep_heading(sweep.points)}"
         measured = {p.devices for p in sweep.points}
         planned = [*group.planned, *sorted(measured - set(group.planned))]
         if group.missing:
