@@ -66,6 +66,7 @@ def main(args: argparse.Namespace) -> int:
         return 0
 
     from rich.console import Console
+    from rich.text import Text
 
     console = Console()
     if not console.is_terminal:  # a pipe or a file: whole lines, file names included
@@ -117,7 +118,14 @@ def main(args: argparse.Namespace) -> int:
         console.print(f"unreadable: {line}", highlight=False, markup=False)
     if groups:
         console.print()
-        console.print(_sweeps_table(groups, labels, folder if args.dir is not None else None))
+        prefix = f"{folder}/" if args.dir is not None else ""
+        console.print(
+            Text(
+                f"Sweeps: 'gpuscale replay {prefix}NAME' shows one, "
+                f"'gpuscale recommend --from {prefix}NAME' re-judges it"
+            )
+        )
+        console.print(_sweeps_table(groups, labels))
     return 0
 
 
@@ -148,18 +156,12 @@ def group_labels(groups: list) -> dict[str, str]:
     return labels
 
 
-def _sweeps_table(groups: list, labels: dict[str, str], folder: Path | None):
+def _sweeps_table(groups: list, labels: dict[str, str]):
     """The sweeps under the runs: label, name (never broken), what each measured."""
     from rich.table import Table
     from rich.text import Text
 
-    prefix = f"{folder}/" if folder is not None else ""
     table = Table.grid(padding=(0, 1))
-    table.title = (
-        f"Sweeps: 'gpuscale replay {prefix}NAME' shows one, "
-        f"'gpuscale recommend --from {prefix}NAME' re-judges it"
-    )
-    table.title_justify = "left"
     table.add_column(no_wrap=True)
     table.add_column(no_wrap=True)
     table.add_column(overflow="fold")
