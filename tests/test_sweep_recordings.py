@@ -127,6 +127,11 @@ def test_runs_json_lists_the_groups(recorded, capsys):
     assert [s["guessed"] for s in doc["sweeps"]].count(True) == 1
     by_file = {Path(r["path"]).name: r for r in doc["runs"]}
     assert by_file[f"{OTHER}-1_mnist-cnn_2xgpu.ndjson"]["sweep"]["index"] == 1
+    assert by_file[f"{OTHER}-0_mnist-cnn_1xgpu.ndjson"]["sweep"] == {
+        "id": OTHER,
+        "index": 0,
+        "planned": [1, 2],
+    }
     assert by_file["mlp_2xcpu.ndjson"]["sweep"] is None
 
 

@@ -57,6 +57,9 @@ def main(args: argparse.Namespace) -> int:
             row = msgspec.to_builtins(run)
             when = run.when
             row["when"] = when.isoformat(timespec="seconds") if when else None
+            if run.sweep is not None:  # every field, defaults included
+                ref = run.sweep
+                row["sweep"] = {"id": ref.id, "index": ref.index, "planned": list(ref.planned)}
             rows.append(row)
         doc = {"folder": str(folder), "runs": rows, "sweeps": [g.to_json() for g in groups]}
         sys.stdout.write(msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n")
