@@ -283,7 +283,7 @@ def test_every_start_event_of_a_run_carries_its_sweep():
     run._init_run()
     run.record = None
     ref = SweepRef(id=STOPPED, index=2, planned=[1, 2, 4])
-    run.sweep = ref
+    run.sweep_ref = ref
     provisional = msgspec.structs.replace(sample_events()[0], provisional=True)
     own = sample_events()[0]
     run._begin_recording(provisional, "m")
@@ -330,7 +330,7 @@ def test_a_watched_sweep_gives_each_run_its_place():
     runner = LiveSweep(view, [1, 2, 4], record=False, run_factory=factory, sweep_id=STOPPED)
     final = runner.run(lambda v: None, lambda v: None)
     assert final.measured_counts == [1, 2, 4]
-    assert [r.sweep for r in made] == [
+    assert [r.sweep_ref for r in made] == [
         SweepRef(id=STOPPED, index=i, planned=[1, 2, 4]) for i in range(3)
     ]
 
@@ -349,7 +349,7 @@ def test_a_script_runs_start_events_carry_the_sweep(tmp_path):
         start_timeout_s=0.1,
         sampler=False,
     )
-    run.sweep = ref
+    run.sweep_ref = ref
     with run:
         assert run.wait(timeout=30)
     starts = [e for e in iter_events(path) if isinstance(e, StartEvent)]

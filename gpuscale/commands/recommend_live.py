@@ -183,7 +183,7 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
     for index, (n, config) in enumerate(zip(counts, configs, strict=True)):
         record = None if args.no_record else "default"
         run = LiveRun(config, record=record)
-        run.sweep = SweepRef(id=sweep_id, index=index, planned=counts)
+        run.sweep_ref = SweepRef(id=sweep_id, index=index, planned=counts)
         acc = RunAccumulator()
         try:
             run.start()

@@ -51,7 +51,7 @@ def run_script_sweep(
     for index, n in enumerate(counts):
         env = {**os.environ, **(device_env(None, pool[:n]) if pool else device_env(n, None))}
         run = ScriptRun(command, record=None if args.no_record else "default", env=env)
-        run.sweep = SweepRef(id=sweep_id, index=index, planned=counts)
+        run.sweep_ref = SweepRef(id=sweep_id, index=index, planned=counts)
         acc = RunAccumulator()
         try:
             run.start()

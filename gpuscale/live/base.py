@@ -34,7 +34,7 @@ class RunBase:
         self.queue: queue.Queue[Event | None] = queue.Queue()
         """Every event of the run, in order, for the consumer; ``None`` after the EndEvent."""
         self.start_event: StartEvent | None = None
-        self.sweep: SweepRef | None = None
+        self.sweep_ref: SweepRef | None = None
         """The sweep this run is one count of (set before :meth:`start`): every start
         event of the run, provisional or its own, recorded or handed on, carries it."""
         self.end: EndEvent | None = None
@@ -169,8 +169,8 @@ class RunBase:
     def _stamp_sweep(self, start: StartEvent) -> None:
         """Give ``start`` the run's sweep (in place: the same event goes on to the
         consumer); a start that names its own sweep keeps it."""
-        if self.sweep is not None and start.sweep is None:
-            start.sweep = self.sweep
+        if self.sweep_ref is not None and start.sweep is None:
+            start.sweep = self.sweep_ref
 
     def _new_sampler(
         self,

@@ -99,7 +99,7 @@ class LiveSweep:
     ) -> tuple[SweepPoint | None, str | None]:
         run = self.run_factory(config, "default" if self.record else None)
         if self.sweep_id is not None:
-            run.sweep = SweepRef(id=self.sweep_id, index=index, planned=list(self.view.planned))
+            run.sweep_ref = SweepRef(id=self.sweep_id, index=index, planned=list(self.view.planned))
         acc = RunAccumulator()
         with self._lock:
             self._current = run
