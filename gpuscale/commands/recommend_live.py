@@ -167,6 +167,8 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
     configs, notes = sweep_configs(
         base, counts, pool, "gpu" if pool else "cpu-logical", sweep_topology(pool)
     )
+    sweep_id = new_sweep_id()
+    sweep_refs = {n: SweepRef(id=sweep_id, index=i, planned=counts) for i, n in enumerate(counts)}
     console = Console(stderr=True, highlight=False)
     if not quiet:
         console.print(
@@ -179,11 +181,10 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
     points: list[SweepPoint] = []
     sources: list[str] = []
     sweep_start = time.perf_counter()
-    sweep_id = new_sweep_id()
-    for index, (n, config) in enumerate(zip(counts, configs, strict=True)):
+    for n, config in zip(counts, configs, strict=True):
         record = None if args.no_record else "default"
         run = LiveRun(config, record=record)
-        run.sweep_ref = SweepRef(id=sweep_id, index=index, planned=counts)
+        run.sweep_ref = sweep_refs[n]  # set before the run starts: every start carries it
         acc = RunAccumulator()
         try:
             run.start()

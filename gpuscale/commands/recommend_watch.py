@@ -18,7 +18,6 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep, str, str
     import msgspec
 
     from gpuscale.commands.recommend_live import plan, sweep_configs
-    from gpuscale.recording.sweeps import new_sweep_id
     from gpuscale.trainer.options import config_from_args
     from gpuscale.trainer.preflight import check_config
     from gpuscale.ui.app import run_until_stop_signal
@@ -38,8 +37,7 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep, str, str
         min_efficiency=floor,
         max_devices=args.max_devices,
     )
-    sweep_id = new_sweep_id()
-    runner = LiveSweep(view, configs, record=not args.no_record, sweep_id=sweep_id)
+    runner = LiveSweep(view, configs, record=not args.no_record)
     app = SweepApp(view, runner=runner)
     signal_name = run_until_stop_signal(app)
     final = runner.view
@@ -52,7 +50,7 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep, str, str
     state = final.state_line()
     if runner.failure:
         state = f"{runner.failure}; " + (state or "recommending from what was measured")
-    recorded = None if args.no_record else f"recorded as {sweep_id}"
+    recorded = None if args.no_record else f"recorded as {runner.sweep_id}"
     heading = "; ".join(part for part in (heading, *notes, state, recorded) if part)
     sweep = Sweep(points=final.points, sources=final.sources, available_devices=available)
     return sweep, heading, signal_name

@@ -22,6 +22,7 @@ from gpuscale.analysis.summary import RunAccumulator
 from gpuscale.analysis.sweep import SweepPoint, point_from_summary
 from gpuscale.events.schema import EndEvent, PhaseEvent, StepEvent, SweepRef
 from gpuscale.formatting import format_ms
+from gpuscale.recording.sweeps import new_sweep_id
 from gpuscale.ui.sweep_app import SweepView
 
 Callback = Callable[[SweepView], None]
@@ -47,7 +48,7 @@ class LiveSweep:
         sweep_id: str | None = None,
     ) -> None:
         self.view = view
-        self.sweep_id = sweep_id
+        self.sweep_id = sweep_id or new_sweep_id()
         """Carried by every run's start event (with its index and the planned counts)."""
         self.configs = configs
         self.record = record
@@ -98,8 +99,7 @@ class LiveSweep:
         self, n: int, config: Any, on_status: Callback, index: int = 0
     ) -> tuple[SweepPoint | None, str | None]:
         run = self.run_factory(config, "default" if self.record else None)
-        if self.sweep_id is not None:
-            run.sweep_ref = SweepRef(id=self.sweep_id, index=index, planned=list(self.view.planned))
+        run.sweep_ref = SweepRef(id=self.sweep_id, index=index, planned=list(self.view.planned))
         acc = RunAccumulator()
         with self._lock:
             self._current = run
