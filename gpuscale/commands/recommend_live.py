@@ -16,8 +16,9 @@ from gpuscale.analysis.summary import RunAccumulator
 from gpuscale.analysis.sweep import Sweep, SweepPoint, point_from_summary
 from gpuscale.analysis.topology import best_subset, pair_class
 from gpuscale.errors import EXIT_FAILED, GpuscaleError
-from gpuscale.events.schema import EndEvent, StepEvent, Topology
+from gpuscale.events.schema import EndEvent, StepEvent, SweepRef, Topology
 from gpuscale.formatting import format_duration_s, format_ms
+from gpuscale.recording.sweeps import new_sweep_id
 
 if TYPE_CHECKING:
     from gpuscale.trainer.options import TrainConfig
@@ -166,6 +167,8 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
     configs, notes = sweep_configs(
         base, counts, pool, "gpu" if pool else "cpu-logical", sweep_topology(pool)
     )
+    sweep_id = new_sweep_id()
+    sweep_refs = {n: SweepRef(id=sweep_id, index=i, planned=counts) for i, n in enumerate(counts)}
     console = Console(stderr=True, highlight=False)
     if not quiet:
         console.print(
@@ -181,6 +184,7 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
     for n, config in zip(counts, configs, strict=True):
         record = None if args.no_record else "default"
         run = LiveRun(config, record=record)
+        run.sweep_ref = sweep_refs[n]  # set before the run starts: every start carries it
         acc = RunAccumulator()
         try:
             run.start()
@@ -214,7 +218,18 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
             f"({len(points)} run{'s' if len(points) != 1 else ''}{known}).",
             markup=False,
         )
+        if not args.no_record:
+            say_sweep_recorded(console, sweep_id)
     return Sweep(points=points, sources=sources, available_devices=available), heading
+
+
+def say_sweep_recorded(console, sweep_id: str) -> None:
+    """Where the sweep's recordings are found again, as one thing."""
+    console.print(
+        f"Recorded as {sweep_id}: 'gpuscale replay {sweep_id}' shows it again, "
+        f"'gpuscale recommend --from {sweep_id}' re-judges it.",
+        markup=False,
+    )
 
 
 def _follow(run, acc: RunAccumulator, n: int, steps: int, console, quiet: bool) -> None:

@@ -50,6 +50,7 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep, str, str
     state = final.state_line()
     if runner.failure:
         state = f"{runner.failure}; " + (state or "recommending from what was measured")
-    heading = "; ".join(part for part in (heading, *notes, state) if part)
+    recorded = None if args.no_record else f"recorded as {runner.sweep_id}"
+    heading = "; ".join(part for part in (heading, *notes, state, recorded) if part)
     sweep = Sweep(points=final.points, sources=final.sources, available_devices=available)
     return sweep, heading, signal_name
