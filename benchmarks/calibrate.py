@@ -13,7 +13,9 @@ pooled over classes (``*``):
   tables from three machines should not move a prediction by 20 %), and
 * ``q_low``/``q_high``: the conformal quantiles of ``published / (predicted x
   factor) - 1`` at ``(1 -/+ coverage) / 2`` with the ``(n + 1)`` finite-sample
-  correction. (Honest coverage is what ``benchmarks/prediction.py`` measures: it
+  correction, and ``q_bet``, the one-sided lower quantile at
+  :data:`gpuscale.analysis.predict.BET_RISK` that a recommended predicted count
+  must clear. (Honest coverage is what ``benchmarks/prediction.py`` measures: it
   learns all of this without the source it checks.)
 
 Strata with fewer than :data:`MIN_TABLES` predictions are left out (lookups fall
@@ -34,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks import corpus  # noqa: E402
 from gpuscale.analysis.model import fit  # noqa: E402
 from gpuscale.analysis.predict import (  # noqa: E402
+    BET_RISK,
     DEFAULT_COVERAGE,
     Calibration,
     Stratum,
@@ -82,6 +85,13 @@ def conformal(residuals: list[float], coverage: float) -> tuple[float, float]:
     return r[lo], r[hi]
 
 
+def lower_bound(residuals: list[float], risk: float) -> float:
+    """The one-sided split-conformal lower quantile at ``risk`` (``(n + 1)``
+    correction; the smallest residual when the stratum is too small for it)."""
+    r = sorted(residuals)
+    return r[max(0, math.floor(risk * (len(r) + 1)) - 1)]
+
+
 def learn(tables: list[dict], coverage: float = DEFAULT_COVERAGE) -> Calibration:
     data = samples(tables)
     keyed: dict[tuple[str, str, int, int], list[Sample]] = defaultdict(list)
@@ -95,7 +105,9 @@ def learn(tables: list[dict], coverage: float = DEFAULT_COVERAGE) -> Calibration
             continue
         shrink = len(ss) / (len(ss) + SHRINK)
         factor = math.exp(statistics.median(math.log(s[5]) for s in ss) * shrink)
-        q_low, q_high = conformal([s[5] / factor - 1 for s in ss], coverage)
+        residuals = [s[5] / factor - 1 for s in ss]
+        q_low, q_high = conformal(residuals, coverage)
+        q_bet = lower_bound(residuals, BET_RISK)
         strata.append(
             Stratum(
                 interconnect=klass,
@@ -106,6 +118,7 @@ def learn(tables: list[dict], coverage: float = DEFAULT_COVERAGE) -> Calibration
                 factor=round(factor, 4),
                 q_low=round(q_low, 4),
                 q_high=round(q_high, 4),
+                q_bet=round(q_bet, 4),
             )
         )
     return Calibration(
@@ -121,7 +134,7 @@ def main() -> int:
     for s in cal.strata:
         print(
             f"{s.interconnect:9s} {s.load:7s} {s.top}->{s.devices:<2d} n={s.tables:4d} factor {s.factor:.3f} "
-            f"range {s.q_low:+.1%} .. {s.q_high:+.1%}"
+            f"range {s.q_low:+.1%} .. {s.q_high:+.1%}, bet bound {s.bet_bound:+.1%}"
         )
     print(f"wrote {OUT}")
     return 0

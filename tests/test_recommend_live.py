@@ -63,6 +63,22 @@ def test_live_sweep_records_each_run_and_recommends(_isolated_data_dir: Path):
     points = [p for p in json.loads(again.stdout)["points"] if not p.get("predicted")]
     assert [p["step_time_s"] for p in points] == [p["step_time_s"] for p in measured]
 
+    # Both runs carry one sweep id, each its place; the sweep is found again by it.
+    from gpuscale.recording.reader import load_run
+
+    refs = [load_run(r).start.sweep for r in recordings]
+    assert refs[0] is not None and refs[0].id == refs[1].id
+    assert [(r.index, r.planned) for r in refs] == [(0, [1, 2]), (1, [1, 2])]
+    assert f"Recorded as {refs[0].id}" not in result.stderr  # --json: quiet
+    listed = json.loads(_gpuscale("runs", "--json", env=env).stdout)
+    (group,) = listed["sweeps"]
+    assert group["id"] == refs[0].id and not group["guessed"]
+    assert [Path(r["path"]) for r in group["recordings"]] == recordings
+    by_id = _gpuscale("recommend", "--json", "--from", refs[0].id, env=env)
+    assert by_id.returncode == 0, by_id.stderr
+    points = [p for p in json.loads(by_id.stdout)["points"] if not p.get("predicted")]
+    assert [p["step_time_s"] for p in points] == [p["step_time_s"] for p in measured]
+
 
 def _width_s(summary: dict) -> float:
     """The run's spread in seconds: its p10-p90 range of step times."""

@@ -18,8 +18,9 @@ from gpuscale.analysis.summary import RunAccumulator
 from gpuscale.analysis.sweep import Sweep, SweepPoint, point_from_summary
 from gpuscale.analysis.topology import best_subset, pair_class
 from gpuscale.errors import EXIT_FAILED, GpuscaleError
-from gpuscale.events.schema import EndEvent, StepEvent, Topology
+from gpuscale.events.schema import EndEvent, StepEvent, SweepRef, Topology
 from gpuscale.formatting import format_duration_s, format_ms
+from gpuscale.recording.sweeps import new_sweep_id
 
 if TYPE_CHECKING:
     from gpuscale.trainer.options import TrainConfig
@@ -168,9 +169,14 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
     configs, notes = sweep_configs(
         base, counts, pool, "gpu" if pool else "cpu-logical", sweep_topology(pool)
     )
+    sweep_id = new_sweep_id()
+    sweep_refs = {n: SweepRef(id=sweep_id, index=i, planned=counts) for i, n in enumerate(counts)}
     console = Console(stderr=True, highlight=False)
     record = None if args.no_record else "default"
     shared = shared_process(configs, record, no_reuse=getattr(args, "no_reuse", False))
+    if shared is not None:  # every count's, before the process starts: a count begins unasked
+        for n, count_run in zip(counts, shared.runs, strict=True):
+            count_run.sweep_ref = sweep_refs[n]
     where = (
         f"one TensorFlow process for counts {', '.join(map(str, counts))}"
         if shared is not None
@@ -191,7 +197,11 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
     sweep_start = time.perf_counter()
     try:
         for i, (n, config) in enumerate(zip(counts, configs, strict=True)):
-            run = shared.runs[i] if shared is not None else LiveRun(config, record=record)
+            if shared is not None:
+                run = shared.runs[i]
+            else:
+                run = LiveRun(config, record=record)
+                run.sweep_ref = sweep_refs[n]  # set before the run starts: every start carries it
             acc = RunAccumulator()
             starting = "starting TensorFlow" if i == 0 or shared is None else "building the model"
             try:
@@ -233,6 +243,8 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
             f"({len(points)} run{'s' if len(points) != 1 else ''}{known}).",
             markup=False,
         )
+        if not args.no_record:
+            say_sweep_recorded(console, sweep_id)
     return Sweep(points=points, sources=sources, available_devices=available), heading
 
 
@@ -247,6 +259,15 @@ def shared_process(configs: list[TrainConfig], record: str | None, *, no_reuse: 
     if no_reuse or shared_process_refusal(configs) is not None:
         return None
     return TrainerSweep(configs, record=record)
+
+
+def say_sweep_recorded(console, sweep_id: str) -> None:
+    """Where the sweep's recordings are found again, as one thing."""
+    console.print(
+        f"Recorded as {sweep_id}: 'gpuscale replay {sweep_id}' shows it again, "
+        f"'gpuscale recommend --from {sweep_id}' re-judges it.",
+        markup=False,
+    )
 
 
 def _follow(

@@ -43,7 +43,11 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep, str, str
         max_devices=args.max_devices,
     )
     if shared is not None:  # the counts in one trainer process, each its own run
+        from gpuscale.events.schema import SweepRef
+
         runner = LiveSweep(view, configs, record=not args.no_record, run_factory=shared.factory())
+        for i, run in enumerate(shared.runs):  # before it starts: a count begins unasked
+            run.sweep_ref = SweepRef(id=runner.sweep_id, index=i, planned=list(counts))
     else:
         runner = LiveSweep(view, configs, record=not args.no_record)
     app = SweepApp(view, runner=runner)
@@ -62,6 +66,7 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep, str, str
     state = final.state_line()
     if runner.failure:
         state = f"{runner.failure}; " + (state or "recommending from what was measured")
-    heading = "; ".join(part for part in (heading, *notes, state) if part)
+    recorded = None if args.no_record else f"recorded as {runner.sweep_id}"
+    heading = "; ".join(part for part in (heading, *notes, state, recorded) if part)
     sweep = Sweep(points=final.points, sources=final.sources, available_devices=available)
     return sweep, heading, signal_name
