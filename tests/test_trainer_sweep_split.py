@@ -193,6 +193,7 @@ def test_the_scaling_view_sweep_runs_on_the_shared_process(tmp_path, _isolated_d
     sweep = _sweep(tmp_path, "complete", 1, 2)
     view = SweepView(points=[], heading="stand-in", planned=[1, 2], state="running")
     runner = LiveSweep(view, sweep.configs, run_factory=sweep.factory(), status_interval_s=0)
+    sweep.stamp(runner.sweep_id)  # as recommend --watch does
     try:
         final = runner.run(lambda v: None, lambda v: None)
     finally:
@@ -200,6 +201,11 @@ def test_the_scaling_view_sweep_runs_on_the_shared_process(tmp_path, _isolated_d
     assert runner.failure is None and final.state == "complete"
     assert [p.devices for p in final.points] == [1, 2]
     assert final.sources == [str(run.recording_path) for run in sweep.runs]
+    refs = [load_run(run.recording_path).start.sweep for run in sweep.runs]
+    assert [(r.id, r.index, r.planned) for r in refs] == [
+        (runner.sweep_id, 0, [1, 2]),
+        (runner.sweep_id, 1, [1, 2]),
+    ]
     assert sweep.returncode == 0
 
 

@@ -174,9 +174,8 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
     console = Console(stderr=True, highlight=False)
     record = None if args.no_record else "default"
     shared = shared_process(configs, record, no_reuse=getattr(args, "no_reuse", False))
-    if shared is not None:  # every count's, before the process starts: a count begins unasked
-        for n, count_run in zip(counts, shared.runs, strict=True):
-            count_run.sweep_ref = sweep_refs[n]
+    if shared is not None:
+        shared.stamp(sweep_id)
     where = (
         f"one TensorFlow process for counts {', '.join(map(str, counts))}"
         if shared is not None

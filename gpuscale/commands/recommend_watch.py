@@ -43,11 +43,8 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep, str, str
         max_devices=args.max_devices,
     )
     if shared is not None:  # the counts in one trainer process, each its own run
-        from gpuscale.events.schema import SweepRef
-
         runner = LiveSweep(view, configs, record=not args.no_record, run_factory=shared.factory())
-        for i, run in enumerate(shared.runs):  # before it starts: a count begins unasked
-            run.sweep_ref = SweepRef(id=runner.sweep_id, index=i, planned=list(counts))
+        shared.stamp(runner.sweep_id)
     else:
         runner = LiveSweep(view, configs, record=not args.no_record)
     app = SweepApp(view, runner=runner)

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuscale.errors import GpuscaleError
-from gpuscale.events.schema import EndEvent, Event
+from gpuscale.events.schema import EndEvent, Event, SweepRef
 from gpuscale.events.transport import EventServer
 from gpuscale.live.child import AFTER_EXIT_S, STOP_GRACE_S, read_lines, spawn
 from gpuscale.live.trainer_run import LiveRun
@@ -233,6 +233,14 @@ class TrainerSweep:
         """Stop the sweep if it is still going (idempotent)."""
         if not self._done.is_set():
             self.stop()
+
+    def stamp(self, sweep_id: str) -> None:
+        """Give every count's run its :class:`~gpuscale.events.schema.SweepRef`
+        (``sweep_id``, its place, the counts planned); call before :meth:`start`,
+        since a count begins without being asked for."""
+        planned = self.counts
+        for i, run in enumerate(self.runs):
+            run.sweep_ref = SweepRef(id=sweep_id, index=i, planned=list(planned))
 
     def factory(self) -> Callable[[TrainConfig, str | None], CountRun]:
         """A run factory for :class:`gpuscale.ui.live_sweep.LiveSweep`: each call
