@@ -159,6 +159,8 @@ def test_only_runs_that_differ_in_their_devices_share_a_process():
         sweep_from_json(sweep_to_json(mixed))
     with pytest.raises(GpuscaleError, match="cannot share"):
         TrainerSweep(mixed)
+    with pytest.raises(GpuscaleError, match="default names"):
+        TrainerSweep(_configs(1, 2), record="one-file.ndjson")  # two runs cannot share a file
     assert sweep_from_json(sweep_to_json(_configs(1, 2))) == _configs(1, 2)
 
 

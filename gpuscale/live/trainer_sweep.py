@@ -96,7 +96,8 @@ class TrainerSweep:
     """One trainer process for the device counts of ``configs`` (one config per
     count, differing only in their devices; see
     :func:`gpuscale.trainer.options.shared_process_refusal`). ``runs`` holds a
-    :class:`CountRun` per count, in order; consume each as a LiveRun. The other
+    :class:`CountRun` per count, in order; consume each as a LiveRun. ``record``:
+    ``"default"`` (a recording per count in the runs folder) or ``None``. The other
     arguments are LiveRun's, for every count."""
 
     def __init__(
@@ -113,6 +114,8 @@ class TrainerSweep:
     ):
         if (why := shared_process_refusal(configs)) is not None:
             raise GpuscaleError(f"these runs cannot share one trainer process: {why}")
+        if record not in ("default", None):
+            raise GpuscaleError("a sweep's runs are recorded under default names, or not at all")
         self.configs = configs
         self._python = python
         self._extra_env = env or {}
