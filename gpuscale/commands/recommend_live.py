@@ -23,6 +23,7 @@ from gpuscale.formatting import format_duration_s, format_ms
 from gpuscale.recording.sweeps import new_sweep_id
 
 if TYPE_CHECKING:
+    from gpuscale.live.trainer_sweep import TrainerSweep
     from gpuscale.trainer.options import TrainConfig
 
 CPU_SWEEP_MAX = 4
@@ -247,7 +248,9 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
     return Sweep(points=points, sources=sources, available_devices=available), heading
 
 
-def shared_process(configs: list[TrainConfig], record: str | None, *, no_reuse: bool = False):
+def shared_process(
+    configs: list[TrainConfig], record: str | None, *, no_reuse: bool = False
+) -> TrainerSweep | None:
     """A :class:`~gpuscale.live.trainer_sweep.TrainerSweep` running every count in
     one trainer process, or ``None`` for a process per count (``--no-reuse``, or
     runs that cannot share one: see
