@@ -40,6 +40,23 @@ def test_live_sweep_records_each_run_and_recommends(_isolated_data_dir: Path):
     recordings = [Path(p["source"]) for p in measured]
     assert all(r.exists() for r in recordings), recordings
 
+    # One trainer process ran both counts (the default), each its own run and recording.
+    from gpuscale.events.schema import EndEvent, StartEvent
+    from gpuscale.recording.reader import load_run
+
+    runs = [load_run(r) for r in recordings]
+    for n, run in enumerate(runs, start=1):
+        assert not run.start.provisional and run.start.num_replicas == n
+        assert len(run.start.devices) == n and run.start.config["devices"] == n
+        resolved = run.start.config["resolved"]
+        assert resolved["shared_process"] == {"counts": [1, 2], "run": n}
+        assert run.end is not None and run.end.status == "completed" and run.end.steps == 12
+        assert run.end.summary["steps_counted"] == 10
+        starts = [e for e in run.events if isinstance(e, StartEvent) and not e.provisional]
+        assert len(starts) == 1 and sum(isinstance(e, EndEvent) for e in run.events) == 1
+    assert runs[0].start.pid == runs[1].start.pid
+    assert runs[0].end.t <= runs[1].start.t
+
     # The recordings alone give the same measured points (no TensorFlow needed).
     again = _gpuscale("recommend", "--json", "--from", *map(str, recordings), env=env)
     assert again.returncode == 0, again.stderr

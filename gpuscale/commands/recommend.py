@@ -91,6 +91,12 @@ def register(sub) -> None:
         action="store_true",
         help="do not keep recordings of the sweep's runs",
     )
+    live.add_argument(
+        "--no-reuse",
+        action="store_true",
+        help="start a fresh trainer process (TensorFlow) for each device count; by default "
+        "the counts run one after another in one process, each still its own run and recording",
+    )
     from gpuscale.trainer.options import add_trainer_arguments  # no TensorFlow
 
     add_trainer_arguments(parser)

@@ -1,6 +1,8 @@
 """The live part of `gpuscale recommend`: a short sweep of the trainer over 1, 2,
-4, ... devices, each run in its own child process (TensorFlow never loads here),
-recorded, with a progress bar per run."""
+4, ... devices, one recorded run per count with a progress bar each. The counts
+share one trainer child process where they can
+(:mod:`gpuscale.live.trainer_sweep`; ``--no-reuse``: a process per count);
+TensorFlow never loads here."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from gpuscale.formatting import format_duration_s, format_ms
 from gpuscale.recording.sweeps import new_sweep_id
 
 if TYPE_CHECKING:
+    from gpuscale.live.trainer_sweep import TrainerSweep
     from gpuscale.trainer.options import TrainConfig
 
 CPU_SWEEP_MAX = 4
@@ -170,9 +173,20 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
     sweep_id = new_sweep_id()
     sweep_refs = {n: SweepRef(id=sweep_id, index=i, planned=counts) for i, n in enumerate(counts)}
     console = Console(stderr=True, highlight=False)
+    record = None if args.no_record else "default"
+    shared = shared_process(configs, record, no_reuse=getattr(args, "no_reuse", False))
+    if shared is not None:
+        shared.stamp(sweep_id)
+    where = (
+        f"one TensorFlow process for counts {', '.join(map(str, counts))}"
+        if shared is not None
+        else "a TensorFlow process each"
+    )
+    heading += f"; {where}"
     if not quiet:
         console.print(
-            f"Running the trainer on {', '.join(map(str, counts))} devices, one run each:",
+            f"Running the trainer on {', '.join(map(str, counts))} devices, one run each, "
+            f"in {where}:",
             style="bold",
             markup=False,
         )
@@ -181,36 +195,47 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
     points: list[SweepPoint] = []
     sources: list[str] = []
     sweep_start = time.perf_counter()
-    for n, config in zip(counts, configs, strict=True):
-        record = None if args.no_record else "default"
-        run = LiveRun(config, record=record)
-        run.sweep_ref = sweep_refs[n]  # set before the run starts: every start carries it
-        acc = RunAccumulator()
-        try:
-            run.start()
-            _follow(run, acc, n, config.steps, console, quiet)
-        finally:
-            if not run.done:
-                run.stop()
-        if run.error is not None or acc.start is None or acc.summary().step_time_s is None:
-            message = run.error.message if run.error is not None else "the run ended without steps"
-            if not points:
-                raise GpuscaleError(f"the {n}-device run failed: {message}", exit_code=EXIT_FAILED)
-            console.print(
-                f"gpuscale: the {n}-device run failed ({message}); recommending from the "
-                f"{len(points)} run(s) that worked",
-                style="yellow",
-                markup=False,
+    try:
+        for i, (n, config) in enumerate(zip(counts, configs, strict=True)):
+            if shared is not None:
+                run = shared.runs[i]
+            else:
+                run = LiveRun(config, record=record)
+                run.sweep_ref = sweep_refs[n]  # set before the run starts: every start carries it
+            acc = RunAccumulator()
+            starting = "starting TensorFlow" if i == 0 or shared is None else "building the model"
+            try:
+                run.start()
+                _follow(run, acc, n, config.steps, console, quiet, starting)
+            finally:
+                if not run.done:
+                    run.stop()
+            if run.error is not None or acc.start is None or acc.summary().step_time_s is None:
+                message = (
+                    run.error.message if run.error is not None else "the run ended without steps"
+                )
+                if not points:
+                    raise GpuscaleError(
+                        f"the {n}-device run failed: {message}", exit_code=EXIT_FAILED
+                    )
+                console.print(
+                    f"gpuscale: the {n}-device run failed ({message}); recommending from the "
+                    f"{len(points)} run(s) that worked",
+                    style="yellow",
+                    markup=False,
+                )
+                break
+            start = acc.start
+            source = (
+                str(run.recording_path)
+                if run.recording_path
+                else f"live run on {n} device{'s' if n > 1 else ''} (not recorded)"
             )
-            break
-        start = acc.start
-        source = (
-            str(run.recording_path)
-            if run.recording_path
-            else f"live run on {n} device{'s' if n > 1 else ''} (not recorded)"
-        )
-        points.append(point_from_summary(acc.summary(), start, source))
-        sources.append(source)
+            points.append(point_from_summary(acc.summary(), start, source))
+            sources.append(source)
+    finally:
+        if shared is not None:
+            shared.close()
     if not quiet:
         known = f", each until known to ±{base.precision:.0%}" if base.precision else ""
         console.print(
@@ -223,6 +248,21 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
     return Sweep(points=points, sources=sources, available_devices=available), heading
 
 
+def shared_process(
+    configs: list[TrainConfig], record: str | None, *, no_reuse: bool = False
+) -> TrainerSweep | None:
+    """A :class:`~gpuscale.live.trainer_sweep.TrainerSweep` running every count in
+    one trainer process, or ``None`` for a process per count (``--no-reuse``, or
+    runs that cannot share one: see
+    :func:`gpuscale.trainer.options.shared_process_refusal`)."""
+    from gpuscale.live.trainer_sweep import TrainerSweep
+    from gpuscale.trainer.options import shared_process_refusal
+
+    if no_reuse or shared_process_refusal(configs) is not None:
+        return None
+    return TrainerSweep(configs, record=record)
+
+
 def say_sweep_recorded(console, sweep_id: str) -> None:
     """Where the sweep's recordings are found again, as one thing."""
     console.print(
@@ -232,7 +272,9 @@ def say_sweep_recorded(console, sweep_id: str) -> None:
     )
 
 
-def _follow(run, acc: RunAccumulator, n: int, steps: int, console, quiet: bool) -> None:
+def _follow(
+    run, acc: RunAccumulator, n: int, steps: int, console, quiet: bool, starting: str
+) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     progress = Progress(
@@ -243,7 +285,7 @@ def _follow(run, acc: RunAccumulator, n: int, steps: int, console, quiet: bool) 
         console=console,
         disable=quiet,
     )
-    task = progress.add_task("", total=steps, status="starting TensorFlow")
+    task = progress.add_task("", total=steps, status=starting)
     with progress:
         for event in run.events(timeout=None):
             acc.add(event)
