@@ -144,7 +144,12 @@ def sweep_configs(
         pinned["global_batch"] = global_batch
     else:
         pinned["batch_per_replica"] = sizing.per_replica_batch
-    configs = [first] + [at(n, **pinned) for n in counts[1:]]
+    # The first count pinned too, to what it would pick itself: every count's
+    # configuration then differs only in its devices, and can share a process.
+    # What was picked automatically is said once, for the sweep.
+    configs = [at(n, **pinned) for n in counts]
+    if sizing.note and configs[0] != first:
+        notes.insert(0, sizing.note)
     if pool and topology is not None and any(gpus(n) != pool[:n] for n in counts):
         picked = "; ".join(f"{n}: {','.join(map(str, gpus(n)))}" for n in counts)
         notes.append(f"GPUs per count, the best-connected by topology: {picked}")
