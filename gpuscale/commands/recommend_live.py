@@ -88,6 +88,22 @@ def sweep_topology(pool: list[int] | None, nvml: object = None) -> Topology | No
     return topology
 
 
+def count_gpus(pool: list[int], topology: Topology | None, n: int) -> list[int]:
+    """The GPUs of the pool an ``n``-device run of the sweep uses: the
+    best-connected by ``topology`` (:func:`gpuscale.analysis.topology.best_subset`),
+    else the pool's first ``n``."""
+    return best_subset(topology, n, among=pool) if topology is not None else pool[:n]
+
+
+def picked_gpus_note(pool: list[int], topology: Topology | None, counts: list[int]) -> str | None:
+    """The note that says which GPUs each count takes, when the topology chose
+    other than the pool's first N; ``None`` otherwise."""
+    if topology is None or all(count_gpus(pool, topology, n) == pool[:n] for n in counts):
+        return None
+    picked = "; ".join(f"{n}: {','.join(map(str, count_gpus(pool, topology, n)))}" for n in counts)
+    return f"GPUs per count, the best-connected by topology: {picked}"
+
+
 def sweep_configs(
     base: TrainConfig,
     counts: list[int],
@@ -112,7 +128,7 @@ def sweep_configs(
 
     def gpus(n: int) -> list[int]:
         assert pool
-        return best_subset(topology, n, among=pool) if topology is not None else pool[:n]
+        return count_gpus(pool, topology, n)
 
     def at(n: int, **pinned: object) -> TrainConfig:
         changes: dict[str, object] = {"devices": None, "gpus": gpus(n)} if pool else {"devices": n}
@@ -150,9 +166,9 @@ def sweep_configs(
     configs = [at(n, **pinned) for n in counts]
     if sizing.note and configs[0] != first:
         notes.insert(0, sizing.note)
-    if pool and topology is not None and any(gpus(n) != pool[:n] for n in counts):
-        picked = "; ".join(f"{n}: {','.join(map(str, gpus(n)))}" for n in counts)
-        notes.append(f"GPUs per count, the best-connected by topology: {picked}")
+    picked = picked_gpus_note(pool, topology, counts) if pool else None
+    if picked:
+        notes.append(picked)
     for n, config in zip(counts, configs, strict=True):
         try:
             validate(config)

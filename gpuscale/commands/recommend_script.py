@@ -34,11 +34,18 @@ def run_script_sweep(
     """Run ``command`` at each device count of the plan; the measured points as a Sweep."""
     from rich.console import Console
 
-    from gpuscale.commands.recommend_live import plan, say_sweep_recorded
+    from gpuscale.commands.recommend_live import (
+        count_gpus,
+        picked_gpus_note,
+        plan,
+        say_sweep_recorded,
+        sweep_topology,
+    )
     from gpuscale.live.devices import device_env
     from gpuscale.live.script_run import ScriptRun
 
     counts, heading, pool, available = plan(args)
+    topology = sweep_topology(pool)
     console = Console(stderr=True, highlight=False)
     if not quiet:
         console.print(
@@ -46,10 +53,16 @@ def run_script_sweep(
             style="bold",
             markup=False,
         )
+        picked = picked_gpus_note(pool, topology, counts) if pool else None
+        if picked:
+            console.print(f"gpuscale: {picked}", style="yellow", markup=False)
     runs: list[tuple[RunSummary, StartEvent, str]] = []
     sweep_id = new_sweep_id()
     for index, n in enumerate(counts):
-        env = {**os.environ, **(device_env(None, pool[:n]) if pool else device_env(n, None))}
+        env = {
+            **os.environ,
+            **(device_env(None, count_gpus(pool, topology, n)) if pool else device_env(n, None)),
+        }
         run = ScriptRun(command, record=None if args.no_record else "default", env=env)
         run.sweep_ref = SweepRef(id=sweep_id, index=index, planned=counts)
         acc = RunAccumulator()
