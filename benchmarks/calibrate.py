@@ -29,6 +29,7 @@ import math
 import statistics
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -92,7 +93,21 @@ def lower_bound(residuals: list[float], risk: float) -> float:
     return r[max(0, math.floor(risk * (len(r) + 1)) - 1)]
 
 
-def learn(tables: list[dict], coverage: float = DEFAULT_COVERAGE) -> Calibration:
+def point_factor(ratios: list[float]) -> float:
+    """``exp(median(log(ratios)) x n / (n + SHRINK))``: a stratum's shift of the
+    point, the median log ratio ``published / predicted`` shrunk toward 1 by size."""
+    shrink = len(ratios) / (len(ratios) + SHRINK)
+    return math.exp(statistics.median(math.log(r) for r in ratios) * shrink)
+
+
+def learn(
+    tables: list[dict],
+    coverage: float = DEFAULT_COVERAGE,
+    point: Callable[[list[float]], float] = point_factor,
+) -> Calibration:
+    """The calibration learned from ``tables``; ``point`` gives a stratum's factor
+    from its ratios ``published / predicted`` (:func:`point_factor`; other rules
+    are compared by ``benchmarks/prediction_terms.py``)."""
     data = samples(tables)
     keyed: dict[tuple[str, str, int, int], list[Sample]] = defaultdict(list)
     for s in data:
@@ -103,8 +118,7 @@ def learn(tables: list[dict], coverage: float = DEFAULT_COVERAGE) -> Calibration
     for (klass, load, top, n), ss in sorted(keyed.items()):
         if len(ss) < MIN_TABLES:
             continue
-        shrink = len(ss) / (len(ss) + SHRINK)
-        factor = math.exp(statistics.median(math.log(s[5]) for s in ss) * shrink)
+        factor = point([s[5] for s in ss])
         residuals = [s[5] / factor - 1 for s in ss]
         q_low, q_high = conformal(residuals, coverage)
         q_bet = lower_bound(residuals, BET_RISK)

@@ -8,13 +8,16 @@ and the range calibration used for a table are learned (by
 :mod:`benchmarks.calibrate`'s code) on the other sources only, so no table
 predicts itself or its siblings from the same machines.
 
-Printed: per ``source_group``, per interconnect and per exchange load (the
+Printed: per ``source_group``, per interconnect, per exchange load (the
 calibration's strata, :func:`gpuscale.analysis.predict.load_of`) the error of the predicted throughput
 (``|predicted / published - 1|``), how often the 80 % range held, its median
 half-width, and the *wrong bets*: recommendations of a predicted count (``recommend``
 with the table's largest count as ``--max-devices``) for more devices than the
-published table supports under the same marginal-efficiency rule. The worst
-tables follow, then the seed tables of ``sample_runs/`` (fitted on their 1- and
+published table supports under the same marginal-efficiency rule; then per
+corpus flag (its README: ``withdrawn-later``, rows the source later removed;
+``non-monotonic``, throughput that drops as GPUs are added; ...; ``unflagged``,
+none), every table still predicted and judged: the flags say where the tail comes
+from, not what to leave out. The worst tables follow, then the seed tables of ``sample_runs/`` (fitted on their 1- and
 2-GPU rows; in the calibration too, so not held out) and, with ``--live``, CPU
 logical devices of this machine (separately: they are not GPUs). Last line::
 
@@ -69,6 +72,8 @@ class Result:
         self.interconnect = ""
         self.load = ""
         """The exchange load at the largest fitted count (a calibration stratum)."""
+        self.flags: tuple[str, ...] = ()
+        """The corpus' flags on the table (``withdrawn-later``, ``non-monotonic``, ...)."""
         self.published, self.predicted, self.low, self.high = published, predicted, low, high
 
     @property
@@ -187,8 +192,10 @@ def evaluate(
                         (f"{t['id']} from {','.join(map(str, fitted))}", rec.devices, supported)
                     )
     klass = {t["id"]: t["interconnect"] for t in tables}
+    flags = {t["id"]: tuple(t.get("flags") or ()) for t in tables}
     for r in results:
         r.interconnect = klass[r.table]
+        r.flags = flags[r.table]
     return results, verdicts
 
 
@@ -332,6 +339,12 @@ def main() -> int:
             cases = {f"{r.table} from {','.join(map(str, r.fitted))}" for r in rs}
             k = sum(1 for w in wrong if w[0] in cases)
             print(f"{key:18s} {len(rs):5d} points: {summary_line(rs)}; wrong bets {k}")
+    by_flag: dict[str, list[Result]] = defaultdict(list)
+    for r in results:
+        for flag in r.flags or ("unflagged",):
+            by_flag[flag].append(r)
+    for flag, rs in sorted(by_flag.items()):
+        print(f"flag {flag:13s} {len(rs):5d} points: {summary_line(rs)}")
     for fitted in corpus.FIT_SETS:
         rs = [r for r in results if r.fitted == fitted]
         print(f"from {','.join(map(str, fitted)):7s}       {len(rs):5d} points: {summary_line(rs)}")
