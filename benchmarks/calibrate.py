@@ -13,7 +13,9 @@ pooled over classes (``*``):
   tables from three machines should not move a prediction by 20 %), and
 * ``q_low``/``q_high``: the conformal quantiles of ``published / (predicted x
   factor) - 1`` at ``(1 -/+ coverage) / 2`` with the ``(n + 1)`` finite-sample
-  correction. (Honest coverage is what ``benchmarks/prediction.py`` measures: it
+  correction, and ``q_bet``, the one-sided lower quantile at
+  :data:`gpuscale.analysis.predict.BET_RISK` that a recommended predicted count
+  must clear. (Honest coverage is what ``benchmarks/prediction.py`` measures: it
   learns all of this without the source it checks.)
 
 Strata with fewer than :data:`MIN_TABLES` predictions are left out (lookups fall
@@ -27,6 +29,7 @@ import math
 import statistics
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -34,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks import corpus  # noqa: E402
 from gpuscale.analysis.model import fit  # noqa: E402
 from gpuscale.analysis.predict import (  # noqa: E402
+    BET_RISK,
     DEFAULT_COVERAGE,
     Calibration,
     Stratum,
@@ -82,7 +86,28 @@ def conformal(residuals: list[float], coverage: float) -> tuple[float, float]:
     return r[lo], r[hi]
 
 
-def learn(tables: list[dict], coverage: float = DEFAULT_COVERAGE) -> Calibration:
+def lower_bound(residuals: list[float], risk: float) -> float:
+    """The one-sided split-conformal lower quantile at ``risk`` (``(n + 1)``
+    correction; the smallest residual when the stratum is too small for it)."""
+    r = sorted(residuals)
+    return r[max(0, math.floor(risk * (len(r) + 1)) - 1)]
+
+
+def point_factor(ratios: list[float]) -> float:
+    """``exp(median(log(ratios)) x n / (n + SHRINK))``: a stratum's shift of the
+    point, the median log ratio ``published / predicted`` shrunk toward 1 by size."""
+    shrink = len(ratios) / (len(ratios) + SHRINK)
+    return math.exp(statistics.median(math.log(r) for r in ratios) * shrink)
+
+
+def learn(
+    tables: list[dict],
+    coverage: float = DEFAULT_COVERAGE,
+    point: Callable[[list[float]], float] = point_factor,
+) -> Calibration:
+    """The calibration learned from ``tables``; ``point`` gives a stratum's factor
+    from its ratios ``published / predicted`` (:func:`point_factor`; other rules
+    are compared by ``benchmarks/prediction_terms.py``)."""
     data = samples(tables)
     keyed: dict[tuple[str, str, int, int], list[Sample]] = defaultdict(list)
     for s in data:
@@ -93,9 +118,10 @@ def learn(tables: list[dict], coverage: float = DEFAULT_COVERAGE) -> Calibration
     for (klass, load, top, n), ss in sorted(keyed.items()):
         if len(ss) < MIN_TABLES:
             continue
-        shrink = len(ss) / (len(ss) + SHRINK)
-        factor = math.exp(statistics.median(math.log(s[5]) for s in ss) * shrink)
-        q_low, q_high = conformal([s[5] / factor - 1 for s in ss], coverage)
+        factor = point([s[5] for s in ss])
+        residuals = [s[5] / factor - 1 for s in ss]
+        q_low, q_high = conformal(residuals, coverage)
+        q_bet = lower_bound(residuals, BET_RISK)
         strata.append(
             Stratum(
                 interconnect=klass,
@@ -106,6 +132,7 @@ def learn(tables: list[dict], coverage: float = DEFAULT_COVERAGE) -> Calibration
                 factor=round(factor, 4),
                 q_low=round(q_low, 4),
                 q_high=round(q_high, 4),
+                q_bet=round(q_bet, 4),
             )
         )
     return Calibration(
@@ -121,7 +148,7 @@ def main() -> int:
     for s in cal.strata:
         print(
             f"{s.interconnect:9s} {s.load:7s} {s.top}->{s.devices:<2d} n={s.tables:4d} factor {s.factor:.3f} "
-            f"range {s.q_low:+.1%} .. {s.q_high:+.1%}"
+            f"range {s.q_low:+.1%} .. {s.q_high:+.1%}, bet bound {s.bet_bound:+.1%}"
         )
     print(f"wrote {OUT}")
     return 0

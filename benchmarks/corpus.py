@@ -46,6 +46,14 @@ def fold_of(table: dict) -> str:
     return re.sub(r"fp16|fp32|tf32|amp", "fp", table["source"])
 
 
+def machine_of(table: dict) -> str:
+    """The machine type (its description without the parenthesised host, and its
+    GPU): the stricter grouping ``benchmarks/prediction.py --folds machine`` checks,
+    since one machine appears in several snapshots of a source."""
+    name = re.sub(r"\s*\(.*?\)", "", table["machine"]).strip().lower()
+    return f"{name} | {table['gpu']}"
+
+
 def throughputs(table: dict) -> dict[int, float]:
     return {int(n): float(x) for n, x in table["throughput"].items()}
 

@@ -8,12 +8,16 @@ and the range calibration used for a table are learned (by
 :mod:`benchmarks.calibrate`'s code) on the other sources only, so no table
 predicts itself or its siblings from the same machines.
 
-Printed: per ``source_group`` the error of the predicted throughput
+Printed: per ``source_group``, per interconnect, per exchange load (the
+calibration's strata, :func:`gpuscale.analysis.predict.load_of`) the error of the predicted throughput
 (``|predicted / published - 1|``), how often the 80 % range held, its median
 half-width, and the *wrong bets*: recommendations of a predicted count (``recommend``
 with the table's largest count as ``--max-devices``) for more devices than the
-published table supports under the same marginal-efficiency rule. The worst
-tables follow, then the seed tables of ``sample_runs/`` (fitted on their 1- and
+published table supports under the same marginal-efficiency rule; then per
+corpus flag (its README: ``withdrawn-later``, rows the source later removed;
+``non-monotonic``, throughput that drops as GPUs are added; ...; ``unflagged``,
+none), every table still predicted and judged: the flags say where the tail comes
+from, not what to leave out. The worst tables follow, then the seed tables of ``sample_runs/`` (fitted on their 1- and
 2-GPU rows; in the calibration too, so not held out) and, with ``--live``, CPU
 logical devices of this machine (separately: they are not GPUs). Last line::
 
@@ -22,7 +26,10 @@ logical devices of this machine (separately: they are not GPUs). Last line::
 ``--baseline`` evaluates the bare model as it was before calibration (no learned
 terms, no ranges, deciding on the point prediction).
 
-Run: ``python benchmarks/prediction.py [--baseline] [--live] [--corpus PATH]``.
+``--folds machine`` groups the cross-validation by machine type instead (28
+folds; one machine appears in several snapshots of a source).
+
+Run: ``python benchmarks/prediction.py [--baseline] [--live] [--folds machine] [--corpus PATH]``.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import os
 import statistics
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -61,6 +69,11 @@ class Result:
         high: float | None,
     ) -> None:
         self.group, self.table, self.n, self.fitted = group, table, n, fitted
+        self.interconnect = ""
+        self.load = ""
+        """The exchange load at the largest fitted count (a calibration stratum)."""
+        self.flags: tuple[str, ...] = ()
+        """The corpus' flags on the table (``withdrawn-later``, ``non-monotonic``, ...)."""
         self.published, self.predicted, self.low, self.high = published, predicted, low, high
 
     @property
@@ -91,26 +104,40 @@ def published_choice(rows: dict[int, float], floor: float = FLOOR) -> int:
     return current
 
 
+class Verdicts:
+    """What ``recommend`` answered over all cases, against the published tables."""
+
+    def __init__(self) -> None:
+        self.wrong: list[tuple[str, int, int]] = []
+        """Wrong bets: ``(case, recommended predicted count, count the table supports)``."""
+        self.bets = 0
+        """Recommendations of a predicted count."""
+        self.cases = 0
+        self.cautious = 0
+        """Recommendations of fewer devices than the table supports (the price of
+        not betting: "measure N next" where the bet would have paid)."""
+
+
 def evaluate(
-    tables: list[dict], baseline: bool
-) -> tuple[list[Result], list[tuple[str, int, int]], int]:
-    """Results, wrong bets ``(table, recommended, supported)`` and the number of
-    predicted recommendations."""
+    tables: list[dict], baseline: bool, fold_of: Callable[[dict], str] = corpus.fold_of
+) -> tuple[list[Result], Verdicts]:
+    """Results and the verdicts (wrong bets, bets, cautious answers); ``fold_of``
+    groups the tables for cross-validation (by source unless told)."""
     from gpuscale.analysis.model import fit
+    from gpuscale.analysis.predict import load_of
     from gpuscale.analysis.recommend import recommend
 
     calibrations: dict[str, object] = {}
     if not baseline:
         from benchmarks.calibrate import learn
 
-        for fold in sorted({corpus.fold_of(t) for t in tables}):
-            calibrations[fold] = learn([t for t in tables if corpus.fold_of(t) != fold])
+        for fold in sorted({fold_of(t) for t in tables}):
+            calibrations[fold] = learn([t for t in tables if fold_of(t) != fold])
     results: list[Result] = []
-    wrong: list[tuple[str, int, int]] = []
-    bets = 0
+    verdicts = Verdicts()
     for t in tables:
         rows = corpus.throughputs(t)
-        calibration = calibrations.get(corpus.fold_of(t))
+        calibration = calibrations.get(fold_of(t))
         for fitted, targets in corpus.cases(t):
             pts = corpus.points(t, fitted)
             if baseline:
@@ -152,14 +179,24 @@ def evaluate(
                 rec = recommend(
                     pts, max_devices=max(rows), min_efficiency=FLOOR, calibration=calibration
                 )
+            load = load_of(fit(pts), max(fitted))
+            for r in results[-len(targets) :]:
+                r.load = f"{load} exchange"
+            supported = published_choice(rows)
+            verdicts.cases += 1
+            verdicts.cautious += rec.devices < supported
             if rec.predicted:
-                bets += 1
-                supported = published_choice({n: x for n, x in rows.items() if n <= max(rows)})
+                verdicts.bets += 1
                 if rec.devices > supported:
-                    wrong.append(
+                    verdicts.wrong.append(
                         (f"{t['id']} from {','.join(map(str, fitted))}", rec.devices, supported)
                     )
-    return results, wrong, bets
+    klass = {t["id"]: t["interconnect"] for t in tables}
+    flags = {t["id"]: tuple(t.get("flags") or ()) for t in tables}
+    for r in results:
+        r.interconnect = klass[r.table]
+        r.flags = flags[r.table]
+    return results, verdicts
 
 
 def pct(x: float) -> str:
@@ -282,16 +319,32 @@ def main() -> int:
     parser.add_argument("--baseline", action="store_true", help="the bare model, no calibration")
     parser.add_argument("--live", action="store_true", help="also CPU logical devices here (slow)")
     parser.add_argument("--worst", type=int, default=8, help="worst predictions shown")
+    parser.add_argument(
+        "--folds",
+        choices=("source", "machine"),
+        default="source",
+        help="cross-validation groups: by source (default) or by machine type",
+    )
     args = parser.parse_args()
 
     tables = corpus.load_tables(args.corpus)
-    results, wrong, bets = evaluate(tables, args.baseline)
-    by_group: dict[str, list[Result]] = defaultdict(list)
+    folds = corpus.machine_of if args.folds == "machine" else corpus.fold_of
+    results, verdicts = evaluate(tables, args.baseline, folds)
+    wrong = verdicts.wrong
+    for attr in ("group", "interconnect", "load"):
+        by_key: dict[str, list[Result]] = defaultdict(list)
+        for r in results:
+            by_key[getattr(r, attr)].append(r)
+        for key, rs in sorted(by_key.items()):
+            cases = {f"{r.table} from {','.join(map(str, r.fitted))}" for r in rs}
+            k = sum(1 for w in wrong if w[0] in cases)
+            print(f"{key:18s} {len(rs):5d} points: {summary_line(rs)}; wrong bets {k}")
+    by_flag: dict[str, list[Result]] = defaultdict(list)
     for r in results:
-        by_group[r.group].append(r)
-    for group, rs in sorted(by_group.items()):
-        k = sum(1 for w in wrong if any(r.table in w[0] for r in rs))
-        print(f"{group:18s} {len(rs):5d} points: {summary_line(rs)}; wrong bets {k}")
+        for flag in r.flags or ("unflagged",):
+            by_flag[flag].append(r)
+    for flag, rs in sorted(by_flag.items()):
+        print(f"flag {flag:13s} {len(rs):5d} points: {summary_line(rs)}")
     for fitted in corpus.FIT_SETS:
         rs = [r for r in results if r.fitted == fitted]
         print(f"from {','.join(map(str, fitted)):7s}       {len(rs):5d} points: {summary_line(rs)}")
@@ -312,7 +365,11 @@ def main() -> int:
     if args.live:
         live = live_cases()
         print(f"CPU logical devices here ({len(live)} points): {summary_line(live)}")
-    print(f"prediction error: {summary_line(results)}; wrong bets {len(wrong)} of {bets}")
+    print(
+        f"cautious: {verdicts.cautious} of {verdicts.cases} cases recommend fewer devices than "
+        "the published table supports (the price of not betting)"
+    )
+    print(f"prediction error: {summary_line(results)}; wrong bets {len(wrong)} of {verdicts.bets}")
     return 0
 
 

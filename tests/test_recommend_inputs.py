@@ -95,6 +95,7 @@ def test_two_different_runs_at_one_count_are_both_kept():
         (["--model", "mlp", "--steps", "10"], "--model, --steps"),
         (["--devices", "2"], "--devices"),
         (["--no-record"], "--no-record"),
+        (["--no-reuse"], "--no-reuse"),
         (["--mixed-precision"], "--mixed-precision"),
         (["--strategy", "multi-worker"], "--strategy"),
     ],

@@ -52,3 +52,69 @@ def test_other_scripts_are_left_alone(tmp_path):
     two = _script_run(tmp_path / "two.ndjson", 2, 0.007, model="b.py")
     sweep = load_inputs([one, two])
     assert {p.scaling for p in sweep.points} == {"weak"}
+
+
+def test_a_script_sweep_on_gpus_gives_each_count_the_best_connected_gpus(monkeypatch, capsys):
+    """Like the trainer's sweep, a script's runs take the best-connected GPUs of
+    the pool by topology (one PCIe switch rather than two sockets), not the first N."""
+    import argparse
+
+    from fake_nvml import FakeNvml
+
+    from gpuscale.commands import recommend_live, recommend_script
+
+    fake = FakeNvml.scenario("pcie-two-sockets")
+    fake.ancestors = {  # GPUs 4-7 share a PCIe switch; 0-3 meet only at their socket
+        (a, b): (40 if a < 4 and b < 4 else 10 if a >= 4 and b >= 4 else 50)
+        for a in range(8)
+        for b in range(a + 1, 8)
+    }
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    topology = recommend_live.sweep_topology(list(range(8)), nvml=fake)
+    monkeypatch.setattr(recommend_live, "plan", lambda args: ([1, 2, 4], "GPUs", list(range(8)), 8))
+    monkeypatch.setattr(recommend_live, "sweep_topology", lambda pool: topology)
+    seen: list[str] = []
+
+    class FakeScriptRun:
+        """Trains on the GPUs its environment gives it, one step a second."""
+
+        def __init__(self, command, *, record, env):
+            self.gpus = env["CUDA_VISIBLE_DEVICES"]
+            seen.append(self.gpus)
+            self.done, self.error, self.recording_path, self.sweep_ref = False, None, None, None
+
+        def start(self):
+            pass
+
+        def stop(self):
+            self.done = True
+
+        def events(self, timeout=None):
+            n = len(self.gpus.split(","))
+            yield StartEvent(
+                t=0.0,
+                gpuscale_version="t",
+                host="h",
+                pid=1,
+                source="script",
+                config={},
+                model="train.py",
+                strategy="mirrored",
+                num_replicas=n,
+                platform="gpu",
+                global_batch=64 * n,
+                per_replica_batch=64,
+            )
+            for i in range(20):
+                yield StepEvent(t=1.0 + i, step=i, step_time_s=0.1, samples=64 * n, warmup=i < 2)
+            yield EndEvent(t=30.0, status="completed", steps=20)
+            self.done = True
+
+    monkeypatch.setattr("gpuscale.live.script_run.ScriptRun", FakeScriptRun)
+    sweep, _ = recommend_script.run_script_sweep(
+        argparse.Namespace(no_record=True), ["python", "train.py"]
+    )
+    assert seen == ["0", "4,5", "4,5,6,7"]
+    assert [p.devices for p in sweep.points] == [1, 2, 4]
+    err = " ".join(capsys.readouterr().err.split())
+    assert "GPUs per count, the best-connected by topology: 1: 0; 2: 4,5; 4: 4,5,6,7" in err

@@ -21,10 +21,20 @@ def test_a_picked_global_batch_is_rounded_up_to_split_across_every_count():
     assert notes and "132" in notes[0] and "128" in notes[0]
 
 
-def test_the_first_count_is_left_as_asked_when_nothing_needs_adjusting():
+def test_every_count_is_pinned_to_what_the_first_picks_and_the_pick_is_said():
     configs, notes = sweep_configs(TrainConfig(), [1, 2, 4], None, "cpu-logical")
-    assert configs[0] == TrainConfig(devices=1) and not notes
-    assert [(c.global_batch, c.width) for c in configs[1:]] == [(128, 32), (128, 32)]
+    assert [(c.global_batch, c.width) for c in configs] == [(128, 32)] * 3
+    # Only the devices differ, so the counts can share one trainer process.
+    from gpuscale.trainer.options import shared_process_refusal
+
+    assert shared_process_refusal(configs) is None
+    assert len(notes) == 1 and "32 channels" in notes[0] and "128" in notes[0]
+
+
+def test_a_count_given_in_full_is_left_as_asked():
+    asked = TrainConfig(width=16, global_batch=64)
+    configs, notes = sweep_configs(asked, [1, 2], None, "cpu-logical")
+    assert configs[0] == TrainConfig(devices=1, width=16, global_batch=64) and not notes
 
 
 def test_a_users_global_batch_that_a_count_cannot_split_is_refused():

@@ -128,8 +128,10 @@ def test_cli_runs_table(capsys):
 def test_cli_runs_json(capsys):
     path = write_run(default_path("mnist-cnn", 2, "gpu", WHEN))
     assert cli_main(["runs", "--json"]) == 0
-    (row,) = json.loads(capsys.readouterr().out)
-    assert row["path"] == str(path)
+    doc = json.loads(capsys.readouterr().out)
+    (row,) = doc["runs"]
+    assert doc["folder"] == str(runs_dir()) and doc["sweeps"] == []
+    assert row["path"] == str(path) and row["sweep"] is None
     assert row["model"] == "mnist-cnn" and row["devices"] == 2 and row["steps"] == 20
     assert row["duration_s"] == pytest.approx(7.0) and row["size_bytes"] == path.stat().st_size
     assert datetime.fromisoformat(row["when"]).timestamp() == T0
@@ -140,13 +142,17 @@ def test_cli_runs_empty_says_where_it_looked(capsys):
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and str(runs_dir()) in out and out.startswith("No recordings")
     assert cli_main(["runs", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == []
+    assert json.loads(capsys.readouterr().out) == {
+        "folder": str(runs_dir()),
+        "runs": [],
+        "sweeps": [],
+    }
 
 
 def test_cli_runs_dir(tmp_path, capsys):
     write_run(tmp_path / "mine.ndjson")
     assert cli_main(["runs", "--dir", str(tmp_path), "--json"]) == 0
-    assert len(json.loads(capsys.readouterr().out)) == 1
+    assert len(json.loads(capsys.readouterr().out)["runs"]) == 1
     assert cli_main(["runs", "--dir", str(tmp_path / "missing")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("gpuscale: error: --dir") and "does not exist" in err

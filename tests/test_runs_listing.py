@@ -23,7 +23,7 @@ def runs_dir(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("columns", ["80", "100", "120", "200"])
-def test_file_names_are_whole_or_absent(runs_dir, capsys, monkeypatch, columns):
+def test_file_names_are_whole_and_never_hidden(runs_dir, capsys, monkeypatch, columns):
     import rich.console
 
     real = rich.console.Console
@@ -34,16 +34,12 @@ def test_file_names_are_whole_or_absent(runs_dir, capsys, monkeypatch, columns):
     )
     assert main(["runs", "--dir", str(runs_dir)]) == 0
     out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
-    # the table itself; the sweep lines after it are commands to copy, never cut
-    out = "\n".join(line for line in out.splitlines() if not line.startswith("sweep of"))
-    assert max(len(line) for line in out.splitlines()) <= int(columns)
-    if LONG in out:
-        assert all(name in out for name in ("mlp_2xcpu.ndjson", "mnist-cnn_2xcpu_killed.ndjson"))
-    else:
-        assert "file names: a wider terminal" in out
-        assert "ndjson" not in out  # no name cut in the middle
+    assert max(len(line.rstrip()) for line in out.splitlines()) <= int(columns)
+    words = set(out.split())
+    for path in runs_dir.iterdir():  # narrow: a line of its own under the run, still whole
+        assert path.name in words
     if int(columns) >= 120:
-        assert LONG in out
+        assert re.search(rf"completed +{LONG}", out)  # in the table's File column
 
 
 def test_a_pipe_gets_every_file_name_whole(runs_dir, capsys, monkeypatch):
@@ -51,15 +47,17 @@ def test_a_pipe_gets_every_file_name_whole(runs_dir, capsys, monkeypatch):
     assert main(["runs", "--dir", str(runs_dir)]) == 0  # capsys: not a terminal
     out = capsys.readouterr().out
     assert LONG in out and "2026-11-21 20:48" in out
-    assert "file names: a wider terminal" not in out
+    assert re.search(rf"completed +{LONG}", out)  # one line per run
 
 
-def test_runs_of_one_sweep_are_grouped_with_the_replay_command(capsys, tmp_path):
+def test_older_runs_of_one_sweep_are_grouped_by_a_guess(capsys, tmp_path):
     for name in ("mnist-cnn_1xcpu.ndjson", "mnist-cnn_2xcpu.ndjson", "mlp_2xcpu.ndjson"):
         shutil.copy(SAMPLES / name, tmp_path / name)
     assert main(["runs", "--dir", str(tmp_path)]) == 0
-    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("sweep of")]
-    assert lines == [
-        f"sweep of mnist-cnn-w32 on 1, 2 devices; its scaling view: gpuscale replay "
-        f"{tmp_path / 'mnist-cnn_1xcpu.ndjson'} {tmp_path / 'mnist-cnn_2xcpu.ndjson'}"
-    ]
+    out = capsys.readouterr().out
+    rows = {line.split()[-1]: line.split() for line in out.splitlines() if "ndjson" in line}
+    assert rows["mnist-cnn_1xcpu.ndjson"][2] == rows["mnist-cnn_2xcpu.ndjson"][2] == "A?"
+    assert rows["mlp_2xcpu.ndjson"][2] == "mlp"  # no sweep label
+    (line,) = [line for line in out.splitlines() if line.startswith("A? ")]
+    assert re.match(r"A\? +guess-20\d{6}-\d{6} +mnist-cnn-w32, measured on 1, 2 \(a guess", line)
+    assert f"gpuscale replay {tmp_path}/NAME" in out

@@ -150,6 +150,7 @@ def test_watch_command_prints_the_recommendation_from_what_was_measured(
     monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.setattr(live, "plan", lambda args: ([1, 2, 4], "Sweep on stand-in GPUs", None, 4))
     monkeypatch.setattr(live, "sweep_configs", lambda *a: ([1, 2, 4], []))
+    monkeypatch.setattr(live, "shared_process", lambda *a, **k: None)  # stand-in runs
     made: list[LiveSweep] = []
 
     def fake_run(app):

@@ -26,6 +26,8 @@ class Cost(msgspec.Struct, kw_only=True):
     """Money (the price's unit) per million samples."""
     relative: float
     """Over the same figure at the base count (1.0 at the base)."""
+    price_per_device_hour: float | None = None
+    """The price it was computed with (configurations may have their own)."""
 
 
 def per_million_samples(devices: int, price_per_device_hour: float, throughput: float) -> float:

@@ -33,10 +33,15 @@ placement). Predictions from :mod:`gpuscale.analysis.model` extend a curve only
 beyond its largest measured count (up to ``max_devices`` or the machine's
 ``available_devices``); a recommendation that rests on one says so.
 
-Deciding with the range: a predicted count is accepted only when the low end of
-its range (:mod:`gpuscale.analysis.predict`) still passes the floor; one that
-passes on its value but not at its low end stops the walk and becomes
-:attr:`Recommendation.measure_next` ("measure N next: predicted X (low-high)").
+Deciding with the range: a predicted count is accepted only when its *bet
+bound* (``throughput_safe``, :mod:`gpuscale.analysis.predict`: the throughput 95 %
+of held-out corpus predictions of its stratum reached, at or below the low end of
+its 80 % range) still passes the floor; one that passes on its value but not at
+that bound stops the walk and becomes :attr:`Recommendation.measure_next`
+("measure N next: predicted X (low-high)"). Why not the 80 % range's low end: a
+10 % chance of a wrong bet per predicted step made 15 of 880 recommendations of a
+predicted count wrong on the published corpus (grouped cross-validation,
+``benchmarks/prediction.py``); at the 5 % bound 4 are.
 """
 
 from __future__ import annotations
@@ -70,7 +75,8 @@ class WalkStep(msgspec.Struct, kw_only=True):
     predicted: bool
     """The ``to`` point is a model prediction."""
     marginal_efficiency_low: float | None = None
-    """Predicted ``to``: the marginal efficiency at the low end of its range."""
+    """Predicted ``to``: the marginal efficiency at its bet bound (``throughput_safe``,
+    else the low end of its range)."""
     uncertain: bool = False
     """Predicted ``to`` that passes the floor on its value but not at the low end
     of its range: rejected, and worth measuring (:attr:`Recommendation.measure_next`)."""
@@ -132,6 +138,9 @@ class Recommendation(msgspec.Struct, kw_only=True):
     coverage: float | None = None
     """Stated coverage of the predicted rows' ranges."""
     price_per_device_hour: float | None = None
+    """The price per device-hour when every priced configuration has the same one
+    (``--price-per-device-hour`` or the sweep file's); ``None`` when they differ
+    (each :class:`~gpuscale.analysis.cost.Cost` carries its own)."""
     costs: list[Cost] = []
     """With a price: the cost per million samples of every row (:mod:`.cost`)."""
 
@@ -142,7 +151,8 @@ class Candidate(msgspec.Struct):
     config: str
     predicted: bool
     low: float | None = None
-    """Predicted: low end of the throughput range."""
+    """Predicted: the throughput a bet must still pass at (its ``throughput_safe``,
+    else the low end of its range)."""
     high: float | None = None
 
 
@@ -164,7 +174,7 @@ def choose_devices(
         )
         eff_low = None
         if nxt.predicted and nxt.low is not None:
-            # decide with the range: the low end must pass too
+            # decide with the range: its bet bound must pass too
             eff_low = metrics.marginal_efficiency(
                 current.throughput, current.devices, max(nxt.low, 1e-12), nxt.devices
             )
@@ -253,7 +263,12 @@ def candidates(g: Group, limit: int | None) -> list[Candidate]:
         return out
     out += [
         Candidate(
-            r.devices, r.throughput or 0.0, g.config, True, r.throughput_low, r.throughput_high
+            r.devices,
+            r.throughput or 0.0,
+            g.config,
+            True,
+            r.throughput_safe if r.throughput_safe is not None else r.throughput_low,
+            r.throughput_high,
         )
         for r in g.rows
         if r.predicted and r.devices > top and (limit is None or r.devices <= limit)

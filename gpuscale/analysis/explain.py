@@ -15,6 +15,7 @@ from gpuscale.analysis import metrics
 from gpuscale.analysis.confidence import ENOUGH_STEPS, NOISY_SPREAD
 from gpuscale.analysis.decide import Group, Recommendation, WalkStep, dev, range_text, row_at
 from gpuscale.analysis.model import ScalingModel, compute_scale_for, threshold_compute_scale
+from gpuscale.analysis.predict import BET_RISK
 from gpuscale.formatting import format_bytes, format_fraction_pct, format_rate_bytes_s
 
 WALK_SHOWN = 4
@@ -67,8 +68,8 @@ def explain(
         low = ""
         if step.marginal_efficiency_low is not None:
             low = (
-                f", {format_fraction_pct(step.marginal_efficiency_low)} at the low end of its "
-                f"{format_fraction_pct(rec.coverage or 0)} range"
+                f", {format_fraction_pct(step.marginal_efficiency_low)} at its bet bound "
+                f"(what {format_fraction_pct(1 - BET_RISK)} of such predictions reached)"
             )
         if step.uncertain:
             verdict = "not a safe bet: " + (rec.measure_next or f"measure {step.devices_to} next")
@@ -176,7 +177,11 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[
     )
     k = threshold_compute_scale(m, n1, n2, rec.min_efficiency)
     if step.uncertain:
-        text += f"; whether {n1} -> {n2} pays is within the prediction's range, not known"
+        text += (
+            f"; whether {n1} -> {n2} pays is not known: more than 1 in "
+            f"{round(1 / BET_RISK)} such predictions of published tables came out below "
+            "the throughput it needs"
+        )
     elif k is None:
         text += f", and no batch size makes {n1} -> {n2} reach {format_fraction_pct(rec.min_efficiency)} per the model"
     elif k > 1.0:

@@ -38,8 +38,8 @@ from gpuscale.analysis.decide import (
     walk_config,
 )
 from gpuscale.analysis.explain import explain
+from gpuscale.analysis.hierarchy import TwoLevelModel, fit_two_level
 from gpuscale.analysis.hierarchy import explain as explain_multi_worker
-from gpuscale.analysis.hierarchy import fit_two_level
 from gpuscale.analysis.model import fit
 from gpuscale.analysis.predict import (
     Calibration,
@@ -47,6 +47,7 @@ from gpuscale.analysis.predict import (
     default_calibration,
     interconnect_class,
     predicted_point,
+    two_level_point,
     with_ratios,
 )
 from gpuscale.analysis.summary import RunSummary
@@ -195,19 +196,38 @@ def recommend(
         raise GpuscaleError(
             f"--price-per-device-hour must be a positive number, got {price_per_device_hour}"
         )
+    prices = {g.config: price_per_device_hour or _price_of(g) for g in groups}
     explain(rec, groups, by_name, walk)
-    if price_per_device_hour is not None:
-        _costs(rec, groups, price_per_device_hour)
+    if any(p is not None for p in prices.values()):
+        _costs(rec, groups, prices)
     # multi-worker sweeps: communication inside a machine and between machines, fitted apart
     rec.reasons.extend(explain_multi_worker(measured_points))
     return rec
 
 
-def _costs(rec: Recommendation, groups: Sequence[Group], price: float) -> None:
-    """Cost per million samples of every row, relative to its configuration's base
-    row; the recommended count's line goes into the reasons."""
-    rec.price_per_device_hour = price
+def _price_of(g: Group) -> float | None:
+    """The price per device-hour the sweep file gives this configuration's points
+    (``None`` when none does); points of one configuration that disagree are refused."""
+    prices = {p.price_per_device_hour for p in g.points if p.price_per_device_hour is not None}
+    if len(prices) > 1:
+        raise GpuscaleError(
+            f"configuration '{g.config}' gives {len(prices)} prices per device-hour "
+            f"({', '.join(f'{p:g}' for p in sorted(prices))}); give one per configuration"
+        )
+    return prices.pop() if prices else None
+
+
+def _costs(rec: Recommendation, groups: Sequence[Group], prices: dict[str, float | None]) -> None:
+    """Cost per million samples of every row of every configuration with a price,
+    relative to its configuration's base row; one line per priced configuration
+    (at the count its own walk chose) goes into the reasons, the recommended
+    configuration's first."""
+    known = {p for p in prices.values() if p is not None}
+    rec.price_per_device_hour = known.pop() if len(known) == 1 else None
     for g in groups:
+        price = prices.get(g.config)
+        if price is None:
+            continue
         base = min((r for r in g.rows if not r.predicted), key=lambda r: r.devices)
         base_cost = per_million_samples(base.devices, price, base.throughput or 0.0)
         for r in g.rows:
@@ -219,27 +239,37 @@ def _costs(rec: Recommendation, groups: Sequence[Group], price: float) -> None:
                     predicted=r.predicted,
                     per_million_samples=c,
                     relative=c / base_cost,
+                    price_per_device_hour=price,
                 )
             )
-    chosen = next(
-        (c for c in rec.costs if c.config == rec.config and c.devices == rec.devices), None
-    )
-    if chosen is None or rec.verdict == "none":
+    if rec.verdict == "none":
         return
-    g = next(g for g in groups if g.config == rec.config)
-    base = min((r for r in g.rows if not r.predicted), key=lambda r: r.devices)
-    row = next(r for r in g.rows if r.devices == rec.devices)
-    rec.reasons.append(
-        "Cost: "
-        + cost_line(
-            row.speedup or 1.0,
-            rec.devices,
-            base.devices,
-            chosen.relative,
-            f"{chosen.per_million_samples:,.2f} per million at {price:g} per device-hour",
+    chosen = {c.config: c.devices for c in rec.configs}
+    chosen[rec.config] = rec.devices
+    several = len(groups) > 1
+    for g in sorted(groups, key=lambda g: g.config != rec.config):
+        price = prices.get(g.config)
+        cost = next(
+            (c for c in rec.costs if c.config == g.config and c.devices == chosen.get(g.config)),
+            None,
         )
-        + "."
-    )
+        if price is None or cost is None:
+            continue
+        base = min((r for r in g.rows if not r.predicted), key=lambda r: r.devices)
+        row = next(r for r in g.rows if r.devices == cost.devices)
+        rec.reasons.append(
+            "Cost"
+            + (f" ('{g.config}')" if several else "")
+            + ": "
+            + cost_line(
+                row.speedup or 1.0,
+                cost.devices,
+                base.devices,
+                cost.relative,
+                f"{cost.per_million_samples:,.2f} per million at {price:g} per device-hour",
+            )
+            + "."
+        )
 
 
 def _workload(p: SweepPoint) -> str:
@@ -321,7 +351,21 @@ def _fill_rows(g: Group, limit: int, calibration: Calibration | None) -> None:
     rows = list(combined.values())
     top = max(per_n)
     klass = interconnect_class(template)
-    if g.model.predicts:
+    # Several workers: the exposed exchange is the two-level model's, the same one
+    # the explanation quotes (one model, one set of numbers); the flat ring over
+    # all devices would put the whole step into "communication".
+    several_workers = any(p.workers > 1 for p in g.points)
+    two_level = fit_two_level(g.points) if several_workers else None
+    if two_level is not None:
+        anchor = anchor_of_two_level(two_level, combined[top])
+        for n in _counts(limit, per_n.keys()):
+            if n not in per_n:
+                row = two_level_point(
+                    two_level, n, template, top=top, calibration=calibration, anchor=anchor
+                )
+                if row is not None:
+                    rows.append(row)
+    elif g.model.predicts:
         anchor = anchor_of(g.model, top, g.measured[top])
         for n in _counts(limit, per_n.keys()):
             if n not in per_n:
@@ -339,11 +383,6 @@ def _fill_rows(g: Group, limit: int, calibration: Calibration | None) -> None:
     rows.sort(key=lambda r: (r.devices, r.predicted))
     base_n = 1 if 1 in per_n else min(per_n)
     base_x = g.measured[base_n] or 1.0
-    # Several workers: the exposed exchange is the two-level model's, the same one
-    # the explanation quotes (one model, one set of numbers); the flat ring over
-    # all devices would put the whole step into "communication".
-    several_workers = any(p.workers > 1 for p in g.points)
-    two_level = fit_two_level(g.points) if several_workers else None
     filled = []
     for r in rows:
         share = r.comm_share
@@ -358,6 +397,17 @@ def _fill_rows(g: Group, limit: int, calibration: Calibration | None) -> None:
             share = g.model.comm_share(r.devices)  # estimated: shown as "(model)"
         filled.append(with_ratios(msgspec.structs.replace(r, comm_share=share), base_x, base_n))
     g.rows = filled
+
+
+def anchor_of_two_level(model: TwoLevelModel, at_top: SweepPoint) -> float:
+    """:func:`gpuscale.analysis.predict.anchor_of` for the two-level model: the
+    measured over the modelled throughput at the largest measured count (1.0 when
+    that count is not whole machines)."""
+    g = model.devices_per_worker
+    if at_top.devices % g or not at_top.throughput:
+        return 1.0
+    modelled = model.throughput(at_top.devices // g)
+    return at_top.throughput / modelled if modelled > 0 else 1.0
 
 
 def recommend_from_run(start: StartEvent | None, summary: RunSummary) -> Recommendation | None:

@@ -60,6 +60,7 @@ _Steps = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_STEPS)]
 _Payload = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_PAYLOAD_BYTES)]
 _LinkRate = Annotated[float, msgspec.Meta(ge=1, le=limits.MAX_BYTES_S)]
 _Version = Annotated[int, msgspec.Meta(ge=1)]
+_Price = Annotated[float, msgspec.Meta(gt=0, le=1e9)]
 
 
 class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
@@ -106,6 +107,11 @@ class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknow
     interconnect_bytes_s: _LinkRate | None = None
     """The link's peak per direction."""
     mixed_precision: bool = False
+    price_per_device_hour: _Price | None = None
+    """What one device of this configuration costs per hour (any currency, e.g. a
+    cloud instance's price over its GPUs): adds the cost per million samples.
+    Every point of one configuration gives the same price (or none);
+    ``--price-per-device-hour`` overrides it for all configurations."""
     source: str | None = None
     """Where the number comes from (a recording's path, a publication)."""
     note: str | None = None
@@ -123,6 +129,11 @@ class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknow
     (samples/s); the range holds with probability ``coverage`` on data it was calibrated on."""
     throughput_high: float | None = None
     """Output only, predicted points: high end of the range for ``throughput``."""
+    throughput_safe: float | None = None
+    """Output only, predicted points: the bet bound, at or below ``throughput_low``:
+    held-out predictions of this kind reached it 95 % of the time
+    (:data:`gpuscale.analysis.predict.BET_RISK`); a predicted count is recommended
+    only when its throughput there still passes the marginal-efficiency floor."""
     speedup_low: float | None = None
     speedup_high: float | None = None
     efficiency_low: float | None = None

@@ -29,7 +29,8 @@ def register(sub) -> None:
         dest="inputs",
         nargs="+",
         metavar="FILE",
-        help="recordings (.ndjson) and/or sweep files (.json, see docs/sweep-format.md)",
+        help="recordings (.ndjson) and/or sweep files (.json, see docs/sweep-format.md), "
+        "or a recorded sweep by the name 'gpuscale runs' shows (sweep-...: its measured runs)",
     )
     parser.add_argument(
         "--min-efficiency",
@@ -91,6 +92,12 @@ def register(sub) -> None:
         "--no-record",
         action="store_true",
         help="do not keep recordings of the sweep's runs",
+    )
+    live.add_argument(
+        "--no-reuse",
+        action="store_true",
+        help="start a fresh trainer process (TensorFlow) for each device count; by default "
+        "the counts run one after another in one process, each still its own run and recording",
     )
     from gpuscale.trainer.options import add_trainer_arguments  # no TensorFlow
 
@@ -189,7 +196,7 @@ def main(args) -> int:
     if args.watch and args.inputs:
         raise GpuscaleError(
             "--watch runs a live sweep; to see recordings in the scaling view: "
-            "gpuscale replay FILE FILE..."
+            "gpuscale replay FILE FILE... (or a sweep's name from 'gpuscale runs')"
         )
     if args.inputs:
         refuse_live_flags(args)
@@ -203,9 +210,12 @@ def main(args) -> int:
     signal_name = None
     if args.inputs:
         from gpuscale.analysis.sweep import load_inputs
+        from gpuscale.recording.sweeps import resolve_inputs
 
-        sweep = load_inputs(args.inputs)
-        heading = None
+        resolved = resolve_inputs(args.inputs)  # a sweep's name: its measured recordings
+        sweep = load_inputs(resolved.paths)
+        sweep.notes = [*resolved.notes, *sweep.notes]
+        heading = "; ".join(resolved.notes) or None
         print_warnings(sweep.warnings)
     elif command := split_command(args.command):
         if args.watch:

@@ -1,6 +1,8 @@
 """The live part of `gpuscale recommend`: a short sweep of the trainer over 1, 2,
-4, ... devices, each run in its own child process (TensorFlow never loads here),
-recorded, with a progress bar per run."""
+4, ... devices, one recorded run per count with a progress bar each. The counts
+share one trainer child process where they can
+(:mod:`gpuscale.live.trainer_sweep`; ``--no-reuse``: a process per count);
+TensorFlow never loads here."""
 
 from __future__ import annotations
 
@@ -16,10 +18,12 @@ from gpuscale.analysis.summary import RunAccumulator
 from gpuscale.analysis.sweep import Sweep, SweepPoint, point_from_summary
 from gpuscale.analysis.topology import best_subset, pair_class
 from gpuscale.errors import EXIT_FAILED, GpuscaleError
-from gpuscale.events.schema import EndEvent, StepEvent, Topology
+from gpuscale.events.schema import EndEvent, StepEvent, SweepRef, Topology
 from gpuscale.formatting import format_duration_s, format_ms
+from gpuscale.recording.sweeps import new_sweep_id
 
 if TYPE_CHECKING:
+    from gpuscale.live.trainer_sweep import TrainerSweep
     from gpuscale.trainer.options import TrainConfig
 
 CPU_SWEEP_MAX = 4
@@ -84,6 +88,22 @@ def sweep_topology(pool: list[int] | None, nvml: object = None) -> Topology | No
     return topology
 
 
+def count_gpus(pool: list[int], topology: Topology | None, n: int) -> list[int]:
+    """The GPUs of the pool an ``n``-device run of the sweep uses: the
+    best-connected by ``topology`` (:func:`gpuscale.analysis.topology.best_subset`),
+    else the pool's first ``n``."""
+    return best_subset(topology, n, among=pool) if topology is not None else pool[:n]
+
+
+def picked_gpus_note(pool: list[int], topology: Topology | None, counts: list[int]) -> str | None:
+    """The note that says which GPUs each count takes, when the topology chose
+    other than the pool's first N; ``None`` otherwise."""
+    if topology is None or all(count_gpus(pool, topology, n) == pool[:n] for n in counts):
+        return None
+    picked = "; ".join(f"{n}: {','.join(map(str, count_gpus(pool, topology, n)))}" for n in counts)
+    return f"GPUs per count, the best-connected by topology: {picked}"
+
+
 def sweep_configs(
     base: TrainConfig,
     counts: list[int],
@@ -108,7 +128,7 @@ def sweep_configs(
 
     def gpus(n: int) -> list[int]:
         assert pool
-        return best_subset(topology, n, among=pool) if topology is not None else pool[:n]
+        return count_gpus(pool, topology, n)
 
     def at(n: int, **pinned: object) -> TrainConfig:
         changes: dict[str, object] = {"devices": None, "gpus": gpus(n)} if pool else {"devices": n}
@@ -140,10 +160,15 @@ def sweep_configs(
         pinned["global_batch"] = global_batch
     else:
         pinned["batch_per_replica"] = sizing.per_replica_batch
-    configs = [first] + [at(n, **pinned) for n in counts[1:]]
-    if pool and topology is not None and any(gpus(n) != pool[:n] for n in counts):
-        picked = "; ".join(f"{n}: {','.join(map(str, gpus(n)))}" for n in counts)
-        notes.append(f"GPUs per count, the best-connected by topology: {picked}")
+    # The first count pinned too, to what it would pick itself: every count's
+    # configuration then differs only in its devices, and can share a process.
+    # What was picked automatically is said once, for the sweep.
+    configs = [at(n, **pinned) for n in counts]
+    if sizing.note and configs[0] != first:
+        notes.insert(0, sizing.note)
+    picked = picked_gpus_note(pool, topology, counts) if pool else None
+    if picked:
+        notes.append(picked)
     for n, config in zip(counts, configs, strict=True):
         try:
             validate(config)
@@ -166,10 +191,23 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
     configs, notes = sweep_configs(
         base, counts, pool, "gpu" if pool else "cpu-logical", sweep_topology(pool)
     )
+    sweep_id = new_sweep_id()
+    sweep_refs = {n: SweepRef(id=sweep_id, index=i, planned=counts) for i, n in enumerate(counts)}
     console = Console(stderr=True, highlight=False)
+    record = None if args.no_record else "default"
+    shared = shared_process(configs, record, no_reuse=getattr(args, "no_reuse", False))
+    if shared is not None:
+        shared.stamp(sweep_id)
+    where = (
+        f"one TensorFlow process for counts {', '.join(map(str, counts))}"
+        if shared is not None
+        else "a TensorFlow process each"
+    )
+    heading += f"; {where}"
     if not quiet:
         console.print(
-            f"Running the trainer on {', '.join(map(str, counts))} devices, one run each:",
+            f"Running the trainer on {', '.join(map(str, counts))} devices, one run each, "
+            f"in {where}:",
             style="bold",
             markup=False,
         )
@@ -178,35 +216,47 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
     points: list[SweepPoint] = []
     sources: list[str] = []
     sweep_start = time.perf_counter()
-    for n, config in zip(counts, configs, strict=True):
-        record = None if args.no_record else "default"
-        run = LiveRun(config, record=record)
-        acc = RunAccumulator()
-        try:
-            run.start()
-            _follow(run, acc, n, config.steps, console, quiet)
-        finally:
-            if not run.done:
-                run.stop()
-        if run.error is not None or acc.start is None or acc.summary().step_time_s is None:
-            message = run.error.message if run.error is not None else "the run ended without steps"
-            if not points:
-                raise GpuscaleError(f"the {n}-device run failed: {message}", exit_code=EXIT_FAILED)
-            console.print(
-                f"gpuscale: the {n}-device run failed ({message}); recommending from the "
-                f"{len(points)} run(s) that worked",
-                style="yellow",
-                markup=False,
+    try:
+        for i, (n, config) in enumerate(zip(counts, configs, strict=True)):
+            if shared is not None:
+                run = shared.runs[i]
+            else:
+                run = LiveRun(config, record=record)
+                run.sweep_ref = sweep_refs[n]  # set before the run starts: every start carries it
+            acc = RunAccumulator()
+            starting = "starting TensorFlow" if i == 0 or shared is None else "building the model"
+            try:
+                run.start()
+                _follow(run, acc, n, config.steps, console, quiet, starting)
+            finally:
+                if not run.done:
+                    run.stop()
+            if run.error is not None or acc.start is None or acc.summary().step_time_s is None:
+                message = (
+                    run.error.message if run.error is not None else "the run ended without steps"
+                )
+                if not points:
+                    raise GpuscaleError(
+                        f"the {n}-device run failed: {message}", exit_code=EXIT_FAILED
+                    )
+                console.print(
+                    f"gpuscale: the {n}-device run failed ({message}); recommending from the "
+                    f"{len(points)} run(s) that worked",
+                    style="yellow",
+                    markup=False,
+                )
+                break
+            start = acc.start
+            source = (
+                str(run.recording_path)
+                if run.recording_path
+                else f"live run on {n} device{'s' if n > 1 else ''} (not recorded)"
             )
-            break
-        start = acc.start
-        source = (
-            str(run.recording_path)
-            if run.recording_path
-            else f"live run on {n} device{'s' if n > 1 else ''} (not recorded)"
-        )
-        points.append(point_from_summary(acc.summary(), start, source))
-        sources.append(source)
+            points.append(point_from_summary(acc.summary(), start, source))
+            sources.append(source)
+    finally:
+        if shared is not None:
+            shared.close()
     if not quiet:
         known = f", each until known to ±{base.precision:.0%}" if base.precision else ""
         console.print(
@@ -214,10 +264,38 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
             f"({len(points)} run{'s' if len(points) != 1 else ''}{known}).",
             markup=False,
         )
+        if not args.no_record:
+            say_sweep_recorded(console, sweep_id)
     return Sweep(points=points, sources=sources, available_devices=available), heading
 
 
-def _follow(run, acc: RunAccumulator, n: int, steps: int, console, quiet: bool) -> None:
+def shared_process(
+    configs: list[TrainConfig], record: str | None, *, no_reuse: bool = False
+) -> TrainerSweep | None:
+    """A :class:`~gpuscale.live.trainer_sweep.TrainerSweep` running every count in
+    one trainer process, or ``None`` for a process per count (``--no-reuse``, or
+    runs that cannot share one: see
+    :func:`gpuscale.trainer.options.shared_process_refusal`)."""
+    from gpuscale.live.trainer_sweep import TrainerSweep
+    from gpuscale.trainer.options import shared_process_refusal
+
+    if no_reuse or shared_process_refusal(configs) is not None:
+        return None
+    return TrainerSweep(configs, record=record)
+
+
+def say_sweep_recorded(console, sweep_id: str) -> None:
+    """Where the sweep's recordings are found again, as one thing."""
+    console.print(
+        f"Recorded as {sweep_id}: 'gpuscale replay {sweep_id}' shows it again, "
+        f"'gpuscale recommend --from {sweep_id}' re-judges it.",
+        markup=False,
+    )
+
+
+def _follow(
+    run, acc: RunAccumulator, n: int, steps: int, console, quiet: bool, starting: str
+) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     progress = Progress(
@@ -228,7 +306,7 @@ def _follow(run, acc: RunAccumulator, n: int, steps: int, console, quiet: bool) 
         console=console,
         disable=quiet,
     )
-    task = progress.add_task("", total=steps, status="starting TensorFlow")
+    task = progress.add_task("", total=steps, status=starting)
     with progress:
         for event in run.events(timeout=None):
             acc.add(event)

@@ -23,8 +23,9 @@ from gpuscale.analysis.script_runs import settle_script_runs
 from gpuscale.analysis.summary import RunAccumulator, RunSummary
 from gpuscale.analysis.sweep import Sweep, point_from_summary
 from gpuscale.errors import EXIT_FAILED, GpuscaleError
-from gpuscale.events.schema import EndEvent, StartEvent, StepEvent
+from gpuscale.events.schema import EndEvent, StartEvent, StepEvent, SweepRef
 from gpuscale.formatting import format_ms
+from gpuscale.recording.sweeps import new_sweep_id
 
 
 def run_script_sweep(
@@ -33,11 +34,18 @@ def run_script_sweep(
     """Run ``command`` at each device count of the plan; the measured points as a Sweep."""
     from rich.console import Console
 
-    from gpuscale.commands.recommend_live import plan
+    from gpuscale.commands.recommend_live import (
+        count_gpus,
+        picked_gpus_note,
+        plan,
+        say_sweep_recorded,
+        sweep_topology,
+    )
     from gpuscale.live.devices import device_env
     from gpuscale.live.script_run import ScriptRun
 
     counts, heading, pool, available = plan(args)
+    topology = sweep_topology(pool)
     console = Console(stderr=True, highlight=False)
     if not quiet:
         console.print(
@@ -45,10 +53,18 @@ def run_script_sweep(
             style="bold",
             markup=False,
         )
+        picked = picked_gpus_note(pool, topology, counts) if pool else None
+        if picked:
+            console.print(f"gpuscale: {picked}", style="yellow", markup=False)
     runs: list[tuple[RunSummary, StartEvent, str]] = []
-    for n in counts:
-        env = {**os.environ, **(device_env(None, pool[:n]) if pool else device_env(n, None))}
+    sweep_id = new_sweep_id()
+    for index, n in enumerate(counts):
+        env = {
+            **os.environ,
+            **(device_env(None, count_gpus(pool, topology, n)) if pool else device_env(n, None)),
+        }
         run = ScriptRun(command, record=None if args.no_record else "default", env=env)
+        run.sweep_ref = SweepRef(id=sweep_id, index=index, planned=counts)
         acc = RunAccumulator()
         try:
             run.start()
@@ -83,6 +99,8 @@ def run_script_sweep(
         source = str(run.recording_path) if run.recording_path else f"{n}-device run (not recorded)"
         runs.append((summary, acc.start, source))
     points = [point_from_summary(s, start, src) for s, start, src in settle_script_runs(runs)]
+    if not quiet and not args.no_record:
+        say_sweep_recorded(console, sweep_id)
     return Sweep(points=points, sources=[r[2] for r in runs], available_devices=available), heading
 
 

@@ -17,7 +17,7 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep, str, str
     printed report, and the name of the signal that stopped it (or None)."""
     import msgspec
 
-    from gpuscale.commands.recommend_live import plan, sweep_configs
+    from gpuscale.commands.recommend_live import plan, shared_process, sweep_configs
     from gpuscale.trainer.options import config_from_args
     from gpuscale.trainer.preflight import check_config
     from gpuscale.ui.app import run_until_stop_signal
@@ -28,6 +28,11 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep, str, str
     base = config_from_args(args)
     check_config(msgspec.structs.replace(base, gpus=pool))  # the model module; nccl without GPUs
     configs, notes = sweep_configs(base, counts, pool, "gpu" if pool else "cpu-logical")
+    shared = shared_process(
+        configs, None if args.no_record else "default", no_reuse=getattr(args, "no_reuse", False)
+    )
+    if shared is not None:
+        heading += f"; one TensorFlow process for counts {', '.join(map(str, counts))}"
     view = SweepView(
         points=[],
         heading=heading,
@@ -37,9 +42,17 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep, str, str
         min_efficiency=floor,
         max_devices=args.max_devices,
     )
-    runner = LiveSweep(view, configs, record=not args.no_record)
+    if shared is not None:  # the counts in one trainer process, each its own run
+        runner = LiveSweep(view, configs, record=not args.no_record, run_factory=shared.factory())
+        shared.stamp(runner.sweep_id)
+    else:
+        runner = LiveSweep(view, configs, record=not args.no_record)
     app = SweepApp(view, runner=runner)
-    signal_name = run_until_stop_signal(app)
+    try:
+        signal_name = run_until_stop_signal(app)
+    finally:
+        if shared is not None:
+            shared.close()  # a count the view never reached is not left running
     final = runner.view
     if not final.points:
         why = runner.failure or "stopped before the first device count was measured"
@@ -50,6 +63,7 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep, str, str
     state = final.state_line()
     if runner.failure:
         state = f"{runner.failure}; " + (state or "recommending from what was measured")
-    heading = "; ".join(part for part in (heading, *notes, state) if part)
+    recorded = None if args.no_record else f"recorded as {runner.sweep_id}"
+    heading = "; ".join(part for part in (heading, *notes, state, recorded) if part)
     sweep = Sweep(points=final.points, sources=final.sources, available_devices=available)
     return sweep, heading, signal_name

@@ -1,6 +1,7 @@
 """`gpuscale replay FILE`: the dashboard fed from a recording (no TensorFlow).
-`gpuscale replay FILE FILE...`: the recordings of a sweep (one run per device count)
-in the scaling view, also without TensorFlow."""
+`gpuscale replay FILE FILE...`, or `gpuscale replay SWEEP` (a sweep's name as
+`gpuscale runs` shows it, :mod:`gpuscale.recording.sweeps`): the recordings of a
+sweep (one run per device count) in the scaling view, also without TensorFlow."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ def register(sub) -> None:
             "Replay a recording (.ndjson or .ndjson.gz) in the same dashboard as "
             "'gpuscale watch'. Keys: space pause, left/right seek 10 s, +/- speed, "
             "end jump to the end, ? help, q quit. Given several recordings (the runs of a "
-            "sweep, one per device count), shows them as a scaling view: throughput against "
+            "sweep, one per device count), or a recorded sweep by the name 'gpuscale runs' "
+            "shows (sweep-...), shows them as a scaling view: throughput against "
             "devices, where the step time goes, and the recommendation. Needs no GPU and "
             "no TensorFlow. A sweep file (recommend --json, a typed-in table) is shown "
             "the same way."
@@ -30,7 +32,8 @@ def register(sub) -> None:
         type=Path,
         nargs="+",
         metavar="FILE",
-        help="a recording made by gpuscale; several: the scaling view of a sweep",
+        help="a recording made by gpuscale; several, or a sweep's name as 'gpuscale runs' "
+        "shows it (sweep-..., DIR/sweep-...): the scaling view of a sweep",
     )
     parser.add_argument(
         "--speed",
@@ -69,8 +72,11 @@ def main(args: argparse.Namespace) -> int:
         raise GpuscaleError(
             f"--speed must be above 0 and at most {MAX_SPEED:g}, got {args.speed:g}"
         )
-    if len(args.files) > 1:
-        return _show_sweep(_sweep_view(args.files), args.files)
+    from gpuscale.recording.sweeps import resolve_inputs
+
+    resolved = resolve_inputs(args.files)  # a sweep's name: its measured recordings
+    if resolved.sweeps or len(resolved.paths) > 1:
+        return _show_sweep(_sweep_view(resolved.paths, resolved.sweeps), args.files)
     args.file = args.files[0]
     if args.file.is_dir():
         raise GpuscaleError(f"{args.file} is a directory, not a recording")
@@ -111,9 +117,10 @@ def main(args: argparse.Namespace) -> int:
     return _show_sweep(view, [args.file])
 
 
-def _sweep_view(files: list[Path]):
+def _sweep_view(files: list[Path], groups: list | None = None):
     """The scaling view's content for ``files``; one GpuscaleError line for
-    files that cannot make one."""
+    files that cannot make one. ``groups``: the recorded sweeps (one sweep's
+    planned counts are shown, those it did not measure as missing)."""
     from gpuscale.analysis.recommend import recommend
     from gpuscale.analysis.sweep import load_inputs
     from gpuscale.errors import GpuscaleError
@@ -126,9 +133,24 @@ def _sweep_view(files: list[Path]):
 
     from gpuscale.ui.sweep_app import SweepView, sweep_heading
 
+    heading = sweep_heading(sweep.points, len(files))
+    planned: list[int] = []
+    state, missing_line = "complete", None
+    if groups and len(groups) == 1:
+        (group,) = groups
+        guess = "" if group.exact else " (grouped by a guess)"
+        heading = f"{group.name}{guess}: {sweep_heading(sweep.points)}"
+        measured = {p.devices for p in sweep.points}
+        planned = [*group.planned, *sorted(measured - set(group.planned))]
+        if group.missing:
+            state = "stopped"
+            missing_line = "not measured: " + ", ".join(group.why_missing())
     return SweepView(
         points=sweep.points,
-        heading=sweep_heading(sweep.points, len(files)),
+        heading=heading,
+        planned=planned,
+        state=state,
+        status_line=missing_line,
         available_devices=sweep.available_devices,
         sources=list(sweep.sources),
         warnings=list(sweep.warnings),

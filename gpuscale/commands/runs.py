@@ -1,5 +1,6 @@
-"""``gpuscale runs``: list the recorded runs (when, model, devices, steps,
-duration, size), as a table or as JSON."""
+"""``gpuscale runs``: list the recorded runs (when, which sweep, model, devices,
+steps, duration, size) and the sweeps they make (:mod:`gpuscale.recording.sweeps`),
+as tables or as JSON."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ def register(sub) -> None:
         description=(
             "List the recorded runs: when each started, which model, how many devices, "
             "steps, duration and file size. Every 'gpuscale run' is recorded here unless "
-            "given --no-record."
+            "given --no-record. The runs of one 'gpuscale recommend' sweep are listed as one "
+            "sweep, by the sweep id they carry (older recordings: by a guess, marked '?'); "
+            "'gpuscale replay NAME' and 'gpuscale recommend --from NAME' take a sweep's name."
         ),
     )
     parser.add_argument(
@@ -27,7 +30,11 @@ def register(sub) -> None:
         metavar="DIR",
         help="folder to list (default: gpuscale's runs folder; $GPUSCALE_DATA_DIR/runs if set)",
     )
-    parser.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print JSON instead of tables: {folder, runs: [...], sweeps: [...]}",
+    )
     parser.set_defaults(func=main)
 
 
@@ -36,30 +43,39 @@ def main(args: argparse.Namespace) -> int:
 
     from gpuscale.errors import GpuscaleError
     from gpuscale.recording.store import list_runs, runs_dir
+    from gpuscale.recording.sweeps import sweep_groups
 
     folder: Path = args.dir if args.dir is not None else runs_dir()
     if args.dir is not None and not folder.is_dir():
         what = "does not exist" if not folder.exists() else "is not a folder"
         raise GpuscaleError(f"--dir {folder} {what}")
     runs = list_runs(folder)
+    groups = sweep_groups(runs)
     if args.json:
         rows = []
         for run in runs:
             row = msgspec.to_builtins(run)
             when = run.when
             row["when"] = when.isoformat(timespec="seconds") if when else None
+            if run.sweep is not None:  # every field, defaults included
+                ref = run.sweep
+                row["sweep"] = {"id": ref.id, "index": ref.index, "planned": list(ref.planned)}
             rows.append(row)
-        sys.stdout.write(msgspec.json.format(msgspec.json.encode(rows), indent=2).decode() + "\n")
+        doc = {"folder": str(folder), "runs": rows, "sweeps": [g.to_json() for g in groups]}
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n")
         return 0
     if not runs:
         print(f"No recordings in {folder} (every 'gpuscale run' saves one there).")
         return 0
 
     from rich.console import Console
+    from rich.text import Text
 
     console = Console()
     if not console.is_terminal:  # a pipe or a file: whole lines, file names included
         console = Console(width=1000)
+    labels = group_labels(groups)
+    label_of = {run.path: labels[group.name] for group in groups for run in group.runs}
     rows = []
     problems = []
     for run in runs:
@@ -70,6 +86,7 @@ def main(args: argparse.Namespace) -> int:
         rows.append(
             (
                 when.strftime("%Y-%m-%d %H:%M") if when else "?",
+                label_of.get(run.path, ""),
                 markup_literal(run.model, limit=60),
                 markup_literal(
                     f"{run.devices}x{'cpu' if run.platform.startswith('cpu') else run.platform}"
@@ -83,67 +100,93 @@ def main(args: argparse.Namespace) -> int:
                 markup_literal(name),
             )
         )
-    # File names are never broken: the When column goes first when they do not fit
-    # (gpuscale's own names start with the time), then the file names (with a hint).
-    for show_when, show_files in ((True, True), (False, True), (True, False)):
-        table = _table(folder, rows, show_when=show_when, show_files=show_files)
+    # File names are never broken nor hidden: the When column goes first when they do
+    # not fit (gpuscale's own names start with the time); narrower still, each run's
+    # file name gets a line of its own under the run.
+    layouts = ((True, True), (False, True), (True, False), (False, False))
+    for show_when, show_files in layouts:
+        table = _table(
+            folder, rows, show_when=show_when, show_files=show_files, show_sweeps=bool(groups)
+        )
         if (
             console.measure(table, options=console.options.update_width(10_000)).maximum
             <= console.width
         ):
             break
-    console.print(table)
+    if show_files:
+        console.print(table)
+    else:
+        _print_with_file_lines(console, table, [Path(run.path).name for run in runs])
     for line in problems:
         console.print(f"unreadable: {line}", highlight=False, markup=False)
-    for group in sweep_groups(runs):
-        counts = ", ".join(str(r.devices) for r in group)
+    if groups:
+        console.print()
+        prefix = f"{folder}/" if args.dir is not None else ""
         console.print(
-            visible(
-                f"sweep of {group[0].model} on {counts} devices; its scaling view: "
-                f"gpuscale replay {' '.join(r.path for r in group)}"
-            ),
-            highlight=False,
-            markup=False,
-            soft_wrap=True,
+            Text(
+                f"Sweeps: 'gpuscale replay {prefix}NAME' shows one, "
+                f"'gpuscale recommend --from {prefix}NAME' re-judges it"
+            )
         )
+        console.print(_sweeps_table(groups, labels))
     return 0
 
 
-SWEEP_GAP_S = 600.0
-"""Runs of one sweep start within this many seconds of the previous one ending."""
+def _print_with_file_lines(console, table, names: list[str]) -> None:
+    """``table`` (one line per run, no File column) with each run's file name on a
+    line of its own under it, indented, whole (folded only if wider than the screen)."""
+    from rich.text import Text
+
+    lines = console.render_lines(table, console.options, pad=False, new_lines=False)
+    head = len(lines) - len(names)
+    for line in lines[:head]:
+        console.print(Text.assemble(*((seg.text, seg.style) for seg in line)), overflow="fold")
+    for line, name in zip(lines[head:], names, strict=True):
+        console.print(Text.assemble(*((seg.text, seg.style) for seg in line)), overflow="fold")
+        console.print(Text("  " + name, style="dim"), overflow="fold")
 
 
-def sweep_groups(runs: list) -> list[list]:
-    """Runs that look like one sweep (what ``gpuscale recommend`` records): the same
-    model, completed, each starting within :data:`SWEEP_GAP_S` of the previous one's
-    end, with a growing device count; groups of two runs or more."""
-    done = sorted(
-        (r for r in runs if r.status == "completed" and r.start_t is not None and r.devices),
-        key=lambda r: r.start_t,
-    )
-    groups: list[list] = []
-    current: list = []
-    for run in done:
-        if current:
-            last = current[-1]
-            end = last.start_t + (last.duration_s or 0.0)
-            if (
-                run.model == last.model
-                and run.platform == last.platform
-                and run.devices > last.devices
-                and run.start_t - end <= SWEEP_GAP_S
-            ):
-                current.append(run)
-                continue
-            if len(current) > 1:
-                groups.append(current)
-        current = [run]
-    if len(current) > 1:
-        groups.append(current)
-    return groups
+def group_labels(groups: list) -> dict[str, str]:
+    """A short label per sweep for the table's Sweep column: ``A``, ``B``, ...,
+    with ``?`` after a guessed group's."""
+    labels = {}
+    for number, group in enumerate(groups, start=1):
+        letters = ""
+        while number:
+            number, rest = divmod(number - 1, 26)
+            letters = chr(ord("A") + rest) + letters
+        labels[group.name] = letters + ("" if group.exact else "?")
+    return labels
 
 
-def _table(folder: Path, rows: list[tuple[str, ...]], *, show_when: bool, show_files: bool):
+def _sweeps_table(groups: list, labels: dict[str, str]):
+    """The sweeps under the runs: label, name (never broken), what each measured."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table.grid(padding=(0, 1))
+    table.add_column(no_wrap=True)
+    table.add_column(no_wrap=True)
+    table.add_column(overflow="fold")
+    for group in groups:
+        counts = ", ".join(map(str, group.measured)) or "none"
+        what = f"{group.model}, measured on {counts}"
+        if group.missing:
+            what += "; not measured: " + ", ".join(group.why_missing())
+        if not group.exact:
+            what += " (a guess from times and models: recorded without a sweep id)"
+        table.add_row(labels[group.name], Text(visible(group.name)), Text(visible(what)))
+    return table
+
+
+def _table(
+    folder: Path,
+    rows: list[tuple[str, ...]],
+    *,
+    show_when: bool,
+    show_files: bool,
+    show_sweeps: bool,
+):
     from rich import box
     from rich.table import Table
 
@@ -157,6 +200,7 @@ def _table(folder: Path, rows: list[tuple[str, ...]], *, show_when: bool, show_f
     )
     columns = [
         ("When", "left"),
+        ("Sweep", "left"),
         ("Model", "left"),
         ("Devices", "right"),
         ("Steps", "right"),
@@ -168,14 +212,13 @@ def _table(folder: Path, rows: list[tuple[str, ...]], *, show_when: bool, show_f
     keep = [
         i
         for i, (name, _) in enumerate(columns)
-        if (name != "When" or show_when) and (name != "File" or show_files)
+        if (name != "When" or show_when)
+        and (name != "File" or show_files)
+        and (name != "Sweep" or show_sweeps)
     ]
     for i in keep:
         name, justify = columns[i]
         table.add_column(name, justify=justify, no_wrap=True)
-    if not show_files:
-        table.caption = "(file names: a wider terminal, or gpuscale runs --json)"
-        table.caption_justify = "left"
     for row in rows:
         table.add_row(*(row[i] for i in keep))
     return table

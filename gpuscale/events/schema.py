@@ -32,9 +32,10 @@ import msgspec
 
 from gpuscale.events import limits
 
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 """1.1: StartEvent.topology; 1.2: PhaseEvent.compute_allreduce_s and probe_cost_s (probe
-budget), StartEvent.provisional and the ``source: "clock"`` log marker (write-ahead)."""
+budget), StartEvent.provisional and the ``source: "clock"`` log marker (write-ahead);
+1.3: StartEvent.sweep (the runs of one ``gpuscale recommend`` sweep)."""
 SCHEMA_MAJOR = 1
 
 # Plausible ranges (gpuscale.events.limits) for the fields the analysis divides by
@@ -144,6 +145,22 @@ class Topology(msgspec.Struct, kw_only=True, omit_defaults=True):
     pairs: list[GpuPair] = []
 
 
+class SweepRef(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Which sweep a run belongs to: every run one ``gpuscale recommend`` sweep makes
+    (the built-in trainer's or a script's, live or ``--watch``) carries the same
+    ``id`` in its start event, and its own place in the sweep."""
+
+    id: Annotated[str, msgspec.Meta(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9._-]+$")]
+    """The sweep's identity, e.g. ``sweep-20261123-125500-3f2a`` (local time the sweep
+    began, 4 random hex digits): what ``gpuscale runs`` shows and ``gpuscale replay``
+    and ``gpuscale recommend --from`` accept."""
+    index: Annotated[int, msgspec.Meta(ge=0, le=limits.MAX_DEVICES)] = 0
+    """This run's place in ``planned`` (0 for the first count)."""
+    planned: list[_Devices] = []
+    """Every device count the sweep set out to measure, in order; the counts a
+    stopped sweep never measured are the ones no recording of it has."""
+
+
 class StartEvent(_Event, tag="start", kw_only=True):
     """First event of a run: what was run, where, with which versions."""
 
@@ -189,6 +206,9 @@ class StartEvent(_Event, tag="start", kw_only=True):
     """How the machine's GPUs are connected (all of them, not only the run's),
     read through NVML by the gpuscale process; ``None`` without NVML or from
     recordings older than schema 1.1."""
+    sweep: SweepRef | None = None
+    """The sweep this run is one count of; ``None`` for a run of its own, and in
+    recordings older than schema 1.3. Since format 1.3."""
 
 
 class StepEvent(_Event, tag="step", kw_only=True):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuscale.errors import GpuscaleError
-from gpuscale.events.schema import EndEvent, ErrorEvent, Event, StartEvent
+from gpuscale.events.schema import EndEvent, ErrorEvent, Event, StartEvent, SweepRef
 from gpuscale.recording.store import default_path
 from gpuscale.recording.writer import Recorder
 from gpuscale.telemetry.sampler import Sampler
@@ -34,6 +34,9 @@ class RunBase:
         self.queue: queue.Queue[Event | None] = queue.Queue()
         """Every event of the run, in order, for the consumer; ``None`` after the EndEvent."""
         self.start_event: StartEvent | None = None
+        self.sweep_ref: SweepRef | None = None
+        """The sweep this run is one count of (set before :meth:`start`): every start
+        event of the run, provisional or its own, recorded or handed on, carries it."""
         self.end: EndEvent | None = None
         """The final EndEvent (with ``summary``) once the run is over."""
         self.error: ErrorEvent | None = None
@@ -129,6 +132,7 @@ class RunBase:
         """Write-ahead: open the recording when the run begins, with a provisional
         start, so every event is on disk within a flush interval even before the
         run's own start (see docs/recording-format.md)."""
+        self._stamp_sweep(provisional)
         if self.record is None or self._recorder is not None:
             return
         self._open_recorder(provisional, model)
@@ -138,6 +142,7 @@ class RunBase:
     def _record_start(self, start: StartEvent, model: str) -> None:
         """Record the run's own start: it supersedes the provisional one, and a
         default file name takes what the start says (model, devices)."""
+        self._stamp_sweep(start)
         if self._recorder is None:
             self._open_recorder(start, model)
         elif self.record == "default" and self._recorder.active:
@@ -160,6 +165,12 @@ class RunBase:
                 self.recording_path = self._recorder.path
         if self._recorder is not None:
             self._recorder.write(start)
+
+    def _stamp_sweep(self, start: StartEvent) -> None:
+        """Give ``start`` the run's sweep (in place: the same event goes on to the
+        consumer); a start that names its own sweep keeps it."""
+        if self.sweep_ref is not None and start.sweep is None:
+            start.sweep = self.sweep_ref
 
     def _new_sampler(
         self,

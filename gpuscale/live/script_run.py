@@ -461,6 +461,7 @@ class ScriptRun(RunBase):
 
     def _publish(self, event: Event) -> None:
         if isinstance(event, StartEvent):
+            self._stamp_sweep(event)
             self.start_event = event
         elif isinstance(event, EndEvent):
             self.end = event
@@ -779,6 +780,7 @@ class _PumpState:
         keeps the made-up start as the run's own), and the warning is withdrawn."""
         run = self.run_
         self.hinted = False
+        run._stamp_sweep(start)
         run.start_event = start
         run.queue.put(start)
         self.analysis_events.append(start)

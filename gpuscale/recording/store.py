@@ -18,7 +18,14 @@ from pathlib import Path
 import msgspec
 
 from gpuscale.events.bounded import JsonInputError, check_depth, open_untrusted
-from gpuscale.events.schema import EndEvent, Event, StartEvent, StepEvent, run_duration_s
+from gpuscale.events.schema import (
+    EndEvent,
+    Event,
+    StartEvent,
+    StepEvent,
+    SweepRef,
+    run_duration_s,
+)
 from gpuscale.recording.format import (
     DECODE_ERRORS,
     GZIP_MAGIC,
@@ -116,6 +123,8 @@ class RunInfo(msgspec.Struct, kw_only=True):
     or ``unreadable``."""
     problem: str | None = None
     """Why the file cannot be read, when ``status`` is ``unreadable``."""
+    sweep: SweepRef | None = None
+    """The sweep the run is one count of (its start event's ``sweep``, format 1.3 on)."""
 
     @property
     def when(self) -> datetime | None:
@@ -193,6 +202,7 @@ def _info(path: Path) -> RunInfo:
         duration_s=duration,
         size_bytes=size,
         status=status,
+        sweep=start.sweep,
     )
 
 

@@ -333,3 +333,65 @@ def from_json(text: str) -> TrainConfig:
         raise GpuscaleError(f"bad trainer configuration: {exc}") from exc
     validate(config)
     return config
+
+
+def shared_process_refusal(configs: list[TrainConfig]) -> str | None:
+    """Why these runs (one per device count) cannot share one trainer process,
+    or ``None`` when they can.
+
+    One process sets its devices up once, for the widest run, and then builds a
+    strategy per run over a subset of them; that is sound when the runs differ
+    only in their devices (``devices`` or ``gpus``), all on one machine with a
+    strategy over explicit devices (``mirrored`` or ``central-storage``).
+    Multi-worker runs need their own cluster per count; a mix of GPU lists and
+    logical-device counts has no one set-up."""
+    if len(configs) < 2:
+        return "one device count"
+    first = configs[0]
+    if first.strategy not in ("mirrored", "central-storage"):
+        return f"--strategy {first.strategy}"
+    on_gpus = first.gpus is not None
+    for config in configs:
+        if (config.gpus is not None) != on_gpus or (not on_gpus and config.devices is None):
+            return "the runs do not all name their devices the same way"
+        if msgspec.structs.replace(config, devices=None, gpus=None) != msgspec.structs.replace(
+            first, devices=None, gpus=None
+        ):
+            return "the runs differ in more than their devices"
+    return None
+
+
+def widest(configs: list[TrainConfig]) -> TrainConfig:
+    """The configuration whose devices hold every run's: the most logical CPU
+    devices, or every GPU any run uses (the largest run's first, in its order)."""
+    largest = max(configs, key=lambda c: c.num_devices or 0)
+    if largest.gpus is None:
+        return largest
+    union = list(largest.gpus)
+    for config in configs:
+        union += [g for g in config.gpus or [] if g not in union]
+    return msgspec.structs.replace(largest, gpus=union)
+
+
+def device_positions(wide: TrainConfig, config: TrainConfig) -> list[int]:
+    """Where ``config``'s devices are among ``wide``'s (see :func:`widest`)."""
+    if config.gpus is not None and wide.gpus is not None:
+        return [wide.gpus.index(g) for g in config.gpus]
+    return list(range(config.devices or 1))
+
+
+def sweep_to_json(configs: list[TrainConfig]) -> str:
+    return msgspec.json.encode(configs).decode()
+
+
+def sweep_from_json(text: str) -> list[TrainConfig]:
+    """Decode and validate the runs handed to one trainer process (``--sweep``)."""
+    try:
+        configs = msgspec.json.decode(text, type=list[TrainConfig])
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise GpuscaleError(f"bad trainer sweep: {exc}") from exc
+    for config in configs:
+        validate(config)
+    if (why := shared_process_refusal(configs)) is not None:
+        raise GpuscaleError(f"these runs cannot share one trainer process: {why}")
+    return configs

@@ -21,3 +21,13 @@ class DevicePlan:
     infos: list[DeviceInfo]
     warning: str = ""
     """Something the user should know about the device choice ("" if nothing)."""
+
+    def subset(self, positions: list[int]) -> DevicePlan:
+        """The plan for some of these devices (by position), for a run that shares
+        a process set up for more (``python -m gpuscale.trainer --sweep``)."""
+        return DevicePlan(
+            self.platform,
+            [self.names[i] for i in positions],
+            [self.infos[i] for i in positions],
+            self.warning,
+        )

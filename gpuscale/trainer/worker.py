@@ -24,6 +24,7 @@ import threading
 import time
 import traceback
 import warnings
+from collections.abc import Callable
 
 import msgspec
 
@@ -39,7 +40,14 @@ from gpuscale.events.schema import (
     encode,
 )
 from gpuscale.events.transport import EventClient
-from gpuscale.trainer.options import TrainConfig, from_json
+from gpuscale.trainer.options import (
+    TrainConfig,
+    device_positions,
+    from_json,
+    sweep_from_json,
+    widest,
+)
+from gpuscale.trainer.plan import DevicePlan
 
 ENV_CONFIG = "GPUSCALE_TRAIN_CONFIG"
 
@@ -147,6 +155,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--config", help="the TrainConfig as JSON (default: $GPUSCALE_TRAIN_CONFIG)"
     )
+    parser.add_argument(
+        "--sweep",
+        metavar="JSON",
+        help="a JSON list of TrainConfigs that differ only in their devices: run each in "
+        "turn in this one process, each a run of its own (start ... end)",
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     try:
@@ -171,17 +185,11 @@ def main(argv: list[str] | None = None) -> int:
     if os.environ.get("GPUSCALE_PARENT_PIPE") == "1":
         threading.Thread(target=_watch_parent, args=(emit, stop), daemon=True).start()
 
-    steps = 0
-    status = "completed"
-    code = 0
-    try:
-        text = args.config or os.environ.get(ENV_CONFIG)
-        if not text:
-            raise GpuscaleError(
-                "no trainer configuration (give --config JSON or set GPUSCALE_TRAIN_CONFIG)"
-            )
-        config = from_json(text)
-        _prepare_environment(config)
+    configs: list[TrainConfig] = []
+
+    def prepare() -> tuple[int, str]:
+        configs.extend(_read_configs(args))
+        _prepare_environment(widest(configs))
         logging.getLogger("tensorflow").addHandler(_ForwardHandler(emit))
         logging.getLogger("absl").addHandler(_ForwardHandler(emit))
 
@@ -191,26 +199,102 @@ def main(argv: list[str] | None = None) -> int:
             )
 
         warnings.showwarning = show_warning
-        steps, status = _train(config, emit, stop, training)
+        return 0, "completed"
+
+    steps, status, code = _guarded(emit, prepare)
+    if code or status != "completed":
+        _end(emit, status, steps, started)
+        emit.close()
+        return code
+    training.set()  # until _train clears it: a signal now only asks to stop
+    devices = _Devices(configs) if args.sweep else None
+    for index, config in enumerate(configs):
+        began = started if index == 0 else time.perf_counter()
+        if devices is not None:
+            devices.run = index + 1
+        steps, status, code = _guarded(
+            emit, lambda config=config: _train(config, emit, stop, training, devices)
+        )
+        _end(emit, status, steps, began)
+        if code or status != "completed" or stop.is_set():
+            break  # the counts not run are not reported: the parent knows which ran
+        if devices is not None:
+            devices.release()
+    emit.close()
+    return code
+
+
+def _read_configs(args: argparse.Namespace) -> list[TrainConfig]:
+    if args.sweep:
+        return sweep_from_json(args.sweep)
+    text = args.config or os.environ.get(ENV_CONFIG)
+    if not text:
+        raise GpuscaleError(
+            "no trainer configuration (give --config JSON or set GPUSCALE_TRAIN_CONFIG)"
+        )
+    return [from_json(text)]
+
+
+def _guarded(emit: _Emitter, body: Callable[[], tuple[int, str]]) -> tuple[int, str, int]:
+    """Run ``body`` (returning steps and status); a failure becomes an ErrorEvent.
+    Returns ``(steps, status, exit_code)``."""
+    try:
+        steps, status = body()
+        return steps, status, 0
     except _StoppedEarly:
-        status = "stopped"
+        return 0, "stopped", 0
     except GpuscaleError as exc:
         emit(ErrorEvent(t=time.time(), message=str(exc)))
-        status, code = "failed", exc.exit_code if exc.exit_code != 0 else 1
+        return 0, "failed", exc.exit_code if exc.exit_code != 0 else 1
     except BaseException as exc:  # the user's code, TensorFlow, out of memory: report, never hang
         emit(
             ErrorEvent(
                 t=time.time(), message=_describe_failure(exc), traceback=traceback.format_exc()
             )
         )
-        status, code = "failed", 1
+        return 0, "failed", 1
+
+
+def _end(emit: _Emitter, status: str, steps: int, began: float) -> None:
     emit(
-        EndEvent(
-            t=time.time(), status=status, steps=steps, duration_s=time.perf_counter() - started
-        )
+        EndEvent(t=time.time(), status=status, steps=steps, duration_s=time.perf_counter() - began)
     )
-    emit.close()
-    return code
+
+
+class _Devices:
+    """The devices of a sweep's process (``--sweep``), set up once for the widest
+    run; each run gets its subset (:meth:`plan_for`), and between runs
+    :meth:`release` drops what the last one built."""
+
+    def __init__(self, configs: list[TrainConfig]):
+        self.configs = configs
+        self.wide = widest(configs)
+        self.run = 1
+        """Which run of the process is in progress (1 for the first)."""
+        self._plan: DevicePlan | None = None
+
+    def plan_for(self, config: TrainConfig) -> DevicePlan:
+        from gpuscale.trainer import loop
+
+        if self._plan is None:
+            self._plan = loop.setup_devices(self.wide)
+        return self._plan.subset(device_positions(self.wide, config))
+
+    def shared(self) -> dict[str, object]:
+        """What the StartEvent's ``config.resolved`` says about the shared process:
+        every run's device count, and which run this is (1 for the first)."""
+        counts = [c.num_devices for c in self.configs]
+        return {"shared_process": {"counts": counts, "run": self.run}}
+
+    def release(self) -> None:
+        """Forget the last run's model, optimizer and compiled functions (Keras'
+        global state included), so the next run starts as in a fresh process."""
+        import gc
+
+        import keras
+
+        keras.backend.clear_session(free_memory=False)
+        gc.collect()
 
 
 def _num_workers(config: TrainConfig) -> int:
@@ -222,15 +306,25 @@ def _num_workers(config: TrainConfig) -> int:
 
 
 def _train(
-    config: TrainConfig, emit: _Emitter, stop: threading.Event, training: threading.Event
+    config: TrainConfig,
+    emit: _Emitter,
+    stop: threading.Event,
+    training: threading.Event,
+    devices: _Devices | None = None,
 ) -> tuple[int, str]:
+    """One run: set up (or take a subset of ``devices``), build, report the
+    start, train. ``training`` is clear while building: a stop signal then ends
+    the run at once."""
+    training.clear()
+    if stop.is_set():
+        raise _StoppedEarly
     import keras
     import tensorflow as tf  # only here: the parent never imports TensorFlow
 
     from gpuscale.trainer import loop
 
     tf.get_logger().setLevel(logging.WARNING)
-    plan = loop.setup_devices(config)
+    plan = loop.setup_devices(config) if devices is None else devices.plan_for(config)
     if plan.warning:
         emit.log(plan.warning, "warning")
     trainer = loop.Trainer(config, plan)
@@ -252,6 +346,7 @@ def _train(
                     "optimizer": type(trainer.optimizer).__name__,
                     "keras_version": keras.__version__,
                     "python_version": sys.version.split()[0],
+                    **(devices.shared() if devices is not None else {}),
                 },
             },
             devices=plan.infos,

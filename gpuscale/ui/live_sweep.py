@@ -22,8 +22,9 @@ from typing import Any
 
 from gpuscale.analysis.summary import RunAccumulator
 from gpuscale.analysis.sweep import SweepPoint, point_from_summary
-from gpuscale.events.schema import EndEvent, PhaseEvent, StepEvent
+from gpuscale.events.schema import EndEvent, PhaseEvent, StepEvent, SweepRef
 from gpuscale.formatting import format_ms
+from gpuscale.recording.sweeps import new_sweep_id
 from gpuscale.ui.model import RunModel
 from gpuscale.ui.sweep_app import SweepView
 
@@ -47,8 +48,11 @@ class LiveSweep:
         record: bool = True,
         run_factory: Callable[[Any, str | None], Any] = _default_run_factory,
         status_interval_s: float = 0.25,
+        sweep_id: str | None = None,
     ) -> None:
         self.view = view
+        self.sweep_id = sweep_id or new_sweep_id()
+        """Carried by every run's start event (with its index and the planned counts)."""
         self.configs = configs
         self.record = record
         self.run_factory = run_factory
@@ -76,12 +80,12 @@ class LiveSweep:
     def run(self, on_status: Callback, on_count: Callback) -> SweepView:
         points: list[SweepPoint] = list(self.view.points)
         sources: list[str] = list(self.view.sources)
-        for n, config in zip(self.view.planned, self.configs, strict=True):
+        for index, (n, config) in enumerate(zip(self.view.planned, self.configs, strict=True)):
             if self.stop_requested.is_set():
                 break
             self.view = replace(self.view, state="running", running_devices=n, status_line=None)
             on_status(self.view)
-            point, failure = self._one_count(n, config, on_status)
+            point, failure = self._one_count(n, config, on_status, index)
             if point is not None:
                 points.append(point)
                 sources.append(point.source or f"live run on {n} devices")
@@ -101,9 +105,10 @@ class LiveSweep:
         return self.view
 
     def _one_count(
-        self, n: int, config: Any, on_status: Callback
+        self, n: int, config: Any, on_status: Callback, index: int = 0
     ) -> tuple[SweepPoint | None, str | None]:
         run = self.run_factory(config, "default" if self.record else None)
+        run.sweep_ref = SweepRef(id=self.sweep_id, index=index, planned=list(self.view.planned))
         acc = RunAccumulator()
         model = RunModel()
         with self._lock:

@@ -1,0 +1,265 @@
+"""The sweeps among the recordings: the runs one ``gpuscale recommend`` made, one
+per device count, found again as one thing.
+
+* **Exact** (format 1.3 on): every run of a sweep carries the same
+  :class:`~gpuscale.events.schema.SweepRef` in its start event (the sweep's id, the
+  run's index, the counts planned). Runs are grouped by that id, whatever their
+  status, in the order of their index.
+* **Guessed** (recordings without a sweep id, before format 1.3): completed runs of
+  one model on one platform with a growing device count, each starting within
+  :data:`SWEEP_GAP_S` of the previous one's end. Such a group is named
+  ``guess-YYYYMMDD-HHMMSS`` after its first run's start (local time), and says it
+  is a guess wherever it is shown.
+
+A sweep is named on the command line by its name as ``gpuscale runs`` shows it (or
+a unique prefix of it), alone (looked up in the runs folder) or after a folder
+(``DIR/sweep-...``); :func:`resolve_inputs` turns such names into the recordings of
+the sweep, for ``gpuscale replay`` and ``gpuscale recommend --from``.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+
+import msgspec
+
+from gpuscale.errors import GpuscaleError
+from gpuscale.recording.store import RunInfo, list_runs, runs_dir
+
+SWEEP_PREFIX = "sweep-"
+"""How every sweep id begins (recording file names begin with a digit)."""
+GUESS_PREFIX = "guess-"
+"""How the name of a guessed group begins."""
+SWEEP_GAP_S = 600.0
+"""Guessed groups: a run starts within this many seconds of the previous one's end."""
+
+
+def new_sweep_id(when: datetime | None = None) -> str:
+    """A fresh sweep id: ``sweep-`` + the local time (``YYYYMMDD-HHMMSS``) + 4 random
+    hex digits, e.g. ``sweep-20261123-125500-3f2a``: sorts by time, reads like the
+    recordings' names, and two sweeps begun in the same second differ."""
+    when = when or datetime.now()
+    return f"{SWEEP_PREFIX}{when:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+
+class SweepGroup(msgspec.Struct, kw_only=True):
+    """The recordings of one sweep."""
+
+    name: str
+    """The sweep id, or ``guess-...`` for a guessed group."""
+    exact: bool
+    """True: grouped by the sweep id the runs carry; False: a guess (no id)."""
+    runs: list[RunInfo]
+    """In the sweep's order (index, then start time)."""
+    planned: list[int]
+    """The device counts the sweep set out to measure (a guess: the counts it has)."""
+
+    @property
+    def model(self) -> str:
+        return next((r.model for r in self.runs if r.model != "?"), "?")
+
+    @property
+    def platform(self) -> str:
+        return self.runs[0].platform if self.runs else "?"
+
+    @property
+    def measured(self) -> list[int]:
+        """Device counts with a completed run: what the sweep measured."""
+        return sorted({r.devices for r in self.runs if r.status == "completed"})
+
+    @property
+    def missing(self) -> list[int]:
+        """Planned counts without a completed run."""
+        measured = set(self.measured)
+        return [n for n in self.planned if n not in measured]
+
+    def why_missing(self) -> list[str]:
+        """One phrase per missing count: ``4 (stopped)``, ``8 (not run)``."""
+        out = []
+        for n in self.missing:
+            statuses = [r.status for r in self.runs if r.devices == n]
+            out.append(f"{n} ({', '.join(dict.fromkeys(statuses)) if statuses else 'not run'})")
+        return out
+
+    def describe(self) -> str:
+        """One line: which sweep, what it measured, what it did not."""
+        measured = ", ".join(map(str, self.measured)) or "none"
+        where = f"{self.model} on {_platform_word(self.platform)}"
+        if not self.exact:
+            return (
+                f"sweep {self.name} ({where}; grouped by a guess, recorded without a sweep "
+                f"id): measured on {measured} devices"
+            )
+        planned = ", ".join(map(str, self.planned))
+        line = f"sweep {self.name} ({where}): planned {planned} devices, measured {measured}"
+        if self.missing:
+            line += "; not measured: " + ", ".join(self.why_missing())
+        return line
+
+    def to_json(self) -> dict:
+        """What ``gpuscale runs --json`` lists for the sweep."""
+        return {
+            "id": self.name,
+            "guessed": not self.exact,
+            "model": self.model,
+            "platform": self.platform,
+            "planned": list(self.planned),
+            "measured": self.measured,
+            "missing": self.missing,
+            "recordings": [
+                {"path": r.path, "devices": r.devices, "status": r.status} for r in self.runs
+            ],
+        }
+
+
+def _platform_word(platform: str) -> str:
+    return {"cpu-logical": "CPU logical devices", "cpu": "CPUs", "gpu": "GPUs"}.get(
+        platform, platform
+    )
+
+
+def sweep_groups(runs: Sequence[RunInfo]) -> list[SweepGroup]:
+    """The sweeps among ``runs``, oldest first: exact groups (every run carrying one
+    sweep id, however many) and, among the runs without an id, guessed groups of
+    two runs or more."""
+    by_id: dict[str, list[RunInfo]] = {}
+    for run in runs:
+        if run.sweep is not None:
+            by_id.setdefault(run.sweep.id, []).append(run)
+    groups = []
+    for sweep_id, members in by_id.items():
+        members.sort(key=lambda r: (r.sweep.index, r.start_t or 0.0, r.path))  # type: ignore[union-attr]
+        planned: list[int] = []
+        for run in members:  # every run says the same; a union if they do not
+            planned += [n for n in run.sweep.planned if n not in planned]  # type: ignore[union-attr]
+        planned += [r.devices for r in members if r.devices and r.devices not in planned]
+        groups.append(SweepGroup(name=sweep_id, exact=True, runs=members, planned=planned))
+    groups += _guessed_groups([r for r in runs if r.sweep is None])
+    groups.sort(key=lambda g: (min((r.start_t or 0.0) for r in g.runs), g.name))
+    return groups
+
+
+def _guessed_groups(runs: Sequence[RunInfo]) -> list[SweepGroup]:
+    done = sorted(
+        (r for r in runs if r.status == "completed" and r.start_t is not None and r.devices),
+        key=lambda r: r.start_t or 0.0,
+    )
+    chains: list[list[RunInfo]] = []
+    current: list[RunInfo] = []
+    for run in done:
+        if current:
+            last = current[-1]
+            end = (last.start_t or 0.0) + (last.duration_s or 0.0)
+            if (
+                run.model == last.model
+                and run.platform == last.platform
+                and run.devices > last.devices
+                and (run.start_t or 0.0) - end <= SWEEP_GAP_S
+            ):
+                current.append(run)
+                continue
+            chains.append(current)
+        current = [run]
+    chains.append(current)
+    groups = []
+    for chain in chains:
+        if len(chain) < 2:
+            continue
+        when = chain[0].when
+        stamp = when.strftime("%Y%m%d-%H%M%S") if when else Path(chain[0].path).name
+        groups.append(
+            SweepGroup(
+                name=f"{GUESS_PREFIX}{stamp}",
+                exact=False,
+                runs=chain,
+                planned=[r.devices for r in chain],
+            )
+        )
+    return groups
+
+
+def is_sweep_name(name: str) -> bool:
+    """Whether ``name`` (or its last part, after a folder) names a sweep."""
+    base = name.replace(os.sep, "/").rstrip("/").rpartition("/")[2]
+    return base.startswith((SWEEP_PREFIX, GUESS_PREFIX))
+
+
+def find_sweep(name: str, directory: str | os.PathLike | None = None) -> SweepGroup:
+    """The sweep ``name`` (its id or a unique prefix; ``DIR/NAME`` looks in DIR),
+    among the recordings in ``directory`` (default :func:`runs_dir`). One-line
+    :class:`GpuscaleError` when none or several match."""
+    folder_part, _, base = name.replace(os.sep, "/").rstrip("/").rpartition("/")
+    if folder_part:
+        folder = Path(folder_part).expanduser()
+    else:
+        folder = Path(directory) if directory is not None else runs_dir()
+    if not folder.is_dir():
+        raise GpuscaleError(f"{name}: no sweep of that name: no recordings in {folder} yet")
+    groups = sweep_groups(list_runs(folder))
+    exact = [g for g in groups if g.name == base]
+    matches = exact or [g for g in groups if g.name.startswith(base)]
+    if not matches:
+        kind = "guessed sweep" if base.startswith(GUESS_PREFIX) else "sweep"
+        raise GpuscaleError(
+            f"{name}: no {kind} of that name in {folder} ('gpuscale runs"
+            f"{'' if directory is None and not folder_part else f' --dir {folder}'}' lists them)"
+        )
+    if len(matches) > 1:
+        listed = ", ".join(g.name for g in matches[:4]) + (", ..." if len(matches) > 4 else "")
+        raise GpuscaleError(
+            f"{name}: {len(matches)} sweeps in {folder} begin so ({listed}); give more of the name"
+        )
+    return matches[0]
+
+
+class Resolved(msgspec.Struct, kw_only=True):
+    """Inputs with every sweep name replaced by its measured recordings."""
+
+    paths: list[Path]
+    sweeps: list[SweepGroup]
+    """The sweeps named, in order."""
+    notes: list[str]
+    """One line per sweep named: :meth:`SweepGroup.describe`."""
+
+
+def resolve_inputs(
+    names: Sequence[str | os.PathLike], directory: str | os.PathLike | None = None
+) -> Resolved:
+    """``names`` as paths: an existing file stays itself; a sweep's name (see
+    :func:`find_sweep`) becomes its completed recordings (a run that was stopped,
+    failed or cut short measured nothing, and :meth:`SweepGroup.describe` says so);
+    anything else is left for the reader to refuse."""
+    paths: list[Path] = []
+    sweeps: list[SweepGroup] = []
+    for raw in names:
+        name = str(raw)
+        if Path(name).expanduser().exists() or not is_sweep_name(name):
+            paths.append(Path(name))
+            continue
+        group = find_sweep(name, directory)
+        done = [Path(r.path) for r in group.runs if r.status == "completed"]
+        if not done:
+            statuses = ", ".join(f"{r.devices}: {r.status}" for r in group.runs)
+            raise GpuscaleError(
+                f"{name}: sweep {group.name} has no completed run to read ({statuses})"
+            )
+        paths += done
+        sweeps.append(group)
+    return Resolved(paths=paths, sweeps=sweeps, notes=[g.describe() for g in sweeps])
+
+
+__all__ = [
+    "GUESS_PREFIX",
+    "SWEEP_PREFIX",
+    "Resolved",
+    "SweepGroup",
+    "find_sweep",
+    "is_sweep_name",
+    "new_sweep_id",
+    "resolve_inputs",
+    "sweep_groups",
+]

@@ -1,0 +1,357 @@
+"""A sweep is one thing in the recordings (gpuscale.recording.sweeps): every run of a
+sweep carries its id; `gpuscale runs` groups by it (a guess only for older
+recordings), `--json` lists the groups, and `replay` and `recommend --from` take a
+sweep's name. No TensorFlow."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import msgspec
+import pytest
+from recording_samples import sample_events, write_run
+
+from gpuscale.cli import main
+from gpuscale.errors import GpuscaleError
+from gpuscale.events.schema import EndEvent, StartEvent, SweepRef, decode, encode
+from gpuscale.recording.reader import load_run
+from gpuscale.recording.store import list_runs
+from gpuscale.recording.sweeps import (
+    find_sweep,
+    new_sweep_id,
+    resolve_inputs,
+    sweep_groups,
+)
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_runs"
+STOPPED = "sweep-20261123-125500-3f2a"
+OTHER = "sweep-20261123-140000-0b1c"
+
+
+def sweep_run(
+    folder: Path,
+    devices: int,
+    index: int,
+    planned: list[int],
+    sweep_id: str = STOPPED,
+    *,
+    at: float = 0.0,
+    status: str = "completed",
+) -> Path:
+    """One run of a sweep at ``devices``, ``at`` seconds after T0, ending with ``status``."""
+    events = sample_events(steps=12, gpus=devices)
+    for event in events:
+        event.t += at
+        if isinstance(event, StartEvent):
+            event.sweep = SweepRef(id=sweep_id, index=index, planned=planned)
+        if isinstance(event, EndEvent):
+            event.status = status
+    return write_run(folder / f"{sweep_id}-{index}_mnist-cnn_{devices}xgpu.ndjson", events)
+
+
+@pytest.fixture
+def recorded(tmp_path: Path) -> Path:
+    """A sweep stopped at its third count (1, 2 measured; 4 stopped; 8 never run), a
+    complete sweep of two counts, two older runs that look like a sweep, one lone run."""
+    planned = [1, 2, 4, 8]
+    sweep_run(tmp_path, 1, 0, planned, at=0)
+    sweep_run(tmp_path, 2, 1, planned, at=10)
+    sweep_run(tmp_path, 4, 2, planned, at=20, status="stopped")
+    sweep_run(tmp_path, 1, 0, [1, 2], OTHER, at=5000)
+    sweep_run(tmp_path, 2, 1, [1, 2], OTHER, at=5010)
+    for name in ("mnist-cnn_1xcpu.ndjson", "mnist-cnn_2xcpu.ndjson", "mlp_2xcpu.ndjson"):
+        shutil.copy(SAMPLES / name, tmp_path / name)
+    return tmp_path
+
+
+def test_the_sweep_travels_in_the_start_event_and_old_recordings_still_read(tmp_path):
+    ref = SweepRef(id="sweep-20261123-125500-3f2a", index=1, planned=[1, 2, 4])
+    start = msgspec.structs.replace(sample_events()[0], sweep=ref)
+    back = decode(encode(start))
+    assert back.sweep == ref and back.schema == "1.3"
+    # a 1.2 recording (no sweep field) reads as a run of its own
+    assert load_run(SAMPLES / "mnist-cnn_1xcpu.ndjson").start.sweep is None
+    with pytest.raises(msgspec.ValidationError):  # an id that is no file-name-safe word
+        decode(encode(start).replace(b"3f2a", b"3f 2a"))
+
+
+def test_new_ids_read_like_the_recordings_names_and_differ():
+    from datetime import datetime
+
+    when = datetime(2026, 11, 23, 12, 55, 0)
+    first, second = new_sweep_id(when), new_sweep_id(when)
+    assert re.fullmatch(r"sweep-20261123-125500-[0-9a-f]{4}", first)
+    assert first != second or new_sweep_id(when) != first
+
+
+def test_runs_are_grouped_by_their_sweep_id_and_older_ones_by_a_guess(recorded):
+    groups = {g.name: g for g in sweep_groups(list_runs(recorded))}
+    stopped, other = groups[STOPPED], groups[OTHER]
+    assert stopped.exact and [r.devices for r in stopped.runs] == [1, 2, 4]
+    assert stopped.planned == [1, 2, 4, 8]
+    assert stopped.measured == [1, 2] and stopped.missing == [4, 8]
+    assert stopped.why_missing() == ["4 (stopped)", "8 (not run)"]
+    assert other.exact and other.measured == [1, 2] and other.missing == []
+    (guess,) = [g for g in groups.values() if not g.exact]
+    assert guess.name.startswith("guess-")
+    assert [Path(r.path).name for r in guess.runs] == [
+        "mnist-cnn_1xcpu.ndjson",
+        "mnist-cnn_2xcpu.ndjson",
+    ]
+    # the lone run is in no group; runs with an id are never part of a guess
+    grouped = {r.path for g in groups.values() for r in g.runs}
+    assert str(recorded / "mlp_2xcpu.ndjson") not in grouped
+    assert sum(len(g.runs) for g in groups.values()) == len(grouped) == 7
+
+
+def test_runs_json_lists_the_groups(recorded, capsys):
+    assert main(["runs", "--dir", str(recorded), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["folder"] == str(recorded) and len(doc["runs"]) == 8
+    sweeps = {s["id"]: s for s in doc["sweeps"]}
+    stopped = sweeps[STOPPED]
+    assert stopped["guessed"] is False
+    assert [r["devices"] for r in stopped["recordings"]] == [1, 2, 4]
+    assert [r["status"] for r in stopped["recordings"]] == ["completed", "completed", "stopped"]
+    assert all(Path(r["path"]).exists() for r in stopped["recordings"])
+    assert (stopped["planned"], stopped["measured"], stopped["missing"]) == (
+        [1, 2, 4, 8],
+        [1, 2],
+        [4, 8],
+    )
+    assert [s["guessed"] for s in doc["sweeps"]].count(True) == 1
+    by_file = {Path(r["path"]).name: r for r in doc["runs"]}
+    assert by_file[f"{OTHER}-1_mnist-cnn_2xgpu.ndjson"]["sweep"]["index"] == 1
+    assert by_file[f"{OTHER}-0_mnist-cnn_1xgpu.ndjson"]["sweep"] == {
+        "id": OTHER,
+        "index": 0,
+        "planned": [1, 2],
+    }
+    assert by_file["mlp_2xcpu.ndjson"]["sweep"] is None
+
+
+def _terminal(monkeypatch, columns: int) -> None:
+    import rich.console
+
+    real = rich.console.Console
+    monkeypatch.setattr(
+        rich.console,
+        "Console",
+        lambda **kw: real(**{**kw, "force_terminal": True, "width": columns}),
+    )
+
+
+@pytest.mark.parametrize("columns", [80, 120, None])
+def test_runs_shows_each_sweep_with_whole_file_names(recorded, capsys, monkeypatch, columns):
+    if columns:
+        _terminal(monkeypatch, columns)
+    assert main(["runs", "--dir", str(recorded)]) == 0
+    out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
+    words = set(out.split())
+    for path in recorded.iterdir():  # every file name, whole, in one piece
+        assert path.name in words, (path.name, out)
+    assert STOPPED in words and OTHER in words and any(w.startswith("guess-") for w in words)
+    if columns:
+        assert max(len(line.rstrip()) for line in out.splitlines()) <= columns
+    # the rows of a sweep carry its label; the list of sweeps says which label is which
+    flat = " ".join(out.split())  # the descriptions wrap at the screen's width
+    assert re.search(rf"\b[A-C] {STOPPED} [^?]*not measured: 4 \(stopped\), 8 \(not run\)", flat)
+    assert re.search(r"\b[A-C]\? guess-\S+ [^:]*a guess", flat)
+
+
+def test_a_sweep_is_named_by_its_id_a_prefix_or_dir_and_id(recorded, monkeypatch):
+    assert find_sweep(STOPPED, recorded).name == STOPPED
+    assert find_sweep("sweep-20261123-1255", recorded).name == STOPPED
+    assert find_sweep(f"{recorded}/{OTHER}").name == OTHER
+    monkeypatch.setenv("GPUSCALE_DATA_DIR", str(recorded.parent))
+    (recorded.parent / "runs").symlink_to(recorded)
+    assert find_sweep(OTHER).name == OTHER  # alone: the runs folder
+    with pytest.raises(GpuscaleError, match="2 sweeps .* begin so"):
+        find_sweep("sweep-2026", recorded)
+    with pytest.raises(GpuscaleError, match="no sweep of that name"):
+        find_sweep("sweep-19990101", recorded)
+
+
+def test_resolving_a_stopped_sweep_gives_its_measured_runs(recorded):
+    resolved = resolve_inputs([f"{recorded}/{STOPPED}", str(recorded / "mlp_2xcpu.ndjson")])
+    assert [p.name for p in resolved.paths] == [
+        f"{STOPPED}-0_mnist-cnn_1xgpu.ndjson",
+        f"{STOPPED}-1_mnist-cnn_2xgpu.ndjson",
+        "mlp_2xcpu.ndjson",
+    ]
+    (note,) = resolved.notes
+    assert "planned 1, 2, 4, 8 devices, measured 1, 2" in note
+    assert "not measured: 4 (stopped), 8 (not run)" in note
+
+
+def test_replay_of_a_stopped_sweep_shows_what_is_missing(recorded):
+    from gpuscale.commands.replay import _sweep_view
+    from gpuscale.ui.sweep_app import SweepApp
+
+    resolved = resolve_inputs([f"{recorded}/{STOPPED}"])
+    view = _sweep_view(resolved.paths, resolved.sweeps)
+    assert view.measured_counts == [1, 2] and view.planned == [1, 2, 4, 8]
+    assert view.state == "stopped" and view.heading.startswith(f"{STOPPED}: Scaling of mnist-cnn")
+    assert view.status_line == "not measured: 4 (stopped), 8 (not run)"
+    assert "Sweep stopped after 2 of 4 counts" in view.state_line()
+
+    async def header_text() -> str:
+        app = SweepApp(view)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            text = str(app.header_panel.render())
+            await pilot.press("q")
+        return text
+
+    import asyncio
+
+    text = asyncio.run(header_text())
+    assert "STOPPED" in text and "1✓ 2✓ 4· 8·" in text and "not measured: 4" in text
+
+
+def test_recommend_from_a_sweep_rejudges_it(recorded, capsys):
+    name = f"{recorded}/{STOPPED}"
+    assert main(["recommend", "--from", name, "--no-chart", "--min-efficiency", "0.9"]) == 0
+    out = capsys.readouterr().out
+    assert "not measured: 4 (stopped), 8 (not run)" in " ".join(out.split())
+    assert main(["recommend", "--from", name, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [p["devices"] for p in doc["points"] if not p.get("predicted")] == [1, 2]
+    assert STOPPED in doc["note"] and "not measured: 4 (stopped)" in doc["note"]
+
+
+@pytest.mark.parametrize("command", [["replay"], ["recommend", "--from"]])
+def test_a_sweep_name_that_matches_nothing_is_one_line(recorded, capsys, command):
+    assert main([*command, f"{recorded}/sweep-19990101"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no sweep of that name" in err
+    assert "Traceback" not in err
+
+
+def test_a_damaged_recording_in_the_sweep_is_one_line(recorded, capsys):
+    path = recorded / f"{OTHER}-1_mnist-cnn_2xgpu.ndjson"
+    lines = path.read_bytes().splitlines()
+    lines[5] = b'{"kind": "step", "t": "garbage'
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    assert main(["recommend", "--from", f"{recorded}/{OTHER}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and path.name in err and "Traceback" not in err
+
+
+def test_a_sweep_without_a_completed_run_is_one_line(tmp_path, capsys):
+    sweep_run(tmp_path, 1, 0, [1, 2], status="failed")
+    assert main(["replay", f"{tmp_path}/{STOPPED}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "has no completed run" in err and len(err.splitlines()) == 1
+
+
+def test_replay_of_a_sweep_never_imports_tensorflow(recorded):
+    script = f"""
+import asyncio, sys
+from gpuscale.ui import sweep_app
+
+def headless_run(self, *args, **kwargs):
+    async def go():
+        async with self.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            await pilot.press("q")
+    asyncio.run(go())
+
+sweep_app.SweepApp.run = headless_run
+sys.stdout.isatty = lambda: True
+from gpuscale.cli import main
+rc = main(["replay", {f"{recorded}/{STOPPED}"!r}])
+assert "tensorflow" not in sys.modules, "replay imported TensorFlow"
+print("rc", rc)
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "rc 0" in out.stdout
+
+
+def test_every_start_event_of_a_run_carries_its_sweep():
+    from gpuscale.live.base import RunBase
+
+    run = RunBase()
+    run._init_run()
+    run.record = None
+    ref = SweepRef(id=STOPPED, index=2, planned=[1, 2, 4])
+    run.sweep_ref = ref
+    provisional = msgspec.structs.replace(sample_events()[0], provisional=True)
+    own = sample_events()[0]
+    run._begin_recording(provisional, "m")
+    run._record_start(own, "m")
+    assert provisional.sweep == ref and own.sweep == ref
+    mine = SweepRef(id="sweep-other", index=0, planned=[1])
+    kept = msgspec.structs.replace(sample_events()[0], sweep=mine)
+    run._record_start(kept, "m")
+    assert kept.sweep == mine
+
+
+def test_a_watched_sweep_gives_each_run_its_place():
+    from gpuscale.ui.live_sweep import LiveSweep
+    from gpuscale.ui.sweep_app import SweepView
+
+    made = []
+
+    class Run:
+        """What a live sweep reads of a run: a recorded sample run at ``devices``."""
+
+        error = None
+        recording_path = None
+
+        def __init__(self, devices):
+            self.events_ = sample_events(steps=12, gpus=devices)
+            self.end = self.events_[-1]
+            self.done = True
+
+        def start(self):
+            return self
+
+        def stop(self):
+            pass
+
+        def events(self, timeout=None):
+            yield from self.events_
+            self.events_ = []
+
+    def factory(config, record):
+        made.append(Run(config))
+        return made[-1]
+
+    view = SweepView(points=[], planned=[1, 2, 4], state="running")
+    runner = LiveSweep(view, [1, 2, 4], record=False, run_factory=factory, sweep_id=STOPPED)
+    final = runner.run(lambda v: None, lambda v: None)
+    assert final.measured_counts == [1, 2, 4]
+    assert [r.sweep_ref for r in made] == [
+        SweepRef(id=STOPPED, index=i, planned=[1, 2, 4]) for i in range(3)
+    ]
+
+
+def test_a_script_runs_start_events_carry_the_sweep(tmp_path):
+    """A script sweep's run (here a script without the callback: gpuscale makes its
+    start up) is recorded with the sweep in its provisional start and its own."""
+    from gpuscale.live.script_run import ScriptRun
+    from gpuscale.recording.reader import iter_events
+
+    ref = SweepRef(id=STOPPED, index=1, planned=[1, 2])
+    path = tmp_path / "script.ndjson"
+    run = ScriptRun(
+        [sys.executable, "-c", "import time; print('hi'); time.sleep(0.3)"],
+        record=path,
+        start_timeout_s=0.1,
+        sampler=False,
+    )
+    run.sweep_ref = ref
+    with run:
+        assert run.wait(timeout=30)
+    starts = [e for e in iter_events(path) if isinstance(e, StartEvent)]
+    assert starts and all(s.sweep == ref for s in starts)
+    assert run.start_event is not None and run.start_event.sweep == ref

@@ -1,0 +1,231 @@
+"""One trainer process for several device counts, split back into a run per
+count (gpuscale.live.trainer_sweep), without TensorFlow: a stand-in trainer
+(tests/fake_sweep_trainer.py) reports the counts one after the other."""
+
+from __future__ import annotations
+
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuscale.errors import GpuscaleError
+from gpuscale.events.schema import DeviceInfo, EndEvent, ErrorEvent, StartEvent, StepEvent
+from gpuscale.live.trainer_sweep import TrainerSweep, next_count
+from gpuscale.recording.reader import load_run
+from gpuscale.trainer.options import (
+    TrainConfig,
+    device_positions,
+    shared_process_refusal,
+    sweep_from_json,
+    sweep_to_json,
+    widest,
+)
+from gpuscale.trainer.plan import DevicePlan
+
+FAKE = Path(__file__).with_name("fake_sweep_trainer.py")
+
+
+def _configs(*counts: int, **changes) -> list[TrainConfig]:
+    return [
+        TrainConfig(devices=n, global_batch=16, steps=6, warmup_steps=1, **changes) for n in counts
+    ]
+
+
+def _sweep(tmp_path: Path, scenario: str, *counts: int, record: bool = True) -> TrainerSweep:
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE}" "$@"\n')
+    python.chmod(python.stat().st_mode | stat.S_IEXEC)
+    return TrainerSweep(
+        _configs(*counts),
+        record="default" if record else None,
+        sampler=False,
+        python=str(python),
+        env={"FAKE_SWEEP": scenario},
+    )
+
+
+def _consume(sweep: TrainerSweep) -> list[list]:
+    """Each count's events, consumed as recommend does: one run after the other."""
+    out = []
+    for run in sweep.runs:
+        run.start()
+        out.append(list(run.events(timeout=30)))
+        assert run.done
+    assert sweep.done or sweep._done.wait(10)
+    return out
+
+
+def test_next_count_follows_only_a_completed_count():
+    done = EndEvent(t=0, status="completed", steps=5, duration_s=1.0)
+    assert next_count(0, done, 3, stopping=False) == 1
+    assert next_count(2, done, 3, stopping=False) is None  # the last
+    assert next_count(0, done, 3, stopping=True) is None
+    for status in ("failed", "stopped", "lost"):
+        end = EndEvent(t=0, status=status, steps=5, duration_s=1.0)
+        assert next_count(0, end, 3, stopping=False) is None
+
+
+def test_each_count_is_a_run_and_a_recording_of_its_own(tmp_path, _isolated_data_dir):
+    sweep = _sweep(tmp_path, "complete", 1, 2)
+    events = _consume(sweep)
+    assert sweep.returncode == 0
+    paths = []
+    for n, (run, evs) in enumerate(zip(sweep.runs, events, strict=True), start=1):
+        starts = [e for e in evs if isinstance(e, StartEvent)]
+        assert len(starts) == 1 and starts[0].num_replicas == n
+        assert starts[0].config["devices"] == n
+        assert [e.step for e in evs if isinstance(e, StepEvent)] == list(range(6))
+        assert isinstance(evs[-1], EndEvent) and evs[-1].status == "completed"
+        assert sum(isinstance(e, EndEvent) for e in evs) == 1
+        assert evs[-1].summary and evs[-1].summary["steps_counted"] == 5
+        assert run.error is None and run.start_event is starts[0]
+        loaded = load_run(run.recording_path)
+        assert loaded.start.num_replicas == n and not loaded.start.provisional
+        assert loaded.end is not None and loaded.end.status == "completed"
+        assert [e.step_time_s for e in loaded.events if isinstance(e, StepEvent)] == [0.01 * n] * 6
+        paths.append(run.recording_path)
+    assert paths[0] != paths[1] and "1x" in paths[0].name and "2x" in paths[1].name
+    # the process's own output went to the count in progress (the first)
+    assert any("fake trainer: loading" in getattr(e, "message", "") for e in events[0])
+
+
+def test_a_failing_count_ends_the_sweep_with_its_error(tmp_path, _isolated_data_dir):
+    sweep = _sweep(tmp_path, "fail-second", 1, 2, 4)
+    events = _consume(sweep)
+    first, second, third = sweep.runs
+    assert first.end.status == "completed" and first.error is None
+    assert second.end.status == "failed"
+    assert second.error is not None and "out of device memory" in second.error.message
+    assert any(isinstance(e, ErrorEvent) for e in events[1])
+    assert second.returncode == 1  # the process's exit status, as for a separate run
+    assert load_run(second.recording_path).end.status == "failed"
+    # never begun: ended at once, nothing recorded
+    assert third.end.status == "stopped" and third.recording_path is None
+    assert [type(e) for e in events[2]] == [EndEvent]
+
+
+def test_a_crash_is_the_count_in_progress_lost(tmp_path, _isolated_data_dir):
+    sweep = _sweep(tmp_path, "crash-second", 1, 2)
+    _consume(sweep)
+    first, second = sweep.runs
+    assert first.end.status == "completed"
+    assert second.end.status == "lost" and second.returncode == 3
+    assert "without reporting an end" in second.error.message
+    assert load_run(first.recording_path).end.status == "completed"
+
+
+def test_stopping_a_count_stops_the_sweep_and_keeps_what_ran(tmp_path, _isolated_data_dir):
+    sweep = _sweep(tmp_path, "slow", 1, 2)
+    first, second = sweep.runs
+    first.start()
+    for event in first.events(timeout=30):
+        if isinstance(event, StepEvent) and event.step == 1:
+            first.stop()
+    assert first.done and first.end.status == "stopped"
+    assert second.done and second.end.status == "stopped" and second.recording_path is None
+    loaded = load_run(first.recording_path)
+    assert loaded.end.status == "stopped" and loaded.end.steps >= 2
+    assert sweep.done
+
+
+def test_stopping_before_the_start_begins_nothing(tmp_path, _isolated_data_dir):
+    sweep = _sweep(tmp_path, "complete", 1, 2)
+    sweep.stop()
+    assert all(run.done and run.recording_path is None for run in sweep.runs)
+    assert sweep.runs[0].start() and sweep._proc is None  # a stopped sweep starts no process
+
+
+def test_factory_hands_out_the_counts_in_order(tmp_path):
+    sweep = _sweep(tmp_path, "complete", 1, 2, record=False)
+    factory = sweep.factory()
+    assert factory(sweep.configs[0], None) is sweep.runs[0]
+    with pytest.raises(GpuscaleError):
+        factory(sweep.configs[0], None)
+    factory.close()
+
+
+def test_only_runs_that_differ_in_their_devices_share_a_process():
+    assert shared_process_refusal(_configs(1, 2, 4)) is None
+    assert shared_process_refusal(_configs(1)) is not None
+    assert shared_process_refusal(_configs(1, 2, strategy="multi-worker")) is not None
+    mixed = _configs(1, 2)
+    mixed[1] = TrainConfig(devices=2, global_batch=32, steps=6, warmup_steps=1)
+    assert "more than their devices" in shared_process_refusal(mixed)
+    gpus = [TrainConfig(gpus=[0]), TrainConfig(devices=2)]
+    assert shared_process_refusal(gpus) is not None
+    with pytest.raises(GpuscaleError, match="cannot share"):
+        sweep_from_json(sweep_to_json(mixed))
+    with pytest.raises(GpuscaleError, match="cannot share"):
+        TrainerSweep(mixed)
+    with pytest.raises(GpuscaleError, match="default names"):
+        TrainerSweep(_configs(1, 2), record="one-file.ndjson")  # two runs cannot share a file
+    assert sweep_from_json(sweep_to_json(_configs(1, 2))) == _configs(1, 2)
+
+
+def test_the_widest_devices_hold_every_count():
+    assert widest(_configs(1, 2, 4)).devices == 4
+    on_gpus = [TrainConfig(gpus=g) for g in ([3], [3, 1], [3, 1, 0, 2])]
+    wide = widest(on_gpus)
+    assert wide.gpus == [3, 1, 0, 2]
+    assert [device_positions(wide, c) for c in on_gpus] == [[0], [0, 1], [0, 1, 2, 3]]
+    odd = [TrainConfig(gpus=[2]), TrainConfig(gpus=[0, 1])]  # best-connected pairs need not nest
+    wide = widest(odd)
+    assert wide.gpus == [0, 1, 2] and device_positions(wide, odd[0]) == [2]
+    assert device_positions(widest(_configs(1, 2)), _configs(2)[0]) == [0, 1]
+
+
+def test_a_plan_subset_keeps_the_chosen_devices_in_order():
+    infos = [
+        DeviceInfo(index=i, name=f"GPU {i}", kind="gpu", tf_name=f"/gpu:{i}") for i in range(4)
+    ]
+    plan = DevicePlan("gpu", [f"/gpu:{i}" for i in range(4)], infos, "a warning")
+    part = plan.subset([2, 0])
+    assert part.names == ["/gpu:2", "/gpu:0"] and [d.index for d in part.infos] == [2, 0]
+    assert part.platform == "gpu" and part.warning == "a warning"
+
+
+def test_the_scaling_view_sweep_runs_on_the_shared_process(tmp_path, _isolated_data_dir):
+    """`recommend --watch` drives LiveSweep; with the sweep's factory every count
+    comes from the one process, each measured and recorded on its own."""
+    from gpuscale.ui.live_sweep import LiveSweep
+    from gpuscale.ui.sweep_app import SweepView
+
+    sweep = _sweep(tmp_path, "complete", 1, 2)
+    view = SweepView(points=[], heading="stand-in", planned=[1, 2], state="running")
+    runner = LiveSweep(view, sweep.configs, run_factory=sweep.factory(), status_interval_s=0)
+    sweep.stamp(runner.sweep_id)  # as recommend --watch does
+    try:
+        final = runner.run(lambda v: None, lambda v: None)
+    finally:
+        sweep.close()
+    assert runner.failure is None and final.state == "complete"
+    assert [p.devices for p in final.points] == [1, 2]
+    assert final.sources == [str(run.recording_path) for run in sweep.runs]
+    refs = [load_run(run.recording_path).start.sweep for run in sweep.runs]
+    assert [(r.id, r.index, r.planned) for r in refs] == [
+        (runner.sweep_id, 0, [1, 2]),
+        (runner.sweep_id, 1, [1, 2]),
+    ]
+    assert sweep.returncode == 0
+
+
+def test_the_trainer_refuses_a_sweep_that_cannot_share_its_process():
+    """`python -m gpuscale.trainer --sweep` checks the runs before TensorFlow loads:
+    one error event, one end event, exit 2."""
+    import json
+    import subprocess
+
+    one = sweep_to_json(_configs(1))
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuscale.trainer", "--sweep", one],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [e["kind"] for e in events] == ["error", "end"]
+    assert "cannot share one trainer process" in events[0]["message"]
+    assert events[1]["status"] == "failed"
