@@ -70,3 +70,13 @@ def stopped_sweep() -> SweepView:
 def cpu_sweep() -> SweepView:
     sweep = load_inputs(CPU_RUNS)
     return SweepView(points=sweep.points, heading=sweep_heading(sweep.points, 2))
+
+
+def published_sweep() -> SweepView:
+    """A published table (seed000): step times only, no phase breakdown anywhere."""
+    sweep = load_inputs([SAMPLES / "seed000_v100.json"])
+    return SweepView(
+        points=sweep.points,
+        heading=sweep_heading(sweep.points),
+        available_devices=sweep.available_devices,
+    )

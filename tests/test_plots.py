@@ -14,6 +14,7 @@ import pytest
 from gpuscale.analysis.recommend import recommend
 from gpuscale.analysis.sweep import load_inputs
 from gpuscale.cli import main
+from gpuscale.plots.figure import write_plot
 from gpuscale.plots.scaling import build_scaling_chart, linear_ticks, log_ticks, short_number
 from gpuscale.plots.terminal import scaling_text
 
@@ -88,11 +89,24 @@ def test_ticks_and_numbers():
 def test_terminal_chart_names_its_axes_and_puts_the_legend_under_the_plot():
     text = scaling_text(build_scaling_chart(_rec(SAMPLES / "seed002_mnist.json")), 90).plain
     lines = text.splitlines()
-    for label in ("samples/s (log)", "devices (log2)", "ms per step", "ideal", "recommended: 8"):
+    for label in ("samples/s (log)", "devices (log2)", "ideal", "recommended: 8"):
         assert label in text
+    # a typed-in table has no phase breakdown: one line, no bars of whole steps
+    assert "Where the step time goes: no phase breakdown in this input: step times only" in text
+    assert "ms per step" not in text and "not split" not in text
     legend = next(i for i, line in enumerate(lines) if "── ideal" in line)
     assert "devices (log2)" in lines[legend - 1]  # right under the x axis title, not inside
     assert max(len(line) for line in lines) <= 90
+
+
+def test_phase_bars_where_some_counts_are_split_keep_the_not_split_entry(tmp_path):
+    """Measured counts split, predicted ones not: the bars stay, with the legend entry."""
+    chart = build_scaling_chart(_rec(*CPU_RUNS))
+    assert chart.has_split and any(b.phases_s is None for b in chart.bars)
+    text = scaling_text(chart, 90).plain
+    assert "ms per step" in text and "█ not split" in text and "no phase breakdown" not in text
+    out = write_plot(chart, tmp_path / "cpu.svg").read_text()
+    assert "ms per step" in out and "step, not split" in out and "no phase breakdown" not in out
 
 
 def test_recommend_prints_the_chart_under_the_tables_and_no_chart_skips_it(capsys, monkeypatch):
@@ -121,11 +135,12 @@ def test_plot_svg_has_axis_titles_and_one_marker_per_device_count(tmp_path, caps
     for title in (
         "devices (log2 scale)",
         "throughput, samples/s (log scale)",
-        "ms per step",
         "ideal (linear scaling)",
         "recommended: 8 devices, nccl",
+        "no phase breakdown in this input: step times only",
     ):
         assert title in svg
+    assert "ms per step" not in svg and "not split" not in svg  # no bars of whole steps
     for series in ("nccl", "gather-on-gpu-0"):
         markers = re.findall(rf'<g id="point-{series}-(\d+)"', svg)
         assert sorted(map(int, markers)) == [1, 2, 4, 8]

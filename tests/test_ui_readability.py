@@ -1,5 +1,7 @@
-"""Readable at a glance: charts name their axes, legends sit under the data, one
-series per chart area, and a finished replay without host samples says so."""
+"""Readable at a glance: charts name their axes (utilization against seconds,
+whole step numbers), legends sit under the data, one series per chart area, the
+recommendation leaves the charts the room, and a finished replay without host
+samples says so."""
 
 from __future__ import annotations
 
@@ -42,3 +44,97 @@ async def test_step_chart_draws_one_series_and_the_phase_legend_is_under_the_bar
 
 def test_chart_titles_fit_a_narrow_panel():
     assert all(len(title) <= 18 for title in CHART_TITLES.values())
+
+
+def _tick_labels(chart_text: str) -> list[int]:
+    """The x axis's tick labels: the numbers on the line under the axis."""
+    lines = chart_text.splitlines()
+    axis_row = max(i for i, line in enumerate(lines) if "└" in line)
+    return [int(word) for word in lines[axis_row + 1].split() if word.lstrip("-").isdigit()]
+
+
+async def test_utilization_is_drawn_against_seconds_since_the_start():
+    """Not sample numbers: gpu8_run samples at 10 Hz for 20 s (200 samples), so
+    seconds end near 20 where sample numbers would reach 120 (the history kept)."""
+    from ui_fixtures import gpu8_run
+
+    from gpuscale.ui.widgets.charts import build_util_chart
+
+    app, snap = await _final_snapshot(gpu8_run())
+    assert snap.origin_t == snap.start.t
+    chart = build_util_chart(snap, 60, 16).plain
+    assert "s since start" in chart and "sample" not in chart
+    ticks = _tick_labels(chart)
+    assert len(ticks) >= 2 and 10 <= max(ticks) <= 20
+    # host CPU (no GPU): its own samples' times, the same axis
+    app, snap = await _final_snapshot(cpu_run())
+    chart = build_util_chart(snap, 60, 16).plain
+    assert "host CPU" in chart and "s since start" in chart
+    assert 20 <= max(_tick_labels(chart)) <= 30
+
+
+async def test_live_utilization_counts_seconds_from_the_runs_start():
+    """Live as in replay: the same model, the samples' own times."""
+    from ui_fixtures import FakeLiveRun, gpu8_run
+
+    from gpuscale.ui.sources import LiveSource
+    from gpuscale.ui.widgets.charts import UTIL_CHART
+
+    app = build_app(LiveSource(FakeLiveRun(gpu8_run())))
+    async with app.run_test(size=(200, 50)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        chart = str(app.charts[UTIL_CHART].render())
+        assert "s since start" in chart
+        assert 10 <= max(_tick_labels(chart)) <= 20
+
+
+def test_step_numbers_on_the_axis_are_whole():
+    from gpuscale.ui.widgets.charts import whole_ticks
+
+    assert whole_ticks(4, 25, 40) == [10, 20]
+    assert whole_ticks(6, 94, 38) == [20, 40, 60, 80]  # never a single tick
+    assert whole_ticks(3, 9, 40) == [4, 6, 8]
+
+
+async def test_the_recommendation_is_a_compact_row_under_the_charts_when_wide():
+    """At 120 columns and more the charts get the whole width and the
+    recommendation is a row under them, its facts side by side, nothing clipped."""
+    from ui_fixtures import gpu8_run
+
+    for size in ((120, 40), (200, 60)):
+        app = build_app(replay(gpu8_run(), end=True))
+        async with app.run_test(size=size) as pilot:
+            await app.settle()
+            await pilot.pause()
+            await app.settle()
+            await pilot.pause()
+            advice = app.advice_panel
+            charts = app.query_one("#charts")
+            assert advice.region.y >= charts.region.bottom
+            assert advice.region.width == size[0]
+            assert charts.region.width == size[0]
+            assert all(chart.region.width >= size[0] // 3 - 1 for chart in app.charts.values())
+            assert all(chart.region.height >= 10 for chart in app.charts.values())
+            body = str(advice.body.render())
+            assert "step time 61.5 ms median · throughput 8,328 samples/s" in body
+            assert "confidence medium: " in body
+            width = advice.content_size.width
+            assert max(len(line) for line in body.splitlines()) <= width
+            assert advice.max_scroll_y == 0  # all of it shown
+
+
+async def test_the_recommendation_is_a_narrow_column_on_a_small_terminal():
+    """80x24: one chart shown, the recommendation a narrow column beside it, one
+    fact a line (scrollable)."""
+    from ui_fixtures import gpu8_run
+
+    app = build_app(replay(gpu8_run(), end=True))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        shown = [chart for chart in app.charts.values() if chart.display]
+        assert len(shown) == 1 and shown[0].region.width >= 44
+        assert app.advice_panel.region.width == 34
+        assert app.advice_panel.region.x >= shown[0].region.right
+        assert "step time    61.5 ms median" in str(app.advice_panel.body.render())

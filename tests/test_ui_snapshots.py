@@ -52,3 +52,9 @@ def test_help_screen_light_theme(snap_compare):
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_eight_gpu_layout_120x40(snap_compare):
+    """The size issue 16 saw: charts across the width, the recommendation a row under them."""
+    app = build_app(replay(gpu8_run(), end=True))
+    assert snap_compare(app, terminal_size=(120, 40), run_before=settle)

@@ -7,7 +7,14 @@ from __future__ import annotations
 import sys
 
 import pytest
-from sweep_fixtures import CPU_RUNS, SAMPLES, cpu_sweep, gpu_sweep, stopped_sweep
+from sweep_fixtures import (
+    CPU_RUNS,
+    SAMPLES,
+    cpu_sweep,
+    gpu_sweep,
+    published_sweep,
+    stopped_sweep,
+)
 
 from gpuscale.cli import main
 from gpuscale.ui.sweep_app import SweepApp
@@ -67,6 +74,27 @@ async def test_wide_terminal_shows_both_charts_and_the_recommendation_beside():
         chart = str(app.throughput_panel.render())
         assert "samples/s (log)" in chart and "devices (log2)" in chart
         assert "recommended: 8" in chart or "recommended: 4" in chart
+
+
+@pytest.mark.parametrize(
+    "size", [(80, 24), (120, 40), (200, 60)], ids=["80x24", "120x40", "200x60"]
+)
+async def test_no_phase_breakdown_is_one_line_not_bars(size):
+    """A published table has step times only: no grey 'not split' bars, one line
+    instead, and the throughput chart gets the room."""
+    app = SweepApp(published_sweep())
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        if size[1] < 36:  # one chart at a time: no bars to switch to, the line stays
+            await pilot.press("c")
+            await pilot.pause()
+            assert app.throughput_panel.display
+        phases = str(app.phases_panel.render())
+        assert phases == "no phase breakdown in this input: step times only"
+        assert app.phases_panel.outer_size.height == 3
+        if size[1] >= 36:
+            assert app.throughput_panel.outer_size.height > 20
+            assert "samples/s (log)" in str(app.throughput_panel.render())
 
 
 async def test_s_saves_a_screenshot_with_the_chart(tmp_path):

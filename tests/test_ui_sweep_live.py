@@ -5,6 +5,7 @@ count by count, and q stops the run in progress and keeps what was measured."""
 from __future__ import annotations
 
 import queue
+import sys
 import threading
 
 import pytest
@@ -39,6 +40,7 @@ class StandInRun:
         events = synthetic_run(gpus=self.devices, duration_s=12, seed=self.devices)
         if self.hold:
             events = events[: len(events) // 2]
+        self.count = len(events)
         for event in events:
             if isinstance(event, EndEvent):
                 self.end = event
@@ -163,6 +165,7 @@ def test_watch_command_prints_the_recommendation_from_what_was_measured(
         return None
 
     monkeypatch.setattr(ui_app, "run_until_stop_signal", fake_run)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)  # the screen: in a terminal
     code = main(["recommend", "--watch", "--no-chart"])
     captured = capsys.readouterr()
     if stopped_after == 0:
@@ -177,3 +180,137 @@ def test_watch_command_prints_the_recommendation_from_what_was_measured(
         # measure next (issue 19's rule holds for a stopped sweep too).
         assert "Recommendation: NONE yet: measured at 1 device only" in captured.out
         assert "Measure 2 next" in captured.out
+
+
+PIPED_WATCH = """
+import sys
+sys.path.insert(0, {tests!r})
+import gpuscale.commands.recommend_live as live
+from gpuscale.analysis.sweep import Sweep
+from sweep_fixtures import gpu_points
+
+def run_sweep(args, quiet=False):
+    print("plain sweep ran", file=sys.stderr)
+    return Sweep(points=gpu_points(), sources=["stand-in"], available_devices=8), "Stand-in sweep"
+
+live.run_sweep = run_sweep
+live.plan = lambda args: ([1, 2, 4, 8], "Stand-in sweep", None, 8)
+from gpuscale.cli import main
+sys.exit(main(["recommend", "--watch", "--no-chart"]))
+"""
+
+
+def test_watch_off_a_terminal_prints_the_text_result_and_ends():
+    """Piped (CI, `| cat`), --watch is plain `recommend` with a note on stderr: no
+    screen drawn for ever. The subprocess's stdout is a pipe; a hang fails here."""
+    import subprocess
+    from pathlib import Path
+
+    tests = str(Path(__file__).resolve().parent)
+    done = subprocess.run(
+        [sys.executable, "-c", PIPED_WATCH.format(tests=tests)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "plain sweep ran" in done.stderr
+    assert "recommend --watch shows the sweep in a terminal; stdout is not one" in done.stderr
+    assert "Recommendation:" in done.stdout and "\x1b[" not in done.stdout
+
+
+async def _hold_at_two(app, runner, runs, pilot) -> None:
+    """Wait until the 2-device run (held half-way) is in the view's model whole,
+    then draw it now (charts included)."""
+    while not (
+        2 in runs
+        and runs[2].started.is_set()
+        and runner.model is not None
+        and runner.model_devices == 2
+        and runner.model.events_absorbed == runs[2].count
+    ):
+        await pilot.pause(0.01)
+    await pilot.pause()
+    app.follow_run(now=True)
+    await pilot.pause()
+    app.follow_run(now=True)  # the cards mounted on the first pass: drawn at their size
+    await pilot.pause()
+
+
+async def test_watch_shows_the_run_in_progress_beside_the_scaling_view():
+    """As `watch` does: the run's device cards, step-time chart and phases, live,
+    with the dashboard's own widgets; the scaling view has the counts measured."""
+    from gpuscale.ui.widgets.charts import BREAKDOWN_CHART, STEP_CHART
+    from gpuscale.ui.widgets.devices import DeviceGrid
+
+    runner, runs = _sweep([1, 2, 4], hold_at=2)
+    app = SweepApp(runner.view, runner=runner)
+    try:
+        async with app.run_test(size=(200, 60)) as pilot:
+            await _hold_at_two(app, runner, runs, pilot)
+            grid = app.query_one(DeviceGrid)
+            assert grid.display and grid.border_title == "Devices · run on 2 devices"
+            titles = [card.border_title for card in grid.query(".card")]
+            assert titles[0] == "host" and len(titles) == 3 and all("GPU" in t for t in titles[1:])
+            steps = app.run_charts[STEP_CHART]
+            phases = app.run_charts[BREAKDOWN_CHART]
+            assert steps.border_title == "Step time (ms) · run on 2 devices"
+            assert "step" in str(steps.render()) and "ms" in str(steps.render())
+            assert "compute" in str(phases.render()) and "all-reduce" in str(phases.render())
+            # beside them, the scaling view of what is measured so far
+            for panel in (steps, phases, app.throughput_panel, app.phases_panel, app.advice_panel):
+                assert panel.display and panel.region.height >= 10
+            assert "devices (log2)" in str(app.throughput_panel.render())
+            assert "1✓ 2…" in str(app.header_panel.render())
+            runner.stop()
+            await app.workers.wait_for_complete()
+    finally:
+        runner.stop()
+
+
+async def test_watch_at_80x24_hides_panels_and_c_cycles_the_charts():
+    """Small: the device cards condense to a line each, one chart at a time (c),
+    nothing clipped."""
+    from gpuscale.ui.widgets.charts import BREAKDOWN_CHART, STEP_CHART
+
+    runner, runs = _sweep([1, 2, 4], hold_at=2)
+    app = SweepApp(runner.view, runner=runner)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await _hold_at_two(app, runner, runs, pilot)
+            assert app.device_grid.compact
+            charts = [
+                app.run_charts[STEP_CHART],
+                app.run_charts[BREAKDOWN_CHART],
+                app.throughput_panel,
+                app.phases_panel,
+            ]
+            seen = []
+            for _ in range(len(charts) + 1):
+                shown = [c for c in charts if c.display and c.parent.display]
+                assert len(shown) == 1 and shown[0].region.height >= 8
+                seen.append(shown[0])
+                await pilot.press("c")
+                await pilot.pause()
+            assert seen == [*charts, charts[0]]
+            for line in app.device_grid.query(".card-body"):
+                assert line.region.width >= 38  # a whole card line, not clipped
+            runner.stop()
+            await app.workers.wait_for_complete()
+    finally:
+        runner.stop()
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)], ids=["120x40", "80x24"])
+def test_watch_snapshot_of_a_run_in_progress(snap_compare, size):
+    runner, runs = _sweep([1, 2, 4], hold_at=2)
+    app = SweepApp(runner.view, runner=runner)
+
+    async def run_before(pilot):
+        await _hold_at_two(app, runner, runs, pilot)
+
+    try:
+        assert snap_compare(app, terminal_size=size, run_before=run_before)
+    finally:
+        runner.stop()

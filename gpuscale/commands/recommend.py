@@ -83,8 +83,10 @@ def register(sub) -> None:
     live.add_argument(
         "--watch",
         action="store_true",
-        help="run the sweep inside the scaling view (throughput vs devices filling in, "
-        "the recommendation after each count; q stops and recommends from what was measured)",
+        help="run the sweep inside the scaling view: the run in progress as 'watch' shows it "
+        "(devices, step time, phases) beside throughput vs devices filling in, the "
+        "recommendation after each count; q stops and recommends from what was measured "
+        "(off a terminal: the plain text result)",
     )
     live.add_argument(
         "--no-record",
@@ -224,7 +226,7 @@ def main(args) -> int:
         from gpuscale.commands.recommend_script import run_script_sweep
 
         sweep, heading = run_script_sweep(args, command, quiet=args.json)
-    elif args.watch:
+    elif args.watch and sys.stdout.isatty():
         from gpuscale.commands.recommend_watch import watch_sweep
 
         sweep, heading, signal_name = watch_sweep(args, floor)
@@ -232,6 +234,13 @@ def main(args) -> int:
         from gpuscale.commands.recommend_live import run_sweep
 
         sweep, heading = run_sweep(args, quiet=args.json)
+        if args.watch:  # piped or redirected: a screen would write escape codes for ever
+            # said after the sweep, so that a refused configuration stays one line
+            print(
+                "gpuscale: recommend --watch shows the sweep in a terminal; stdout is not one, "
+                "so this is the sweep's text result",
+                file=sys.stderr,
+            )
     if args.max_devices is not None:  # asked for: predict that far, whatever the machine has
         sweep.available_devices = None
     code = report(

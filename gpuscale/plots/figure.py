@@ -5,7 +5,7 @@ Two panels: throughput against devices on log2/log axes (the ideal line is
 straight), measured points filled, predicted points hollow with their range as
 an error bar, the recommended count ringed; under it one stacked bar per device
 count of the recommended configuration (compute, exposed all-reduce, apply, input
-wait). Every marker of a device count carries an SVG id ``point-<series>-<N>`` so a
+wait), or, when no count has a phase breakdown, one line saying so instead. Every marker of a device count carries an SVG id ``point-<series>-<N>`` so a
 reader (or a test) can find it; text stays text in the SVG.
 """
 
@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from gpuscale.errors import GpuscaleError
-from gpuscale.plots.scaling import PHASES, ScalingChart, log_ticks, short_number
+from gpuscale.plots.scaling import NO_SPLIT_NOTE, PHASES, ScalingChart, log_ticks, short_number
 
 FORMATS = {".svg": "svg", ".png": "png"}
 EXTRA_HINT = "pip install 'gpuscale[plot]'"
@@ -54,13 +54,27 @@ def write_plot(chart: ScalingChart, path: str | Path, *, title: str | None = Non
     with matplotlib.rc_context(
         {"svg.fonttype": "none", "svg.hashsalt": "gpuscale", "font.size": 9}
     ):  # text stays text; ids do not change between runs
-        fig, (top, bottom) = plt.subplots(
-            2, 1, figsize=(7.5, 7.0), height_ratios=(3, 2), layout="constrained"
-        )
+        if chart.has_split:
+            fig, (top, bottom) = plt.subplots(
+                2, 1, figsize=(7.5, 7.0), height_ratios=(3, 2), layout="constrained"
+            )
+            axes = (top, bottom)
+        else:  # bars of whole steps would tell nothing: one line says why there are none
+            fig, top = plt.subplots(1, 1, figsize=(7.5, 4.6), layout="constrained")
+            axes = (top,)
+            fig.supxlabel(
+                f"Where the step time goes: {NO_SPLIT_NOTE}",
+                fontsize=8,
+                color="0.35",
+                x=0.02,
+                ha="left",
+                gid="no-split-note",
+            )
         try:
             _draw_throughput(top, chart)
-            _draw_phases(bottom, chart)
-            for ax in (top, bottom):
+            if chart.has_split:
+                _draw_phases(bottom, chart)
+            for ax in axes:
                 ax.xaxis.set_minor_locator(NullLocator())
                 ax.xaxis.set_minor_formatter(NullFormatter())
             top.xaxis.set_major_locator(FixedLocator(chart.counts))

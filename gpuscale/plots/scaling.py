@@ -13,7 +13,8 @@ so the two always show the same points, ranges and marks.
 - The recommended count, marked.
 - One stacked bar per device count of the recommended configuration: compute,
   exposed all-reduce, apply and input wait per step (measured phase medians), or
-  the whole step, unsplit, where a count has no phase breakdown.
+  the whole step, unsplit, where a count has no phase breakdown; no bars at all
+  (:data:`NO_SPLIT_NOTE` instead) where no count has one.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from gpuscale.analysis.recommend import Recommendation
 
 PHASES = ("compute", "exposed all-reduce", "apply", "input wait")
 """The parts of a step, in the order the bars stack them (bottom first)."""
+NO_SPLIT_NOTE = "no phase breakdown in this input: step times only"
+"""Said in place of the bars when no count of the configuration has a breakdown
+(a published table): bars of the whole step, unsplit, would tell nothing."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,12 @@ class ScalingChart:
     @property
     def has_ranges(self) -> bool:
         return any(p.has_range for s in self.series for p in s.points)
+
+    @property
+    def has_split(self) -> bool:
+        """Some count of the recommended configuration has a phase breakdown: the bars
+        are drawn (a count without one as its whole step, "not split")."""
+        return any(b.phases_s for b in self.bars)
 
     @property
     def several_configs(self) -> bool:

@@ -6,7 +6,8 @@ Two charts, each with its axes named and its legend on a line of its own under i
 
 - throughput against devices, both axes logarithmic (the ideal line is straight);
   ``●`` measured, ``○`` predicted with ``│`` its range, ``◆`` the recommended count;
-- one stacked bar per device count: compute, exposed all-reduce, apply, input wait.
+- one stacked bar per device count: compute, exposed all-reduce, apply, input wait
+  (one line instead when the input has no phase breakdown at all).
 """
 
 from __future__ import annotations
@@ -16,7 +17,14 @@ import math
 from plotext._figure import _figure_class as _Figure  # one figure per chart: no global state
 from rich.text import Text
 
-from gpuscale.plots.scaling import PHASES, ScalingChart, linear_ticks, log_ticks, short_number
+from gpuscale.plots.scaling import (
+    NO_SPLIT_NOTE,
+    PHASES,
+    ScalingChart,
+    linear_ticks,
+    log_ticks,
+    short_number,
+)
 
 SERIES_COLORS = ("cyan", "magenta", "yellow", "blue", "red", "green")
 PHASE_COLORS = ("green", "red", "blue", "orange")
@@ -145,6 +153,8 @@ def phase_chart(chart: ScalingChart, width: int, height: int) -> Text:
     bars = chart.bars
     if not bars:
         return Text("no step times for the recommended configuration", style="dim")
+    if not chart.has_split:
+        return Text(NO_SPLIT_NOTE, style="dim")
     unsplit = [0.0 if b.phases_s else b.step_time_s * 1000 for b in bars]
     items = []
     if any(b.phases_s for b in bars):
@@ -152,7 +162,8 @@ def phase_chart(chart: ScalingChart, width: int, height: int) -> Text:
     if any(unsplit):
         items.append(("█", UNSPLIT_COLOR, "not split"))
     legend = legend_text(items, width)
-    fig = _figure(width, max(height - len(legend.split()), 6))
+    fig_height = max(height - len(legend.split()), 6)
+    fig = _figure(width, fig_height)
     series = [[(b.phases_s[i] if b.phases_s else 0.0) * 1000 for b in bars] for i in range(4)]
     colors = list(PHASE_COLORS)
     if any(unsplit):
@@ -161,7 +172,10 @@ def phase_chart(chart: ScalingChart, width: int, height: int) -> Text:
     labels = [f"{b.devices}*" if b.predicted else str(b.devices) for b in bars]
     fig.stacked_bar(labels, series, color=colors, width=0.6)
     fig.xticks(list(range(1, len(bars) + 1)), labels)  # plotext's own choice varies
-    ticks = linear_ticks(max(b.step_time_s for b in bars) * 1000)
+    # No more ticks than rows for them (frame, x labels and title take 4): where two
+    # share a row, plotext's choice of the label shown is not reproducible.
+    rows = fig_height - 4
+    ticks = linear_ticks(max(b.step_time_s for b in bars) * 1000, count=max(1, min(4, rows - 1)))
     fig.yticks(ticks, [f"{t:g}" for t in ticks])
     fig.ylim(0, ticks[-1])
     fig.xlabel("devices" + (" (* predicted)" if any(b.predicted for b in bars) else ""))
@@ -173,7 +187,15 @@ def phase_chart(chart: ScalingChart, width: int, height: int) -> Text:
 
 
 def scaling_text(chart: ScalingChart, width: int, height: int = 30) -> Text:
-    """Both charts one under the other, titled: what ``gpuscale recommend`` prints."""
+    """Both charts one under the other, titled: what ``gpuscale recommend`` prints;
+    without any phase breakdown, the throughput chart and one line saying so."""
+    if not chart.has_split:
+        text = Text(chart.title, style="bold", no_wrap=True)
+        text.append("\n")
+        text.append_text(throughput_chart(chart, width, max(height * 3 // 5, 8)))
+        text.append("\n")
+        text.append(f"Where the step time goes: {NO_SPLIT_NOTE}", style="dim")
+        return text
     top = max(height * 3 // 5, 8)
     bottom = max(height - top - 2, 7)
     text = Text(chart.title, style="bold", no_wrap=True)

@@ -35,10 +35,10 @@ from gpuscale.ui.sources import EventSource, ReplaySource, ReplayStatus
 from gpuscale.ui.widgets.advice import AdvicePanel, predict_from_run
 from gpuscale.ui.widgets.charts import (
     BREAKDOWN_CHART,
-    BUILDERS,
     STEP_CHART,
     UTIL_CHART,
     ChartPanel,
+    render_charts,
 )
 from gpuscale.ui.widgets.devices import DeviceGrid
 from gpuscale.ui.widgets.header import RunHeader
@@ -52,7 +52,7 @@ READ_TIMEOUT_S = 0.05
 class GpuscaleApp(App[int]):
     """The dashboard. Build it with :func:`build_app`."""
 
-    CSS_PATH = "app.tcss"
+    CSS_PATH = ["run_panels.tcss", "app.tcss"]
     TITLE = "gpuscale"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
@@ -220,12 +220,7 @@ class GpuscaleApp(App[int]):
         return version, summary, predict_from_run(self.model.start, summary)
 
     def compute_charts(self, sizes: dict[str, tuple[int, int]]) -> ChartTexts:
-        snap = self.model.snapshot(logs_after=2**62)
-        texts = {
-            chart_id: BUILDERS[chart_id](snap, width, height)
-            for chart_id, (width, height) in sizes.items()
-        }
-        return ChartTexts(snap.version, texts, dict(sizes))
+        return render_charts(self.model.snapshot(logs_after=2**62), sizes)
 
     def on_charts_ready(self, message: ChartsReady) -> None:
         if message.charts.version < self._charted_version:

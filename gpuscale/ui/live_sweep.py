@@ -3,7 +3,9 @@ at each device count in turn, each run in its own child process (TensorFlow neve
 loads here) and recorded, as the view's data source. No Textual here: the app
 runs :meth:`LiveSweep.run` in a worker thread and gets two callbacks, one with
 the run in progress (at most every ``status_interval_s``) and one after each
-device count, both with a whole :class:`~gpuscale.ui.sweep_app.SweepView`.
+device count, both with a whole :class:`~gpuscale.ui.sweep_app.SweepView`; the
+run in progress is also folded into a :class:`~gpuscale.ui.model.RunModel`
+(:attr:`LiveSweep.model`), which the view draws as ``gpuscale watch`` does.
 
 :meth:`LiveSweep.stop` (``q``, Ctrl-C, SIGTERM) stops the run in progress cleanly
 (its recording ends with its end event) and starts no other; the counts already
@@ -23,6 +25,7 @@ from gpuscale.analysis.sweep import SweepPoint, point_from_summary
 from gpuscale.events.schema import EndEvent, PhaseEvent, StepEvent, SweepRef
 from gpuscale.formatting import format_ms
 from gpuscale.recording.sweeps import new_sweep_id
+from gpuscale.ui.model import RunModel
 from gpuscale.ui.sweep_app import SweepView
 
 Callback = Callable[[SweepView], None]
@@ -59,6 +62,12 @@ class LiveSweep:
         """Why the sweep ended early, other than a stop request."""
         self._current: Any = None
         self._lock = threading.Lock()
+        self.model: RunModel | None = None
+        """The run in progress (the last one once the sweep is over), every event
+        absorbed as the dashboard's model does: the view draws its devices, step
+        times and phases from it, as ``gpuscale watch`` does."""
+        self.model_devices: int | None = None
+        """The device count of the run in :attr:`model`."""
 
     def stop(self) -> None:
         """Stop the run in progress and start no other (any thread)."""
@@ -101,8 +110,10 @@ class LiveSweep:
         run = self.run_factory(config, "default" if self.record else None)
         run.sweep_ref = SweepRef(id=self.sweep_id, index=index, planned=list(self.view.planned))
         acc = RunAccumulator()
+        model = RunModel()
         with self._lock:
             self._current = run
+            self.model, self.model_devices = model, n
         try:
             run.start()
             if self.stop_requested.is_set():  # asked while starting
@@ -115,6 +126,7 @@ class LiveSweep:
                 finished = run.done  # then what is queued is all there is
                 for event in run.events(timeout=0.05 if finished else 0.1):
                     acc.add(event)
+                    model.absorb([event])
                     status = _status(n, event, status, steps)
                     if time.monotonic() - last >= self.status_interval_s:
                         last = time.monotonic()

@@ -52,6 +52,8 @@ class DeviceState:
     last: GpuSample | None = None
     util_history_pct: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
     lost: bool = False
+    util_history_t: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
+    """When each of ``util_history_pct`` was sampled (event ``t``, seconds)."""
 
     @property
     def kind(self) -> str:
@@ -90,6 +92,11 @@ class Snapshot:
     devices: list[DeviceState]
     host: HostSample | None
     host_cpu_history_pct: list[float]
+    host_cpu_history_t: list[float]
+    """When each of ``host_cpu_history_pct`` was sampled (event ``t``, seconds)."""
+    origin_t: float | None
+    """The run's origin (the latest start event's ``t``, else the first event's):
+    charts over time count seconds from it."""
     end: EndEvent | None
     errors: list[ErrorEvent]
     log_epoch: int
@@ -123,6 +130,7 @@ class RunModel:
             self.devices: dict[tuple[int, int], DeviceState] = {}
             self.host: HostSample | None = None
             self.host_cpu_history_pct: deque[float] = deque(maxlen=HISTORY_POINTS)
+            self.host_cpu_history_t: deque[float] = deque(maxlen=HISTORY_POINTS)
             self.end: EndEvent | None = None
             self.errors: list[ErrorEvent] = []
             self.logs: deque[LogLine] = deque(maxlen=LOG_LINES)
@@ -175,6 +183,7 @@ class RunModel:
                 state.lost = True
             elif event.util_gpu_pct is not None:
                 state.util_history_pct.append(event.util_gpu_pct)
+                state.util_history_t.append(t)
         elif isinstance(event, StepEvent):
             self.steps.append(event)
             self.last_step = max(self.last_step, event.step)
@@ -187,6 +196,7 @@ class RunModel:
         elif isinstance(event, HostSample):
             self.host = event
             self.host_cpu_history_pct.append(event.cpu_pct)
+            self.host_cpu_history_t.append(t)
         elif isinstance(event, LogEvent):
             self._log(t, event.source, event.level, event.message)
         elif isinstance(event, ErrorEvent):
@@ -247,12 +257,20 @@ class RunModel:
                 phases=list(self.phases),
                 devices=[
                     DeviceState(
-                        d.worker, d.index, d.info, d.last, deque(d.util_history_pct), d.lost
+                        d.worker,
+                        d.index,
+                        d.info,
+                        d.last,
+                        deque(d.util_history_pct),
+                        d.lost,
+                        deque(d.util_history_t),
                     )
                     for _, d in sorted(self.devices.items())
                 ],
                 host=self.host,
                 host_cpu_history_pct=list(self.host_cpu_history_pct),
+                host_cpu_history_t=list(self.host_cpu_history_t),
+                origin_t=start_t,
                 end=self.end,
                 errors=list(self.errors),
                 log_epoch=self.epoch,

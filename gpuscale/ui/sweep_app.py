@@ -8,12 +8,17 @@ view, so a live sweep can feed it one device count at a time.
 
 Layout: a header (what was swept, which counts are measured, the state); the
 throughput chart; the stacked bars of where the step time goes; the recommendation.
-Narrower than 120 columns the recommendation goes under the chart and the bars are
-shown instead of the throughput chart with ``c``; shorter than 36 rows the same.
+A live sweep (``gpuscale recommend --watch``) also shows the run in progress as
+``gpuscale watch`` does, with the dashboard's own widgets: its device cards across
+the top and, beside the scaling charts, its step times and phase breakdown.
+Narrower than 120 columns the recommendation goes under the charts; shorter than 36
+rows one chart is shown at a time and ``c`` shows the next (the device cards
+condense to a line each first).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -24,6 +29,7 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.widget import Widget
 from textual.widgets import Footer, Static
 
 from gpuscale.analysis.recommend import DEFAULT_MIN_EFFICIENCY, Recommendation, recommend
@@ -31,6 +37,16 @@ from gpuscale.analysis.sweep import SweepPoint
 from gpuscale.errors import GpuscaleError
 from gpuscale.formatting import markup_literal
 from gpuscale.plots.scaling import build_scaling_chart
+from gpuscale.ui.messages import ChartsReady
+from gpuscale.ui.model import RunModel
+from gpuscale.ui.widgets.charts import (
+    BREAKDOWN_CHART,
+    CHART_TITLES,
+    STEP_CHART,
+    ChartPanel,
+    render_charts,
+)
+from gpuscale.ui.widgets.devices import DeviceGrid
 from gpuscale.ui.widgets.scaling import (
     PHASES_PANEL,
     THROUGHPUT_PANEL,
@@ -40,6 +56,13 @@ from gpuscale.ui.widgets.scaling import (
 
 if TYPE_CHECKING:
     from gpuscale.ui.live_sweep import LiveSweep
+
+RUN_CHART_IDS = (STEP_CHART, BREAKDOWN_CHART)
+"""The run dashboard's charts a live sweep shows for its run in progress."""
+RUN_WAITING = {
+    STEP_CHART: "the run's step times appear here after its first steps",
+    BREAKDOWN_CHART: "the run's phases appear here after its first probe",
+}
 
 
 @dataclass
@@ -140,10 +163,19 @@ class SweepHeader(Static):
         self.update(text)
 
 
+RUN_REFRESH_HZ = 4.0
+"""How often the run in progress is redrawn (its device cards), at most."""
+RUN_CHART_INTERVAL_S = 0.5
+"""Its charts are rebuilt (off the UI thread) at most this often."""
+RUN_DEVICES_SHARE = 0.25
+"""Full device cards take at most this share of the screen's height (the scaling
+charts need the rest); beyond it they condense to one line each."""
+
+
 class SweepApp(App[int]):
     """The scaling view of a sweep (see the module docstring)."""
 
-    CSS_PATH = "sweep.tcss"
+    CSS_PATH = ["run_panels.tcss", "sweep.tcss"]
     TITLE = "gpuscale"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
@@ -169,31 +201,114 @@ class SweepApp(App[int]):
         self.screenshot_dir = screenshot_dir
         self.recommendation: Recommendation | None = None
         self.last_screenshot: Path | None = None
-        self.show_phases = False
+        self._chart_index = 0
+        self._run_model: RunModel | None = None
+        self._run_drawn = -1
+        self._run_charted = -1
+        self._run_sizes: dict[str, tuple[int, int]] = {}
+        self._run_chart_built = 0.0
+
+    @property
+    def live(self) -> bool:
+        """A live sweep: the run in progress is shown too."""
+        return self.runner is not None
 
     def compose(self) -> ComposeResult:
         self.header_panel = SweepHeader(id="sweep-header")
+        self.device_grid = DeviceGrid(id="devices", max_share=RUN_DEVICES_SHARE)
+        self.run_charts = {chart_id: ChartPanel(chart_id) for chart_id in RUN_CHART_IDS}
         self.throughput_panel = ScalingChartPanel(
-            THROUGHPUT_PANEL, "the chart appears when the first device count is measured"
+            THROUGHPUT_PANEL, "the chart: after the first device count"
         )
         self.phases_panel = ScalingChartPanel(
-            PHASES_PANEL, "the bars appear when the first device count is measured"
+            PHASES_PANEL, "the bars: after the first device count"
         )
         self.advice_panel = RecommendationPanel()
+        self.run_column = Vertical(id="run-charts", classes="chart-column")
+        self.scaling_column = Vertical(id="scaling-charts", classes="chart-column")
         yield self.header_panel
+        yield self.device_grid
         with Horizontal(id="sweep-body"):
-            with Vertical(id="sweep-charts"):
-                yield self.throughput_panel
-                yield self.phases_panel
+            with Horizontal(id="sweep-charts"):
+                with self.run_column:
+                    yield from self.run_charts.values()
+                with self.scaling_column:
+                    yield self.throughput_panel
+                    yield self.phases_panel
             yield self.advice_panel
         yield Footer()
 
     def on_mount(self) -> None:
+        self.screen.set_class(self.live, "-live")
+        if not self.live:  # a replay: no run in progress to show
+            self.device_grid.display = False
+            self.run_column.display = False
+            self.throughput_panel.focus()  # not the hidden device cards
+        for chart_id, panel in self.run_charts.items():
+            panel.update(Text(RUN_WAITING[chart_id], style="dim"))
         self.show_sweep(self.view)
+        self._show_chart(0)
         for warning in dict.fromkeys(self.view.warnings):
             self.notify(markup_literal(warning), severity="warning", timeout=10)
         if self.runner is not None:
+            self.set_interval(1 / RUN_REFRESH_HZ, self.follow_run, name="run")
             self._run_sweep()
+
+    # -- the run in progress (a live sweep) ----------------------------------------
+    def follow_run(self, *, now: bool = False) -> None:
+        """Draw the run in progress from the runner's model: the device cards when
+        it changed, the charts (built in a thread) at most every
+        :data:`RUN_CHART_INTERVAL_S`; ``now``: the charts at once, here (tests)."""
+        runner = self.runner
+        model = runner.model if runner is not None else None
+        if model is None:
+            return
+        if model is not self._run_model:  # the next device count started
+            self._run_model = model
+            self._run_drawn = self._run_charted = -1
+            self._run_sizes = {}
+            n = runner.model_devices
+            who = f"{n} device{'s' if n != 1 else ''}" if n else "this run"
+            for chart_id, panel in self.run_charts.items():
+                panel.border_title = f"{CHART_TITLES[chart_id]} · run on {who}"
+                panel.update(Text(RUN_WAITING[chart_id], style="dim"))
+            self.device_grid.border_title = f"Devices · run on {who}"
+        version = model.version
+        if version != self._run_drawn:
+            snap = model.snapshot(logs_after=2**62)
+            self._run_drawn = snap.version
+            self.device_grid.show(snap)
+        sizes = self._run_chart_sizes()
+        if version == self._run_charted and sizes == self._run_sizes:
+            return
+        if now:
+            self._run_sizes = sizes
+            self.on_charts_ready(ChartsReady(render_charts(model.snapshot(2**62), sizes)))
+        elif time.monotonic() - self._run_chart_built >= RUN_CHART_INTERVAL_S:
+            self._run_chart_built = time.monotonic()
+            self._run_sizes = sizes
+            self._build_run_charts(model, sizes)
+
+    def _run_chart_sizes(self) -> dict[str, tuple[int, int]]:
+        return {
+            chart_id: (panel.content_size.width, panel.content_size.height)
+            for chart_id, panel in self.run_charts.items()
+            if panel.display and panel.content_size.width > 0 and panel.content_size.height > 0
+        }
+
+    @work(thread=True, exclusive=True, group="run-charts", exit_on_error=False)
+    def _build_run_charts(self, model: RunModel, sizes: dict[str, tuple[int, int]]) -> None:
+        charts = render_charts(model.snapshot(logs_after=2**62), sizes)
+        if model is self._run_model:  # else the next count started meanwhile
+            self.post_message(ChartsReady(charts))
+
+    def on_charts_ready(self, message: ChartsReady) -> None:
+        charts = message.charts
+        self._run_charted = charts.version
+        current = self._run_chart_sizes()
+        for chart_id, text in charts.texts.items():
+            if current.get(chart_id) == charts.sizes[chart_id]:
+                self.run_charts[chart_id].update(text)  # else drawn for a size now gone
 
     @work(thread=True, group="sweep", exit_on_error=False)
     def _run_sweep(self) -> None:
@@ -219,7 +334,10 @@ class SweepApp(App[int]):
         chart = build_scaling_chart(self.recommendation) if self.recommendation else None
         self.header_panel.show(view)
         self.throughput_panel.set_chart(chart)
+        unsplit = self.phases_panel.has_class("-unsplit")
         self.phases_panel.set_chart(chart)
+        if self.phases_panel.has_class("-unsplit") != unsplit:
+            self._show_chart(self._chart_index)  # the bars left or joined the charts c shows
         self.advice_panel.show(self.recommendation, view.state_line())
 
     def update_status(self, view: SweepView) -> None:
@@ -227,9 +345,33 @@ class SweepApp(App[int]):
         self.view = view
         self.header_panel.show(view)
 
+    def _chart_order(self) -> list[Widget]:
+        """The charts ``c`` steps through on a short screen: a live sweep's run
+        first, then the scaling charts; not the bars where there are none (their
+        one line stays under the throughput chart)."""
+        order: list[Widget] = list(self.run_charts.values()) if self.live else []
+        order.append(self.throughput_panel)
+        if not self.phases_panel.has_class("-unsplit"):
+            order.append(self.phases_panel)
+        return order
+
+    def _show_chart(self, index: int) -> None:
+        order = self._chart_order()
+        self._chart_index = index % len(order)
+        shown = order[self._chart_index]
+        for panel in (*self.run_charts.values(), self.throughput_panel, self.phases_panel):
+            panel.set_class(panel is shown, "-shown")
+        for column in (self.run_column, self.scaling_column):
+            column.set_class(shown.parent is column, "-holds-shown")
+
     def action_next_chart(self) -> None:
-        self.show_phases = not self.show_phases
-        self.screen.set_class(self.show_phases, "-show-phases")  # beside the breakpoint classes
+        """The next chart: on a short screen it replaces the one shown; on a tall
+        one, where all are shown, it takes the focus."""
+        self._show_chart(self._chart_index + 1)
+        shown = self._chart_order()[self._chart_index]
+        if not self.screen.has_class("-short"):
+            shown.focus()
+        self.notify(f"Chart: {shown.border_title}", timeout=2)
 
     def action_toggle_theme(self) -> None:
         self.theme = "textual-light" if self.theme != "textual-light" else "textual-dark"
@@ -259,6 +401,12 @@ class SweepApp(App[int]):
         self._quitting = True
         self.notify("Stopping the run in progress and finalizing its recording…", timeout=10)
         self._stop_runner()
+
+    def on_unmount(self) -> None:
+        """However the app ends, no run of the sweep is left going (its thread
+        would keep the process alive): stopped, its recording ended."""
+        if self.runner is not None:
+            self.runner.stop()
 
     @work(thread=True, group="quit", exit_on_error=False)
     def _stop_runner(self) -> None:

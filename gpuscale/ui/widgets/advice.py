@@ -29,7 +29,7 @@ from gpuscale.formatting import (
     visible,
 )
 
-__all__ = ["AdvicePanel", "advice_content", "predict_from_run"]
+__all__ = ["AdvicePanel", "advice_content", "advice_compact", "advice_parts", "predict_from_run"]
 
 
 def _text(text: str, style: str = "") -> Content:
@@ -39,7 +39,7 @@ def _text(text: str, style: str = "") -> Content:
 
 def _row(label: str, value: str | Content, style: str = "") -> Content:
     value = value if isinstance(value, Content) else _text(value, style)
-    return Content.assemble((visible(f"{label:<13}"), "bold"), value)
+    return Content.assemble((visible(label.ljust(LABEL_WIDTH)), "bold"), value)
 
 
 def _predictions(rec: Recommendation) -> list[Content]:
@@ -75,9 +75,60 @@ def _predictions(rec: Recommendation) -> list[Content]:
 def advice_content(summary: RunSummary | None, rec: Recommendation | None = None) -> Content:
     """The panel's text for a summary (``None``: nothing measured yet): one fact
     a line, short enough for a 36-column panel."""
+    facts, notes = advice_parts(summary, rec)
+    return Content("\n").join(facts + notes)
+
+
+LABEL_WIDTH = 13
+"""Columns of a fact's label in the one-fact-a-line form (``_row``)."""
+SEPARATOR = " · "
+
+
+LABELLED = ("predicted ", "confidence ")
+"""Sentences that start with a padded label (``_row``)."""
+
+
+def _unpadded(row: Content) -> Content:
+    """``label        value`` -> ``label value``."""
+    return Content.assemble(row[:LABEL_WIDTH].rstrip(), " ", row[LABEL_WIDTH:])
+
+
+def advice_compact(summary: RunSummary | None, rec: Recommendation | None, width: int) -> Content:
+    """The panel's text for a row ``width`` columns wide: the short facts (step time,
+    phases, ...) one after another, ``label value · label value``, a line broken
+    only between two facts (a fact wider than the row wraps, nothing is clipped);
+    then the sentences (predictions, the confidence and why) a line each."""
+    facts, notes = advice_parts(summary, rec)
+    notes = [_unpadded(note) if note.plain.startswith(LABELLED) else note for note in notes]
+    if len(notes) >= 2 and notes[-2].plain.startswith("confidence "):
+        # the level and why on one line (it wraps where it must)
+        notes = [*notes[:-2], Content.assemble(notes[-2], ": ", notes[-1])]
+    lines: list[Content] = []
+    line: Content | None = None
+    for fact in facts:
+        short = _unpadded(fact)
+        if line is None:
+            line = short
+        elif line.cell_length + len(SEPARATOR) + short.cell_length <= width:
+            line = Content.assemble(line, (SEPARATOR, "$text-muted"), short)
+        else:
+            lines.append(line)
+            line = short
+    if line is not None:
+        lines.append(line)
+    return Content("\n").join(lines + notes)
+
+
+def advice_parts(
+    summary: RunSummary | None, rec: Recommendation | None = None
+) -> tuple[list[Content], list[Content]]:
+    """The panel's lines in two parts: the short facts (``label value``, a grid can
+    set them side by side) and the rest (warnings, predictions, the confidence and
+    why), in reading order."""
     if summary is None or summary.steps_total == 0:
-        return Content.styled("Waiting for the first steps…", "$text-muted")
+        return [], [Content.styled("Waiting for the first steps…", "$text-muted")]
     s = summary
+    notes: list[Content] = []
     lines = [
         _row("step time", f"{format_ms(s.step_time_s)} median"),
         _row("throughput", f"{format_number(s.throughput_samples_s, ',.0f')} samples/s"),
@@ -114,36 +165,55 @@ def advice_content(summary: RunSummary | None, rec: Recommendation | None = None
                 )
             )
         if s.phase_consistent is False:
-            lines.append(
+            notes.append(
                 Content.styled(
                     "probe passes exceed the step: breakdown not resolved", "$text-warning"
                 )
             )
     else:
-        lines.append(_text("phase breakdown: not measured yet", "$text-muted"))
+        notes.append(_text("phase breakdown: not measured yet", "$text-muted"))
     if s.devices == 1:
-        lines.append(
+        notes.append(
             Content.styled(
                 "1 device: nothing to all-reduce; `gpuscale recommend` sweeps counts", "$text-muted"
             )
         )
     if rec is not None:
-        lines += _predictions(rec)
+        notes += _predictions(rec)
     trust = run_confidence(s)
     style = {"low": "$text-warning", "none": "$text-muted"}.get(trust.level, "$text-success")
-    lines.append(_row("confidence", trust.level, f"bold {style}"))
-    lines.append(_text(trust.reason, "$text-muted"))
-    return Content("\n").join(lines)
+    notes.append(_row("confidence", trust.level, f"bold {style}"))
+    notes.append(_text(trust.reason, "$text-muted"))
+    return lines, notes
+
+
+ROW_MIN_FACT = 40
+"""A panel narrower than two of these shows one fact a line."""
 
 
 class AdvicePanel(VerticalScroll, can_focus=True):
-    """Scrollable so nothing is lost on a small terminal."""
+    """Scrollable so nothing is lost on a small terminal. As wide as the screen (a
+    row under the charts) it sets the facts side by side (:func:`advice_compact`);
+    as a narrow column, one a line (:func:`advice_content`)."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.body = Static(
             Content.styled("Waiting for the first steps…", "$text-muted"), id="advice-body"
         )
+        self._shown: tuple[RunSummary | None, Recommendation | None] | None = None
+
+    def on_resize(self) -> None:
+        if self._shown is not None:
+            self.body.update(self._grid(*self._shown))
+
+    def _grid(self, summary: RunSummary | None, rec: Recommendation | None) -> Content:
+        # A row (wider than a column of facts): the compact form. Two columns are
+        # kept for a vertical scrollbar, should the text not fit.
+        width = self.content_size.width - 2
+        if width < 2 * ROW_MIN_FACT:
+            return advice_content(summary, rec)
+        return advice_compact(summary, rec, width)
 
     def compose(self):
         yield self.body
@@ -164,6 +234,7 @@ class AdvicePanel(VerticalScroll, can_focus=True):
             self.border_title = "Summary (run interrupted)"
         else:
             self.border_title = "Final summary" if final else "Recommendation (so far)"
+        self._shown = None
         if failure is not None and (summary is None or summary.steps_total == 0):
             self.body.update(
                 Content.assemble(
@@ -174,4 +245,5 @@ class AdvicePanel(VerticalScroll, can_focus=True):
                 )
             )
             return
-        self.body.update(advice_content(summary, recommendation))
+        self._shown = (summary, recommendation)
+        self.body.update(self._grid(summary, recommendation))

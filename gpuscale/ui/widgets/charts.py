@@ -12,6 +12,7 @@ from textual.widgets import Static
 from textual_plotext.plot import Plot
 
 from gpuscale.plots.terminal import legend_text
+from gpuscale.ui.messages import ChartTexts
 from gpuscale.ui.model import Snapshot
 
 STEP_CHART = "chart-steps"
@@ -51,6 +52,36 @@ def binned(xs: list[float], ys: list[float], max_points: int) -> tuple[list[floa
     return out_x, out_y
 
 
+def whole_ticks(low: float, high: float, width: int) -> list[int]:
+    """Round whole-number ticks (1, 2, 5 x 10^k apart) between ``low`` and ``high``,
+    at least two where the span has two whole numbers, about one per 12 columns:
+    step numbers and seconds read as whole numbers, where plotext's own ticks
+    would be ``4.0 9.2 14.5``."""
+    import math
+
+    wanted = max(2, width // 12)
+    first, last = math.ceil(low), math.floor(high)
+    if last <= first:
+        return [round(low)]
+    chosen: list[int] = [first, last]
+    for exp in range(0, len(str(last - first)) + 1):
+        for mantissa in (1, 2, 5):
+            step = mantissa * 10**exp
+            ticks = list(range(math.ceil(low / step) * step, last + 1, step))
+            if len(ticks) < 2:
+                return chosen  # the last step that still gave two
+            chosen = ticks
+            if len(ticks) <= wanted:
+                return chosen
+    return chosen
+
+
+def _whole_xticks(plot: Plot, xs: list[float], width: int) -> None:
+    if xs:
+        ticks = whole_ticks(min(xs), max(xs), width)
+        plot.xticks(ticks, [str(t) for t in ticks])
+
+
 def build_step_chart(snap: Snapshot, width: int, height: int) -> Text:
     """Step time against the step number (the last steps kept by the model,
     warm-up steps left out once there are others, and labelled as warm-up while
@@ -68,6 +99,7 @@ def build_step_chart(snap: Snapshot, width: int, height: int) -> Text:
     max_points = max(2 * (width - 16), 8)
     x, y = binned(steps, [snap.step_times_s[i] * 1000 for i in keep], max_points)
     plot.plot(x, y, color="cyan", marker="braille")
+    _whole_xticks(plot, x, width)
     plot.xlabel("step (warm-up, not measured)" if warmup_only else "step")
     plot.ylabel("ms")
     return Text.from_ansi(plot.build(), no_wrap=True)
@@ -111,27 +143,42 @@ def build_breakdown_chart(snap: Snapshot, width: int, height: int) -> Text:
     return text
 
 
+def seconds_since(origin_t: float | None, ts) -> list[float]:
+    """Event times as seconds since the run's origin (the first time given, when
+    the run's origin is not known yet)."""
+    ts = list(ts)
+    if not ts:
+        return []
+    origin = origin_t if origin_t is not None else ts[0]
+    return [t - origin for t in ts]
+
+
 def build_util_chart(snap: Snapshot, width: int, height: int) -> Text:
-    """Utilization of every GPU over its recent samples (host CPU when no GPU)."""
+    """Utilization of every GPU over its recent samples (host CPU when no GPU),
+    against the seconds since the run's start (live and replay alike: the
+    samples' own times)."""
     legend_lines = 1 if height >= 8 else 0
     plot = _new_plot(width, height - legend_lines)
     plotted = False
     names: list[tuple[str, str, str]] = []
     gpus = [d for d in snap.devices if d.kind == "gpu" and d.util_history_pct]
     for n, device in enumerate(gpus):
-        history = list(device.util_history_pct)
         color = LINE_COLORS[n % len(LINE_COLORS)]
-        plot.plot(history, color=color, marker="braille")
+        xs = seconds_since(snap.origin_t, device.util_history_t)
+        plot.plot(xs, list(device.util_history_pct), color=color, marker="braille")
         names.append(("⠶", color, f"GPU{device.index}"))
         plotted = True
     if not gpus and len(snap.host_cpu_history_pct) >= 2:
-        plot.plot(snap.host_cpu_history_pct, color="cyan", marker="braille")
+        xs = seconds_since(snap.origin_t, snap.host_cpu_history_t)
+        plot.plot(xs, snap.host_cpu_history_pct, color="cyan", marker="braille")
         names.append(("⠶", "cyan", "host CPU"))
         plotted = True
     if not plotted:
         return _empty(width, "utilization appears after the first samples")
     plot.ylim(0, 100)
-    plot.xlabel("sample #")
+    times = [x for d in gpus for x in seconds_since(snap.origin_t, d.util_history_t)]
+    _whole_xticks(plot, times or seconds_since(snap.origin_t, snap.host_cpu_history_t), width)
+    plot.xlabel("s since start")
     plot.ylabel("%")
     text = Text.from_ansi(plot.build().rstrip("\n"), no_wrap=True)
     if legend_lines:  # under the chart, never over the lines (cut to one line)
@@ -145,6 +192,16 @@ BUILDERS = {
     BREAKDOWN_CHART: build_breakdown_chart,
     UTIL_CHART: build_util_chart,
 }
+
+
+def render_charts(snap: Snapshot, sizes: dict[str, tuple[int, int]]) -> ChartTexts:
+    """Every chart of ``sizes`` drawn from ``snap`` at its (width, height): call it
+    off the UI thread, and show the result with :class:`ChartPanel`."""
+    texts = {
+        chart_id: BUILDERS[chart_id](snap, width, height)
+        for chart_id, (width, height) in sizes.items()
+    }
+    return ChartTexts(snap.version, texts, dict(sizes))
 
 
 class ChartPanel(Static, can_focus=True):

@@ -232,11 +232,14 @@ class DeviceGrid(Vertical, can_focus=True):
 
     BORDER_TITLE = "Devices"
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, *, id: str | None = None, max_share: float = MAX_SHARE_OF_SCREEN) -> None:
         super().__init__(id=id)
         self._keys: list[str] = []
         self._cards: list[DeviceCard] = []
+        self._snap: Snapshot | None = None
         self.compact = False
+        self.max_share = max_share
+        """Full cards take at most this share of the screen's height, else one line each."""
 
     def _layout_for(self, count: int) -> tuple[int, bool, int]:
         """(columns, compact, text width inside one card) for ``count`` cards,
@@ -245,16 +248,23 @@ class DeviceGrid(Vertical, can_focus=True):
         screen_height = self.app.size.height
         columns = max(1, width // CARD_MIN_WIDTH)
         rows = math.ceil(count / columns)
-        if rows * CARD_HEIGHT <= screen_height * MAX_SHARE_OF_SCREEN:
+        if rows * CARD_HEIGHT <= screen_height * self.max_share:
             card_width = (width - (columns - 1)) // columns
             return columns, False, card_width - 4  # border and padding
         columns = max(1, width // COMPACT_MIN_WIDTH)
         return columns, True, (width - (columns - 1)) // columns - 1
 
     def on_resize(self) -> None:
-        self.app.call_after_refresh(self.app.redraw, True)
+        self.call_after_refresh(self._show_again)
+
+    def _show_again(self) -> None:
+        """The last snapshot again (a resize, new cards mounted): the grid redraws
+        itself, whichever app it is in."""
+        if self._snap is not None:
+            self.show(self._snap)
 
     def show(self, snap: Snapshot) -> None:
+        self._snap = snap
         keys = [HOST_KEY] + [f"{d.worker}-{d.index}" for d in snap.devices]
         if keys != self._keys:
             self._keys = keys
@@ -266,7 +276,7 @@ class DeviceGrid(Vertical, can_focus=True):
             ]
             self._cards = cards
             self.mount_all(cards)
-            self.call_after_refresh(self.app.redraw, True)
+            self.call_after_refresh(self._show_again)
             return
         columns, compact, text_width = self._layout_for(len(keys))
         self.compact = compact

@@ -10,13 +10,13 @@ from rich.text import Text
 from textual.widgets import Static
 
 from gpuscale.analysis.recommend import Recommendation
-from gpuscale.plots.scaling import ScalingChart
+from gpuscale.plots.scaling import NO_SPLIT_NOTE, ScalingChart
 from gpuscale.plots.terminal import MIN_WIDTH, phase_chart, throughput_chart
 
 THROUGHPUT_PANEL = "scaling-throughput"
 PHASES_PANEL = "scaling-phases"
 TITLES = {
-    THROUGHPUT_PANEL: "Throughput vs devices (samples/s, log axes)",
+    THROUGHPUT_PANEL: "Throughput vs devices (log axes)",
     PHASES_PANEL: "Step time per device count (ms)",
 }
 
@@ -33,6 +33,10 @@ class ScalingChartPanel(Static, can_focus=True):
 
     def set_chart(self, chart: ScalingChart | None, waiting: str | None = None) -> None:
         self.chart = chart
+        # No breakdown anywhere: one line, not a panel of bars (the chart takes the room).
+        self.set_class(
+            self.id == PHASES_PANEL and chart is not None and not chart.has_split, "-unsplit"
+        )
         if waiting is not None:
             self.waiting = waiting
         self._drawn = None
@@ -49,6 +53,8 @@ class ScalingChartPanel(Static, can_focus=True):
         self._drawn = key
         if self.chart is None:
             self.update(Text(self.waiting, style="dim"))
+        elif self.id == PHASES_PANEL and not self.chart.has_split:
+            self.update(Text(NO_SPLIT_NOTE, style="dim", no_wrap=True, overflow="ellipsis"))
         elif width < MIN_WIDTH or height < 6:
             self.update(Text("too small for the chart: a bigger terminal", style="dim"))
         elif self.id == THROUGHPUT_PANEL:
@@ -68,7 +74,13 @@ def recommendation_text(rec: Recommendation | None, state: str | None = None) ->
     if rec is None:
         text.append("the recommendation appears after the first device count", style="dim")
         return text
-    verdict = "SINGLE device" if rec.verdict == "single" else f"MULTI: {rec.devices} devices"
+    if rec.verdict == "none":  # one count measured: nothing to compare it with yet
+        unit = "device" if rec.devices == 1 else "devices"
+        verdict = f"NONE yet: measured at {rec.devices} {unit} only"
+    elif rec.verdict == "single":
+        verdict = "SINGLE device"
+    else:
+        verdict = f"MULTI: {rec.devices} devices"
     if len(rec.configs) > 1:
         verdict += f" with '{rec.config}'"
     if rec.predicted:
