@@ -369,7 +369,7 @@ def _confidence(rec: Recommendation, groups: Sequence[Group], walk: Sequence[Wal
         )
         steps = [p.steps for p in g.points if p.steps]
         spreads = [p.spread for p in g.points if p.spread is not None]
-        bits = [f"measured at {counts} devices"]
+        bits = [f"measured at {counts} device{'s' if ns != [1] else ''}"]
         if not steps:
             bits.append("step counts not given")
         elif min(steps) == max(steps):
