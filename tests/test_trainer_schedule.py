@@ -160,3 +160,44 @@ def test_a_slow_start_does_not_buy_probes_the_run_cannot_pay_for():
     scheduler = ProbeScheduler(0.02, horizon_steps=1000)
     simulate(scheduler, 1000, step_s=lambda i: 0.3 if i < 30 else 0.1, share=lambda i: 0.0)
     assert scheduler.spent_share <= 0.02 + 1e-9
+
+
+def test_the_step_after_a_probe_counts_in_what_the_probe_cost():
+    """What a user pays for a probe: its passes and the slower step after it (cold
+    caches); the budget holds against the steps' own wall clock with both counted."""
+    budget = 0.02
+    scheduler = ProbeScheduler(budget, horizon_steps=3000)
+    passes = paid = steps_wall = 0.0
+    slow_next = False
+    for _ in range(3000):
+        step = 0.1 + (0.15 if slow_next else 0.0)  # the step after a probe: +1.5 steps
+        slow_next = False
+        scheduler.add_step(step)
+        steps_wall += 0.1  # the run's own wall clock without gpuscale
+        paid += step - 0.1
+        if scheduler.due():
+            scheduler.add_probe(0.2, 0.1)
+            passes += 0.2
+            paid += 0.2
+            slow_next = True
+    paid -= 0.15 if slow_next else 0.0  # a last probe's next step never ran
+    assert scheduler.after_probe_s == pytest.approx(0.15 * (scheduler.probes - slow_next))
+    assert scheduler.probe_wall_s == pytest.approx(paid)
+    assert paid / steps_wall <= budget + 1e-9  # the overhead a user sees, within the budget
+    assert scheduler.expected_cost_s() == pytest.approx(0.35)
+    # without counting the slow steps it would have spent 1.75 x as much
+    assert passes + 0.15 * scheduler.probes < 1.75 * budget * steps_wall
+
+
+def test_the_first_probe_costs_are_guessed_with_the_slower_step_after_it():
+    scheduler = ProbeScheduler(0.02)
+    scheduler.add_step(0.1)
+    assert scheduler.expected_cost_s() == pytest.approx(0.25)
+
+
+def test_three_probes_that_agree_by_chance_do_not_resolve_a_noisy_share():
+    scheduler = ProbeScheduler(0.02)
+    for share in (0.279, 0.273, -0.270):  # MAD 0.006: alone it would say +-1.3 points
+        scheduler.add_step(0.1)
+        scheduler.add_probe(0.2, share)
+    assert scheduler.share_halfwidth > 0.4 and not scheduler.resolved
