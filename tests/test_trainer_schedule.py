@@ -145,7 +145,7 @@ def test_known_to_a_precision_needs_steady_steps_and_a_resolved_share():
     scheduler = ProbeScheduler(0.02)
     simulate(scheduler, 10)
     assert not scheduler.known_to(0.03)  # too few steps
-    simulate(scheduler, 400)
+    simulate(scheduler, 600)
     assert scheduler.known_to(0.03)  # +-10 % uniform step noise, +-1 point share noise
     noisy = ProbeScheduler(0.02)
     rng = random.Random(2)
@@ -183,7 +183,8 @@ def test_the_step_after_a_probe_counts_in_what_the_probe_cost():
     paid -= 0.15 if slow_next else 0.0  # a last probe's next step never ran
     assert scheduler.after_probe_s == pytest.approx(0.15 * (scheduler.probes - slow_next))
     assert scheduler.probe_wall_s == pytest.approx(paid)
-    assert paid / steps_wall <= budget + 1e-9  # the overhead a user sees, within the budget
+    # the overhead a user sees, within the probes' part of the budget
+    assert paid / steps_wall <= budget * (1 - scheduler.reserve) + 1e-9
     assert scheduler.expected_cost_s() == pytest.approx(0.35)
     # without counting the slow steps it would have spent 1.75 x as much
     assert passes + 0.15 * scheduler.probes < 1.75 * budget * steps_wall
@@ -201,3 +202,12 @@ def test_three_probes_that_agree_by_chance_do_not_resolve_a_noisy_share():
         scheduler.add_step(0.1)
         scheduler.add_probe(0.2, share)
     assert scheduler.share_halfwidth > 0.4 and not scheduler.resolved
+
+
+def test_the_probes_leave_the_reserve_of_the_budget_to_the_per_step_cost():
+    for reserve in (0.0, 0.3, 0.5):
+        scheduler = ProbeScheduler(0.02, reserve=reserve)
+        noise = random.Random(3).uniform  # a share too noisy to resolve: the full rate
+        simulate(scheduler, 5000, share=lambda i, noise=noise: noise(-0.3, 0.3))
+        assert not scheduler.resolved
+        assert 0.02 * (1 - reserve) * 0.9 < scheduler.spent_share <= 0.02 * (1 - reserve)

@@ -35,7 +35,9 @@ after-probe excess (before the first probe, it is guessed as
 own wall clock, the run as it would take without gpuscale, so the budget is
 the overhead a user sees (``wall with gpuscale / wall without - 1``). Every
 rule is checked before a probe, with its cost counted in, so at any time after
-the first probe ``spent <= budget x max(steps' wall, projected run / 2)``.
+the first probe ``spent <= budget x (1 - reserve) x max(steps' wall, projected
+run / 2)``: the probes leave ``reserve`` of the budget (:data:`DEFAULT_RESERVE`)
+for the cost of every step that no timing inside the run can see.
 The one exception is the first probe, on the first counted step: without it
 there is no breakdown at all. On a run shorter than about
 ``FIRST_PROBE_STEPS / budget`` steps (125 at 2 %) that one probe alone is over
@@ -61,6 +63,12 @@ DEFAULT_BUDGET = 0.02
 """The probes' default share of the wall clock."""
 DEFAULT_PRECISION = 0.02
 """The default half-width (a share of the step) to which the breakdown is pinned down."""
+DEFAULT_RESERVE = 0.3
+"""The part of the budget the probes leave for what gpuscale costs every step and
+no timing inside the run can see: the synchronised step timing, building and
+sending a StepEvent (a run cannot time itself against a run without gpuscale).
+Measured with ``benchmarks/overhead.py`` (about 0.5 % of a 20-30 ms CPU step,
+with no probe at all); the probes aim at ``budget x (1 - reserve)``."""
 FIRST_PROBE_STEPS = 2.5
 """The first probe's guessed cost, in steps: two step-sized passes, the all-reduce
 alone and the slower step after it."""
@@ -90,6 +98,7 @@ class ProbeScheduler:
         window: int = 10,
         shift: float = 0.25,
         resolved_rate: float = 0.5,
+        reserve: float = DEFAULT_RESERVE,
     ):
         if every is not None and every < 1:
             raise ValueError("every must be at least 1 (None: by budget)")
@@ -103,6 +112,7 @@ class ProbeScheduler:
         self.window = window
         self.shift = shift
         self.resolved_rate = resolved_rate
+        self.reserve = reserve
         self.steps = 0
         """Steps seen, warm-up included."""
         self.step_wall_s = 0.0
@@ -209,6 +219,11 @@ class ProbeScheduler:
         return self._fast_cache[1]
 
     @property
+    def probe_budget(self) -> float:
+        """The probes' own share: the budget less its ``reserve`` for the per-step cost."""
+        return self.budget * (1.0 - self.reserve)
+
+    @property
     def spent_share(self) -> float:
         """What the probes cost so far over the counted steps' own wall clock: the
         overhead a user sees (``wall with / wall without - 1``)."""
@@ -252,14 +267,15 @@ class ProbeScheduler:
         if self.probes == 0:  # without one there is no breakdown at all; it measures the cost
             return True
         cost = self.expected_cost_s()
-        allowance = self.budget * self.step_wall_s
+        budget = self.probe_budget
+        allowance = budget * self.step_wall_s
         if not self.resolved and self.horizon_steps and self._counted:
             # the run's wall clock if the steps go on no slower than their fastest tenth
             # (a slow start must not buy probes the rest of the run cannot pay for)
             projected = self._fast_step_s() * self.horizon_steps
-            allowance = max(allowance, 0.5 * self.budget * projected)
+            allowance = max(allowance, 0.5 * budget * projected)
         if self.resolved:
-            allowance = self.resolved_rate * self.budget * self.step_wall_s
+            allowance = self.resolved_rate * budget * self.step_wall_s
         return self.probe_wall_s + cost <= allowance
 
     def describe(self) -> str:
