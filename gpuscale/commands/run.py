@@ -23,6 +23,7 @@ from gpuscale.events.schema import ErrorEvent, LogEvent, StartEvent, StepEvent
 from gpuscale.formatting import (
     format_bytes,
     format_duration_s,
+    format_fraction_pct,
     format_phase_s,
     format_samples_s,
     visible,
@@ -287,6 +288,30 @@ def phase_lines(s: dict[str, Any], replicas: int) -> list[str]:
     return lines
 
 
+def precision_line(s: dict[str, Any]) -> str | None:
+    """With ``--precision``: whether the run reached it, and if not, how far it got
+    and about how many more steps would likely reach it (``None``: not asked)."""
+    asked = s.get("precision_asked")
+    if asked is None:
+        return None
+    reached, more = s.get("precision_reached"), s.get("precision_more_steps")
+    target = f"±{format_fraction_pct(asked, 1)}"
+    if reached is not None and more == 0:
+        return f"  precision: {target} asked, reached (±{format_fraction_pct(reached, 1)})"
+    got = (
+        f"reached only ±{format_fraction_pct(reached, 1)}"
+        if reached is not None
+        else "not yet known (fewer than 3 steps or probes)"
+    )
+    if more is None:
+        need = "no probe ran to estimate the steps needed"
+    elif reached is None:
+        need = f"at least {more:,} more steps would be needed"
+    else:
+        need = f"about {more:,} more steps would likely reach it"
+    return f"  [yellow]precision: {target} asked, not reached by the end: {got}; {need}[/]"
+
+
 def print_run_summary(run: Any) -> None:
     """What a run measured, in a few lines (its `start_event`, `end`, `error`,
     `recording_path`, `recording_problem`); `gpuscale replay` off a terminal too."""
@@ -354,6 +379,9 @@ def print_run_summary(run: Any) -> None:
         console.print(
             "  phases: not measured (no probe after the warm-up; see --probe-budget, --phase-every)"
         )
+    line = precision_line(s)
+    if line:
+        console.print(line)
     if start.note:
         console.print(f"  [dim]note: {_escape(start.note)}[/]")
     if run.recording_path:
