@@ -116,6 +116,7 @@ def main() -> int:
         t1 = time.perf_counter()
         events += list(run)  # a probe after the last step
         inst_wall += time.perf_counter() - t1
+        counted.append(trainer.schedule)
         return plain_wall, inst_wall, times, events
 
     # Compile everything (the probe's passes included) before measuring.
@@ -123,6 +124,7 @@ def main() -> int:
         plain_step(next(batches)).numpy()
     gpuscale_block(5, 1)
 
+    counted: list = []  # each budgeted run's scheduler: what it counted as spent
     walls: dict[str, list[float]] = {"plain": [], "gpuscale": []}
     plain_steps: list[float] = []
     inst_steps: list[float] = []
@@ -179,6 +181,16 @@ def main() -> int:
         + " ".join(f"{d:+.1f}" for d in per_round)
         + " points"
     )
+    if dense_err:  # what ±2 points would take: half-widths shrink as 1/sqrt(probes)
+        needed = dense_n * (dense_err / 0.02) ** 2
+        cost = statistics.median(c for run in counted for c in run.probe_costs_s)
+        aim = args.probe_budget * (1 - counted[0].reserve)
+        steps_needed = needed * cost / (aim * statistics.median(plain_steps))
+        print(
+            f"to know the exposed share to ±2 points: about {needed:.0f} probes (dense: "
+            f"±{dense_err * 100:.1f} from {dense_n}), about {steps_needed:,.0f} steps at this "
+            f"budget (a probe costs {cost / statistics.median(plain_steps):.1f} steps)"
+        )
     probe_s = [
         sum(e.probe_cost_s or 0.0 for e in events if isinstance(e, PhaseEvent))
         for events in budget_rounds
@@ -187,6 +199,17 @@ def main() -> int:
         "probes' own share of the gpuscale wall clock: "
         + " ".join(f"{p / w:.1%}" for p, w in zip(probe_s, walls["gpuscale"], strict=True))
         + f" (median {statistics.median(p / w for p, w in zip(probe_s, walls['gpuscale'], strict=True)):.1%})"
+    )
+    print(
+        "what the scheduler counted (probes' passes + the slower steps after them) over "
+        "the steps' wall clock: "
+        + " ".join(
+            f"{c.spent_share:.1%} ({c.after_probe_s / c.step_wall_s:+.1%} after)" for c in counted
+        )
+        + f"; its aim {args.probe_budget * (1 - counted[0].reserve):.1%} "
+        f"(the budget less its {counted[0].reserve:.0%} reserve for the per-step cost); "
+        "first probe: "
+        + " ".join(f"{c.probe_costs_s[0] / c.step_wall_s:.1%}" for c in counted if c.probes)
     )
     print(
         f"step-time-only overhead: {(statistics.median(inst_steps) / statistics.median(plain_steps) - 1) * 100:.1f}% "

@@ -219,6 +219,11 @@ class ProbeScheduler:
         return self._fast_cache[1]
 
     @property
+    def probe_costs_s(self) -> tuple[float, ...]:
+        """Each probe's passes, in seconds, in order (the slower steps after them apart)."""
+        return tuple(self._costs)
+
+    @property
     def probe_budget(self) -> float:
         """The probes' own share: the budget less its ``reserve`` for the per-step cost."""
         return self.budget * (1.0 - self.reserve)
