@@ -41,6 +41,11 @@ What is measured and how (formulas in :mod:`gpuscale.analysis.metrics`):
   several workers, the slowest worker's median step time over the median of the
   workers' medians (``worker_imbalance``, 1.0 = balanced).
 
+* precision (``--precision``, from the start's config): the worse of the median
+  step time's half-width over the median and the exposed share's half-width,
+  and the counted steps more that would likely reach the precision asked
+  (:func:`more_steps_for_precision`).
+
 :class:`RunAccumulator` takes events one by one (a live dashboard calls
 ``add`` per event and ``summary()`` once a second: O(steps) per call);
 :func:`summarize` is the one-shot form. Neither imports TensorFlow or Textual.
