@@ -69,3 +69,8 @@ def test_a_precision_not_reached_is_said_with_the_steps_still_needed():
         {"precision_asked": 0.03, "precision_reached": 0.021, "precision_more_steps": 0}
     )
     assert line == "  precision: ±3.0% asked, reached (±2.1%)"
+
+
+def test_the_probes_cost_is_said_against_the_steps_time():
+    text = "\n".join(phase_lines(_summary(steps_counted=95, step_time_s=0.1), replicas=2))
+    assert "probes took 2.5 s of wall clock, between steps (about 26.3% of the steps' time)" in text

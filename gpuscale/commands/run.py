@@ -284,7 +284,11 @@ def phase_lines(s: dict[str, Any], replicas: int) -> list[str]:
             "all-reduce above the step): the breakdown is not resolved[/]"
         )
     if s.get("probe_cost_s"):
-        lines.append(f"  probes took {_ms(s['probe_cost_s'])} of wall clock, between steps")
+        cost = f"  probes took {_ms(s['probe_cost_s'])} of wall clock, between steps"
+        counted, step = s.get("steps_counted"), s.get("step_time_s")
+        if counted and step:  # what the user paid, against the steps' own time
+            cost += f" (about {format_fraction_pct(s['probe_cost_s'] / (counted * step), 1)} of the steps' time)"
+        lines.append(cost)
     return lines
 
 
