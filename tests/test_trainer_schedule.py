@@ -211,3 +211,17 @@ def test_the_probes_leave_the_reserve_of_the_budget_to_the_per_step_cost():
         simulate(scheduler, 5000, share=lambda i, noise=noise: noise(-0.3, 0.3))
         assert not scheduler.resolved
         assert 0.02 * (1 - reserve) * 0.9 < scheduler.spent_share <= 0.02 * (1 - reserve)
+
+
+def test_steps_after_probes_that_ran_faster_buy_no_more_probes():
+    scheduler = ProbeScheduler(0.02)
+    slow_next = False
+    for _ in range(3000):
+        scheduler.add_step(0.05 if slow_next else 0.1)  # after a probe: half a step faster
+        slow_next = False
+        if scheduler.due():
+            scheduler.add_probe(0.2, 0.1)
+            slow_next = True
+    assert scheduler.after_probe_s < 0
+    assert scheduler.probe_wall_s == pytest.approx(scheduler.passes_s)
+    assert scheduler.passes_s <= 0.02 * (1 - scheduler.reserve) * scheduler.step_wall_s

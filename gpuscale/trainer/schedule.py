@@ -27,8 +27,8 @@ tells the most:
 What a probe costs is what the user pays for it: the wall clock of its passes
 *plus* what the step after it loses (caches and the thread pool are cold after
 the probe's own compiled functions ran; measured as that step's excess over the
-median of the last ``window`` steps that followed no probe, unfloored, so noise
-cancels over probes).
+median of the last ``window`` steps that followed no probe, summed unfloored so
+noise cancels over probes, and counted only while the sum is positive).
 The cost of the next probe is the median of the measured passes plus the mean
 after-probe excess (before the first probe, it is guessed as
 ``FIRST_PROBE_STEPS`` steps). The allowance is a share of the counted steps'
@@ -119,10 +119,11 @@ class ProbeScheduler:
         """Steps seen, warm-up included."""
         self.step_wall_s = 0.0
         """Time of the counted (non-warm-up) steps."""
-        self.probe_wall_s = 0.0
-        """What every probe so far cost: its passes and the excess of the step after it."""
+        self.passes_s = 0.0
+        """Wall clock of every probe's passes so far."""
         self.after_probe_s = 0.0
-        """The part of ``probe_wall_s`` that the steps right after probes lost."""
+        """What the steps right after probes lost against the usual step (unfloored:
+        noise cancels over probes; a negative total counts as 0 in ``probe_wall_s``)."""
         self.probes = 0
         self.shifts = 0
         """Step-time shifts detected."""
@@ -156,7 +157,6 @@ class ProbeScheduler:
                 excess = (step_time_s - metrics.median(list(self._usual))) * steps
                 self._after.append(excess)
                 self.after_probe_s += excess
-                self.probe_wall_s += excess
         else:
             self._usual.append(step_time_s)
         self.step_wall_s += step_time_s * steps
@@ -178,7 +178,7 @@ class ProbeScheduler:
         """A probe ran and took ``cost_s`` of wall clock; ``share`` is what it
         measured (the exposed all-reduce's share of the step, unfloored)."""
         self.probes += 1
-        self.probe_wall_s += cost_s
+        self.passes_s += cost_s
         self._costs.append(cost_s)
         self._after_pending = True
         if share is not None:
@@ -221,6 +221,13 @@ class ProbeScheduler:
         return self._fast_cache[1]
 
     @property
+    def probe_wall_s(self) -> float:
+        """What every probe so far cost the run: its passes and the excess of the steps
+        after probes (never less than the passes: after-probe steps that happened
+        to run faster buy no more probes)."""
+        return self.passes_s + max(0.0, self.after_probe_s)
+
+    @property
     def probe_costs_s(self) -> tuple[float, ...]:
         """Each probe's passes, in seconds, in order (the slower steps after them apart)."""
         return tuple(self._costs)
@@ -236,7 +243,7 @@ class ProbeScheduler:
         overhead a user sees (``wall with / wall without - 1``)."""
         if self.step_wall_s <= 0:
             return 0.0
-        return max(0.0, self.probe_wall_s) / self.step_wall_s
+        return self.probe_wall_s / self.step_wall_s
 
     def known_to(self, precision: float, *, min_steps: int = 20) -> bool:
         """Whether the run so far pins down, to ``± precision`` of the step (95 %
