@@ -68,7 +68,7 @@ DEFAULT_RESERVE = 0.3
 no timing inside the run can see: the synchronised step timing, building and
 sending a StepEvent (a run cannot time itself against a run without gpuscale).
 Measured with ``benchmarks/overhead.py`` on 2 CPU logical devices: the step-time-only
-overhead was -0.2 % to 1.4 % of a 17-38 ms step over six runs on a loaded machine,
+overhead was -0.2 % to 1.7 % of a 17-38 ms step over eight runs on a loaded machine,
 and 0.7 % of the wall clock with no probe at all; the probes aim at
 ``budget x (1 - reserve)``."""
 FIRST_PROBE_STEPS = 2.5
