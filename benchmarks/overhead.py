@@ -14,10 +14,12 @@ CPU devices with MirroredStrategy. Each round runs:
 * ``dense``: ``--dense-steps`` steps of the same loop probing after every step:
   the reference breakdown (timed for nothing else).
 
-``plain`` and ``gpuscale`` advance in lockstep, step by step (one plain step,
-then the gpuscale loop up to its next step, a probe after the previous step
-included), so drifting machine load hits both alike; each one's wall clock is
-the sum of its slices: the whole run, probes included.
+``plain`` and ``gpuscale`` advance in lockstep, step by step (one plain step
+and the gpuscale loop up to its next step, a probe after the previous step
+included), so drifting machine load hits both alike; which goes first
+alternates from step to step (A B B A ...), so what one step leaves to the next
+(TensorFlow's work after a function returns, caches) falls on both alike. Each
+one's wall clock is the sum of its slices: the whole run, probes included.
 Printed: the median step times (step-time-only overhead, probes left out), the
 exposed all-reduce share of the budgeted runs against the dense reference
 (pooled over all rounds, and per round), and last
@@ -102,17 +104,20 @@ def main() -> int:
         events: list = []
         plain_wall = inst_wall = 0.0
         times = []
-        for _ in range(steps):
-            t0 = time.perf_counter()
-            plain_step(next(batches)).numpy()
-            t1 = time.perf_counter()
-            times.append(t1 - t0)
-            plain_wall += t1 - t0
-            for event in run:  # up to the next step: a probe after the previous one included
-                events.append(event)
-                if isinstance(event, StepEvent):
-                    break
-            inst_wall += time.perf_counter() - t1
+        for i in range(steps):
+            for arm in ("plain", "gpuscale") if i % 2 == 0 else ("gpuscale", "plain"):
+                t0 = time.perf_counter()
+                if arm == "plain":
+                    plain_step(next(batches)).numpy()
+                    t1 = time.perf_counter()
+                    times.append(t1 - t0)
+                    plain_wall += t1 - t0
+                    continue
+                for event in run:  # up to the next step: a probe after the previous one included
+                    events.append(event)
+                    if isinstance(event, StepEvent):
+                        break
+                inst_wall += time.perf_counter() - t0
         t1 = time.perf_counter()
         events += list(run)  # a probe after the last step
         inst_wall += time.perf_counter() - t1
