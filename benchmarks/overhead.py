@@ -14,10 +14,12 @@ CPU devices with MirroredStrategy. Each round runs:
 * ``dense``: ``--dense-steps`` steps of the same loop probing after every step:
   the reference breakdown (timed for nothing else).
 
-``plain`` and ``gpuscale`` advance in lockstep, step by step (one plain step,
-then the gpuscale loop up to its next step, a probe after the previous step
-included), so drifting machine load hits both alike; each one's wall clock is
-the sum of its slices: the whole run, probes included.
+``plain`` and ``gpuscale`` advance in lockstep, step by step (one plain step
+and the gpuscale loop up to its next step, a probe after the previous step
+included), so drifting machine load hits both alike; which goes first
+alternates from step to step (A B B A ...), so what one step leaves to the next
+(TensorFlow's work after a function returns, caches) falls on both alike. Each
+one's wall clock is the sum of its slices: the whole run, probes included.
 Printed: the median step times (step-time-only overhead, probes left out), the
 exposed all-reduce share of the budgeted runs against the dense reference
 (pooled over all rounds, and per round), and last
@@ -102,20 +104,24 @@ def main() -> int:
         events: list = []
         plain_wall = inst_wall = 0.0
         times = []
-        for _ in range(steps):
-            t0 = time.perf_counter()
-            plain_step(next(batches)).numpy()
-            t1 = time.perf_counter()
-            times.append(t1 - t0)
-            plain_wall += t1 - t0
-            for event in run:  # up to the next step: a probe after the previous one included
-                events.append(event)
-                if isinstance(event, StepEvent):
-                    break
-            inst_wall += time.perf_counter() - t1
+        for i in range(steps):
+            for arm in ("plain", "gpuscale") if i % 2 == 0 else ("gpuscale", "plain"):
+                t0 = time.perf_counter()
+                if arm == "plain":
+                    plain_step(next(batches)).numpy()
+                    t1 = time.perf_counter()
+                    times.append(t1 - t0)
+                    plain_wall += t1 - t0
+                    continue
+                for event in run:  # up to the next step: a probe after the previous one included
+                    events.append(event)
+                    if isinstance(event, StepEvent):
+                        break
+                inst_wall += time.perf_counter() - t0
         t1 = time.perf_counter()
         events += list(run)  # a probe after the last step
         inst_wall += time.perf_counter() - t1
+        counted.append(trainer.schedule)
         return plain_wall, inst_wall, times, events
 
     # Compile everything (the probe's passes included) before measuring.
@@ -123,6 +129,7 @@ def main() -> int:
         plain_step(next(batches)).numpy()
     gpuscale_block(5, 1)
 
+    counted: list = []  # each budgeted run's scheduler: what it counted as spent
     walls: dict[str, list[float]] = {"plain": [], "gpuscale": []}
     plain_steps: list[float] = []
     inst_steps: list[float] = []
@@ -179,6 +186,16 @@ def main() -> int:
         + " ".join(f"{d:+.1f}" for d in per_round)
         + " points"
     )
+    if dense_err:  # what ±2 points would take: half-widths shrink as 1/sqrt(probes)
+        needed = dense_n * (dense_err / 0.02) ** 2
+        cost = statistics.median(c for run in counted for c in run.probe_costs_s)
+        aim = args.probe_budget * (1 - counted[0].reserve)
+        steps_needed = needed * cost / (aim * statistics.median(plain_steps))
+        print(
+            f"to know the exposed share to ±2 points: about {needed:.0f} probes (dense: "
+            f"±{dense_err * 100:.1f} from {dense_n}), about {steps_needed:,.0f} steps at this "
+            f"budget (a probe costs {cost / statistics.median(plain_steps):.1f} steps)"
+        )
     probe_s = [
         sum(e.probe_cost_s or 0.0 for e in events if isinstance(e, PhaseEvent))
         for events in budget_rounds
@@ -187,6 +204,17 @@ def main() -> int:
         "probes' own share of the gpuscale wall clock: "
         + " ".join(f"{p / w:.1%}" for p, w in zip(probe_s, walls["gpuscale"], strict=True))
         + f" (median {statistics.median(p / w for p, w in zip(probe_s, walls['gpuscale'], strict=True)):.1%})"
+    )
+    print(
+        "what the scheduler counted (probes' passes + the slower steps after them) over "
+        "the steps' wall clock: "
+        + " ".join(
+            f"{c.spent_share:.1%} ({c.after_probe_s / c.step_wall_s:+.1%} after)" for c in counted
+        )
+        + f"; its aim {args.probe_budget * (1 - counted[0].reserve):.1%} "
+        f"(the budget less its {counted[0].reserve:.0%} reserve for the per-step cost); "
+        "first probe: "
+        + " ".join(f"{c.probe_costs_s[0] / c.step_wall_s:.1%}" for c in counted if c.probes)
     )
     print(
         f"step-time-only overhead: {(statistics.median(inst_steps) / statistics.median(plain_steps) - 1) * 100:.1f}% "

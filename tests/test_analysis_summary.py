@@ -236,3 +236,43 @@ def test_schema_1_0_phases_still_summarize_with_floored_values():
     s = summarize(_run([0.1] * 6, phases=phases))
     assert s.allreduce_s == pytest.approx(0.01) and s.apply_s == pytest.approx(0.01)
     assert s.probe_cost_s is None
+
+
+def _precision_run(step_times, diffs, precision=0.03):
+    events = [_start(config={"precision": precision, "probe_budget": 0.02})]
+    for i, t in enumerate(step_times):
+        events.append(StepEvent(t=i, step=i, step_time_s=t, samples=256))
+    events += [_probe(10 * i, 0.06, 0.08 + d) for i, d in enumerate(diffs)]
+    return events
+
+
+def test_a_precision_reached_says_so_and_needs_no_more_steps():
+    steps = [0.1 + 0.001 * (i % 5) for i in range(100)]  # steady: +-0.3 % on the median
+    s = summarize(_precision_run(steps, [0.0, 0.001, -0.001, 0.0, 0.002]))
+    assert s.precision_asked == 0.03
+    assert s.precision_reached is not None and s.precision_reached <= 0.03
+    assert s.precision_more_steps == 0
+
+
+def test_a_precision_not_reached_says_how_far_and_how_many_more_steps():
+    steps = [0.1 + 0.001 * (i % 5) for i in range(100)]
+    diffs = [0.02, -0.02, 0.01, -0.015, 0.018, -0.01]  # exposed share noisy: +-~20 points
+    s = summarize(_precision_run(steps, diffs))
+    assert s.precision_reached == pytest.approx(s.comm_share_err)
+    assert s.precision_reached > 0.03
+    # 6 probes in 100 steps; (err / 3 %)^2 x 6 probes needed in all, at that rate
+    expected = 6 * ((s.comm_share_err / 0.03) ** 2 - 1) * 100 / 6
+    assert s.precision_more_steps == pytest.approx(expected, abs=1)
+    assert s.precision_more_steps > 100
+
+
+def test_too_few_probes_give_no_precision_but_a_lower_bound_on_the_steps():
+    s = summarize(_precision_run([0.1] * 50, [0.0]))
+    assert s.precision_reached is None
+    assert s.precision_more_steps == 100  # 2 more probes at 1 per 50 steps, at least
+
+
+def test_no_precision_asked_no_precision_fields():
+    s = summarize(_run([0.1] * 10))
+    assert s.precision_asked is None and s.precision_more_steps is None
+    assert "precision_asked" not in msgspec.to_builtins(s)

@@ -83,3 +83,38 @@ def test_no_recommended_mark_when_the_verdict_is_none(width):
     assert not re.search(r"recommended: \d", with_chart)
     decided, _ = _render(["mnist-cnn_1xcpu.ndjson", "mnist-cnn_2xcpu.ndjson"], width, chart=True)
     assert "\u25c6 recommended: 1" in decided
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_a_measured_exposed_share_carries_its_range_and_probes(width):
+    text, rec = _render(["mnist-cnn_1xcpu.ndjson", "mnist-cnn_2xcpu.ndjson"], width)
+    two = next(r for r in rec.table if r.devices == 2 and not r.predicted)
+    assert two.probes == 10 and two.allreduce_err_s is not None
+    row = next(r for r in _table_rows(text) if r[0] == "2")
+    cell = "3% ±2 (10 probes)" if width == 120 else "3% ±2 (10)"
+    assert cell in row
+    if width == 80:
+        assert "(n) probes" in text  # the short cell explained under the table
+
+
+def test_an_exposed_share_within_its_noise_is_not_resolved_never_zero():
+    from gpuscale.analysis.sweep import SweepPoint
+    from gpuscale.commands.recommend_render import measured_share
+
+    point = SweepPoint(
+        devices=2,
+        scaling="weak",
+        step_time_s=0.1,
+        allreduce_s=0.0,
+        allreduce_err_s=0.004,
+        probes=14,
+        comm_share=0.0,
+    )
+    assert measured_share(point) == "not resolved (14 probes)"
+    assert measured_share(point, long=False) == "not resolved (14)"
+    few = SweepPoint(
+        devices=2, scaling="weak", step_time_s=0.1, allreduce_s=0.02, probes=2, comm_share=0.2
+    )
+    assert measured_share(few) == "20% (2 probes)"  # too few probes for a range
+    published = SweepPoint(devices=2, scaling="weak", step_time_s=0.1, comm_share=0.2)
+    assert measured_share(published) == "20%"

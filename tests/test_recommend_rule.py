@@ -163,3 +163,32 @@ def test_cpu_logical_devices_that_did_scale_are_not_told_they_cannot():
     rec = recommend(_sweep({1: 0.100, 2: 0.111}, platform="cpu-logical"), max_devices=2)
     assert (rec.verdict, rec.devices) == ("multi", 2)
     assert not any("sharing the same cores" in r for r in rec.reasons)
+
+
+def _probed_pair(allreduce_s: float, err_s: float) -> list:
+    common = dict(scaling="weak", model="m", per_replica_batch=64, payload_bytes=10**8)
+    one = SweepPoint(devices=1, step_time_s=0.1, compute_s=0.09, allreduce_s=0.0, **common)
+    two = SweepPoint(
+        devices=2,
+        step_time_s=0.25,
+        compute_s=0.09,
+        allreduce_s=allreduce_s,
+        allreduce_err_s=err_s,
+        probes=12,
+        **common,
+    )
+    return [normalize(one), normalize(two)]
+
+
+def test_the_measured_exchange_in_the_reasons_carries_its_range_and_probes():
+    rec = recommend(_probed_pair(0.15, 0.01))
+    text = " ".join(rec.reasons)
+    assert "Gradient exchange takes 60% of each step at 2 devices" in text
+    assert "measured (±4%, 12 probes)" in text
+
+
+def test_an_exchange_within_its_noise_is_not_given_as_a_reason():
+    rec = recommend(_probed_pair(0.15, 0.2))
+    text = " ".join(rec.reasons)
+    assert "Gradient exchange takes" not in text
+    assert "within its probes' noise" in text and "12 probes): not resolved" in text

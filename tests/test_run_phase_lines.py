@@ -50,3 +50,27 @@ def test_one_device_has_nothing_to_exchange():
 def test_probes_longer_than_the_step_are_said_to_be_unresolved():
     text = "\n".join(phase_lines(_summary(phase_consistent=False), replicas=2))
     assert "not resolved" in text and "longer than the probed steps" in text
+
+
+def test_a_precision_not_reached_is_said_with_the_steps_still_needed():
+    from gpuscale.commands.run import precision_line
+
+    assert precision_line({}) is None
+    line = precision_line(
+        {"precision_asked": 0.03, "precision_reached": 0.051, "precision_more_steps": 1890}
+    )
+    assert "±3.0% asked, not reached by the end: reached only ±5.1%" in line
+    assert "about 1,890 more steps would likely reach it" in line
+    line = precision_line(
+        {"precision_asked": 0.03, "precision_reached": None, "precision_more_steps": 100}
+    )
+    assert "not yet known" in line and "at least 100 more steps" in line
+    line = precision_line(
+        {"precision_asked": 0.03, "precision_reached": 0.021, "precision_more_steps": 0}
+    )
+    assert line == "  precision: ±3.0% asked, reached (±2.1%)"
+
+
+def test_the_probes_cost_is_said_against_the_steps_time():
+    text = "\n".join(phase_lines(_summary(steps_counted=95, step_time_s=0.1), replicas=2))
+    assert "probes took 2.5 s of wall clock, between steps (about 26.3% of the steps' time)" in text

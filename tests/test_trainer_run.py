@@ -250,3 +250,28 @@ def test_train_step_applies_the_mean_gradient_once():
         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
     )
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-2000:]
+
+
+def test_a_precision_not_reached_is_said_in_the_final_summary(tmp_path):
+    """25 steps cannot pin the exposed share to ±0.5 points (the budget buys one
+    probe): the summary says so, with the steps likely still needed."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            CLI_WITH_FAKE_NVML,
+            "run",
+            *("--devices", "2", "--width", str(WIDTH), "--global-batch", "32"),
+            *("--steps", "25", "--warmup-steps", "2", "--precision", "0.5%"),
+            "--no-record",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert result.returncode == 0, result.stderr
+    line = next(x for x in result.stdout.splitlines() if "precision:" in x)
+    assert "±0.5% asked, not reached by the end" in line
+    assert "more steps would" in line

@@ -145,7 +145,7 @@ def test_known_to_a_precision_needs_steady_steps_and_a_resolved_share():
     scheduler = ProbeScheduler(0.02)
     simulate(scheduler, 10)
     assert not scheduler.known_to(0.03)  # too few steps
-    simulate(scheduler, 400)
+    simulate(scheduler, 600)
     assert scheduler.known_to(0.03)  # +-10 % uniform step noise, +-1 point share noise
     noisy = ProbeScheduler(0.02)
     rng = random.Random(2)
@@ -160,3 +160,68 @@ def test_a_slow_start_does_not_buy_probes_the_run_cannot_pay_for():
     scheduler = ProbeScheduler(0.02, horizon_steps=1000)
     simulate(scheduler, 1000, step_s=lambda i: 0.3 if i < 30 else 0.1, share=lambda i: 0.0)
     assert scheduler.spent_share <= 0.02 + 1e-9
+
+
+def test_the_step_after_a_probe_counts_in_what_the_probe_cost():
+    """What a user pays for a probe: its passes and the slower step after it (cold
+    caches); the budget holds against the steps' own wall clock with both counted."""
+    budget = 0.02
+    scheduler = ProbeScheduler(budget, horizon_steps=3000)
+    passes = paid = steps_wall = 0.0
+    slow_next = False
+    for _ in range(3000):
+        step = 0.1 + (0.15 if slow_next else 0.0)  # the step after a probe: +1.5 steps
+        slow_next = False
+        scheduler.add_step(step)
+        steps_wall += 0.1  # the run's own wall clock without gpuscale
+        paid += step - 0.1
+        if scheduler.due():
+            scheduler.add_probe(0.2, 0.1)
+            passes += 0.2
+            paid += 0.2
+            slow_next = True
+    paid -= 0.15 if slow_next else 0.0  # a last probe's next step never ran
+    assert scheduler.after_probe_s == pytest.approx(0.15 * (scheduler.probes - slow_next))
+    assert scheduler.probe_wall_s == pytest.approx(paid)
+    # the overhead a user sees, within the probes' part of the budget
+    assert paid / steps_wall <= budget * (1 - scheduler.reserve) + 1e-9
+    assert scheduler.expected_cost_s() == pytest.approx(0.35)
+    # without counting the slow steps it would have spent 1.75 x as much
+    assert passes + 0.15 * scheduler.probes < 1.75 * budget * steps_wall
+
+
+def test_the_first_probe_costs_are_guessed_with_the_slower_step_after_it():
+    scheduler = ProbeScheduler(0.02)
+    scheduler.add_step(0.1)
+    assert scheduler.expected_cost_s() == pytest.approx(0.25)
+
+
+def test_three_probes_that_agree_by_chance_do_not_resolve_a_noisy_share():
+    scheduler = ProbeScheduler(0.02)
+    for share in (0.279, 0.273, -0.270):  # MAD 0.006: alone it would say +-1.3 points
+        scheduler.add_step(0.1)
+        scheduler.add_probe(0.2, share)
+    assert scheduler.share_halfwidth > 0.4 and not scheduler.resolved
+
+
+def test_the_probes_leave_the_reserve_of_the_budget_to_the_per_step_cost():
+    for reserve in (0.0, 0.3, 0.5):
+        scheduler = ProbeScheduler(0.02, reserve=reserve)
+        noise = random.Random(3).uniform  # a share too noisy to resolve: the full rate
+        simulate(scheduler, 5000, share=lambda i, noise=noise: noise(-0.3, 0.3))
+        assert not scheduler.resolved
+        assert 0.02 * (1 - reserve) * 0.9 < scheduler.spent_share <= 0.02 * (1 - reserve)
+
+
+def test_steps_after_probes_that_ran_faster_buy_no_more_probes():
+    scheduler = ProbeScheduler(0.02)
+    slow_next = False
+    for _ in range(3000):
+        scheduler.add_step(0.05 if slow_next else 0.1)  # after a probe: half a step faster
+        slow_next = False
+        if scheduler.due():
+            scheduler.add_probe(0.2, 0.1)
+            slow_next = True
+    assert scheduler.after_probe_s < 0
+    assert scheduler.probe_wall_s == pytest.approx(scheduler.passes_s)
+    assert scheduler.passes_s <= 0.02 * (1 - scheduler.reserve) * scheduler.step_wall_s

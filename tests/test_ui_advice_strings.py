@@ -46,3 +46,25 @@ async def test_replay_of_several_files_shows_the_readers_warnings_escaped(tmp_pa
         (note,) = app._notifications
         assert note.severity == "warning" and "no end event" in note.message
         assert "\x1b" not in note.message and "\\[bold]" in note.message
+
+
+def test_one_probe_is_said_to_be_too_few_for_ranges():
+    from gpuscale.analysis.summary import RunSummary
+
+    s = RunSummary(
+        devices=2,
+        steps_total=100,
+        steps_counted=95,
+        step_time_s=0.03,
+        phase_steps=1,
+        phase_step_time_s=0.03,
+        compute_s=0.028,
+        allreduce_s=0.001,
+        apply_s=0.001,
+        input_s=0.0,
+    )
+    text = advice_content(s).plain
+    assert "1 probe, vs 30.0 ms steps" in text
+    assert "fewer than 3 probes: no ranges yet" in text
+    s.phase_steps = 12
+    assert "no ranges" not in advice_content(s).plain

@@ -150,6 +150,17 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[
         comm = metrics.median([p.allreduce_s or 0.0 for p in measured])
         step_t = metrics.median([p.step_time_s or 0.0 for p in measured])
         how = "measured"
+        one = measured[0]
+        if len(measured) == 1 and one.probes and one.allreduce_err_s is not None and step_t:
+            err, probes = one.allreduce_err_s, one.probes
+            if not metrics.resolved(comm, err):  # noise, not an exchange: say so, never a 0 %
+                rec.reasons.append(
+                    f"The exposed gradient exchange at {dev(n2)} is within its probes' noise "
+                    f"(under {format_fraction_pct(metrics.share(comm + err, step_t))} of each "
+                    f"step, {probes} probes): not resolved; measure longer to know it."
+                )
+                return
+            how = f"measured (±{format_fraction_pct(err / step_t)}, {probes} probes)"
     else:
         step_t = m.step_time_s(n2)
         how = f"estimated by the model from {m.basis}"

@@ -41,6 +41,11 @@ What is measured and how (formulas in :mod:`gpuscale.analysis.metrics`):
   several workers, the slowest worker's median step time over the median of the
   workers' medians (``worker_imbalance``, 1.0 = balanced).
 
+* precision (``--precision``, from the start's config): the worse of the median
+  step time's half-width over the median and the exposed share's half-width,
+  and the counted steps more that would likely reach the precision asked
+  (:func:`more_steps_for_precision`).
+
 :class:`RunAccumulator` takes events one by one (a live dashboard calls
 ``add`` per event and ``summary()`` once a second: O(steps) per call);
 :func:`summarize` is the one-shot form. Neither imports TensorFlow or Textual.
@@ -48,6 +53,7 @@ What is measured and how (formulas in :mod:`gpuscale.analysis.metrics`):
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -160,6 +166,17 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     """Slowest worker's median step time / median of the workers' medians."""
     host_cpu_pct: float | None = None
     """Median host CPU use, all cores (0-100)."""
+    precision_asked: float | None = None
+    """The run's ``--precision`` (a 95 % half-width, a fraction of the step), if asked."""
+    precision_reached: float | None = None
+    """With ``precision_asked``: how well the run pinned its numbers down, the worse
+    of the median step time's half-width over the median and, when it probed
+    several replicas, the exposed share's half-width (``comm_share_err``); ``None``
+    while either is unknown (fewer than 3 steps or probes)."""
+    precision_more_steps: int | None = None
+    """With ``precision_asked``: counted steps more that would likely reach it (0:
+    reached), from half-widths shrinking as ``1/sqrt(n)`` and the run's own probe
+    rate: see :func:`more_steps_for_precision`."""
 
 
 class RunAccumulator:
@@ -249,7 +266,30 @@ class RunAccumulator:
         self._summarize_imbalance(s)
         if self._host_cpu:
             s.host_cpu_pct = metrics.median(self._host_cpu)
+        asked = (start.config or {}).get("precision") if start is not None else None
+        if isinstance(asked, (int, float)) and 0 < asked < 1:
+            self._summarize_precision(s, float(asked))
         return s
+
+    def _summarize_precision(self, s: RunSummary, asked: float) -> None:
+        """How close the run came to ``--precision`` (only then: it sorts the steps again)."""
+        s.precision_asked = asked
+        width = metrics.median_halfwidth(self._step_times)
+        step_rel = width / s.step_time_s if width is not None and s.step_time_s else None
+        cfg = (self.start.config or {}) if self.start is not None else {}
+        probing = s.devices > 1 and (
+            s.phase_steps > 0 or (cfg.get("phase_every") != 0 and cfg.get("probe_budget") != 0)
+        )
+        share_err = s.comm_share_err if probing else 0.0
+        if step_rel is not None and share_err is not None:
+            s.precision_reached = max(step_rel, share_err)
+        s.precision_more_steps = more_steps_for_precision(
+            asked,
+            steps=s.steps_counted,
+            step_rel=step_rel,
+            probes=s.phase_steps if probing else None,
+            share_err=share_err if probing else None,
+        )
 
     def _summarize_phases(self, s: RunSummary) -> None:
         phases = [p for p in self._phases if (p.worker, p.step) not in self._warmup_steps]
@@ -328,6 +368,41 @@ def _apply(p: PhaseEvent) -> float:
     if p.compute_allreduce_s is None:
         return p.apply_s if p.probe_cost_s is None else p.step_time_s - p.compute_s
     return p.step_time_s - p.compute_allreduce_s
+
+
+def more_steps_for_precision(
+    asked: float,
+    *,
+    steps: int,
+    step_rel: float | None,
+    probes: int | None = None,
+    share_err: float | None = None,
+) -> int | None:
+    """Counted steps more that would likely pin the numbers down to ``± asked``.
+
+    A median's 95 % half-width shrinks as ``1/sqrt(n)``: ``n`` steps at relative
+    half-width ``step_rel`` need ``n (step_rel / asked)^2`` in all; ``probes``
+    probes at share half-width ``share_err`` need ``probes (share_err / asked)^2``,
+    which come at the run's own rate (``steps / probes`` steps a probe; a budget
+    keeps that rate). Below 3 steps or probes nothing is known yet: the steps to 3
+    probes at that rate are a lower bound. ``None``: no step counted or no probe.
+    0: reached."""
+    if steps <= 0:
+        return None
+    more = 0.0
+    if step_rel is None:
+        more = max(more, metrics.MIN_SAMPLES_FOR_UNCERTAINTY - steps)
+    elif step_rel > asked:
+        more = max(more, steps * ((step_rel / asked) ** 2 - 1))
+    if probes is not None:
+        if probes <= 0:
+            return None
+        per_probe = steps / probes
+        if share_err is None:
+            more = max(more, (metrics.MIN_SAMPLES_FOR_UNCERTAINTY - probes) * per_probe)
+        elif share_err > asked:
+            more = max(more, probes * ((share_err / asked) ** 2 - 1) * per_probe)
+    return int(math.ceil(more))
 
 
 def summarize(events: Iterable[object]) -> RunSummary:

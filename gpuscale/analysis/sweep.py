@@ -92,6 +92,11 @@ class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknow
     compute_s: _Duration | None = None
     allreduce_s: _Duration | None = None
     """Exposed all-reduce per step."""
+    allreduce_err_s: _Duration | None = None
+    """95 % half-width of ``allreduce_s`` over the probes (from a recording); an
+    ``allreduce_s`` no larger than it is *not resolved*: within the probes' noise."""
+    probes: _Steps | None = None
+    """Phase probes ``allreduce_s`` is the median of (from a recording)."""
     allreduce_total_s: _Duration | None = None
     apply_s: _Duration | None = None
     input_s: _Duration | None = None
@@ -353,6 +358,8 @@ def point_from_summary(summary: Any, start: Any, source: str) -> SweepPoint:
         spread=summary.spread,
         compute_s=summary.compute_s,
         allreduce_s=summary.allreduce_s,
+        allreduce_err_s=summary.allreduce_err_s,
+        probes=summary.phase_steps or None,
         allreduce_total_s=summary.allreduce_total_s,
         apply_s=summary.apply_s,
         input_s=summary.input_s,

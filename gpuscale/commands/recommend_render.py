@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text as _RichText
 
+from gpuscale.analysis.metrics import resolved
 from gpuscale.analysis.recommend import Recommendation
 from gpuscale.analysis.sweep import Sweep
 from gpuscale.commands.recommend_chart import print_chart
@@ -45,6 +46,25 @@ def pct_with_range(value: float | None, low: float | None, high: float | None) -
     if value is None or low is None or high is None:
         return text
     return f"{text} ({format_fraction_pct(low)}\u2013{format_fraction_pct(high)})"
+
+
+def measured_share(point, long: bool = True) -> str:
+    """A measured exposed share with how well it is known: ``12% ±2 (14 probes)``
+    (``12% ±2 (14)`` short), ``not resolved (14 probes)`` where the exposed
+    all-reduce is within its own noise (never a 0 % that is noise), and the
+    share alone where nothing says how it was measured (a published point) or
+    nothing is exchanged (one device)."""
+    text = format_fraction_pct(point.comm_share)
+    probes, err, step = point.probes, point.allreduce_err_s, point.step_time_s
+    if not probes or point.devices <= 1:
+        return text
+    count = (f" ({probes} probe{'s' if probes != 1 else ''})") if long else f" ({probes})"
+    if err is None or not step:  # fewer than 3 probes: no range
+        return text + count
+    if not resolved(point.allreduce_s, err):
+        return "not resolved" + count
+    width = err / step * 100
+    return f"{text} ±{width:.0f}{count}" if width >= 1 else f"{text} ±{width:.1f}{count}"
 
 
 ROWS_SHOWN = 12
@@ -135,6 +155,10 @@ def table_columns(
             else:
                 share = "~" + share
                 legend["~ exposed comm estimated by the model"] = None
+        elif layout.exposed_comm and r.comm_share is not None:
+            share = measured_share(r, long)
+            if not long and r.probes:
+                legend["exposed comm: ± 95% range, (n) probes"] = None
         comm.append(share)
         if costs:
             c = costs.get(r.devices)

@@ -23,6 +23,7 @@ from gpuscale.events.schema import ErrorEvent, LogEvent, StartEvent, StepEvent
 from gpuscale.formatting import (
     format_bytes,
     format_duration_s,
+    format_fraction_pct,
     format_phase_s,
     format_samples_s,
     visible,
@@ -283,8 +284,36 @@ def phase_lines(s: dict[str, Any], replicas: int) -> list[str]:
             "all-reduce above the step): the breakdown is not resolved[/]"
         )
     if s.get("probe_cost_s"):
-        lines.append(f"  probes took {_ms(s['probe_cost_s'])} of wall clock, between steps")
+        cost = f"  probes took {_ms(s['probe_cost_s'])} of wall clock, between steps"
+        counted, step = s.get("steps_counted"), s.get("step_time_s")
+        if counted and step:  # what the user paid, against the steps' own time
+            cost += f" (about {format_fraction_pct(s['probe_cost_s'] / (counted * step), 1)} of the steps' time)"
+        lines.append(cost)
     return lines
+
+
+def precision_line(s: dict[str, Any]) -> str | None:
+    """With ``--precision``: whether the run reached it, and if not, how far it got
+    and about how many more steps would likely reach it (``None``: not asked)."""
+    asked = s.get("precision_asked")
+    if asked is None:
+        return None
+    reached, more = s.get("precision_reached"), s.get("precision_more_steps")
+    target = f"±{format_fraction_pct(asked, 1)}"
+    if reached is not None and more == 0:
+        return f"  precision: {target} asked, reached (±{format_fraction_pct(reached, 1)})"
+    got = (
+        f"reached only ±{format_fraction_pct(reached, 1)}"
+        if reached is not None
+        else "not yet known (fewer than 3 steps or probes)"
+    )
+    if more is None:
+        need = "no probe ran to estimate the steps needed"
+    elif reached is None:
+        need = f"at least {more:,} more steps would be needed"
+    else:
+        need = f"about {more:,} more steps would likely reach it"
+    return f"  [yellow]precision: {target} asked, not reached by the end: {got}; {need}[/]"
 
 
 def print_run_summary(run: Any) -> None:
@@ -354,6 +383,9 @@ def print_run_summary(run: Any) -> None:
         console.print(
             "  phases: not measured (no probe after the warm-up; see --probe-budget, --phase-every)"
         )
+    line = precision_line(s)
+    if line:
+        console.print(line)
     if start.note:
         console.print(f"  [dim]note: {_escape(start.note)}[/]")
     if run.recording_path:

@@ -16,19 +16,32 @@ tells the most:
   when the run's length is known (``horizon_steps``; the run's wall clock
   projected from the 10th percentile of the step times so far).
 * **Spaced out once resolved**: a probe runs only while the probes' total stays
-  within half the budget of the wall clock so far (steps + probes): the
+  within half the budget of the steps' wall clock so far: the
   breakdown is watched, not measured again (``resolved_rate``).
 * **Again after a shift**: a change detector on step times (the median of the
   last ``window`` steps against the median of the first ``window`` steps after
-  the start or the last shift, off by more than ``shift``) marks the breakdown unresolved, so probes
-  come back as densely as the budget allows (a changed step usually means a
+  the start or the last shift, off by more than ``shift``) marks the breakdown
+  unresolved, so probes come back as densely as the budget allows (a changed step usually means a
   changed breakdown).
 
-The cost of the next probe is the median of the measured ones (before the
-first, it is guessed as two steps). Every rule is checked before a probe, with
-its cost counted in, so at any time after the first probe
-``spent <= budget x max(wall, horizon / 2)``, where ``wall`` is the counted
-steps' time plus the probes'.
+What a probe costs is what the user pays for it: the wall clock of its passes
+*plus* what the step after it loses (caches and the thread pool are cold after
+the probe's own compiled functions ran; measured as that step's excess over the
+median of the last ``window`` steps that followed no probe, summed unfloored so
+noise cancels over probes, and counted only while the sum is positive).
+The cost of the next probe is the median of the measured passes plus the mean
+after-probe excess (before the first probe, it is guessed as
+``FIRST_PROBE_STEPS`` steps). The allowance is a share of the counted steps'
+own wall clock, the run as it would take without gpuscale, so the budget is
+the overhead a user sees (``wall with gpuscale / wall without - 1``). Every
+rule is checked before a probe, with its cost counted in, so at any time after
+the first probe ``spent <= budget x (1 - reserve) x max(steps' wall, projected
+run / 2)``: the probes leave ``reserve`` of the budget (:data:`DEFAULT_RESERVE`)
+for the cost of every step that no timing inside the run can see.
+The one exception is the first probe, on the first counted step: without it
+there is no breakdown at all. On a run shorter than about
+``FIRST_PROBE_STEPS / budget`` steps (125 at 2 %) that one probe alone is over
+the budget; the run's summary says what the probes cost against the steps.
 
 ``every=K`` (``--phase-every K``, ``ScalingMonitor(every=K)``) overrides all of
 that: a probe after every K-th step (warm-up steps excepted), whatever it costs.
@@ -50,6 +63,17 @@ DEFAULT_BUDGET = 0.02
 """The probes' default share of the wall clock."""
 DEFAULT_PRECISION = 0.02
 """The default half-width (a share of the step) to which the breakdown is pinned down."""
+DEFAULT_RESERVE = 0.4
+"""The part of the budget the probes leave for what gpuscale costs every step and
+no timing inside the run can see: the synchronised step timing, building and
+sending a StepEvent (a run cannot time itself against a run without gpuscale).
+Measured with ``benchmarks/overhead.py`` on 2 CPU logical devices (the two arms
+taking turns A B B A): the step-time-only overhead was 0.6 % and 0.8 % of a
+17-31 ms step, so 40 % of the default 2 % (0.8 %); the probes aim at
+``budget x (1 - reserve)``."""
+FIRST_PROBE_STEPS = 2.5
+"""The first probe's guessed cost, in steps: two step-sized passes, the all-reduce
+alone and the slower step after it."""
 
 
 def period_for_budget(budget: float, passes: float = 2.0) -> int | None:
@@ -76,6 +100,7 @@ class ProbeScheduler:
         window: int = 10,
         shift: float = 0.25,
         resolved_rate: float = 0.5,
+        reserve: float = DEFAULT_RESERVE,
     ):
         if every is not None and every < 1:
             raise ValueError("every must be at least 1 (None: by budget)")
@@ -89,12 +114,16 @@ class ProbeScheduler:
         self.window = window
         self.shift = shift
         self.resolved_rate = resolved_rate
+        self.reserve = reserve
         self.steps = 0
         """Steps seen, warm-up included."""
         self.step_wall_s = 0.0
         """Time of the counted (non-warm-up) steps."""
-        self.probe_wall_s = 0.0
-        """Time of every probe so far."""
+        self.passes_s = 0.0
+        """Wall clock of every probe's passes so far."""
+        self.after_probe_s = 0.0
+        """What the steps right after probes lost against the usual step (unfloored:
+        noise cancels over probes; a negative total counts as 0 in ``probe_wall_s``)."""
         self.probes = 0
         self.shifts = 0
         """Step-time shifts detected."""
@@ -103,6 +132,10 @@ class ProbeScheduler:
         self._counted: list[float] = []
         self._reference: list[float] = []
         self._recent: deque[float] = deque(maxlen=window)
+        self._after: list[float] = []
+        self._usual: deque[float] = deque(maxlen=window)
+        """The last counted steps that did not follow a probe."""
+        self._after_pending = False
         self._last_count = 0
         self._last_warmup = True
         self._fast_cache = (0, 0.0)
@@ -117,6 +150,15 @@ class ProbeScheduler:
         self._last_warmup = warmup
         if warmup:
             return
+        if self._after_pending:
+            # the step after a probe against the usual ones: what the probe cost it
+            self._after_pending = False
+            if self._usual:
+                excess = (step_time_s - metrics.median(list(self._usual))) * steps
+                self._after.append(excess)
+                self.after_probe_s += excess
+        else:
+            self._usual.append(step_time_s)
         self.step_wall_s += step_time_s * steps
         self._counted.append(step_time_s)
         if len(self._reference) < self.window:
@@ -136,16 +178,25 @@ class ProbeScheduler:
         """A probe ran and took ``cost_s`` of wall clock; ``share`` is what it
         measured (the exposed all-reduce's share of the step, unfloored)."""
         self.probes += 1
-        self.probe_wall_s += cost_s
+        self.passes_s += cost_s
         self._costs.append(cost_s)
+        self._after_pending = True
         if share is not None:
             self._shares.append(share)
 
     # -- state ----------------------------------------------------------------------
     @property
     def share_halfwidth(self) -> float | None:
-        """How well the probed share is known (95 % half-width; None: too few probes)."""
-        return metrics.median_halfwidth(self._shares)
+        """How well the probed share is known (95 % half-width; None: too few probes).
+
+        Below 6 probes the MAD behind :func:`~gpuscale.analysis.metrics.median_halfwidth`
+        can be about 0 by chance (two of three probes agreeing), so the half-width is
+        at least 0.8 x the range of the probes then (for 3 normal samples the 95 %
+        half-width of the median is about 0.84 x their expected range)."""
+        width = metrics.median_halfwidth(self._shares)
+        if width is not None and len(self._shares) < 6:
+            width = max(width, 0.8 * (max(self._shares) - min(self._shares)))
+        return width
 
     @property
     def resolved(self) -> bool:
@@ -170,10 +221,29 @@ class ProbeScheduler:
         return self._fast_cache[1]
 
     @property
+    def probe_wall_s(self) -> float:
+        """What every probe so far cost the run: its passes and the excess of the steps
+        after probes (never less than the passes: after-probe steps that happened
+        to run faster buy no more probes)."""
+        return self.passes_s + max(0.0, self.after_probe_s)
+
+    @property
+    def probe_costs_s(self) -> tuple[float, ...]:
+        """Each probe's passes, in seconds, in order (the slower steps after them apart)."""
+        return tuple(self._costs)
+
+    @property
+    def probe_budget(self) -> float:
+        """The probes' own share: the budget less its ``reserve`` for the per-step cost."""
+        return self.budget * (1.0 - self.reserve)
+
+    @property
     def spent_share(self) -> float:
-        """The probes' share of the wall clock so far (counted steps + probes)."""
-        wall = self.step_wall_s + self.probe_wall_s
-        return self.probe_wall_s / wall if wall > 0 else 0.0
+        """What the probes cost so far over the counted steps' own wall clock: the
+        overhead a user sees (``wall with / wall without - 1``)."""
+        if self.step_wall_s <= 0:
+            return 0.0
+        return self.probe_wall_s / self.step_wall_s
 
     def known_to(self, precision: float, *, min_steps: int = 20) -> bool:
         """Whether the run so far pins down, to ``± precision`` of the step (95 %
@@ -193,9 +263,12 @@ class ProbeScheduler:
         return len(self._shares) >= self.min_probes and share is not None and share <= precision
 
     def expected_cost_s(self) -> float:
+        """What the next probe will likely cost: the median of the last passes plus
+        the mean excess of the steps after probes (a guess before the first)."""
         if self._costs:
-            return metrics.median(self._costs[-9:])
-        return 2 * metrics.median(self._counted) if self._counted else 0.0
+            after = max(0.0, sum(self._after) / len(self._after)) if self._after else 0.0
+            return metrics.median(self._costs[-9:]) + after
+        return FIRST_PROBE_STEPS * metrics.median(self._counted) if self._counted else 0.0
 
     def due(self) -> bool:
         """Whether to probe after the step just added."""
@@ -205,18 +278,18 @@ class ProbeScheduler:
             return self.steps % self.every < self._last_count
         if self.budget <= 0:
             return False
-        if self.probes == 0:
+        if self.probes == 0:  # without one there is no breakdown at all; it measures the cost
             return True
         cost = self.expected_cost_s()
-        wall = self.step_wall_s + self.probe_wall_s + cost
-        allowance = self.budget * wall
+        budget = self.probe_budget
+        allowance = budget * self.step_wall_s
         if not self.resolved and self.horizon_steps and self._counted:
             # the run's wall clock if the steps go on no slower than their fastest tenth
             # (a slow start must not buy probes the rest of the run cannot pay for)
             projected = self._fast_step_s() * self.horizon_steps
-            allowance = max(allowance, 0.5 * self.budget * projected)
+            allowance = max(allowance, 0.5 * budget * projected)
         if self.resolved:
-            allowance = self.resolved_rate * self.budget * wall
+            allowance = self.resolved_rate * budget * self.step_wall_s
         return self.probe_wall_s + cost <= allowance
 
     def describe(self) -> str:

@@ -150,7 +150,11 @@ def advice_parts(
         else:
             exposed = format_phase_s(s.allreduce_s, s.allreduce_err_s)
         lines += [
-            _row("phases", f"{s.phase_steps} probes, vs {format_ms(s.phase_step_time_s)} steps"),
+            _row(
+                "phases",
+                f"{s.phase_steps} probe{'s' if s.phase_steps != 1 else ''}, "
+                f"vs {format_ms(s.phase_step_time_s)} steps",
+            ),
             _row("compute", format_phase_s(s.compute_s, s.compute_err_s), "green"),
             _row("all-reduce", exposed, comm_style),
             _row("apply", format_phase_s(s.apply_s, s.apply_err_s)),
@@ -164,6 +168,8 @@ def advice_parts(
                     f"{format_rate_bytes_s(s.busbw_bytes_s)} ({format_bytes(s.payload_bytes)}/step)",
                 )
             )
+        if s.phase_steps < 3:  # no median half-width below 3 probes
+            lines.append(_text("fewer than 3 probes: no ranges yet", "$text-muted"))
         if s.phase_consistent is False:
             notes.append(
                 Content.styled(
