@@ -419,6 +419,7 @@ def test_a_finished_live_sweep_leaves_nothing_of_gpuscale_running(fake_python, m
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args(["--steps", "2", "--warmup-steps", "0", "--no-record"])
     args.sweep = [1, 2]
+    args.no_reuse = True  # a LiveRun per count, the stand-in's (tests/test_trainer_sweep_split.py: one shared process)
     older = set(threading.enumerate())
     sweep, _ = recommend_live.run_sweep(args, quiet=True)
     assert len(sweep.points) == 2  # the stand-in always says 2 replicas

@@ -229,3 +229,18 @@ def test_the_trainer_refuses_a_sweep_that_cannot_share_its_process():
     assert [e["kind"] for e in events] == ["error", "end"]
     assert "cannot share one trainer process" in events[0]["message"]
     assert events[1]["status"] == "failed"
+
+
+def test_a_finished_shared_sweep_leaves_nothing_of_gpuscale_running(tmp_path, _isolated_data_dir):
+    """After the last count of a shared process, no reader, server or run thread
+    is left and the process is idle (a leftover would skew what runs next)."""
+    import asyncio
+    import threading
+
+    from test_trainer_session import assert_nothing_of_gpuscale_runs
+
+    older = set(threading.enumerate())
+    sweep = _sweep(tmp_path, "complete", 1, 2)
+    _consume(sweep)
+    sweep.close()
+    asyncio.run(assert_nothing_of_gpuscale_runs(older))
