@@ -15,7 +15,8 @@ MAX_SPEED = 1e6
 def register(sub) -> None:
     parser = sub.add_parser(
         "replay",
-        help="show a recorded run in the dashboard",
+        help="show a recorded run in the dashboard, or a recorded sweep (sweep-..., or one "
+        "run per device count) in the scaling view",
         description=(
             "Replay a recording (.ndjson or .ndjson.gz) in the same dashboard as "
             "'gpuscale watch'. Keys: space pause, left/right seek 10 s, +/- speed, "
