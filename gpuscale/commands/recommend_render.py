@@ -13,6 +13,7 @@ from rich.text import Text as _RichText
 from gpuscale.analysis.metrics import resolved
 from gpuscale.analysis.recommend import Recommendation
 from gpuscale.analysis.sweep import Sweep
+from gpuscale.commands.console import text_console
 from gpuscale.commands.recommend_chart import print_chart
 from gpuscale.formatting import (
     format_duration_s,
@@ -253,7 +254,7 @@ def render(
     console: Console | None = None,
     chart: bool = True,
 ) -> None:
-    console = console or Console()
+    console = console or text_console()
     if heading:
         console.print(Text(heading, style="bold"))
     for source in dict.fromkeys(sweep.sources):

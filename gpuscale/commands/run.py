@@ -152,7 +152,6 @@ class _ProgressView:
     note and the trainer's warnings printed above it."""
 
     def __init__(self, steps: int | None):
-        from rich.console import Console
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -161,7 +160,9 @@ class _ProgressView:
             TimeElapsedColumn,
         )
 
-        self.console = Console(stderr=True, highlight=False)
+        from gpuscale.commands.console import text_console
+
+        self.console = text_console(stderr=True, highlight=False)
         self.progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -319,9 +320,9 @@ def precision_line(s: dict[str, Any]) -> str | None:
 def print_run_summary(run: Any) -> None:
     """What a run measured, in a few lines (its `start_event`, `end`, `error`,
     `recording_path`, `recording_problem`); `gpuscale replay` off a terminal too."""
-    from rich.console import Console
+    from gpuscale.commands.console import text_console
 
-    console = Console(highlight=False)
+    console = text_console(highlight=False)
     start, end = run.start_event, run.end
     s = (end.summary or {}) if end else {}
     chief = getattr(run, "forwarding_to", None)
