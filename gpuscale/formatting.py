@@ -118,6 +118,28 @@ def format_phase_s(value_s: float | None, err_s: float | None, digits: int = 1) 
     return f"< {bound * 1000:.{digits}f} ms (not resolved)"
 
 
+def format_phase_in_step_s(
+    value_s: float | None,
+    err_s: float | None,
+    step_s: float | None,
+    probes: int,
+    devices: int = 1,
+) -> str:
+    """A phase measured against the probed steps' median ``step_s``, as
+    :func:`format_phase_s`, except where the phase is no smaller than that step:
+    a probe's pass and the steps' median come from different moments, so a
+    compute pass of 535 ms beside a 477 ms step is not a fact about the step.
+    It reads ``≈ the whole step (1 probe; exposed exchange not resolved)`` instead
+    (the exchange is what is left of the step, and nothing is left). ``devices``
+    1: nothing is exchanged, so nothing is said about it."""
+    if value_s is None or not step_s or value_s < step_s:
+        return format_phase_s(value_s, err_s)
+    why = f"{probes} probe{'s' if probes != 1 else ''}"
+    if devices > 1:
+        why += "; exposed exchange not resolved"
+    return f"\u2248 the whole step ({why})"
+
+
 def format_clock_s(value_s: float) -> str:
     """An elapsed time given in seconds as a clock: ``m:ss`` or ``h:mm:ss``
     (negative values print as ``0:00``; infinity or NaN as ``n/a``)."""

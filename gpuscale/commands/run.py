@@ -24,6 +24,7 @@ from gpuscale.formatting import (
     format_bytes,
     format_duration_s,
     format_fraction_pct,
+    format_phase_in_step_s,
     format_phase_s,
     format_samples_s,
     visible,
@@ -261,22 +262,28 @@ def phase_lines(s: dict[str, Any], replicas: int) -> list[str]:
     (95 % half-width over the probes) or "not resolved" where it is within its noise."""
     n = s["phase_steps"]
     one = replicas <= 1
+    step = s.get("phase_step_time_s")
+    compute = format_phase_in_step_s(s.get("compute_s"), s.get("compute_err_s"), step, n, replicas)
+    whole = compute.startswith("\u2248")  # compute alone fills the step: nothing left to split
     exposed = (
         "none (1 device: nothing to exchange)"
         if one
+        else "not resolved"
+        if whole
         else format_phase_s(s.get("allreduce_s"), s.get("allreduce_err_s"))
     )
     share, share_err = s.get("comm_share"), s.get("comm_share_err")
-    if not one and share is not None and resolved(s.get("allreduce_s"), s.get("allreduce_err_s")):
+    resolved_exchange = resolved(s.get("allreduce_s"), s.get("allreduce_err_s"))
+    if not one and not whole and share is not None and resolved_exchange:
         plus_minus = f" ± {share_err * 100:.1f} points" if share_err is not None else ""
         exposed += f" ({share:.1%}{plus_minus} of the step)"
     ranges = "95% ranges" if n >= 3 else "too few for ranges"
     lines = [
         f"  phases ({n} probe{'s' if n != 1 else ''}, {ranges}; against the probed steps' median "
-        f"{_ms(s.get('phase_step_time_s'))}):",
-        f"    compute {format_phase_s(s.get('compute_s'), s.get('compute_err_s'))}, "
+        f"{_ms(step)}):",
+        f"    compute {compute}, "
         f"exposed all-reduce {exposed}, "
-        f"apply {format_phase_s(s.get('apply_s'), s.get('apply_err_s'))}, "
+        f"apply {format_phase_in_step_s(s.get('apply_s'), s.get('apply_err_s'), step, n)}, "
         f"input wait {_ms(s.get('input_s'))}",
     ]
     if s.get("phase_consistent") is False:
