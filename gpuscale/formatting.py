@@ -202,6 +202,20 @@ def format_fraction_pct(fraction: float | None, digits: int = 0) -> str:
     return NA if _missing(pct) else f"{pct:.{digits}f}%"
 
 
+def format_pct_against_floor(fraction: float | None, floor: float, passes: bool) -> str:
+    """A fraction compared with a floor (both on the 0-1 scale; ``passes``: whether
+    it was judged to pass), as a percentage with as few decimals (0 to 3) as keep
+    that judgement true on the page: 0.5996 failing a floor of 0.6 is ``59.96%``,
+    never a ``60%`` that fails a floor of ``60%``; 0.6 passing it is ``60%``."""
+    if _missing(fraction):
+        return NA
+    for digits in range(4):
+        shown, bar = round(fraction * 100, digits), round(floor * 100, digits)
+        if (shown >= bar) == passes:
+            return format_fraction_pct(fraction, digits)
+    return format_fraction_pct(fraction)  # judged on more than this value: as it is
+
+
 def format_samples_s(value_samples_s: float | None) -> str:
     """Training throughput given in samples per second: ``1,234 samples/s``
     (one decimal below 10); ``n/a`` for None."""

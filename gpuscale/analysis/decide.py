@@ -61,6 +61,13 @@ DEFAULT_MIN_EFFICIENCY = 0.6
 """Floor on marginal efficiency; see the module docstring for why not 0.7."""
 
 
+def passes_floor(efficiency: float, floor: float) -> bool:
+    """``efficiency >= floor`` up to floating-point rounding (1e-9): a 1.20x gain
+    over a doubling is a marginal efficiency of 60 %, and passes a floor of 60 %
+    even when the arithmetic gives 0.59999999999."""
+    return efficiency >= floor - 1e-9
+
+
 class WalkStep(msgspec.Struct, kw_only=True):
     """One step of the walk: from the last accepted count to the next."""
 
@@ -178,7 +185,7 @@ def choose_devices(
             eff_low = metrics.marginal_efficiency(
                 current.throughput, current.devices, max(nxt.low, 1e-12), nxt.devices
             )
-        ok = eff >= floor and (eff_low is None or eff_low >= floor)
+        ok = passes_floor(eff, floor) and (eff_low is None or passes_floor(eff_low, floor))
         steps.append(
             WalkStep(
                 devices_from=current.devices,
@@ -190,7 +197,7 @@ def choose_devices(
                 accepted=ok,
                 predicted=nxt.predicted,
                 marginal_efficiency_low=eff_low,
-                uncertain=eff >= floor and not ok,
+                uncertain=passes_floor(eff, floor) and not ok,
             )
         )
         if not ok:

@@ -13,10 +13,23 @@ import msgspec
 
 from gpuscale.analysis import metrics
 from gpuscale.analysis.confidence import ENOUGH_STEPS, NOISY_SPREAD
-from gpuscale.analysis.decide import Group, Recommendation, WalkStep, dev, range_text, row_at
+from gpuscale.analysis.decide import (
+    Group,
+    Recommendation,
+    WalkStep,
+    dev,
+    passes_floor,
+    range_text,
+    row_at,
+)
 from gpuscale.analysis.model import ScalingModel, compute_scale_for, threshold_compute_scale
 from gpuscale.analysis.predict import BET_RISK
-from gpuscale.formatting import format_bytes, format_fraction_pct, format_rate_bytes_s
+from gpuscale.formatting import (
+    format_bytes,
+    format_fraction_pct,
+    format_pct_against_floor,
+    format_rate_bytes_s,
+)
 
 WALK_SHOWN = 4
 """Steps of the walk told at each end when it is long (the rest are all accepted)."""
@@ -68,14 +81,14 @@ def explain(
         low = ""
         if step.marginal_efficiency_low is not None:
             low = (
-                f", {format_fraction_pct(step.marginal_efficiency_low)} at its bet bound "
+                f", {_against(step.marginal_efficiency_low, floor)} at its bet bound "
                 f"(what {format_fraction_pct(1 - BET_RISK)} of such predictions reached)"
             )
         if step.uncertain:
             verdict = "not a safe bet: " + (rec.measure_next or f"measure {step.devices_to} next")
         rec.reasons.append(
             f"{step.devices_from} -> {step.devices_to}{label}{tag}: {step.throughput_gain:.2f}x the "
-            f"samples/s, marginal efficiency {format_fraction_pct(step.marginal_efficiency)}{low} "
+            f"samples/s, marginal efficiency {_against(step.marginal_efficiency, floor)}{low} "
             f"(floor {format_fraction_pct(floor)}): {verdict}."
         )
     _comm_reason(rec, by_name, walk)
@@ -187,11 +200,23 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[
         f"{dev(n2)}{detail}, {how}; compute:communication is {ratio:.1f}"
     )
     k = threshold_compute_scale(m, n1, n2, rec.min_efficiency)
+    model_passes = k is not None and k <= 1.0
+    floor = format_fraction_pct(rec.min_efficiency)
     if step.uncertain:
         text += (
             f"; whether {n1} -> {n2} pays is not known: more than 1 in "
             f"{round(1 / BET_RISK)} such predictions of published tables came out below "
             "the throughput it needs"
+        )
+    elif not step.predicted and step.accepted != model_passes:
+        # the decision rests on the measured points; the model's fit across every
+        # count may put this one step on the other side of the floor: say which decided
+        text += (
+            f"; measured, {n1} -> {n2} passes the {floor} floor (the model's fit, "
+            "across all counts, puts it below)"
+            if step.accepted
+            else f"; measured, {n1} -> {n2} stays below the {floor} floor (the model's "
+            "fit, across all counts, would let it pass)"
         )
     elif k is None:
         text += f", and no batch size makes {n1} -> {n2} reach {format_fraction_pct(rec.min_efficiency)} per the model"
@@ -302,7 +327,7 @@ def _advice(
         rec.advice.append(
             f"Try an all-reduce between the devices (MirroredStrategy with NCCL) instead of "
             f"{_kind_label(m.exchange)}: at the same bandwidth the model gives {n1} -> {n2} a "
-            f"marginal efficiency of {format_fraction_pct(eff)} instead of {format_fraction_pct(rejected.marginal_efficiency)}."
+            f"marginal efficiency of {_against(eff, floor)} instead of {_against(rejected.marginal_efficiency, floor)}."
         )
     # 3. Input pipeline and 4. mixed precision, from the phases where measured.
     phased = [p for p in chosen.points if p.compute_s is not None and p.step_time_s]
@@ -452,6 +477,12 @@ def _confidence(rec: Recommendation, groups: Sequence[Group], walk: Sequence[Wal
         decisive = [_deciding_step(walk) or decisive[-1]]
     for s in decisive:
         lines.append(
-            f"Close call: {s.devices_from} -> {s.devices_to} is {format_fraction_pct(s.marginal_efficiency)} against "
+            f"Close call: {s.devices_from} -> {s.devices_to} is {_against(s.marginal_efficiency, rec.min_efficiency)} against "
             f"a floor of {format_fraction_pct(rec.min_efficiency)}; a few percent of noise could flip it."
         )
+
+
+def _against(efficiency: float, floor: float) -> str:
+    """A marginal efficiency beside the floor, with the decimals that keep the
+    verdict true on the page (59.96% fails 60%; never "60%" failing "60%")."""
+    return format_pct_against_floor(efficiency, floor, passes_floor(efficiency, floor))
