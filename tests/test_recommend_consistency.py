@@ -62,3 +62,27 @@ def test_a_measured_step_that_passes_gets_no_advice_that_it_cannot():
     text = "\n".join(rec.reasons + rec.advice)
     assert "no batch size makes" not in text and "reaches 60% marginal" not in text
     assert "measured, 1 -> 2 passes the 60% floor" in text
+
+
+def test_the_speedup_says_its_baseline_and_matches_the_table(capsys):
+    # seed 002: the table shows nccl at 8 as 5.07x over nccl's own 1 device; the
+    # text's 5.00x is over 'gather on gpu:0' at 1 device (the fastest there)
+    assert main(["recommend", "--from", str(SAMPLES / "seed002_mnist.json")]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "nccl (strong scaling, global batch 1024; exchange: ring; speedup over its own 1 device)"
+        in out
+    )
+    assert (
+        "Expected speedup 5.00x over 'gather on gpu:0' on 1 device "
+        "(5.07x over 'nccl' on 1 device, as in its table)." in out
+    )
+    assert "5.00x over 'gather on gpu:0' on 1 device (efficiency 62%); 5.07x over 'nccl'" in out
+    assert "1 ('gather on gpu:0') -> 2 ('nccl'): 1.87x" in out
+
+
+def test_one_configuration_says_its_speedup_once(capsys):
+    runs = [str(SAMPLES / f"mnist-cnn_{n}xcpu.ndjson") for n in (1, 2)]
+    assert main(["recommend", "--from", *runs]) == 0
+    out = capsys.readouterr().out
+    assert "as in its table" not in out and "speedup over its own 1 device" in out

@@ -317,3 +317,29 @@ def envelope(groups: Sequence[Group], limit: int | None) -> list[Candidate]:
 
 def dev(n: int) -> str:
     return f"{n} device{'s' if n != 1 else ''}"
+
+
+def table_base(rows: Sequence[SweepPoint]) -> int | None:
+    """The device count a configuration's table rows are relative to (their
+    ``speedup`` and ``efficiency``): 1 device when measured, else the smallest
+    measured count; ``None`` without a measured row."""
+    measured = {r.devices for r in rows if not r.predicted}
+    if not measured:
+        return None
+    return 1 if 1 in measured else min(measured)
+
+
+def own_speedup(rec: Recommendation) -> tuple[float, str] | None:
+    """Where the recommendation's speedup is over another configuration (the
+    fastest at the smallest count, :attr:`Recommendation.baseline`), the speedup
+    its own table shows and that table's baseline, e.g. ``(5.07, "'nccl' on 1
+    device")``; ``None`` where both are the same."""
+    rows = [r for r in rec.table if r.config == rec.config]
+    row = next((r for r in rows if r.devices == rec.devices), None)
+    base = table_base(rows)
+    if row is None or row.speedup is None or base is None:
+        return None
+    text = f"'{rec.config}' on {dev(base)}"
+    if len(rec.models) < 2 or text == rec.baseline:
+        return None
+    return row.speedup, text

@@ -18,6 +18,7 @@ from gpuscale.analysis.decide import (
     Recommendation,
     WalkStep,
     dev,
+    own_speedup,
     passes_floor,
     range_text,
     row_at,
@@ -57,12 +58,12 @@ def explain(
             f"{what}{pred}: "
             f"{range_text(chosen_row.throughput_low, rec.throughput, chosen_row.throughput_high)} "
             f"samples/s ({format_fraction_pct(rec.coverage or 0)} range), {rec.speedup or 0:.2f}x "
-            f"{rec.baseline} (efficiency {format_fraction_pct(rec.efficiency or 0)})."
+            f"over {rec.baseline} (efficiency {format_fraction_pct(rec.efficiency or 0)}){_own(rec)}."
         )
     elif rec.speedup is not None and rec.devices > 1:
         rec.reasons.append(
-            f"{what}{pred}: {rec.throughput:,.0f} samples/s, {rec.speedup:.2f}x {rec.baseline} "
-            f"(efficiency {format_fraction_pct(rec.efficiency or 0)})."
+            f"{what}{pred}: {rec.throughput:,.0f} samples/s, {rec.speedup:.2f}x over {rec.baseline} "
+            f"(efficiency {format_fraction_pct(rec.efficiency or 0)}){_own(rec)}."
         )
     else:
         rec.reasons.append(f"{what}{pred}: {rec.throughput:,.0f} samples/s.")
@@ -76,6 +77,9 @@ def explain(
                 f"... {len(walk) - len(shown)} more steps, all worth it (the walk in --json has them) ..."
             )
         label = f" ('{step.config_to}')" if several else ""
+        start = f"{step.devices_from}"
+        if several and step.config_from != step.config_to:  # from another configuration's row
+            start += f" ('{step.config_from}')"
         tag = " [predicted]" if step.predicted else ""
         verdict = "worth it" if step.accepted else "not worth it"
         low = ""
@@ -87,7 +91,7 @@ def explain(
         if step.uncertain:
             verdict = "not a safe bet: " + (rec.measure_next or f"measure {step.devices_to} next")
         rec.reasons.append(
-            f"{step.devices_from} -> {step.devices_to}{label}{tag}: {step.throughput_gain:.2f}x the "
+            f"{start} -> {step.devices_to}{label}{tag}: {step.throughput_gain:.2f}x the "
             f"samples/s, marginal efficiency {_against(step.marginal_efficiency, floor)}{low} "
             f"(floor {format_fraction_pct(floor)}): {verdict}."
         )
@@ -486,3 +490,10 @@ def _against(efficiency: float, floor: float) -> str:
     """A marginal efficiency beside the floor, with the decimals that keep the
     verdict true on the page (59.96% fails 60%; never "60%" failing "60%")."""
     return format_pct_against_floor(efficiency, floor, passes_floor(efficiency, floor))
+
+
+def _own(rec: Recommendation) -> str:
+    """``; 5.07x over 'nccl' on 1 device, as in its table`` where the speedup above
+    is over another configuration's row; empty otherwise."""
+    own = own_speedup(rec)
+    return f"; {own[0]:.2f}x over {own[1]}, as in its table" if own else ""
