@@ -29,6 +29,7 @@ The rules:
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 NA = "n/a"
 """What a missing value prints as."""
@@ -214,6 +215,13 @@ def format_pct_against_floor(fraction: float | None, floor: float, passes: bool)
         if (shown >= bar) == passes:
             return format_fraction_pct(fraction, digits)
     return format_fraction_pct(fraction)  # judged on more than this value: as it is
+
+
+def join_clauses(parts: Iterable[str | None]) -> str:
+    """Clauses joined with ``; `` (empty ones left out), each without the full stop
+    it may end with: ``"... for the original."`` and ``"recorded as X"`` make
+    ``"... for the original; recorded as X"``, never ``"original.; recorded"``."""
+    return "; ".join(p.rstrip().rstrip(".") for p in parts if p and p.strip())
 
 
 def format_samples_s(value_samples_s: float | None) -> str:

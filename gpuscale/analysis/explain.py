@@ -435,7 +435,7 @@ def _confidence(rec: Recommendation, groups: Sequence[Group], walk: Sequence[Wal
             )
         else:
             bits.append(
-                f"the model ({m.basis}) fits the measured points within {format_fraction_pct(m.fit_error)}"
+                f"the model ({m.basis}) fits the measured points within {_fit_pct(m.fit_error)}"
             )
         lines.append(f"'{g.config}': " + "; ".join(bits) + ".")
     smallest = min(n for g in groups for n in g.measured)
@@ -497,3 +497,9 @@ def _own(rec: Recommendation) -> str:
     is over another configuration's row; empty otherwise."""
     own = own_speedup(rec)
     return f"; {own[0]:.2f}x over {own[1]}, as in its table" if own else ""
+
+
+def _fit_pct(fit_error: float) -> str:
+    """A model's fit error to one decimal (``0.3%``, as the tables' captions say
+    it), ``0.1%`` for anything smaller: never "within 0%"."""
+    return format_fraction_pct(max(fit_error, 0.001), 1)

@@ -14,6 +14,7 @@ import signal
 import statistics
 import sys
 from collections import deque
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,11 @@ def main(args: argparse.Namespace) -> int:
     if args.record is not None and args.record.exists():
         from gpuscale.errors import GpuscaleError
 
+        if args.record.is_dir():  # a file is what is written: say where one could go
+            raise GpuscaleError(
+                f"--record {args.record}: is a folder; give a file path, e.g. "
+                f"{args.record / 'run.ndjson'} (without --record: the runs folder)"
+            )
         raise GpuscaleError(f"--record {args.record}: the file exists; give a new path")
     from gpuscale.live.script_run import script_run_from_args, split_command, wants_script_run
 
@@ -115,7 +121,7 @@ def main(args: argparse.Namespace) -> int:
             summary["error"] = run.error.message
         print(json.dumps(summary, indent=2))
     else:
-        print_run_summary(run)
+        print_run_summary(run, shown_notes=getattr(view, "notes_shown", ()))
     if interrupted:
         return EXIT_INTERRUPTED
     if run.error is not None or (end is not None and end.status in ("failed", "lost")):
@@ -178,6 +184,8 @@ class _ProgressView:
             "starting TensorFlow", total=steps, step="", throughput=""
         )
         self.recent: deque[float] = deque(maxlen=10)
+        self.notes_shown: set[str] = set()
+        """Start notes printed above the bar: the summary does not print them again."""
 
     def __enter__(self):
         if self.console.is_terminal:  # elsewhere it draws nothing but a blank line at the end
@@ -196,8 +204,9 @@ class _ProgressView:
                 f"[bold]{_escape(event.model)}[/] on {_escape(devices)}, {_escape(_strategy(event))}, "
                 f"{_scaling(event)}",
             )
-            if event.note:
+            if event.note and event.note not in self.notes_shown:
                 self.console.print(f"[dim]{_escape(event.note)}[/]")
+                self.notes_shown.add(event.note)
             # the elapsed column counts from the start event, as every run duration
             # does (gpuscale.events.schema.run_duration_s): start-up is not the run
             self.progress.reset(self.task, description="training")
@@ -324,9 +333,10 @@ def precision_line(s: dict[str, Any]) -> str | None:
     return f"  [yellow]precision: {target} asked, not reached by the end: {got}; {need}[/]"
 
 
-def print_run_summary(run: Any) -> None:
+def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
     """What a run measured, in a few lines (its `start_event`, `end`, `error`,
-    `recording_path`, `recording_problem`); `gpuscale replay` off a terminal too."""
+    `recording_path`, `recording_problem`); `gpuscale replay` off a terminal too.
+    A start note in ``shown_notes`` (printed when the run began) is not repeated."""
     from gpuscale.commands.console import text_console
 
     console = text_console(highlight=False)
@@ -394,7 +404,7 @@ def print_run_summary(run: Any) -> None:
     line = precision_line(s)
     if line:
         console.print(line)
-    if start.note:
+    if start.note and start.note not in shown_notes:
         console.print(f"  [dim]note: {_escape(start.note)}[/]")
     if run.recording_path:
         console.print(f"  recorded to {_escape(str(run.recording_path))}")
