@@ -86,3 +86,25 @@ def test_one_configuration_says_its_speedup_once(capsys):
     assert main(["recommend", "--from", *runs]) == 0
     out = capsys.readouterr().out
     assert "as in its table" not in out and "speedup over its own 1 device" in out
+
+
+def test_a_probed_compute_longer_than_the_step_is_not_a_share_above_100_percent():
+    points = [
+        normalize(
+            SweepPoint(
+                devices=n,
+                scaling="weak",
+                per_replica_batch=64,
+                step_time_s=t,
+                compute_s=c,
+                allreduce_s=0.0 if n == 1 else 0.01,
+                config="c",
+                exchange="ring",
+                platform="gpu",
+            )
+        )
+        for n, t, c in ((1, 0.477, 0.535), (2, 0.5, 0.535))
+    ]
+    text = "\n".join(recommend(points).advice)
+    assert "Compute is about all of each step at 2 devices" in text
+    assert "112%" not in text and "107%" not in text

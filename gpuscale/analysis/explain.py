@@ -200,7 +200,7 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[
     compute = max(step_t - comm, 0.0)
     ratio = compute / comm
     text = (
-        f"Gradient exchange takes {format_fraction_pct(metrics.share(comm, step_t))} of each step at "
+        f"Gradient exchange takes {_of_step(comm, step_t)} of each step at "
         f"{dev(n2)}{detail}, {how}; compute:communication is {ratio:.1f}"
     )
     k = threshold_compute_scale(m, n1, n2, rec.min_efficiency)
@@ -347,13 +347,13 @@ def _advice(
         largest = max(parts, key=lambda k: parts[k])
         if largest == "input" and parts["input"] > 0:
             rec.advice.append(
-                f"Waiting for input is {format_fraction_pct(parts['input'] / step)} of each step at {dev(p.devices)}, "
+                f"Waiting for input is {_of_step(parts['input'], step)} of each step at {dev(p.devices)}, "
                 f"the largest part: fix the input pipeline (prefetch, parallel map, cache, data on "
                 f"the device) before adding devices; more devices only wait in parallel."
             )
         if largest == "compute" and p.platform == "gpu" and not p.mixed_precision:
             rec.advice.append(
-                f"Compute is {format_fraction_pct(parts['compute'] / step)} of each step at {dev(p.devices)}: "
+                f"Compute is {_of_step(parts['compute'], step)} of each step at {dev(p.devices)}: "
                 f"mixed precision (--mixed-precision) shortens it on GPUs with Tensor Cores "
                 f"(V100 and newer); the exchange then weighs more, so measure again."
             )
@@ -503,3 +503,12 @@ def _fit_pct(fit_error: float) -> str:
     """A model's fit error to one decimal (``0.3%``, as the tables' captions say
     it), ``0.1%`` for anything smaller: never "within 0%"."""
     return format_fraction_pct(max(fit_error, 0.001), 1)
+
+
+def _of_step(part_s: float, step_s: float) -> str:
+    """A phase's share of the step it is set against, ``63%``; ``about all`` where
+    the phase (probed at other moments than the steps' median) is no smaller than
+    that step: never a share of 100 % or more."""
+    if part_s >= step_s:
+        return "about all"
+    return format_fraction_pct(metrics.share(part_s, step_s))
