@@ -29,6 +29,7 @@ The rules:
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 NA = "n/a"
 """What a missing value prints as."""
@@ -118,6 +119,28 @@ def format_phase_s(value_s: float | None, err_s: float | None, digits: int = 1) 
     return f"< {bound * 1000:.{digits}f} ms (not resolved)"
 
 
+def format_phase_in_step_s(
+    value_s: float | None,
+    err_s: float | None,
+    step_s: float | None,
+    probes: int,
+    devices: int = 1,
+) -> str:
+    """A phase measured against the probed steps' median ``step_s``, as
+    :func:`format_phase_s`, except where the phase is no smaller than that step:
+    a probe's pass and the steps' median come from different moments, so a
+    compute pass of 535 ms beside a 477 ms step is not a fact about the step.
+    It reads ``≈ the whole step (1 probe; exposed exchange not resolved)`` instead
+    (the exchange is what is left of the step, and nothing is left). ``devices``
+    1: nothing is exchanged, so nothing is said about it."""
+    if value_s is None or not step_s or value_s < step_s:
+        return format_phase_s(value_s, err_s)
+    why = f"{probes} probe{'s' if probes != 1 else ''}"
+    if devices > 1:
+        why += "; exposed exchange not resolved"
+    return f"\u2248 the whole step ({why})"
+
+
 def format_clock_s(value_s: float) -> str:
     """An elapsed time given in seconds as a clock: ``m:ss`` or ``h:mm:ss``
     (negative values print as ``0:00``; infinity or NaN as ``n/a``)."""
@@ -178,6 +201,27 @@ def format_fraction_pct(fraction: float | None, digits: int = 0) -> str:
     0.42 -> ``42%``; ``n/a`` for None."""
     pct = None if _missing(fraction) else fraction * 100
     return NA if _missing(pct) else f"{pct:.{digits}f}%"
+
+
+def format_pct_against_floor(fraction: float | None, floor: float, passes: bool) -> str:
+    """A fraction compared with a floor (both on the 0-1 scale; ``passes``: whether
+    it was judged to pass), as a percentage with as few decimals (0 to 3) as keep
+    that judgement true on the page: 0.5996 failing a floor of 0.6 is ``59.96%``,
+    never a ``60%`` that fails a floor of ``60%``; 0.6 passing it is ``60%``."""
+    if _missing(fraction):
+        return NA
+    for digits in range(4):
+        shown, bar = round(fraction * 100, digits), round(floor * 100, digits)
+        if (shown >= bar) == passes:
+            return format_fraction_pct(fraction, digits)
+    return format_fraction_pct(fraction)  # judged on more than this value: as it is
+
+
+def join_clauses(parts: Iterable[str | None]) -> str:
+    """Clauses joined with ``; `` (empty ones left out), each without the full stop
+    it may end with: ``"... for the original."`` and ``"recorded as X"`` make
+    ``"... for the original; recorded as X"``, never ``"original.; recorded"``."""
+    return "; ".join(p.rstrip().rstrip(".") for p in parts if p and p.strip())
 
 
 def format_samples_s(value_samples_s: float | None) -> str:

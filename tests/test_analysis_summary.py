@@ -276,3 +276,12 @@ def test_no_precision_asked_no_precision_fields():
     s = summarize(_run([0.1] * 10))
     assert s.precision_asked is None and s.precision_more_steps is None
     assert "precision_asked" not in msgspec.to_builtins(s)
+
+
+def test_one_probe_that_does_not_fit_its_step_is_flagged_without_a_range():
+    # one probe: no uncertainty, so compute + exposed all-reduce must fit as measured
+    s = summarize(_run([0.06] * 8, phases=[_probe(3, 0.058, 0.066, step_s=0.06)]))
+    assert s.phase_steps == 1 and s.compute_err_s is None
+    assert s.phase_consistent is False
+    s = summarize(_run([0.1] * 8, phases=[_probe(3, 0.06, 0.07)]))
+    assert s.phase_consistent is True

@@ -74,3 +74,34 @@ def test_a_precision_not_reached_is_said_with_the_steps_still_needed():
 def test_the_probes_cost_is_said_against_the_steps_time():
     text = "\n".join(phase_lines(_summary(steps_counted=95, step_time_s=0.1), replicas=2))
     assert "probes took 2.5 s of wall clock, between steps (about 26.3% of the steps' time)" in text
+
+
+def test_compute_above_the_step_with_one_probe_is_not_printed_as_a_fact():
+    # the new-user trial: "against the probed steps' median 477.1 ms: compute 534.7 ms"
+    one_probe = _summary(
+        phase_steps=1,
+        phase_step_time_s=0.4771,
+        compute_s=0.5347,
+        compute_err_s=None,
+        allreduce_s=0.012,
+        allreduce_err_s=None,
+        apply_s=0.0,
+        apply_err_s=None,
+        comm_share=0.025,
+        comm_share_err=None,
+        phase_consistent=False,
+    )
+    text = "\n".join(phase_lines(one_probe, replicas=2))
+    assert "534.7" not in text
+    assert "compute \u2248 the whole step (1 probe; exposed exchange not resolved)" in text
+    assert "exposed all-reduce not resolved" in text and "of the step" not in text
+    one_device = "\n".join(phase_lines(one_probe, replicas=1))
+    assert "compute \u2248 the whole step (1 probe)," in one_device
+
+
+def test_a_phase_within_the_step_keeps_its_value():
+    from gpuscale.formatting import format_phase_in_step_s
+
+    assert format_phase_in_step_s(0.2471, None, 0.263, 1, 2) == "247.1 ms"
+    assert format_phase_in_step_s(0.263, 0.01, 0.2471, 4, 2).startswith("\u2248 the whole step")
+    assert format_phase_in_step_s(None, None, 0.2, 1) == "n/a"

@@ -55,7 +55,9 @@ def run_confidence(summary: RunSummary) -> RunConfidence:
         reasons.append(f"spread {format_fraction_pct(summary.spread)}")
         if summary.spread > NOISY_SPREAD:
             level = "low"
-    reasons.append(f"{summary.phase_steps} phase breakdowns")
+    reasons.append(
+        f"{summary.phase_steps} phase breakdown{'s' if summary.phase_steps != 1 else ''}"
+    )
     if summary.phase_steps == 0:
         level = "low"
     reasons.append(

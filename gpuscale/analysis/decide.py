@@ -61,6 +61,13 @@ DEFAULT_MIN_EFFICIENCY = 0.6
 """Floor on marginal efficiency; see the module docstring for why not 0.7."""
 
 
+def passes_floor(efficiency: float, floor: float) -> bool:
+    """``efficiency >= floor`` up to floating-point rounding (1e-9): a 1.20x gain
+    over a doubling is a marginal efficiency of 60 %, and passes a floor of 60 %
+    even when the arithmetic gives 0.59999999999."""
+    return efficiency >= floor - 1e-9
+
+
 class WalkStep(msgspec.Struct, kw_only=True):
     """One step of the walk: from the last accepted count to the next."""
 
@@ -178,7 +185,7 @@ def choose_devices(
             eff_low = metrics.marginal_efficiency(
                 current.throughput, current.devices, max(nxt.low, 1e-12), nxt.devices
             )
-        ok = eff >= floor and (eff_low is None or eff_low >= floor)
+        ok = passes_floor(eff, floor) and (eff_low is None or passes_floor(eff_low, floor))
         steps.append(
             WalkStep(
                 devices_from=current.devices,
@@ -190,7 +197,7 @@ def choose_devices(
                 accepted=ok,
                 predicted=nxt.predicted,
                 marginal_efficiency_low=eff_low,
-                uncertain=eff >= floor and not ok,
+                uncertain=passes_floor(eff, floor) and not ok,
             )
         )
         if not ok:
@@ -310,3 +317,29 @@ def envelope(groups: Sequence[Group], limit: int | None) -> list[Candidate]:
 
 def dev(n: int) -> str:
     return f"{n} device{'s' if n != 1 else ''}"
+
+
+def table_base(rows: Sequence[SweepPoint]) -> int | None:
+    """The device count a configuration's table rows are relative to (their
+    ``speedup`` and ``efficiency``): 1 device when measured, else the smallest
+    measured count; ``None`` without a measured row."""
+    measured = {r.devices for r in rows if not r.predicted}
+    if not measured:
+        return None
+    return 1 if 1 in measured else min(measured)
+
+
+def own_speedup(rec: Recommendation) -> tuple[float, str] | None:
+    """Where the recommendation's speedup is over another configuration (the
+    fastest at the smallest count, :attr:`Recommendation.baseline`), the speedup
+    its own table shows and that table's baseline, e.g. ``(5.07, "'nccl' on 1
+    device")``; ``None`` where both are the same."""
+    rows = [r for r in rec.table if r.config == rec.config]
+    row = next((r for r in rows if r.devices == rec.devices), None)
+    base = table_base(rows)
+    if row is None or row.speedup is None or base is None:
+        return None
+    text = f"'{rec.config}' on {dev(base)}"
+    if len(rec.models) < 2 or text == rec.baseline:
+        return None
+    return row.speedup, text

@@ -13,10 +13,24 @@ import msgspec
 
 from gpuscale.analysis import metrics
 from gpuscale.analysis.confidence import ENOUGH_STEPS, NOISY_SPREAD
-from gpuscale.analysis.decide import Group, Recommendation, WalkStep, dev, range_text, row_at
+from gpuscale.analysis.decide import (
+    Group,
+    Recommendation,
+    WalkStep,
+    dev,
+    own_speedup,
+    passes_floor,
+    range_text,
+    row_at,
+)
 from gpuscale.analysis.model import ScalingModel, compute_scale_for, threshold_compute_scale
 from gpuscale.analysis.predict import BET_RISK
-from gpuscale.formatting import format_bytes, format_fraction_pct, format_rate_bytes_s
+from gpuscale.formatting import (
+    format_bytes,
+    format_fraction_pct,
+    format_pct_against_floor,
+    format_rate_bytes_s,
+)
 
 WALK_SHOWN = 4
 """Steps of the walk told at each end when it is long (the rest are all accepted)."""
@@ -44,12 +58,12 @@ def explain(
             f"{what}{pred}: "
             f"{range_text(chosen_row.throughput_low, rec.throughput, chosen_row.throughput_high)} "
             f"samples/s ({format_fraction_pct(rec.coverage or 0)} range), {rec.speedup or 0:.2f}x "
-            f"{rec.baseline} (efficiency {format_fraction_pct(rec.efficiency or 0)})."
+            f"over {rec.baseline} (efficiency {format_fraction_pct(rec.efficiency or 0)}){_own(rec)}."
         )
     elif rec.speedup is not None and rec.devices > 1:
         rec.reasons.append(
-            f"{what}{pred}: {rec.throughput:,.0f} samples/s, {rec.speedup:.2f}x {rec.baseline} "
-            f"(efficiency {format_fraction_pct(rec.efficiency or 0)})."
+            f"{what}{pred}: {rec.throughput:,.0f} samples/s, {rec.speedup:.2f}x over {rec.baseline} "
+            f"(efficiency {format_fraction_pct(rec.efficiency or 0)}){_own(rec)}."
         )
     else:
         rec.reasons.append(f"{what}{pred}: {rec.throughput:,.0f} samples/s.")
@@ -63,19 +77,22 @@ def explain(
                 f"... {len(walk) - len(shown)} more steps, all worth it (the walk in --json has them) ..."
             )
         label = f" ('{step.config_to}')" if several else ""
+        start = f"{step.devices_from}"
+        if several and step.config_from != step.config_to:  # from another configuration's row
+            start += f" ('{step.config_from}')"
         tag = " [predicted]" if step.predicted else ""
         verdict = "worth it" if step.accepted else "not worth it"
         low = ""
         if step.marginal_efficiency_low is not None:
             low = (
-                f", {format_fraction_pct(step.marginal_efficiency_low)} at its bet bound "
+                f", {_against(step.marginal_efficiency_low, floor)} at its bet bound "
                 f"(what {format_fraction_pct(1 - BET_RISK)} of such predictions reached)"
             )
         if step.uncertain:
             verdict = "not a safe bet: " + (rec.measure_next or f"measure {step.devices_to} next")
         rec.reasons.append(
-            f"{step.devices_from} -> {step.devices_to}{label}{tag}: {step.throughput_gain:.2f}x the "
-            f"samples/s, marginal efficiency {format_fraction_pct(step.marginal_efficiency)}{low} "
+            f"{start} -> {step.devices_to}{label}{tag}: {step.throughput_gain:.2f}x the "
+            f"samples/s, marginal efficiency {_against(step.marginal_efficiency, floor)}{low} "
             f"(floor {format_fraction_pct(floor)}): {verdict}."
         )
     _comm_reason(rec, by_name, walk)
@@ -183,15 +200,27 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[
     compute = max(step_t - comm, 0.0)
     ratio = compute / comm
     text = (
-        f"Gradient exchange takes {format_fraction_pct(metrics.share(comm, step_t))} of each step at "
+        f"Gradient exchange takes {_of_step(comm, step_t)} of each step at "
         f"{dev(n2)}{detail}, {how}; compute:communication is {ratio:.1f}"
     )
     k = threshold_compute_scale(m, n1, n2, rec.min_efficiency)
+    model_passes = k is not None and k <= 1.0
+    floor = format_fraction_pct(rec.min_efficiency)
     if step.uncertain:
         text += (
             f"; whether {n1} -> {n2} pays is not known: more than 1 in "
             f"{round(1 / BET_RISK)} such predictions of published tables came out below "
             "the throughput it needs"
+        )
+    elif not step.predicted and step.accepted != model_passes:
+        # the decision rests on the measured points; the model's fit across every
+        # count may put this one step on the other side of the floor: say which decided
+        text += (
+            f"; measured, {n1} -> {n2} passes the {floor} floor (the model's fit, "
+            "across all counts, puts it below)"
+            if step.accepted
+            else f"; measured, {n1} -> {n2} stays below the {floor} floor (the model's "
+            "fit, across all counts, would let it pass)"
         )
     elif k is None:
         text += f", and no batch size makes {n1} -> {n2} reach {format_fraction_pct(rec.min_efficiency)} per the model"
@@ -302,7 +331,7 @@ def _advice(
         rec.advice.append(
             f"Try an all-reduce between the devices (MirroredStrategy with NCCL) instead of "
             f"{_kind_label(m.exchange)}: at the same bandwidth the model gives {n1} -> {n2} a "
-            f"marginal efficiency of {format_fraction_pct(eff)} instead of {format_fraction_pct(rejected.marginal_efficiency)}."
+            f"marginal efficiency of {_against(eff, floor)} instead of {_against(rejected.marginal_efficiency, floor)}."
         )
     # 3. Input pipeline and 4. mixed precision, from the phases where measured.
     phased = [p for p in chosen.points if p.compute_s is not None and p.step_time_s]
@@ -318,13 +347,13 @@ def _advice(
         largest = max(parts, key=lambda k: parts[k])
         if largest == "input" and parts["input"] > 0:
             rec.advice.append(
-                f"Waiting for input is {format_fraction_pct(parts['input'] / step)} of each step at {dev(p.devices)}, "
+                f"Waiting for input is {_of_step(parts['input'], step)} of each step at {dev(p.devices)}, "
                 f"the largest part: fix the input pipeline (prefetch, parallel map, cache, data on "
                 f"the device) before adding devices; more devices only wait in parallel."
             )
         if largest == "compute" and p.platform == "gpu" and not p.mixed_precision:
             rec.advice.append(
-                f"Compute is {format_fraction_pct(parts['compute'] / step)} of each step at {dev(p.devices)}: "
+                f"Compute is {_of_step(parts['compute'], step)} of each step at {dev(p.devices)}: "
                 f"mixed precision (--mixed-precision) shortens it on GPUs with Tensor Cores "
                 f"(V100 and newer); the exchange then weighs more, so measure again."
             )
@@ -406,7 +435,7 @@ def _confidence(rec: Recommendation, groups: Sequence[Group], walk: Sequence[Wal
             )
         else:
             bits.append(
-                f"the model ({m.basis}) fits the measured points within {format_fraction_pct(m.fit_error)}"
+                f"the model ({m.basis}) fits the measured points within {_fit_pct(m.fit_error)}"
             )
         lines.append(f"'{g.config}': " + "; ".join(bits) + ".")
     smallest = min(n for g in groups for n in g.measured)
@@ -452,6 +481,34 @@ def _confidence(rec: Recommendation, groups: Sequence[Group], walk: Sequence[Wal
         decisive = [_deciding_step(walk) or decisive[-1]]
     for s in decisive:
         lines.append(
-            f"Close call: {s.devices_from} -> {s.devices_to} is {format_fraction_pct(s.marginal_efficiency)} against "
+            f"Close call: {s.devices_from} -> {s.devices_to} is {_against(s.marginal_efficiency, rec.min_efficiency)} against "
             f"a floor of {format_fraction_pct(rec.min_efficiency)}; a few percent of noise could flip it."
         )
+
+
+def _against(efficiency: float, floor: float) -> str:
+    """A marginal efficiency beside the floor, with the decimals that keep the
+    verdict true on the page (59.96% fails 60%; never "60%" failing "60%")."""
+    return format_pct_against_floor(efficiency, floor, passes_floor(efficiency, floor))
+
+
+def _own(rec: Recommendation) -> str:
+    """``; 5.07x over 'nccl' on 1 device, as in its table`` where the speedup above
+    is over another configuration's row; empty otherwise."""
+    own = own_speedup(rec)
+    return f"; {own[0]:.2f}x over {own[1]}, as in its table" if own else ""
+
+
+def _fit_pct(fit_error: float) -> str:
+    """A model's fit error to one decimal (``0.3%``, as the tables' captions say
+    it), ``0.1%`` for anything smaller: never "within 0%"."""
+    return format_fraction_pct(max(fit_error, 0.001), 1)
+
+
+def _of_step(part_s: float, step_s: float) -> str:
+    """A phase's share of the step it is set against, ``63%``; ``about all`` where
+    the phase (probed at other moments than the steps' median) is no smaller than
+    that step: never a share of 100 % or more."""
+    if part_s >= step_s:
+        return "about all"
+    return format_fraction_pct(metrics.share(part_s, step_s))

@@ -23,7 +23,11 @@ What is measured and how (formulas in :mod:`gpuscale.analysis.metrics`):
   (:func:`gpuscale.analysis.metrics.resolved`): show it as ``< value + err``.
   The phases are measured against the probed steps (``phase_step_time_s``), not
   against every step (``step_time_s``); ``phase_consistent`` says whether
-  compute + exposed all-reduce fit in those steps within the uncertainty.
+  compute + exposed all-reduce fit in those steps within the uncertainty (below
+  3 probes, with no uncertainty known: whether they fit as measured). A probe's
+  passes and the steps' median come from different moments, so a phase can come
+  out larger than the step; it is then shown as about the whole step, never as a
+  number (:func:`gpuscale.formatting.format_phase_in_step_s`).
 * bandwidth: ``algbw = payload / exposed all-reduce`` and ``busbw = algbw x v(N)``
   with the exchange's own volume factor (``2(N-1)/N`` for a ring, ``N-1`` when
   gradients are gathered on one device, ``N`` for variables on the host: see
@@ -135,8 +139,9 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     """95 % half-width of ``comm_share`` (a fraction of the step, like the share)."""
     phase_consistent: bool | None = None
     """Whether median compute + exposed all-reduce fit in the probed steps' median
-    (``phase_step_time_s``) within their uncertainty; ``False``: the probe's passes
-    take longer than the steps they stand for, and the breakdown is not resolved."""
+    (``phase_step_time_s``) within their uncertainty (below 3 probes: as measured);
+    ``False``: the probe's passes take longer than the steps they stand for, and the
+    breakdown is not resolved."""
     probe_cost_s: float | None = None
     """Wall clock all the probes took (schema 1.2): in no step time, in the run's."""
     compute_comm_ratio: float | None = None
@@ -327,9 +332,9 @@ class RunAccumulator:
         s.input_share = metrics.share(s.input_s, s.phase_full_step_s)
         if s.allreduce_s > 0:
             s.compute_comm_ratio = s.compute_s / s.allreduce_s
-        if s.compute_err_s is not None:  # below 3 probes: not known either way
-            slack = s.compute_err_s + (s.allreduce_err_s or 0.0)
-            s.phase_consistent = s.compute_s + s.allreduce_s <= s.phase_step_time_s + slack
+        # below 3 probes the noise is unknown: no slack, the passes must fit as measured
+        slack = (s.compute_err_s or 0.0) + (s.allreduce_err_s or 0.0)
+        s.phase_consistent = s.compute_s + s.allreduce_s <= s.phase_step_time_s + slack
         if s.payload_bytes and s.devices > 1:
             if s.allreduce_s > 0:
                 s.algbw_bytes_s = metrics.algbw_bytes_s(s.payload_bytes, s.allreduce_s)

@@ -450,8 +450,8 @@ def load_inputs(paths: Sequence[str | Path]) -> Sweep:
     notes: list[str] = []
     warnings: list[str] = []
     available: list[int] = []
-    seen_files: dict[tuple[int, int], Path] = {}
-    seen_content: dict[bytes, Path] = {}
+    seen_files: dict[tuple[int, int], str] = {}  # the names as given (./X and X apart)
+    seen_content: dict[bytes, str] = {}
     recordings: list[tuple[Any, Any, str]] = []
     for raw in paths:
         path = Path(raw)
@@ -462,7 +462,7 @@ def load_inputs(paths: Sequence[str | Path]) -> Sweep:
         file_key = _same_file_key(path)
         if file_key is not None and file_key in seen_files:
             first = seen_files[file_key]
-            warnings.append(f"{path}: given twice (the same file as {first}); counted once")
+            warnings.append(f"{raw}: given twice (the same file as {first}); counted once")
             continue
         try:
             is_recording = _looks_like_recording(path)
@@ -478,11 +478,11 @@ def load_inputs(paths: Sequence[str | Path]) -> Sweep:
         if content_key in seen_content:
             first = seen_content[content_key]
             what = "run" if is_recording else "points"
-            warnings.append(f"{path}: the same {what} as {first}; counted once")
+            warnings.append(f"{raw}: the same {what} as {first}; counted once")
             continue
-        seen_content[content_key] = path
+        seen_content[content_key] = str(raw)
         if file_key is not None:
-            seen_files[file_key] = path
+            seen_files[file_key] = str(raw)
         if is_recording:
             recordings.append(run)
             sources.append(str(path))

@@ -428,7 +428,7 @@ def main(args) -> int:
     if args.json:
         sys.stdout.write(json.dumps(report_json(report), indent=2) + "\n")
         return 0
-    from rich.console import Console
+    from gpuscale.commands.console import text_console
 
-    render(report, Console())
+    render(report, text_console())
     return 0

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from gpuscale.errors import EXIT_INTERRUPTED, GpuscaleError
 from gpuscale.events.limits import MAX_DEVICES
+from gpuscale.formatting import join_clauses
 
 
 def register(sub) -> None:
@@ -213,9 +215,9 @@ def main(args) -> int:
         from gpuscale.recording.sweeps import resolve_inputs
 
         resolved = resolve_inputs(args.inputs)  # a sweep's name: its measured recordings
-        sweep = load_inputs(resolved.paths)
+        sweep = load_inputs(as_given(args.inputs, resolved.paths))
         sweep.notes = [*resolved.notes, *sweep.notes]
-        heading = "; ".join(resolved.notes) or None
+        heading = join_clauses(resolved.notes) or None
         print_warnings(sweep.warnings)
     elif command := split_command(args.command):
         if args.watch:
@@ -349,3 +351,19 @@ def report(
 
 
 __all__ = ["register", "main", "report", "GpuscaleError"]
+
+
+def as_given(names: list[str], paths: list[Path]) -> list[str | Path]:
+    """``paths`` (the inputs resolved, a sweep's name become its recordings) with
+    each that the user typed as a file put back as typed, so messages name it so:
+    ``./X`` given after ``X`` is "./X: given twice (the same file as X)"."""
+    left = list(names)
+    out: list[str | Path] = []
+    for path in paths:
+        typed = next((name for name in left if Path(name) == path), None)
+        if typed is None:
+            out.append(path)
+        else:
+            left.remove(typed)
+            out.append(typed)
+    return out

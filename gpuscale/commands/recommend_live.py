@@ -179,8 +179,7 @@ def sweep_configs(
 
 def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, str]:
     """Run the trainer at each count of the plan; the measured points as a Sweep."""
-    from rich.console import Console
-
+    from gpuscale.commands.console import text_console
     from gpuscale.live.trainer_run import LiveRun
     from gpuscale.trainer.options import config_from_args
     from gpuscale.trainer.preflight import check_config
@@ -193,7 +192,7 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
     )
     sweep_id = new_sweep_id()
     sweep_refs = {n: SweepRef(id=sweep_id, index=i, planned=counts) for i, n in enumerate(counts)}
-    console = Console(stderr=True, highlight=False)
+    console = text_console(stderr=True, highlight=False)
     record = None if args.no_record else "default"
     shared = shared_process(configs, record, no_reuse=getattr(args, "no_reuse", False))
     if shared is not None:

@@ -10,9 +10,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text as _RichText
 
+from gpuscale.analysis.decide import own_speedup, table_base
 from gpuscale.analysis.metrics import resolved
 from gpuscale.analysis.recommend import Recommendation
 from gpuscale.analysis.sweep import Sweep
+from gpuscale.commands.console import text_console
 from gpuscale.commands.recommend_chart import print_chart
 from gpuscale.formatting import (
     format_duration_s,
@@ -253,7 +255,7 @@ def render(
     console: Console | None = None,
     chart: bool = True,
 ) -> None:
-    console = console or Console()
+    console = console or text_console()
     if heading:
         console.print(Text(heading, style="bold"))
     for source in dict.fromkeys(sweep.sources):
@@ -273,8 +275,10 @@ def render(
             if model.scaling == "weak"
             else f"strong scaling, global batch {model.global_batch}"
         )
+        base = table_base(rows)
+        over = f"; speedup over its own {base} device{'s' if base != 1 else ''}" if base else ""
         table = Table(
-            title=markup_literal(f"{model.config} ({scaling}; exchange: {model.exchange})"),
+            title=markup_literal(f"{model.config} ({scaling}; exchange: {model.exchange}{over})"),
             title_justify="left",
         )
         columns, widths, legend = fit_columns(rec, shown, costs, console.width, layout)
@@ -351,7 +355,9 @@ def render(
         )
     )
     if rec.speedup is not None and rec.devices > 1 and rec.verdict != "none":
-        console.print(Text(f"Expected speedup {rec.speedup:.2f}x over {rec.baseline}."))
+        own = own_speedup(rec)
+        also = f" ({own[0]:.2f}x over {own[1]}, as in its table)" if own else ""
+        console.print(Text(f"Expected speedup {rec.speedup:.2f}x over {rec.baseline}{also}."))
     if rec.measure_next:
         console.print(Text(rec.measure_next[0].upper() + rec.measure_next[1:] + ".", style="bold"))
     console.print(

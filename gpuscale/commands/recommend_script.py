@@ -32,8 +32,7 @@ def run_script_sweep(
     args: argparse.Namespace, command: list[str], *, quiet: bool = False
 ) -> tuple[Sweep, str]:
     """Run ``command`` at each device count of the plan; the measured points as a Sweep."""
-    from rich.console import Console
-
+    from gpuscale.commands.console import text_console
     from gpuscale.commands.recommend_live import (
         count_gpus,
         picked_gpus_note,
@@ -46,7 +45,7 @@ def run_script_sweep(
 
     counts, heading, pool, available = plan(args)
     topology = sweep_topology(pool)
-    console = Console(stderr=True, highlight=False)
+    console = text_console(stderr=True, highlight=False)
     if not quiet:
         console.print(
             f"Running {' '.join(command)} on {', '.join(map(str, counts))} devices, one run each:",

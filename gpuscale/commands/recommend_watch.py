@@ -10,6 +10,7 @@ import argparse
 
 from gpuscale.analysis.sweep import Sweep
 from gpuscale.errors import EXIT_INTERRUPTED, GpuscaleError
+from gpuscale.formatting import join_clauses
 
 
 def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep, str, str | None]:
@@ -64,6 +65,6 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep, str, str
     if runner.failure:
         state = f"{runner.failure}; " + (state or "recommending from what was measured")
     recorded = None if args.no_record else f"recorded as {runner.sweep_id}"
-    heading = "; ".join(part for part in (heading, *notes, state, recorded) if part)
+    heading = join_clauses((heading, *notes, state, recorded))
     sweep = Sweep(points=final.points, sources=final.sources, available_devices=available)
     return sweep, heading, signal_name

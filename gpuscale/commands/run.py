@@ -14,6 +14,7 @@ import signal
 import statistics
 import sys
 from collections import deque
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from gpuscale.formatting import (
     format_bytes,
     format_duration_s,
     format_fraction_pct,
+    format_phase_in_step_s,
     format_phase_s,
     format_samples_s,
     visible,
@@ -68,6 +70,11 @@ def main(args: argparse.Namespace) -> int:
     if args.record is not None and args.record.exists():
         from gpuscale.errors import GpuscaleError
 
+        if args.record.is_dir():  # a file is what is written: say where one could go
+            raise GpuscaleError(
+                f"--record {args.record}: is a folder; give a file path, e.g. "
+                f"{args.record / 'run.ndjson'} (without --record: the runs folder)"
+            )
         raise GpuscaleError(f"--record {args.record}: the file exists; give a new path")
     from gpuscale.live.script_run import script_run_from_args, split_command, wants_script_run
 
@@ -114,7 +121,7 @@ def main(args: argparse.Namespace) -> int:
             summary["error"] = run.error.message
         print(json.dumps(summary, indent=2))
     else:
-        print_run_summary(run)
+        print_run_summary(run, shown_notes=getattr(view, "notes_shown", ()))
     if interrupted:
         return EXIT_INTERRUPTED
     if run.error is not None or (end is not None and end.status in ("failed", "lost")):
@@ -152,7 +159,6 @@ class _ProgressView:
     note and the trainer's warnings printed above it."""
 
     def __init__(self, steps: int | None):
-        from rich.console import Console
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -161,7 +167,9 @@ class _ProgressView:
             TimeElapsedColumn,
         )
 
-        self.console = Console(stderr=True, highlight=False)
+        from gpuscale.commands.console import text_console
+
+        self.console = text_console(stderr=True, highlight=False)
         self.progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -176,6 +184,8 @@ class _ProgressView:
             "starting TensorFlow", total=steps, step="", throughput=""
         )
         self.recent: deque[float] = deque(maxlen=10)
+        self.notes_shown: set[str] = set()
+        """Start notes printed above the bar: the summary does not print them again."""
 
     def __enter__(self):
         if self.console.is_terminal:  # elsewhere it draws nothing but a blank line at the end
@@ -194,8 +204,9 @@ class _ProgressView:
                 f"[bold]{_escape(event.model)}[/] on {_escape(devices)}, {_escape(_strategy(event))}, "
                 f"{_scaling(event)}",
             )
-            if event.note:
+            if event.note and event.note not in self.notes_shown:
                 self.console.print(f"[dim]{_escape(event.note)}[/]")
+                self.notes_shown.add(event.note)
             # the elapsed column counts from the start event, as every run duration
             # does (gpuscale.events.schema.run_duration_s): start-up is not the run
             self.progress.reset(self.task, description="training")
@@ -260,22 +271,28 @@ def phase_lines(s: dict[str, Any], replicas: int) -> list[str]:
     (95 % half-width over the probes) or "not resolved" where it is within its noise."""
     n = s["phase_steps"]
     one = replicas <= 1
+    step = s.get("phase_step_time_s")
+    compute = format_phase_in_step_s(s.get("compute_s"), s.get("compute_err_s"), step, n, replicas)
+    whole = compute.startswith("\u2248")  # compute alone fills the step: nothing left to split
     exposed = (
         "none (1 device: nothing to exchange)"
         if one
+        else "not resolved"
+        if whole
         else format_phase_s(s.get("allreduce_s"), s.get("allreduce_err_s"))
     )
     share, share_err = s.get("comm_share"), s.get("comm_share_err")
-    if not one and share is not None and resolved(s.get("allreduce_s"), s.get("allreduce_err_s")):
+    resolved_exchange = resolved(s.get("allreduce_s"), s.get("allreduce_err_s"))
+    if not one and not whole and share is not None and resolved_exchange:
         plus_minus = f" ± {share_err * 100:.1f} points" if share_err is not None else ""
         exposed += f" ({share:.1%}{plus_minus} of the step)"
     ranges = "95% ranges" if n >= 3 else "too few for ranges"
     lines = [
         f"  phases ({n} probe{'s' if n != 1 else ''}, {ranges}; against the probed steps' median "
-        f"{_ms(s.get('phase_step_time_s'))}):",
-        f"    compute {format_phase_s(s.get('compute_s'), s.get('compute_err_s'))}, "
+        f"{_ms(step)}):",
+        f"    compute {compute}, "
         f"exposed all-reduce {exposed}, "
-        f"apply {format_phase_s(s.get('apply_s'), s.get('apply_err_s'))}, "
+        f"apply {format_phase_in_step_s(s.get('apply_s'), s.get('apply_err_s'), step, n)}, "
         f"input wait {_ms(s.get('input_s'))}",
     ]
     if s.get("phase_consistent") is False:
@@ -316,12 +333,13 @@ def precision_line(s: dict[str, Any]) -> str | None:
     return f"  [yellow]precision: {target} asked, not reached by the end: {got}; {need}[/]"
 
 
-def print_run_summary(run: Any) -> None:
+def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
     """What a run measured, in a few lines (its `start_event`, `end`, `error`,
-    `recording_path`, `recording_problem`); `gpuscale replay` off a terminal too."""
-    from rich.console import Console
+    `recording_path`, `recording_problem`); `gpuscale replay` off a terminal too.
+    A start note in ``shown_notes`` (printed when the run began) is not repeated."""
+    from gpuscale.commands.console import text_console
 
-    console = Console(highlight=False)
+    console = text_console(highlight=False)
     start, end = run.start_event, run.end
     s = (end.summary or {}) if end else {}
     chief = getattr(run, "forwarding_to", None)
@@ -386,7 +404,7 @@ def print_run_summary(run: Any) -> None:
     line = precision_line(s)
     if line:
         console.print(line)
-    if start.note:
+    if start.note and start.note not in shown_notes:
         console.print(f"  [dim]note: {_escape(start.note)}[/]")
     if run.recording_path:
         console.print(f"  recorded to {_escape(str(run.recording_path))}")

@@ -24,6 +24,7 @@ from gpuscale.formatting import (
     format_fraction_pct,
     format_ms,
     format_number,
+    format_phase_in_step_s,
     format_phase_s,
     format_rate_bytes_s,
     visible,
@@ -155,7 +156,13 @@ def advice_parts(
                 f"{s.phase_steps} probe{'s' if s.phase_steps != 1 else ''}, "
                 f"vs {format_ms(s.phase_step_time_s)} steps",
             ),
-            _row("compute", format_phase_s(s.compute_s, s.compute_err_s), "green"),
+            _row(
+                "compute",
+                format_phase_in_step_s(
+                    s.compute_s, s.compute_err_s, s.phase_step_time_s, s.phase_steps, s.devices
+                ),
+                "green",
+            ),
             _row("all-reduce", exposed, comm_style),
             _row("apply", format_phase_s(s.apply_s, s.apply_err_s)),
             _row("input wait", f"{format_ms(s.input_s)} ({format_fraction_pct(s.input_share)})"),

@@ -1,0 +1,23 @@
+"""The rich console the text commands (`run`, `recommend`, `devices`) print with.
+
+On a terminal, lines wrap at its width as usual. Off a terminal (a pipe, a file)
+a line of text is never hard-wrapped: ``median 477.1 ms`` stays on one line for
+``grep`` and for the reader, so text is printed with rich's ``soft_wrap``. Tables
+and charts keep the console's width (80 columns by default, ``COLUMNS`` when set):
+a table lays itself out in its columns either way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+
+
+def text_console(**kwargs: Any) -> Console:
+    """A :class:`rich.console.Console` (``kwargs`` passed on) whose text lines are
+    not wrapped when its output is not a terminal."""
+    console = Console(**kwargs)
+    if not console.is_terminal:
+        console.soft_wrap = True
+    return console

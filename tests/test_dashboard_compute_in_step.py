@@ -1,0 +1,28 @@
+"""The dashboard's summary never shows a compute pass longer than the step it is
+measured against as a fact (the new-user trial: 263.0 ms beside 247.1 ms steps)."""
+
+from __future__ import annotations
+
+from gpuscale.analysis.summary import RunSummary
+from gpuscale.ui.widgets.advice import advice_content
+
+
+def test_compute_above_the_probed_step_reads_as_the_whole_step():
+    s = RunSummary(
+        devices=2,
+        steps_total=100,
+        steps_counted=95,
+        step_time_s=0.25,
+        phase_steps=1,
+        phase_step_time_s=0.2471,
+        compute_s=0.263,
+        allreduce_s=0.0,
+        apply_s=0.0,
+        input_s=0.0,
+        phase_consistent=False,
+    )
+    text = advice_content(s).plain
+    assert "263.0" not in text
+    assert "\u2248 the whole step (1 probe; exposed exchange not resolved)" in text
+    s.compute_s = 0.2
+    assert "200.0 ms" in advice_content(s).plain

@@ -1,0 +1,110 @@
+"""`recommend` says one thing once: the decision, the percentages it prints and its
+advice agree (a 60% shown never fails a 60% floor; no "no batch size reaches the
+floor" beside a step that passed it), and a speedup says what it is over."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpuscale.analysis.recommend import recommend
+from gpuscale.analysis.sweep import SweepPoint, normalize
+from gpuscale.cli import main
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_runs"
+
+
+def _points(rows: list[tuple[int, float, float | None, float | None]]) -> list[SweepPoint]:
+    return [
+        normalize(
+            SweepPoint(
+                devices=n,
+                scaling="weak",
+                per_replica_batch=64,
+                step_time_s=t,
+                compute_s=c,
+                allreduce_s=a,
+                config="c",
+                exchange="ring",
+            )
+        )
+        for n, t, c, a in rows
+    ]
+
+
+def test_a_percentage_near_the_floor_shows_the_decimals_that_decide():
+    from gpuscale.formatting import format_pct_against_floor
+
+    assert format_pct_against_floor(0.5996, 0.6, passes=False) == "59.96%"
+    assert format_pct_against_floor(0.6, 0.6, passes=True) == "60%"
+    assert format_pct_against_floor(0.6004, 0.6, passes=True) == "60%"
+    assert format_pct_against_floor(0.72, 0.6, passes=False) == "72%"  # judged on more than it
+
+
+def test_a_step_just_under_the_floor_is_not_shown_as_the_floor():
+    # 1 -> 2 gives 1.1992x: a marginal efficiency of 59.96%, which fails 60%
+    rec = recommend(_points([(1, 0.1, None, None), (2, 0.2 / 1.1992, None, None)]))
+    assert rec.devices == 1
+    (line,) = [r for r in rec.reasons if r.startswith("1 -> 2")]
+    assert "marginal efficiency 59.96% (floor 60%): not worth it" in line
+
+
+def test_exactly_the_floor_passes_despite_rounding_in_the_arithmetic():
+    rec = recommend(_points([(1, 0.1, None, None), (2, 0.2 / 1.2, None, None)]))
+    assert rec.devices == 2 and rec.walk[0].accepted
+
+
+def test_a_measured_step_that_passes_gets_no_advice_that_it_cannot():
+    # the live trial: "1 -> 2: 1.20x ..., 60% (floor 60%): worth it", MULTI: 2, then
+    # "no batch size makes 1 -> 2 reach 60% per the model"
+    rows = [(1, 0.1, 0.1, 0.0), (2, 0.2 / 1.2, 0.2 / 1.2 - 0.02, 0.02)]
+    rec = recommend(_points(rows), max_devices=2)
+    assert (rec.verdict, rec.devices) == ("multi", 2)
+    text = "\n".join(rec.reasons + rec.advice)
+    assert "no batch size makes" not in text and "reaches 60% marginal" not in text
+    assert "measured, 1 -> 2 passes the 60% floor" in text
+
+
+def test_the_speedup_says_its_baseline_and_matches_the_table(capsys):
+    # seed 002: the table shows nccl at 8 as 5.07x over nccl's own 1 device; the
+    # text's 5.00x is over 'gather on gpu:0' at 1 device (the fastest there)
+    assert main(["recommend", "--from", str(SAMPLES / "seed002_mnist.json")]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "nccl (strong scaling, global batch 1024; exchange: ring; speedup over its own 1 device)"
+        in out
+    )
+    assert (
+        "Expected speedup 5.00x over 'gather on gpu:0' on 1 device "
+        "(5.07x over 'nccl' on 1 device, as in its table)." in out
+    )
+    assert "5.00x over 'gather on gpu:0' on 1 device (efficiency 62%); 5.07x over 'nccl'" in out
+    assert "1 ('gather on gpu:0') -> 2 ('nccl'): 1.87x" in out
+
+
+def test_one_configuration_says_its_speedup_once(capsys):
+    runs = [str(SAMPLES / f"mnist-cnn_{n}xcpu.ndjson") for n in (1, 2)]
+    assert main(["recommend", "--from", *runs]) == 0
+    out = capsys.readouterr().out
+    assert "as in its table" not in out and "speedup over its own 1 device" in out
+
+
+def test_a_probed_compute_longer_than_the_step_is_not_a_share_above_100_percent():
+    points = [
+        normalize(
+            SweepPoint(
+                devices=n,
+                scaling="weak",
+                per_replica_batch=64,
+                step_time_s=t,
+                compute_s=c,
+                allreduce_s=0.0 if n == 1 else 0.01,
+                config="c",
+                exchange="ring",
+                platform="gpu",
+            )
+        )
+        for n, t, c in ((1, 0.477, 0.535), (2, 0.5, 0.535))
+    ]
+    text = "\n".join(recommend(points).advice)
+    assert "Compute is about all of each step at 2 devices" in text
+    assert "112%" not in text and "107%" not in text

@@ -1,0 +1,80 @@
+"""Wording a new user found wrong: plurals, "within 0%", joined notes, a file given
+twice named as given, a note printed twice, and --record given a folder."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+from gpuscale.analysis.confidence import run_confidence
+from gpuscale.analysis.summary import RunSummary
+from gpuscale.cli import main
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_runs"
+
+
+def test_one_phase_breakdown_is_singular():
+    s = RunSummary(devices=2, steps_total=60, steps_counted=55, phase_steps=1)
+    assert "1 phase breakdown," in run_confidence(s).reason
+    s.phase_steps = 4
+    assert "4 phase breakdowns," in run_confidence(s).reason
+
+
+def test_a_close_fit_is_not_said_to_be_within_0_percent(capsys):
+    assert main(["recommend", "--from", str(SAMPLES / "seed002_mnist.json")]) == 0
+    out = capsys.readouterr().out
+    assert "within 0%" not in out
+    assert "fits the measured points within 0.3%" in out
+
+
+def test_notes_ending_with_a_full_stop_join_without_it():
+    from gpuscale.formatting import join_clauses
+
+    joined = join_clauses(["pass --width 128 for the original.", None, "", "recorded as sweep-1"])
+    assert joined == "pass --width 128 for the original; recorded as sweep-1"
+
+
+def test_a_file_given_twice_is_named_both_ways_as_given(capsys, tmp_path, monkeypatch):
+    shutil.copy(SAMPLES / "seed002_mnist.json", tmp_path / "s.json")
+    monkeypatch.chdir(tmp_path)
+    assert main(["recommend", "--json", "--from", "s.json", "./s.json"]) == 0
+    err = capsys.readouterr().err
+    assert "./s.json: given twice (the same file as s.json); counted once" in err
+
+
+def test_the_start_note_shown_while_running_is_not_repeated_in_the_summary(capsys):
+    from gpuscale.commands.run import print_run_summary
+
+    note = "CPU only (2 cores): mnist-cnn shrunk to 32 channels"
+    start = SimpleNamespace(
+        model="mnist-cnn",
+        num_replicas=1,
+        platform="cpu",
+        strategy="none",
+        cross_device_ops=None,
+        scaling="strong",
+        global_batch=64,
+        per_replica_batch=64,
+        note=note,
+    )
+    run = SimpleNamespace(
+        start_event=start,
+        end=SimpleNamespace(status="completed", summary={"steps_total": 10, "steps_counted": 5}),
+        error=None,
+        recording_path=None,
+        recording_problem=None,
+    )
+    print_run_summary(run)  # replay: nothing printed it before
+    assert capsys.readouterr().out.count("shrunk to 32 channels") == 1
+    print_run_summary(run, shown_notes={note})
+    assert "shrunk" not in capsys.readouterr().out
+
+
+def test_record_into_a_folder_says_it_is_a_folder(capsys, tmp_path):
+    assert main(["run", "--record", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"--record {tmp_path}: is a folder; give a file path, e.g. {tmp_path / 'run.ndjson'}" in err
+    )
+    assert "the file exists" not in err
