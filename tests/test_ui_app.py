@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from ui_fixtures import FakeClock, FakeLiveRun, cpu_run, gpu8_run, replay
@@ -69,6 +70,48 @@ async def test_ctrl_q_also_stops_the_live_run():
         await pilot.press("ctrl+q")
         await pilot.pause(0.2)
     assert run.stop_calls == 1
+
+
+async def test_ctrl_c_stops_the_live_run_as_an_interruption():
+    """Ctrl-C, as Textual reads it (a key, not SIGINT), stops the trainer and the app
+    says so: watch prints the summary and exits 130 (run_until_stop_signal)."""
+    run = FakeLiveRun(cpu_run()[:40], finish=False)
+    app = build_app(LiveSource(run))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.press("ctrl+c")
+        await pilot.pause(0.2)
+    assert run.stop_calls == 1
+    assert app.interrupted_by == "Ctrl-C"
+
+
+async def test_ctrl_c_just_quits_a_replay():
+    app = build_app(replay(cpu_run(), end=True))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.press("ctrl+c")
+        await pilot.pause(0.2)
+    assert app.return_value == 0 and app.interrupted_by is None
+
+
+async def test_the_header_shows_the_recording_once_renamed():
+    """The recording is renamed when the run's own start arrives (live/base.py);
+    the header follows it instead of keeping the provisional name."""
+    events = cpu_run()
+    run = FakeLiveRun(events[:5], finish=False)
+    run.recording_path = Path("/runs/20260101_mnist-cnn_1xcpu.ndjson")
+    source = LiveSource(run)
+    app = build_app(source)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await app.settle()
+        assert "mnist-cnn_1xcpu" in source.info.label
+        run.recording_path = Path("/runs/20260101_mnist-cnn-w32_2xcpu.ndjson")
+        for event in events[5:10]:
+            run.queue.put(event)
+        await app.settle()
+        await pilot.pause()
+        assert source.info.label == "/runs/20260101_mnist-cnn-w32_2xcpu.ndjson"
+        assert "mnist-cnn-w32_2xcpu" in str(app.header_panel.render())
 
 
 async def test_finished_run_stays_open_with_the_summary():

@@ -125,6 +125,8 @@ async def test_q_stops_the_run_in_progress_and_recommends_from_what_was_measured
         await app.workers.wait_for_complete()
         await pilot.pause()
     assert runs[2].stopped and 4 not in runs  # stopped cleanly; no further count started
+    # Ctrl-C is an interruption: the command prints the report and exits 130; q, ctrl+q exit 0
+    assert app.interrupted_by == ("Ctrl-C" if key == "ctrl+c" else None)
     assert runner.view.state == "stopped" and runner.view.measured_counts == [1]
     assert runner.view.state_line() == (
         "Sweep stopped after 1 of 3 counts: recommending from what was measured (1 device)"

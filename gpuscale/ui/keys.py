@@ -28,6 +28,12 @@ class Key:
 
 KEYS: tuple[Key, ...] = (
     Key("q", "quit; a live run is stopped cleanly first", "Quit", bindings=(("q", "quit_run"),)),
+    Key(
+        "ctrl+c",
+        "quit; a live run is stopped cleanly first and gpuscale exits 130 (replay: as q)",
+        bindings=(("ctrl+c", "interrupt"),),
+        priority=True,
+    ),
     Key("?", "this help", "Help", bindings=(("question_mark", "help"),)),
     Key(
         "space",

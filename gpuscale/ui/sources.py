@@ -345,8 +345,7 @@ class LiveSource(EventSource):
         for event in events:
             if isinstance(event, EndEvent):
                 self.end = event
-        if not self.info.label.startswith("/"):
-            self._update_label()
+        self._update_label()  # the recording is renamed once the run's own start arrives
         return Batch(events)
 
     @property
