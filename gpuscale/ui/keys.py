@@ -30,7 +30,7 @@ KEYS: tuple[Key, ...] = (
     Key("q", "quit; a live run is stopped cleanly first", "Quit", bindings=(("q", "quit_run"),)),
     Key(
         "ctrl+c",
-        "quit; a live run is stopped cleanly first and gpuscale exits 130 (replay: as q)",
+        "as q; a live run then exits 130 (interrupted)",
         bindings=(("ctrl+c", "interrupt"),),
         priority=True,
     ),
