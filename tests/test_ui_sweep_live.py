@@ -140,9 +140,9 @@ def test_watch_refuses_from_and_json(capsys):
     assert "leave it out for --json" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("stopped_after", [0, 1])
+@pytest.mark.parametrize(("stopped_after", "stopped_by"), [(0, None), (1, None), (1, "Ctrl-C")])
 def test_watch_command_prints_the_recommendation_from_what_was_measured(
-    monkeypatch, capsys, stopped_after
+    monkeypatch, capsys, stopped_after, stopped_by
 ):
     """The command around the screen: the report printed after the app closes says
     the sweep stopped and what the recommendation rests on."""
@@ -164,7 +164,7 @@ def test_watch_command_prints_the_recommendation_from_what_was_measured(
         runner.run(lambda v: None, lambda v: None)
         runner.view.planned = [1, 2, 4]
         runner.view.state = "stopped"
-        return None
+        return stopped_by  # what run_until_stop_signal says after the Ctrl-C key or q
 
     monkeypatch.setattr(ui_app, "run_until_stop_signal", fake_run)
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)  # the screen: in a terminal
@@ -174,7 +174,7 @@ def test_watch_command_prints_the_recommendation_from_what_was_measured(
         assert code == 130
         assert "stopped before the first device count was measured" in captured.err
     else:
-        assert code == 0
+        assert code == (130 if stopped_by else 0)  # Ctrl-C: the report, then 130
         assert (
             "Sweep stopped after 1 of 3 counts: recommending from what was measured" in captured.out
         )
