@@ -112,6 +112,11 @@ async def test_the_header_shows_the_recording_once_renamed():
         await pilot.pause()
         assert source.info.label == "/runs/20260101_mnist-cnn-w32_2xcpu.ndjson"
         assert "mnist-cnn-w32_2xcpu" in str(app.header_panel.render())
+        run.recording_path = None  # a run that ended before anything was written
+        run.queue.put(None)
+        await app.settle()
+        await pilot.pause()
+        assert source.info.label == "none (nothing was recorded)"
 
 
 async def test_finished_run_stays_open_with_the_summary():
