@@ -85,6 +85,19 @@ async def test_ctrl_c_stops_the_live_run_as_an_interruption():
     assert app.interrupted_by == "Ctrl-C"
 
 
+async def test_ctrl_c_after_the_run_ended_just_quits():
+    """The run completed and its summary is on screen: Ctrl-C leaves, exit 0."""
+    run = FakeLiveRun(cpu_run())
+    app = build_app(LiveSource(run))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        assert app.model.end is not None
+        await pilot.press("ctrl+c")
+        await pilot.pause(0.2)
+    assert app.interrupted_by is None and app.return_value == 0
+
+
 async def test_ctrl_c_just_quits_a_replay():
     app = build_app(replay(cpu_run(), end=True))
     async with app.run_test(size=(80, 24)) as pilot:

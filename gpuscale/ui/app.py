@@ -311,9 +311,10 @@ class GpuscaleApp(App[int]):
         self.action_quit_run()
 
     def action_interrupt(self) -> None:
-        """Ctrl-C: as ``q``, and a live run then counts as interrupted (exit 130,
-        like ``gpuscale run``); a replay just quits."""
-        if not self.is_replay and self.interrupted_by is None:
+        """Ctrl-C: as ``q``, and a live run still going then counts as interrupted
+        (exit 130, like ``gpuscale run``); a replay, or a run already over, just quits."""
+        over = self.model.end is not None or self._finished_posted
+        if not self.is_replay and not over and self.interrupted_by is None:
             self.interrupted_by = "Ctrl-C"
         self.action_quit_run()
 

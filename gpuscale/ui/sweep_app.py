@@ -392,9 +392,10 @@ class SweepApp(App[int]):
         self.notify(f"screenshot saved to {path}")
 
     def action_interrupt(self) -> None:
-        """Ctrl-C: as ``q``; a live sweep then counts as interrupted (the report is
-        still printed, exit 130); a sweep from recordings just quits."""
-        if self.runner is not None and self.interrupted_by is None:
+        """Ctrl-C: as ``q``; a live sweep still running then counts as interrupted
+        (the report is still printed, exit 130); a sweep from recordings, or one
+        already over, just quits."""
+        if self.runner is not None and self.runner_active and self.interrupted_by is None:
             self.interrupted_by = "Ctrl-C"
         self.action_quit_run()
 
