@@ -1,5 +1,17 @@
-"""The published scaling corpus (``../shared/corpus/published-scaling.json``) as
-sweep points, and the cases the prediction benchmark and the calibration share.
+"""The published scaling corpus (``published-scaling.json``, not shipped with the
+repository) as sweep points, and the cases the prediction benchmark and the
+calibration share.
+
+Where the corpus comes from (:func:`find_corpus`), first found wins:
+
+1. ``GPUSCALE_CORPUS``, when set: that file, used as given (a path that does not
+   exist is one error line when the corpus is loaded, never another file);
+2. ``shared/corpus/published-scaling.json`` beside the checkout (``../shared/...``,
+   as in ``/work/main`` beside ``/work/shared``), else beside a folder above it
+   (a git worktree one level deeper, ``/work/wt/NAME``).
+
+Without either, the benchmarks that need it stop with one line saying so, and the
+tests that need it are skipped.
 
 A *case* is one table, one set of fitted counts (``{1, 2}`` or ``{1, 2, 4}``) and
 the larger published counts it predicts. Cases are grouped into folds by source
@@ -21,22 +33,55 @@ sys.path.insert(0, str(ROOT))
 
 from gpuscale.analysis.sweep import SweepPoint  # noqa: E402
 
-DEFAULT_CORPUS = Path(
-    os.environ.get(
-        "GPUSCALE_CORPUS", ROOT.parent.parent / "shared" / "corpus" / "published-scaling.json"
-    )
-)
-if not DEFAULT_CORPUS.exists():
-    DEFAULT_CORPUS = Path("/work/shared/corpus/published-scaling.json")
+CORPUS_ENV = "GPUSCALE_CORPUS"
+"""The variable that names the corpus file explicitly."""
+SHARED_CORPUS = Path("shared") / "corpus" / "published-scaling.json"
+"""Where the corpus sits relative to a folder beside the checkout."""
+
+
+def find_corpus() -> Path | None:
+    """The corpus file by the lookup order in this module's docstring: the
+    ``GPUSCALE_CORPUS`` path as given, existing or not; else the first existing
+    ``shared/corpus/published-scaling.json`` beside the checkout or a folder above
+    it; ``None`` when there is none."""
+    explicit = os.environ.get(CORPUS_ENV, "")
+    if explicit:
+        return Path(explicit).expanduser()
+    for folder in ROOT.parents:
+        candidate = folder / SHARED_CORPUS
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+DEFAULT_CORPUS: Path = find_corpus() or ROOT.parent / SHARED_CORPUS
+"""The corpus the benchmarks read by default (:func:`find_corpus`; where none is
+found, the first place looked, which does not exist)."""
 
 FIT_SETS: tuple[tuple[int, ...], ...] = ((1, 2), (1, 2, 4))
 """What each table is fitted on; every larger published count is predicted."""
 
 
 def load_tables(path: str | Path = DEFAULT_CORPUS) -> list[dict]:
-    with open(path, encoding="utf-8") as f:
-        doc = json.load(f)
-    if doc.get("format") != "published-scaling-tables":
+    """The corpus' tables; one line and exit 1 (``SystemExit``) when ``path`` is
+    missing or is not a corpus file."""
+    path = Path(path)
+    if not path.is_file():
+        named = os.environ.get(CORPUS_ENV, "")
+        if named and Path(named).expanduser() == path:
+            why = f"{CORPUS_ENV} names it; set it to the corpus file or unset it"
+        else:
+            why = (
+                f"it is not shipped with gpuscale: put it at ../{SHARED_CORPUS} beside the "
+                f"checkout or set {CORPUS_ENV}=FILE"
+            )
+        raise SystemExit(f"{path}: no published corpus there ({why})")
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SystemExit(f"{path}: cannot read the published corpus ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("format") != "published-scaling-tables":
         raise SystemExit(f"{path}: not a published-scaling-tables file")
     return doc["tables"]
 

@@ -1,5 +1,6 @@
 """How well gpuscale predicts device counts nobody measured, checked on the
-published scaling corpus (``../shared/corpus/published-scaling.json``).
+published scaling corpus (not shipped: ``GPUSCALE_CORPUS``, else
+``../shared/corpus/published-scaling.json`` beside the checkout; :mod:`benchmarks.corpus`).
 
 For every GPU table of the corpus: fit on its 1- and 2-GPU rows and predict 4, 8
 (and 16 where published); fit on 1, 2, 4 and predict 8 (and 16). Cross-validated

@@ -120,6 +120,8 @@ def test_help_exits_zero_and_lists_commands():
     assert result.returncode == 0
     for command in ("run", "watch", "recommend", "replay", "runs", "devices"):
         assert command in result.stdout
+    flat = " ".join(result.stdout.split())
+    assert "or a recorded sweep (sweep-..." in flat  # replay is not only for one run
 
 
 def test_every_source_folder_is_a_regular_package():

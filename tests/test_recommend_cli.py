@@ -24,6 +24,17 @@ def _configs(doc: dict) -> dict[str, int]:
     return {c["config"]: c["devices"] for c in doc["recommendation"]["configs"]}
 
 
+@pytest.mark.parametrize("name", sorted(p.name for p in SAMPLES.glob("seed*.json")))
+def test_the_from_line_says_the_origin_document_is_not_shipped(capsys, name):
+    """The seeds/NNN_....txt a shipped table names is not in the repository: its
+    `from` line says what it is (and where the README explains it)."""
+    assert main(["recommend", "--no-chart", "--from", str(SAMPLES / name)]) == 0
+    first = " ".join(capsys.readouterr().out.split("\n\n")[0].split())
+    assert first.startswith("from origin document 0")
+    assert "the project's source material seeds/" in first and "not shipped" in first
+    assert "sample_runs/README.md" in first
+
+
 def test_seed000_v100_stay_on_one_gpu_with_variables_on_the_gpu(capsys):
     rec = _json(capsys, "--from", str(SAMPLES / "seed000_v100.json"))["recommendation"]
     assert (rec["verdict"], rec["devices"], rec["config"]) == ("single", 1, "variables on GPU")

@@ -50,6 +50,20 @@ def test_warnings_are_escaped(capsys, tmp_path):
     assert "\\x1b]0;PWNED\\x07" in err and len(_warnings(err)) == 1
 
 
+@pytest.mark.parametrize("content", [b"", b"\n  \n", b"\xef\xbb\xbf"])
+def test_an_empty_file_says_empty_file_as_replay_does(capsys, tmp_path, content):
+    """What a failed ``recommend --json > sweep.json`` leaves: 'empty file', not a
+    JSON parser's 'truncated'."""
+    empty = tmp_path / "sweep.json"
+    empty.write_bytes(content)
+    assert main(["recommend", "--from", str(empty)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"gpuscale: error: {empty}: empty file: neither a sweep file nor a recording"
+    if content == b"":  # replay's own reader says the same of a file with no byte
+        assert main(["replay", str(empty)]) == 2
+        assert "empty file" in capsys.readouterr().err
+
+
 def _measured(capsys, *paths) -> tuple[list[int], list[str]]:
     assert main(["recommend", "--json", "--from", *map(str, paths)]) == 0
     out, err = capsys.readouterr()

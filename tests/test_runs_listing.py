@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -61,3 +62,40 @@ def test_older_runs_of_one_sweep_are_grouped_by_a_guess(capsys, tmp_path):
     (line,) = [line for line in out.splitlines() if line.startswith("A? ")]
     assert re.match(r"A\? +guess-20\d{6}-\d{6} +mnist-cnn-w32, measured on 1, 2 \(a guess", line)
     assert f"gpuscale replay {tmp_path}/NAME" in out
+
+
+def _multi_worker_copy(source: Path, target: Path) -> Path:
+    """``source`` as if recorded by a 2-worker multi-worker run, 100 s later."""
+    lines = source.read_text().splitlines()
+    start = json.loads(lines[0])
+    start.update(strategy="multi-worker", num_workers=2, t=start["t"] + 100)
+    lines[0] = json.dumps(start)
+    target.write_text("\n".join(lines) + "\n")
+    return target
+
+
+@pytest.mark.parametrize("columns", [None, "80"])
+def test_the_strategy_shows_where_the_runs_differ_in_it(capsys, monkeypatch, tmp_path, columns):
+    """A mirrored and a multi-worker run of one model on 2 devices are told apart;
+    runs that all share a strategy get no Strategy column."""
+    shutil.copy(SAMPLES / "mlp_2xcpu.ndjson", tmp_path / "mlp_2xcpu.ndjson")
+    assert main(["runs", "--dir", str(tmp_path)]) == 0
+    assert "Strategy" not in capsys.readouterr().out
+    _multi_worker_copy(SAMPLES / "mlp_2xcpu.ndjson", tmp_path / "mlp_2xcpu_mw.ndjson")
+    if columns is not None:  # a narrow terminal keeps the column
+        import rich.console
+
+        real = rich.console.Console
+        monkeypatch.setattr(
+            rich.console,
+            "Console",
+            lambda **kw: real(**{**kw, "force_terminal": True, "width": int(columns)}),
+        )
+    assert main(["runs", "--dir", str(tmp_path)]) == 0
+    out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
+    assert "Strategy" in out
+    assert re.search(r"mlp +2xcpu +mirrored +100 ", out)
+    assert re.search(r"mlp +2xcpu +multi-worker, 2 workers +100 ", out)
+    assert main(["runs", "--dir", str(tmp_path), "--json"]) == 0
+    runs = json.loads(capsys.readouterr().out)["runs"]
+    assert [(r["strategy"], r["workers"]) for r in runs] == [("mirrored", 1), ("multi-worker", 2)]

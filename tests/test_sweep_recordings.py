@@ -177,6 +177,20 @@ def test_a_sweep_is_named_by_its_id_a_prefix_or_dir_and_id(recorded, monkeypatch
         find_sweep("sweep-19990101", recorded)
 
 
+def test_dir_and_a_beginning_resolve_like_a_beginning_alone(recorded, capsys):
+    """``DIR/guess`` (the only guessed sweep) resolves as ``guess-...`` does; ``sweep``
+    alone is a beginning too (here of two sweeps: one line); ``sweep.json`` stays a file."""
+    resolved = resolve_inputs([f"{recorded}/guess"])
+    assert [p.name for p in resolved.paths] == ["mnist-cnn_1xcpu.ndjson", "mnist-cnn_2xcpu.ndjson"]
+    assert resolved.sweeps[0].name.startswith("guess-")
+    with pytest.raises(GpuscaleError, match="2 sweeps .* begin so"):
+        resolve_inputs([f"{recorded}/sweep"])
+    assert resolve_inputs([f"{recorded}/sweep.json"]).paths == [recorded / "sweep.json"]
+    assert main(["recommend", "--from", f"{recorded}/guess", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert sorted(p["devices"] for p in doc["points"] if not p.get("predicted")) == [1, 2]
+
+
 def test_resolving_a_stopped_sweep_gives_its_measured_runs(recorded):
     resolved = resolve_inputs([f"{recorded}/{STOPPED}", str(recorded / "mlp_2xcpu.ndjson")])
     assert [p.name for p in resolved.paths] == [

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import sys
+from pathlib import Path
 
 import pytest
 from fake_nvml import FakeNvml
@@ -60,7 +61,7 @@ def test_a_model_module_is_found_without_importing_it(tmp_path, monkeypatch):
     package.mkdir()
     (package / "__init__.py").write_text("raise RuntimeError('imported')\n")
     (package / "models.py").write_text("def build(): pass\n")
-    (tmp_path / "flat.py").write_text("raise RuntimeError('imported')\n")
+    (tmp_path / "flat.py").write_text("raise RuntimeError('imported')\ndef build(): pass\n")
     monkeypatch.chdir(tmp_path)
     check_model_module("mypkg.models:build")
     check_model_module("flat:build")
@@ -72,6 +73,68 @@ def test_a_model_module_is_found_without_importing_it(tmp_path, monkeypatch):
         check_model_module("mypkg.nothing:build")
     with pytest.raises(GpuscaleError, match="cannot find module 'flat.sub'"):
         check_model_module("flat.sub:build")  # flat is a module, not a package
+
+
+def test_a_missing_function_is_found_from_the_source_without_running_it(tmp_path, monkeypatch):
+    """The module's top level would run (here: raise) on import; its syntax tree
+    says whether it binds the function. Where the source cannot tell, no refusal."""
+    (tmp_path / "script.py").write_text(
+        "raise RuntimeError('ran')\n"
+        "import keras as k, os.path\n"
+        "from json import loads as parse\n"
+        "def build(): pass\n"
+        "async def _hidden(): pass\n"
+        "class Net: pass\n"
+        "try:\n    import fancy\n    made = fancy.make\nexcept ImportError:\n    made = None\n"
+        "if True:\n    def later(): pass\n"
+        "alias: object = build\n"
+        "def setter():\n    global assigned\n    assigned = build\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    for name in ("build", "Net", "made", "later", "alias", "assigned", "parse", "k", "os", "fancy"):
+        check_model_module(f"script:{name}")
+    assert "script" not in sys.modules
+    with pytest.raises(GpuscaleError) as info:
+        check_model_module("script:nothing")
+    message = str(info.value)
+    assert message.startswith(
+        "--model script:nothing: module 'script' has no function 'nothing' "
+        "(its functions: build, setter; read from "
+    )
+    assert message.endswith("script.py, not run)") and "\n" not in message
+    # what the source cannot rule out is left to the trainer
+    for i, dynamic in enumerate(
+        [
+            "from os.path import *",
+            "globals()['nothing'] = print",
+            "def __getattr__(name): return print",
+            "import sys\nsetattr(sys.modules[__name__], 'nothing', print)",
+            "exec('def nothing(): pass')",
+            "def broken(:",
+        ]
+    ):
+        (tmp_path / f"dyn{i}.py").write_text(dynamic + "\n")
+        check_model_module(f"dyn{i}:nothing")
+
+
+def test_run_refuses_a_missing_function_of_a_script_in_one_line(monkeypatch, capsys):
+    """examples/train_keras.py trains on import: naming a function it lacks is one
+    line and exit 2 before any trainer starts, not the script's own error."""
+    import gpuscale.live.trainer_run as trainer_run
+    from gpuscale.cli import main
+
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.chdir(root)
+    monkeypatch.setattr(
+        trainer_run.LiveRun, "start", lambda *a, **k: pytest.fail("a trainer was started")
+    )
+    assert main(["run", "--model", "examples.train_keras:nothing", "--no-record"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(
+        "gpuscale: error: --model examples.train_keras:nothing: module 'examples.train_keras' "
+        "has no function 'nothing'"
+    )
+    assert "\n" not in err and "examples.train_keras" not in sys.modules
 
 
 @pytest.mark.parametrize(

@@ -209,6 +209,28 @@ def test_replay_off_a_terminal_prints_the_summary_and_exits(tmp_path):
     assert "stdout is not" in out.stderr and "terminal" in out.stderr
 
 
+def test_replay_off_a_terminal_warns_as_recommend_from_does(tmp_path, capsys):
+    """A file cut mid-line and without its end event: piped replay says on stderr,
+    one ``gpuscale: warning:`` line each, what ``recommend --from`` says of it."""
+    from gpuscale.cli import main
+
+    path = write_run(tmp_path / "cut.ndjson", cpu_run())
+    data = path.read_bytes()
+    last_line = data.rstrip(b"\n").rindex(b"\n") + 1  # the end event's line
+    path.write_bytes(data[: last_line + 20])  # killed while writing it
+    assert main(["replay", str(path)]) == 0
+    replay_err = capsys.readouterr().err
+    replay_warnings = [x for x in replay_err.splitlines() if x.startswith("gpuscale: warning:")]
+    assert any("cut off" in x for x in replay_warnings)
+    assert any("no end event" in x for x in replay_warnings)
+    main(["recommend", "--from", str(path)])
+    recommend_err = capsys.readouterr().err
+    recommend_warnings = [
+        x for x in recommend_err.splitlines() if x.startswith("gpuscale: warning:")
+    ]
+    assert replay_warnings == recommend_warnings
+
+
 def test_run_with_nothing_after_the_double_dash_is_an_error(capsys):
     from gpuscale.cli import main
 

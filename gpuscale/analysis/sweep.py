@@ -271,7 +271,10 @@ def read_sweep_file(path: str | Path) -> Sweep:
     """Read and validate one sweep file (measured points only, normalized)."""
     path = Path(path)
     try:
-        raw = decode_json(read_bounded(path, MAX_SWEEP_BYTES))
+        data = read_bounded(path, MAX_SWEEP_BYTES)
+        if not strip_bom(data).strip():  # e.g. what a failed `recommend --json > FILE` leaves
+            raise GpuscaleError(f"{path}: empty file: neither a sweep file nor a recording")
+        raw = decode_json(data)
     except JsonInputError as exc:
         raise GpuscaleError(f"{path}: {exc}") from None
     if not isinstance(raw, dict):

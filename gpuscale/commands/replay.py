@@ -15,7 +15,8 @@ MAX_SPEED = 1e6
 def register(sub) -> None:
     parser = sub.add_parser(
         "replay",
-        help="show a recorded run in the dashboard",
+        help="show a recorded run in the dashboard, or a recorded sweep (sweep-..., or one "
+        "run per device count) in the scaling view",
         description=(
             "Replay a recording (.ndjson or .ndjson.gz) in the same dashboard as "
             "'gpuscale watch'. Keys: space pause, left/right seek 10 s, +/- speed, "
@@ -94,12 +95,17 @@ def main(args: argparse.Namespace) -> int:
         if (
             not sys.stdout.isatty()
         ):  # piped or redirected: a dashboard would write escape codes forever
+            from gpuscale.commands.recommend import print_warnings
+
             print_summary(source.events, args.file)
             print(
                 "gpuscale: replay shows the dashboard in a terminal; stdout is not one, so this "
                 "is the recording's summary",
                 file=sys.stderr,
             )
+            # What the reader forgave (a cut last line, no end event), as recommend --from
+            # says it; the dashboard shows the same lines in its log.
+            print_warnings(source.info.warnings)
             return 0
         from gpuscale.errors import EXIT_INTERRUPTED
         from gpuscale.ui.app import build_app, run_until_stop_signal

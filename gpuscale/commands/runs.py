@@ -14,10 +14,11 @@ from gpuscale.formatting import format_bytes, format_duration_s, markup_literal,
 def register(sub) -> None:
     parser = sub.add_parser(
         "runs",
-        help="list recorded runs",
+        help="list recorded runs and the sweeps they make",
         description=(
-            "List the recorded runs: when each started, which model, how many devices, "
-            "steps, duration and file size. Every 'gpuscale run' is recorded here unless "
+            "List the recorded runs: when each started, which model, how many devices "
+            "(and the strategy and workers, where the runs differ in them), steps, duration "
+            "and file size. Every 'gpuscale run' is recorded here unless "
             "given --no-record. The runs of one 'gpuscale recommend' sweep are listed as one "
             "sweep, by the sweep id they carry (older recordings: by a guess, marked '?'); "
             "'gpuscale replay NAME' and 'gpuscale recommend --from NAME' take a sweep's name."
@@ -74,6 +75,9 @@ def main(args: argparse.Namespace) -> int:
     console = Console()
     if not console.is_terminal:  # a pipe or a file: whole lines, file names included
         console = Console(width=1000)
+    # Strategy (and workers) only where the runs listed differ in them: a multi-worker
+    # run and a mirrored one of one model are otherwise the same "mlp 2xcpu".
+    show_strategy = len({strategy_label(run) for run in runs if run.model != "?"}) > 1
     labels = group_labels(groups)
     label_of = {run.path: labels[group.name] for group in groups for run in group.runs}
     rows = []
@@ -93,6 +97,7 @@ def main(args: argparse.Namespace) -> int:
                 )
                 if run.devices
                 else "?",
+                markup_literal(strategy_label(run), limit=40),
                 str(run.steps) if run.steps is not None else "n/a",
                 format_duration_s(run.duration_s),
                 format_bytes(run.size_bytes),
@@ -106,7 +111,12 @@ def main(args: argparse.Namespace) -> int:
     layouts = ((True, True), (False, True), (True, False), (False, False))
     for show_when, show_files in layouts:
         table = _table(
-            folder, rows, show_when=show_when, show_files=show_files, show_sweeps=bool(groups)
+            folder,
+            rows,
+            show_when=show_when,
+            show_files=show_files,
+            show_sweeps=bool(groups),
+            show_strategy=show_strategy,
         )
         if (
             console.measure(table, options=console.options.update_width(10_000)).maximum
@@ -144,6 +154,15 @@ def _print_with_file_lines(console, table, names: list[str]) -> None:
     for line, name in zip(lines[head:], names, strict=True):
         console.print(Text.assemble(*((seg.text, seg.style) for seg in line)), overflow="fold")
         console.print(Text("  " + name, style="dim"), overflow="fold")
+
+
+def strategy_label(run) -> str:
+    """The run's strategy as the Strategy column shows it: ``mirrored``,
+    ``multi-worker, 2 workers``; ``?`` when the recording does not say."""
+    label = run.strategy or "?"
+    if run.workers > 1:
+        label += f", {run.workers} workers"
+    return label
 
 
 def group_labels(groups: list) -> dict[str, str]:
@@ -186,6 +205,7 @@ def _table(
     show_when: bool,
     show_files: bool,
     show_sweeps: bool,
+    show_strategy: bool = False,
 ):
     from rich import box
     from rich.table import Table
@@ -203,6 +223,7 @@ def _table(
         ("Sweep", "left"),
         ("Model", "left"),
         ("Devices", "right"),
+        ("Strategy", "left"),
         ("Steps", "right"),
         ("Duration", "right"),
         ("Size", "right"),
@@ -215,6 +236,7 @@ def _table(
         if (name != "When" or show_when)
         and (name != "File" or show_files)
         and (name != "Sweep" or show_sweeps)
+        and (name != "Strategy" or show_strategy)
     ]
     for i in keep:
         name, justify = columns[i]

@@ -125,6 +125,11 @@ class RunInfo(msgspec.Struct, kw_only=True):
     """Why the file cannot be read, when ``status`` is ``unreadable``."""
     sweep: SweepRef | None = None
     """The sweep the run is one count of (its start event's ``sweep``, format 1.3 on)."""
+    strategy: str = ""
+    """The start event's ``strategy`` (``mirrored``, ``multi-worker``, ...; empty when
+    unknown)."""
+    workers: int = 1
+    """Worker processes of the run (the start event's ``num_workers``)."""
 
     @property
     def when(self) -> datetime | None:
@@ -203,6 +208,8 @@ def _info(path: Path) -> RunInfo:
         size_bytes=size,
         status=status,
         sweep=start.sweep,
+        strategy=start.strategy,
+        workers=start.num_workers,
     )
 
 

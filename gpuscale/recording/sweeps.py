@@ -12,7 +12,7 @@ per device count, found again as one thing.
   is a guess wherever it is shown.
 
 A sweep is named on the command line by its name as ``gpuscale runs`` shows it (or
-a unique prefix of it), alone (looked up in the runs folder) or after a folder
+a unique prefix of it, ``sweep`` or ``guess`` at the shortest), alone (looked up in the runs folder) or after a folder
 (``DIR/sweep-...``); :func:`resolve_inputs` turns such names into the recordings of
 the sweep, for ``gpuscale replay`` and ``gpuscale recommend --from``.
 """
@@ -183,9 +183,13 @@ def _guessed_groups(runs: Sequence[RunInfo]) -> list[SweepGroup]:
 
 
 def is_sweep_name(name: str) -> bool:
-    """Whether ``name`` (or its last part, after a folder) names a sweep."""
+    """Whether ``name`` (or its last part, after a folder) names a sweep: it begins
+    with ``sweep-`` or ``guess-``, or is ``sweep`` or ``guess`` alone (the shortest
+    beginning: the only sweep, or the only guessed one). A name such as
+    ``sweep.json`` stays a file name."""
     base = name.replace(os.sep, "/").rstrip("/").rpartition("/")[2]
-    return base.startswith((SWEEP_PREFIX, GUESS_PREFIX))
+    prefixes = (SWEEP_PREFIX, GUESS_PREFIX)
+    return base.startswith(prefixes) or base in {p.rstrip("-") for p in prefixes}
 
 
 def find_sweep(name: str, directory: str | os.PathLike | None = None) -> SweepGroup:
@@ -203,7 +207,7 @@ def find_sweep(name: str, directory: str | os.PathLike | None = None) -> SweepGr
     exact = [g for g in groups if g.name == base]
     matches = exact or [g for g in groups if g.name.startswith(base)]
     if not matches:
-        kind = "guessed sweep" if base.startswith(GUESS_PREFIX) else "sweep"
+        kind = "guessed sweep" if base.startswith(GUESS_PREFIX.rstrip("-")) else "sweep"
         raise GpuscaleError(
             f"{name}: no {kind} of that name in {folder} ('gpuscale runs"
             f"{'' if directory is None and not folder_part else f' --dir {folder}'}' lists them)"
