@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from ui_fixtures import FakeClock, FakeLiveRun, cpu_run, gpu8_run, replay
 
-from gpuscale.events.schema import EndEvent, GpuSample, StartEvent
+from gpuscale.events.schema import EndEvent, GpuSample, HostSample, StartEvent
 from gpuscale.ui.app import build_app
 from gpuscale.ui.sources import LiveSource, QueueSource, ReplaySource
 from gpuscale.ui.synthetic import synthetic_run, write_run
@@ -69,6 +70,66 @@ async def test_ctrl_q_also_stops_the_live_run():
         await pilot.press("ctrl+q")
         await pilot.pause(0.2)
     assert run.stop_calls == 1
+
+
+async def test_ctrl_c_stops_the_live_run_as_an_interruption():
+    """Ctrl-C, as Textual reads it (a key, not SIGINT), stops the trainer and the app
+    says so: watch prints the summary and exits 130 (run_until_stop_signal)."""
+    run = FakeLiveRun(cpu_run()[:40], finish=False)
+    app = build_app(LiveSource(run))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.press("ctrl+c")
+        await pilot.pause(0.2)
+    assert run.stop_calls == 1
+    assert app.interrupted_by == "Ctrl-C"
+
+
+async def test_ctrl_c_after_the_run_ended_just_quits():
+    """The run completed and its summary is on screen: Ctrl-C leaves, exit 0."""
+    run = FakeLiveRun(cpu_run())
+    app = build_app(LiveSource(run))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        assert app.model.end is not None
+        await pilot.press("ctrl+c")
+        await pilot.pause(0.2)
+    assert app.interrupted_by is None and app.return_value == 0
+
+
+async def test_ctrl_c_just_quits_a_replay():
+    app = build_app(replay(cpu_run(), end=True))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.press("ctrl+c")
+        await pilot.pause(0.2)
+    assert app.return_value == 0 and app.interrupted_by is None
+
+
+async def test_the_header_shows_the_recording_once_renamed():
+    """The recording is renamed when the run's own start arrives (live/base.py);
+    the header follows it instead of keeping the provisional name."""
+    events = cpu_run()
+    run = FakeLiveRun(events[:5], finish=False)
+    run.recording_path = Path("/runs/20260101_mnist-cnn_1xcpu.ndjson")
+    source = LiveSource(run)
+    app = build_app(source)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await app.settle()
+        assert "mnist-cnn_1xcpu" in source.info.label
+        run.recording_path = Path("/runs/20260101_mnist-cnn-w32_2xcpu.ndjson")
+        for event in events[5:10]:
+            run.queue.put(event)
+        await app.settle()
+        await pilot.pause()
+        assert source.info.label == "/runs/20260101_mnist-cnn-w32_2xcpu.ndjson"
+        assert "mnist-cnn-w32_2xcpu" in str(app.header_panel.render())
+        run.recording_path = None  # a run that ended before anything was written
+        run.queue.put(None)
+        await app.settle()
+        await pilot.pause()
+        assert source.info.label == "none (nothing was recorded)"
 
 
 async def test_finished_run_stays_open_with_the_summary():
@@ -168,6 +229,53 @@ async def test_cpu_run_cards_are_labelled_and_show_the_host():
         assert titles == ["host", "CPU:0 (logical)", "CPU:1 (logical)"]
         host = text_of(cards[0].query_one(".card-body"))
         assert "trainer CPU" in host and "RSS" in host
+
+
+def screen_lines(app) -> list[str]:
+    """The screen as plain text, one string per row."""
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+async def test_one_line_cards_at_80x24_do_not_run_into_each_other():
+    app = build_app(replay(cpu_run(), end=True))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        await app.settle()
+        await pilot.pause()
+        assert app.device_grid.compact
+        host_row = next(line for line in screen_lines(app) if "trainer" in line)
+        assert "CPU:0" in host_row  # two cards on the row, each starting with its mark
+        assert host_row.count("▌") == 2 and "▌CPU:0" in host_row
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_the_host_card_shows_the_trainer_ended_not_a_zero(size):
+    """The last host samples after the trainer exits measure no process (resident
+    size 0, or none): the card says the trainer ended, not "RSS 0 B" or "n/a"."""
+    events = cpu_run()
+    end = events[-1]
+    assert isinstance(end, EndEvent)
+    gone = [
+        HostSample(
+            t=end.t - 0.2,
+            cpu_pct=3.0,
+            mem_used_bytes=10**9,
+            mem_total_bytes=8 * 10**9,
+            proc_cpu_pct=0.0,
+            proc_rss_bytes=0,
+        ),
+        HostSample(t=end.t - 0.1, cpu_pct=3.0, mem_used_bytes=10**9, mem_total_bytes=8 * 10**9),
+    ]
+    for tail in (gone[:1], gone):
+        app = build_app(replay([*events[:-1], *tail, end], end=True))
+        async with app.run_test(size=size) as pilot:
+            await app.settle()
+            await pilot.pause()
+            await app.settle()
+            host = text_of(app.device_grid._cards[0].body)
+            assert "trainer ended" in host, host
+            assert "0 B" not in host and "n/a" not in host, host
 
 
 async def test_gpu_cards_show_na_and_lost():

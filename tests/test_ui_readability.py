@@ -138,3 +138,47 @@ async def test_the_recommendation_is_a_narrow_column_on_a_small_terminal():
         assert app.advice_panel.region.width == 34
         assert app.advice_panel.region.x >= shown[0].region.right
         assert "step time    61.5 ms median" in str(app.advice_panel.body.render())
+
+
+async def test_samples_before_the_runs_start_give_no_negative_seconds():
+    """A script's samples arrive before its run's own start (Python and TensorFlow
+    loading): the axis "s since start" starts at 0, not at -2."""
+    from gpuscale.ui.widgets.charts import build_util_chart
+
+    events = cpu_run()
+    start = events[0]
+    early = [
+        HostSample(t=start.t - dt, cpu_pct=50.0, mem_used_bytes=10**9, mem_total_bytes=8 * 10**9)
+        for dt in (3.0, 2.5, 2.0, 1.5, 1.0, 0.5)
+    ]
+    first_seconds = [e for e in events[1:] if e.t <= start.t + 2.5]  # a short run, ticks 1 s apart
+    app, snap = await _final_snapshot([start, *early, *first_seconds])
+    assert min(snap.host_cpu_history_t) < snap.origin_t
+    chart = build_util_chart(snap, 60, 16).plain
+    ticks = _tick_labels(chart)
+    assert ticks and min(ticks) >= 0, chart
+
+
+def _y_ticks(chart_text: str) -> list[float]:
+    return [float(line.split("┤")[0]) for line in chart_text.splitlines() if "┤" in line]
+
+
+async def test_one_phase_probe_is_one_narrow_bar_with_even_ticks():
+    from gpuscale.events.schema import PhaseEvent
+
+    events, seen = [], 0
+    for event in cpu_run():
+        seen += isinstance(event, PhaseEvent)
+        if not (isinstance(event, PhaseEvent) and seen > 1):
+            events.append(event)
+    app, snap = await _final_snapshot(events)
+    assert len(snap.phases) == 1
+    chart = build_breakdown_chart(snap, 44, 12).plain
+    rows = [line.split("│")[1] for line in chart.splitlines() if line.count("│") >= 2]
+    widest = max(row.count("█") for row in rows)
+    assert 0 < widest <= len(rows[0]) // 4, chart  # a bar, not a block filling the panel
+    assert "one probe" in chart
+    ticks = sorted(_y_ticks(chart))
+    gaps = {round(b - a, 6) for a, b in zip(ticks, ticks[1:], strict=False)}
+    assert ticks[0] == 0 and len(gaps) == 1, ticks  # evenly spaced from 0
+    assert ticks[-1] >= snap.phases[0].compute_s * 1000

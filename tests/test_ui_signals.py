@@ -1,5 +1,6 @@
-"""`gpuscale replay` in a real terminal: SIGTERM quits it cleanly (no traceback,
-exit 130), as `q` would."""
+"""In a real terminal: SIGTERM or SIGINT quits `gpuscale replay` cleanly (no
+traceback, exit 130), as `q` would; the Ctrl-C key stops `gpuscale watch` and exits
+130 (Textual reads the key itself: no SIGINT is sent)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ SAMPLE = Path(__file__).resolve().parent.parent / "sample_runs" / "mnist-cnn_2xc
 
 
 @pytest.mark.skipif(shutil.which("script") is None, reason="needs util-linux 'script' for a pty")
-def test_sigterm_to_gpuscale_replay_quits_without_a_traceback():
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_to_gpuscale_replay_quits_without_a_traceback(signum):
     command = shlex.join([sys.executable, "-m", "gpuscale", "replay", str(SAMPLE)])
     proc = subprocess.Popen(
         ["script", "-qec", command + "; echo EXIT=$?", "/dev/null"],
@@ -55,7 +57,7 @@ def test_sigterm_to_gpuscale_replay_quits_without_a_traceback():
         while b"mnist-cnn-w32" not in bytes(output):
             assert time.monotonic() < deadline, "the dashboard never drew"
             time.sleep(0.1)
-        replay.send_signal(signal.SIGTERM)
+        replay.send_signal(signum)
         proc.wait(timeout=60)
         reader.join(timeout=10)
     finally:
@@ -63,3 +65,46 @@ def test_sigterm_to_gpuscale_replay_quits_without_a_traceback():
     text = bytes(output).decode("utf-8", "replace")
     assert "Traceback" not in text
     assert "EXIT=130" in text
+
+
+@pytest.mark.skipif(shutil.which("script") is None, reason="needs util-linux 'script' for a pty")
+def test_the_ctrl_c_key_stops_gpuscale_watch_with_exit_130(tmp_path):
+    recording = tmp_path / "watched.ndjson"
+    script = "import time; print('script running', flush=True); time.sleep(120)"
+    command = shlex.join(
+        [sys.executable, "-m", "gpuscale", "watch", "--record", str(recording), "--"]
+        + [sys.executable, "-c", script]
+    )
+    proc = subprocess.Popen(
+        ["script", "-qec", command + "; echo EXIT=$?", "/dev/null"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "TERM": "xterm-256color", "COLUMNS": "100", "LINES": "30"},
+    )
+    output = bytearray()
+
+    def read_all() -> None:
+        for chunk in iter(lambda: proc.stdout.read1(65536), b""):
+            output.extend(chunk)
+
+    reader = threading.Thread(target=read_all, daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not recording.exists() or b"script running" not in recording.read_bytes():
+            assert time.monotonic() < deadline, "the run never started"
+            time.sleep(0.1)
+        proc.stdin.write(b"\x03")  # the key, typed into the terminal
+        proc.stdin.flush()
+        proc.wait(timeout=60)
+        reader.join(timeout=10)
+    finally:
+        proc.kill()
+    text = bytes(output).decode("utf-8", "replace")
+    assert "Traceback" not in text
+    assert "stopped (Ctrl-C)" in text and "EXIT=130" in text
+    from gpuscale.recording.reader import load_run
+
+    loaded = load_run(recording)
+    assert loaded.end is not None and loaded.end.status == "stopped"

@@ -125,6 +125,8 @@ async def test_q_stops_the_run_in_progress_and_recommends_from_what_was_measured
         await app.workers.wait_for_complete()
         await pilot.pause()
     assert runs[2].stopped and 4 not in runs  # stopped cleanly; no further count started
+    # Ctrl-C is an interruption: the command prints the report and exits 130; q, ctrl+q exit 0
+    assert app.interrupted_by == ("Ctrl-C" if key == "ctrl+c" else None)
     assert runner.view.state == "stopped" and runner.view.measured_counts == [1]
     assert runner.view.state_line() == (
         "Sweep stopped after 1 of 3 counts: recommending from what was measured (1 device)"
@@ -138,9 +140,9 @@ def test_watch_refuses_from_and_json(capsys):
     assert "leave it out for --json" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("stopped_after", [0, 1])
+@pytest.mark.parametrize(("stopped_after", "stopped_by"), [(0, None), (1, None), (1, "Ctrl-C")])
 def test_watch_command_prints_the_recommendation_from_what_was_measured(
-    monkeypatch, capsys, stopped_after
+    monkeypatch, capsys, stopped_after, stopped_by
 ):
     """The command around the screen: the report printed after the app closes says
     the sweep stopped and what the recommendation rests on."""
@@ -162,7 +164,7 @@ def test_watch_command_prints_the_recommendation_from_what_was_measured(
         runner.run(lambda v: None, lambda v: None)
         runner.view.planned = [1, 2, 4]
         runner.view.state = "stopped"
-        return None
+        return stopped_by  # what run_until_stop_signal says after the Ctrl-C key or q
 
     monkeypatch.setattr(ui_app, "run_until_stop_signal", fake_run)
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)  # the screen: in a terminal
@@ -172,7 +174,7 @@ def test_watch_command_prints_the_recommendation_from_what_was_measured(
         assert code == 130
         assert "stopped before the first device count was measured" in captured.err
     else:
-        assert code == 0
+        assert code == (130 if stopped_by else 0)  # Ctrl-C: the report, then 130
         assert (
             "Sweep stopped after 1 of 3 counts: recommending from what was measured" in captured.out
         )

@@ -14,7 +14,9 @@ def register(sub) -> None:
             "Start the trainer (same options as 'gpuscale run') and watch it live: devices, "
             "step time, the compute / all-reduce breakdown and what it means. The run is "
             "recorded by default ('gpuscale replay FILE' shows it again). Keys: q stops the "
-            "trainer cleanly and quits, p freezes the display, s saves an SVG screenshot, ? help."
+            "trainer cleanly and quits, Ctrl-C does too and exits 130, p freezes the display, "
+            "s saves an SVG screenshot, ? help. Off a terminal (piped, redirected) it runs as "
+            "'gpuscale run' would."
         ),
     )
     from gpuscale.live.script_run import add_script_arguments
@@ -52,6 +54,18 @@ def main(args: argparse.Namespace) -> int:
         validate_interval(args.sample_interval)
     except GpuscaleError as exc:
         raise GpuscaleError(f"--sample-interval: {exc}") from None
+    if not sys.stdout.isatty():  # a screen off a terminal would write escape codes for ever
+        from gpuscale.commands import run as run_command
+
+        args.json = False
+        code = run_command.main(args)  # the same run and recording, as plain text
+        # said after the run, so that a refused configuration stays one line
+        print(
+            "gpuscale: watch shows the run in a terminal; stdout is not one, "
+            "so this was 'gpuscale run' (plain text, same recording)",
+            file=sys.stderr,
+        )
+        return code
     record: Path | str | None = "default"
     if args.no_record:
         record = None

@@ -89,6 +89,7 @@ class GpuscaleApp(App[int]):
         self._summary = None
         self._summary_version = -1
         self._quitting = False
+        self.interrupted_by: str | None = None  # "Ctrl-C" when that key stopped a live run
         self._last_snap: Snapshot | None = None
         self._drawn_replay: ReplayStatus | None = None
         for warning in source.info.warnings:
@@ -309,6 +310,17 @@ class GpuscaleApp(App[int]):
         """ctrl+q (and the palette's quit) also stop a live run cleanly."""
         self.action_quit_run()
 
+    def action_interrupt(self) -> None:
+        """Ctrl-C: as ``q``, and a live run still going then counts as interrupted
+        (exit 130, like ``gpuscale run``); a replay, or a run already over, just quits."""
+        over = self.model.end is not None or self._finished_posted
+        if not self.is_replay and not over and self.interrupted_by is None:
+            self.interrupted_by = "Ctrl-C"
+        self.action_quit_run()
+
+    def action_help_quit(self) -> None:  # Textual's own ctrl+c action, should a screen use it
+        self.action_interrupt()
+
     def action_help(self) -> None:
         self.push_screen(HelpScreen(replay=self.is_replay))
 
@@ -451,17 +463,20 @@ its recording ended first), even when the terminal is gone and the dashboard's
 own shutdown blocks writing to it."""
 
 
-def run_until_stop_signal(app: GpuscaleApp) -> str | None:
-    """Run ``app``; SIGTERM and SIGHUP (``kill``, ``timeout``, ``scancel``, a closed
+def run_until_stop_signal(app: App) -> str | None:
+    """Run ``app``; SIGINT, SIGTERM and SIGHUP (``kill``, ``timeout``, ``scancel``, a closed
     terminal) quit it the way ``q`` does, from the app's own loop, so the terminal
     is restored and a live run's trainer is stopped with its recording ending in
     its end event. Raising into a running Textual app instead leaves a traceback.
+    The Ctrl-C key (Textual reads it as a key, not SIGINT) does the same through
+    the app's ``interrupted_by``.
 
     A watchdog makes the promise hold when the terminal is gone (Textual's
     shutdown can block for ever writing to it): it stops the source itself and,
     if the process is still here :data:`STOP_SIGNAL_EXIT_S` after the signal,
     ends it with exit status 130. A second signal ends it as soon as the source
-    is stopped. Returns the name of the signal that ended it, or None."""
+    is stopped. Returns the name of the signal that ended it, "Ctrl-C" when that
+    key stopped a live run, or None."""
     import asyncio
     import signal
 
@@ -496,7 +511,7 @@ def run_until_stop_signal(app: GpuscaleApp) -> str | None:
             raise KeyboardInterrupt(received[-1]) from None
 
     previous = {}
-    for name in ("SIGTERM", "SIGHUP"):
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
         signum = getattr(signal, name, None)
         if signum is not None and signal.getsignal(signum) is not signal.SIG_IGN:
             previous[signum] = signal.signal(signum, on_stop_signal)
@@ -505,4 +520,6 @@ def run_until_stop_signal(app: GpuscaleApp) -> str | None:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    return received[0] if received else None
+    if received:
+        return received[0]
+    return getattr(app, "interrupted_by", None)

@@ -28,6 +28,12 @@ class Key:
 
 KEYS: tuple[Key, ...] = (
     Key("q", "quit; a live run is stopped cleanly first", "Quit", bindings=(("q", "quit_run"),)),
+    Key(
+        "ctrl+c",
+        "as q; a live run then exits 130 (interrupted)",
+        bindings=(("ctrl+c", "interrupt"),),
+        priority=True,
+    ),
     Key("?", "this help", "Help", bindings=(("question_mark", "help"),)),
     Key(
         "space",

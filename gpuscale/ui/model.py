@@ -94,6 +94,9 @@ class Snapshot:
     host_cpu_history_pct: list[float]
     host_cpu_history_t: list[float]
     """When each of ``host_cpu_history_pct`` was sampled (event ``t``, seconds)."""
+    host_trainer: HostSample | None
+    """The latest host sample that measured the run's own processes (a resident size
+    above zero): what the host card shows for them once they are gone."""
     origin_t: float | None
     """The run's origin (the latest start event's ``t``, else the first event's):
     charts over time count seconds from it."""
@@ -129,6 +132,7 @@ class RunModel:
             self.accumulator = RunAccumulator()
             self.devices: dict[tuple[int, int], DeviceState] = {}
             self.host: HostSample | None = None
+            self.host_trainer: HostSample | None = None
             self.host_cpu_history_pct: deque[float] = deque(maxlen=HISTORY_POINTS)
             self.host_cpu_history_t: deque[float] = deque(maxlen=HISTORY_POINTS)
             self.end: EndEvent | None = None
@@ -195,6 +199,8 @@ class RunModel:
             self.phases.append(event)
         elif isinstance(event, HostSample):
             self.host = event
+            if event.proc_rss_bytes:
+                self.host_trainer = event
             self.host_cpu_history_pct.append(event.cpu_pct)
             self.host_cpu_history_t.append(t)
         elif isinstance(event, LogEvent):
@@ -270,6 +276,7 @@ class RunModel:
                 host=self.host,
                 host_cpu_history_pct=list(self.host_cpu_history_pct),
                 host_cpu_history_t=list(self.host_cpu_history_t),
+                host_trainer=self.host_trainer,
                 origin_t=start_t,
                 end=self.end,
                 errors=list(self.errors),

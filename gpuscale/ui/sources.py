@@ -312,17 +312,23 @@ class LiveSource(EventSource):
         self.run = run
         self._ended = False
         self._stopped = False
+        self._had_path = False
         self.end: EndEvent | None = None
         """The run's EndEvent once it arrived."""
         self.info = SourceInfo("live", "")
         self._update_label()
 
     def _update_label(self) -> None:
+        """The recording's path as the run has it now: it is renamed once the run's
+        own start arrives, and dropped when nothing was written."""
         path = getattr(self.run, "recording_path", None)
         if path:
             self.info.label = str(path)
+            self._had_path = True
         elif getattr(self.run, "record", getattr(self.run, "_record", "default")) is None:
             self.info.label = "off (--no-record)"
+        elif self._had_path or self._ended:
+            self.info.label = "none (nothing was recorded)"
         else:
             self.info.label = "(starts with the run)"
 
@@ -340,13 +346,13 @@ class LiveSource(EventSource):
         if first is None:  # the run's end marker: nothing follows
             self.run.queue.put(None)
             self._ended = True
+            self._update_label()
             return None
         events = [first, *self.run.drain(MAX_BATCH)]
         for event in events:
             if isinstance(event, EndEvent):
                 self.end = event
-        if not self.info.label.startswith("/"):
-            self._update_label()
+        self._update_label()  # the recording is renamed once the run's own start arrives
         return Batch(events)
 
     @property

@@ -181,7 +181,7 @@ class SweepApp(App[int]):
     VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
     BINDINGS = [
         Binding("q", "quit_run", "Quit"),
-        Binding("ctrl+c", "quit_run", "Quit", show=False, priority=True),
+        Binding("ctrl+c", "interrupt", "Quit", show=False, priority=True),
         Binding("c", "next_chart", "Chart"),
         Binding("s", "screenshot", "SVG"),
         Binding("t", "toggle_theme", "Theme", show=False),
@@ -198,6 +198,7 @@ class SweepApp(App[int]):
         self.view = view
         self.runner = runner
         self._quitting = False
+        self.interrupted_by: str | None = None  # "Ctrl-C" when that key stopped a live sweep
         self.screenshot_dir = screenshot_dir
         self.recommendation: Recommendation | None = None
         self.last_screenshot: Path | None = None
@@ -389,6 +390,14 @@ class SweepApp(App[int]):
             return
         self.last_screenshot = path
         self.notify(f"screenshot saved to {path}")
+
+    def action_interrupt(self) -> None:
+        """Ctrl-C: as ``q``; a live sweep still running then counts as interrupted
+        (the report is still printed, exit 130); a sweep from recordings, or one
+        already over, just quits."""
+        if self.runner is not None and self.runner_active and self.interrupted_by is None:
+            self.interrupted_by = "Ctrl-C"
+        self.action_quit_run()
 
     def action_quit_run(self) -> None:
         """Quit; a live sweep's run in progress is stopped cleanly first (its

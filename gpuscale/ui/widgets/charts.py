@@ -76,6 +76,30 @@ def whole_ticks(low: float, high: float, width: int) -> list[int]:
     return chosen
 
 
+def even_ticks(high: float, wanted: int) -> list[float]:
+    """Ticks from 0 to at least ``high``, evenly spaced by 1, 2 or 5 x 10^k, about
+    ``wanted`` of them (plotext's own y ticks for a bar chart can skip one:
+    ``286.8 239.0 191.2 95.6``)."""
+    import math
+
+    if high <= 0:
+        return [0.0, 1.0]
+    raw = high / max(wanted - 1, 1)
+    exp = math.floor(math.log10(raw))
+    step = next(m * 10**exp for m in (1, 2, 5, 10) if m * 10**exp >= raw)
+    return [n * step for n in range(math.ceil(high / step - 1e-9) + 1)]
+
+
+def tick_label(value: float) -> str:
+    """``120`` rather than ``120.0``; ``0.5`` where the ticks are fractions."""
+    return f"{value:.0f}" if abs(value - round(value)) < 1e-9 else f"{value:g}"
+
+
+MIN_BAR_SLOTS = 8
+"""The breakdown chart has room for at least this many bars: one probe is one
+narrow bar, not a block filling the panel."""
+
+
 def _whole_xticks(plot: Plot, xs: list[float], width: int) -> None:
     if xs:
         ticks = whole_ticks(min(xs), max(xs), width)
@@ -130,12 +154,17 @@ def build_breakdown_chart(snap: Snapshot, width: int, height: int) -> Text:
         [str(p.step) for p in phases],
         series,
         color=list(PHASE_COLORS),
-        width=0.8,
+        width=0.6 if len(phases) < MIN_BAR_SLOTS else 0.8,
     )
     # Explicit ticks: plotext's own choice for string labels varies between runs.
     every = max(1, -(-len(phases) * 5 // max(width - 8, 1)))
     plot.xticks(list(range(1, len(phases) + 1, every)), [str(p.step) for p in phases][::every])
-    plot.xlabel("step")
+    plot.xlim(0.4, max(len(phases), MIN_BAR_SLOTS) + 0.6)  # a few probes: narrow bars, left
+    totals = [sum(parts) for parts in zip(*series, strict=True)]
+    yticks = even_ticks(max(totals), max(2, min(6, (height - 4) // 2)))
+    plot.ylim(0, yticks[-1])
+    plot.yticks(yticks, [tick_label(t) for t in yticks])
+    plot.xlabel("probed step" if len(phases) > 1 else "probed step (one probe so far)")
     text = Text.from_ansi(plot.build().rstrip("\n"), no_wrap=True)
     if legend is not None:
         text.append("\n")
@@ -153,6 +182,16 @@ def seconds_since(origin_t: float | None, ts) -> list[float]:
     return [t - origin for t in ts]
 
 
+def since_start(origin_t: float | None, ts, values) -> tuple[list[float], list[float]]:
+    """``(seconds since the run's origin, values)`` for the samples taken from the
+    origin on: a script's samples before its run began (Python starting, TensorFlow
+    loading, before its callback's start replaced gpuscale's provisional one) would
+    sit at negative seconds on an axis labelled "since start"."""
+    xs = seconds_since(origin_t, ts)
+    kept = [(x, v) for x, v in zip(xs, values, strict=True) if x >= 0]
+    return [x for x, _ in kept], [v for _, v in kept]
+
+
 def build_util_chart(snap: Snapshot, width: int, height: int) -> Text:
     """Utilization of every GPU over its recent samples (host CPU when no GPU),
     against the seconds since the run's start (live and replay alike: the
@@ -162,22 +201,27 @@ def build_util_chart(snap: Snapshot, width: int, height: int) -> Text:
     plotted = False
     names: list[tuple[str, str, str]] = []
     gpus = [d for d in snap.devices if d.kind == "gpu" and d.util_history_pct]
+    times: list[float] = []
     for n, device in enumerate(gpus):
         color = LINE_COLORS[n % len(LINE_COLORS)]
-        xs = seconds_since(snap.origin_t, device.util_history_t)
-        plot.plot(xs, list(device.util_history_pct), color=color, marker="braille")
+        xs, ys = since_start(snap.origin_t, device.util_history_t, device.util_history_pct)
+        if not xs:
+            continue
+        plot.plot(xs, ys, color=color, marker="braille")
         names.append(("⠶", color, f"GPU{device.index}"))
+        times += xs
         plotted = True
-    if not gpus and len(snap.host_cpu_history_pct) >= 2:
-        xs = seconds_since(snap.origin_t, snap.host_cpu_history_t)
-        plot.plot(xs, snap.host_cpu_history_pct, color="cyan", marker="braille")
-        names.append(("⠶", "cyan", "host CPU"))
-        plotted = True
+    if not gpus:
+        xs, ys = since_start(snap.origin_t, snap.host_cpu_history_t, snap.host_cpu_history_pct)
+        if len(xs) >= 2:
+            plot.plot(xs, ys, color="cyan", marker="braille")
+            names.append(("⠶", "cyan", "host CPU"))
+            times += xs
+            plotted = True
     if not plotted:
         return _empty(width, "utilization appears after the first samples")
     plot.ylim(0, 100)
-    times = [x for d in gpus for x in seconds_since(snap.origin_t, d.util_history_t)]
-    _whole_xticks(plot, times or seconds_since(snap.origin_t, snap.host_cpu_history_t), width)
+    _whole_xticks(plot, times, width)
     plot.xlabel("s since start")
     plot.ylabel("%")
     text = Text.from_ansi(plot.build().rstrip("\n"), no_wrap=True)

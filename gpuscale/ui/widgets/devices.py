@@ -21,6 +21,8 @@ CARD_MIN_WIDTH = 40
 """Columns a full card needs (border included)."""
 CARD_HEIGHT = 8
 COMPACT_MIN_WIDTH = 40
+COMPACT_MARK_WIDTH = 1
+"""Columns of the mark that starts each one-line card (its left border)."""
 MAX_SHARE_OF_SCREEN = 0.42
 """Full cards may take at most this share of the screen's height."""
 
@@ -107,24 +109,41 @@ def gpu_line(device: DeviceState, width: int) -> Content:
     )
 
 
-def host_lines(host: HostSample | None, width: int, compact: bool, ended: bool = False) -> Content:
-    """The host: all-core CPU, memory, and the trainer's own CPU and memory;
+def trainer_text(host: HostSample, trainer: HostSample | None, ended: bool, compact: bool) -> str:
+    """The run's own processes: CPU (share of one core) and resident memory. A sample
+    that did not measure them (they exited: no size, or a zero one) shows the latest
+    sample that did (``trainer``), or "ended" once the run is over: never a zero or
+    an n/a that only says the processes are gone."""
+    measured = bool(host.proc_rss_bytes)
+    if ended and not measured:
+        if compact or trainer is None:
+            return "trainer ended"
+        return f"trainer ended · RSS was {fmt.format_bytes(trainer.proc_rss_bytes)}"
+    shown = host if measured else trainer
+    if shown is None:
+        return "trainer n/a" if compact else "trainer CPU n/a · RSS n/a"
+    cpu, rss = fmt.format_pct(shown.proc_cpu_pct), fmt.format_bytes(shown.proc_rss_bytes)
+    return f"trainer {cpu} {rss}" if compact else f"trainer CPU {cpu} · RSS {rss}"
+
+
+def host_lines(
+    host: HostSample | None,
+    width: int,
+    compact: bool,
+    ended: bool = False,
+    trainer: HostSample | None = None,
+) -> Content:
+    """The host: all-core CPU, memory, and the trainer's own CPU and memory
+    (``trainer``: the latest sample that measured them, see :func:`trainer_text`);
     ``ended``: the run is over, so no sample is coming."""
     if host is None:
         return Content(
             "host: no host samples in this run" if ended else "host: waiting for the first sample…"
         )
-    trainer = (
-        f"trainer CPU {fmt.format_pct(host.proc_cpu_pct)}"
-        f" · RSS {fmt.format_bytes(host.proc_rss_bytes)}"
-    )
     mem_pct = 100 * host.mem_used_bytes / host.mem_total_bytes if host.mem_total_bytes else None
     mem_tail = f"{fmt.format_gb(host.mem_used_bytes)}/{fmt.format_gb(host.mem_total_bytes)} GB"
     if compact:
-        tail = (
-            f" {host.cpu_pct:3.0f}% · trainer {fmt.format_pct(host.proc_cpu_pct)}"
-            f" {fmt.format_bytes(host.proc_rss_bytes)}"
-        )
+        tail = f" {host.cpu_pct:3.0f}% · {trainer_text(host, trainer, ended, compact=True)}"
         bar_width = max(width - len("host") - len(tail) - 1, 3)
         return Content.assemble(
             ("host", "bold"),
@@ -136,7 +155,7 @@ def host_lines(host: HostSample | None, width: int, compact: bool, ended: bool =
         [
             _gauge("CPU ", host.cpu_pct, width, f"{host.cpu_pct:3.0f}%"),
             _gauge("mem ", mem_pct, width, mem_tail),
-            Content(trainer),
+            Content(trainer_text(host, trainer, ended, compact=False)),
             Content.styled("trainer % = share of one core", "$text-muted"),
             Content.styled("all-core CPU % over time:", "$text-muted"),
         ]
@@ -208,8 +227,9 @@ class DeviceCard(Vertical):
         compact: bool,
         width: int,
         ended: bool = False,
+        trainer: HostSample | None = None,
     ) -> None:
-        self.body.update(host_lines(host, width, compact, ended))
+        self.body.update(host_lines(host, width, compact, ended, trainer))
         if not compact:
             self.spark.data = history or [0.0]
 
@@ -252,7 +272,7 @@ class DeviceGrid(Vertical, can_focus=True):
             card_width = (width - (columns - 1)) // columns
             return columns, False, card_width - 4  # border and padding
         columns = max(1, width // COMPACT_MIN_WIDTH)
-        return columns, True, (width - (columns - 1)) // columns - 1
+        return columns, True, (width - (columns - 1)) // columns - 1 - COMPACT_MARK_WIDTH
 
     def on_resize(self) -> None:
         self.call_after_refresh(self._show_again)
@@ -286,7 +306,9 @@ class DeviceGrid(Vertical, can_focus=True):
         if not cards:
             return
         ended = snap.end is not None
-        cards[0].show_host(snap.host, snap.host_cpu_history_pct, compact, text_width, ended)
+        cards[0].show_host(
+            snap.host, snap.host_cpu_history_pct, compact, text_width, ended, snap.host_trainer
+        )
         for card, device in zip(cards[1:], snap.devices, strict=False):
             card.border_title = device_title(device)
             card.show_device(device, compact, text_width, ended)

@@ -1,0 +1,30 @@
+"""`gpuscale watch` with stdout piped or redirected: no screen (it would write escape
+codes into the file and wait for `q` for ever) but `gpuscale run`'s plain text, the
+same recording, and a one-line note on stderr."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from gpuscale.recording.reader import load_run
+
+
+def test_watch_off_a_terminal_runs_as_run_and_ends(tmp_path):
+    recording = tmp_path / "watched.ndjson"
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpuscale", "watch", "--record", str(recording), "--"]
+        + [sys.executable, "-c", "print('hello from the script')"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b[" not in proc.stdout  # no screen drawn into the file
+    assert "status: completed" in proc.stdout  # the run's summary, as `gpuscale run` prints it
+    assert "stdout is not one, so this was 'gpuscale run'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    loaded = load_run(recording)
+    assert loaded.end is not None and loaded.end.status == "completed"
