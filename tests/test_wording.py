@@ -7,6 +7,8 @@ import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from gpuscale.analysis.confidence import run_confidence
 from gpuscale.analysis.summary import RunSummary
 from gpuscale.cli import main
@@ -71,8 +73,9 @@ def test_the_start_note_shown_while_running_is_not_repeated_in_the_summary(capsy
     assert "shrunk" not in capsys.readouterr().out
 
 
-def test_record_into_a_folder_says_it_is_a_folder(capsys, tmp_path):
-    assert main(["run", "--record", str(tmp_path)]) == 2
+@pytest.mark.parametrize("command", ["run", "watch"])
+def test_record_into_a_folder_says_it_is_a_folder(capsys, tmp_path, command):
+    assert main([command, "--record", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert (
         f"--record {tmp_path}: is a folder; give a file path, e.g. {tmp_path / 'run.ndjson'}" in err

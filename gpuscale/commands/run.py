@@ -61,21 +61,28 @@ def register(sub) -> None:
     parser.set_defaults(func=main)
 
 
+def check_record_path(path: Path | None) -> None:
+    """Refuse a ``--record`` path that is a folder or an existing file (a
+    recording is never overwritten), in one line that says what to give."""
+    if path is None or not path.exists():
+        return
+    from gpuscale.errors import GpuscaleError
+
+    if path.is_dir():  # a file is what is written: say where one could go
+        raise GpuscaleError(
+            f"--record {path}: is a folder; give a file path, e.g. "
+            f"{path / 'run.ndjson'} (without --record: the runs folder)"
+        )
+    raise GpuscaleError(f"--record {path}: the file exists; give a new path")
+
+
 def main(args: argparse.Namespace) -> int:
     from gpuscale.live.trainer_run import LiveRun, is_configuration_error
     from gpuscale.trainer.preflight import check_config
 
     config = config_from_args(args)
     record: Any = None if args.no_record else (args.record or "default")
-    if args.record is not None and args.record.exists():
-        from gpuscale.errors import GpuscaleError
-
-        if args.record.is_dir():  # a file is what is written: say where one could go
-            raise GpuscaleError(
-                f"--record {args.record}: is a folder; give a file path, e.g. "
-                f"{args.record / 'run.ndjson'} (without --record: the runs folder)"
-            )
-        raise GpuscaleError(f"--record {args.record}: the file exists; give a new path")
+    check_record_path(args.record)
     from gpuscale.live.script_run import script_run_from_args, split_command, wants_script_run
 
     steps: int | None = config.steps

@@ -70,8 +70,9 @@ def main(args: argparse.Namespace) -> int:
     if args.no_record:
         record = None
     elif args.record is not None:
-        if args.record.exists():  # never overwrite a recording
-            raise GpuscaleError(f"--record {args.record}: the file exists; give a new path")
+        from gpuscale.commands.run import check_record_path
+
+        check_record_path(args.record)  # never overwrite a recording
         record = args.record
     if wants_script_run(args):  # your own script (-- COMMAND) or several workers
         run = script_run_from_args(args, record, sample_interval_s=args.sample_interval)
