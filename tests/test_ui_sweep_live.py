@@ -234,10 +234,15 @@ async def _hold_at_two(app, runner, runs, pilot) -> None:
     ):
         await pilot.pause(0.01)
     await pilot.pause()
-    app.follow_run(now=True)
-    await pilot.pause()
-    app.follow_run(now=True)  # the cards mounted on the first pass: drawn at their size
-    await pilot.pause()
+    # Draw now, until the layout has settled: the cards mount on the first pass
+    # and the panels take their size after it (how many passes that takes
+    # depends on timing, so a fixed two once left a chart drawn at a passing
+    # height in a snapshot).
+    for _ in range(50):
+        app.follow_run(now=True)
+        await pilot.pause()
+        if app._run_chart_sizes() == app._run_sizes:
+            break
 
 
 async def test_watch_shows_the_run_in_progress_beside_the_scaling_view():
