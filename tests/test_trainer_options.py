@@ -55,7 +55,9 @@ def test_full_set_round_trips_through_json():
     assert from_json(to_json(config)) == config
 
 
-@pytest.mark.parametrize(("text", "share"), [("2%", 0.02), ("0.5%", 0.005), ("0.1", 0.1), ("0", 0.0)])
+@pytest.mark.parametrize(
+    ("text", "share"), [("2%", 0.02), ("0.5%", 0.005), ("0.1", 0.1), ("0", 0.0)]
+)
 def test_probe_budget_takes_a_percentage_or_a_fraction(text, share):
     assert parse("--probe-budget", text).probe_budget == pytest.approx(share)
 
