@@ -109,6 +109,25 @@ def test_phase_bars_where_some_counts_are_split_keep_the_not_split_entry(tmp_pat
     assert "ms per step" in out and "step, not split" in out and "no phase breakdown" not in out
 
 
+def test_one_count_is_one_narrow_bar_not_the_whole_width():
+    """A single measured count (and nothing predicted) is a bar a third of the
+    plot wide at most, centred, not one block across the chart."""
+    chart = build_scaling_chart(_rec(SAMPLES / "mnist-cnn_1xcpu.ndjson"))
+    assert len(chart.bars) == 1
+    text = scaling_text(chart, 90).plain
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Where the step time goes"))
+    rows = [line for line in lines[start:] if "┤" in line and "█" in line]
+    assert rows
+    for row in rows:
+        plot = row.split("┤", 1)[1].rstrip("│")
+        filled = plot.count("█")
+        assert 0 < filled <= len(plot) // 3 + 1, row
+        left = len(plot) - len(plot.lstrip())
+        right = len(plot) - len(plot.rstrip())
+        assert abs(left - right) <= 2, row  # centred
+
+
 def test_recommend_prints_the_chart_under_the_tables_and_no_chart_skips_it(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "100")
     assert main(["recommend", "--from", str(SAMPLES / "seed002_mnist.json")]) == 0

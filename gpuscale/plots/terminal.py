@@ -148,6 +148,10 @@ def legend_text(items: list[tuple[str, str, str]], width: int) -> Text:
     return legend
 
 
+MIN_BAR_SLOTS = 3
+"""The fewest bar widths the phase chart's x axis holds."""
+
+
 def phase_chart(chart: ScalingChart, width: int, height: int) -> Text:
     """One stacked bar per device count (milliseconds per step), legend under it."""
     bars = chart.bars
@@ -172,6 +176,10 @@ def phase_chart(chart: ScalingChart, width: int, height: int) -> Text:
     labels = [f"{b.devices}*" if b.predicted else str(b.devices) for b in bars]
     fig.stacked_bar(labels, series, color=colors, width=0.6)
     fig.xticks(list(range(1, len(bars) + 1)), labels)  # plotext's own choice varies
+    # At least MIN_BAR_SLOTS slots, the bars centred: one or two counts are narrow
+    # bars, not one bar across the whole width.
+    pad = max(0, MIN_BAR_SLOTS - len(bars)) / 2
+    fig.xlim(0.4 - pad, len(bars) + 0.6 + pad)
     # No more ticks than rows for them (frame, x labels and title take 4): where two
     # share a row, plotext's choice of the label shown is not reproducible.
     rows = fig_height - 4
