@@ -48,6 +48,37 @@ from gpuscale.telemetry.topology import probe_topology
 from gpuscale.trainer.options import TrainConfig, to_json
 
 
+def spawn_trainer(
+    python: str, args: list[str], server: EventServer, extra_env: dict[str, str]
+) -> subprocess.Popen:
+    """Start ``python -m gpuscale.trainer ARGS`` in a session of its own, its
+    events to ``server``, its output through pipes (line-buffered text). Closes
+    ``server`` and raises :class:`GpuscaleError` when the process cannot start."""
+    env = {
+        **os.environ,
+        **extra_env,
+        **server.env(),
+        "PYTHONUNBUFFERED": "1",
+        "GPUSCALE_PARENT_PIPE": "1",
+    }
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        return spawn(
+            [python, "-m", "gpuscale.trainer", *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+            text=True,
+            errors="replace",
+            bufsize=1,
+        )
+    except OSError as exc:
+        server.close()
+        raise GpuscaleError(f"cannot start the trainer process: {exc}", exit_code=1) from exc
+
+
 class LiveRun(RunBase):
     """One training run in a child process, as a stream of events.
 
@@ -106,29 +137,9 @@ class LiveRun(RunBase):
                 self._on_event, self.pids, nvml=self._nvml, gpu_indices=self.config.gpus
             )
         self._server = EventServer(self._on_event, on_disconnect=self._on_disconnect)
-        env = {
-            **os.environ,
-            **self._extra_env,
-            **self._server.env(),
-            "PYTHONUNBUFFERED": "1",
-            "GPUSCALE_PARENT_PIPE": "1",
-        }
-        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        try:
-            self._proc = spawn(
-                [self._python, "-m", "gpuscale.trainer", "--config", to_json(self.config)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=env,
-                start_new_session=True,
-                text=True,
-                errors="replace",
-                bufsize=1,
-            )
-        except OSError as exc:
-            self._server.close()
-            raise GpuscaleError(f"cannot start the trainer process: {exc}", exit_code=1) from exc
+        self._proc = spawn_trainer(
+            self._python, ["--config", to_json(self.config)], self._server, self._extra_env
+        )
         for stream_name in ("stdout", "stderr"):
             thread = threading.Thread(
                 target=read_lines,

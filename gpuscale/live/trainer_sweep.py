@@ -28,7 +28,6 @@ the pipes and the event socket are not ordered with each other.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import threading
 import time
@@ -39,8 +38,8 @@ from typing import Any
 from gpuscale.errors import GpuscaleError
 from gpuscale.events.schema import EndEvent, Event, SweepRef
 from gpuscale.events.transport import EventServer
-from gpuscale.live.child import AFTER_EXIT_S, STOP_GRACE_S, read_lines, spawn
-from gpuscale.live.trainer_run import LiveRun
+from gpuscale.live.child import AFTER_EXIT_S, STOP_GRACE_S, read_lines
+from gpuscale.live.trainer_run import LiveRun, spawn_trainer
 from gpuscale.trainer.options import (
     TrainConfig,
     shared_process_refusal,
@@ -167,37 +166,12 @@ class TrainerSweep:
                         run._on_event, run.pids, nvml=run._nvml, gpu_indices=run.config.gpus
                     )
             self._server = EventServer(self._route, on_disconnect=self._on_disconnect)
-            env = {
-                **os.environ,
-                **self._extra_env,
-                **self._server.env(),
-                "PYTHONUNBUFFERED": "1",
-                "GPUSCALE_PARENT_PIPE": "1",
-            }
-            env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-            try:
-                self._proc = spawn(
-                    [
-                        self._python or first._python,
-                        "-m",
-                        "gpuscale.trainer",
-                        "--sweep",
-                        sweep_to_json(self.configs),
-                    ],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    env=env,
-                    start_new_session=True,
-                    text=True,
-                    errors="replace",
-                    bufsize=1,
-                )
-            except OSError as exc:
-                self._server.close()
-                raise GpuscaleError(
-                    f"cannot start the trainer process: {exc}", exit_code=1
-                ) from exc
+            self._proc = spawn_trainer(
+                self._python or first._python,
+                ["--sweep", sweep_to_json(self.configs)],
+                self._server,
+                self._extra_env,
+            )
             for stream_name in ("stdout", "stderr"):
                 thread = threading.Thread(
                     target=read_lines,
