@@ -497,24 +497,34 @@ def _fit_from_step_times(
         model.predicts = False
 
 
-def predict(model: ScalingModel, devices: int, template: SweepPoint) -> SweepPoint:
-    """A predicted point at ``devices`` (``predicted`` set; timing from the model)."""
-    step = model.step_time_s(devices)
-    samples = model.samples_per_step(devices)
+def predicted_like(template: SweepPoint, **fields: object) -> SweepPoint:
+    """A predicted point (``predicted`` set) of ``template``'s configuration: its
+    config, exchange, platform, device and precision, and ``fields`` (the count,
+    batch and timing a model gives). Nothing measured is carried over."""
     return SweepPoint(
-        devices=devices,
-        scaling=template.scaling,
         config=template.config,
-        per_replica_batch=max(1, round(samples / devices)),
-        global_batch=samples,
-        step_time_s=step,
-        throughput=metrics.throughput(samples, step),
-        payload_bytes=model.payload_bytes,
         exchange=template.exchange,
         platform=template.platform,
         device_name=template.device_name,
         mixed_precision=template.mixed_precision,
         predicted=True,
+        **fields,
+    )
+
+
+def predict(model: ScalingModel, devices: int, template: SweepPoint) -> SweepPoint:
+    """A predicted point at ``devices`` (``predicted`` set; timing from the model)."""
+    step = model.step_time_s(devices)
+    samples = model.samples_per_step(devices)
+    return predicted_like(
+        template,
+        devices=devices,
+        scaling=template.scaling,
+        per_replica_batch=max(1, round(samples / devices)),
+        global_batch=samples,
+        step_time_s=step,
+        throughput=metrics.throughput(samples, step),
+        payload_bytes=model.payload_bytes,
         comm_share=model.comm_share(devices),
         note=f"predicted by the {model.exchange} model fitted to {model.basis} at "
         + ", ".join(str(n) for n in model.fitted_devices)

@@ -107,7 +107,7 @@ import msgspec
 
 from gpuscale.analysis import metrics
 from gpuscale.analysis.hierarchy import TwoLevelModel
-from gpuscale.analysis.model import ScalingModel, fit
+from gpuscale.analysis.model import ScalingModel, fit, predicted_like
 from gpuscale.analysis.sweep import SweepPoint
 
 DEFAULT_COVERAGE = 0.8
@@ -330,22 +330,17 @@ def two_level_point(
     samples = model.per_replica_batch * devices
     x = metrics.throughput(samples, step_model) * (anchor if devices > top else 1.0)
     step = samples / x if x > 0 else step_model
-    point = SweepPoint(
+    point = predicted_like(
+        template,
         devices=devices,
         workers=workers,
         scaling="weak",
-        config=template.config,
         model=template.model,
         per_replica_batch=model.per_replica_batch,
         global_batch=samples,
         step_time_s=step,
         throughput=x,
         payload_bytes=model.payload_bytes,
-        exchange=template.exchange,
-        platform=template.platform,
-        device_name=template.device_name,
-        mixed_precision=template.mixed_precision,
-        predicted=True,
         comm_share=metrics.share(model.inter_s(workers), step_model),
         note=f"predicted by the two-level model ({g} devices per machine, fitted at "
         + ", ".join(str(w) for w in model.fitted_workers)
