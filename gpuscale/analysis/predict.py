@@ -89,10 +89,31 @@ one class: the corpus names PCIe machines, rarely their switches and sockets).
 CPU logical devices and multi-worker sweeps (classes ``host`` and ``network``) are
 not in the corpus: they get no factor and the all-class stratum's range, which
 says nothing specific about them (:func:`two_level_point` for several workers).
-Gather and host exchanges on GPUs are not in it either (every corpus table is a
-ring): they get their class's strata as if they were rings, and on the seed
-tables (``sample_runs``) those ranges held for 3 of 8. No factor is applied to counts
-below the largest measured (interpolation).
+No factor is applied to counts below the largest measured (interpolation).
+
+Gather and host exchanges on one machine are not in the corpus either (every
+corpus table is a ring; :data:`UNCOVERED_EXCHANGES`), and the ring strata do not
+speak for them: ranged as rings, the seed tables' (``sample_runs``) ranges held
+for 3 of 8 predictions. They get no factor and no stratum; their range comes from
+the only evidence there is, the seed tables' gather and host series
+(:class:`SeedRange`, learned by ``benchmarks/calibrate.py``): 7 predictions of 5
+series from 2 origin documents, all but one below the published value (the
+model's ``v(N)`` grows faster than theirs did; ``gpuscale.analysis.model``, terms
+tried). Residuals are pooled per doubling, so a prediction ``d`` doublings out
+gets ``[X exp(d lo), X exp(d hi)]``; per doubling ``-6 % .. +90 %`` as shipped.
+Seven predictions are too few for a stated coverage (an 80 % conformal range needs
+:data:`MIN_FOR_COVERAGE`, 9) and far too few for a bet bound (:data:`MIN_FOR_BET`,
+19), so the range is the full spread of the residuals, says it is a guess
+(``coverage`` is ``None``, ``coverage_basis`` says why, in ``--json`` and the
+table's footer), and the decision never bets on such a count
+(:mod:`gpuscale.analysis.decide`: "measure N next"). Learned without their own
+document, such ranges held for 3 of the 7 (seed 000's four from seed 002's
+three: 1 of 4; seed 002's three from seed 000's four: 2 of 3); on the seed line
+of ``benchmarks/prediction.py`` (4 and 8 from 1, 2, each range learned without
+its table's document) 3 of the 6 gather/host ranges hold, 5 of 8 with the ring.
+Seed tables added to ``sample_runs/`` (``seedDDD_*.json``, DDD the document)
+widen the evidence; from 9 predictions the range is stated at 80 %, from 19 it
+can be bet on.
 """
 
 from __future__ import annotations
