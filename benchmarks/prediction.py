@@ -207,7 +207,7 @@ def pct(x: float) -> str:
     return f"{x * 100:.1f}%"
 
 
-def summary_line(results: list[Result]) -> str:
+def summary_line(results: list[Result], ranges: str = "80% ranges") -> str:
     errors = sorted(r.error for r in results)
     line = (
         f"median {pct(statistics.median(errors))}, p90 {pct(metrics.percentile(errors, 90))}, "
@@ -217,7 +217,7 @@ def summary_line(results: list[Result]) -> str:
     if held:
         widths = [r.half_width or 0.0 for r in results if r.half_width is not None]
         line += (
-            f"; 80% ranges hold for {pct(sum(held) / len(held))} "
+            f"; {ranges} hold for {pct(sum(held) / len(held))} "
             f"(median half-width {pct(statistics.median(widths))})"
         )
     else:
@@ -385,7 +385,8 @@ def main() -> int:
     seeds = seed_cases(args.baseline)
     guessed = [r for r in seeds if r.guess and r.held is not None]
     print(
-        f"seed tables (sample_runs, from 1,2; {len(seeds)} points): {summary_line(seeds)}"
+        f"seed tables (sample_runs, from 1,2; {len(seeds)} points): "
+        + summary_line(seeds, "ranges" if guessed else "80% ranges")
         + (
             f"; of which gather/host (ranges a guess, learned without their document) "
             f"{sum(bool(r.held) for r in guessed)} of {len(guessed)} held"
