@@ -79,7 +79,8 @@ def test_a_gather_prediction_with_a_guessed_range_is_never_a_bet():
     assert step.uncalibrated and step.uncertain and not step.accepted
     assert step.marginal_efficiency >= 0.6
     assert any(
-        "its range a guess (gather exchanges are not in the published" in r for r in rec.reasons
+        "its range a guess for a gather exchange (floor 60%): not a safe bet" in r
+        for r in rec.reasons
     )
     assert not any("such predictions of published tables" in r for r in rec.reasons)
 

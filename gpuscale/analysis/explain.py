@@ -89,10 +89,7 @@ def explain(
                 f"(what {format_fraction_pct(1 - BET_RISK)} of such predictions reached)"
             )
         if step.uncalibrated:
-            low = (
-                f", its range a guess ({by_name[step.config_to].model.exchange} exchanges are "
-                "not in the published tables)"
-            )
+            low = f", its range a guess for a {by_name[step.config_to].model.exchange} exchange"
         if step.uncertain:
             verdict = "not a safe bet: " + (rec.measure_next or f"measure {step.devices_to} next")
         rec.reasons.append(

@@ -489,7 +489,7 @@ def two_level_point(
         throughput_safe=x * (1 + stratum.bet_bound),
         coverage=calibration.coverage,
         coverage_basis=calibration.statement()
-        + " (single machines: none of several workers; the pooled strata)",
+        + ", all single machines (no multi-worker table: the pooled strata)",
     )
 
 
