@@ -184,3 +184,15 @@ def test_the_recommend_footer_says_the_range_is_a_guess(capsys):
     assert "80% ranges" not in out
     assert "MULTI: 4 devices with 'variables on CPU'" in out and "(predicted)" not in out
     assert "Measure 8 next" in out
+
+
+def test_the_chart_states_80_percent_only_when_no_drawn_range_is_a_guess():
+    from gpuscale.plots.scaling import build_scaling_chart
+
+    ring = recommend(_points("ring", SCALES_WELL), calibration=_narrow(_seeds(None)))
+    both = recommend(
+        _points("ring", SCALES_WELL) + _points("gather", SCALES_WELL),
+        calibration=_narrow(_seeds(None)),
+    )
+    assert build_scaling_chart(ring).coverage == pytest.approx(0.8)
+    assert build_scaling_chart(both).coverage is None  # the legend says "range", not "80%"
