@@ -145,7 +145,12 @@ class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknow
     efficiency_high: float | None = None
     coverage: float | None = None
     """Output only, predicted points: the stated coverage of the ``*_low``/``*_high``
-    ranges (e.g. 0.8: the range held for 80 % of held-out predictions)."""
+    ranges (e.g. 0.8: the range held for 80 % of held-out predictions); ``None``
+    with a range: the range is a guess (:attr:`coverage_basis` says why)."""
+    coverage_basis: str | None = None
+    """Output only, predicted points with a range: what the range was calibrated
+    on, in words (published ring tables, or a guess from a few seed tables for an
+    exchange the published tables do not cover, :mod:`gpuscale.analysis.predict`)."""
 
     @property
     def exchange_kind(self) -> str:

@@ -306,16 +306,26 @@ def render(
         if legend:
             console.print(Text("  " + "; ".join(legend), style="dim"))
         coverages = {r.coverage for r in rows if r.predicted and r.coverage is not None}
-        if coverages:
+        guesses = {
+            r.coverage_basis
+            for r in rows
+            if r.predicted and r.coverage is None and r.throughput_low is not None
+        }
+        if coverages or guesses:
             shape = (
                 "range: low\u2013high of the predicted samples/s"
                 if any(col.header == "range" for col in columns)
                 else "predicted: value (low\u2013high)"
             )
+            # a guessed range (an exchange the published tables lack) says so, not 80 %
+            said = (
+                f"{format_fraction_pct(max(coverages))} ranges calibrated on published scaling tables"
+                if coverages
+                else next(iter(guesses)) or "a guess, not a calibrated range"
+            )
             console.print(
                 Text(
-                    f"  {shape}: {format_fraction_pct(max(coverages))} ranges calibrated on "
-                    "published scaling tables (README: How good are the predictions?)",
+                    f"  {shape}: {said} (README: How good are the predictions?)",
                     style="dim",
                 )
             )
