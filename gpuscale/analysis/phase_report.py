@@ -136,18 +136,31 @@ def share_known_text(s: RunSummary) -> str | None:
 
 
 def precision_text(s: RunSummary) -> tuple[str, bool] | None:
-    """With ``--precision``: whether the run reached it (the worse of the step
-    time's and the exposed share's half-widths), and if not, how far it got and
-    about how many more steps would likely reach it; and whether it was reached.
-    ``None``: not asked."""
-    asked = s.precision_asked
-    if asked is None:
+    """With ``--precision``: ``precision: ±3.0% asked, reached (±2.1%)``, or how far
+    it got and about how many more steps would likely reach it; and whether it was
+    reached. ``None``: not asked."""
+    if s.precision_asked is None:
         return None
-    reached, more = s.precision_reached, s.precision_more_steps
-    target = f"\u00b1{format_fraction_pct(asked, 1)}"
-    when = "yet" if s.status == "running" else "by the end"
+    got, need, reached = precision_words(
+        s.precision_asked,
+        s.precision_reached,
+        s.precision_more_steps,
+        when="yet" if s.status == "running" else "by the end",
+    )
+    target = f"\u00b1{format_fraction_pct(s.precision_asked, 1)}"
+    return f"precision: {target} asked, {got}" + (f"; {need}" if need else ""), reached
+
+
+def precision_words(
+    asked: float, reached: float | None, more: int | None, *, when: str = "by the end"
+) -> tuple[str, str | None, bool]:
+    """Whether ``± asked`` was reached (the worse of the step time's and the exposed
+    share's half-widths, ``reached``; ``more``: counted steps still likely needed,
+    0 when reached): ``("reached (±2.1%)", None, True)``, or ``("not reached
+    {when}: reached only ±5.1%", "about 1,890 more steps would likely reach it",
+    False)``. ``run``, the dashboard and ``recommend`` say it in these words."""
     if reached is not None and more == 0:
-        return f"precision: {target} asked, reached (\u00b1{format_fraction_pct(reached, 1)})", True
+        return f"reached (\u00b1{format_fraction_pct(reached, 1)})", None, True
     got = (
         f"reached only \u00b1{format_fraction_pct(reached, 1)}"
         if reached is not None
@@ -159,4 +172,4 @@ def precision_text(s: RunSummary) -> tuple[str, bool] | None:
         need = f"at least {more:,} more steps would be needed"
     else:
         need = f"about {more:,} more steps would likely reach it"
-    return f"precision: {target} asked, not reached {when}: {got}; {need}", False
+    return f"not reached {when}: {got}", need, False

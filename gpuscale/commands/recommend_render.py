@@ -12,6 +12,7 @@ from rich.text import Text as _RichText
 
 from gpuscale.analysis.decide import own_speedup, table_base
 from gpuscale.analysis.metrics import resolved
+from gpuscale.analysis.phase_report import precision_words
 from gpuscale.analysis.recommend import Recommendation
 from gpuscale.analysis.sweep import Sweep
 from gpuscale.commands.console import text_console
@@ -67,6 +68,66 @@ def measured_share(point, long: bool = True) -> str:
         return "not resolved" + count
     width = err / step * 100
     return f"{text} ±{width:.0f}{count}" if width >= 1 else f"{text} ±{width:.1f}{count}"
+
+
+def precision_lines(rec: Recommendation, sweep: Sweep) -> list[str]:
+    """With ``--precision``: for each measured count, whether its step time and
+    exposed share reached it, what they reached (±), in how many counted steps,
+    and for a count that ran out of ``--steps`` first, about how many more steps
+    would reach it (the words of ``run``'s summary:
+    :func:`gpuscale.analysis.phase_report.precision_words`); then how long the
+    whole sweep took. Empty when no count was run with ``--precision`` and the
+    sweep's time is not known (``--from``)."""
+    rows = [r for r in rec.table if not r.predicted and r.precision_asked is not None]
+    lines: list[str] = []
+    if rows:
+        asked = {r.precision_asked for r in rows}
+        one = len(asked) == 1
+        if one:
+            lines.append(
+                f"Precision asked: \u00b1{format_fraction_pct(rows[0].precision_asked, 1)} "
+                "(95% range of the median step time and of the exposed share), "
+                "each count run until known to it, --steps at most:"
+            )
+        else:
+            lines.append("Precision asked (95% ranges), each count run until known to it:")
+        several = len({r.config for r in rows}) > 1
+        for r in rows:
+            lines.append("  " + _count_precision(r, several, with_asked=not one))
+    if sweep.wall_s is not None:
+        runs = len({(p.config, p.devices) for p in sweep.points})
+        lines.append(
+            f"The sweep took {format_duration_s(sweep.wall_s)} "
+            f"({runs} run{'s' if runs != 1 else ''}, TensorFlow's start included)."
+        )
+    return lines
+
+
+def _count_precision(r, several: bool, with_asked: bool) -> str:
+    """One count's line of :func:`precision_lines`."""
+    label = f"{r.devices} device{'s' if r.devices != 1 else ''}"
+    if several:
+        label += f" ({r.config})"
+    if r.steps:
+        label += f", {r.steps:,} steps"
+    if with_asked:
+        label += f", \u00b1{format_fraction_pct(r.precision_asked, 1)} asked"
+    got, need, _ = precision_words(
+        r.precision_asked, r.precision_reached, r.precision_more_steps, when="within --steps"
+    )
+    step = (
+        f"step time \u00b1{format_fraction_pct(r.step_time_err, 1)}"
+        if r.step_time_err is not None
+        else "step time: too few steps for a range"
+    )
+    probes = f"{r.probes or 0} probe{'s' if (r.probes or 0) != 1 else ''}"
+    if r.devices <= 1:
+        share = "nothing exchanged"
+    elif r.comm_share_err is not None:
+        share = f"exposed share \u00b1{r.comm_share_err * 100:.1f} points ({probes})"
+    else:
+        share = f"exposed share from {probes}, too few for a range"
+    return f"{label}: {got}; {step}, {share}" + (f"; {need}" if need else "")
 
 
 ROWS_SHOWN = 12
@@ -336,6 +397,8 @@ def render(
                     style="dim",
                 )
             )
+    for line in precision_lines(rec, sweep):
+        console.print(Text(line, style="yellow" if "not reached" in line else ""))
     if chart:
         print_chart(rec, console)
     verdict = "SINGLE device" if rec.verdict == "single" else f"MULTI: {rec.devices} devices"
