@@ -211,3 +211,15 @@ def test_recommend_json_carries_the_precision_per_count_and_the_sweeps_time(tmp_
     path.write_text(json.dumps(doc))
     again = load_inputs([str(path)])
     assert {p.devices: p.precision_asked for p in again.points} == {1: 0.03, 2: 0.03}
+
+
+def test_the_dashboard_derives_no_ratio_from_an_unresolved_exchange():
+    from gpuscale.ui.widgets.advice import advice_content
+
+    resolved = advice_content(summarize(run_events(2, noise=0.004))).plain
+    assert "compute:comm 3.5" in resolved
+    events = run_events(2, noise=0.03)  # the exposed all-reduce within its own noise
+    s = summarize(events)
+    assert s.allreduce_s <= s.allreduce_err_s
+    panel = advice_content(s).plain
+    assert "(not resolved)" in panel and "compute:comm" not in panel

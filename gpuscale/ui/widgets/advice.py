@@ -149,11 +149,15 @@ def advice_parts(
             else "no comm exposed"
         )
         lines.append(_row("phases", phases_heading(s)))
-        for item in phase_items(s):  # the words of `gpuscale run`'s summary
+        items = phase_items(s)
+        for item in items:  # the words of `gpuscale run`'s summary
             style = "$text-warning" if item.notable else "green" if item.label == "compute" else ""
             lines.append(_row(item.label, item.value, style))
-        lines.append(_row("compute:comm", ratio))
-        if s.busbw_bytes_s:
+        # ratio and bandwidth come from the exposed all-reduce: not from noise
+        exchange = next(item.value for item in items if item.label == "exposed all-reduce")
+        if s.devices > 1 and "not resolved" not in exchange:
+            lines.append(_row("compute:comm", ratio))
+        if s.busbw_bytes_s and "not resolved" not in exchange:
             lines.append(
                 _row(
                     "busbw",
