@@ -223,3 +223,16 @@ def test_the_dashboard_derives_no_ratio_from_an_unresolved_exchange():
     assert s.allreduce_s <= s.allreduce_err_s
     panel = advice_content(s).plain
     assert "(not resolved)" in panel and "compute:comm" not in panel
+
+
+def test_the_live_sweeps_recommendation_panel_says_each_counts_precision(tmp_path):
+    from gpuscale.commands.recommend_render import precision_lines
+    from gpuscale.ui.widgets.scaling import recommendation_text
+
+    sweep = _sweep(tmp_path, {1: run_events(1), 2: run_events(2, noise=0.03)})
+    rec = recommend(sweep.points)
+    panel = recommendation_text(rec).plain
+    assert "Precision (\u00b13.0% asked)\n- 1 device, 95 steps: reached (\u00b1" in panel
+    # the same words as recommend's text
+    for line in precision_lines(rec, sweep)[1:]:
+        assert f"- {line.strip()}" in panel

@@ -1,8 +1,10 @@
 """How a run's phase breakdown, its probes and its precision are said in words:
 one wording for ``gpuscale run``'s final summary and the dashboard (``watch``,
-``replay``, a sweep's run panels), so the two never tell the same run apart.
+``replay``, a sweep's run panels), so the two never tell the same run apart, and
+for ``recommend``'s per-count precision (its text and ``--watch``'s panel).
 
-Every function takes a :class:`~gpuscale.analysis.summary.RunSummary` and returns
+Every function takes a :class:`~gpuscale.analysis.summary.RunSummary` (or, for a
+sweep's count, a :class:`~gpuscale.analysis.sweep.SweepPoint`) and returns
 plain text (no markup, no style): each view styles and lays it out its own way.
 The numbers and what counts as resolved come from :mod:`gpuscale.analysis.summary`
 and :mod:`gpuscale.analysis.metrics`; nothing here measures anything.
@@ -15,6 +17,7 @@ from typing import NamedTuple
 from gpuscale.analysis.confidence import comm_share_is_notable
 from gpuscale.analysis.metrics import resolved
 from gpuscale.analysis.summary import RunSummary
+from gpuscale.analysis.sweep import SweepPoint
 from gpuscale.formatting import (
     format_duration_s,
     format_fraction_pct,
@@ -173,3 +176,34 @@ def precision_words(
     else:
         need = f"about {more:,} more steps would likely reach it"
     return f"not reached {when}: {got}", need, False
+
+
+def count_precision_text(r: SweepPoint, *, several: bool = False, with_asked: bool = False) -> str:
+    """One measured count of a sweep run with ``--precision`` (``r.precision_asked``
+    set): ``2 devices, 150 steps: not reached within --steps: reached only ±5.1%;
+    step time ±1.2%, exposed share ±5.1 points (4 probes); about 280 more steps
+    would likely reach it``. ``several``: name the configuration; ``with_asked``:
+    say the precision asked (when the counts asked differently)."""
+    label = f"{r.devices} device{'s' if r.devices != 1 else ''}"
+    if several:
+        label += f" ({r.config})"
+    if r.steps:
+        label += f", {r.steps:,} steps"
+    if with_asked:
+        label += f", \u00b1{format_fraction_pct(r.precision_asked, 1)} asked"
+    got, need, _ = precision_words(
+        r.precision_asked, r.precision_reached, r.precision_more_steps, when="within --steps"
+    )
+    step = (
+        f"step time \u00b1{format_fraction_pct(r.step_time_err, 1)}"
+        if r.step_time_err is not None
+        else "step time: too few steps for a range"
+    )
+    probes = f"{r.probes or 0} probe{'s' if (r.probes or 0) != 1 else ''}"
+    if r.devices <= 1:
+        share = "nothing exchanged"
+    elif r.comm_share_err is not None:
+        share = f"exposed share \u00b1{r.comm_share_err * 100:.1f} points ({probes})"
+    else:
+        share = f"exposed share from {probes}, too few for a range"
+    return f"{label}: {got}; {step}, {share}" + (f"; {need}" if need else "")

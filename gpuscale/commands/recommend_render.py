@@ -12,7 +12,7 @@ from rich.text import Text as _RichText
 
 from gpuscale.analysis.decide import own_speedup, table_base
 from gpuscale.analysis.metrics import resolved
-from gpuscale.analysis.phase_report import precision_words
+from gpuscale.analysis.phase_report import count_precision_text
 from gpuscale.analysis.recommend import Recommendation
 from gpuscale.analysis.sweep import Sweep
 from gpuscale.commands.console import text_console
@@ -93,7 +93,7 @@ def precision_lines(rec: Recommendation, sweep: Sweep) -> list[str]:
             lines.append("Precision asked (95% ranges), each count run until known to it:")
         several = len({r.config for r in rows}) > 1
         for r in rows:
-            lines.append("  " + _count_precision(r, several, with_asked=not one))
+            lines.append("  " + count_precision_text(r, several=several, with_asked=not one))
     if sweep.wall_s is not None:
         runs = len({(p.config, p.devices) for p in sweep.points})
         lines.append(
@@ -101,33 +101,6 @@ def precision_lines(rec: Recommendation, sweep: Sweep) -> list[str]:
             f"({runs} run{'s' if runs != 1 else ''}, TensorFlow's start included)."
         )
     return lines
-
-
-def _count_precision(r, several: bool, with_asked: bool) -> str:
-    """One count's line of :func:`precision_lines`."""
-    label = f"{r.devices} device{'s' if r.devices != 1 else ''}"
-    if several:
-        label += f" ({r.config})"
-    if r.steps:
-        label += f", {r.steps:,} steps"
-    if with_asked:
-        label += f", \u00b1{format_fraction_pct(r.precision_asked, 1)} asked"
-    got, need, _ = precision_words(
-        r.precision_asked, r.precision_reached, r.precision_more_steps, when="within --steps"
-    )
-    step = (
-        f"step time \u00b1{format_fraction_pct(r.step_time_err, 1)}"
-        if r.step_time_err is not None
-        else "step time: too few steps for a range"
-    )
-    probes = f"{r.probes or 0} probe{'s' if (r.probes or 0) != 1 else ''}"
-    if r.devices <= 1:
-        share = "nothing exchanged"
-    elif r.comm_share_err is not None:
-        share = f"exposed share \u00b1{r.comm_share_err * 100:.1f} points ({probes})"
-    else:
-        share = f"exposed share from {probes}, too few for a range"
-    return f"{label}: {got}; {step}, {share}" + (f"; {need}" if need else "")
 
 
 ROWS_SHOWN = 12
