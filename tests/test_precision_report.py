@@ -112,6 +112,13 @@ def test_the_share_target_is_the_schedulers_own_default_without_precision():
     assert share_known_text(summarize(run_events(1))) is None  # nothing exchanged
 
 
+def test_a_first_probe_over_the_budget_is_said_to_be_the_exception():
+    s = summarize(run_events(2, steps=15, probe_at=(10,)))
+    assert s.probe_wall_share > s.probe_budget
+    assert "(50.0 ms; budget 2%), over the budget: the first probe always runs" in probes_text(s)
+    assert "over the budget" not in probes_text(summarize(run_events(2)))
+
+
 def test_a_fixed_period_is_said_instead_of_a_budget():
     events = run_events(2)
     events[0].config["phase_every"] = 10

@@ -118,6 +118,13 @@ def probes_text(s: RunSummary) -> str:
             text += f", {took}"
     if pace:
         text += f" ({pace})"
+    over = (
+        s.probe_budget is not None
+        and s.probe_wall_share is not None
+        and s.probe_wall_share > s.probe_budget
+    )
+    if over and s.phase_steps == 1:  # the scheduler's one exception: said, not hidden
+        text += ", over the budget: the first probe always runs"
     known = share_known_text(s)
     return f"{text}; {known}" if known else text
 
