@@ -92,7 +92,9 @@ def test_probes_of_an_old_recording_say_what_is_known():
     # schema 1.1: no probe cost, no budget in the start's config
     s = _summary(probe_cost_s=None, comm_share_err=None, phase_steps=2, share_target=0.02)
     text = "\n".join(phase_lines(s, replicas=2))
-    assert "  probes: 2; exposed share not yet known to \u00b12 points (fewer than 3 probes)" in text
+    assert (
+        "  probes: 2; exposed share not yet known to \u00b12 points (fewer than 3 probes)" in text
+    )
     one = "\n".join(phase_lines(s, replicas=1))
     assert one.endswith("  probes: 2")
 
