@@ -7,6 +7,7 @@ from the counts measured, saying so."""
 from __future__ import annotations
 
 import argparse
+import time
 
 from gpuscale.analysis.sweep import Sweep
 from gpuscale.errors import EXIT_INTERRUPTED, GpuscaleError
@@ -49,6 +50,7 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep, str, str
     else:
         runner = LiveSweep(view, configs, record=not args.no_record)
     app = SweepApp(view, runner=runner)
+    began = time.perf_counter()
     try:
         signal_name = run_until_stop_signal(app)
     finally:
@@ -66,5 +68,10 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep, str, str
         state = f"{runner.failure}; " + (state or "recommending from what was measured")
     recorded = None if args.no_record else f"recorded as {runner.sweep_id}"
     heading = join_clauses((heading, *notes, state, recorded))
-    sweep = Sweep(points=final.points, sources=final.sources, available_devices=available)
+    sweep = Sweep(
+        points=final.points,
+        sources=final.sources,
+        available_devices=available,
+        wall_s=time.perf_counter() - began,
+    )
     return sweep, heading, signal_name
