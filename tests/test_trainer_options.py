@@ -192,3 +192,19 @@ def test_precision_is_a_share_and_not_for_multi_worker():
     assert parse().precision is None
     with pytest.raises(GpuscaleError, match="stop together"):
         parse("--precision", "3%", "--strategy", "multi-worker")
+
+
+@pytest.mark.parametrize(
+    ("flag", "text", "says"),
+    [
+        ("--precision", "-1", "argument --precision: the precision must be in (0%, 100%)"),
+        ("--precision", "150%", "argument --precision: the precision must be in (0%, 100%)"),
+        ("--precision", "0", "argument --precision: the precision must be in (0%, 100%)"),
+        ("--precision", "lots", "argument --precision: expected a precision"),
+        ("--probe-budget", "150%", "argument --probe-budget: the probe budget must be in [0%"),
+    ],
+)
+def test_each_share_option_names_itself_and_its_own_range(flag, text, says):
+    with pytest.raises(ValueError) as caught:
+        parse(f"{flag}={text}")
+    assert says in str(caught.value)

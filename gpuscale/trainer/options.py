@@ -80,17 +80,30 @@ def _gpu_list(text: str) -> list[int]:
     return gpus
 
 
-def parse_budget(text: str) -> float:
-    """``"2%"`` or ``"0.02"`` -> 0.02 (a share of the wall clock, below 100 %)."""
+def _share(text: str, what: str) -> float:
+    """``"2%"`` or ``"0.02"`` -> 0.02; ``what`` names the share in the error."""
     raw = text.strip()
     try:
-        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+        return float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a share of the wall clock like 2% or 0.02 but got {text!r}"
-        ) from None
+        raise argparse.ArgumentTypeError(f"expected {what} like 2% or 0.02, not {text!r}") from None
+
+
+def parse_budget(text: str) -> float:
+    """``--probe-budget``: ``"2%"`` or ``"0.02"`` -> 0.02 (a share of the wall
+    clock, 0 included, below 100 %)."""
+    value = _share(text, "a share of the wall clock")
     if not 0 <= value < 1:
         raise argparse.ArgumentTypeError(f"the probe budget must be in [0%, 100%), not {text!r}")
+    return value
+
+
+def parse_precision(text: str) -> float:
+    """``--precision``: ``"3%"`` or ``"0.03"`` -> 0.03 (a share of the step, above
+    0 and below 100 %)."""
+    value = _share(text, "a precision (a share of the step)")
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"the precision must be in (0%, 100%), not {text!r}")
     return value
 
 
@@ -196,7 +209,7 @@ def add_trainer_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--precision",
-        type=parse_budget,
+        type=parse_precision,
         default=None,
         metavar="SHARE",
         help="stop once the step time and the exposed all-reduce share are known to this "
