@@ -217,6 +217,12 @@ def format_pct_against_floor(fraction: float | None, floor: float, passes: bool)
     return format_fraction_pct(fraction)  # judged on more than this value: as it is
 
 
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """``count`` and ``noun``, the noun plural unless ``count`` is 1: ``1 step``,
+    ``0 steps``, ``2 devices``; ``many`` for a plural other than ``noun + "s"``."""
+    return f"{count} {noun if count == 1 else many or noun + 's'}"
+
+
 def join_clauses(parts: Iterable[str | None]) -> str:
     """Clauses joined with ``; `` (empty ones left out), each without the full stop
     it may end with: ``"... for the original."`` and ``"recorded as X"`` make

@@ -166,11 +166,18 @@ def _positive_int(text: str) -> int:
 
 def _count_list(text: str) -> list[int]:
     try:
-        counts = sorted({int(part) for part in text.split(",") if part.strip()})
+        given = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"expected device counts like 1,2,4, got {text!r}"
         ) from None
+    counts = sorted(set(given))
+    if len(counts) != len(given):
+        twice = sorted({n for n in given if given.count(n) > 1})
+        raise argparse.ArgumentTypeError(
+            f"{text!r} gives {', '.join(map(str, twice))} more than once: "
+            "each device count is one run; give each once"
+        )
     if not counts or counts[0] < 1:
         raise argparse.ArgumentTypeError(f"expected device counts like 1,2,4, got {text!r}")
     if counts[-1] > MAX_DEVICES:

@@ -9,13 +9,16 @@ Values left as ``None`` are decided by the trainer once it knows the devices
 from __future__ import annotations
 
 import argparse
+import os
 import re
+from collections.abc import Callable
 from typing import Literal
 
 import msgspec
 
 from gpuscale.errors import GpuscaleError
 from gpuscale.events import limits
+from gpuscale.formatting import plural
 
 BUILTIN_MODELS = ("mnist-cnn", "resnet50", "mlp", "transformer")
 STRATEGIES = ("mirrored", "central-storage", "one-device", "multi-worker")
@@ -243,7 +246,56 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         seed=args.seed,
     )
     validate(config)
+    check_cpu_devices(config, getattr(args, "sweep", None))
     return config
+
+
+def cpu_devices_refusal(counts: list[int], cores: int, flag: str) -> str | None:
+    """Why ``counts`` CPU logical devices make no sense on ``cores`` CPU cores, or
+    ``None`` when they do. Logical devices share the cores: past the cores (and
+    the default 2) each replica waits for a core, and 99 of them on 2 cores start
+    TensorFlow for minutes and make no step."""
+    limit = max(2, cores)
+    too_many = [n for n in counts if n > limit]
+    if not too_many:
+        return None
+    return (
+        f"{flag} asks for {max(too_many)} CPU logical devices but this machine has no GPU "
+        f"and {plural(cores, 'CPU core')}: devices beyond the cores only wait for one; "
+        f"use at most {limit}"
+    )
+
+
+def check_cpu_devices(
+    config: TrainConfig,
+    sweep: list[int] | None = None,
+    *,
+    cores: int | None = None,
+    gpus_found: Callable[[], list[int] | None] | None = None,
+) -> None:
+    """Refuse, before TensorFlow starts, more CPU logical devices than this machine
+    has cores, for ``--devices`` (``run``, ``watch``, ``recommend``) and
+    ``recommend --sweep`` alike. Asks NVML (``gpus_found``; tests give a stand-in)
+    only when a count is past the cores: with a GPU (or when it cannot be told)
+    ``--devices`` counts GPUs and this check does not apply."""
+    if config.gpus is not None:
+        return
+    cores = cores or os.cpu_count() or 1
+    asked = [(n, "--devices") for n in [config.devices] if n is not None]
+    asked += [(n, "--sweep") for n in sweep or []]
+    over = [(n, flag) for n, flag in asked if n > max(2, cores)]
+    if not over:
+        return
+    if gpus_found is None:
+        from gpuscale.trainer.preflight import gpu_indices  # no TensorFlow
+
+        gpus_found = gpu_indices
+    if gpus_found() != []:  # GPUs, or cannot tell: the trainer will say
+        return
+    flag = over[0][1]
+    why = cpu_devices_refusal([n for n, f in over if f == flag], cores, flag)
+    if why is not None:
+        raise GpuscaleError(why)
 
 
 def validate(config: TrainConfig) -> None:

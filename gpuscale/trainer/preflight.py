@@ -50,7 +50,7 @@ def check_machine(
         check_model_module(model)
     if gpus is None and all_reduce not in GPU_ONLY_ALL_REDUCE:
         return
-    found = _gpu_indices(probe)
+    found = gpu_indices(probe)
     if found is None:
         return  # cannot tell (e.g. NVML missing where a driver is loaded): the trainer will
     if gpus is not None:
@@ -72,7 +72,7 @@ def check_machine(
         )
 
 
-def _gpu_indices(probe: Callable[[], object] | None) -> list[int] | None:
+def gpu_indices(probe: Callable[[], object] | None = None) -> list[int] | None:
     """The GPUs' indices as NVML sees them; ``[]`` when there is surely no GPU
     (NVML finds none and no NVIDIA driver is loaded); ``None`` when it cannot be
     told."""
