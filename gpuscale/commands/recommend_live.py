@@ -19,7 +19,7 @@ from gpuscale.analysis.sweep import Sweep, SweepPoint, point_from_summary
 from gpuscale.analysis.topology import best_subset, pair_class
 from gpuscale.errors import EXIT_FAILED, GpuscaleError
 from gpuscale.events.schema import EndEvent, StepEvent, SweepRef, Topology
-from gpuscale.formatting import format_ms
+from gpuscale.formatting import format_ms, plural
 from gpuscale.recording.sweeps import new_sweep_id
 
 if TYPE_CHECKING:
@@ -205,8 +205,7 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
     heading += f"; {where}"
     if not quiet:
         console.print(
-            f"Running the trainer on {', '.join(map(str, counts))} devices, one run each, "
-            f"in {where}:",
+            f"Running the trainer on {plural(counts, 'device')}, one run each, in {where}:",
             style="bold",
             markup=False,
         )

@@ -25,7 +25,7 @@ from gpuscale.analysis.summary import RunAccumulator, RunSummary
 from gpuscale.analysis.sweep import Sweep, point_from_summary
 from gpuscale.errors import EXIT_FAILED, GpuscaleError
 from gpuscale.events.schema import EndEvent, StartEvent, StepEvent, SweepRef
-from gpuscale.formatting import format_ms
+from gpuscale.formatting import format_ms, plural
 from gpuscale.recording.sweeps import new_sweep_id
 
 
@@ -49,7 +49,7 @@ def run_script_sweep(
     console = text_console(stderr=True, highlight=False)
     if not quiet:
         console.print(
-            f"Running {' '.join(command)} on {', '.join(map(str, counts))} devices, one run each:",
+            f"Running {' '.join(command)} on {plural(counts, 'device')}, one run each:",
             style="bold",
             markup=False,
         )

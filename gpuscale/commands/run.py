@@ -32,6 +32,7 @@ from gpuscale.formatting import (
     format_bytes,
     format_duration_s,
     format_samples_s,
+    plural,
     visible,
 )
 from gpuscale.live.terminal import settle_visible
@@ -352,7 +353,7 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
     counted = s.get("steps_counted", 0)
     total = s.get("steps_total", 0)
     console.print(
-        f"  status: {status}, {total} steps ({counted} counted, {total - counted} warm-up)"
+        f"  status: {status}, {plural(total, 'step')} ({counted} counted, {total - counted} warm-up)"
     )
     if s.get("step_time_s") is not None:
         spread = f" (p10 {_ms(s.get('step_time_p10_s'))}, p90 {_ms(s.get('step_time_p90_s'))})"

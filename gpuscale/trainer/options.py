@@ -351,12 +351,12 @@ def validate(config: TrainConfig) -> None:
         and config.batch_per_replica * n > limits.MAX_BATCH
     ):
         raise GpuscaleError(
-            f"--batch-per-replica {config.batch_per_replica} on {n} devices is a global batch "
+            f"--batch-per-replica {config.batch_per_replica} on {plural(n, 'device')} is a global batch "
             f"over {limits.MAX_BATCH:,} (TensorFlow's int32)"
         )
     if config.global_batch is not None and n is not None and config.global_batch % n:
         raise GpuscaleError(
-            f"--global-batch {config.global_batch} does not split evenly across {n} devices"
+            f"--global-batch {config.global_batch} does not split evenly across {plural(n, 'device')}"
         )
     if not 1 <= config.steps <= limits.MAX_STEPS:
         raise GpuscaleError(f"--steps must be 1 to {limits.MAX_STEPS:,}, not {config.steps}")
