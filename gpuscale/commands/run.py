@@ -67,12 +67,23 @@ def register(sub) -> None:
 
 
 def check_record_path(path: Path | None) -> None:
-    """Refuse a ``--record`` path that is a folder or an existing file (a
-    recording is never overwritten), in one line that says what to give."""
-    if path is None or not path.exists():
+    """Refuse a ``--record`` path that is a folder, an existing file (a
+    recording is never overwritten) or in a folder that does not exist (a typo
+    would otherwise make it), in one line that says what to give."""
+    if path is None:
         return
     from gpuscale.errors import GpuscaleError
 
+    parent = path.parent
+    if parent.exists() and not parent.is_dir():
+        raise GpuscaleError(f"--record {path}: {parent} is a file, not a folder")
+    if not parent.is_dir():
+        raise GpuscaleError(
+            f"--record {path}: the folder {parent} does not exist; create it first, or leave "
+            "out --record to record to the runs folder"
+        )
+    if not path.exists():
+        return
     if path.is_dir():  # a file is what is written: say where one could go
         raise GpuscaleError(
             f"--record {path}: is a folder; give a file path, e.g. "
