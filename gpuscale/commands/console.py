@@ -14,10 +14,19 @@ from typing import Any
 from rich.console import Console
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """The reader went away (``| head -1``): the one handler in
+        :func:`gpuscale.cli.main` ends quietly (rich's own exits with status 1)."""
+        raise BrokenPipeError
+
+
 def text_console(**kwargs: Any) -> Console:
     """A :class:`rich.console.Console` (``kwargs`` passed on) whose text lines are
-    not wrapped when its output is not a terminal."""
-    console = Console(**kwargs)
+    not wrapped when its output is not a terminal. A closed pipe raises
+    :class:`BrokenPipeError`, which :func:`gpuscale.cli.main` turns into a quiet
+    exit 0, as for ``print``."""
+    console = _Console(**kwargs)
     if not console.is_terminal:
         console.soft_wrap = True
     return console

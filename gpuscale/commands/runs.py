@@ -69,12 +69,13 @@ def main(args: argparse.Namespace) -> int:
         print(f"No recordings in {folder} (every 'gpuscale run' saves one there).")
         return 0
 
-    from rich.console import Console
     from rich.text import Text
 
-    console = Console()
+    from gpuscale.commands.console import text_console
+
+    console = text_console()
     if not console.is_terminal:  # a pipe or a file: whole lines, file names included
-        console = Console(width=1000)
+        console = text_console(width=1000)
     # Strategy (and workers) only where the runs listed differ in them: a multi-worker
     # run and a mirrored one of one model are otherwise the same "mlp 2xcpu".
     show_strategy = len({strategy_label(run) for run in runs if run.model != "?"}) > 1
