@@ -60,9 +60,10 @@ def main(args: argparse.Namespace) -> int:
         args.json = False
         code = run_command.main(args)  # the same run and recording, as plain text
         # said after the run, so that a refused configuration stays one line
+        kept = "not recorded: --no-record" if args.no_record else "recorded as watch would"
         print(
             "gpuscale: watch shows the run in a terminal; stdout is not one, "
-            "so this was 'gpuscale run' (plain text, same recording)",
+            f"so this was 'gpuscale run' (plain text, {kept})",
             file=sys.stderr,
         )
         return code
