@@ -218,14 +218,7 @@ def main(args) -> int:
         raise GpuscaleError("--watch shows the sweep on screen; leave it out for --json")
     signal_name = None
     if args.inputs:
-        from gpuscale.analysis.sweep import load_inputs
-        from gpuscale.recording.sweeps import resolve_inputs
-
-        resolved = resolve_inputs(args.inputs)  # a sweep's name: its measured recordings
-        sweep = load_inputs(as_given(args.inputs, resolved.paths))
-        sweep.notes = [*resolved.notes, *sweep.notes]
-        heading = join_clauses(resolved.notes) or None
-        print_warnings(sweep.warnings)
+        sweep, heading = load_from(args.inputs)
     elif command := split_command(args.command):
         if args.watch:
             raise GpuscaleError(
@@ -263,6 +256,29 @@ def main(args) -> int:
         price=args.price_per_device_hour,
     )
     return EXIT_INTERRUPTED if signal_name else code
+
+
+def load_from(inputs: list) -> tuple:
+    """``--from``'s inputs (files, sweep names) -> the sweep and its heading; what
+    the readers forgave is said on stderr. Shared with ``replay`` off a terminal."""
+    from gpuscale.analysis.sweep import load_inputs
+    from gpuscale.recording.sweeps import resolve_inputs
+
+    resolved = resolve_inputs(inputs)  # a sweep's name: its measured recordings
+    sweep = load_inputs(as_given([str(name) for name in inputs], resolved.paths))
+    sweep.notes = [*resolved.notes, *sweep.notes]
+    print_warnings(sweep.warnings)
+    return sweep, join_clauses(resolved.notes) or None
+
+
+def print_from(inputs: list) -> int:
+    """What ``gpuscale recommend --from INPUTS`` prints, with its defaults."""
+    from gpuscale.analysis.recommend import DEFAULT_MIN_EFFICIENCY
+
+    sweep, heading = load_from(inputs)
+    return report(
+        sweep, floor=DEFAULT_MIN_EFFICIENCY, max_devices=None, as_json=False, heading=heading
+    )
 
 
 _NOTING: dict[type, type] = {}
