@@ -233,9 +233,12 @@ def main(args) -> int:
 
         sweep, heading, signal_name = watch_sweep(args, floor)
     else:
-        from gpuscale.commands.recommend_live import run_sweep
+        from gpuscale.commands.recommend_live import SweepInterrupted, run_sweep
 
-        sweep, heading = run_sweep(args, quiet=args.json)
+        try:
+            sweep, heading = run_sweep(args, quiet=args.json)
+        except SweepInterrupted as stopped:  # what ran is printed, then exit 130
+            sweep, heading, signal_name = stopped.sweep, stopped.heading, stopped.signal_name
         if args.watch:  # piped or redirected: a screen would write escape codes for ever
             # said after the sweep, so that a refused configuration stays one line
             print(

@@ -214,6 +214,7 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
     points: list[SweepPoint] = []
     sources: list[str] = []
     sweep_start = time.perf_counter()
+    stopped_by: str | None = None
     try:
         for i, (n, config) in enumerate(zip(counts, configs, strict=True)):
             if shared is not None:
@@ -226,9 +227,18 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
             try:
                 run.start()
                 _follow(run, acc, n, config.steps, console, quiet, starting)
+            except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (gpuscale.cli)
+                ignore_stop_signals()  # a second one must not cut the stop short
+                stopped_by = exc.args[0] if exc.args else "Ctrl-C"
+                console.print(
+                    f"gpuscale: stopping the {n}-device run ({stopped_by})...",
+                    markup=False,
+                )
             finally:
                 if not run.done:
                     run.stop()
+            if stopped_by is not None:
+                break
             if run.error is not None or acc.start is None or acc.summary().step_time_s is None:
                 message = (
                     run.error.message if run.error is not None else "the run ended without steps"
@@ -256,10 +266,40 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
         if shared is not None:
             shared.close()
     wall_s = time.perf_counter() - sweep_start  # said with the result (stdout, --json)
+    if stopped_by is not None and not points:
+        raise KeyboardInterrupt(stopped_by)  # nothing measured: "gpuscale: interrupted"
     if not quiet and not args.no_record:
         say_sweep_recorded(console, sweep_id)
     sweep = Sweep(points=points, sources=sources, available_devices=available, wall_s=wall_s)
+    if stopped_by is not None:
+        measured = plural([p.devices for p in points], "device")
+        heading = f"{heading}; stopped ({stopped_by}) after {measured}: recommending from those"
+        raise SweepInterrupted(sweep, heading, stopped_by)
     return sweep, heading
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """A live sweep stopped by Ctrl-C (or SIGTERM, SIGHUP) after at least one count
+    was measured: what was measured, for the report printed before exit 130."""
+
+    def __init__(self, sweep: Sweep, heading: str, signal_name: str):
+        super().__init__(signal_name)
+        self.sweep = sweep
+        self.heading = heading
+        self.signal_name = signal_name
+
+
+def ignore_stop_signals() -> None:
+    """From now on SIGINT, SIGTERM and SIGHUP are ignored: gpuscale is stopping
+    its trainer and then prints what ran (a second Ctrl-C must not cut that short)."""
+    import signal
+
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            try:
+                signal.signal(getattr(signal, name), signal.SIG_IGN)
+            except (ValueError, OSError):  # not the main thread
+                pass
 
 
 def shared_process(
