@@ -94,24 +94,126 @@ def spawn(args: list[str], **kwargs: Any) -> subprocess.Popen:
     On Linux the child gets ``PR_SET_PDEATHSIG`` = SIGKILL. The kernel sends it when
     the *thread* that forked the child ends, so every child is forked by one
     long-lived thread here (not by whichever thread called :meth:`start`, e.g. the
-    dashboard's worker thread, which may end before the run does)."""
+    dashboard's worker thread, which may end before the run does).
+
+    The signal reaches the child alone, not what the child started (a training
+    script's data loaders, a shell's commands). A child started in a session of
+    its own (``start_new_session=True``) is therefore also handed to the
+    :class:`GroupReaper`, which kills its whole process group when gpuscale dies;
+    call :func:`release` once the group is over."""
     global _spawn_thread
     guard = _parent_death_guard()
     if guard is None:
-        return subprocess.Popen(args, **kwargs)
-    kwargs["preexec_fn"] = guard
-    with _spawn_lock:
-        if _spawn_thread is None or not _spawn_thread.is_alive():
-            _spawn_thread = threading.Thread(target=_spawner, name="gpuscale-spawner", daemon=True)
-            _spawn_thread.start()
-    box: list[Any] = []
-    ready = threading.Event()
-    _spawn_requests.put((args, kwargs, box, ready))
-    ready.wait()
-    result = box[0]
-    if isinstance(result, BaseException):
-        raise result
-    return result
+        proc = subprocess.Popen(args, **kwargs)
+    else:
+        kwargs["preexec_fn"] = guard
+        with _spawn_lock:
+            if _spawn_thread is None or not _spawn_thread.is_alive():
+                _spawn_thread = threading.Thread(
+                    target=_spawner, name="gpuscale-spawner", daemon=True
+                )
+                _spawn_thread.start()
+        box: list[Any] = []
+        ready = threading.Event()
+        _spawn_requests.put((args, kwargs, box, ready))
+        ready.wait()
+        result = box[0]
+        if isinstance(result, BaseException):
+            raise result
+        proc = result
+    if kwargs.get("start_new_session"):
+        _reaper.add(proc.pid)  # its own session: its process group is its pid
+    return proc
+
+
+def release(proc: subprocess.Popen) -> None:
+    """``proc``'s process group is over (stopped, its processes killed or gone):
+    gpuscale's death need not kill it any more. Idempotent."""
+    _reaper.discard(proc.pid)
+
+
+_REAPER_CODE = """
+import os, signal, sys
+groups = set()
+for line in sys.stdin:
+    sign, digits = line[:1], line[1:].strip()
+    if digits.isdigit():
+        (groups.add if sign == "+" else groups.discard)(int(digits))
+for group in groups:
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except OSError:
+        pass
+"""
+"""The reaper's program: it reads ``+PGID`` / ``-PGID`` lines from gpuscale; at the
+end of its input (gpuscale is gone, however it ended) it SIGKILLs the groups left."""
+
+
+class GroupReaper:
+    """A small process that outlives gpuscale just long enough to kill the process
+    groups of its children, with everything they started, when gpuscale dies (even
+    by ``kill -9``, when no code of gpuscale's runs). It holds the read end of a
+    pipe that only gpuscale writes to: the pipe's end is gpuscale's death.
+
+    Started with the first group (one per gpuscale process), in a session of its
+    own (a Ctrl-C in the terminal is gpuscale's to handle, not the reaper's), and
+    started again, told every group, should it have died. POSIX only; elsewhere
+    (and where it cannot start) it does nothing and the children have only the
+    death signal (:func:`spawn`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._groups: set[int] = set()
+        self._proc: subprocess.Popen | None = None
+
+    @property
+    def groups(self) -> set[int]:
+        """The process groups killed should gpuscale die now."""
+        with self._lock:
+            return set(self._groups)
+
+    def add(self, pgid: int) -> None:
+        with self._lock:
+            self._groups.add(pgid)
+            self._tell(f"+{pgid}")
+
+    def discard(self, pgid: int) -> None:
+        with self._lock:
+            if pgid in self._groups:
+                self._groups.discard(pgid)
+                self._tell(f"-{pgid}")
+
+    def _tell(self, line: str) -> None:
+        if os.name != "posix":
+            return
+        if self._proc is None or self._proc.poll() is not None:
+            self._proc = self._start()
+            if self._proc is None:
+                return
+            line = "\n".join(f"+{group}" for group in self._groups)  # all it must know
+        try:
+            assert self._proc.stdin is not None
+            self._proc.stdin.write(line + "\n")
+            self._proc.stdin.flush()
+        except (OSError, ValueError):
+            self._proc = None  # gone: the next call starts another
+
+    @staticmethod
+    def _start() -> subprocess.Popen | None:
+        try:
+            return subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _REAPER_CODE],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                text=True,
+            )
+        except OSError:
+            return None
+
+
+_reaper = GroupReaper()
 
 
 def describe_exit(code: int) -> str:

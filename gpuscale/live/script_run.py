@@ -91,7 +91,7 @@ from gpuscale.events.transport import (
 )
 from gpuscale.live import cluster
 from gpuscale.live.base import RunBase
-from gpuscale.live.child import STOP_DEADLINE_S, describe_exit, read_lines, spawn
+from gpuscale.live.child import STOP_DEADLINE_S, describe_exit, read_lines, release, spawn
 from gpuscale.live.devices import ENV_DEVICES, device_env
 from gpuscale.live.terminal import settle_line
 from gpuscale.telemetry.topology import probe_topology
@@ -582,6 +582,9 @@ class ScriptRun(RunBase):
             self._sampler.stop()
             self._sampler = None
         self._terminate(grace_s=1.0)
+        for proc in self._procs.values():
+            if proc.poll() is not None:  # stopped, with its group: gpuscale's death need not
+                release(proc)
         if self._recorder is not None:
             self._recorder.close()
             if not self._recorder.on_disk:

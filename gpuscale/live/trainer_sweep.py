@@ -38,7 +38,7 @@ from typing import Any
 from gpuscale.errors import GpuscaleError
 from gpuscale.events.schema import EndEvent, Event, SweepRef
 from gpuscale.events.transport import EventServer
-from gpuscale.live.child import AFTER_EXIT_S, STOP_GRACE_S, read_lines
+from gpuscale.live.child import AFTER_EXIT_S, STOP_GRACE_S, read_lines, release
 from gpuscale.live.trainer_run import LiveRun, spawn_trainer
 from gpuscale.trainer.options import (
     TrainConfig,
@@ -267,6 +267,7 @@ class TrainerSweep:
         proc = self._proc
         assert proc is not None
         self.returncode = proc.wait()
+        release(proc)
         for thread in self._readers:
             thread.join(timeout=AFTER_EXIT_S)
         if self._saw_event:
