@@ -7,6 +7,7 @@ from the counts measured, saying so."""
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from gpuscale.analysis.sweep import Sweep
 from gpuscale.errors import EXIT_INTERRUPTED, GpuscaleError
@@ -49,6 +50,7 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep, str, str
     else:
         runner = LiveSweep(view, configs, record=not args.no_record)
     app = SweepApp(view, runner=runner)
+    app.source = _SweepStop(runner, shared)  # type: ignore[attr-defined]
     try:
         signal_name = run_until_stop_signal(app)
     finally:
@@ -68,3 +70,25 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep, str, str
     heading = join_clauses((heading, *notes, state, recorded))
     sweep = Sweep(points=final.points, sources=final.sources, available_devices=available)
     return sweep, heading, signal_name
+
+
+class _SweepStop:
+    """The sweep as :func:`gpuscale.ui.app.run_until_stop_signal` stops a live source
+    on SIGINT, SIGTERM or SIGHUP: from its own thread, whatever the screen does.
+    ``stop`` returns once the count in progress has stopped (its recording ended
+    ``stopped``) and no other will begin; only then may a second signal end the
+    process (``run.wait``: nothing more to wait for), so the counts measured are
+    kept and the report printed."""
+
+    def __init__(self, runner: Any, shared: Any) -> None:
+        self.runner = runner
+        self.shared = shared
+        self.run = self
+
+    def stop(self) -> None:
+        self.runner.stop()  # the run in progress, at once; no other begins
+        if self.shared is not None:
+            self.shared.close()  # between two counts too: the process ends its count
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return True  # stop() returned: the sweep's runs are over
