@@ -7,6 +7,10 @@ from the counts measured, saying so."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 from gpuscale.analysis.sweep import Sweep
@@ -55,7 +59,8 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep, str, str
         signal_name = run_until_stop_signal(app)
     finally:
         if shared is not None:
-            shared.close()  # a count the view never reached is not left running
+            with _stop_signals_ignored():  # a second Ctrl-C must not cut the stop short
+                shared.close()  # a count the view never reached is not left running
     final = runner.view
     if not final.points:
         why = runner.failure or "stopped before the first device count was measured"
@@ -70,6 +75,24 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep, str, str
     heading = join_clauses((heading, *notes, state, recorded))
     sweep = Sweep(points=final.points, sources=final.sources, available_devices=available)
     return sweep, heading, signal_name
+
+
+@contextlib.contextmanager
+def _stop_signals_ignored() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP ignored inside (the main thread only): the
+    screen is gone and its handlers with it, and a signal raised as
+    KeyboardInterrupt there would end gpuscale with the count in progress
+    unrecorded. What runs inside is bounded (a run stops within seconds)."""
+    previous = {}
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        signum = getattr(signal, name, None)
+        if signum is not None and threading.current_thread() is threading.main_thread():
+            previous[signum] = signal.signal(signum, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 class _SweepStop:
