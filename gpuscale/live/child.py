@@ -59,9 +59,12 @@ _spawn_thread: threading.Thread | None = None
 _spawn_lock = threading.Lock()
 
 
-def _parent_death_guard() -> Callable[[], None] | None:
+def _parent_death_guard(reaper_fd: int | None = None) -> Callable[[], None] | None:
     """A ``preexec_fn`` that has Linux SIGKILL the child when gpuscale dies
-    (``prctl(PR_SET_PDEATHSIG)``), even by SIGKILL; ``None`` elsewhere."""
+    (``prctl(PR_SET_PDEATHSIG)``), even by SIGKILL; ``None`` elsewhere. With
+    ``reaper_fd`` (the :class:`GroupReaper`'s pipe), the child, in a session of its
+    own, also hands its process group to the reaper itself, before it runs anything:
+    nothing it starts can outlive gpuscale, however soon gpuscale dies."""
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -72,6 +75,15 @@ def _parent_death_guard() -> Callable[[], None] | None:
 
     def guard() -> None:
         prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if reaper_fd is not None:  # after setsid: the group is this pid
+            # SIGPIPE is back to its default here: a gone reaper must not kill the child
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})
+            try:
+                os.write(reaper_fd, b"+%d\n" % os.getpid())  # one short write: atomic
+            except OSError:
+                signal.sigtimedwait([signal.SIGPIPE], 0)  # the one the write raised
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         if os.getppid() != parent:  # gpuscale died before the guard was set
             os._exit(1)
 
@@ -102,10 +114,17 @@ def spawn(args: list[str], **kwargs: Any) -> subprocess.Popen:
     :class:`GroupReaper`, which kills its whole process group when gpuscale dies;
     call :func:`release` once the group is over."""
     global _spawn_thread
-    guard = _parent_death_guard()
+    new_session = bool(kwargs.get("start_new_session"))
+    channel = _reaper.channel() if new_session else None
+    guard = _parent_death_guard(channel[0] if channel else None)
     if guard is None:
+        if channel:
+            os.close(channel[0])
         proc = subprocess.Popen(args, **kwargs)
-    else:
+        if new_session:
+            _reaper.add(proc.pid)  # its own session: its process group is its pid
+        return proc
+    try:
         kwargs["preexec_fn"] = guard
         with _spawn_lock:
             if _spawn_thread is None or not _spawn_thread.is_alive():
@@ -117,13 +136,15 @@ def spawn(args: list[str], **kwargs: Any) -> subprocess.Popen:
         ready = threading.Event()
         _spawn_requests.put((args, kwargs, box, ready))
         ready.wait()
-        result = box[0]
-        if isinstance(result, BaseException):
-            raise result
-        proc = result
-    if kwargs.get("start_new_session"):
-        _reaper.add(proc.pid)  # its own session: its process group is its pid
-    return proc
+    finally:
+        if channel:
+            os.close(channel[0])
+    result = box[0]
+    if isinstance(result, BaseException):
+        raise result
+    if channel:
+        _reaper.told(result.pid, channel[1])  # the child told the reaper itself
+    return result
 
 
 def release(proc: subprocess.Popen) -> None:
@@ -176,6 +197,30 @@ class GroupReaper:
         with self._lock:
             self._groups.add(pgid)
             self._tell(f"+{pgid}")
+
+    def channel(self) -> tuple[int, Any] | None:
+        """For a child to tell the reaper its group itself (see :func:`spawn`): a
+        copy of the pipe's write end (the caller closes it) and which reaper it
+        reaches; ``None`` where there is no reaper."""
+        with self._lock:
+            if os.name != "posix":
+                return None
+            if self._proc is None or self._proc.poll() is not None:
+                self._tell("")  # starts one, told every group
+            if self._proc is None or self._proc.stdin is None:
+                return None
+            try:
+                return os.dup(self._proc.stdin.fileno()), self._proc
+            except (OSError, ValueError):
+                return None
+
+    def told(self, pgid: int, reaper: Any) -> None:
+        """A child told ``reaper`` its group ``pgid``: remember it, and tell it again
+        should that reaper be gone (the next one must know it)."""
+        with self._lock:
+            self._groups.add(pgid)
+            if reaper is not self._proc or reaper.poll() is not None:
+                self._tell(f"+{pgid}")
 
     def discard(self, pgid: int) -> None:
         with self._lock:
