@@ -88,6 +88,8 @@ def explain(
                 f", {_against(step.marginal_efficiency_low, floor)} at its bet bound "
                 f"(what {format_fraction_pct(1 - BET_RISK)} of such predictions reached)"
             )
+        if step.uncalibrated:
+            low = f", its range a guess for a {by_name[step.config_to].model.exchange} exchange"
         if step.uncertain:
             verdict = "not a safe bet: " + (rec.measure_next or f"measure {step.devices_to} next")
         rec.reasons.append(
@@ -206,7 +208,13 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[
     k = threshold_compute_scale(m, n1, n2, rec.min_efficiency)
     model_passes = k is not None and k <= 1.0
     floor = format_fraction_pct(rec.min_efficiency)
-    if step.uncertain:
+    if step.uncertain and step.uncalibrated:
+        text += (
+            f"; whether {n1} -> {n2} pays is not known: the published tables have no "
+            f"{m.exchange} exchange to calibrate its range on, and a handful of seed "
+            "tables are too few for a bet"
+        )
+    elif step.uncertain:
         text += (
             f"; whether {n1} -> {n2} pays is not known: more than 1 in "
             f"{round(1 / BET_RISK)} such predictions of published tables came out below "

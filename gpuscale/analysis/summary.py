@@ -76,6 +76,11 @@ from gpuscale.events.schema import (
     StepEvent,
 )
 
+DEFAULT_SHARE_PRECISION = 0.02
+"""The half-width (a share of the step) the probes pin the exposed share down to
+when no ``--precision`` is asked: the probe scheduler's own default
+(``gpuscale.trainer.schedule.DEFAULT_PRECISION``, which a test keeps equal)."""
+
 
 class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     """The analysis of one run. ``None`` means "not measured in this run"."""
@@ -144,6 +149,21 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     breakdown is not resolved."""
     probe_cost_s: float | None = None
     """Wall clock all the probes took (schema 1.2): in no step time, in the run's."""
+    counted_wall_s: float | None = None
+    """Wall clock from the first counted step's start to the last step's end, the
+    probes between them included (the part of the run the probes' share is of)."""
+    probe_wall_share: float | None = None
+    """``probe_cost_s / counted_wall_s``: the probes' share of the wall clock (their
+    passes only; ``None`` before schema 1.2 or without a probe)."""
+    probe_budget: float | None = None
+    """The probes' budget, a share of the wall clock (``--probe-budget``,
+    ``ScalingMonitor(budget=)``); ``None`` when not said or a fixed period overrides it."""
+    probe_every: int | None = None
+    """A fixed probe period (``--phase-every K``, ``ScalingMonitor(every=K)``) that
+    overrides the budget; 0: no probes."""
+    share_target: float | None = None
+    """The half-width the exposed share is to be known to: ``--precision`` when
+    asked, else the probe scheduler's default (:data:`DEFAULT_SHARE_PRECISION`)."""
     compute_comm_ratio: float | None = None
     """Compute over exposed all-reduce; ``None`` when nothing was exchanged."""
     payload_bytes: int | None = None
@@ -171,6 +191,9 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     """Slowest worker's median step time / median of the workers' medians."""
     host_cpu_pct: float | None = None
     """Median host CPU use, all cores (0-100)."""
+    step_time_rel_err: float | None = None
+    """With ``precision_asked``: the median step time's 95 % half-width over the
+    median (``None`` below 3 steps)."""
     precision_asked: float | None = None
     """The run's ``--precision`` (a 95 % half-width, a fraction of the step), if asked."""
     precision_reached: float | None = None
@@ -202,6 +225,9 @@ class RunAccumulator:
         self._gpu_util: dict[tuple[int, int], list[float]] = defaultdict(list)
         """Utilization samples per (worker, GPU index)."""
         self._host_cpu: list[float] = []
+        self._counted_from_t: float | None = None
+        """When the first counted step began (its event's ``t`` less its step time)."""
+        self._last_step_t: float | None = None
 
     def add(self, event: object) -> None:
         """Take one event of the run (unknown kinds are ignored)."""
@@ -211,6 +237,11 @@ class RunAccumulator:
                 self._warmup_steps.add((event.worker, event.step))
                 return
             self._step_times.append(event.step_time_s)
+            began = event.t - event.step_time_s
+            if self._counted_from_t is None or began < self._counted_from_t:
+                self._counted_from_t = began
+            if self._last_step_t is None or event.t > self._last_step_t:
+                self._last_step_t = event.t
             self._samples.append(event.samples)
             self._worker_times[event.worker].append(event.step_time_s)
         elif isinstance(event, PhaseEvent):
@@ -268,6 +299,7 @@ class RunAccumulator:
             if not s.global_batch:
                 s.global_batch = int(samples)
         self._summarize_phases(s)
+        self._summarize_probing(s)
         self._summarize_imbalance(s)
         if self._host_cpu:
             s.host_cpu_pct = metrics.median(self._host_cpu)
@@ -281,6 +313,7 @@ class RunAccumulator:
         s.precision_asked = asked
         width = metrics.median_halfwidth(self._step_times)
         step_rel = width / s.step_time_s if width is not None and s.step_time_s else None
+        s.step_time_rel_err = step_rel
         cfg = (self.start.config or {}) if self.start is not None else {}
         probing = s.devices > 1 and (
             s.phase_steps > 0 or (cfg.get("phase_every") != 0 and cfg.get("probe_budget") != 0)
@@ -295,6 +328,29 @@ class RunAccumulator:
             probes=s.phase_steps if probing else None,
             share_err=share_err if probing else None,
         )
+
+    def _summarize_probing(self, s: RunSummary) -> None:
+        """What the probes cost against the wall clock, the budget they had and the
+        precision the exposed share is to be known to (from the start's config)."""
+        cfg = (self.start.config or {}) if self.start is not None else {}
+        every = cfg.get("phase_every", cfg.get("every"))
+        if isinstance(every, int) and not isinstance(every, bool) and every >= 0:
+            s.probe_every = every
+        budget = cfg.get("probe_budget")
+        if s.probe_every is None and isinstance(budget, (int, float)) and 0 <= budget < 1:
+            s.probe_budget = float(budget)
+        asked = cfg.get("precision")
+        s.share_target = (
+            float(asked)
+            if isinstance(asked, (int, float)) and 0 < asked < 1
+            else DEFAULT_SHARE_PRECISION
+        )
+        if self._counted_from_t is not None and self._last_step_t is not None:
+            wall = self._last_step_t - self._counted_from_t
+            if wall > 0:
+                s.counted_wall_s = wall
+                if s.probe_cost_s is not None:
+                    s.probe_wall_share = s.probe_cost_s / wall
 
     def _summarize_phases(self, s: RunSummary) -> None:
         phases = [p for p in self._phases if (p.worker, p.step) not in self._warmup_steps]

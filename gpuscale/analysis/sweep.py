@@ -61,6 +61,9 @@ _Payload = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_PAYLOAD_BYTES)]
 _LinkRate = Annotated[float, msgspec.Meta(ge=1, le=limits.MAX_BYTES_S)]
 _Version = Annotated[int, msgspec.Meta(ge=1)]
 _Price = Annotated[float, msgspec.Meta(gt=0, le=1e9)]
+_Fraction = Annotated[float, msgspec.Meta(gt=0, lt=1)]
+_Share = Annotated[float, msgspec.Meta(ge=0, le=1e6)]
+_MoreSteps = Annotated[int, msgspec.Meta(ge=0, le=limits.MAX_STEPS)]
 
 
 class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
@@ -97,6 +100,20 @@ class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknow
     ``allreduce_s`` no larger than it is *not resolved*: within the probes' noise."""
     probes: _Steps | None = None
     """Phase probes ``allreduce_s`` is the median of (from a recording)."""
+    comm_share_err: _Share | None = None
+    """95 % half-width of the measured exposed share over the probes (a fraction of
+    the step, like ``comm_share``; from a recording, 3 probes or more)."""
+    step_time_err: _Share | None = None
+    """95 % half-width of ``step_time_s`` over it (a fraction; from a recording
+    made with ``--precision``)."""
+    precision_asked: _Fraction | None = None
+    """The run's ``--precision`` (a 95 % half-width, a fraction of the step)."""
+    precision_reached: _Share | None = None
+    """With ``precision_asked``: the worse of ``step_time_err`` and, with several
+    devices, ``comm_share_err`` (``None`` while either is unknown)."""
+    precision_more_steps: _MoreSteps | None = None
+    """With ``precision_asked``: 0 when reached, else about how many more counted
+    steps would likely reach it (``None``: no probe to tell)."""
     allreduce_total_s: _Duration | None = None
     apply_s: _Duration | None = None
     input_s: _Duration | None = None
@@ -145,7 +162,12 @@ class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknow
     efficiency_high: float | None = None
     coverage: float | None = None
     """Output only, predicted points: the stated coverage of the ``*_low``/``*_high``
-    ranges (e.g. 0.8: the range held for 80 % of held-out predictions)."""
+    ranges (e.g. 0.8: the range held for 80 % of held-out predictions); ``None``
+    with a range: the range is a guess (:attr:`coverage_basis` says why)."""
+    coverage_basis: str | None = None
+    """Output only, predicted points with a range: what the range was calibrated
+    on, in words (published ring tables, or a guess from a few seed tables for an
+    exchange the published tables do not cover, :mod:`gpuscale.analysis.predict`)."""
 
     @property
     def exchange_kind(self) -> str:
@@ -166,6 +188,9 @@ class SweepFile(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown
     """Output only: the fitted scaling models."""
     recommendation: Any | None = None
     """Output only: the recommendation."""
+    sweep_wall_s: float | None = None
+    """Output only: seconds a live sweep took, all its counts (TensorFlow's start
+    included)."""
 
 
 class Sweep(msgspec.Struct, kw_only=True):
@@ -178,6 +203,8 @@ class Sweep(msgspec.Struct, kw_only=True):
     """One line each, already naming the file: what the readers forgave (a cut last
     line, a missing end event) and inputs counted once though given twice."""
     available_devices: int | None = None
+    wall_s: float | None = None
+    """Seconds a live sweep took, all its counts; ``None`` for ``--from``."""
 
 
 def normalize(point: SweepPoint, where: str = "") -> SweepPoint:
@@ -363,6 +390,11 @@ def point_from_summary(summary: Any, start: Any, source: str) -> SweepPoint:
         allreduce_s=summary.allreduce_s,
         allreduce_err_s=summary.allreduce_err_s,
         probes=summary.phase_steps or None,
+        comm_share_err=summary.comm_share_err if summary.devices > 1 else None,
+        step_time_err=summary.step_time_rel_err,
+        precision_asked=summary.precision_asked,
+        precision_reached=summary.precision_reached,
+        precision_more_steps=summary.precision_more_steps,
         allreduce_total_s=summary.allreduce_total_s,
         apply_s=summary.apply_s,
         input_s=summary.input_s,
@@ -511,6 +543,7 @@ def sweep_document(
     available_devices: int | None = None,
     models: list[Any] | None = None,
     recommendation: Any | None = None,
+    sweep_wall_s: float | None = None,
 ) -> dict[str, Any]:
     """The sweep file as plain data (what ``--json`` prints and ``--from`` reads)."""
     doc = SweepFile(
@@ -520,5 +553,6 @@ def sweep_document(
         points=[msgspec.to_builtins(p) for p in points],
         models=models,
         recommendation=recommendation,
+        sweep_wall_s=sweep_wall_s,
     )
     return msgspec.to_builtins(doc)

@@ -338,6 +338,7 @@ def report(
             available_devices=sweep.available_devices,
             models=msgspec.to_builtins(rec.models),
             recommendation=body,
+            sweep_wall_s=sweep.wall_s,
         )
         # msgspec encodes 100k points in well under a second (json.dump with an indent
         # writes piece by piece in pure Python: half a minute), and writes a non-finite

@@ -19,7 +19,7 @@ from gpuscale.analysis.sweep import Sweep, SweepPoint, point_from_summary
 from gpuscale.analysis.topology import best_subset, pair_class
 from gpuscale.errors import EXIT_FAILED, GpuscaleError
 from gpuscale.events.schema import EndEvent, StepEvent, SweepRef, Topology
-from gpuscale.formatting import format_duration_s, format_ms
+from gpuscale.formatting import format_ms
 from gpuscale.recording.sweeps import new_sweep_id
 
 if TYPE_CHECKING:
@@ -256,16 +256,11 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
     finally:
         if shared is not None:
             shared.close()
-    if not quiet:
-        known = f", each until known to ±{base.precision:.0%}" if base.precision else ""
-        console.print(
-            f"The sweep took {format_duration_s(time.perf_counter() - sweep_start)} "
-            f"({len(points)} run{'s' if len(points) != 1 else ''}{known}).",
-            markup=False,
-        )
-        if not args.no_record:
-            say_sweep_recorded(console, sweep_id)
-    return Sweep(points=points, sources=sources, available_devices=available), heading
+    wall_s = time.perf_counter() - sweep_start  # said with the result (stdout, --json)
+    if not quiet and not args.no_record:
+        say_sweep_recorded(console, sweep_id)
+    sweep = Sweep(points=points, sources=sources, available_devices=available, wall_s=wall_s)
+    return sweep, heading
 
 
 def shared_process(

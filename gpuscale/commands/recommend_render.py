@@ -12,6 +12,7 @@ from rich.text import Text as _RichText
 
 from gpuscale.analysis.decide import own_speedup, table_base
 from gpuscale.analysis.metrics import resolved
+from gpuscale.analysis.phase_report import count_precision_text
 from gpuscale.analysis.recommend import Recommendation
 from gpuscale.analysis.sweep import Sweep
 from gpuscale.commands.console import text_console
@@ -67,6 +68,39 @@ def measured_share(point, long: bool = True) -> str:
         return "not resolved" + count
     width = err / step * 100
     return f"{text} ±{width:.0f}{count}" if width >= 1 else f"{text} ±{width:.1f}{count}"
+
+
+def precision_lines(rec: Recommendation, sweep: Sweep) -> list[str]:
+    """With ``--precision``: for each measured count, whether its step time and
+    exposed share reached it, what they reached (±), in how many counted steps,
+    and for a count that ran out of ``--steps`` first, about how many more steps
+    would reach it (the words of ``run``'s summary:
+    :func:`gpuscale.analysis.phase_report.precision_words`); then how long the
+    whole sweep took. Empty when no count was run with ``--precision`` and the
+    sweep's time is not known (``--from``)."""
+    rows = [r for r in rec.table if not r.predicted and r.precision_asked is not None]
+    lines: list[str] = []
+    if rows:
+        asked = {r.precision_asked for r in rows}
+        one = len(asked) == 1
+        if one:
+            lines.append(
+                f"Precision asked: \u00b1{format_fraction_pct(rows[0].precision_asked, 1)} "
+                "(95% range of the median step time and of the exposed share), "
+                "each count run until known to it, --steps at most:"
+            )
+        else:
+            lines.append("Precision asked (95% ranges), each count run until known to it:")
+        several = len({r.config for r in rows}) > 1
+        for r in rows:
+            lines.append("  " + count_precision_text(r, several=several, with_asked=not one))
+    if sweep.wall_s is not None:
+        runs = len({(p.config, p.devices) for p in sweep.points})
+        lines.append(
+            f"The sweep took {format_duration_s(sweep.wall_s)} "
+            f"({runs} run{'s' if runs != 1 else ''}, TensorFlow's start included)."
+        )
+    return lines
 
 
 ROWS_SHOWN = 12
@@ -306,16 +340,26 @@ def render(
         if legend:
             console.print(Text("  " + "; ".join(legend), style="dim"))
         coverages = {r.coverage for r in rows if r.predicted and r.coverage is not None}
-        if coverages:
+        guesses = {
+            r.coverage_basis
+            for r in rows
+            if r.predicted and r.coverage is None and r.throughput_low is not None
+        }
+        if coverages or guesses:
             shape = (
                 "range: low\u2013high of the predicted samples/s"
                 if any(col.header == "range" for col in columns)
                 else "predicted: value (low\u2013high)"
             )
+            # a guessed range (an exchange the published tables lack) says so, not 80 %
+            said = (
+                f"{format_fraction_pct(max(coverages))} ranges calibrated on published scaling tables"
+                if coverages
+                else next(iter(guesses)) or "a guess, not a calibrated range"
+            )
             console.print(
                 Text(
-                    f"  {shape}: {format_fraction_pct(max(coverages))} ranges calibrated on "
-                    "published scaling tables (README: How good are the predictions?)",
+                    f"  {shape}: {said} (README: How good are the predictions?)",
                     style="dim",
                 )
             )
@@ -336,6 +380,8 @@ def render(
                     style="dim",
                 )
             )
+    for line in precision_lines(rec, sweep):
+        console.print(Text(line, style="yellow" if "not reached" in line else ""))
     if chart:
         print_chart(rec, console)
     verdict = "SINGLE device" if rec.verdict == "single" else f"MULTI: {rec.devices} devices"

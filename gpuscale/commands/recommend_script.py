@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 
 from gpuscale.analysis.script_runs import settle_script_runs
 from gpuscale.analysis.summary import RunAccumulator, RunSummary
@@ -57,6 +58,7 @@ def run_script_sweep(
             console.print(f"gpuscale: {picked}", style="yellow", markup=False)
     runs: list[tuple[RunSummary, StartEvent, str]] = []
     sweep_id = new_sweep_id()
+    began = time.perf_counter()
     for index, n in enumerate(counts):
         env = {
             **os.environ,
@@ -100,7 +102,13 @@ def run_script_sweep(
     points = [point_from_summary(s, start, src) for s, start, src in settle_script_runs(runs)]
     if not quiet and not args.no_record:
         say_sweep_recorded(console, sweep_id)
-    return Sweep(points=points, sources=[r[2] for r in runs], available_devices=available), heading
+    sweep = Sweep(
+        points=points,
+        sources=[r[2] for r in runs],
+        available_devices=available,
+        wall_s=time.perf_counter() - began,
+    )
+    return sweep, heading
 
 
 def _follow(run, acc: RunAccumulator, n: int, console, quiet: bool) -> None:

@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -55,6 +56,7 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep, str, str
         runner = LiveSweep(view, configs, record=not args.no_record)
     app = SweepApp(view, runner=runner)
     app.source = _SweepStop(runner, shared)  # type: ignore[attr-defined]
+    began = time.perf_counter()
     try:
         signal_name = run_until_stop_signal(app)
     finally:
@@ -73,7 +75,12 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep, str, str
         state = f"{runner.failure}; " + (state or "recommending from what was measured")
     recorded = None if args.no_record else f"recorded as {runner.sweep_id}"
     heading = join_clauses((heading, *notes, state, recorded))
-    sweep = Sweep(points=final.points, sources=final.sources, available_devices=available)
+    sweep = Sweep(
+        points=final.points,
+        sources=final.sources,
+        available_devices=available,
+        wall_s=time.perf_counter() - began,
+    )
     return sweep, heading, signal_name
 
 

@@ -18,15 +18,19 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from gpuscale.analysis.metrics import resolved
+from gpuscale.analysis.phase_report import (
+    PASSES_LONGER_NOTE,
+    phase_items,
+    phases_heading,
+    precision_text,
+    probes_text,
+)
+from gpuscale.analysis.summary import RunSummary
 from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from gpuscale.events.schema import ErrorEvent, LogEvent, StartEvent, StepEvent
 from gpuscale.formatting import (
     format_bytes,
     format_duration_s,
-    format_fraction_pct,
-    format_phase_in_step_s,
-    format_phase_s,
     format_samples_s,
     visible,
 )
@@ -275,71 +279,44 @@ def _scaling(start) -> str:
 _ms = format_duration_s
 
 
+def run_summary_of(s: dict[str, Any], replicas: int) -> RunSummary:
+    """An end event's summary (a dict) as a :class:`RunSummary` over ``replicas``
+    devices; what does not read as one (a damaged summary) is left out."""
+    import msgspec
+
+    try:
+        summary = msgspec.convert(s, RunSummary)
+    except msgspec.ValidationError:
+        summary = RunSummary()
+    summary.devices = max(1, replicas)
+    return summary
+
+
 def phase_lines(s: dict[str, Any], replicas: int) -> list[str]:
-    """The phase breakdown of a summary (as a dict), each phase with its uncertainty
-    (95 % half-width over the probes) or "not resolved" where it is within its noise."""
-    n = s["phase_steps"]
-    one = replicas <= 1
-    step = s.get("phase_step_time_s")
-    compute = format_phase_in_step_s(s.get("compute_s"), s.get("compute_err_s"), step, n, replicas)
-    whole = compute.startswith("\u2248")  # compute alone fills the step: nothing left to split
-    exposed = (
-        "none (1 device: nothing to exchange)"
-        if one
-        else "not resolved"
-        if whole
-        else format_phase_s(s.get("allreduce_s"), s.get("allreduce_err_s"))
-    )
-    share, share_err = s.get("comm_share"), s.get("comm_share_err")
-    resolved_exchange = resolved(s.get("allreduce_s"), s.get("allreduce_err_s"))
-    if not one and not whole and share is not None and resolved_exchange:
-        plus_minus = f" ± {share_err * 100:.1f} points" if share_err is not None else ""
-        exposed += f" ({share:.1%}{plus_minus} of the step)"
-    ranges = "95% ranges" if n >= 3 else "too few for ranges"
+    """The phase breakdown of a summary (as a dict), in the dashboard's words
+    (:mod:`gpuscale.analysis.phase_report`): each phase with its uncertainty (95 %
+    half-width over the probes) or "not resolved" where it is within its noise,
+    then the probes: how many, their share of the wall clock against the budget,
+    and whether the exposed share is known to the target precision."""
+    summary = run_summary_of(s, replicas)
     lines = [
-        f"  phases ({n} probe{'s' if n != 1 else ''}, {ranges}; against the probed steps' median "
-        f"{_ms(step)}):",
-        f"    compute {compute}, "
-        f"exposed all-reduce {exposed}, "
-        f"apply {format_phase_in_step_s(s.get('apply_s'), s.get('apply_err_s'), step, n)}, "
-        f"input wait {_ms(s.get('input_s'))}",
+        f"  phases ({phases_heading(summary)}):",
+        "    " + ", ".join(f"{item.label} {item.value}" for item in phase_items(summary)),
     ]
-    if s.get("phase_consistent") is False:
-        lines.append(
-            "  [yellow]the probe's passes take longer than the probed steps (compute + "
-            "all-reduce above the step): the breakdown is not resolved[/]"
-        )
-    if s.get("probe_cost_s"):
-        cost = f"  probes took {_ms(s['probe_cost_s'])} of wall clock, between steps"
-        counted, step = s.get("steps_counted"), s.get("step_time_s")
-        if counted and step:  # what the user paid, against the steps' own time
-            cost += f" (about {format_fraction_pct(s['probe_cost_s'] / (counted * step), 1)} of the steps' time)"
-        lines.append(cost)
+    if summary.phase_consistent is False:
+        lines.append(f"  [yellow]{PASSES_LONGER_NOTE}[/]")
+    lines.append(f"  probes: {probes_text(summary)}")
     return lines
 
 
 def precision_line(s: dict[str, Any]) -> str | None:
     """With ``--precision``: whether the run reached it, and if not, how far it got
     and about how many more steps would likely reach it (``None``: not asked)."""
-    asked = s.get("precision_asked")
-    if asked is None:
+    said = precision_text(run_summary_of(s, 1))
+    if said is None:
         return None
-    reached, more = s.get("precision_reached"), s.get("precision_more_steps")
-    target = f"±{format_fraction_pct(asked, 1)}"
-    if reached is not None and more == 0:
-        return f"  precision: {target} asked, reached (±{format_fraction_pct(reached, 1)})"
-    got = (
-        f"reached only ±{format_fraction_pct(reached, 1)}"
-        if reached is not None
-        else "not yet known (fewer than 3 steps or probes)"
-    )
-    if more is None:
-        need = "no probe ran to estimate the steps needed"
-    elif reached is None:
-        need = f"at least {more:,} more steps would be needed"
-    else:
-        need = f"about {more:,} more steps would likely reach it"
-    return f"  [yellow]precision: {target} asked, not reached by the end: {got}; {need}[/]"
+    text, reached = said
+    return f"  {text}" if reached else f"  [yellow]{text}[/]"
 
 
 def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
@@ -392,7 +369,12 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
                 f"  all-reduce alone: {_ms(s['allreduce_total_s'])} for {format_bytes(s.get('payload_bytes'))} of gradients"
             )
             exposed, alone = s.get("allreduce_s"), s["allreduce_total_s"]
-            if exposed is not None and exposed > 2 * alone + 0.001:
+            shown = next(
+                i.value
+                for i in phase_items(run_summary_of(s, start.num_replicas))
+                if i.label == "exposed all-reduce"
+            )  # a figure not printed (not resolved) is not compared either
+            if exposed is not None and exposed > 2 * alone + 0.001 and "not resolved" not in shown:
                 console.print(
                     "  [yellow]the exposed all-reduce is over twice the all-reduce timed alone: the "
                     f"probes may be noisy ({s['phase_steps']} of them; a busy machine?) or replicas "

@@ -81,7 +81,8 @@ class ScalingChart:
     scaling: str
     """``weak`` or ``strong``."""
     coverage: float | None = None
-    """Stated coverage of the drawn ranges (e.g. 0.8), when any point has a range."""
+    """Stated coverage of the drawn ranges (e.g. 0.8), when every drawn range has
+    the same one (``None`` when one is a guess: the legend says "range")."""
     platform_note: str | None = None
     counts: list[int] = field(default_factory=list)
     """Every device count on the x axis, ascending."""
@@ -111,7 +112,7 @@ class ScalingChart:
 def build_scaling_chart(rec: Recommendation) -> ScalingChart:
     """The chart's content from a recommendation's table (measured and predicted rows)."""
     by_config: dict[str, list[ChartPoint]] = {}
-    coverage = None
+    coverages: set[float | None] = set()
     for row in rec.table:
         if row.throughput is None:
             continue
@@ -124,12 +125,15 @@ def build_scaling_chart(rec: Recommendation) -> ScalingChart:
                 high=row.throughput_high,
             )
         )
-        if row.coverage is not None:
-            coverage = row.coverage
+        if row.throughput_low is not None:
+            coverages.add(row.coverage)
     series = [
         ChartSeries(config, sorted(points, key=lambda p: p.devices))
         for config, points in by_config.items()
     ]
+    # one stated coverage for the legend only when every drawn range has it (a
+    # guessed range, for an exchange the published tables lack, has none)
+    coverage = next(iter(coverages)) if len(coverages) == 1 else None
     counts = sorted({p.devices for s in series for p in s.points})
     base = _baseline(series)
     ideal = [(n, base.throughput * n / base.devices) for n in counts if n >= base.devices]
