@@ -250,6 +250,28 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     return config
 
 
+def gpu_indices(
+    probe: Callable[[], object] | None = None, driver_loaded: Callable[[], bool] | None = None
+) -> list[int] | None:
+    """The GPUs' indices as NVML sees them (no TensorFlow); ``[]`` when there is
+    surely no GPU (NVML finds none and no NVIDIA driver is loaded); ``None`` when
+    it cannot be told. ``probe`` and ``driver_loaded``: stand-ins for tests."""
+    if probe is None:
+        from gpuscale.telemetry import nvml
+
+        probe = nvml.probe
+    found = probe()
+    if getattr(found, "ok", False):
+        return sorted(d.index for d in found.devices)  # type: ignore[attr-defined]
+    if (driver_loaded or _nvidia_driver_loaded)():
+        return None
+    return []
+
+
+def _nvidia_driver_loaded() -> bool:
+    return os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidiactl")
+
+
 def cpu_devices_refusal(counts: list[int], cores: int, flag: str) -> str | None:
     """Why ``counts`` CPU logical devices make no sense on ``cores`` CPU cores, or
     ``None`` when they do. Logical devices share the cores: past the cores (and
@@ -287,8 +309,6 @@ def check_cpu_devices(
     if not over:
         return
     if gpus_found is None:
-        from gpuscale.trainer.preflight import gpu_indices  # no TensorFlow
-
         gpus_found = gpu_indices
     if gpus_found() != []:  # GPUs, or cannot tell: the trainer will say
         return

@@ -23,6 +23,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 
 from gpuscale.errors import GpuscaleError
+from gpuscale.trainer import options
 from gpuscale.trainer.options import TrainConfig
 
 GPU_ONLY_ALL_REDUCE = ("nccl", "hierarchical-copy")
@@ -73,19 +74,8 @@ def check_machine(
 
 
 def gpu_indices(probe: Callable[[], object] | None = None) -> list[int] | None:
-    """The GPUs' indices as NVML sees them; ``[]`` when there is surely no GPU
-    (NVML finds none and no NVIDIA driver is loaded); ``None`` when it cannot be
-    told."""
-    if probe is None:
-        from gpuscale.telemetry import nvml
-
-        probe = nvml.probe
-    found = probe()
-    if getattr(found, "ok", False):
-        return sorted(d.index for d in found.devices)  # type: ignore[attr-defined]
-    if _nvidia_driver_loaded():
-        return None
-    return []
+    """:func:`gpuscale.trainer.options.gpu_indices`, with this module's driver check."""
+    return options.gpu_indices(probe, _nvidia_driver_loaded)
 
 
 def _nvidia_driver_loaded() -> bool:
