@@ -193,8 +193,9 @@ def print_summary(events: list, path: Path) -> None:
 
     from gpuscale.analysis.summary import summarize
     from gpuscale.commands.run import print_run_summary
-    from gpuscale.events.schema import EndEvent, ErrorEvent
+    from gpuscale.events.schema import EndEvent, ErrorEvent, StartEvent
 
+    start = next(e for e in reversed(events) if isinstance(e, StartEvent))  # the run's own
     end = events[-1] if isinstance(events[-1], EndEvent) else None
     summary = msgspec.to_builtins(summarize(events))
     shown_end = SimpleNamespace(
@@ -203,7 +204,7 @@ def print_summary(events: list, path: Path) -> None:
     )
     print_run_summary(
         SimpleNamespace(
-            start_event=events[0],
+            start_event=start,
             end=shown_end,
             error=next((e for e in events if isinstance(e, ErrorEvent)), None),
             recording_path=None,

@@ -357,6 +357,21 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
                 else "The trainer ended before training began."
             )
         return
+    if getattr(
+        start, "provisional", False
+    ):  # the trainer never said what runs where: what was asked
+        console.print(
+            f"[bold]{_escape(start.model)}[/] on {start.num_replicas} x "
+            f"{_escape(_platform(start.platform))} (as asked): {_escape(start.strategy or '?')}"
+        )
+        steps = s.get("steps_total", 0)
+        console.print(
+            "  stopped before it started: TensorFlow was still starting and nothing was measured"
+            if not steps
+            else f"  the trainer never described the run ({plural(steps, 'step')} recorded)"
+        )
+        _print_recording(console, run)
+        return
     console.print(
         f"[bold]{_escape(start.model)}[/] on {start.num_replicas} x "
         f"{_escape(_platform(start.platform))}: {_escape(_strategy(start))}"
@@ -409,6 +424,10 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
         console.print(line)
     if start.note and start.note not in shown_notes:
         console.print(f"  [dim]note: {_escape(start.note)}[/]")
+    _print_recording(console, run)
+
+
+def _print_recording(console, run: Any) -> None:
     if run.recording_path:
         console.print(f"  recorded to {_escape(str(run.recording_path))}")
     if run.recording_problem:

@@ -272,6 +272,24 @@ def _nvidia_driver_loaded() -> bool:
     return os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidiactl")
 
 
+DEFAULT_CPU_DEVICES = 2
+"""Logical CPU devices a run has without a GPU when ``--devices`` is not given."""
+
+
+def asked_devices(config: TrainConfig, gpus_found: list[int] | None) -> tuple[str, int]:
+    """The platform and the number of devices ``config`` asks for on a machine
+    with ``gpus_found`` (see :func:`gpu_indices`), known before TensorFlow starts:
+    what a run stopped before its start event is recorded as."""
+    if config.gpus is not None:
+        return "gpu", len(config.gpus)
+    one = 1 if config.strategy == "one-device" else None
+    if gpus_found:
+        return "gpu", config.devices or one or len(gpus_found)
+    if gpus_found == []:
+        return "cpu-logical", config.devices or one or DEFAULT_CPU_DEVICES
+    return ("gpu" if config.devices else "cpu-logical"), config.devices or one or 1
+
+
 def cpu_devices_refusal(counts: list[int], cores: int, flag: str) -> str | None:
     """Why ``counts`` CPU logical devices make no sense on ``cores`` CPU cores, or
     ``None`` when they do. Logical devices share the cores: past the cores (and
