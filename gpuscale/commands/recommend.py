@@ -225,9 +225,13 @@ def main(args) -> int:
                 "--watch sweeps the built-in trainer; sweep your script without it: "
                 "gpuscale recommend -- python train.py"
             )
+        from gpuscale.commands.recommend_live import SweepInterrupted
         from gpuscale.commands.recommend_script import run_script_sweep
 
-        sweep, heading = run_script_sweep(args, command, quiet=args.json)
+        try:
+            sweep, heading = run_script_sweep(args, command, quiet=args.json)
+        except SweepInterrupted as stopped:  # what ran is printed, then exit 130
+            sweep, heading, signal_name = stopped.sweep, stopped.heading, stopped.signal_name
     elif args.watch and sys.stdout.isatty():
         from gpuscale.commands.recommend_watch import watch_sweep
 
