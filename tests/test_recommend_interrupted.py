@@ -67,3 +67,48 @@ def test_ctrl_c_before_any_count_is_measured_is_just_interrupted(
     assert main(ARGV) == EXIT_INTERRUPTED
     out, err = capsys.readouterr()
     assert out == "" and err.strip().splitlines()[-1] == "gpuscale: interrupted"
+
+
+class _FakeScriptRun:
+    """A script's run that reports a start and ten steps on the devices it was given."""
+
+    def __init__(self, command, *, record=None, env=None):
+        self.devices = int(env.get("GPUSCALE_DEVICES", "1")) if env else 1
+        self.done, self.error, self.recording_path, self.sweep_ref = False, None, None, None
+
+    def start(self):
+        return self
+
+    def events(self, timeout=None):
+        from gpuscale.events.schema import EndEvent, StartEvent, StepEvent
+
+        n = self.devices
+        yield StartEvent(t=1.0, gpuscale_version="0", host="h", pid=1, model="m", num_replicas=n)
+        for step in range(10):
+            yield StepEvent(t=2.0 + step, step=step, step_time_s=0.1, samples=8 * n)
+        yield EndEvent(t=20.0, status="completed", steps=10, duration_s=19.0)
+        self.done = True
+
+    def stop(self):
+        self.done = True
+
+
+def test_ctrl_c_in_a_script_sweep_prints_what_ran_then_exits_130(monkeypatch, capsys):
+    from gpuscale.commands import recommend_script
+
+    monkeypatch.setattr(recommend_live, "plan", lambda args: ([1, 2], "CPU", None, 2))
+    monkeypatch.setattr(recommend_live, "ignore_stop_signals", lambda: None, raising=False)
+    monkeypatch.setattr("gpuscale.live.script_run.ScriptRun", _FakeScriptRun)
+    real = recommend_script._follow
+
+    def follow(run, acc, n, *args):
+        if n == 2:
+            raise KeyboardInterrupt("SIGTERM")
+        return real(run, acc, n, *args)
+
+    monkeypatch.setattr(recommend_script, "_follow", follow)
+    argv = ["recommend", "--sweep", "1,2", "--no-record", "--no-chart", "--", "python", "x.py"]
+    assert main(argv) == EXIT_INTERRUPTED
+    out, err = capsys.readouterr()
+    assert "stopped (SIGTERM) after 1 device: recommending from those" in out, out
+    assert "gpuscale: stopping the 2-device run (SIGTERM)..." in err
