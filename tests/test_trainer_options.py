@@ -240,23 +240,23 @@ def test_cpu_devices_within_the_cores_or_with_gpus_pass():
     check_cpu_devices(TrainConfig(devices=8), None, cores=2, gpus_found=lambda: None)  # unknown
 
 
-def test_run_with_99_cpu_devices_is_refused_at_once(tmp_path):
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "--devices", "99", "--no-record", "--steps", "10"],
+        ["watch", "--devices", "99", "--no-record", "--", "python", "x.py"],
+        ["recommend", "--sweep", "1,99", "--no-record"],
+        ["recommend", "--sweep", "1,99", "--no-record", "--", "python", "x.py"],
+    ],
+    ids=["run", "watch-script", "recommend", "recommend-script"],
+)
+def test_99_cpu_devices_are_refused_at_once(tmp_path, argv):
     if os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidiactl"):
         pytest.skip("a GPU machine: --devices counts GPUs there")
     if (os.cpu_count() or 1) >= 99:
         pytest.skip("a machine with 99 cores")
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gpuscale",
-            "run",
-            "--devices",
-            "99",
-            "--no-record",
-            "--steps",
-            "10",
-        ],
+        [sys.executable, "-m", "gpuscale", *argv],
         capture_output=True,
         text=True,
         timeout=60,

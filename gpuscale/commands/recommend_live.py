@@ -65,6 +65,10 @@ def plan(args: argparse.Namespace) -> tuple[list[int], str, list[int] | None, in
         )
     if getattr(args, "devices", None):
         limit = min(limit, args.devices) if found.ok else args.devices
+    if not found.ok:  # the trainer's sweep checks this with its options; a script's here
+        from gpuscale.trainer.options import TrainConfig, check_cpu_devices
+
+        check_cpu_devices(TrainConfig(devices=getattr(args, "devices", None)), args.sweep)
     counts = args.sweep or _doublings(limit)
     if found.ok and counts[-1] > len(pool or []):
         raise GpuscaleError(
