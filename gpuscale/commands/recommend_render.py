@@ -62,10 +62,12 @@ def measured_share(point, long: bool = True) -> str:
     if not probes or point.devices <= 1:
         return text
     count = (f" ({probes} probe{'s' if probes != 1 else ''})") if long else f" ({probes})"
+    if point.comm_share is None or not resolved(point.allreduce_s, err):
+        # phases that did not add up, or an exchange within its noise (or 0 from
+        # fewer than 3 probes): the words of the run's own summary
+        return "not resolved" + count
     if err is None or not step:  # fewer than 3 probes: no range
         return text + count
-    if not resolved(point.allreduce_s, err):
-        return "not resolved" + count
     width = err / step * 100
     return f"{text} ±{width:.0f}{count}" if width >= 1 else f"{text} ±{width:.1f}{count}"
 
@@ -191,7 +193,7 @@ def table_columns(
             else:
                 share = "~" + share
                 legend["~ exposed comm estimated by the model"] = None
-        elif layout.exposed_comm and r.comm_share is not None:
+        elif layout.exposed_comm and (r.comm_share is not None or (r.probes and r.devices > 1)):
             share = measured_share(r, long)
             if not long and r.probes:
                 legend["exposed comm: ± 95% range, (n) probes"] = None

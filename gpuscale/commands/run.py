@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuscale.analysis.phase_report import (
-    PASSES_LONGER_NOTE,
+    parts_note,
     phase_items,
     phases_heading,
     precision_text,
@@ -301,8 +301,9 @@ def phase_lines(s: dict[str, Any], replicas: int) -> list[str]:
         f"  phases ({phases_heading(summary)}):",
         "    " + ", ".join(f"{item.label} {item.value}" for item in phase_items(summary)),
     ]
-    if summary.phase_consistent is False:
-        lines.append(f"  [yellow]{PASSES_LONGER_NOTE}[/]")
+    apart = parts_note(summary)
+    if apart:
+        lines.append(f"  [yellow]{_escape(apart)}[/]")
     lines.append(f"  probes: {probes_text(summary)}")
     return lines
 

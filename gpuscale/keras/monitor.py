@@ -259,8 +259,8 @@ class Monitor:
         if not self.phases:
             return
         self.schedule.add_step(step_time_s, steps=steps, warmup=warmup)
-        if self.schedule.due():
-            self._run_probe(step_time_s)
+        if self.schedule.due():  # against the usual step, not this one (a retrace, a callback)
+            self._run_probe(self.schedule.reference_step_s(step_time_s))
 
     def _current_model(self) -> Any:
         return getattr(self, "model", None)
