@@ -50,9 +50,7 @@ def test_one_device_has_nothing_to_exchange():
 
 
 def test_probes_longer_than_the_step_are_said_to_be_unresolved():
-    text = "\n".join(
-        phase_lines(_summary(phase_consistent=False, phase_parts_s=0.25), replicas=2)
-    )
+    text = "\n".join(phase_lines(_summary(phase_consistent=False, phase_parts_s=0.25), replicas=2))
     assert "compute not resolved" in text and "apply not resolved" in text
     assert "60.0 ± 2.0" not in text
     assert "add up to 250.0 ms" in text and "not the median step 100.0 ms" in text
