@@ -154,3 +154,18 @@ def test_recommend_from_a_recorded_sweep_has_no_zero_share(tmp_path):
     rec = recommend(sweep.points)
     (two,) = [r for r in rec.table if r.devices == 2 and not r.predicted]
     assert not measured_share(two).startswith("0%")
+
+
+def test_a_scripts_run_is_strong_scaling_in_every_view():
+    # item 7: run/replay said "weak scaling (32 per replica, global batch 64)" then
+    # "gpuscale cannot tell ...", recommend "strong scaling, global batch 64"
+    from gpuscale.analysis.script_runs import note_of, scaling_of
+    from gpuscale.commands.run import _scaling
+
+    run = load_run(TRIAL / "20261123-154909_train.py_2xcpu.ndjson.gz")
+    assert scaling_of(run.start) == "strong"
+    assert summarize(run.events).scaling == "strong"
+    assert _scaling(run.start).startswith("strong scaling (global batch 64")
+    assert "cannot tell" not in note_of(run.start)
+    point = point_from_summary(summarize(run.events), run.start, "x")
+    assert point.scaling == "strong" and "global batch 64" in point.config

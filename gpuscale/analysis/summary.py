@@ -66,6 +66,7 @@ import msgspec
 from gpuscale.analysis import metrics
 from gpuscale.analysis.exchange import exchange_of
 from gpuscale.analysis.interconnect import Interconnect, slowest_interconnect
+from gpuscale.analysis.script_runs import scaling_of
 from gpuscale.events.schema import (
     EndEvent,
     ErrorEvent,
@@ -280,7 +281,7 @@ class RunAccumulator:
             s.cross_device_ops = start.cross_device_ops
             cfg = start.config or {}
             s.exchange = exchange_of(cfg.get("strategy") or start.strategy, cfg.get("all_reduce"))
-            s.scaling = start.scaling
+            s.scaling = scaling_of(start)
             s.per_replica_batch = start.per_replica_batch
             s.global_batch = start.global_batch
             s.payload_bytes = start.payload_bytes

@@ -29,6 +29,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from gpuscale.analysis.exchange import Exchange, exchange_of
+from gpuscale.analysis.script_runs import scaling_of
 from gpuscale.analysis.topology import link_of_run
 from gpuscale.errors import GpuscaleError
 from gpuscale.events import limits
@@ -358,9 +359,10 @@ def config_label(start: Any) -> str:
     all_reduce = cfg.get("all_reduce")
     if all_reduce and all_reduce != "auto":
         parts.append(str(all_reduce))
-    if start.scaling == "weak" and start.per_replica_batch:
+    scaling = scaling_of(start)
+    if scaling == "weak" and start.per_replica_batch:
         parts.append(f"batch {start.per_replica_batch}/replica")
-    elif start.scaling == "strong" and start.global_batch:
+    elif scaling == "strong" and start.global_batch:
         parts.append(f"global batch {start.global_batch}")
     if start.mixed_precision:
         parts.append("mixed precision")

@@ -25,6 +25,7 @@ from gpuscale.analysis.phase_report import (
     precision_text,
     probes_text,
 )
+from gpuscale.analysis.script_runs import note_of, scaling_of
 from gpuscale.analysis.summary import RunSummary
 from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from gpuscale.events.schema import ErrorEvent, LogEvent, StartEvent, StepEvent
@@ -267,7 +268,7 @@ def _strategy(start) -> str:
 
 
 def _scaling(start) -> str:
-    if start.scaling == "strong":
+    if scaling_of(start) == "strong":
         return f"strong scaling (global batch {start.global_batch} = {start.per_replica_batch} per replica)"
     return (
         f"weak scaling ({start.per_replica_batch} per replica, global batch {start.global_batch})"
@@ -394,8 +395,9 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
     line = precision_line(s)
     if line:
         console.print(line)
-    if start.note and start.note not in shown_notes:
-        console.print(f"  [dim]note: {_escape(start.note)}[/]")
+    note = note_of(start)
+    if note and note not in shown_notes and start.note not in shown_notes:
+        console.print(f"  [dim]note: {_escape(note)}[/]")
     if run.recording_path:
         console.print(f"  recorded to {_escape(str(run.recording_path))}")
     if run.recording_problem:

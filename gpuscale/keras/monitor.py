@@ -26,6 +26,7 @@ import keras
 import tensorflow as tf
 
 from gpuscale import __version__
+from gpuscale.analysis.script_runs import SCRIPT_BATCH_NOTE
 from gpuscale.events.schema import (
     EndEvent,
     Event,
@@ -203,10 +204,8 @@ class Monitor:
             payload_bytes=payload,
             mixed_precision=keras.config.dtype_policy().name != "float32",
             pids=[os.getpid()],
-            note=(
-                "the batch is the script's own: gpuscale cannot tell whether it grows with "
-                "the replicas (weak scaling) or is split among them (strong)"
-            ),
+            scaling="strong",  # fit()'s batch is split across the replicas (script_runs)
+            note=SCRIPT_BATCH_NOTE,
         )
 
     def _begin(
