@@ -169,3 +169,43 @@ def test_a_scripts_run_is_strong_scaling_in_every_view():
     assert "cannot tell" not in note_of(run.start)
     point = point_from_summary(summarize(run.events), run.start, "x")
     assert point.scaling == "strong" and "global batch 64" in point.config
+
+
+def test_the_step_time_bars_are_the_measured_step_times():
+    # item 6: bars of ~730 and ~810 ms (the probes' phase sums) beside measured
+    # medians of 583.7 and 695.6 ms
+    from gpuscale.plots.scaling import build_scaling_chart
+
+    sweep = load_inputs(
+        [
+            str(TRIAL / "20261123-153958_mnist-cnn-w32_1xcpu.ndjson.gz"),
+            str(TRIAL / "20261123-154046_mnist-cnn-w32_2xcpu.ndjson.gz"),
+        ]
+    )
+    chart = build_scaling_chart(recommend(sweep.points))
+    totals = {
+        b.devices: round((sum(b.phases_s) if b.phases_s else b.step_time_s) * 1000, 1)
+        for b in chart.bars
+        if not b.predicted
+    }
+    assert totals == {1: 583.7, 2: 695.6}
+
+
+def test_a_split_that_adds_up_within_its_noise_is_drawn_as_the_step():
+    from gpuscale.plots.scaling import build_scaling_chart
+
+    one = SweepPoint(
+        devices=1,
+        scaling="strong",
+        step_time_s=0.010,
+        global_batch=64,
+        throughput=6400.0,
+        compute_s=0.007,
+        allreduce_s=0.0,
+        apply_s=0.0035,
+        input_s=0.0,
+        probes=5,
+    )
+    (bar,) = build_scaling_chart(recommend([one])).bars
+    assert abs(sum(bar.phases_s) - 0.010) < 1e-12
+    assert bar.phases_s[0] > bar.phases_s[2] > 0

@@ -155,3 +155,13 @@ def parts_fit_whole(
         return None
     slack = max(PARTS_TOLERANCE * whole_s, sum(h for h in halfwidths if h is not None))
     return abs(parts_s - whole_s) <= slack
+
+
+def scaled_parts(parts_s: Sequence[float], whole_s: float) -> tuple[float, ...]:
+    """``parts`` scaled to add up to ``whole`` (``part x whole / sum(parts)``): the
+    split of a measured step drawn as that step (the probes' medians add up to it
+    only within their noise, :func:`parts_fit_whole`). All zeros: unchanged."""
+    total = sum(parts_s)
+    if total <= 0:
+        return tuple(parts_s)
+    return tuple(p * whole_s / total for p in parts_s)
