@@ -209,3 +209,25 @@ def test_a_split_that_adds_up_within_its_noise_is_drawn_as_the_step():
     (bar,) = build_scaling_chart(recommend([one])).bars
     assert abs(sum(bar.phases_s) - 0.010) < 1e-12
     assert bar.phases_s[0] > bar.phases_s[2] > 0
+
+
+def test_a_live_sweep_and_its_recordings_say_why_their_predictions_differ():
+    # item 8: live recommend showed rows 1 and 2, --from the same sweep added 4 and 8
+    from gpuscale.commands.recommend_render import predictions_reach_line
+
+    sweep = load_inputs(
+        [
+            str(TRIAL / "20261123-154857_train.py_1xcpu.ndjson.gz"),
+            str(TRIAL / "20261123-154909_train.py_2xcpu.ndjson.gz"),
+        ]
+    )
+    assert sweep.available_devices is None
+    again = recommend(sweep.points)
+    assert {r.devices for r in again.table if r.predicted} == {4, 8}
+    line = predictions_reach_line(again, sweep)
+    assert "predicted up to 8 devices" in line and "does not say how many" in line
+    sweep.available_devices = 2  # what the live sweep knew
+    live = recommend(sweep.points, available_devices=2)
+    assert not [r for r in live.table if r.predicted]
+    line = predictions_reach_line(live, sweep)
+    assert "this machine has 2 devices" in line and "--max-devices" in line

@@ -109,6 +109,34 @@ ROWS_SHOWN = 12
 """Rows shown at each end of a long table (a sweep of thousands of counts)."""
 
 
+def predictions_reach_line(rec: Recommendation, sweep: Sweep) -> str | None:
+    """How far the predicted rows go and why, so a live sweep and ``--from`` of its
+    recordings (the same measurements) say why their tables differ: a live sweep
+    knows the machine's devices and predicts no further; a recording does not say
+    how many its machine had, so ``--from`` predicts up to the default limit.
+    ``None`` where the sweep predicted nothing."""
+    predicted = [r.devices for r in rec.table if r.predicted]
+    measured = [r.devices for r in rec.table if not r.predicted]
+    if not measured:
+        return None
+    top = max(measured)
+    if sweep.available_devices and rec.device_limit == sweep.available_devices:
+        if predicted or top < sweep.available_devices:
+            return None  # the machine has more devices than measured: its rows say so
+        return (
+            f"  no predicted rows: this machine has {sweep.available_devices} device"
+            f"{'s' if sweep.available_devices != 1 else ''}, all measured (--max-devices N "
+            "predicts further, as recommend --from does)"
+        )
+    if predicted and rec.device_limit is None and not sweep.available_devices:
+        return (
+            f"  predicted up to {max(predicted)} devices: the input does not say how many "
+            "devices its machine has (--max-devices N stops there; a live sweep stops at the "
+            "machine's own)"
+        )
+    return None
+
+
 def _rows_shown(rows: list, chosen: int | None) -> set[int]:
     if len(rows) <= 2 * ROWS_SHOWN + 1:
         return set(range(len(rows)))
@@ -384,6 +412,9 @@ def render(
             )
     for line in precision_lines(rec, sweep):
         console.print(Text(line, style="yellow" if "not reached" in line else ""))
+    reach = predictions_reach_line(rec, sweep)
+    if reach:
+        console.print(Text(reach, style="dim"))
     if chart:
         print_chart(rec, console)
     verdict = "SINGLE device" if rec.verdict == "single" else f"MULTI: {rec.devices} devices"
