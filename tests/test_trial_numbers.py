@@ -231,3 +231,21 @@ def test_a_live_sweep_and_its_recordings_say_why_their_predictions_differ():
     assert not [r for r in live.table if r.predicted]
     line = predictions_reach_line(live, sweep)
     assert "this machine has 2 devices" in line and "--max-devices" in line
+
+
+def test_an_ended_runs_duration_is_one_number_in_the_header_toast_and_log():
+    # item 9: "elapsed 0:11", "80 steps in 11.9 s", "run completed after 80 steps, 10.9 s":
+    # host samples still arrive after the end event; the run ended at its end event
+    from gpuscale.events.schema import EndEvent, HostSample, StartEvent, StepEvent
+    from gpuscale.ui.model import RunModel
+
+    start = StartEvent(t=100.0, gpuscale_version="t", host="h", pid=1, model="mlp")
+    steps = [StepEvent(t=101.0 + i, step=i, step_time_s=0.1, samples=64) for i in range(9)]
+    end = EndEvent(t=110.9, status="completed", steps=9)
+    model = RunModel()
+    model.absorb(
+        [start, *steps, end, HostSample(t=111.9, cpu_pct=5.0, mem_used_bytes=1, mem_total_bytes=2)]
+    )
+    snap = model.snapshot()
+    assert abs(snap.elapsed_s - 10.9) < 1e-9
+    assert any("10.9 s" in x.message for x in snap.logs if "run completed" in x.message)
