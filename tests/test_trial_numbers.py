@@ -230,7 +230,7 @@ def test_a_live_sweep_and_its_recordings_say_why_their_predictions_differ():
     live = recommend(sweep.points, available_devices=2)
     assert not [r for r in live.table if r.predicted]
     line = predictions_reach_line(live, sweep)
-    assert "this machine has 2 devices" in line and "--max-devices" in line
+    assert "no predictions past the 2 devices available" in line and "--max-devices" in line
 
 
 def test_an_ended_runs_duration_is_one_number_in_the_header_toast_and_log():

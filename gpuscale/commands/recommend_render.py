@@ -123,10 +123,12 @@ def predictions_reach_line(rec: Recommendation, sweep: Sweep) -> str | None:
     if sweep.available_devices and rec.device_limit == sweep.available_devices:
         if predicted or top < sweep.available_devices:
             return None  # the machine has more devices than measured: its rows say so
+        n = sweep.available_devices
         return (
-            f"  no predicted rows: this machine has {sweep.available_devices} device"
-            f"{'s' if sweep.available_devices != 1 else ''}, all measured (--max-devices N "
-            "predicts further, as recommend --from does)"
+            f"  no predictions past the {n} device{'s' if n != 1 else ''} available (this "
+            "machine's, or a sweep file's available_devices), all measured; --max-devices N "
+            "predicts further (recordings do not say their machine's devices: --from of them "
+            "predicts up to 8)"
         )
     if predicted and rec.device_limit is None and not sweep.available_devices:
         return (
