@@ -91,14 +91,16 @@ def main(args: argparse.Namespace) -> int:
     from gpuscale.live.script_run import script_run_from_args, split_command, wants_script_run
 
     steps: int | None = config.steps
+    # run samples at the default; watch off a terminal comes here with its own
+    sampling = {"sample_interval_s": args.sample_interval} if "sample_interval" in args else {}
     if wants_script_run(args):  # your own script (-- COMMAND) or several workers
-        run = script_run_from_args(args, record)
+        run = script_run_from_args(args, record, **sampling)
         steps = None if split_command(args.command) else config.steps
     else:
         from gpuscale.commands.gpu_choice import with_best_gpus
 
         check_config(config)  # what the trainer would find only after loading TensorFlow
-        run = LiveRun(with_best_gpus(config), record=record)
+        run = LiveRun(with_best_gpus(config), record=record, **sampling)
     interrupted = False
     view = _JsonView() if args.json else _ProgressView(steps)
     try:

@@ -67,6 +67,7 @@ import msgspec
 
 from gpuscale import __version__
 from gpuscale.errors import GpuscaleError
+from gpuscale.events.dropped import DroppedLines
 from gpuscale.events.schema import (
     DeviceInfo,
     EndEvent,
@@ -90,7 +91,7 @@ from gpuscale.events.transport import (
 )
 from gpuscale.live import cluster
 from gpuscale.live.base import RunBase
-from gpuscale.live.child import STOP_DEADLINE_S, describe_exit, read_lines, spawn
+from gpuscale.live.child import STOP_DEADLINE_S, describe_exit, read_lines, release, spawn
 from gpuscale.live.devices import ENV_DEVICES, device_env
 from gpuscale.live.terminal import settle_line
 from gpuscale.telemetry.topology import probe_topology
@@ -354,10 +355,13 @@ class ScriptRun(RunBase):
         ``warning``, TensorFlow's own C++ log lines at their level (start-up noise
         ``debug``), as for the built-in trainer."""
         name = "stderr" if level == "warning" else "stdout"
-        dropped = 0
+        dropped = DroppedLines(
+            f"lines of the script's {name}",
+            "it printed faster than gpuscale records (its backlog was full)",
+            worker=worker,
+        )
 
         def on_line(line_level: str, message: str) -> None:
-            nonlocal dropped
             message = settle_line(message)  # progress bars: the line's last state
             if name == "stderr" and line_level != "debug":
                 self._stderr_tail[worker].append(message)
@@ -377,28 +381,15 @@ class ScriptRun(RunBase):
                     self._backlog_lines += 1
                     self._backlog_bytes += size
             if full:
-                dropped += 1
+                dropped.drop()
                 return
-            if dropped:
-                self._emit(self._dropped_notice(worker, name, dropped))
-                dropped = 0
+            if (notice := dropped.notice()) is not None:
+                self._emit(notice)
             self._incoming.put(_Line(event, size))
 
         read_lines(stream, name, on_line, skip_blank=False)
-        if dropped:
-            self._emit(self._dropped_notice(worker, name, dropped))
-
-    def _dropped_notice(self, worker: int, name: str, dropped: int) -> LogEvent:
-        return LogEvent(
-            t=time.time(),
-            worker=worker,
-            source="gpuscale",
-            level="warning",
-            message=(
-                f"dropped {dropped} line{'s' if dropped != 1 else ''} of the script's {name}: it "
-                "printed faster than gpuscale records (its backlog was full)"
-            ),
-        )
+        if (notice := dropped.notice()) is not None:
+            self._emit(notice)
 
     def _wait_exit(
         self, proc: subprocess.Popen, worker: int, readers: list[threading.Thread]
@@ -591,6 +582,9 @@ class ScriptRun(RunBase):
             self._sampler.stop()
             self._sampler = None
         self._terminate(grace_s=1.0)
+        for proc in self._procs.values():
+            if proc.poll() is not None:  # stopped, with its group: gpuscale's death need not
+                release(proc)
         if self._recorder is not None:
             self._recorder.close()
             if not self._recorder.on_disk:

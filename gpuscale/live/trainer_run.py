@@ -42,6 +42,7 @@ from gpuscale.live.child import (
     STOP_GRACE_S,
     describe_exit,
     read_lines,
+    release,
     spawn,
 )
 from gpuscale.telemetry.topology import probe_topology
@@ -322,6 +323,8 @@ class LiveRun(RunBase):
         with self._lock:
             if self.returncode is None and self._proc is not None:
                 self.returncode = self._proc.poll()
+            if self.returncode is not None and self._proc is not None:
+                release(self._proc)  # over: gpuscale's death need not kill its group
             end = self._child_end
             if end is None:
                 end = self._synthesize_end()

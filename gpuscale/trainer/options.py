@@ -380,6 +380,26 @@ def device_positions(wide: TrainConfig, config: TrainConfig) -> list[int]:
     return list(range(config.devices or 1))
 
 
+COUNT_OVER_PREFIX = "gpuscale-sweep: end of the output of count "
+"""What a sweep's trainer process (``--sweep``) prints on stdout and on stderr
+after each count's end event, with the count's index: every line before it on
+that stream is that count's. The events' socket and the two pipes are not ordered
+with each other, so only this tells gpuscale which count printed a late line."""
+
+
+def count_over_line(index: int) -> str:
+    """The line that closes count ``index``'s output (see :data:`COUNT_OVER_PREFIX`)."""
+    return f"{COUNT_OVER_PREFIX}{index}"
+
+
+def count_over(line: str) -> int | None:
+    """The count whose output ``line`` closes, or ``None`` for any other line."""
+    if not line.startswith(COUNT_OVER_PREFIX):
+        return None
+    rest = line[len(COUNT_OVER_PREFIX) :].strip()
+    return int(rest) if rest.isdigit() else None
+
+
 def sweep_to_json(configs: list[TrainConfig]) -> str:
     return msgspec.json.encode(configs).decode()
 
