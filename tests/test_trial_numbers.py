@@ -249,3 +249,39 @@ def test_an_ended_runs_duration_is_one_number_in_the_header_toast_and_log():
     snap = model.snapshot()
     assert abs(snap.elapsed_s - 10.9) < 1e-9
     assert any("10.9 s" in x.message for x in snap.logs if "run completed" in x.message)
+
+
+def test_recommend_says_which_whole_its_exposed_share_is_of():
+    # item 3: "pick one definition (say which in the wording)"
+    import io
+
+    from rich.console import Console
+
+    from gpuscale.commands.recommend_render import EXPOSED_SHARE_MEANS, render
+
+    point = SweepPoint(
+        devices=2,
+        scaling="strong",
+        step_time_s=0.003,
+        global_batch=64,
+        throughput=64 / 0.003,
+        compute_s=0.0014,
+        allreduce_s=0.0004,
+        apply_s=0.0012,
+        probes=1,
+    )
+    one = SweepPoint(
+        devices=1, scaling="strong", step_time_s=0.002, global_batch=64, throughput=32000.0
+    )
+    from gpuscale.analysis.sweep import Sweep
+
+    out = io.StringIO()
+    render(
+        recommend([one, point]),
+        Sweep(points=[one, point]),
+        console=Console(file=out, width=160),
+        chart=False,
+    )
+    text = out.getvalue()
+    assert "13% (1 probe)" in text  # 0.4 ms of the 3.0 ms median step, as run says
+    assert EXPOSED_SHARE_MEANS in text

@@ -51,6 +51,12 @@ def pct_with_range(value: float | None, low: float | None, high: float | None) -
     return f"{text} ({format_fraction_pct(low)}\u2013{format_fraction_pct(high)})"
 
 
+EXPOSED_SHARE_MEANS = (
+    "exposed comm: the exposed all-reduce over the median step (the share run and replay say)"
+)
+"""Said under a table with a measured exposed share: which whole it is a share of."""
+
+
 def measured_share(point, long: bool = True) -> str:
     """A measured exposed share with how well it is known: ``12% ±2 (14 probes)``
     (``12% ±2 (14)`` short), ``not resolved (14 probes)`` where the exposed
@@ -371,6 +377,10 @@ def render(
             console.print(Text(f"  ... {hidden:,} rows not shown (--json has them)", style="dim"))
         if legend:
             console.print(Text("  " + "; ".join(legend), style="dim"))
+        if any(col.header == "exposed comm" for col in columns) and any(
+            r.devices > 1 and not r.predicted and (r.probes or r.comm_share) for r in rows
+        ):
+            console.print(Text(f"  {EXPOSED_SHARE_MEANS}", style="dim"))
         coverages = {r.coverage for r in rows if r.predicted and r.coverage is not None}
         guesses = {
             r.coverage_basis
