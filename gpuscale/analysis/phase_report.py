@@ -115,7 +115,7 @@ def phase_items(s: RunSummary) -> list[PhaseItem]:
     )
     input_wait = format_ms(s.input_s)
     if s.input_share is not None:
-        input_wait += f" ({format_fraction_pct(s.input_share)} of the step)"
+        input_wait += f" ({format_fraction_pct(s.input_share)} of the median step)"
     return [
         PhaseItem("compute", compute),
         PhaseItem("exposed all-reduce", exposed, notable),
