@@ -6,6 +6,7 @@ from textual.content import Content
 from textual.widgets import Static
 
 from gpuscale import formatting as fmt
+from gpuscale.analysis.script_runs import scaling_of
 from gpuscale.ui.model import Snapshot
 from gpuscale.ui.sources import ReplayStatus, SourceInfo
 
@@ -32,7 +33,7 @@ def describe_run(snap: Snapshot) -> str:
     else:
         batch = f"batch {start.global_batch}"
     if start.global_batch:
-        batch += f" ({start.scaling} scaling)"
+        batch += f" ({scaling_of(start)} scaling)"  # a script's fit() batch: strong
     return f"{start.model or '?'} · {strategy} · {device_text} · {batch}"
 
 
