@@ -15,9 +15,11 @@ from sweep_fixtures import (
     published_sweep,
     stopped_sweep,
 )
+from textual.widgets import Static
 
 from gpuscale.cli import main
 from gpuscale.ui.sweep_app import SweepApp
+from gpuscale.ui.widgets.screens import HelpScreen
 
 
 async def settle(pilot) -> None:
@@ -45,10 +47,38 @@ async def test_stopped_sweep_says_it_recommends_from_what_was_measured():
     app = SweepApp(stopped_sweep())
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        advice = str(app.advice_panel.render())
+        advice = str(app.advice_panel.body.render())
         assert "Sweep stopped after 2 of 4 counts" in advice
         assert "recommending from what was measured (1, 2 devices)" in advice
         assert app.recommendation is not None and app.recommendation.table
+
+
+async def test_the_recommendation_can_be_read_in_full_at_80x24():
+    """Focused from the start, ↓ and pgdn scroll it; r shows it full screen (r again:
+    back); ? shows the scaling view's keys."""
+    app = SweepApp(cpu_sweep())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        panel = app.advice_panel
+        assert app.focused is panel
+        assert panel.max_scroll_y > 0  # more than the panel shows at this size
+        await pilot.press("pagedown")
+        await pilot.pause()
+        assert panel.scroll_y > 0
+        await pilot.press("r")
+        await pilot.pause()
+        assert app.screen.maximized is panel and panel.region.height >= 20
+        await pilot.press("r")
+        await pilot.pause()
+        assert app.screen.maximized is None and panel.region.height < 20
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        shown = " ".join(str(w.render()) for w in app.screen.query(Static))
+        assert "Scaling view keys" in shown and "the recommendation full screen" in shown
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, HelpScreen)
 
 
 async def test_c_switches_between_the_chart_and_the_bars_on_a_small_terminal():

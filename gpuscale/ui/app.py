@@ -115,7 +115,7 @@ class GpuscaleApp(App[int]):
                 yield from self.charts.values()
             yield self.advice_panel
         yield self.log_pane
-        yield Footer(compact=True)
+        yield Footer(compact=True, show_command_palette=False)  # ctrl+p: in ? help
 
     def on_mount(self) -> None:
         self._show_chart(0)
