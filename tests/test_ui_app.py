@@ -526,3 +526,38 @@ def test_issue17_a_provisional_start_is_superseded_in_the_model():
     assert model.first_t == provisional.t  # same run, same clock
     assert model.start.t == real.t  # run_duration_s counts from the run's own start
     assert model.snapshot().elapsed_s == pytest.approx(events[-1].t - real.t)
+
+
+async def test_a_frozen_display_changes_nothing_until_p_again():
+    """`p` while the run goes on and then ends: the panels, their titles and the
+    notices wait (only the header's badge says the run ended); `p` again shows it
+    all, the end's notice included."""
+    events = cpu_run()
+    run = FakeLiveRun(events[:40], finish=False)
+    app = build_app(LiveSource(run))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        await pilot.press("p")
+        await pilot.pause()
+        title = app.advice_panel.border_title
+        steps = app.header_panel.render()
+        for event in events[40:]:
+            run.queue.put(event)
+        run.queue.put(None)
+        await app.workers.wait_for_complete()  # the pump has read the end
+        for _ in range(5):
+            await pilot.pause(0.1)
+        assert app.model.end is not None  # the run did end, behind the frozen screen
+        assert app.advice_panel.border_title == title != "Final summary"
+        assert not app._notifications
+        header = str(app.header_panel.render())
+        assert "DISPLAY PAUSED (p): THE RUN ENDED" in header and "RUNNING" in header
+        assert str(steps).splitlines()[1] == header.splitlines()[1]  # same step, same state
+        await pilot.press("p")
+        await pilot.pause()
+        await app.settle()
+        await pilot.pause()
+        assert app.advice_panel.border_title == "Final summary"
+        assert any("Run completed" in n.message for n in app._notifications)
+        assert "COMPLETED" in str(app.header_panel.render())

@@ -45,7 +45,11 @@ class RunHeader(Static):
         source: SourceInfo,
         replay: ReplayStatus | None,
         display_paused: bool,
+        *,
+        ended_while_paused: bool = False,
     ) -> None:
+        """``display_paused``: frozen with ``p`` (a badge says so, and whether the run
+        ended meanwhile: the rest of the screen waits for ``p``)."""
         state = "running"
         style = "$text-success"
         if snap.end is not None:
@@ -53,7 +57,7 @@ class RunHeader(Static):
             style = "$text-success" if state == "completed" else "$text-error"
         elif snap.errors:
             state, style = "failed", "$text-error"
-        elif replay is not None and replay.at_end:
+        elif replay is not None and replay.at_end and not display_paused:
             state, style = "interrupted", "$text-error"  # a recording with no end event
         elif snap.start is None:
             state, style = "starting", "$text-warning"
@@ -76,8 +80,11 @@ class RunHeader(Static):
             (label, "$text-muted"),
         )
         line1 = Content.assemble(("gpuscale", "bold"), "  " + fmt.visible(describe_run(snap)))
-        if display_paused:
-            line1 = line1 + Content.assemble(
-                "  ", (" DISPLAY PAUSED (p) ", "reverse $text-warning")
+        if display_paused:  # first: a long description is cut at the right edge
+            badge = (
+                " DISPLAY PAUSED (p): THE RUN ENDED "
+                if ended_while_paused
+                else " DISPLAY PAUSED (p) "
             )
+            line1 = Content.assemble((badge, "reverse $text-warning"), " ") + line1
         self.update(Content("\n").join([line1, line2]))
