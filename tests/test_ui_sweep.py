@@ -81,6 +81,26 @@ async def test_the_recommendation_can_be_read_in_full_at_80x24():
         assert not isinstance(app.screen, HelpScreen)
 
 
+async def test_a_long_heading_wraps_rather_than_being_cut_at_120_columns():
+    view = gpu_sweep()
+    view.heading = (
+        "Scaling of 2 configurations, 64 per device (weak scaling), on NVIDIA "
+        "A100-SXM4-80GB with a long partition name from 8 files"
+    )
+    app = SweepApp(view)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        header = app.header_panel
+        assert header.region.height == 3
+        shown = " ".join(line.strip() for line in str(_text_of(header)).splitlines())
+        assert "from 8 files" in shown and "COMPLETE" in shown and "…" not in shown
+
+
+def _text_of(widget) -> str:
+    lines = widget.render_lines(widget.region.reset_offset)
+    return "\n".join("".join(segment.text for segment in line) for line in lines)
+
+
 async def test_c_switches_between_the_chart_and_the_bars_on_a_small_terminal():
     app = SweepApp(gpu_sweep())
     async with app.run_test(size=(80, 24)) as pilot:
