@@ -206,6 +206,7 @@ class GpuscaleApp(App[int]):
             self._drawn_replay,
             self.display_paused,
             ended_while_paused=self.display_paused and self.ended_while_frozen,
+            over=self._finished_posted and not self.display_paused,
         )
 
     def _chart_sizes(self) -> dict[str, tuple[int, int]]:

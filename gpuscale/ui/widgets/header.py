@@ -47,9 +47,11 @@ class RunHeader(Static):
         display_paused: bool,
         *,
         ended_while_paused: bool = False,
+        over: bool = False,
     ) -> None:
         """``display_paused``: frozen with ``p`` (a badge says so, and whether the run
-        ended meanwhile: the rest of the screen waits for ``p``)."""
+        ended meanwhile: the rest of the screen waits for ``p``); ``over``: the source
+        has nothing more (a run without an end event then reads as interrupted)."""
         state = "running"
         style = "$text-success"
         if snap.end is not None:
@@ -57,8 +59,9 @@ class RunHeader(Static):
             style = "$text-success" if state == "completed" else "$text-error"
         elif snap.errors:
             state, style = "failed", "$text-error"
-        elif replay is not None and replay.at_end and not display_paused:
-            state, style = "interrupted", "$text-error"  # a recording with no end event
+        elif over or (replay is not None and replay.at_end and not display_paused):
+            # the word `gpuscale runs` and replay's summary use too, with its reason
+            state, style = "interrupted (no end event)", "$text-error"
         elif snap.start is None:
             state, style = "starting", "$text-warning"
         parts = [
@@ -74,8 +77,9 @@ class RunHeader(Static):
             label = f"file {fmt.visible(source.label)}"
         else:
             label = f"recording {fmt.visible(source.label)}"
+        word, _, reason = state.partition(" ")
         line2 = Content.assemble(
-            (state.upper(), f"bold {style}"),
+            (word.upper() + (f" {reason}" if reason else ""), f"bold {style}"),
             "  " + " · ".join(parts) + "  ",
             (label, "$text-muted"),
         )
