@@ -561,3 +561,20 @@ async def test_a_frozen_display_changes_nothing_until_p_again():
         assert app.advice_panel.border_title == "Final summary"
         assert any("Run completed" in n.message for n in app._notifications)
         assert "COMPLETED" in str(app.header_panel.render())
+
+
+async def test_a_script_waiting_for_its_start_is_named_and_says_why_nothing_shows():
+    """Before a script's start (its callback's first step, or gpuscale's made-up one
+    after start_timeout_s) its samples are held back: the header names the script and
+    says when they show, and the host card does not claim to wait for a sample."""
+    run = FakeLiveRun([], finish=False)
+    run.name, run.start_timeout_s = "train.py", 15.0
+    app = build_app(LiveSource(run))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        header = text_of(app.query_one(RunHeader))
+        assert "train.py: waiting for its first step" in header and "after 15 s" in header
+        host = str(app.device_grid._cards[0].body.render())
+        assert "samples show once the run has started" in host
+        run.queue.put(None)

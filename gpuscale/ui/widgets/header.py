@@ -10,13 +10,14 @@ from gpuscale.ui.model import Snapshot
 from gpuscale.ui.sources import ReplayStatus, SourceInfo
 
 
-def describe_run(snap: Snapshot) -> str:
-    """Model · strategy (all-reduce) · devices · batch, in one line."""
+def describe_run(snap: Snapshot, waiting: str | None = None) -> str:
+    """Model · strategy (all-reduce) · devices · batch, in one line (``waiting``: what
+    to say instead before the start, when the source knows more than nothing)."""
     start = snap.start
     if start is None:
         if snap.end is not None or snap.errors:
             return "the run ended before it started training (see the error and the log)"
-        return "waiting for the run to start…"
+        return waiting or "waiting for the run to start…"
     devices = len(start.devices) or start.num_replicas
     platform = {"gpu": "GPU", "cpu-logical": "logical CPU", "cpu": "CPU"}[start.platform]
     device_text = f"{devices}x {platform}"
@@ -83,7 +84,9 @@ class RunHeader(Static):
             "  " + " · ".join(parts) + "  ",
             (label, "$text-muted"),
         )
-        line1 = Content.assemble(("gpuscale", "bold"), "  " + fmt.visible(describe_run(snap)))
+        line1 = Content.assemble(
+            ("gpuscale", "bold"), "  " + fmt.visible(describe_run(snap, source.waiting))
+        )
         if display_paused:  # first: a long description is cut at the right edge
             badge = (
                 " DISPLAY PAUSED (p): THE RUN ENDED "
