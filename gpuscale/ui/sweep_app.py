@@ -24,7 +24,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.console import Group
 from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
@@ -142,12 +141,13 @@ def sweep_heading(points: list[SweepPoint], files: int | None = None) -> str:
 
 
 class SweepHeader(Static):
-    """What was swept (wrapped onto a second line rather than cut: a long model or
-    device name must not hide where the sweep comes from), then its state."""
+    """What was swept, then the sweep's state: wrapped rather than cut (a long model
+    or device name must not hide where the sweep comes from), in 3 lines at most."""
 
     def show(self, view: SweepView) -> None:
-        heading = Text(view.heading, style="bold")
-        text = Text(no_wrap=True, overflow="ellipsis")
+        text = Text()
+        text.append(view.heading, style="bold")
+        text.append("\n")
         state = {"running": "RUNNING", "complete": "COMPLETE", "stopped": "STOPPED"}[view.state]
         text.append(
             state,
@@ -164,7 +164,7 @@ class SweepHeader(Static):
                 text.append(f"{n}· ", style="dim")
         if view.status_line:
             text.append(f" {view.status_line}")
-        self.update(Group(heading, text))
+        self.update(text)
 
 
 RUN_REFRESH_HZ = 4.0
