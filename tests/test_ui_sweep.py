@@ -216,3 +216,14 @@ def test_the_scaling_view_off_a_terminal_is_one_line_pointing_to_recommend(monke
     assert main(["replay", *map(str, CPU_RUNS)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "needs a terminal" in err[0] and "recommend --from" in err[0]
+
+
+async def test_a_heading_too_long_for_two_lines_still_leaves_the_state_line():
+    view = gpu_sweep()
+    view.heading = "Sweep on CPU logical devices, NOT GPUs " + "(a long note) " * 30
+    app = SweepApp(view)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        lines = _text_of(app.header_panel).splitlines()
+        assert len(lines) == 3 and lines[1].rstrip().endswith("…")
+        assert lines[2].strip().startswith("COMPLETE  devices: 1✓ 2✓ 4✓ 8✓")

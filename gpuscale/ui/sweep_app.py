@@ -141,13 +141,20 @@ def sweep_heading(points: list[SweepPoint], files: int | None = None) -> str:
 
 
 class SweepHeader(Static):
-    """What was swept, then the sweep's state: wrapped rather than cut (a long model
-    or device name must not hide where the sweep comes from), in 3 lines at most."""
+    """What was swept, then the sweep's state, in :data:`HEADER_LINES` lines: each
+    wrapped rather than cut (a long model or device name must not hide where the
+    sweep comes from), the heading in two lines at most, the state always shown."""
+
+    _view: SweepView | None = None
+
+    def on_resize(self) -> None:
+        if self._view is not None:
+            self.show(self._view)
 
     def show(self, view: SweepView) -> None:
+        self._view = view
+        heading = Text(view.heading, style="bold")
         text = Text()
-        text.append(view.heading, style="bold")
-        text.append("\n")
         state = {"running": "RUNNING", "complete": "COMPLETE", "stopped": "STOPPED"}[view.state]
         text.append(
             state,
@@ -164,7 +171,30 @@ class SweepHeader(Static):
                 text.append(f"{n}· ", style="dim")
         if view.status_line:
             text.append(f" {view.status_line}")
-        self.update(text)
+        width = self.content_size.width
+        if width <= 0:  # not laid out yet: drawn again on resize
+            self.update(Text("\n").join([heading, text]))
+            return
+        top = self._wrapped(heading, width, HEADER_LINES - 1)
+        bottom = self._wrapped(text, width, HEADER_LINES - len(top))
+        self.update(Text("\n").join([*top, *bottom]))
+
+    def _wrapped(self, text: Text, width: int, most: int) -> list[Text]:
+        """``text`` wrapped to ``width``, in ``most`` lines at most (the last cut with …)."""
+        lines = list(text.wrap(self.app.console, width))
+        if len(lines) > most:
+            lines = lines[:most]
+            last = lines[-1]
+            last.rstrip()
+            last.append(" …")
+            last.truncate(width, overflow="ellipsis")
+        for line in lines:
+            line.rstrip()
+        return lines
+
+
+HEADER_LINES = 3
+"""The scaling view's header: at most this many lines (its CSS max-height)."""
 
 
 RUN_REFRESH_HZ = 4.0
