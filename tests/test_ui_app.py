@@ -574,7 +574,7 @@ async def test_a_script_waiting_for_its_start_is_named_and_says_why_nothing_show
         await app.settle()
         await pilot.pause()
         header = text_of(app.query_one(RunHeader))
-        assert "train.py: waiting for its first step" in header and "after 15 s" in header
+        assert "train.py: waiting for its first step" in header and "or in 15 s" in header
         host = str(app.device_grid._cards[0].body.render())
-        assert "samples show once the run has started" in host
+        assert "host: shown when the run starts" in host
         run.queue.put(None)

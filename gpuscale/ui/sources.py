@@ -314,10 +314,7 @@ def waiting_text(run: Any) -> str | None:
     name = getattr(run, "name", None)
     if timeout_s is None or not name:
         return None
-    return (
-        f"{name}: waiting for its first step (samples are recorded, and shown then or "
-        f"after {timeout_s:g} s)"
-    )
+    return f"{name}: waiting for its first step (telemetry shows then, or in {timeout_s:g} s)"
 
 
 class LiveSource(EventSource):

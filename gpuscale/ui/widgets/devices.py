@@ -142,7 +142,7 @@ def host_lines(
         if ended:
             return Content("host: no host samples in this run")
         if not started:
-            return Content("host: samples show once the run has started")
+            return Content("host: shown when the run starts")
         return Content("host: waiting for the first sample…")
     mem_pct = 100 * host.mem_used_bytes / host.mem_total_bytes if host.mem_total_bytes else None
     mem_tail = f"{fmt.format_gb(host.mem_used_bytes)}/{fmt.format_gb(host.mem_total_bytes)} GB"
