@@ -54,10 +54,10 @@ class SourceInfo:
     kind: Literal["live", "replay", "memory"]
     label: str
     """What the header shows: the recording path (live runs record by default)."""
+    warnings: list[str] = field(default_factory=list)
     waiting: str | None = None
     """What the header says before the run's start event, when more is known than
     "waiting for the run to start" (a script's name, how long until it is shown)."""
-    warnings: list[str] = field(default_factory=list)
 
 
 class EventSource:
