@@ -364,6 +364,8 @@ class GpuscaleApp(App[int]):
         """While the display is frozen nothing on screen changes: ``message`` waits
         for ``p`` (True: held)."""
         if self.display_paused:
+            if isinstance(message, ChartsReady | AdviceReady):  # only the latest counts
+                self._held = [m for m in self._held if type(m) is not type(message)]
             self._held.append(message)
             return True
         return False
