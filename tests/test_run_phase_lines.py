@@ -10,6 +10,7 @@ def _summary(**kw) -> dict:
     base = dict(
         phase_steps=12,
         phase_step_time_s=0.1,
+        step_time_s=0.1,
         compute_s=0.06,
         compute_err_s=0.002,
         allreduce_s=0.0,
@@ -40,7 +41,7 @@ def test_a_resolved_exchange_shows_its_share_with_points():
     text = "\n".join(
         phase_lines(_summary(allreduce_s=0.02, comm_share=0.2, comm_share_err=0.015), 2)
     )
-    assert "exposed all-reduce 20.0 ± 3.0 ms (20.0% ± 1.5 points of the step)" in text
+    assert "exposed all-reduce 20.0 ± 3.0 ms (20.0% ± 1.5 points of the median step)" in text
 
 
 def test_one_device_has_nothing_to_exchange():
@@ -49,8 +50,10 @@ def test_one_device_has_nothing_to_exchange():
 
 
 def test_probes_longer_than_the_step_are_said_to_be_unresolved():
-    text = "\n".join(phase_lines(_summary(phase_consistent=False), replicas=2))
-    assert "not resolved" in text and "longer than the probed steps" in text
+    text = "\n".join(phase_lines(_summary(phase_consistent=False, phase_parts_s=0.25), replicas=2))
+    assert "compute not resolved" in text and "apply not resolved" in text
+    assert "60.0 ± 2.0" not in text
+    assert "add up to 250.0 ms" in text and "not the median step 100.0 ms" in text
 
 
 def test_a_precision_not_reached_is_said_with_the_steps_still_needed():

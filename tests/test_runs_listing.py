@@ -128,7 +128,7 @@ def test_the_runs_folder_fits_80_columns_one_line_per_run(capsys, monkeypatch, t
     rows = [line for line in table if ".ndjson" in line]
     assert len(rows) == 4  # no row wrapped onto a second line
     for path in folder.iterdir():  # each row has its status and whole file name
-        assert re.search(rf"(completed|incomplete) +{path.name} *$", out, re.MULTILINE), out
+        assert re.search(rf"(completed|interrupted) +{path.name} *$", out, re.MULTILINE), out
 
 
 def test_a_pipe_gets_no_padding(capsys, tmp_path):

@@ -27,10 +27,32 @@ from gpuscale.formatting import (
 )
 
 PASSES_LONGER_NOTE = (
-    "the probe's passes take longer than the probed steps (compute + all-reduce above "
-    "the step): the breakdown is not resolved"
+    "the probes' phases do not add up to the median step: the breakdown is not resolved"
 )
-"""Said when :attr:`RunSummary.phase_consistent` is ``False``."""
+"""Said when :attr:`RunSummary.phase_consistent` is ``False`` (:func:`parts_note`
+says it with the numbers)."""
+
+
+def parts_note(s: RunSummary) -> str | None:
+    """Why the phases are not shown as numbers, with the numbers that disagree:
+    ``the probes' phases add up to 27.2 ms (compute 1.4, exposed all-reduce 25.4,
+    apply 0.0, input 0.0 ms), not the median step 4.4 ms: the breakdown is not
+    resolved``; ``None`` where they add up (or nothing was probed)."""
+    if s.phase_consistent is not False or s.phase_parts_s is None:
+        return PASSES_LONGER_NOTE if s.phase_consistent is False else None
+    ms = [
+        f"compute {(s.compute_s or 0.0) * 1000:.1f}",
+        f"exposed all-reduce {(s.allreduce_s or 0.0) * 1000:.1f}",
+        f"apply {(s.apply_s or 0.0) * 1000:.1f}",
+        f"input {(s.input_s or 0.0) * 1000:.1f} ms",
+    ]
+    if s.devices <= 1:
+        del ms[1]
+    return (
+        f"the probes' phases add up to {format_duration_s(s.phase_parts_s)} "
+        f"({', '.join(ms)}), not the median step {format_duration_s(s.step_time_s)}: "
+        "the breakdown is not resolved (too few probes, or probes at unusual steps)"
+    )
 
 
 class PhaseItem(NamedTuple):
@@ -48,28 +70,33 @@ def plural(n: int, word: str) -> str:
 
 
 def phases_heading(s: RunSummary) -> str:
-    """What the phases are medians of and measured against: ``12 probes, 95% ranges;
-    against the probed steps' median 100.0 ms`` (``too few for ranges`` below 3)."""
+    """What the phases are medians of and what they split: ``12 probes, 95% ranges;
+    parts of the median step 100.0 ms`` (``too few for ranges`` below 3)."""
     n = s.phase_steps
     ranges = "95% ranges" if n >= 3 else "too few for ranges"
     return (
-        f"{plural(n, 'probe')}, {ranges}; against the probed steps' median "
-        f"{format_duration_s(s.phase_step_time_s)}"
+        f"{plural(n, 'probe')}, {ranges}; parts of the median step "
+        f"{format_duration_s(s.step_time_s or s.phase_full_step_s)}"
     )
 
 
 def phase_items(s: RunSummary) -> list[PhaseItem]:
     """Compute, exposed all-reduce, apply and input wait, each with its 95 %
     half-width over the probes, ``< X ms (not resolved)`` where it is within its
-    own noise (never a 0.0 that is noise), and no number where it is not smaller
-    than the probed step it is measured against."""
-    step, n = s.phase_step_time_s, s.phase_steps
+    own noise (never a 0.0 that is noise), and no number at all where the phases do
+    not add up to the median step (:attr:`RunSummary.phase_consistent`; then
+    :func:`parts_note` says why). The exposed share is of the median step, the
+    one every view says."""
+    step, n = s.step_time_s or s.phase_full_step_s, s.phase_steps
+    apart = s.phase_consistent is False
     compute = format_phase_in_step_s(s.compute_s, s.compute_err_s, step, n, s.devices)
     whole = compute.startswith("\u2248")  # compute alone fills the step: nothing left to split
+    if apart and not whole:
+        compute = "not resolved"
     notable = False
     if s.devices <= 1:
         exposed = "none (1 device: nothing to exchange)"
-    elif whole:
+    elif whole or apart:
         exposed = "not resolved"
     else:
         exposed = format_phase_s(s.allreduce_s, s.allreduce_err_s)
@@ -79,15 +106,20 @@ def phase_items(s: RunSummary) -> list[PhaseItem]:
                 if s.comm_share_err is not None
                 else ""
             )
-            exposed += f" ({s.comm_share:.1%}{points} of the step)"
+            exposed += f" ({s.comm_share:.1%}{points} of the median step)"
             notable = comm_share_is_notable(s.comm_share)
+    apply = (
+        "not resolved"
+        if apart or whole
+        else format_phase_in_step_s(s.apply_s, s.apply_err_s, step, n)
+    )
     input_wait = format_ms(s.input_s)
     if s.input_share is not None:
-        input_wait += f" ({format_fraction_pct(s.input_share)} of the step)"
+        input_wait += f" ({format_fraction_pct(s.input_share)} of the median step)"
     return [
         PhaseItem("compute", compute),
         PhaseItem("exposed all-reduce", exposed, notable),
-        PhaseItem("apply", format_phase_in_step_s(s.apply_s, s.apply_err_s, step, n)),
+        PhaseItem("apply", apply),
         PhaseItem("input wait", input_wait),
     ]
 

@@ -9,10 +9,13 @@ What is measured and how (formulas in :mod:`gpuscale.analysis.metrics`):
   all-reduce, apply and input wait. A ``PhaseEvent.step_time_s`` is the training
   part of the step (from holding the batch to the updated variables), without the
   input wait, so the whole probed step is ``step_time_s + input_s``
-  (``phase_full_step_s``, its median). Both shares are over that whole step:
-  ``comm_share = median allreduce_s / median (step_time_s + input_s)``,
-  ``input_share = median input_s / median (step_time_s + input_s)``; so neither can
-  pass 100 %. Compute:communication is ``median compute_s / median allreduce_s``.
+  (``phase_full_step_s``, its median). Both shares are over the *median step*
+  of the run (the one whole every view splits, a typed-in sweep's too):
+  ``comm_share = median allreduce_s / median step time``,
+  ``input_share = median input_s / median step time``. The phases must add up to
+  that step within their noise (``phase_consistent``,
+  :func:`gpuscale.analysis.metrics.parts_fit_whole`); where they do not, none is
+  shown as a number. Compute:communication is ``median compute_s / median allreduce_s``.
   Where the probes recorded T(compute + all-reduce) (schema 1.2), exposed
   all-reduce and apply are medians of the *unfloored* per-probe differences
   (clamped at 0 only after the median), so noise does not pile up at 0.
@@ -21,13 +24,10 @@ What is measured and how (formulas in :mod:`gpuscale.analysis.metrics`):
   ``None`` below 3 probes), and the exposed share likewise (``comm_share_err``).
   A phase no larger than its half-width is *not resolved*
   (:func:`gpuscale.analysis.metrics.resolved`): show it as ``< value + err``.
-  The phases are measured against the probed steps (``phase_step_time_s``), not
-  against every step (``step_time_s``); ``phase_consistent`` says whether
-  compute + exposed all-reduce fit in those steps within the uncertainty (below
-  3 probes, with no uncertainty known: whether they fit as measured). A probe's
-  passes and the steps' median come from different moments, so a phase can come
-  out larger than the step; it is then shown as about the whole step, never as a
-  number (:func:`gpuscale.formatting.format_phase_in_step_s`).
+  A probe's passes and the steps' median come from different moments, so a
+  phase can come out larger than the step, or the parts larger or smaller than
+  it: ``phase_consistent`` is then ``False`` and the breakdown is said to be not
+  resolved, never a number larger than the step.
 * bandwidth: ``algbw = payload / exposed all-reduce`` and ``busbw = algbw x v(N)``
   with the exchange's own volume factor (``2(N-1)/N`` for a ring, ``N-1`` when
   gradients are gathered on one device, ``N`` for variables on the host: see
@@ -66,6 +66,7 @@ import msgspec
 from gpuscale.analysis import metrics
 from gpuscale.analysis.exchange import exchange_of
 from gpuscale.analysis.interconnect import Interconnect, slowest_interconnect
+from gpuscale.analysis.script_runs import scaling_of
 from gpuscale.events.schema import (
     EndEvent,
     ErrorEvent,
@@ -121,8 +122,7 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     """Median training part of the probed steps (``PhaseEvent.step_time_s``: from
     holding the batch to the updated variables, input wait excluded)."""
     phase_full_step_s: float | None = None
-    """Median whole probed step, ``step_time_s + input_s``: the denominator of
-    ``comm_share`` and ``input_share``."""
+    """Median whole probed step, ``step_time_s + input_s`` of the probes."""
     compute_s: float | None = None
     allreduce_s: float | None = None
     """Median exposed all-reduce: the part of the step spent waiting for gradients."""
@@ -131,9 +131,10 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     apply_s: float | None = None
     input_s: float | None = None
     comm_share: float | None = None
-    """Exposed all-reduce over the whole probed step (``phase_full_step_s``)."""
+    """Exposed all-reduce over the median step (``step_time_s``): the one exposed
+    share every view says (``recommend``'s, a sweep point's, the dashboard's)."""
     input_share: float | None = None
-    """Input wait over the whole probed step (``phase_full_step_s``)."""
+    """Input wait over the median step (``step_time_s``)."""
     compute_err_s: float | None = None
     """95 % half-width of ``compute_s`` (``None``: fewer than 3 probes)."""
     allreduce_err_s: float | None = None
@@ -141,12 +142,17 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     apply_err_s: float | None = None
     """95 % half-width of ``apply_s``."""
     comm_share_err: float | None = None
-    """95 % half-width of ``comm_share`` (a fraction of the step, like the share)."""
+    """95 % half-width of ``comm_share``: ``allreduce_err_s / step_time_s`` (a fraction
+    of the step, like the share)."""
+    phase_parts_s: float | None = None
+    """The phases' medians added up: compute + exposed all-reduce + apply + input wait
+    (each as shown, never below 0)."""
     phase_consistent: bool | None = None
-    """Whether median compute + exposed all-reduce fit in the probed steps' median
-    (``phase_step_time_s``) within their uncertainty (below 3 probes: as measured);
-    ``False``: the probe's passes take longer than the steps they stand for, and the
-    breakdown is not resolved."""
+    """Whether the phases add up to the median step (``step_time_s``), the whole they
+    split, within their noise (:func:`gpuscale.analysis.metrics.parts_fit_whole`);
+    ``False``: the probes' passes and the steps disagree (a pass longer than the
+    step, a probe against an unusual step), and the breakdown is not resolved: no
+    phase is shown as a number."""
     probe_cost_s: float | None = None
     """Wall clock all the probes took (schema 1.2): in no step time, in the run's."""
     counted_wall_s: float | None = None
@@ -275,7 +281,7 @@ class RunAccumulator:
             s.cross_device_ops = start.cross_device_ops
             cfg = start.config or {}
             s.exchange = exchange_of(cfg.get("strategy") or start.strategy, cfg.get("all_reduce"))
-            s.scaling = start.scaling
+            s.scaling = scaling_of(start)
             s.per_replica_batch = start.per_replica_batch
             s.global_batch = start.global_batch
             s.payload_bytes = start.payload_bytes
@@ -379,18 +385,19 @@ class RunAccumulator:
         if payloads and not s.payload_bytes:
             s.payload_bytes = int(metrics.median(payloads))
         s.phase_full_step_s = metrics.median([p.step_time_s + p.input_s for p in phases])
-        s.comm_share = metrics.share(s.allreduce_s, s.phase_full_step_s)
-        shares = [
-            metrics.share(x, p.step_time_s + p.input_s)
-            for x, p in zip(exchanges, phases, strict=True)
-        ]
-        s.comm_share_err = metrics.median_halfwidth(shares)
-        s.input_share = metrics.share(s.input_s, s.phase_full_step_s)
+        whole = s.step_time_s or s.phase_full_step_s
+        s.phase_parts_s = s.compute_s + s.allreduce_s + s.apply_s + s.input_s
+        s.phase_consistent = metrics.parts_fit_whole(
+            s.phase_parts_s,
+            whole,
+            [s.compute_err_s, s.allreduce_err_s, s.apply_err_s, self._step_halfwidth()],
+        )
+        s.comm_share = metrics.share(s.allreduce_s, whole)
+        if s.allreduce_err_s is not None and whole:
+            s.comm_share_err = s.allreduce_err_s / whole
+        s.input_share = metrics.share(s.input_s, whole)
         if s.allreduce_s > 0:
             s.compute_comm_ratio = s.compute_s / s.allreduce_s
-        # below 3 probes the noise is unknown: no slack, the passes must fit as measured
-        slack = (s.compute_err_s or 0.0) + (s.allreduce_err_s or 0.0)
-        s.phase_consistent = s.compute_s + s.allreduce_s <= s.phase_step_time_s + slack
         if s.payload_bytes and s.devices > 1:
             if s.allreduce_s > 0:
                 s.algbw_bytes_s = metrics.algbw_bytes_s(s.payload_bytes, s.allreduce_s)
@@ -400,6 +407,10 @@ class RunAccumulator:
                 s.busbw_total_bytes_s = metrics.busbw_bytes_s(
                     s.algbw_total_bytes_s, s.devices, s.exchange
                 )
+
+    def _step_halfwidth(self) -> float | None:
+        """The median step time's 95 % half-width (``None`` below 3 steps)."""
+        return metrics.median_halfwidth(self._step_times) if self._step_times else None
 
     def _summarize_imbalance(self, s: RunSummary) -> None:
         if self._gpu_util:

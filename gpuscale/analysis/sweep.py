@@ -29,6 +29,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from gpuscale.analysis.exchange import Exchange, exchange_of
+from gpuscale.analysis.script_runs import scaling_of
 from gpuscale.analysis.topology import link_of_run
 from gpuscale.errors import GpuscaleError
 from gpuscale.events import limits
@@ -358,9 +359,10 @@ def config_label(start: Any) -> str:
     all_reduce = cfg.get("all_reduce")
     if all_reduce and all_reduce != "auto":
         parts.append(str(all_reduce))
-    if start.scaling == "weak" and start.per_replica_batch:
+    scaling = scaling_of(start)
+    if scaling == "weak" and start.per_replica_batch:
         parts.append(f"batch {start.per_replica_batch}/replica")
-    elif start.scaling == "strong" and start.global_batch:
+    elif scaling == "strong" and start.global_batch:
         parts.append(f"global batch {start.global_batch}")
     if start.mixed_precision:
         parts.append("mixed precision")
@@ -370,12 +372,16 @@ def config_label(start: Any) -> str:
 
 
 def point_from_summary(summary: Any, start: Any, source: str) -> SweepPoint:
-    """One recording's :class:`~gpuscale.analysis.summary.RunSummary` as a sweep point."""
+    """One recording's :class:`~gpuscale.analysis.summary.RunSummary` as a sweep point.
+    Its phases come along only where they add up to the step
+    (:attr:`~gpuscale.analysis.summary.RunSummary.phase_consistent`): otherwise the
+    point keeps its probe count and no phase, so every view says "not resolved"."""
     if summary.step_time_s is None:
         raise GpuscaleError(f"{source}: no counted steps (the run ended during warm-up)")
     cfg = start.config or {}
     device_name = start.devices[0].name if start.devices else None
     interconnect_text, interconnect_bytes_s = _interconnect_of(summary, start)
+    split = summary.phase_consistent is not False
     point = SweepPoint(
         devices=summary.devices,
         scaling=summary.scaling if summary.scaling in ("weak", "strong") else "weak",
@@ -386,18 +392,19 @@ def point_from_summary(summary: Any, start: Any, source: str) -> SweepPoint:
         step_time_s=summary.step_time_s,
         steps=summary.steps_counted or None,
         spread=summary.spread,
-        compute_s=summary.compute_s,
-        allreduce_s=summary.allreduce_s,
-        allreduce_err_s=summary.allreduce_err_s,
+        # phases that do not add up to the step are no measurement (not resolved)
+        compute_s=summary.compute_s if split else None,
+        allreduce_s=summary.allreduce_s if split else None,
+        allreduce_err_s=summary.allreduce_err_s if split else None,
         probes=summary.phase_steps or None,
-        comm_share_err=summary.comm_share_err if summary.devices > 1 else None,
+        comm_share_err=summary.comm_share_err if summary.devices > 1 and split else None,
         step_time_err=summary.step_time_rel_err,
         precision_asked=summary.precision_asked,
         precision_reached=summary.precision_reached,
         precision_more_steps=summary.precision_more_steps,
         allreduce_total_s=summary.allreduce_total_s,
-        apply_s=summary.apply_s,
-        input_s=summary.input_s,
+        apply_s=summary.apply_s if split else None,
+        input_s=summary.input_s if split else None,
         payload_bytes=summary.payload_bytes or None,
         exchange=exchange_of(cfg.get("strategy") or start.strategy, cfg.get("all_reduce")),
         workers=summary.workers,

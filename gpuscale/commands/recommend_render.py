@@ -51,6 +51,12 @@ def pct_with_range(value: float | None, low: float | None, high: float | None) -
     return f"{text} ({format_fraction_pct(low)}\u2013{format_fraction_pct(high)})"
 
 
+EXPOSED_SHARE_MEANS = (
+    "exposed comm: the exposed all-reduce over the median step (the share run and replay say)"
+)
+"""Said under a table with a measured exposed share: which whole it is a share of."""
+
+
 def measured_share(point, long: bool = True) -> str:
     """A measured exposed share with how well it is known: ``12% ±2 (14 probes)``
     (``12% ±2 (14)`` short), ``not resolved (14 probes)`` where the exposed
@@ -62,10 +68,12 @@ def measured_share(point, long: bool = True) -> str:
     if not probes or point.devices <= 1:
         return text
     count = (f" ({probes} probe{'s' if probes != 1 else ''})") if long else f" ({probes})"
+    if point.comm_share is None or not resolved(point.allreduce_s, err):
+        # phases that did not add up, or an exchange within its noise (or 0 from
+        # fewer than 3 probes): the words of the run's own summary
+        return "not resolved" + count
     if err is None or not step:  # fewer than 3 probes: no range
         return text + count
-    if not resolved(point.allreduce_s, err):
-        return "not resolved" + count
     width = err / step * 100
     return f"{text} ±{width:.0f}{count}" if width >= 1 else f"{text} ±{width:.1f}{count}"
 
@@ -105,6 +113,36 @@ def precision_lines(rec: Recommendation, sweep: Sweep) -> list[str]:
 
 ROWS_SHOWN = 12
 """Rows shown at each end of a long table (a sweep of thousands of counts)."""
+
+
+def predictions_reach_line(rec: Recommendation, sweep: Sweep) -> str | None:
+    """How far the predicted rows go and why, so a live sweep and ``--from`` of its
+    recordings (the same measurements) say why their tables differ: a live sweep
+    knows the machine's devices and predicts no further; a recording does not say
+    how many its machine had, so ``--from`` predicts up to the default limit.
+    ``None`` where the sweep predicted nothing."""
+    predicted = [r.devices for r in rec.table if r.predicted]
+    measured = [r.devices for r in rec.table if not r.predicted]
+    if not measured:
+        return None
+    top = max(measured)
+    if sweep.available_devices and rec.device_limit == sweep.available_devices:
+        if predicted or top < sweep.available_devices:
+            return None  # the machine has more devices than measured: its rows say so
+        n = sweep.available_devices
+        return (
+            f"  no predictions past the {n} device{'s' if n != 1 else ''} available (this "
+            "machine's, or a sweep file's available_devices), all measured; --max-devices N "
+            "predicts further (recordings do not say their machine's devices: --from of them "
+            "predicts up to 8)"
+        )
+    if predicted and rec.device_limit is None and not sweep.available_devices:
+        return (
+            f"  predicted up to {max(predicted)} devices: the input does not say how many "
+            "devices its machine has (--max-devices N stops there; a live sweep stops at the "
+            "machine's own)"
+        )
+    return None
 
 
 def _rows_shown(rows: list, chosen: int | None) -> set[int]:
@@ -191,7 +229,7 @@ def table_columns(
             else:
                 share = "~" + share
                 legend["~ exposed comm estimated by the model"] = None
-        elif layout.exposed_comm and r.comm_share is not None:
+        elif layout.exposed_comm and (r.comm_share is not None or (r.probes and r.devices > 1)):
             share = measured_share(r, long)
             if not long and r.probes:
                 legend["exposed comm: ± 95% range, (n) probes"] = None
@@ -339,6 +377,10 @@ def render(
             console.print(Text(f"  ... {hidden:,} rows not shown (--json has them)", style="dim"))
         if legend:
             console.print(Text("  " + "; ".join(legend), style="dim"))
+        if any(col.header == "exposed comm" for col in columns) and any(
+            r.devices > 1 and not r.predicted and (r.probes or r.comm_share) for r in rows
+        ):
+            console.print(Text(f"  {EXPOSED_SHARE_MEANS}", style="dim"))
         coverages = {r.coverage for r in rows if r.predicted and r.coverage is not None}
         guesses = {
             r.coverage_basis
@@ -382,6 +424,9 @@ def render(
             )
     for line in precision_lines(rec, sweep):
         console.print(Text(line, style="yellow" if "not reached" in line else ""))
+    reach = predictions_reach_line(rec, sweep)
+    if reach:
+        console.print(Text(reach, style="dim"))
     if chart:
         print_chart(rec, console)
     verdict = "SINGLE device" if rec.verdict == "single" else f"MULTI: {rec.devices} devices"

@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from gpuscale.analysis.phase_report import (
-    PASSES_LONGER_NOTE,
+    parts_note,
     phase_items,
     phases_heading,
     precision_text,
     probes_text,
 )
+from gpuscale.analysis.script_runs import note_of, scaling_of
 from gpuscale.analysis.summary import RunSummary
 from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from gpuscale.events.schema import ErrorEvent, LogEvent, StartEvent, StepEvent
@@ -281,7 +282,7 @@ def _strategy(start) -> str:
 
 
 def _scaling(start) -> str:
-    if start.scaling == "strong":
+    if scaling_of(start) == "strong":
         return f"strong scaling (global batch {start.global_batch} = {start.per_replica_batch} per replica)"
     return (
         f"weak scaling ({start.per_replica_batch} per replica, global batch {start.global_batch})"
@@ -315,8 +316,9 @@ def phase_lines(s: dict[str, Any], replicas: int) -> list[str]:
         f"  phases ({phases_heading(summary)}):",
         "    " + ", ".join(f"{item.label} {item.value}" for item in phase_items(summary)),
     ]
-    if summary.phase_consistent is False:
-        lines.append(f"  [yellow]{PASSES_LONGER_NOTE}[/]")
+    apart = parts_note(summary)
+    if apart:
+        lines.append(f"  [yellow]{_escape(apart)}[/]")
     lines.append(f"  probes: {probes_text(summary)}")
     return lines
 
@@ -422,8 +424,9 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
     line = precision_line(s)
     if line:
         console.print(line)
-    if start.note and start.note not in shown_notes:
-        console.print(f"  [dim]note: {_escape(start.note)}[/]")
+    note = note_of(start)
+    if note and note not in shown_notes and start.note not in shown_notes:
+        console.print(f"  [dim]note: {_escape(note)}[/]")
     _print_recording(console, run)
 
 

@@ -26,6 +26,7 @@ import keras
 import tensorflow as tf
 
 from gpuscale import __version__
+from gpuscale.analysis.script_runs import SCRIPT_BATCH_NOTE
 from gpuscale.events.schema import (
     EndEvent,
     Event,
@@ -204,10 +205,8 @@ class Monitor:
             payload_bytes=payload,
             mixed_precision=keras.config.dtype_policy().name != "float32",
             pids=[os.getpid()],
-            note=(
-                "the batch is the script's own: gpuscale cannot tell whether it grows with "
-                "the replicas (weak scaling) or is split among them (strong)"
-            ),
+            scaling="strong",  # fit()'s batch is split across the replicas (script_runs)
+            note=SCRIPT_BATCH_NOTE,
         )
 
     def _begin(
@@ -260,8 +259,8 @@ class Monitor:
         if not self.phases:
             return
         self.schedule.add_step(step_time_s, steps=steps, warmup=warmup)
-        if self.schedule.due():
-            self._run_probe(step_time_s)
+        if self.schedule.due():  # against the usual step, not this one (a retrace, a callback)
+            self._run_probe(self.schedule.reference_step_s(step_time_s))
 
     def _current_model(self) -> Any:
         return getattr(self, "model", None)

@@ -372,7 +372,8 @@ class Trainer:
             schedule.add_step(end - start, warmup=warmup)
             if probing and schedule.due():
                 times = self.probe.measure(batch)
-                train_s = end - got_batch
+                # the training part of the usual step (the schedule's reference), not this one's
+                train_s = max(0.0, schedule.reference_step_s(end - start) - (got_batch - start))
                 schedule.add_probe(times.cost_s, exposed_share(times, train_s))
                 yield phase_event(
                     times,

@@ -242,7 +242,10 @@ class RunModel:
         """Copies of what a frame needs; ``logs_after`` skips log lines already drawn."""
         with self._lock:
             start_t = self.start.t if self.start is not None else self.first_t
-            elapsed = run_duration_s(start_t, self.last_t) if (self.last_t and start_t) else 0.0
+            # ended: to the end event (the log's duration), not to the host samples
+            # that still arrive after it (the trial: 10.9 s logged, 11.9 s in the toast)
+            last_t = self.end.t if self.end is not None else self.last_t
+            elapsed = run_duration_s(start_t, last_t) if (last_t and start_t) else 0.0
             steps = list(self.steps)
             return Snapshot(
                 version=self.version,

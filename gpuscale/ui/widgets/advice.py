@@ -16,7 +16,7 @@ from textual.widgets import Static
 
 from gpuscale.analysis.confidence import run_confidence
 from gpuscale.analysis.phase_report import (
-    PASSES_LONGER_NOTE,
+    parts_note,
     phase_items,
     phases_heading,
     precision_text,
@@ -165,8 +165,9 @@ def advice_parts(
                 )
             )
         lines.append(_row("probes", probes_text(s)))
-        if s.phase_consistent is False:
-            notes.append(_text(PASSES_LONGER_NOTE, "$text-warning"))
+        apart = parts_note(s)
+        if apart:
+            notes.append(_text(apart, "$text-warning"))
     else:
         notes.append(_text("phase breakdown: not measured yet", "$text-muted"))
     if s.devices == 1:

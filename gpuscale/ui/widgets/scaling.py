@@ -7,6 +7,7 @@ widgets only size it to the panel and redraw it when the panel or the sweep chan
 from __future__ import annotations
 
 from rich.text import Text
+from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from gpuscale.analysis.phase_report import count_precision_text
@@ -119,12 +120,20 @@ def recommendation_text(rec: Recommendation | None, state: str | None = None) ->
     return text
 
 
-class RecommendationPanel(Static, can_focus=True):
-    """The recommendation from the counts measured so far."""
+class RecommendationPanel(VerticalScroll, can_focus=True):
+    """The recommendation from the counts measured so far: focusable and scrollable
+    (tab, the arrows, pgup/pgdn), and ``r`` shows it full screen, so a small
+    terminal loses none of it."""
+
+    ALLOW_MAXIMIZE = True
 
     def __init__(self) -> None:
         super().__init__(id="scaling-advice")
         self.border_title = "Recommendation"
+        self.body = Static(recommendation_text(None), id="scaling-advice-body")
+
+    def compose(self):
+        yield self.body
 
     def show(self, rec: Recommendation | None, state: str | None = None) -> None:
-        self.update(recommendation_text(rec, state))
+        self.body.update(recommendation_text(rec, state))
