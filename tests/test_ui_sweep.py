@@ -210,12 +210,23 @@ def test_replay_of_a_sweep_file_opens_its_scaling_view(monkeypatch):
     )
 
 
-def test_the_scaling_view_off_a_terminal_is_one_line_pointing_to_recommend(monkeypatch, capsys):
-    """Piped or redirected, a screen would write escape codes for ever."""
+@pytest.mark.parametrize(
+    "inputs",
+    [list(map(str, CPU_RUNS)), [str(SAMPLES / "seed002_mnist.json")]],
+    ids=["runs", "file"],
+)
+def test_the_scaling_view_off_a_terminal_prints_what_recommend_from_prints(
+    monkeypatch, capsys, inputs
+):
+    """Piped or redirected, a screen would write escape codes for ever: the text
+    result instead, as ``recommend --from`` prints it, and a note on stderr."""
     monkeypatch.setattr(SweepApp, "run", lambda self: pytest.fail("a screen off a terminal"))
-    assert main(["replay", *map(str, CPU_RUNS)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "needs a terminal" in err[0] and "recommend --from" in err[0]
+    assert main(["replay", *inputs]) == 0
+    replayed = capsys.readouterr()
+    assert main(["recommend", "--from", *inputs]) == 0
+    assert replayed.out == capsys.readouterr().out and "Recommendation: " in replayed.out
+    note = replayed.err.strip().splitlines()[-1]
+    assert "stdout is not one" in note and "recommend --from" in note
 
 
 async def test_a_heading_too_long_for_two_lines_still_leaves_the_state_line():

@@ -83,6 +83,22 @@ def test_record_into_a_folder_says_it_is_a_folder(capsys, tmp_path, command):
     assert "the file exists" not in err
 
 
+@pytest.mark.parametrize("command", ["run", "watch"])
+def test_record_into_a_missing_folder_is_refused_and_nothing_is_made(capsys, tmp_path, command):
+    target = tmp_path / "not" / "there" / "x.ndjson"
+    assert main([command, "--steps", "10", "--record", str(target)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"gpuscale: error: --record {target}: the folder {target.parent} does not exist; "
+        "create it first, or leave out --record to record to the runs folder"
+    ]
+    assert not (tmp_path / "not").exists()
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    assert main([command, "--record", str(afile / "x.ndjson")]) == 2
+    assert f"{afile} is a file, not a folder" in capsys.readouterr().err
+
+
 async def test_a_run_without_an_end_event_is_interrupted_everywhere(capsys, tmp_path):
     """One word, and its reason, for a killed run: `runs`, `replay`'s summary and the
     dashboard's header (they once said incomplete, interrupted and INTERRUPTED)."""

@@ -30,6 +30,7 @@ from gpuscale.formatting import (
     format_fraction_pct,
     format_pct_against_floor,
     format_rate_bytes_s,
+    plural,
 )
 
 WALK_SHOWN = 4
@@ -176,10 +177,10 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[
                 rec.reasons.append(
                     f"The exposed gradient exchange at {dev(n2)} is within its probes' noise "
                     f"(under {format_fraction_pct(metrics.share(comm + err, step_t))} of each "
-                    f"step, {probes} probes): not resolved; measure longer to know it."
+                    f"step, {plural(probes, 'probe')}): not resolved; measure longer to know it."
                 )
                 return
-            how = f"measured (±{format_fraction_pct(err / step_t)}, {probes} probes)"
+            how = f"measured (±{format_fraction_pct(err / step_t)}, {plural(probes, 'probe')})"
     else:
         step_t = m.step_time_s(n2)
         how = f"estimated by the model from {m.basis}"
@@ -421,7 +422,7 @@ def _confidence(rec: Recommendation, groups: Sequence[Group], walk: Sequence[Wal
         if not steps:
             bits.append("step counts not given")
         elif min(steps) == max(steps):
-            bits.append(f"{steps[0]} steps per point")
+            bits.append(f"{plural(steps[0], 'step')} per point")
         else:
             bits.append(f"{min(steps)}-{max(steps)} steps per point")
         if steps and min(steps) < ENOUGH_STEPS:

@@ -33,6 +33,7 @@ from gpuscale.formatting import (
     format_bytes,
     format_duration_s,
     format_samples_s,
+    plural,
     visible,
 )
 from gpuscale.live.terminal import settle_visible
@@ -67,12 +68,23 @@ def register(sub) -> None:
 
 
 def check_record_path(path: Path | None) -> None:
-    """Refuse a ``--record`` path that is a folder or an existing file (a
-    recording is never overwritten), in one line that says what to give."""
-    if path is None or not path.exists():
+    """Refuse a ``--record`` path that is a folder, an existing file (a
+    recording is never overwritten) or in a folder that does not exist (a typo
+    would otherwise make it), in one line that says what to give."""
+    if path is None:
         return
     from gpuscale.errors import GpuscaleError
 
+    parent = path.parent
+    if parent.exists() and not parent.is_dir():
+        raise GpuscaleError(f"--record {path}: {parent} is a file, not a folder")
+    if not parent.is_dir():
+        raise GpuscaleError(
+            f"--record {path}: the folder {parent} does not exist; create it first, or leave "
+            "out --record to record to the runs folder"
+        )
+    if not path.exists():
+        return
     if path.is_dir():  # a file is what is written: say where one could go
         raise GpuscaleError(
             f"--record {path}: is a folder; give a file path, e.g. "
@@ -347,6 +359,21 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
                 else "The trainer ended before training began."
             )
         return
+    if getattr(
+        start, "provisional", False
+    ):  # the trainer never said what runs where: what was asked
+        console.print(
+            f"[bold]{_escape(start.model)}[/] on {start.num_replicas} x "
+            f"{_escape(_platform(start.platform))} (as asked): {_escape(start.strategy or '?')}"
+        )
+        steps = s.get("steps_total", 0)
+        console.print(
+            "  stopped before it started: TensorFlow was still starting and nothing was measured"
+            if not steps
+            else f"  the trainer never described the run ({plural(steps, 'step')} recorded)"
+        )
+        _print_recording(console, run)
+        return
     console.print(
         f"[bold]{_escape(start.model)}[/] on {start.num_replicas} x "
         f"{_escape(_platform(start.platform))}: {_escape(_strategy(start))}"
@@ -356,7 +383,7 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
     counted = s.get("steps_counted", 0)
     total = s.get("steps_total", 0)
     console.print(
-        f"  status: {status}, {total} steps ({counted} counted, {total - counted} warm-up)"
+        f"  status: {status}, {plural(total, 'step')} ({counted} counted, {total - counted} warm-up)"
     )
     if s.get("step_time_s") is not None:
         spread = f" (p10 {_ms(s.get('step_time_p10_s'))}, p90 {_ms(s.get('step_time_p90_s'))})"
@@ -400,6 +427,10 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
     note = note_of(start)
     if note and note not in shown_notes and start.note not in shown_notes:
         console.print(f"  [dim]note: {_escape(note)}[/]")
+    _print_recording(console, run)
+
+
+def _print_recording(console, run: Any) -> None:
     if run.recording_path:
         console.print(f"  recorded to {_escape(str(run.recording_path))}")
     if run.recording_problem:

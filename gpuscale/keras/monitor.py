@@ -35,6 +35,7 @@ from gpuscale.events.schema import (
     StartEvent,
     StepEvent,
 )
+from gpuscale.formatting import plural
 from gpuscale.keras.channel import Channel, worker_index
 from gpuscale.keras.describe import (
     describe_strategy,
@@ -342,7 +343,7 @@ class Monitor:
         if self._recorder is not None:
             self._recorder.close()
             print(
-                f"gpuscale: recorded {self.steps} steps to {self._recorder.path} "
+                f"gpuscale: recorded {plural(self.steps, 'step')} to {self._recorder.path} "
                 f"(gpuscale replay {self._recorder.path})",
                 file=sys.stderr,
             )

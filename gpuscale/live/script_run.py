@@ -89,6 +89,7 @@ from gpuscale.events.transport import (
     EventServer,
     HelloRefused,
 )
+from gpuscale.formatting import plural
 from gpuscale.live import cluster
 from gpuscale.live.base import RunBase
 from gpuscale.live.child import STOP_DEADLINE_S, describe_exit, read_lines, release, spawn
@@ -784,7 +785,7 @@ class _PumpState:
                 source="gpuscale",
                 message=(
                     f"gpuscale's callback started after all ({start.model}, {start.strategy}, "
-                    f"{start.num_replicas} replicas): step times follow, the warning above "
+                    f"{plural(start.num_replicas, 'replica')}): step times follow, the warning above "
                     "no longer applies"
                 ),
             )
@@ -909,7 +910,7 @@ class _PumpState:
                         source="gpuscale",
                         message=(
                             f"worker {event.worker} on {event.host} (pid {event.pid}) started: "
-                            f"{event.model}, {event.strategy}, {event.num_replicas} replicas"
+                            f"{event.model}, {event.strategy}, {plural(event.num_replicas, 'replica')}"
                         ),
                     )
                 )
@@ -928,7 +929,7 @@ class _PumpState:
                     message=(
                         (f"worker {event.worker}: " if run.num_workers > 1 else "")
                         + f"training {event.status}"
-                        + (f" after {event.steps} steps" if event.steps else "")
+                        + (f" after {plural(event.steps, 'step')}" if event.steps else "")
                     ),
                 )
             )
@@ -969,7 +970,7 @@ class _PumpState:
         where = f" on {start.host} (pid {start.pid})" if start else ""
         steps = self.steps.get(worker, 0)
         message = (
-            f"worker {worker}{where} was lost: it {how} after {steps} steps. "
+            f"worker {worker}{where} was lost: it {how} after {plural(steps, 'step')}. "
             "MultiWorkerMirroredStrategy is synchronous, so the run cannot go on; "
             "everything received until now is kept"
             + (f" in {run.recording_path}" if run.recording_path else "")
