@@ -26,7 +26,7 @@ from textual.worker import get_current_worker
 
 from gpuscale.errors import EXIT_INTERRUPTED
 from gpuscale.events.schema import EndEvent
-from gpuscale.formatting import format_duration_s
+from gpuscale.formatting import format_duration_s, plural
 from gpuscale.recording.store import screenshots_dir
 from gpuscale.ui import keys
 from gpuscale.ui.messages import AdviceReady, ChartsReady, ChartTexts, RunFailed, RunFinished
@@ -288,14 +288,14 @@ class GpuscaleApp(App[int]):
         took = format_duration_s(snap.elapsed_s)  # the header's elapsed, the log's duration
         if end is not None and end.status != "failed" and not snap_errors:
             self.notify(
-                f"Run {end.status}: {end.steps} steps in {took}. "
+                f"Run {end.status}: {plural(end.steps, 'step')} in {took}. "
                 "The final summary stays on screen; q quits.",
                 title="Run ended",
                 timeout=8,
             )
         elif end is None and not snap_errors:
             self.notify(
-                f"The run was interrupted after {snap.steps_done} steps, {took} "
+                f"The run was interrupted after {plural(snap.steps_done, 'step')}, {took} "
                 "(no end event): showing everything recorded.",
                 severity="warning",
                 timeout=8,

@@ -27,7 +27,7 @@ from gpuscale.events.schema import (
     StepEvent,
     run_duration_s,
 )
-from gpuscale.formatting import format_duration_s
+from gpuscale.formatting import format_duration_s, plural
 
 HISTORY_POINTS = 120
 """Samples kept per device for the utilization history (a minute at 2 Hz)."""
@@ -227,7 +227,7 @@ class RunModel:
                 t,
                 "gpuscale",
                 "info" if event.status == "completed" else "warning",
-                f"run {event.status} after {event.steps} steps, {format_duration_s(duration_s)}",
+                f"run {event.status} after {plural(event.steps, 'step')}, {format_duration_s(duration_s)}",
             )
 
     # -- reading -----------------------------------------------------------------
