@@ -136,7 +136,7 @@ def sweep_heading(points: list[SweepPoint], files: int | None = None) -> str:
         "cpu-logical": "CPU logical devices, NOT GPUs",
         "cpu": "CPUs",
     }.get(first.platform, first.device_name or "GPUs")
-    origin = f" from {files} files" if files and files > 1 else ""
+    origin = f"; from {files} files" if files and files > 1 else ""
     return f"Scaling of {what}, {batch}, on {platform}{origin}"
 
 
