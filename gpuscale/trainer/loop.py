@@ -72,6 +72,7 @@ from gpuscale.trainer.plan import DevicePlan
 from gpuscale.trainer.probe import PhaseProbe, exposed_share, phase_event
 from gpuscale.trainer.schedule import ProbeScheduler, period_for_budget
 from gpuscale.trainer.sizing import Sizing, resolve_sizing
+from gpuscale.trainer.split_step import SplitStep, with_skippable_sum
 
 
 def setup_devices(config: TrainConfig) -> DevicePlan:
@@ -213,7 +214,8 @@ class Trainer:
             self.built: BuiltModel = build_model(
                 config.model, width=self.sizing.width or 128, image_size=config.image_size
             )
-            optimizer = keras.optimizers.Adam(learning_rate=1e-3)
+            # Adam that can skip its cross-replica sum, for the split step (trainer/split_step.py)
+            optimizer = with_skippable_sum(keras.optimizers.Adam)(learning_rate=1e-3)
             if config.mixed_precision and plan.platform == "gpu":
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             self.optimizer = optimizer
@@ -252,22 +254,33 @@ class Trainer:
         # Sparse (embedding) gradients made dense: the payload is then the variables' bytes.
         return [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
 
+    def apply_replica(self, grads: list) -> tf.Tensor:
+        """``optimizer.apply(grads)`` on one replica (summing across replicas itself,
+        unless the split step turned that off), returning one small value that waits
+        for every variable's new value: control edges from reading each updated
+        variable (about 10 ops a replica, not the 30-odd that slicing a value out of
+        each variable takes; 0.7 % of a 57 ms CPU step cheaper in one interleaved
+        measurement, within benchmarks/overhead.py's noise)."""
+        self.optimizer.apply(grads, self.variables)
+        updated = [_variable(v).read_value() for v in self.variables]
+        with tf.control_dependencies(updated):
+            return tf.identity(_variable(self.optimizer.iterations).read_value())
+
     def _compile_functions(self) -> None:
         strategy = self.strategy
 
         def train_replica(x, y):
-            grads = self.replica_gradients(x, y)
-            self.optimizer.apply(grads, self.variables)  # sums across replicas itself
-            # One small value that waits for every variable's new value: control edges
-            # from reading each updated variable (about 10 ops a replica, not the 30-odd
-            # that slicing a value out of each variable takes; 0.7 % of a 57 ms CPU step
-            # cheaper in one interleaved measurement, within benchmarks/overhead.py's noise).
-            updated = [_variable(v).read_value() for v in self.variables]
-            with tf.control_dependencies(updated):
-                return tf.identity(_variable(self.optimizer.iterations).read_value())
+            return self.apply_replica(self.replica_gradients(x, y))
 
         self.train_fn = tf.function(lambda batch: strategy.run(train_replica, args=batch))
         self.probe = PhaseProbe(strategy, self.variables, self.replica_gradients)
+        self.split_step = SplitStep(
+            strategy,
+            self.optimizer,
+            self.replica_gradients,
+            self.apply_replica,
+            [*self.variables, *self.optimizer.variables],
+        )
 
     def scheduler(self) -> ProbeScheduler:
         """When this run probes: every K-th step (``--phase-every K``), never
@@ -342,8 +355,14 @@ class Trainer:
         for value in self.strategy.experimental_local_results(out):
             value.numpy()
 
-    def run(self, stop: threading.Event | None = None) -> Iterator[StepEvent | PhaseEvent]:
-        """Train ``config.steps`` steps (fewer if ``stop`` is set), yielding events."""
+    def run(
+        self, stop: threading.Event | None = None, *, probe_method: str = "split-step"
+    ) -> Iterator[StepEvent | PhaseEvent]:
+        """Train ``config.steps`` steps (fewer if ``stop`` is set), yielding events.
+
+        ``probe_method``: ``"split-step"`` (the probed step runs split, where
+        :attr:`split_step` can) or ``"differenced"`` (the two-pass probe after the
+        step, as the Keras callback does; ``benchmarks/overhead.py`` compares them)."""
         config = self.config
         if self._batches is None:  # kept across calls: a second run() goes on where the first ended
             self._batches = self.batches()
@@ -351,36 +370,55 @@ class Trainer:
         schedule = self.scheduler()
         self.schedule = schedule
         probing = schedule.every is not None or schedule.budget > 0
+        split = probing and probe_method == "split-step" and self.split_step.usable
+        split_next = False  # the scheduler asked for a probe: the next step runs split
         for step in range(config.steps):
             if stop is not None and stop.is_set():
                 return
             start = time.perf_counter()
             batch = next(batches)
             got_batch = time.perf_counter()
-            self._sync(self.train_fn(batch))
-            end = time.perf_counter()
+            if split_next:
+                times, train_s = self.probe.measure_split(batch, self.split_step.run)
+                step_s = got_batch - start + train_s  # the compute pass is no part of it
+            else:
+                self._sync(self.train_fn(batch))
+                train_s = time.perf_counter() - got_batch
+                step_s = got_batch - start + train_s
             warmup = step < config.warmup_steps
             yield StepEvent(
                 t=time.time(),
                 step=step,
-                step_time_s=end - start,
+                step_time_s=step_s,
                 samples=self.global_batch,
                 warmup=warmup,
             )
+            if split and not split_next:  # compile the split step once, untimed
+                split = self.split_step.prepare(batch)
             if probing:
                 self.probe.prepare(batch)  # compile the probe's passes once, untimed
-            schedule.add_step(end - start, warmup=warmup)
-            if probing and schedule.due():
-                times = self.probe.measure(batch)
-                train_s = end - got_batch
+            schedule.add_step(step_s, warmup=warmup, split=split_next)
+            if split_next:
+                split_next = False
                 schedule.add_probe(times.cost_s, exposed_share(times, train_s))
-                yield phase_event(
-                    times,
-                    step=step,
-                    step_time_s=train_s,
-                    input_s=got_batch - start,
-                    payload_bytes=self.payload_bytes,
-                    num_tensors=self.num_tensors,
-                )
+                yield self._phase_event(times, step, train_s, got_batch - start, "split-step")
+            if probing and schedule.due():
+                if split:
+                    split_next = True
+                else:
+                    times = self.probe.measure(batch)
+                    schedule.add_probe(times.cost_s, exposed_share(times, train_s))
+                    yield self._phase_event(times, step, train_s, got_batch - start, "differenced")
             if config.precision is not None and schedule.known_to(config.precision):
                 return  # known well enough (--precision): the rest of --steps is not needed
+
+    def _phase_event(self, times, step: int, train_s: float, input_s: float, method: str):
+        return phase_event(
+            times,
+            step=step,
+            step_time_s=train_s,
+            input_s=input_s,
+            payload_bytes=self.payload_bytes,
+            num_tensors=self.num_tensors,
+            method=method,
+        )

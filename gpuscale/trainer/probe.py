@@ -136,6 +136,43 @@ class PhaseProbe:
             self.sync(self.allreduce_fn(self._buffers))
         self._ready = True
 
+    def measure_split(
+        self, batch: tuple, split_step: Callable[[tuple], tuple[float, float]]
+    ) -> tuple[ProbeTimes, float]:
+        """One probe on a training step run split (the built-in trainer's
+        :class:`~gpuscale.trainer.split_step.SplitStep`): ``split_step(batch)``
+        trains on ``batch`` and returns (T(compute + all-reduce), T(apply)); the
+        compute pass runs before or after it, alternately, and the all-reduce
+        alone after both. Returns the timings, whose ``cost_s`` holds only the
+        extra passes, and the step's training time T(reduce) + T(apply). With one
+        replica nothing extra runs: T(compute) is the split step's first half."""
+        if self.replicas > 1:
+            self.prepare(batch)
+        start = time.perf_counter()
+        compute_s = alone_s = None
+        extra_s = 0.0
+        if self.replicas > 1 and self.probes % 2 == 0:
+            compute_s = self._timed(self.compute_fn, batch)
+        split_start = time.perf_counter()
+        reduce_s, apply_s = split_step(batch)
+        extra_s -= time.perf_counter() - split_start
+        if self.replicas > 1:
+            if compute_s is None:  # the other order: what follows a step cancels in the median
+                compute_s = self._timed(self.compute_fn, batch)
+            alone_s = self._timed(self.allreduce_fn, self._buffers)
+        self.probes += 1
+        extra_s += time.perf_counter() - start
+        if compute_s is None:  # one replica
+            return ProbeTimes(
+                compute_s=reduce_s, compute_allreduce_s=None, allreduce_alone_s=None, cost_s=0.0
+            ), reduce_s + apply_s
+        return ProbeTimes(
+            compute_s=compute_s,
+            compute_allreduce_s=reduce_s,
+            allreduce_alone_s=alone_s,
+            cost_s=extra_s,
+        ), reduce_s + apply_s
+
     def measure(self, batch: tuple) -> ProbeTimes:
         """One probe: each pass once, timed alone (a single probe is noisy; the
         summary takes medians over many)."""

@@ -124,6 +124,9 @@ class ProbeScheduler:
         self.after_probe_s = 0.0
         """What the steps right after probes lost against the usual step (unfloored:
         noise cancels over probes; a negative total counts as 0 in ``probe_wall_s``)."""
+        self.split_s = 0.0
+        """What the probes' split steps took over the usual step (unfloored, like
+        ``after_probe_s``); 0 where probes run between steps."""
         self.probes = 0
         self.shifts = 0
         """Step-time shifts detected."""
@@ -133,6 +136,7 @@ class ProbeScheduler:
         self._reference: list[float] = []
         self._recent: deque[float] = deque(maxlen=window)
         self._after: list[float] = []
+        self._split: list[float] = []
         self._usual: deque[float] = deque(maxlen=window)
         """The last counted steps that did not follow a probe."""
         self._after_pending = False
@@ -143,14 +147,24 @@ class ProbeScheduler:
         self._resolved_cache: tuple[tuple[int, int], bool] = ((-1, -1), False)
 
     # -- input ----------------------------------------------------------------------
-    def add_step(self, step_time_s: float, *, steps: int = 1, warmup: bool = False) -> None:
-        """``steps`` steps ran (``step_time_s`` each, on average)."""
+    def add_step(
+        self, step_time_s: float, *, steps: int = 1, warmup: bool = False, split: bool = False
+    ) -> None:
+        """``steps`` steps ran (``step_time_s`` each, on average). ``split``: the
+        step was a probe's own (the built-in trainer's split step, added before the
+        probe's :meth:`add_probe`); what it took over the usual step is the probe's."""
         self.steps += steps
         self._last_count = steps
         self._last_warmup = warmup
         if warmup:
             return
-        if self._after_pending:
+        if split:
+            self._after_pending = False  # a step after a probe too: its loss is counted here
+            if self._usual:
+                excess = (step_time_s - metrics.median(list(self._usual))) * steps
+                self._split.append(excess)
+                self.split_s += excess
+        elif self._after_pending:
             # the step after a probe against the usual ones: what the probe cost it
             self._after_pending = False
             if self._usual:
@@ -222,10 +236,10 @@ class ProbeScheduler:
 
     @property
     def probe_wall_s(self) -> float:
-        """What every probe so far cost the run: its passes and the excess of the steps
-        after probes (never less than the passes: after-probe steps that happened
-        to run faster buy no more probes)."""
-        return self.passes_s + max(0.0, self.after_probe_s)
+        """What every probe so far cost the run: its passes and the excess of its
+        split step and of the step after it (never less than the passes: steps that
+        happened to run faster buy no more probes)."""
+        return self.passes_s + max(0.0, self.after_probe_s + self.split_s)
 
     @property
     def probe_costs_s(self) -> tuple[float, ...]:
@@ -264,10 +278,12 @@ class ProbeScheduler:
 
     def expected_cost_s(self) -> float:
         """What the next probe will likely cost: the median of the last passes plus
-        the mean excess of the steps after probes (a guess before the first)."""
+        the mean excess of the split steps and of the steps after probes (a guess
+        before the first)."""
         if self._costs:
-            after = max(0.0, sum(self._after) / len(self._after)) if self._after else 0.0
-            return metrics.median(self._costs[-9:]) + after
+            after = sum(self._after) / len(self._after) if self._after else 0.0
+            split = sum(self._split) / len(self._split) if self._split else 0.0
+            return metrics.median(self._costs[-9:]) + max(0.0, after + split)
         return FIRST_PROBE_STEPS * metrics.median(self._counted) if self._counted else 0.0
 
     def due(self) -> bool:
