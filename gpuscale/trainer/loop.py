@@ -2,14 +2,15 @@
 
 How a step is measured
 ----------------------
-Every step runs ``train_fn``, the real step: on every replica forward and
-backward pass, then ``optimizer.apply(grads)``. Keras 3's TensorFlow optimizer
+Every step but a probed one runs ``train_fn``, the real step: on every replica
+forward and backward pass, then ``optimizer.apply(grads)``. Keras 3's TensorFlow optimizer
 sums the gradients across replicas itself when it is called in a replica
 context (``keras/src/backend/tensorflow/optimizer.py``: ``_backend_update_step``
 calls ``_all_reduce_sum_gradients``, i.e.
 ``get_replica_context().all_reduce(SUM, grads)``; Keras 3 has no switch to turn
 that off, unlike Keras 2's ``skip_gradients_aggregation`` /
-``experimental_aggregate_gradients``). So the optimizer gets the per-replica
+``experimental_aggregate_gradients``; the trainer's Adam has one, for the split
+step alone: :class:`~gpuscale.trainer.split_step.SkippableSum`). So the optimizer gets the per-replica
 gradients and does the one all-reduce, exactly as ``model.fit`` does; the loss
 is averaged over the *global* batch so the sum is the mean gradient.
 The step time (:class:`StepEvent`) is the host wall clock from asking the input
@@ -17,22 +18,39 @@ for the batch until the host holds, from every replica, a value that waits (by
 control dependencies) for reading each of its *updated* variables (so
 asynchronous dispatch cannot make a step look shorter than it is).
 
-Between steps, when :class:`gpuscale.trainer.schedule.ProbeScheduler` says so
-(within the probe budget, or every K-th step with ``--phase-every K``), the
-same batch also goes through the phase probe of :mod:`gpuscale.trainer.probe`
-(compute alone, compute + all-reduce, all-reduce alone; the method is
-described there), and the phase breakdown (:class:`PhaseEvent`) is
+When :class:`gpuscale.trainer.schedule.ProbeScheduler` says so after a step
+(within the probe budget, or after every K-th step with ``--phase-every K``),
+the *next* step is probed (method ``split-step``, :mod:`gpuscale.trainer.probe`):
+it trains split in two compiled functions (:mod:`gpuscale.trainer.split_step`),
+*reduce* (forward + backward + ``all_reduce(SUM, grads)``, the summed gradients
+fetched to the host's wait) and *apply* (``optimizer.apply`` of them, the
+optimizer's own sum switched off, synchronised as ``train_fn`` is), and the same
+batch goes through the compute-alone pass (just before or just after, in turn)
+and an all-reduce of gradient-shaped buffers. The breakdown
+(:class:`PhaseEvent`) is
 
 * ``compute_s`` = T(compute)
-* ``allreduce_s`` = T(compute + all-reduce) - T(compute), floored at 0: the
-  *exposed* all-reduce, what the step waits for the gradient exchange
-* ``apply_s`` = T(train_fn) - T(compute + all-reduce), floored at 0: the
-  optimizer update, with T(train_fn) the probed step's own training part
+* ``allreduce_s`` = T(reduce) - T(compute), floored at 0: the *exposed*
+  all-reduce, what the step waits for the gradient exchange
+* ``apply_s`` = T(apply): the optimizer update (``step_time_s`` is T(reduce) +
+  T(apply), the split step's training part, so ``step_time_s`` - T(reduce) as
+  for the other method)
 * ``input_s``: the probed step's wait for its batch from the input pipeline
-* ``allreduce_total_s``: an all-reduce of gradient-shaped buffers timed alone.
+* ``allreduce_total_s``: the all-reduce of gradient-shaped buffers timed alone.
 
-With one replica nothing is exchanged: only compute is probed, the exposed
-all-reduce is 0 and ``allreduce_total_s`` is None.
+The split step's StepEvent is its input wait + T(reduce) + T(apply) (the compute
+pass is no part of it): a little more than a fused step, which the scheduler
+counts into the probe's cost. Where the split cannot run (CentralStorage or
+multi-worker strategies, an optimizer or a Keras that cannot skip its sum:
+:attr:`SplitStep.problem`), the probe runs after the step instead, the two-pass
+method ``differenced``: T(compute) and T(compute + all-reduce) as stand-ins,
+``apply_s`` = T(train_fn) - T(compute + all-reduce) with T(train_fn) the probed
+step's own training part. If the scheduler asks after the last step, no step is
+left to split and that probe does not run.
+
+With one replica nothing is exchanged: the split step alone is the probe
+(T(compute) = T(reduce)), the exposed all-reduce is 0 and ``allreduce_total_s``
+is None.
 
 ``payload_bytes`` is the bytes of all trainable variables in the gradient dtype
 (sparse embedding gradients are made dense, so that is what travels);
@@ -49,6 +67,9 @@ What it cannot see
 * The functions are compiled separately; Grappler (or XLA) may fuse or
   schedule them slightly differently, so the terms are estimates that can be
   off by the noise of one step (the summary states each phase's uncertainty).
+  In the split step the update cannot start before the whole exchange is done,
+  as it may in the fused ``train_fn``: T(apply) is the update alone, not
+  overlapped.
 * One sample per probe: a single probe is noisy, the medians over many are not.
 """
 
@@ -70,7 +91,12 @@ from gpuscale.trainer.models import BuiltModel, build_model
 from gpuscale.trainer.options import TrainConfig
 from gpuscale.trainer.plan import DevicePlan
 from gpuscale.trainer.probe import PhaseProbe, exposed_share, phase_event
-from gpuscale.trainer.schedule import ProbeScheduler, period_for_budget
+from gpuscale.trainer.schedule import (
+    FIRST_PROBE_STEPS,
+    FIRST_SPLIT_PROBE_STEPS,
+    ProbeScheduler,
+    period_for_budget,
+)
 from gpuscale.trainer.sizing import Sizing, resolve_sizing
 from gpuscale.trainer.split_step import SplitStep, with_skippable_sum
 
@@ -282,9 +308,10 @@ class Trainer:
             [*self.variables, *self.optimizer.variables],
         )
 
-    def scheduler(self) -> ProbeScheduler:
+    def scheduler(self, *, split: bool = False) -> ProbeScheduler:
         """When this run probes: every K-th step (``--phase-every K``), never
-        (``0``), or within the probe budget."""
+        (``0``), or within the probe budget (``split``: probes run split steps,
+        whose first one is guessed cheaper)."""
         config = self.config
         every = config.phase_every
         if every is None and config.strategy == "multi-worker":  # workers probe together
@@ -293,6 +320,7 @@ class Trainer:
             0.0 if every == 0 else config.probe_budget,
             every=every or None,
             horizon_steps=max(1, config.steps - config.warmup_steps),
+            first_probe_steps=FIRST_SPLIT_PROBE_STEPS if split else FIRST_PROBE_STEPS,
         )
 
     # -- data -----------------------------------------------------------------------
@@ -367,10 +395,11 @@ class Trainer:
         if self._batches is None:  # kept across calls: a second run() goes on where the first ended
             self._batches = self.batches()
         batches = self._batches
-        schedule = self.scheduler()
+        split = probe_method == "split-step" and self.split_step.usable
+        schedule = self.scheduler(split=split)
         self.schedule = schedule
         probing = schedule.every is not None or schedule.budget > 0
-        split = probing and probe_method == "split-step" and self.split_step.usable
+        split = split and probing
         split_next = False  # the scheduler asked for a probe: the next step runs split
         for step in range(config.steps):
             if stop is not None and stop.is_set():

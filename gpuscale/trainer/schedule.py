@@ -1,9 +1,11 @@
 """When to probe: the phase probes' share of the wall clock within a budget
 (pure Python, no TensorFlow; shared by the built-in trainer and the Keras callback).
 
-A probe (:mod:`gpuscale.trainer.probe`) costs about two extra forward+backward
-passes, run between steps. Probing every K-th step costs about ``2/K`` of the run
-(20 % at K=10); :class:`ProbeScheduler` instead keeps the probes' wall time
+A probe (:mod:`gpuscale.trainer.probe`) costs one extra forward+backward pass
+and a split step (the built-in trainer) or two extra passes (the Keras callback,
+and the trainer where the split cannot run), plus an all-reduce alone. Probing
+every K-th step costs about ``1/K`` to ``2/K`` of the run (20 % at K=10 with two
+passes); :class:`ProbeScheduler` instead keeps the probes' wall time
 within ``budget`` of the run's wall time (default 2 %), and spends it where it
 tells the most:
 
@@ -24,14 +26,17 @@ tells the most:
   unresolved, so probes come back as densely as the budget allows (a changed step usually means a
   changed breakdown).
 
-What a probe costs is what the user pays for it: the wall clock of its passes
-*plus* what the step after it loses (caches and the thread pool are cold after
-the probe's own compiled functions ran; measured as that step's excess over the
-median of the last ``window`` steps that followed no probe, summed unfloored so
-noise cancels over probes, and counted only while the sum is positive).
+What a probe costs is what the user pays for it: the wall clock of its extra
+passes *plus* what its split step takes over a usual step (a host
+synchronisation between the halves; ``add_step(split=True)``) *plus* what the
+step after it loses (caches and the thread pool are cold after the probe's own
+compiled functions ran). Each excess is measured against the median of the last
+``window`` steps that were neither split nor after a probe, summed unfloored so
+noise cancels over probes, and counted only while the sum is positive.
 The cost of the next probe is the median of the measured passes plus the mean
-after-probe excess (before the first probe, it is guessed as
-``FIRST_PROBE_STEPS`` steps). The allowance is a share of the counted steps'
+excesses (before the first probe, it is guessed as ``first_probe_steps``
+steps: :data:`FIRST_PROBE_STEPS` for two passes, :data:`FIRST_SPLIT_PROBE_STEPS`
+with the split step). The allowance is a share of the counted steps'
 own wall clock, the run as it would take without gpuscale, so the budget is
 the overhead a user sees (``wall with gpuscale / wall without - 1``). Every
 rule is checked before a probe, with its cost counted in, so at any time after
@@ -72,8 +77,11 @@ taking turns A B B A): the step-time-only overhead was 0.6 % and 0.8 % of a
 17-31 ms step, so 40 % of the default 2 % (0.8 %); the probes aim at
 ``budget x (1 - reserve)``."""
 FIRST_PROBE_STEPS = 2.5
-"""The first probe's guessed cost, in steps: two step-sized passes, the all-reduce
-alone and the slower step after it."""
+"""The first two-pass probe's guessed cost, in steps: two step-sized passes, the
+all-reduce alone and the slower step after it."""
+FIRST_SPLIT_PROBE_STEPS = 1.5
+"""The first probe's guessed cost with the split step, in steps: one step-sized
+pass, the all-reduce alone, the split step's excess and the slower step after it."""
 
 
 def period_for_budget(budget: float, passes: float = 2.0) -> int | None:
@@ -101,6 +109,7 @@ class ProbeScheduler:
         shift: float = 0.25,
         resolved_rate: float = 0.5,
         reserve: float = DEFAULT_RESERVE,
+        first_probe_steps: float = FIRST_PROBE_STEPS,
     ):
         if every is not None and every < 1:
             raise ValueError("every must be at least 1 (None: by budget)")
@@ -115,6 +124,7 @@ class ProbeScheduler:
         self.shift = shift
         self.resolved_rate = resolved_rate
         self.reserve = reserve
+        self.first_probe_steps = first_probe_steps
         self.steps = 0
         """Steps seen, warm-up included."""
         self.step_wall_s = 0.0
@@ -284,7 +294,7 @@ class ProbeScheduler:
             after = sum(self._after) / len(self._after) if self._after else 0.0
             split = sum(self._split) / len(self._split) if self._split else 0.0
             return metrics.median(self._costs[-9:]) + max(0.0, after + split)
-        return FIRST_PROBE_STEPS * metrics.median(self._counted) if self._counted else 0.0
+        return self.first_probe_steps * metrics.median(self._counted) if self._counted else 0.0
 
     def due(self) -> bool:
         """Whether to probe after the step just added."""
