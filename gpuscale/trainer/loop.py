@@ -82,6 +82,7 @@ import time
 from collections.abc import Iterator
 
 import keras
+import msgspec
 import numpy as np
 import tensorflow as tf
 
@@ -430,7 +431,11 @@ class Trainer:
             if split_next:
                 split_next = False
                 schedule.add_probe(times.cost_s, exposed_share(times, train_s))
-                yield self._phase_event(times, step, train_s, got_batch - start, "split-step")
+                # the event's cost: the extra passes and what the split step took over a usual one
+                paid = msgspec.structs.replace(
+                    times, cost_s=times.cost_s + max(0.0, schedule.last_split_excess_s)
+                )
+                yield self._phase_event(paid, step, train_s, got_batch - start, "split-step")
             if probing and schedule.due():
                 if split:
                     split_next = True

@@ -43,9 +43,10 @@ all-reduce) - T(compute) and ``apply_s`` = step - T(compute + all-reduce) (with
 the split step, whose training time is T(compute + all-reduce) + T(apply), that
 is T(apply) as timed), each floored at 0 in the event, with the raw T(compute +
 all-reduce) kept (``compute_allreduce_s``) so the summary can take unfloored
-medians and say how well each phase is known. ``probe_cost_s`` is the wall
-clock of the probe's extra passes: with the split method the split step's own
-excess is in its step time, not here.
+medians and say how well each phase is known. ``probe_cost_s`` is what the
+probe cost: the wall clock of its extra passes and, with the split method, what
+the split step took over the usual step when that was more (the trainer adds
+it: only the scheduler knows the usual step).
 
 When probes run is :class:`gpuscale.trainer.schedule.ProbeScheduler`'s decision.
 """

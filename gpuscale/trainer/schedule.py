@@ -137,6 +137,8 @@ class ProbeScheduler:
         self.split_s = 0.0
         """What the probes' split steps took over the usual step (unfloored, like
         ``after_probe_s``); 0 where probes run between steps."""
+        self.last_split_excess_s = 0.0
+        """The last split step's excess over the usual step (0 before one)."""
         self.probes = 0
         self.shifts = 0
         """Step-time shifts detected."""
@@ -170,10 +172,12 @@ class ProbeScheduler:
             return
         if split:
             self._after_pending = False  # a step after a probe too: its loss is counted here
+            self.last_split_excess_s = 0.0
             if self._usual:
                 excess = (step_time_s - metrics.median(list(self._usual))) * steps
                 self._split.append(excess)
                 self.split_s += excess
+                self.last_split_excess_s = excess
         elif self._after_pending:
             # the step after a probe against the usual ones: what the probe cost it
             self._after_pending = False
