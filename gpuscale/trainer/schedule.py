@@ -43,13 +43,16 @@ rule is checked before a probe, with its cost counted in, so at any time after
 the first probe ``spent <= budget x (1 - reserve) x max(steps' wall, projected
 run / 2)``: the probes leave ``reserve`` of the budget (:data:`DEFAULT_RESERVE`)
 for the cost of every step that no timing inside the run can see.
-The one exception is the first probe, on the first counted step: without it
-there is no breakdown at all. On a run shorter than about
-``FIRST_PROBE_STEPS / budget`` steps (125 at 2 %) that one probe alone is over
-the budget; the run's summary says what the probes cost against the steps.
+The one exception is the first probe, asked for after the first counted step
+(the built-in trainer's runs on the next step, split): without it there is no
+breakdown at all. On a run shorter than about ``first_probe_steps / budget``
+steps (125 at 2 % with two passes, 75 with the split step) that one probe alone
+is over the budget; the run's summary says what the probes cost against the
+steps.
 
 ``every=K`` (``--phase-every K``, ``ScalingMonitor(every=K)``) overrides all of
-that: a probe after every K-th step (warm-up steps excepted), whatever it costs.
+that: a probe after every K-th step (warm-up steps excepted; the built-in
+trainer probes the step after it, split), whatever it costs.
 
 Several workers (MultiWorkerMirroredStrategy) must probe at the same steps: the
 probe's all-reduce is a collective every worker joins, and each worker's own
@@ -74,14 +77,20 @@ no timing inside the run can see: the synchronised step timing, building and
 sending a StepEvent (a run cannot time itself against a run without gpuscale).
 Measured with ``benchmarks/overhead.py`` on 2 CPU logical devices (the two arms
 taking turns A B B A): the step-time-only overhead was 0.6 % and 0.8 % of a
-17-31 ms step, so 40 % of the default 2 % (0.8 %); the probes aim at
+17-31 ms step, so 40 % of the default 2 % (0.8 %); again with the split step
+(2026-11-23, 30-31 ms steps): 0.5 % and 0.7 % (two-pass and split runs, whose
+usual steps are the same ``train_fn``). The probes aim at
 ``budget x (1 - reserve)``."""
 FIRST_PROBE_STEPS = 2.5
 """The first two-pass probe's guessed cost, in steps: two step-sized passes, the
-all-reduce alone and the slower step after it."""
+all-reduce alone and the slower step after it (measured with
+``benchmarks/overhead.py``, 2 CPU logical devices: first probes' passes 1.1-4.2
+steps, median 1.5; a probe as the scheduler counts it 2.1-2.2 steps on average)."""
 FIRST_SPLIT_PROBE_STEPS = 1.5
 """The first probe's guessed cost with the split step, in steps: one step-sized
-pass, the all-reduce alone, the split step's excess and the slower step after it."""
+pass, the all-reduce alone, the split step's excess and the slower step after it
+(measured as above: first probes' passes 0.6-1.5 steps, median 1.0; a probe as
+counted 1.1-1.2 steps on average, about half the two-pass probe)."""
 
 
 def period_for_budget(budget: float, passes: float = 2.0) -> int | None:
