@@ -71,26 +71,31 @@ DEFAULT_BUDGET = 0.02
 """The probes' default share of the wall clock."""
 DEFAULT_PRECISION = 0.02
 """The default half-width (a share of the step) to which the breakdown is pinned down."""
-DEFAULT_RESERVE = 0.4
+DEFAULT_RESERVE = 0.5
 """The part of the budget the probes leave for what gpuscale costs every step and
 no timing inside the run can see: the synchronised step timing, building and
 sending a StepEvent (a run cannot time itself against a run without gpuscale).
 Measured with ``benchmarks/overhead.py`` on 2 CPU logical devices (the two arms
 taking turns A B B A): the step-time-only overhead was 0.6 % and 0.8 % of a
-17-31 ms step, so 40 % of the default 2 % (0.8 %); again with the split step
-(2026-11-23, 30-31 ms steps): 0.5 % and 0.7 % (two-pass and split runs, whose
-usual steps are the same ``train_fn``). The probes aim at
-``budget x (1 - reserve)``."""
+17-31 ms step at first (a reserve of 0.4, 0.8 %); in three runs with the split
+step (2026-11-23, 22-40 ms steps, load average 2-7 on 2 cores) 0.5 %, 4.0 %,
+1.2 % (two-pass runs) and 0.7 %, 2.7 %, 0.6 % (split runs; the usual steps are
+the same ``train_fn`` in both): median 0.95 %, so half the default 2 %. The
+probes aim at ``budget x (1 - reserve)`` (1 % by default); a split-step probe
+costing half a two-pass one, they still probe more often than before."""
 FIRST_PROBE_STEPS = 2.5
 """The first two-pass probe's guessed cost, in steps: two step-sized passes, the
 all-reduce alone and the slower step after it (measured with
-``benchmarks/overhead.py``, 2 CPU logical devices: first probes' passes 1.1-4.2
-steps, median 1.5; a probe as the scheduler counts it 2.1-2.2 steps on average)."""
+``benchmarks/overhead.py``, 2 CPU logical devices, three runs of 2026-11-23:
+first probes' passes 1.1-4.2 steps, median 1.7; a probe as the scheduler counts it
+1.7-2.7 steps on average)."""
 FIRST_SPLIT_PROBE_STEPS = 1.5
 """The first probe's guessed cost with the split step, in steps: one step-sized
 pass, the all-reduce alone, the split step's excess and the slower step after it
-(measured as above: first probes' passes 0.6-1.5 steps, median 1.0; a probe as
-counted 1.1-1.2 steps on average, about half the two-pass probe)."""
+(measured as above: first probes' passes 0.6-1.9 steps, median 1.0; a probe as
+counted 1.1-1.9 steps on average: about half the two-pass probe in two runs, as
+much in a third on a busier machine, where the split steps ran 16 ms over the
+usual 39 ms step)."""
 
 
 def period_for_budget(budget: float, passes: float = 2.0) -> int | None:
