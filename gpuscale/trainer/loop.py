@@ -91,7 +91,7 @@ from gpuscale.events.schema import DeviceInfo, PhaseEvent, StepEvent
 from gpuscale.trainer.models import BuiltModel, build_model
 from gpuscale.trainer.options import TrainConfig
 from gpuscale.trainer.plan import DevicePlan
-from gpuscale.trainer.probe import PhaseProbe, exposed_share, phase_event
+from gpuscale.trainer.probe import PhaseProbe, ProbeTimes, exposed_share, phase_event
 from gpuscale.trainer.schedule import (
     FIRST_PROBE_STEPS,
     FIRST_SPLIT_PROBE_STEPS,
@@ -425,7 +425,7 @@ class Trainer:
             )
             if split and not split_next:  # compile the split step once, untimed
                 split = self.split_step.prepare(batch)
-            if probing:
+            if probing and not (split and self.num_replicas == 1):  # (one replica: split only)
                 self.probe.prepare(batch)  # compile the probe's passes once, untimed
             schedule.add_step(step_s, warmup=warmup, split=split_next)
             if split_next:
@@ -446,7 +446,10 @@ class Trainer:
             if config.precision is not None and schedule.known_to(config.precision):
                 return  # known well enough (--precision): the rest of --steps is not needed
 
-    def _phase_event(self, times, step: int, train_s: float, input_s: float, method: str):
+    def _phase_event(
+        self, times: ProbeTimes, step: int, train_s: float, input_s: float, method: str
+    ) -> PhaseEvent:
+        """The PhaseEvent of one probe of ``step`` (``train_s``: its training part)."""
         return phase_event(
             times,
             step=step,
