@@ -267,6 +267,18 @@ def main() -> int:
             f"(median step {statistics.median(inst_steps[m]) * 1000:.2f} ms vs plain "
             f"{plain_m * 1000:.2f} ms; probes left out)"
         )
+        # where the wall clock went, over all rounds, against the plain arm's wall clock
+        plain_total = sum(plain_walls[m])
+        steps_total = sum(inst_steps[m])
+        passes_total = sum(sum(c.probe_costs_s) for c in runs)
+        rest = sum(walls[m]) - steps_total - passes_total
+        print(
+            f"  wall against plain, summed over rounds: steps {steps_total / plain_total - 1:+.1%} "
+            f"(split steps included), probes' passes {passes_total / plain_total:+.1%}, "
+            f"the rest (between steps) {rest / plain_total:+.1%}; mean step "
+            f"{statistics.fmean(inst_steps[m]) * 1000:.2f} ms vs plain "
+            f"{statistics.fmean(plain_steps[m]) * 1000:.2f} ms"
+        )
         print(f"  wall overhead ({label}): {overheads[m]:.1f}%")
     shown = methods[-1]
     print(
