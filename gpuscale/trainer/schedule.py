@@ -77,25 +77,26 @@ no timing inside the run can see: the synchronised step timing, building and
 sending a StepEvent (a run cannot time itself against a run without gpuscale).
 Measured with ``benchmarks/overhead.py`` on 2 CPU logical devices (the two arms
 taking turns A B B A): the step-time-only overhead was 0.6 % and 0.8 % of a
-17-31 ms step at first (a reserve of 0.4, 0.8 %); in three runs with the split
-step (2026-11-23, 22-40 ms steps, load average 2-7 on 2 cores) 0.5 %, 4.0 %,
-1.2 % (two-pass runs) and 0.7 %, 2.7 %, 0.6 % (split runs; the usual steps are
-the same ``train_fn`` in both): median 0.95 %, so half the default 2 %. The
+17-31 ms step at first (a reserve of 0.4, 0.8 %); in five runs with the split
+step (2026-11-23, 22-40 ms steps, load average 1-9 on 2 cores) 0.5 %, 4.0 %,
+1.2 %, 1.0 %, 0.9 % (two-pass arms) and 0.7 %, 2.7 %, 0.6 %, 0.9 %, -0.1 % (split
+arms; the usual steps are the same ``train_fn`` in both): median 0.9 %, so half
+the default 2 %. The
 probes aim at ``budget x (1 - reserve)`` (1 % by default); a split-step probe
 costing half a two-pass one, they still probe more often than before."""
 FIRST_PROBE_STEPS = 2.5
 """The first two-pass probe's guessed cost, in steps: two step-sized passes, the
 all-reduce alone and the slower step after it (measured with
-``benchmarks/overhead.py``, 2 CPU logical devices, three runs of 2026-11-23:
-first probes' passes 1.1-4.2 steps, median 1.7; a probe as the scheduler counts it
-1.7-2.7 steps on average)."""
+``benchmarks/overhead.py``, 2 CPU logical devices, five runs of 2026-11-23:
+first probes' passes 1.1-4.4 steps, median 1.9; a probe as the scheduler counts it
+1.7-2.7 steps, 2.3 on average)."""
 FIRST_SPLIT_PROBE_STEPS = 1.5
 """The first probe's guessed cost with the split step, in steps: one step-sized
 pass, the all-reduce alone, the split step's excess and the slower step after it
 (measured as above: first probes' passes 0.6-1.9 steps, median 1.0; a probe as
-counted 1.1-1.9 steps on average: about half the two-pass probe in two runs, as
-much in a third on a busier machine, where the split steps ran 16 ms over the
-usual 39 ms step)."""
+counted 1.1-1.9 steps, 1.5 on average: two thirds of the two-pass probe, as
+much as it in one run on a busier machine, where the split steps and the steps
+after them ran 16 ms over the usual 39 ms step)."""
 
 
 def period_for_budget(budget: float, passes: float = 2.0) -> int | None:
