@@ -21,6 +21,17 @@ pooled over classes (``*``):
 Strata with fewer than :data:`MIN_TABLES` predictions are left out (lookups fall
 back to the pooled stratum). Run ``python benchmarks/calibrate.py`` to rewrite the
 file; ``benchmarks/prediction.py`` calls :func:`learn` per cross-validation fold.
+
+Exchanges the corpus does not cover (gather, host: every corpus table is a ring)
+get their range from the only evidence there is, the seed tables of
+``sample_runs/`` (:func:`learn_seeds`, :class:`gpuscale.analysis.predict.SeedRange`):
+the same fitted sets predict their larger measured counts, and the residuals per
+doubling ``log(published / predicted) / log2(N / top)`` give the range, as
+conformal quantiles from :data:`gpuscale.analysis.predict.MIN_FOR_COVERAGE`
+predictions on, below that their full spread with no stated coverage (a guess),
+and a bet bound only from :data:`gpuscale.analysis.predict.MIN_FOR_BET` on. How
+such ranges hold is checked leaving one origin document out (a document's tables
+never calibrate their own range) and written beside them (``held_out``).
 """
 
 from __future__ import annotations
@@ -39,13 +50,19 @@ from gpuscale.analysis.model import fit  # noqa: E402
 from gpuscale.analysis.predict import (  # noqa: E402
     BET_RISK,
     DEFAULT_COVERAGE,
+    MIN_FOR_BET,
+    MIN_FOR_COVERAGE,
+    UNCOVERED_EXCHANGES,
     Calibration,
+    SeedRange,
     Stratum,
     anchor_of,
     calibration_to_json,
     interconnect_class,
     load_of,
+    uncovered,
 )
+from gpuscale.analysis.sweep import SweepPoint, read_sweep_file  # noqa: E402
 
 MIN_TABLES = 20
 """Fewest predictions a stratum is learned from."""
@@ -54,6 +71,9 @@ SHRINK = 50
 """Pseudo-count pulling a stratum's factor toward 1."""
 
 OUT = Path(__file__).resolve().parent.parent / "gpuscale" / "analysis" / "calibration.json"
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_runs"
+"""Where the seed tables are (``seedDDD_*.json``: DDD is the origin document)."""
 
 Sample = tuple[str, str, str, int, int, float]
 """(fold, class, load, top, predicted count, published / model)"""
@@ -100,10 +120,104 @@ def point_factor(ratios: list[float]) -> float:
     return math.exp(statistics.median(math.log(r) for r in ratios) * shrink)
 
 
+Series = tuple[str, str, list[SweepPoint]]
+"""(origin document, label, measured points of one configuration)"""
+
+
+def seed_series(root: Path = SAMPLES) -> list[Series]:
+    """Every configuration of the seed tables whose exchange the corpus does not
+    cover, with its origin document (``seed000_m60.json`` -> ``000``)."""
+    out = []
+    for path in sorted(root.glob("seed*_*.json")):
+        document = path.name[len("seed") :].split("_", 1)[0]
+        by_config: dict[str, list[SweepPoint]] = defaultdict(list)
+        for p in read_sweep_file(path).points:
+            by_config[p.config].append(p)
+        for config, pts in sorted(by_config.items()):
+            if uncovered(pts[0]):
+                out.append((document, f"{path.name}: {config}", pts))
+    return out
+
+
+SeedSample = tuple[str, int, int, float]
+"""(origin document, top, predicted count, log(published / predicted) per doubling)"""
+
+
+def seed_samples(series: list[Series]) -> list[SeedSample]:
+    """The bare model's (anchored, no factor: as :mod:`gpuscale.analysis.predict`
+    predicts these exchanges) residuals per doubling over every fitted set."""
+    out = []
+    for document, _label, pts in series:
+        counts = {p.devices for p in pts}
+        measured = {
+            n: statistics.median(p.throughput or 0.0 for p in pts if p.devices == n) for n in counts
+        }
+        for fit_on in corpus.FIT_SETS:
+            if not all(n in counts for n in fit_on):
+                continue
+            model = fit([p for p in pts if p.devices in fit_on])
+            top = max(fit_on)
+            anchor = anchor_of(model, top, measured[top])
+            for n in sorted(c for c in counts if c > top):
+                predicted = model.throughput(n) * anchor
+                per_doubling = math.log(measured[n] / predicted) / math.log2(n / top)
+                out.append((document, top, n, per_doubling))
+    return out
+
+
+def seed_range(samples: list[SeedSample], coverage: float = DEFAULT_COVERAGE) -> SeedRange | None:
+    """The range learned from ``samples`` (``None`` without any): conformal
+    quantiles with a stated coverage from :data:`MIN_FOR_COVERAGE` samples,
+    else the full spread with none (a guess); a bet bound from :data:`MIN_FOR_BET`."""
+    if not samples:
+        return None
+    r = [s[3] for s in samples]
+    if len(r) >= MIN_FOR_COVERAGE:
+        lo, hi = conformal(r, coverage)
+        stated: float | None = coverage
+    else:
+        lo, hi, stated = min(r), max(r), None
+    return SeedRange(
+        exchanges=list(UNCOVERED_EXCHANGES),
+        series=0,
+        documents=len({s[0] for s in samples}),
+        predictions=len(r),
+        low_per_doubling=round(min(lo, 0.0), 4),
+        high_per_doubling=round(max(hi, 0.0), 4),
+        bet_per_doubling=round(lower_bound(r, BET_RISK), 4) if len(r) >= MIN_FOR_BET else None,
+        coverage=stated,
+    )
+
+
+def learn_seeds(
+    series: list[Series] | None = None, leave_out: str | None = None
+) -> SeedRange | None:
+    """The seed range from ``series`` (the seed tables when ``None``) without the
+    document ``leave_out``; with none left out, also how ranges learned without
+    each document held on that document's predictions (``held_out``)."""
+    series = seed_series() if series is None else series
+    kept = [s for s in series if s[0] != leave_out]
+    learned = seed_range(seed_samples(kept))
+    if learned is None:
+        return None
+    learned.series = len(kept)
+    if leave_out is None:
+        held = total = 0
+        for document in sorted({s[0] for s in series}):
+            other = seed_range(seed_samples([s for s in series if s[0] != document]))
+            mine = seed_samples([s for s in series if s[0] == document])
+            total += len(mine)
+            if other is not None:
+                held += sum(other.low_per_doubling <= s[3] <= other.high_per_doubling for s in mine)
+        learned.held_out = f"which held for {held} of {total} when learned without their document"
+    return learned
+
+
 def learn(
     tables: list[dict],
     coverage: float = DEFAULT_COVERAGE,
     point: Callable[[list[float]], float] = point_factor,
+    seeds: SeedRange | None | bool = True,
 ) -> Calibration:
     """The calibration learned from ``tables``; ``point`` gives a stratum's factor
     from its ratios ``published / predicted`` (:func:`point_factor`; other rules
@@ -139,6 +253,7 @@ def learn(
         coverage=coverage,
         source="published-scaling.json (532 tables; benchmarks/calibrate.py)",
         strata=strata,
+        seeds=learn_seeds() if seeds is True else (seeds or None),
     )
 
 
@@ -149,6 +264,16 @@ def main() -> int:
         print(
             f"{s.interconnect:9s} {s.load:7s} {s.top}->{s.devices:<2d} n={s.tables:4d} factor {s.factor:.3f} "
             f"range {s.q_low:+.1%} .. {s.q_high:+.1%}, bet bound {s.bet_bound:+.1%}"
+        )
+    if cal.seeds is not None:
+        sd = cal.seeds
+        print(
+            f"{'/'.join(sd.exchanges)}: {sd.predictions} seed predictions of {sd.series} series "
+            f"from {sd.documents} documents, range per doubling {math.expm1(sd.low_per_doubling):+.1%} "
+            f".. {math.expm1(sd.high_per_doubling):+.1%}, "
+            + ("a guess" if sd.coverage is None else f"{sd.coverage:.0%}")
+            + (", no bet bound" if sd.bet_per_doubling is None else "")
+            + f"; {sd.held_out}"
         )
     print(f"wrote {OUT}")
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import signal
 import sys
 from collections.abc import Iterator
@@ -76,7 +77,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         with stop_signals_interrupt():
-            return int(args.func(args) or 0)
+            code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe is found here, not after main returns
+        return code
     except GpuscaleError as exc:
         from gpuscale.formatting import visible  # messages quote data: shown, not obeyed
 
@@ -86,7 +89,21 @@ def main(argv: list[str] | None = None) -> int:
         print("gpuscale: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
-        return 0
+        return _reader_went_away()
+
+
+def _reader_went_away() -> int:
+    """stdout's reader closed the pipe (``gpuscale replay FILE | head -1``): what it
+    wanted was printed, so end quietly with status 0, every command alike (as
+    ``git log | head`` does). stdout is pointed at /dev/null first, so that
+    Python's own flush at exit finds no broken pipe to report."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real stdout (a test's capture)
+        pass
+    return 0
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ The rules:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 NA = "n/a"
 """What a missing value prints as."""
@@ -215,6 +215,17 @@ def format_pct_against_floor(fraction: float | None, floor: float, passes: bool)
         if (shown >= bar) == passes:
             return format_fraction_pct(fraction, digits)
     return format_fraction_pct(fraction)  # judged on more than this value: as it is
+
+
+def plural(count: int | Sequence[int], noun: str, many: str | None = None) -> str:
+    """``count`` and ``noun``, the noun plural unless ``count`` is 1: ``1 step``,
+    ``0 steps``, ``2 devices``; ``many`` for a plural other than ``noun + "s"``.
+    A list of counts is joined: ``1, 2, 4 devices``, ``1 device``."""
+    if isinstance(count, int):
+        text, one = f"{count}", count == 1
+    else:
+        text, one = ", ".join(map(str, count)), list(count) == [1]
+    return f"{text} {noun if one else many or noun + 's'}"
 
 
 def join_clauses(parts: Iterable[str | None]) -> str:

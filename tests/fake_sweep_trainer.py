@@ -3,7 +3,11 @@ reports each device count as the real trainer does (start, steps, end, one count
 after the other on one event stream). ``FAKE_SWEEP`` picks what happens:
 ``complete``; ``fail-second`` (the second count fails, exit 1); ``crash-second``
 (the process dies during the second count, exit 3); ``slow`` (steps take 0.1 s
-and SIGTERM stops after the current one)."""
+and SIGTERM stops after the current one); ``FAKE_STEP_S`` sets how long a
+step takes (default 0.001 s, 0.1 s when ``slow``). ``FAKE_LATE_LINES=1``: each
+count's own output lines reach gpuscale after its end event (printed once the end
+is sent and has had time to arrive, ``FAKE_LATE_S``: 0.5 s by default), as a pipe
+that lags behind the events' socket."""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ import time
 
 from gpuscale.events.schema import EndEvent, ErrorEvent, StartEvent, StepEvent
 from gpuscale.events.transport import EventClient
+from gpuscale.trainer.options import count_over_line
 
 STEPS = 6
 
@@ -58,7 +63,7 @@ def main() -> int:
             if scenario == "crash-second" and index == 1 and step == 2:
                 client.close()
                 os._exit(3)
-            time.sleep(0.1 if scenario == "slow" else 0.001)
+            time.sleep(float(os.environ.get("FAKE_STEP_S", 0.1 if scenario == "slow" else 0.001)))
             client.send(
                 StepEvent(
                     t=time.time(),
@@ -73,6 +78,13 @@ def main() -> int:
         client.send(
             EndEvent(t=time.time(), status=status, steps=steps, duration_s=time.time() - began)
         )
+        if os.environ.get("FAKE_LATE_LINES") == "1":
+            # the end is routed first: the next count has begun there
+            time.sleep(float(os.environ.get("FAKE_LATE_S", "0.5")))
+            print(f"output of count {index}", flush=True)
+            print(f"warning of count {index}", file=sys.stderr, flush=True)
+        print(count_over_line(index), flush=True)  # as the real trainer does
+        print(count_over_line(index), file=sys.stderr, flush=True)
         if stopping:
             break
     client.close()

@@ -342,3 +342,27 @@ def test_issue17_a_client_slower_than_its_producer_drops_log_lines_never_steps(m
         client.close(timeout_s=2)
     finally:
         server.close()
+
+
+def test_lines_dropped_at_the_end_are_still_said_when_the_client_closes(monkeypatch):
+    monkeypatch.setattr(transport, "MAX_CLIENT_BACKLOG", 10)
+    received: queue.Queue = queue.Queue()
+    server = EventServer(received.put)
+    try:
+        client = EventClient(server.address, server.token, worker=1)
+        sending, client._queue = client._queue, queue.SimpleQueue()  # the network stalls
+        for i in range(25):  # the last 15 are dropped, and nothing follows them
+            client.send(LogEvent(t=1.0, message=f"line {i}", worker=1))
+        held = client._queue
+        client._queue = sending
+        while not held.empty():
+            client._queue.put(held.get())
+        client.close(timeout_s=5)
+        events = _drain(received, 11, timeout_s=5.0)
+    finally:
+        server.close()
+    assert [e.message for e in events[:10]] == [f"line {i}" for i in range(10)]
+    assert events[10].message == (
+        "dropped 15 log lines of worker 1: they came faster than they could be sent"
+    )
+    assert events[10].level == "warning" and events[10].worker == 1

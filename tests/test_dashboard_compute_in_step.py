@@ -24,5 +24,5 @@ def test_compute_above_the_probed_step_reads_as_the_whole_step():
     text = advice_content(s).plain
     assert "263.0" not in text
     assert "\u2248 the whole step (1 probe; exposed exchange not resolved)" in text
-    s.compute_s = 0.2
+    s.compute_s, s.phase_consistent = 0.2, True  # parts that add up are shown
     assert "200.0 ms" in advice_content(s).plain

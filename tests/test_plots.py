@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import msgspec
@@ -15,8 +16,14 @@ from gpuscale.analysis.recommend import recommend
 from gpuscale.analysis.sweep import load_inputs
 from gpuscale.cli import main
 from gpuscale.plots.figure import write_plot
-from gpuscale.plots.scaling import build_scaling_chart, linear_ticks, log_ticks, short_number
-from gpuscale.plots.terminal import scaling_text
+from gpuscale.plots.scaling import (
+    PhaseBar,
+    build_scaling_chart,
+    linear_ticks,
+    log_ticks,
+    short_number,
+)
+from gpuscale.plots.terminal import phase_chart, scaling_text
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_runs"
 CPU_RUNS = [SAMPLES / "mnist-cnn_1xcpu.ndjson", SAMPLES / "mnist-cnn_2xcpu.ndjson"]
@@ -107,6 +114,24 @@ def test_phase_bars_where_some_counts_are_split_keep_the_not_split_entry(tmp_pat
     assert "ms per step" in text and "█ not split" in text and "no phase breakdown" not in text
     out = write_plot(chart, tmp_path / "cpu.svg").read_text()
     assert "ms per step" in out and "step, not split" in out and "no phase breakdown" not in out
+
+
+def test_every_bar_stands_on_the_zero_line():
+    """A bar whose first segments are 0 (a predicted count: all "not split") reaches
+    the 0 row, as a split one does: none floats above the axis."""
+    chart = build_scaling_chart(_rec(*CPU_RUNS))
+    bars = [
+        PhaseBar(2, 0.150, (0.120, 0.0, 0.010, 0.020), predicted=False),
+        PhaseBar(4, 0.140, None, predicted=True),
+        PhaseBar(8, 0.200, None, predicted=True),
+    ]
+    text = phase_chart(replace(chart, bars=bars), 80, 12).plain
+    ticked = [line for line in text.splitlines() if "┤" in line]
+    assert ticked[-1].strip().startswith("0┤")
+    zero, above = (line.split("┤", 1)[1] for line in ticked[-1:-3:-1])
+    filled_above = {i for i, ch in enumerate(above) if ch == "█"}
+    filled_zero = {i for i, ch in enumerate(zero) if ch == "█"}
+    assert filled_above and filled_above <= filled_zero, f"{above}\n{zero}"
 
 
 def test_one_count_is_one_narrow_bar_not_the_whole_width():

@@ -37,6 +37,8 @@ def test_live_sweep_records_each_run_and_recommends(_isolated_data_dir: Path):
     assert all(p["platform"] == "cpu-logical" and p["scaling"] == "strong" for p in measured)
     assert {p["global_batch"] for p in measured} == {16}
     assert doc["recommendation"]["verdict"] in ("single", "multi")
+    assert doc["sweep_wall_s"] > 0  # how long the whole sweep took
+    assert all("precision_asked" not in p for p in measured)  # none asked
     recordings = [Path(p["source"]) for p in measured]
     assert all(r.exists() for r in recordings), recordings
 

@@ -9,7 +9,9 @@ from gpuscale.events.schema import EndEvent, StartEvent, StepEvent
 from gpuscale.recording.writer import Recorder
 
 
-def _script_run(path, replicas: int, step_s: float, *, model: str = "train.py"):
+def _script_run(
+    path, replicas: int, step_s: float, *, model: str = "train.py", global_batch: int = 64
+):
     start = StartEvent(
         t=1000.0,
         gpuscale_version="t",
@@ -21,11 +23,11 @@ def _script_run(path, replicas: int, step_s: float, *, model: str = "train.py"):
         strategy="mirrored",
         num_replicas=replicas,
         platform="cpu-logical" if replicas > 1 else "cpu",
-        global_batch=64,
-        per_replica_batch=64 // replicas,
+        global_batch=global_batch,
+        per_replica_batch=global_batch // replicas,
     )
     steps = [
-        StepEvent(t=1000.0 + i, step=i, step_time_s=step_s, samples=64, warmup=i < 2)
+        StepEvent(t=1000.0 + i, step=i, step_time_s=step_s, samples=global_batch, warmup=i < 2)
         for i in range(30)
     ]
     end = EndEvent(t=1031.0, status="completed", steps=30)
@@ -51,7 +53,17 @@ def test_other_scripts_are_left_alone(tmp_path):
     one = _script_run(tmp_path / "one.ndjson", 1, 0.010, model="a.py")
     two = _script_run(tmp_path / "two.ndjson", 2, 0.007, model="b.py")
     sweep = load_inputs([one, two])
+    # each its own workload; a fit() batch is split across the replicas: strong
+    assert {p.scaling for p in sweep.points} == {"strong"}
+    assert {p.model for p in sweep.points} == {"a.py", "b.py"}
+
+
+def test_a_script_whose_batch_grows_with_the_replicas_is_weak_scaling(tmp_path):
+    one = _script_run(tmp_path / "one.ndjson", 1, 0.010, global_batch=64)
+    two = _script_run(tmp_path / "two.ndjson", 2, 0.011, global_batch=128)
+    sweep = load_inputs([one, two])
     assert {p.scaling for p in sweep.points} == {"weak"}
+    assert {p.per_replica_batch for p in sweep.points} == {64}
 
 
 def test_a_script_sweep_on_gpus_gives_each_count_the_best_connected_gpus(monkeypatch, capsys):

@@ -59,6 +59,7 @@ def test_a_bad_count_stops_the_sweep_before_any_trainer_starts(monkeypatch, caps
 
     monkeypatch.setattr("gpuscale.live.trainer_run.LiveRun", no_trainer)
     monkeypatch.setattr(recommend_live, "plan", lambda args: ([1, 3], "CPU", None, 3))
+    monkeypatch.setattr("os.cpu_count", lambda: 4)  # 3 CPU devices make sense here
     assert main(["recommend", "--sweep", "1,3", "--global-batch", "100"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--global-batch 100" in err[0], err
@@ -100,3 +101,12 @@ def test_no_topology_for_the_sweep_when_the_user_chose_or_nvml_cannot_say(monkey
     assert sweep_topology(None, nvml=FakeNvml.scenario("pcie-two-sockets")) is None
     assert sweep_topology([0, 1], nvml=FakeNvml.scenario("topology-not-supported")) is None
     assert sweep_topology([0, 1], nvml=FakeNvml.scenario("pcie-two-sockets")) is not None
+
+
+@pytest.mark.parametrize("counts", ["1,1", "1,2,2", "2,1,2"])
+def test_a_count_given_twice_is_refused_in_one_line(counts, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main(["recommend", "--sweep", counts])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "more than once" in err[0], err

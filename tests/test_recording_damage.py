@@ -44,8 +44,9 @@ def _set_field(data: bytes, index: int, **fields) -> bytes:
     return _replace_line(data, index, json.dumps(obj).encode())
 
 
-# name -> (damage(good bytes) -> bytes, expected line, fragment of the message)
-DAMAGE = {
+# A damaged line after the start: skipped with a warning naming it, the rest read.
+# name -> (damage(good bytes) -> bytes, the damaged line, fragment of the warning)
+FORGIVEN = {
     "not json": (lambda d: _replace_line(d, 5, b"this is not json"), 6, "not JSON"),
     "wrong type": (lambda d: _set_field(d, 5, t="yesterday"), 6, "Expected `float`, got `str`"),
     "missing field": (
@@ -57,13 +58,37 @@ DAMAGE = {
     "two events on one line": (
         lambda d: _replace_line(d, 5, _lines(d)[5] + b" " + _lines(d)[5]),
         6,
-        "not JSON",
+        "not JSON (trailing characters at byte",
     ),
-    "pretty-printed json": (
-        lambda d: _replace_line(d, 5, json.dumps(json.loads(_lines(d)[5]), indent=2).encode()),
+    "garbled bytes": (
+        lambda d: _replace_line(d, 5, _lines(d)[5][:20] + b"\x00\x9f#" + _lines(d)[5][25:]),
         6,
-        "not JSON",
+        "",
     ),
+    "unknown kind": (
+        lambda d: _replace_line(d, 5, b'{"kind":"hologram","t":%r}' % (T0 + 2)),
+        6,
+        "unknown event kind 'hologram'",
+    ),
+    "invalid utf-8": (
+        lambda d: _replace_line(d, 3, b'{"kind":"log","t":1e9,"message":"\xff\xfe"}'),
+        4,
+        "not valid UTF-8",
+    ),
+    "number out of range": (
+        lambda d: _replace_line(d, 4, _lines(d)[4].replace(b'"t":', b'"t":1e999,"x":')),
+        5,
+        "out of range",
+    ),
+    "bad enum value": (
+        lambda d: _set_field(d, len(sample_events()) - 1, status="exploded"),
+        len(sample_events()),
+        "Invalid enum value",
+    ),
+}
+
+# name -> (damage(good bytes) -> bytes, expected line, fragment of the message)
+DAMAGE = {
     "time going backwards": (lambda d: _set_field(d, 30, t=T0 - 3600), 31, "time goes backwards"),
     "second start event": (lambda d: _insert_line(d, 10, _lines(d)[0]), 11, "second start event"),
     "event after the end": (
@@ -73,29 +98,7 @@ DAMAGE = {
     ),
     "start not first": (lambda d: b"\n".join(_lines(d)[1:]), 1, "starts with a start event"),
     "no kind": (lambda d: _replace_line(d, 0, b'{"t": 1.0}'), 1, "no 'kind' field"),
-    "binary file": (lambda d: bytes(range(256)) * 64, 1, "not JSON"),
-    "invalid utf-8": (
-        lambda d: _replace_line(d, 3, b'{"kind":"log","t":1e9,"message":"\xff\xfe"}'),
-        4,
-        "not valid UTF-8",
-    ),
-    "deep nesting": (
-        lambda d: _replace_line(
-            d,
-            7,
-            b'{"kind":"end","t":%r,"status":"completed","summary":{"x":' % (T0 + 2)
-            + b"[" * 200_000
-            + b"]" * 200_000
-            + b"}}",
-        ),
-        8,
-        "nested too deeply",
-    ),
-    "number out of range": (
-        lambda d: _replace_line(d, 4, _lines(d)[4].replace(b'"t":', b'"t":1e999,"x":')),
-        5,
-        "out of range",
-    ),
+    "binary file": (lambda d: bytes(range(256)) * 64, 1, "not a gpuscale recording: not JSON"),
     "bad start": (lambda d: _set_field(d, 0, host=None), 1, "start event is not valid"),
     "bad schema version": (
         lambda d: _set_field(d, 0, schema="one"),
@@ -103,14 +106,10 @@ DAMAGE = {
         "unknown recording format version",
     ),
     "schema not a string": (lambda d: _set_field(d, 0, schema=1.0), 1, "'schema' is not a string"),
-    "bad enum value": (
-        lambda d: _set_field(d, len(sample_events()) - 1, status="exploded"),
-        len(sample_events()),
-        "Invalid enum value",
-    ),
     "gzip corrupt": (lambda d: _corrupt_gzip(d), None, "gzip data is corrupt"),
     "text after gzip": (lambda d: gzip.compress(d) + b"garbage!", None, "gzip data is corrupt"),
     "only a cut start line": (lambda d: _lines(d)[0][:40], 1, "start event is cut off"),
+    "text, not a recording": (lambda d: b"hello world\n" + d, 1, "not a gpuscale recording"),
     "only blank lines": (lambda d: b"\n\n  \n", 1, "no start event"),
     "empty file": (lambda d: b"", None, "empty file"),
     "line too long": (lambda d: b"{" + b" " * (MAX_LINE_BYTES + 10), 1, "a line longer than"),
@@ -144,6 +143,43 @@ def test_damage_is_a_recording_error_naming_file_and_line(tmp_path, good, case):
         for _ in iter_events(path):
             pass
     assert str(streamed.value) == message
+
+
+@pytest.mark.parametrize("case", sorted(FORGIVEN))
+def test_a_damaged_line_after_the_start_is_skipped_with_a_warning(tmp_path, good, case):
+    damage, line, fragment = FORGIVEN[case]
+    path = tmp_path / "damaged.ndjson"
+    path.write_bytes(damage(good))
+    warnings: list[str] = []
+    run = load_run(path, warnings.append)
+    assert len(run.events) == len(sample_events()) - 1  # all but the damaged line
+    named = [w for w in warnings if f"{path}: line {line}: " in w]
+    assert len(named) == 1 and named[0].endswith(", skipped") and fragment in named[0], warnings
+    assert "\n" not in named[0] and named[0].count("(") <= 1, named[0]  # one plain sentence
+    assert len(list(iter_events(path))) == len(run.events)  # streaming skips it too
+
+
+def test_many_damaged_lines_are_named_up_to_a_count(tmp_path, good):
+    from gpuscale.recording.reader import MAX_SKIP_WARNINGS
+
+    data = good
+    for index in range(3, 3 + MAX_SKIP_WARNINGS + 4):
+        data = _replace_line(data, index, b"\x00garbled\x00")
+    path = tmp_path / "damaged.ndjson"
+    path.write_bytes(data)
+    warnings: list[str] = []
+    run = load_run(path, warnings.append)
+    assert len(run.events) == len(sample_events()) - MAX_SKIP_WARNINGS - 4
+    assert len(warnings) == MAX_SKIP_WARNINGS + 1, warnings
+    assert f"{MAX_SKIP_WARNINGS + 4} damaged lines skipped in all" in warnings[-1]
+
+
+def test_the_binary_file_error_is_one_plain_sentence(tmp_path):
+    path = tmp_path / "ls.ndjson"
+    path.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)))
+    with pytest.raises(RecordingError) as info:
+        load_run(path)
+    assert info.value.reason == "not a gpuscale recording: not JSON (invalid character at byte 0)"
 
 
 def test_time_jitter_within_tolerance_is_accepted(tmp_path, good):
@@ -236,7 +272,7 @@ def test_permission_denied_simulated(tmp_path, good, monkeypatch):
 def test_command_line_prints_one_line_and_exits_2(tmp_path, good):
     """What a user sees through the CLI: exercised via a tiny script, no traceback."""
     path = tmp_path / "damaged.ndjson"
-    path.write_bytes(_replace_line(good, 2, b"{oops"))
+    path.write_bytes(b"{oops\n" + good)
     code = (
         "import sys\n"
         "from gpuscale.errors import GpuscaleError\n"
@@ -251,4 +287,4 @@ def test_command_line_prints_one_line_and_exits_2(tmp_path, good):
     )
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
-    assert f"{path}: line 3: not JSON" in result.stderr
+    assert f"{path}: line 1: not a gpuscale recording: not JSON" in result.stderr

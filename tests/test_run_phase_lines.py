@@ -10,6 +10,7 @@ def _summary(**kw) -> dict:
     base = dict(
         phase_steps=12,
         phase_step_time_s=0.1,
+        step_time_s=0.1,
         compute_s=0.06,
         compute_err_s=0.002,
         allreduce_s=0.0,
@@ -21,6 +22,7 @@ def _summary(**kw) -> dict:
         comm_share_err=0.03,
         phase_consistent=True,
         probe_cost_s=2.5,
+        status="completed",
     )
     base.update(kw)
     return base
@@ -32,14 +34,14 @@ def test_an_exchange_within_its_noise_is_not_resolved():
     assert "compute 60.0 ± 2.0 ms" in text
     assert "exposed all-reduce < 3.0 ms (not resolved)" in text
     assert "0.0 ms (0" not in text
-    assert "probes took 2.5 s" in text
+    assert "probes: 12, 2.5 s" in text
 
 
 def test_a_resolved_exchange_shows_its_share_with_points():
     text = "\n".join(
         phase_lines(_summary(allreduce_s=0.02, comm_share=0.2, comm_share_err=0.015), 2)
     )
-    assert "exposed all-reduce 20.0 ± 3.0 ms (20.0% ± 1.5 points of the step)" in text
+    assert "exposed all-reduce 20.0 ± 3.0 ms (20.0% ± 1.5 points of the median step)" in text
 
 
 def test_one_device_has_nothing_to_exchange():
@@ -48,8 +50,10 @@ def test_one_device_has_nothing_to_exchange():
 
 
 def test_probes_longer_than_the_step_are_said_to_be_unresolved():
-    text = "\n".join(phase_lines(_summary(phase_consistent=False), replicas=2))
-    assert "not resolved" in text and "longer than the probed steps" in text
+    text = "\n".join(phase_lines(_summary(phase_consistent=False, phase_parts_s=0.25), replicas=2))
+    assert "compute not resolved" in text and "apply not resolved" in text
+    assert "60.0 ± 2.0" not in text
+    assert "add up to 250.0 ms" in text and "not the median step 100.0 ms" in text
 
 
 def test_a_precision_not_reached_is_said_with_the_steps_still_needed():
@@ -57,7 +61,12 @@ def test_a_precision_not_reached_is_said_with_the_steps_still_needed():
 
     assert precision_line({}) is None
     line = precision_line(
-        {"precision_asked": 0.03, "precision_reached": 0.051, "precision_more_steps": 1890}
+        {
+            "precision_asked": 0.03,
+            "precision_reached": 0.051,
+            "precision_more_steps": 1890,
+            "status": "completed",
+        }
     )
     assert "±3.0% asked, not reached by the end: reached only ±5.1%" in line
     assert "about 1,890 more steps would likely reach it" in line
@@ -71,9 +80,33 @@ def test_a_precision_not_reached_is_said_with_the_steps_still_needed():
     assert line == "  precision: ±3.0% asked, reached (±2.1%)"
 
 
-def test_the_probes_cost_is_said_against_the_steps_time():
-    text = "\n".join(phase_lines(_summary(steps_counted=95, step_time_s=0.1), replicas=2))
-    assert "probes took 2.5 s of wall clock, between steps (about 26.3% of the steps' time)" in text
+def test_the_probes_cost_is_said_against_the_wall_clock_and_the_budget():
+    s = _summary(counted_wall_s=125.0, probe_wall_share=0.02, probe_budget=0.02, share_target=0.02)
+    text = "\n".join(phase_lines(s, replicas=2))
+    assert "probes: 12, 2.0% of wall (2.5 s; budget 2%); " in text
+    assert "exposed share not yet known to \u00b12 points (\u00b13 so far)" in text
+    fixed = _summary(probe_every=10, probe_wall_share=0.2, comm_share_err=0.011, share_target=0.03)
+    text = "\n".join(phase_lines(fixed, replicas=2))
+    assert "probes: 12, 20.0% of wall (2.5 s; every 10 steps); " in text
+    assert "exposed share known to \u00b13 points (\u00b11.1)" in text
+
+
+def test_probes_of_an_old_recording_say_what_is_known():
+    # schema 1.1: no probe cost, no budget in the start's config
+    s = _summary(probe_cost_s=None, comm_share_err=None, phase_steps=2, share_target=0.02)
+    text = "\n".join(phase_lines(s, replicas=2))
+    assert (
+        "  probes: 2; exposed share not yet known to \u00b12 points (fewer than 3 probes)" in text
+    )
+    one = "\n".join(phase_lines(s, replicas=1))
+    assert one.endswith("  probes: 2")
+
+
+def test_a_precision_said_while_the_run_goes_on_is_not_yet_reached():
+    from gpuscale.commands.run import precision_line
+
+    line = precision_line({"precision_asked": 0.03, "precision_reached": 0.05})
+    assert "not reached yet" in line
 
 
 def test_compute_above_the_step_with_one_probe_is_not_printed_as_a_fact():

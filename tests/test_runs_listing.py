@@ -99,3 +99,40 @@ def test_the_strategy_shows_where_the_runs_differ_in_it(capsys, monkeypatch, tmp
     assert main(["runs", "--dir", str(tmp_path), "--json"]) == 0
     runs = json.loads(capsys.readouterr().out)["runs"]
     assert [(r["strategy"], r["workers"]) for r in runs] == [("mirrored", 1), ("multi-worker", 2)]
+
+
+def _default_named(tmp_path: Path) -> Path:
+    """The sample runs as gpuscale's runs folder names them (time_model_devices)."""
+    for stamp, name, target in (
+        ("20261121-204803", "mnist-cnn_1xcpu.ndjson", "mnist-cnn-w32_1xcpu"),
+        ("20261121-204821", "mnist-cnn_2xcpu.ndjson", "mnist-cnn-w32_2xcpu"),
+        ("20261121-204842", "mlp_2xcpu.ndjson", "mlp_2xcpu"),
+        ("20261121-204901", "mnist-cnn_2xcpu_killed.ndjson", "mnist-cnn-w32_2xcpu"),
+    ):
+        shutil.copy(SAMPLES / name, tmp_path / f"{stamp}_{target}.ndjson")
+    return tmp_path
+
+
+def test_the_runs_folder_fits_80_columns_one_line_per_run(capsys, monkeypatch, tmp_path):
+    import rich.console
+
+    real = rich.console.Console
+    monkeypatch.setattr(
+        rich.console, "Console", lambda **kw: real(**{**kw, "force_terminal": True, "width": 80})
+    )
+    folder = _default_named(tmp_path)
+    assert main(["runs", "--dir", str(folder)]) == 0
+    out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
+    table = out.split("\n\n")[0].splitlines()
+    assert max(len(line.rstrip()) for line in table) <= 80
+    rows = [line for line in table if ".ndjson" in line]
+    assert len(rows) == 4  # no row wrapped onto a second line
+    for path in folder.iterdir():  # each row has its status and whole file name
+        assert re.search(rf"(completed|interrupted) +{path.name} *$", out, re.MULTILINE), out
+
+
+def test_a_pipe_gets_no_padding(capsys, tmp_path):
+    assert main(["runs", "--dir", str(_default_named(tmp_path))]) == 0  # capsys: not a terminal
+    out = capsys.readouterr().out
+    assert "2026-11-21 20:48" in out  # a pipe has the room for When
+    assert all(line == line.rstrip() for line in out.splitlines()), out

@@ -250,11 +250,21 @@ def test_a_sweep_name_that_matches_nothing_is_one_line(recorded, capsys, command
 def test_a_damaged_recording_in_the_sweep_is_one_line(recorded, capsys):
     path = recorded / f"{OTHER}-1_mnist-cnn_2xgpu.ndjson"
     lines = path.read_bytes().splitlines()
-    lines[5] = b'{"kind": "step", "t": "garbage'
+    lines.append(lines[5])  # an event after the end: two runs joined, not forgiven
     path.write_bytes(b"\n".join(lines) + b"\n")
     assert main(["recommend", "--from", f"{recorded}/{OTHER}"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and path.name in err and "Traceback" not in err
+
+
+def test_a_damaged_line_in_a_recording_of_the_sweep_is_skipped_with_a_warning(recorded, capsys):
+    path = recorded / f"{OTHER}-1_mnist-cnn_2xgpu.ndjson"
+    lines = path.read_bytes().splitlines()
+    lines[5] = b'{"kind": "step", "t": "garbage'
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    assert main(["recommend", "--from", f"{recorded}/{OTHER}"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"gpuscale: warning: {path}: line 6: not JSON (it ends early), skipped"], err
 
 
 def test_a_sweep_without_a_completed_run_is_one_line(tmp_path, capsys):

@@ -78,4 +78,4 @@ def test_run_summary_piped_keeps_the_phase_line_whole(capsys):
     print_run_summary(run)
     out = capsys.readouterr().out
     (line,) = [x for x in out.splitlines() if x.startswith("  phases (")]
-    assert line.endswith("against the probed steps' median 477.1 ms):")
+    assert line.endswith("parts of the median step 480.0 ms):")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 
@@ -192,3 +193,75 @@ def test_precision_is_a_share_and_not_for_multi_worker():
     assert parse().precision is None
     with pytest.raises(GpuscaleError, match="stop together"):
         parse("--precision", "3%", "--strategy", "multi-worker")
+
+
+@pytest.mark.parametrize(
+    ("flag", "text", "says"),
+    [
+        ("--precision", "-1", "argument --precision: the precision must be in (0%, 100%)"),
+        ("--precision", "150%", "argument --precision: the precision must be in (0%, 100%)"),
+        ("--precision", "0", "argument --precision: the precision must be in (0%, 100%)"),
+        ("--precision", "lots", "argument --precision: expected a precision"),
+        ("--probe-budget", "150%", "argument --probe-budget: the probe budget must be in [0%"),
+    ],
+)
+def test_each_share_option_names_itself_and_its_own_range(flag, text, says):
+    with pytest.raises(ValueError) as caught:
+        parse(f"{flag}={text}")
+    assert says in str(caught.value)
+
+
+def _no_gpu():
+    return []
+
+
+@pytest.mark.parametrize(
+    ("devices", "sweep", "says"),
+    [
+        (99, None, "--devices asks for 99 CPU logical devices"),
+        (None, [1, 2, 99], "--sweep asks for 99 CPU logical devices"),
+        (3, None, "use at most 2"),
+    ],
+)
+def test_more_cpu_devices_than_cores_are_refused_before_tensorflow(devices, sweep, says):
+    from gpuscale.trainer.options import check_cpu_devices
+
+    with pytest.raises(GpuscaleError, match="2 CPU cores") as caught:
+        check_cpu_devices(TrainConfig(devices=devices), sweep, cores=2, gpus_found=_no_gpu)
+    assert says in str(caught.value)
+
+
+def test_cpu_devices_within_the_cores_or_with_gpus_pass():
+    from gpuscale.trainer.options import check_cpu_devices
+
+    check_cpu_devices(TrainConfig(devices=2), [1, 2], cores=1, gpus_found=_no_gpu)  # the default 2
+    check_cpu_devices(TrainConfig(devices=8), None, cores=8, gpus_found=_no_gpu)
+    check_cpu_devices(TrainConfig(devices=8), None, cores=2, gpus_found=lambda: [0, 1])  # GPUs
+    check_cpu_devices(TrainConfig(devices=8), None, cores=2, gpus_found=lambda: None)  # unknown
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "--devices", "99", "--no-record", "--steps", "10"],
+        ["watch", "--devices", "99", "--no-record", "--", "python", "x.py"],
+        ["recommend", "--sweep", "1,99", "--no-record"],
+        ["recommend", "--sweep", "1,99", "--no-record", "--", "python", "x.py"],
+    ],
+    ids=["run", "watch-script", "recommend", "recommend-script"],
+)
+def test_99_cpu_devices_are_refused_at_once(tmp_path, argv):
+    if os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidiactl"):
+        pytest.skip("a GPU machine: --devices counts GPUs there")
+    if (os.cpu_count() or 1) >= 99:
+        pytest.skip("a machine with 99 cores")
+    result = subprocess.run(
+        [sys.executable, "-m", "gpuscale", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "99 CPU logical devices" in lines[0], result.stderr
+    assert "use at most" in lines[0]

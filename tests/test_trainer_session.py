@@ -76,6 +76,11 @@ def fake_python(tmp_path: Path) -> str:
     return str(path)
 
 
+def _trainer_of(gpuscale: psutil.Process) -> int:
+    """The pid of gpuscale's trainer child (not its group reaper, see live/child.py)."""
+    return next(c.pid for c in gpuscale.children() if "gpuscale.trainer" in c.cmdline())
+
+
 def _run(fake_python: str, mode: str, tmp_path: Path) -> LiveRun:
     return LiveRun(
         TrainConfig(steps=10, warmup_steps=0),
@@ -176,7 +181,7 @@ def test_sigterm_or_sighup_to_gpuscale_stops_the_trainer_and_ends_the_recording(
     )
     try:
         _wait_for(lambda: path.exists() and path.read_text().count("\n") >= 3)
-        trainer = psutil.Process(proc.pid).children()[0].pid
+        trainer = _trainer_of(psutil.Process(proc.pid))
         proc.send_signal(signum)
         _, err = proc.communicate(timeout=10)
     finally:
@@ -287,7 +292,7 @@ def test_sigterm_to_gpuscale_watch_quits_like_q_and_ends_the_recording(fake_pyth
             for p in psutil.Process(proc.pid).children(recursive=True)
             if "watch" in p.cmdline() and "script" not in p.name()
         )
-        trainer = gpuscale.children()[0].pid
+        trainer = _trainer_of(gpuscale)
         gpuscale.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=15)
     finally:

@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 
 from gpuscale.errors import GpuscaleError
-from gpuscale.events.schema import DeviceInfo, EndEvent, ErrorEvent, StartEvent, StepEvent
+from gpuscale.events.schema import (
+    DeviceInfo,
+    EndEvent,
+    ErrorEvent,
+    LogEvent,
+    StartEvent,
+    StepEvent,
+)
 from gpuscale.live.trainer_sweep import TrainerSweep, next_count
 from gpuscale.recording.reader import load_run
 from gpuscale.trainer.options import (
@@ -33,7 +40,9 @@ def _configs(*counts: int, **changes) -> list[TrainConfig]:
     ]
 
 
-def _sweep(tmp_path: Path, scenario: str, *counts: int, record: bool = True) -> TrainerSweep:
+def _sweep(
+    tmp_path: Path, scenario: str, *counts: int, record: bool = True, **env: str
+) -> TrainerSweep:
     python = tmp_path / "python"
     python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE}" "$@"\n')
     python.chmod(python.stat().st_mode | stat.S_IEXEC)
@@ -42,7 +51,7 @@ def _sweep(tmp_path: Path, scenario: str, *counts: int, record: bool = True) -> 
         record="default" if record else None,
         sampler=False,
         python=str(python),
-        env={"FAKE_SWEEP": scenario},
+        env={"FAKE_SWEEP": scenario, **env},
     )
 
 
@@ -89,6 +98,49 @@ def test_each_count_is_a_run_and_a_recording_of_its_own(tmp_path, _isolated_data
     assert paths[0] != paths[1] and "1x" in paths[0].name and "2x" in paths[1].name
     # the process's own output went to the count in progress (the first)
     assert any("fake trainer: loading" in getattr(e, "message", "") for e in events[0])
+
+
+def test_each_count_keeps_the_output_it_printed_even_when_it_arrives_late(
+    tmp_path, _isolated_data_dir
+):
+    """The trainer's stdout/stderr and its events travel apart: a count's last lines
+    may reach gpuscale after its end event. They still land in that count's run
+    and recording, not in the next count's."""
+    sweep = _sweep(tmp_path, "complete", 1, 2, 4, FAKE_LATE_LINES="1")
+    events = _consume(sweep)
+    assert sweep.returncode == 0
+    for index, (run, evs) in enumerate(zip(sweep.runs, events, strict=True)):
+        trainer_lines = [
+            e.message for e in load_run(run.recording_path).events if isinstance(e, LogEvent)
+        ]
+        assert f"output of count {index}" in trainer_lines
+        assert f"warning of count {index}" in trainer_lines
+        others = [m for m in trainer_lines if " of count " in m and not m.endswith(f" {index}")]
+        assert others == [], f"count {index} got another count's lines: {others}"
+        shown = [e.message for e in evs if isinstance(e, LogEvent)]
+        assert f"output of count {index}" in shown  # the consumer saw it with its count
+        assert isinstance(evs[-1], EndEvent) and evs[-1].status == "completed"
+
+
+def test_output_that_does_not_catch_up_goes_on_marked_as_its_count(
+    tmp_path, _isolated_data_dir, monkeypatch
+):
+    """A count's output that lags more than the catch-up time behind its end: the
+    count is finished without it, saying so, and the late lines are kept in the
+    next count's log, marked as the earlier count's."""
+    import gpuscale.live.trainer_sweep as trainer_sweep
+
+    monkeypatch.setattr(trainer_sweep, "OUTPUT_CATCH_UP_S", 0.1)
+    sweep = _sweep(tmp_path, "complete", 1, 2, FAKE_LATE_LINES="1", FAKE_LATE_S="1.5")
+    _consume(sweep)
+    first, second = (
+        [e.message for e in load_run(run.recording_path).events if isinstance(e, LogEvent)]
+        for run in sweep.runs
+    )
+    assert not any("of count" in m for m in first)
+    assert any("had not caught up" in m and "late output of the 1-device count" in m for m in first)
+    assert "[late output of the 1-device count] output of count 0" in second
+    assert "output of count 1" in second  # the second count's own, unmarked
 
 
 def test_a_failing_count_ends_the_sweep_with_its_error(tmp_path, _isolated_data_dir):

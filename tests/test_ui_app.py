@@ -526,3 +526,55 @@ def test_issue17_a_provisional_start_is_superseded_in_the_model():
     assert model.first_t == provisional.t  # same run, same clock
     assert model.start.t == real.t  # run_duration_s counts from the run's own start
     assert model.snapshot().elapsed_s == pytest.approx(events[-1].t - real.t)
+
+
+async def test_a_frozen_display_changes_nothing_until_p_again():
+    """`p` while the run goes on and then ends: the panels, their titles and the
+    notices wait (only the header's badge says the run ended); `p` again shows it
+    all, the end's notice included."""
+    events = cpu_run()
+    run = FakeLiveRun(events[:40], finish=False)
+    app = build_app(LiveSource(run))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        await pilot.press("p")
+        await pilot.pause()
+        title = app.advice_panel.border_title
+        steps = app.header_panel.render()
+        for event in events[40:]:
+            run.queue.put(event)
+        run.queue.put(None)
+        await app.workers.wait_for_complete()  # the pump has read the end
+        for _ in range(5):
+            await pilot.pause(0.1)
+        assert app.model.end is not None  # the run did end, behind the frozen screen
+        assert app.advice_panel.border_title == title != "Final summary"
+        assert not app._notifications
+        header = str(app.header_panel.render())
+        assert "DISPLAY PAUSED (p): THE RUN ENDED" in header and "RUNNING" in header
+        assert str(steps).splitlines()[1] == header.splitlines()[1]  # same step, same state
+        await pilot.press("p")
+        await pilot.pause()
+        await app.settle()
+        await pilot.pause()
+        assert app.advice_panel.border_title == "Final summary"
+        assert any("Run completed" in n.message for n in app._notifications)
+        assert "COMPLETED" in str(app.header_panel.render())
+
+
+async def test_a_script_waiting_for_its_start_is_named_and_says_why_nothing_shows():
+    """Before a script's start (its callback's first step, or gpuscale's made-up one
+    after start_timeout_s) its samples are held back: the header names the script and
+    says when they show, and the host card does not claim to wait for a sample."""
+    run = FakeLiveRun([], finish=False)
+    run.name, run.start_timeout_s = "train.py", 15.0
+    app = build_app(LiveSource(run))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        header = text_of(app.query_one(RunHeader))
+        assert "train.py: waiting for its first step" in header and "or in 15 s" in header
+        host = str(app.device_grid._cards[0].body.render())
+        assert "host: shown when the run starts" in host
+        run.queue.put(None)

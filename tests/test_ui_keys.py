@@ -5,10 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ui_fixtures import cpu_run, replay
+import pytest
+from textual.widgets import Footer
+from textual.widgets._footer import FooterKey
+from ui_fixtures import FakeLiveRun, cpu_run, replay
 
 from gpuscale.ui import keys
 from gpuscale.ui.app import CHART_IDS, GpuscaleApp, build_app
+from gpuscale.ui.messages import RunFailed
+from gpuscale.ui.sources import LiveSource
+from gpuscale.ui.sweep_app import SweepApp
 
 README = (Path(__file__).parent.parent / "README.md").read_text()
 
@@ -21,8 +27,34 @@ def test_the_app_binds_exactly_the_table():
 
 def test_the_footer_shows_every_labelled_key():
     shown = {b.key_display for b in keys.bindings() if b.show}
-    assert {"q", "?", "c", "p", "s", "d", "t"} <= shown
+    assert {"q", "?", "c", "p", "s"} <= shown
     assert shown == {k.display for k in keys.KEYS if k.label and k.bindings}
+
+
+@pytest.mark.parametrize("mode", ["replay", "live"])
+async def test_the_footer_fits_80_columns(mode):
+    """Every footer key whole and inside the screen, `e` (a failed run) included:
+    no key cut off at the edge (a replay once ended in "…s SVG ▏^p paletteh")."""
+    source = (
+        replay(cpu_run(), end=True)
+        if mode == "replay"
+        else LiveSource(FakeLiveRun(cpu_run()[:40], finish=False))
+    )
+    app = build_app(source)
+    async with app.run_test(size=(keys.FOOTER_WIDTH, 24)) as pilot:
+        await app.settle()
+        app._failed = RunFailed("a failure")  # e joins the footer
+        app.refresh_bindings()
+        await pilot.pause()
+        footer_keys = list(app.screen.query(FooterKey))
+        labels = {str(k.key_display) for k in footer_keys}
+        assert "e" in labels and "?" in labels
+        regions = sorted((key.region for key in footer_keys), key=lambda r: r.x)
+        assert all(r.width > 0 and r.right <= keys.FOOTER_WIDTH for r in regions)
+        assert all(a.right <= b.x for a, b in zip(regions, regions[1:], strict=False)), (
+            regions
+        )  # none over another
+        assert app.screen.query_one(Footer).max_scroll_x == 0
 
 
 def test_help_and_readme_list_every_key():
@@ -35,6 +67,18 @@ def test_help_and_readme_list_every_key():
     paragraph = paragraph[: paragraph.index("\n\n")]
     missing = [k.display for k in keys.KEYS if f"`{k.display}`" not in paragraph]
     assert not missing, f"the README's keys paragraph lacks {missing}"
+
+
+def test_the_scaling_view_binds_its_table_and_the_readme_lists_it():
+    bound = {(b.key, b.action) for b in SweepApp.BINDINGS}
+    assert bound == {(names, action) for key in keys.SWEEP_KEYS for names, action in key.bindings}
+    assert {display for display, _ in keys.sweep_help_rows()} == {
+        k.display for k in keys.SWEEP_KEYS
+    }
+    paragraph = README[README.index("Scaling view keys (") :]
+    paragraph = paragraph[: paragraph.index("\n\n")]
+    missing = [k.display for k in keys.SWEEP_KEYS if f"`{k.display}`" not in paragraph]
+    assert not missing, f"the README's scaling view keys lack {missing}"
 
 
 async def test_c_focuses_the_next_chart_at_120_columns():

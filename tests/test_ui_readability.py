@@ -5,11 +5,17 @@ samples says so."""
 
 from __future__ import annotations
 
-from ui_fixtures import cpu_run, replay
+from ui_fixtures import cpu_run, gpu8_run, replay
 
 from gpuscale.events.schema import HostSample
 from gpuscale.ui.app import build_app
-from gpuscale.ui.widgets.charts import CHART_TITLES, build_breakdown_chart, build_step_chart
+from gpuscale.ui.widgets.charts import (
+    CHART_TITLES,
+    UTIL_CHART,
+    build_breakdown_chart,
+    build_step_chart,
+    build_util_chart,
+)
 
 
 async def _final_snapshot(events, size=(120, 40)):
@@ -182,3 +188,28 @@ async def test_one_phase_probe_is_one_narrow_bar_with_even_ticks():
     gaps = {round(b - a, 6) for a, b in zip(ticks, ticks[1:], strict=False)}
     assert ticks[0] == 0 and len(gaps) == 1, ticks  # evenly spaced from 0
     assert ticks[-1] >= snap.phases[0].compute_s * 1000
+
+
+async def test_utilization_ticks_are_round_percentages_at_every_size():
+    """0, 25, 50, 75, 100 (or 0, 50, 100 where rows are few): never ``83.3 66.7``."""
+    _app, snap = await _final_snapshot(gpu8_run())
+    for width, height in ((40, 12), (40, 16), (78, 12), (38, 30), (40, 9)):
+        chart = build_util_chart(snap, width, height).plain
+        ticks = [line.split("┤")[0].strip() for line in chart.splitlines() if "┤" in line]
+        assert ticks[0] == "100" and ticks[-1] == "0", (width, height, ticks)
+        assert set(ticks) <= {"0", "25", "50", "75", "100"}, (width, height, ticks)
+        if height >= 12:
+            assert "50" in ticks, (width, height, ticks)
+
+
+async def test_eight_gpus_are_all_named_under_the_utilization_chart_at_120_columns():
+    app = build_app(replay(gpu8_run(), end=True))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        width, height = app.charts[UTIL_CHART].content_size
+        drawn = str(app.charts[UTIL_CHART].render())
+    legend = build_util_chart(app.model.snapshot(), width, height).plain.splitlines()[-1]
+    assert legend in drawn
+    assert all(f"⠶{n}" in legend or f"GPU{n}" in legend for n in range(8)), legend
+    assert "…" not in legend and len(legend) <= width

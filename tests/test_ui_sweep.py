@@ -15,9 +15,11 @@ from sweep_fixtures import (
     published_sweep,
     stopped_sweep,
 )
+from textual.widgets import Static
 
 from gpuscale.cli import main
 from gpuscale.ui.sweep_app import SweepApp
+from gpuscale.ui.widgets.screens import HelpScreen
 
 
 async def settle(pilot) -> None:
@@ -45,10 +47,58 @@ async def test_stopped_sweep_says_it_recommends_from_what_was_measured():
     app = SweepApp(stopped_sweep())
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        advice = str(app.advice_panel.render())
+        advice = str(app.advice_panel.body.render())
         assert "Sweep stopped after 2 of 4 counts" in advice
         assert "recommending from what was measured (1, 2 devices)" in advice
         assert app.recommendation is not None and app.recommendation.table
+
+
+async def test_the_recommendation_can_be_read_in_full_at_80x24():
+    """Focused from the start, ↓ and pgdn scroll it; r shows it full screen (r again:
+    back); ? shows the scaling view's keys."""
+    app = SweepApp(cpu_sweep())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        panel = app.advice_panel
+        assert app.focused is panel
+        assert panel.max_scroll_y > 0  # more than the panel shows at this size
+        await pilot.press("pagedown")
+        await pilot.pause()
+        assert panel.scroll_y > 0
+        await pilot.press("r")
+        await pilot.pause()
+        assert app.screen.maximized is panel and panel.region.height >= 20
+        await pilot.press("r")
+        await pilot.pause()
+        assert app.screen.maximized is None and panel.region.height < 20
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        shown = " ".join(str(w.render()) for w in app.screen.query(Static))
+        assert "Scaling view keys" in shown and "the recommendation full screen" in shown
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_a_long_heading_wraps_rather_than_being_cut_at_120_columns():
+    view = gpu_sweep()
+    view.heading = (
+        "Scaling of 2 configurations, 64 per device (weak scaling), on NVIDIA "
+        "A100-SXM4-80GB with a long partition name from 8 files"
+    )
+    app = SweepApp(view)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        header = app.header_panel
+        assert header.region.height == 3
+        shown = " ".join(line.strip() for line in str(_text_of(header)).splitlines())
+        assert "from 8 files" in shown and "COMPLETE" in shown and "…" not in shown
+
+
+def _text_of(widget) -> str:
+    lines = widget.render_lines(widget.region.reset_offset)
+    return "\n".join("".join(segment.text for segment in line) for line in lines)
 
 
 async def test_c_switches_between_the_chart_and_the_bars_on_a_small_terminal():
@@ -160,9 +210,31 @@ def test_replay_of_a_sweep_file_opens_its_scaling_view(monkeypatch):
     )
 
 
-def test_the_scaling_view_off_a_terminal_is_one_line_pointing_to_recommend(monkeypatch, capsys):
-    """Piped or redirected, a screen would write escape codes for ever."""
+@pytest.mark.parametrize(
+    "inputs",
+    [list(map(str, CPU_RUNS)), [str(SAMPLES / "seed002_mnist.json")]],
+    ids=["runs", "file"],
+)
+def test_the_scaling_view_off_a_terminal_prints_what_recommend_from_prints(
+    monkeypatch, capsys, inputs
+):
+    """Piped or redirected, a screen would write escape codes for ever: the text
+    result instead, as ``recommend --from`` prints it, and a note on stderr."""
     monkeypatch.setattr(SweepApp, "run", lambda self: pytest.fail("a screen off a terminal"))
-    assert main(["replay", *map(str, CPU_RUNS)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "needs a terminal" in err[0] and "recommend --from" in err[0]
+    assert main(["replay", *inputs]) == 0
+    replayed = capsys.readouterr()
+    assert main(["recommend", "--from", *inputs]) == 0
+    assert replayed.out == capsys.readouterr().out and "Recommendation: " in replayed.out
+    note = replayed.err.strip().splitlines()[-1]
+    assert "stdout is not one" in note and "recommend --from" in note
+
+
+async def test_a_heading_too_long_for_two_lines_still_leaves_the_state_line():
+    view = gpu_sweep()
+    view.heading = "Sweep on CPU logical devices, NOT GPUs " + "(a long note) " * 30
+    app = SweepApp(view)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        lines = _text_of(app.header_panel).splitlines()
+        assert len(lines) == 3 and lines[1].rstrip().endswith("…")
+        assert lines[2].strip().startswith("COMPLETE  devices: 1✓ 2✓ 4✓ 8✓")

@@ -107,7 +107,7 @@ async def test_live_sweep_fills_in_count_by_count_and_completes():
         assert [1] in shown and [1, 2] in shown and shown[-1] == [1, 2, 4]
         assert app.recommendation is not None
         assert "COMPLETE" in str(app.header_panel.render())
-        assert "Sweep stopped" not in str(app.advice_panel.render())
+        assert "Sweep stopped" not in str(app.advice_panel.body.render())
     assert sorted(runs) == [1, 2, 4] and not any(r.stopped for r in runs.values())
 
 

@@ -28,3 +28,28 @@ def test_watch_off_a_terminal_runs_as_run_and_ends(tmp_path):
     assert "Traceback" not in proc.stderr
     loaded = load_run(recording)
     assert loaded.end is not None and loaded.end.status == "completed"
+
+
+def test_watch_off_a_terminal_keeps_its_sample_interval(monkeypatch, capsys):
+    """Off a terminal watch runs as run does, at the --sample-interval it was given."""
+    import pytest
+
+    from gpuscale.cli import build_parser
+    from gpuscale.commands import watch
+    from gpuscale.errors import GpuscaleError
+    from gpuscale.live import script_run
+
+    asked: dict = {}
+
+    class Refused(script_run.ScriptRun):
+        def __init__(self, argv, **kwargs):
+            asked.update(kwargs)
+            raise GpuscaleError("stop here")
+
+    monkeypatch.setattr(script_run, "ScriptRun", Refused)
+    args = build_parser().parse_args(
+        ["watch", "--sample-interval", "0.2", "--no-record", "--", "python", "x.py"]
+    )
+    with pytest.raises(GpuscaleError, match="stop here"):
+        watch.main(args)  # capsys: stdout is not a terminal
+    assert asked["sample_interval_s"] == 0.2

@@ -81,3 +81,47 @@ def test_record_into_a_folder_says_it_is_a_folder(capsys, tmp_path, command):
         f"--record {tmp_path}: is a folder; give a file path, e.g. {tmp_path / 'run.ndjson'}" in err
     )
     assert "the file exists" not in err
+
+
+@pytest.mark.parametrize("command", ["run", "watch"])
+def test_record_into_a_missing_folder_is_refused_and_nothing_is_made(capsys, tmp_path, command):
+    target = tmp_path / "not" / "there" / "x.ndjson"
+    assert main([command, "--steps", "10", "--record", str(target)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"gpuscale: error: --record {target}: the folder {target.parent} does not exist; "
+        "create it first, or leave out --record to record to the runs folder"
+    ]
+    assert not (tmp_path / "not").exists()
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    assert main([command, "--record", str(afile / "x.ndjson")]) == 2
+    assert f"{afile} is a file, not a folder" in capsys.readouterr().err
+
+
+async def test_a_run_without_an_end_event_is_interrupted_everywhere(capsys, tmp_path):
+    """One word, and its reason, for a killed run: `runs`, `replay`'s summary and the
+    dashboard's header (they once said incomplete, interrupted and INTERRUPTED)."""
+    from gpuscale.ui.app import build_app
+    from gpuscale.ui.sources import ReplaySource
+    from gpuscale.ui.widgets.header import RunHeader
+
+    killed = SAMPLES / "mnist-cnn_2xcpu_killed.ndjson"
+    shutil.copy(killed, tmp_path / killed.name)
+    assert main(["runs", "--dir", str(tmp_path)]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if killed.name in line)
+    assert " interrupted " in row and "incomplete" not in row
+    assert main(["replay", str(killed)]) == 0  # not a terminal: the summary as text
+    assert "status: interrupted (no end event)" in capsys.readouterr().out
+    app = build_app(ReplaySource(killed))
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.action_jump_end()
+        for _ in range(50):
+            await app.settle()
+            await pilot.pause(0.05)
+            if app._finished_posted:
+                break
+        await app.settle()
+        header = app.query_one(RunHeader)
+        line = "".join(s.text for s in header.render_lines(header.region.reset_offset)[1])
+    assert line.strip().startswith("INTERRUPTED (no end event)"), line

@@ -9,7 +9,7 @@ from typing import Literal
 import msgspec
 
 from gpuscale.analysis.summary import RunSummary
-from gpuscale.formatting import format_fraction_pct
+from gpuscale.formatting import format_fraction_pct, plural
 
 ENOUGH_STEPS = 20
 """Fewer counted steps (of one worker) than this and the medians are preliminary."""
@@ -46,7 +46,7 @@ def run_confidence(summary: RunSummary) -> RunConfidence:
     its step times and how many steps had their phases measured."""
     if summary.steps_counted == 0:
         return RunConfidence(level="none", reason="no measured steps yet")
-    reasons = [f"{summary.steps_counted} steps"]
+    reasons = [plural(summary.steps_counted, "step")]
     level: Literal["none", "low", "medium"] = "medium"
     if summary.steps_counted < ENOUGH_STEPS:
         level = "low"

@@ -42,6 +42,13 @@ that bound stops the walk and becomes :attr:`Recommendation.measure_next`
 10 % chance of a wrong bet per predicted step made 15 of 880 recommendations of a
 predicted count wrong on the published corpus (grouped cross-validation,
 ``benchmarks/prediction.py``); at the 5 % bound 4 are.
+
+A predicted count with a range but no bet bound is never bet on: that is an
+exchange the corpus does not cover (gather, host), whose range is learned from a
+handful of seed tables, too few for a bound at 5 % (:class:`~gpuscale.analysis.predict.SeedRange`).
+It stops the walk like one that fails at its bound: "measure N next" when it
+passes on its value. (Without any range, as in ``--baseline`` of the prediction
+benchmark, the walk decides on the value.)
 """
 
 from __future__ import annotations
@@ -87,6 +94,9 @@ class WalkStep(msgspec.Struct, kw_only=True):
     uncertain: bool = False
     """Predicted ``to`` that passes the floor on its value but not at the low end
     of its range: rejected, and worth measuring (:attr:`Recommendation.measure_next`)."""
+    uncalibrated: bool = False
+    """Predicted ``to`` whose range has no bet bound (an exchange the published
+    tables do not cover): never accepted; ``uncertain`` when it passes on its value."""
 
 
 class ConfigResult(msgspec.Struct, kw_only=True):
@@ -161,6 +171,8 @@ class Candidate(msgspec.Struct):
     """Predicted: the throughput a bet must still pass at (its ``throughput_safe``,
     else the low end of its range)."""
     high: float | None = None
+    bettable: bool = True
+    """False for a predicted count with a range but no bet bound (module docstring)."""
 
 
 def choose_devices(
@@ -180,12 +192,17 @@ def choose_devices(
             current.throughput, current.devices, nxt.throughput, nxt.devices
         )
         eff_low = None
-        if nxt.predicted and nxt.low is not None:
+        uncalibrated = nxt.predicted and not nxt.bettable
+        if nxt.predicted and nxt.low is not None and not uncalibrated:
             # decide with the range: its bet bound must pass too
             eff_low = metrics.marginal_efficiency(
                 current.throughput, current.devices, max(nxt.low, 1e-12), nxt.devices
             )
-        ok = passes_floor(eff, floor) and (eff_low is None or passes_floor(eff_low, floor))
+        ok = (
+            passes_floor(eff, floor)
+            and not uncalibrated
+            and (eff_low is None or passes_floor(eff_low, floor))
+        )
         steps.append(
             WalkStep(
                 devices_from=current.devices,
@@ -198,6 +215,7 @@ def choose_devices(
                 predicted=nxt.predicted,
                 marginal_efficiency_low=eff_low,
                 uncertain=passes_floor(eff, floor) and not ok,
+                uncalibrated=uncalibrated,
             )
         )
         if not ok:
@@ -276,6 +294,7 @@ def candidates(g: Group, limit: int | None) -> list[Candidate]:
             True,
             r.throughput_safe if r.throughput_safe is not None else r.throughput_low,
             r.throughput_high,
+            bettable=r.throughput_low is None or r.throughput_safe is not None,
         )
         for r in g.rows
         if r.predicted and r.devices > top and (limit is None or r.devices <= limit)

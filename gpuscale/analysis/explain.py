@@ -30,6 +30,7 @@ from gpuscale.formatting import (
     format_fraction_pct,
     format_pct_against_floor,
     format_rate_bytes_s,
+    plural,
 )
 
 WALK_SHOWN = 4
@@ -88,6 +89,8 @@ def explain(
                 f", {_against(step.marginal_efficiency_low, floor)} at its bet bound "
                 f"(what {format_fraction_pct(1 - BET_RISK)} of such predictions reached)"
             )
+        if step.uncalibrated:
+            low = f", its range a guess for a {by_name[step.config_to].model.exchange} exchange"
         if step.uncertain:
             verdict = "not a safe bet: " + (rec.measure_next or f"measure {step.devices_to} next")
         rec.reasons.append(
@@ -174,10 +177,10 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[
                 rec.reasons.append(
                     f"The exposed gradient exchange at {dev(n2)} is within its probes' noise "
                     f"(under {format_fraction_pct(metrics.share(comm + err, step_t))} of each "
-                    f"step, {probes} probes): not resolved; measure longer to know it."
+                    f"step, {plural(probes, 'probe')}): not resolved; measure longer to know it."
                 )
                 return
-            how = f"measured (±{format_fraction_pct(err / step_t)}, {probes} probes)"
+            how = f"measured (±{format_fraction_pct(err / step_t)}, {plural(probes, 'probe')})"
     else:
         step_t = m.step_time_s(n2)
         how = f"estimated by the model from {m.basis}"
@@ -206,7 +209,13 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[
     k = threshold_compute_scale(m, n1, n2, rec.min_efficiency)
     model_passes = k is not None and k <= 1.0
     floor = format_fraction_pct(rec.min_efficiency)
-    if step.uncertain:
+    if step.uncertain and step.uncalibrated:
+        text += (
+            f"; whether {n1} -> {n2} pays is not known: the published tables have no "
+            f"{m.exchange} exchange to calibrate its range on, and a handful of seed "
+            "tables are too few for a bet"
+        )
+    elif step.uncertain:
         text += (
             f"; whether {n1} -> {n2} pays is not known: more than 1 in "
             f"{round(1 / BET_RISK)} such predictions of published tables came out below "
@@ -413,7 +422,7 @@ def _confidence(rec: Recommendation, groups: Sequence[Group], walk: Sequence[Wal
         if not steps:
             bits.append("step counts not given")
         elif min(steps) == max(steps):
-            bits.append(f"{steps[0]} steps per point")
+            bits.append(f"{plural(steps[0], 'step')} per point")
         else:
             bits.append(f"{min(steps)}-{max(steps)} steps per point")
         if steps and min(steps) < ENOUGH_STEPS:

@@ -136,3 +136,32 @@ def resolved(value: float | None, halfwidth: float | None) -> bool:
     if value is None:
         return False
     return value > (halfwidth or 0.0)
+
+
+PARTS_TOLERANCE = 0.1
+"""How far (a share of the whole) a breakdown's parts may miss the step before
+they are said not to add up, whatever their stated noise: a probe's passes and the
+steps are timed at different moments, and below 3 probes no noise is known."""
+
+
+def parts_fit_whole(
+    parts_s: float, whole_s: float | None, halfwidths: Sequence[float | None] = ()
+) -> bool | None:
+    """Whether a breakdown's parts add up to the step they split:
+    ``|parts - whole| <= max(PARTS_TOLERANCE x whole, sum of the half-widths)``
+    (the half-widths of each part's median and of the whole's; unknown ones count 0).
+    ``None`` without a whole to compare with."""
+    if not whole_s or whole_s <= 0:
+        return None
+    slack = max(PARTS_TOLERANCE * whole_s, sum(h for h in halfwidths if h is not None))
+    return abs(parts_s - whole_s) <= slack
+
+
+def scaled_parts(parts_s: Sequence[float], whole_s: float) -> tuple[float, ...]:
+    """``parts`` scaled to add up to ``whole`` (``part x whole / sum(parts)``): the
+    split of a measured step drawn as that step (the probes' medians add up to it
+    only within their noise, :func:`parts_fit_whole`). All zeros: unchanged."""
+    total = sum(parts_s)
+    if total <= 0:
+        return tuple(parts_s)
+    return tuple(p * whole_s / total for p in parts_s)

@@ -89,10 +89,31 @@ one class: the corpus names PCIe machines, rarely their switches and sockets).
 CPU logical devices and multi-worker sweeps (classes ``host`` and ``network``) are
 not in the corpus: they get no factor and the all-class stratum's range, which
 says nothing specific about them (:func:`two_level_point` for several workers).
-Gather and host exchanges on GPUs are not in it either (every corpus table is a
-ring): they get their class's strata as if they were rings, and on the seed
-tables (``sample_runs``) those ranges held for 3 of 8. No factor is applied to counts
-below the largest measured (interpolation).
+No factor is applied to counts below the largest measured (interpolation).
+
+Gather and host exchanges on one machine are not in the corpus either (every
+corpus table is a ring; :data:`UNCOVERED_EXCHANGES`), and the ring strata do not
+speak for them: ranged as rings, the seed tables' (``sample_runs``) ranges held
+for 3 of 8 predictions. They get no factor and no stratum; their range comes from
+the only evidence there is, the seed tables' gather and host series
+(:class:`SeedRange`, learned by ``benchmarks/calibrate.py``): 7 predictions of 5
+series from 2 origin documents, all but one below the published value (the
+model's ``v(N)`` grows faster than theirs did; ``gpuscale.analysis.model``, terms
+tried). Residuals are pooled per doubling, so a prediction ``d`` doublings out
+gets ``[X exp(d lo), X exp(d hi)]``; per doubling ``-6 % .. +90 %`` as shipped.
+Seven predictions are too few for a stated coverage (an 80 % conformal range needs
+:data:`MIN_FOR_COVERAGE`, 9) and far too few for a bet bound (:data:`MIN_FOR_BET`,
+19), so the range is the full spread of the residuals, says it is a guess
+(``coverage`` is ``None``, ``coverage_basis`` says why, in ``--json`` and the
+table's footer), and the decision never bets on such a count
+(:mod:`gpuscale.analysis.decide`: "measure N next"). Learned without their own
+document, such ranges held for 3 of the 7 (seed 000's four from seed 002's
+three: 1 of 4; seed 002's three from seed 000's four: 2 of 3); on the seed line
+of ``benchmarks/prediction.py`` (4 and 8 from 1, 2, each range learned without
+its table's document) 3 of the 6 gather/host ranges hold, 5 of 8 with the ring.
+Seed tables added to ``sample_runs/`` (``seedDDD_*.json``, DDD the document)
+widen the evidence; from 9 predictions the range is stated at 80 %, from 19 it
+can be bet on.
 """
 
 from __future__ import annotations
@@ -152,11 +173,73 @@ class Stratum(msgspec.Struct, kw_only=True):
         return low if self.q_bet is None else min(self.q_bet, low)
 
 
+UNCOVERED_EXCHANGES = ("gather", "host")
+"""Exchanges the published corpus has no table of (every corpus table is a ring
+all-reduce): their ranges come from the seed tables (:class:`SeedRange`)."""
+
+MIN_FOR_COVERAGE = 9
+"""Fewest held-out predictions from which an 80 % range can be stated: the
+split-conformal quantile at 90 % with the ``(n + 1)`` correction exists only from
+``ceil(0.9 (n + 1)) <= n``, n = 9. Below it a range is a guess."""
+
+MIN_FOR_BET = 19
+"""Fewest held-out predictions from which a bet bound at :data:`BET_RISK` (5 %)
+exists (``floor(0.05 (n + 1)) >= 1``). Below it no predicted count is bet on."""
+
+
+class SeedRange(msgspec.Struct, kw_only=True):
+    """The range of a prediction for an exchange the corpus does not cover
+    (:data:`UNCOVERED_EXCHANGES`), learned from the seed tables of ``sample_runs/``
+    by ``benchmarks/calibrate.py``. Relative residuals are taken per doubling,
+    ``log(published / predicted) / log2(N / top)``, so that 2 -> 4, 2 -> 8 and
+    4 -> 8 pool into one small sample; a prediction ``d = log2(N / top)`` doublings
+    away (at least one) gets ``[X exp(d lo), X exp(d hi)]``."""
+
+    exchanges: list[str]
+    series: int
+    """Measured series (one configuration of one seed table) it was learned from."""
+    documents: int
+    """Origin documents those series come from."""
+    predictions: int
+    """Held-out predictions (residuals) it was learned from."""
+    low_per_doubling: float
+    """Log residual per doubling at the range's low end (at most 0)."""
+    high_per_doubling: float
+    """Log residual per doubling at the range's high end (at least 0)."""
+    bet_per_doubling: float | None = None
+    """The bet bound's log residual per doubling; ``None`` (too few predictions,
+    :data:`MIN_FOR_BET`): a predicted count of such an exchange is never bet on."""
+    coverage: float | None = None
+    """Stated coverage; ``None`` (fewer than :data:`MIN_FOR_COVERAGE` predictions):
+    the range is the spread of every residual, a guess."""
+    held_out: str = ""
+    """How these ranges did on the seed tables with each document left out, in words."""
+
+    def statement(self, exchange: str) -> str:
+        """The coverage statement a prediction of ``exchange`` carries."""
+        evidence = (
+            f"{self.predictions} predictions of {self.series} seed series from "
+            f"{self.documents} documents"
+        )
+        why = f"no {exchange} exchange in the published tables"
+        if self.coverage is None:
+            return f"a guess, not a calibrated range ({why}): the spread of {evidence}" + (
+                f", {self.held_out}" if self.held_out else ""
+            )
+        return f"{self.coverage:.0%} nominal, calibrated on {evidence} ({why})"
+
+
 class Calibration(msgspec.Struct, kw_only=True, dict=True):
     coverage: float
     source: str
     """What it was learned from, and the command that reproduces it."""
     strata: list[Stratum]
+    seeds: SeedRange | None = None
+    """Ranges for the exchanges the corpus does not cover (``None``: no range)."""
+
+    def statement(self) -> str:
+        """The coverage statement of a prediction ranged by the corpus strata."""
+        return f"{self.coverage:.0%} nominal, calibrated on {self.source}"
 
     @functools.cached_property
     def _index(self) -> dict[tuple[str, str, int, int], Stratum]:
@@ -185,6 +268,7 @@ class _CalibrationFile(msgspec.Struct):
     coverage: float
     source: str
     strata: list[Stratum]
+    seeds: SeedRange | None = None
 
 
 @functools.cache
@@ -192,7 +276,7 @@ def default_calibration() -> Calibration:
     """The calibration shipped with the package (``calibration.json``)."""
     text = resources.files("gpuscale.analysis").joinpath("calibration.json").read_text("utf-8")
     raw = msgspec.json.decode(text, type=_CalibrationFile)
-    return Calibration(coverage=raw.coverage, source=raw.source, strata=raw.strata)
+    return Calibration(coverage=raw.coverage, source=raw.source, strata=raw.strata, seeds=raw.seeds)
 
 
 def calibration_to_json(cal: Calibration) -> str:
@@ -201,6 +285,8 @@ def calibration_to_json(cal: Calibration) -> str:
         "source": cal.source,
         "strata": msgspec.to_builtins(cal.strata),
     }
+    if cal.seeds is not None:
+        doc["seeds"] = msgspec.to_builtins(cal.seeds)
     return json.dumps(doc, indent=1) + "\n"
 
 
@@ -251,6 +337,33 @@ def load_of(model: ScalingModel, top: int) -> str:
     return "medium" if share < HEAVY_SHARE else "heavy"
 
 
+def uncovered(point: SweepPoint) -> bool:
+    """The point's exchange is one the corpus has no table of (gather, host) on
+    one machine (several workers: :func:`two_level_point`)."""
+    return point.exchange_kind in UNCOVERED_EXCHANGES and point.workers <= 1
+
+
+def seed_ranged(point: SweepPoint, seeds: SeedRange | None, top: int) -> SweepPoint:
+    """``point`` (a prediction of an uncovered exchange, no factor) with the seed
+    tables' range; no bet bound unless :attr:`SeedRange.bet_per_doubling` is
+    calibrated, so :mod:`gpuscale.analysis.decide` never bets on it."""
+    if seeds is None:
+        return point
+    x = point.throughput or 0.0
+    d = max(abs(math.log2(max(point.devices, 1) / max(top, 1))), 1.0)
+    bet = seeds.bet_per_doubling
+    return msgspec.structs.replace(
+        point,
+        throughput_low=x * math.exp(d * min(seeds.low_per_doubling, 0.0)),
+        throughput_high=x * math.exp(d * max(seeds.high_per_doubling, 0.0)),
+        throughput_safe=(
+            None if bet is None else x * math.exp(d * min(bet, seeds.low_per_doubling, 0.0))
+        ),
+        coverage=seeds.coverage,
+        coverage_basis=seeds.statement(point.exchange_kind),
+    )
+
+
 def top_measured(points: Sequence[SweepPoint]) -> int:
     return max(p.devices for p in points)
 
@@ -271,6 +384,20 @@ def predicted_point(
     from gpuscale.analysis.model import predict
 
     point = predict(model, devices, template)
+    if uncovered(template):
+        # No corpus factor or stratum: both were learned on rings.
+        if devices > top and abs(anchor - 1) > 0.005 and (point.throughput or 0) > 0:
+            x = (point.throughput or 0.0) * anchor
+            step = (point.global_batch or 1) / x
+            comm = max(model.comm_time_s(devices) + step - model.step_time_s(devices), 0.0)
+            point = msgspec.structs.replace(
+                point,
+                throughput=x,
+                step_time_s=step,
+                comm_share=metrics.share(comm, step),
+                note=f"{point.note or ''}; anchored at the measured {top} (x{anchor:.2f})",
+            )
+        return seed_ranged(point, calibration.seeds if calibration else None, top)
     x = point.throughput or 0.0
     load = load_of(model, top)
     stratum = calibration.stratum(interconnect, load, top, devices) if calibration else None
@@ -294,6 +421,7 @@ def predicted_point(
         throughput_high=x * (1 + max(stratum.q_high, 0.0)),
         throughput_safe=x * (1 + stratum.bet_bound),
         coverage=calibration.coverage if calibration else None,
+        coverage_basis=calibration.statement() if calibration else None,
         note=(point.note or "")
         + (f"; x{factor:.2f} {interconnect} prior" if abs(factor - 1) > 0.005 else "")
         + (
@@ -360,6 +488,8 @@ def two_level_point(
         throughput_high=x * (1 + max(stratum.q_high, 0.0)),
         throughput_safe=x * (1 + stratum.bet_bound),
         coverage=calibration.coverage,
+        coverage_basis=calibration.statement()
+        + ", all single machines (no multi-worker table: the pooled strata)",
     )
 
 

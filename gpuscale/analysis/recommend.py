@@ -393,6 +393,8 @@ def _fill_rows(g: Group, limit: int, calibration: Calibration | None) -> None:
                 share = metrics.share(
                     two_level.inter_s(r.workers), two_level.step_time_s(r.workers)
                 )
+        elif share is None and r.probes and not r.predicted:
+            pass  # probed, but the phases did not add up: not resolved, not the model's guess
         elif share is None and g.model.predicts and g.model.basis != "none":
             share = g.model.comm_share(r.devices)  # estimated: shown as "(model)"
         filled.append(with_ratios(msgspec.structs.replace(r, comm_share=share), base_x, base_n))

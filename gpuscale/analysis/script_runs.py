@@ -1,12 +1,15 @@
-"""Runs of one user script at several device counts, named as one workload.
+"""Runs of one user script at several device counts, named as one workload; and
+what a script's batch means, said by one function for every view.
 
-A script's start event cannot say whether its batch is per replica or global
-(``model.fit(batch_size=64)`` under ``MirroredStrategy`` is global: Keras splits
-it across the replicas), so it says weak scaling; and the callback calls a lone
-CPU device ``cpu`` where the built-in trainer says ``cpu-logical``. Several runs
-of one script can tell: one global batch at every device count is strong
-scaling. :func:`settle_script_runs` rewrites the runs so, before they become
-sweep points (``recommend --from`` and ``recommend -- python train.py``).
+``model.fit(batch_size=64)`` under ``MirroredStrategy`` is a *global* batch:
+Keras splits it across the replicas. So a run of a script with gpuscale's
+callback is strong scaling (:func:`scaling_of`), whatever its start event says
+(the callback's start said weak scaling before 2026-11-23). A script that
+multiplies its batch by the replicas itself is weak scaling, and only runs at
+several counts can show it: :func:`settle_script_runs` rewrites such runs (one
+batch per replica, a global batch that grows) to weak scaling, and calls a lone
+CPU device ``cpu-logical`` as the built-in trainer does, before they become sweep
+points (``recommend --from`` and ``recommend -- python train.py``).
 """
 
 from __future__ import annotations
@@ -19,15 +22,41 @@ import msgspec
 
 def is_callback_start(start: Any) -> bool:
     """A start sent by ``gpuscale.keras.ScalingMonitor`` (not made up by gpuscale)."""
-    cfg = start.config or {}
-    return start.source == "script" and "every" in cfg
+    cfg = getattr(start, "config", None) or {}
+    return getattr(start, "source", None) == "script" and "every" in cfg
+
+
+SCRIPT_BATCH_NOTE = (
+    "the batch is the script's own: Keras splits it across the replicas (strong scaling); "
+    "a script that multiplies it by the replicas is weak scaling, which runs at several "
+    "device counts show"
+)
+"""What a callback's run says about its batch (in place of the older start's note)."""
+
+
+def scaling_of(start: Any) -> str:
+    """``strong`` or ``weak``: a callback's run is strong scaling unless runs at
+    several counts showed otherwise (:func:`settle_script_runs` writes that into the
+    start's config, ``batch_scaling``); any other run says its own (``start.scaling``)."""
+    if is_callback_start(start):
+        return (start.config or {}).get("batch_scaling", "strong")
+    return start.scaling
+
+
+def note_of(start: Any) -> str | None:
+    """The start's note, with a callback's batch said in the words of
+    :func:`scaling_of` (an older callback's start said it could not tell)."""
+    if is_callback_start(start) and start.note and "cannot tell" in start.note:
+        return SCRIPT_BATCH_NOTE
+    return start.note
 
 
 def settle_script_runs(runs: list[tuple[Any, Any, str]]) -> list[tuple[Any, Any, str]]:
     """``(summary, start, source)`` per run, in the same order; the runs of one
     script (same workload name) at two or more device counts with one global batch
-    become strong scaling, and their lone CPU devices logical ones (see the module
-    docstring). Other runs are returned unchanged."""
+    are strong scaling (:func:`scaling_of`) unless the batch per replica stays the
+    same while the global batch grows (weak), and their lone CPU devices become
+    logical ones (see the module docstring). Other runs are returned unchanged."""
     groups: dict[str, list[int]] = defaultdict(list)
     for i, (_summary, start, _source) in enumerate(runs):
         if is_callback_start(start) and start.global_batch:
@@ -35,19 +64,23 @@ def settle_script_runs(runs: list[tuple[Any, Any, str]]) -> list[tuple[Any, Any,
     settled = list(runs)
     for members in groups.values():
         starts = [runs[i][1] for i in members]
-        if len({s.num_replicas for s in starts}) < 2:
-            continue
-        strong = len({s.global_batch for s in starts}) == 1
-        logical = any(s.platform == "cpu-logical" for s in starts)
+        several = len({s.num_replicas for s in starts}) >= 2
+        grows = several and (
+            len({s.global_batch for s in starts}) > 1
+            and len({s.per_replica_batch for s in starts}) == 1
+        )
+        logical = several and any(s.platform == "cpu-logical" for s in starts)
         for i in members:
             summary, start, source = runs[i]
-            changes: dict[str, str] = {"scaling": "strong"} if strong else {}
+            scaling = "weak" if grows else "strong"
+            changes: dict[str, str] = {"scaling": scaling}
             if logical and start.platform == "cpu":
                 changes["platform"] = "cpu-logical"
-            if changes:
+            if any(getattr(start, k) != v for k, v in changes.items()) or grows:
+                config = {**(start.config or {}), "batch_scaling": scaling}
                 settled[i] = (
                     msgspec.structs.replace(summary, **changes),
-                    msgspec.structs.replace(start, **changes),
+                    msgspec.structs.replace(start, config=config, **changes),
                     source,
                 )
     return settled

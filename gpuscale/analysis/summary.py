@@ -9,10 +9,13 @@ What is measured and how (formulas in :mod:`gpuscale.analysis.metrics`):
   all-reduce, apply and input wait. A ``PhaseEvent.step_time_s`` is the training
   part of the step (from holding the batch to the updated variables), without the
   input wait, so the whole probed step is ``step_time_s + input_s``
-  (``phase_full_step_s``, its median). Both shares are over that whole step:
-  ``comm_share = median allreduce_s / median (step_time_s + input_s)``,
-  ``input_share = median input_s / median (step_time_s + input_s)``; so neither can
-  pass 100 %. Compute:communication is ``median compute_s / median allreduce_s``.
+  (``phase_full_step_s``, its median). Both shares are over the *median step*
+  of the run (the one whole every view splits, a typed-in sweep's too):
+  ``comm_share = median allreduce_s / median step time``,
+  ``input_share = median input_s / median step time``. The phases must add up to
+  that step within their noise (``phase_consistent``,
+  :func:`gpuscale.analysis.metrics.parts_fit_whole`); where they do not, none is
+  shown as a number. Compute:communication is ``median compute_s / median allreduce_s``.
   Where the probes recorded T(compute + all-reduce) (schema 1.2), exposed
   all-reduce and apply are medians of the *unfloored* per-probe differences
   (clamped at 0 only after the median), so noise does not pile up at 0.
@@ -21,13 +24,10 @@ What is measured and how (formulas in :mod:`gpuscale.analysis.metrics`):
   ``None`` below 3 probes), and the exposed share likewise (``comm_share_err``).
   A phase no larger than its half-width is *not resolved*
   (:func:`gpuscale.analysis.metrics.resolved`): show it as ``< value + err``.
-  The phases are measured against the probed steps (``phase_step_time_s``), not
-  against every step (``step_time_s``); ``phase_consistent`` says whether
-  compute + exposed all-reduce fit in those steps within the uncertainty (below
-  3 probes, with no uncertainty known: whether they fit as measured). A probe's
-  passes and the steps' median come from different moments, so a phase can come
-  out larger than the step; it is then shown as about the whole step, never as a
-  number (:func:`gpuscale.formatting.format_phase_in_step_s`).
+  A probe's passes and the steps' median come from different moments, so a
+  phase can come out larger than the step, or the parts larger or smaller than
+  it: ``phase_consistent`` is then ``False`` and the breakdown is said to be not
+  resolved, never a number larger than the step.
 * bandwidth: ``algbw = payload / exposed all-reduce`` and ``busbw = algbw x v(N)``
   with the exchange's own volume factor (``2(N-1)/N`` for a ring, ``N-1`` when
   gradients are gathered on one device, ``N`` for variables on the host: see
@@ -66,6 +66,7 @@ import msgspec
 from gpuscale.analysis import metrics
 from gpuscale.analysis.exchange import exchange_of
 from gpuscale.analysis.interconnect import Interconnect, slowest_interconnect
+from gpuscale.analysis.script_runs import scaling_of
 from gpuscale.events.schema import (
     EndEvent,
     ErrorEvent,
@@ -75,6 +76,11 @@ from gpuscale.events.schema import (
     StartEvent,
     StepEvent,
 )
+
+DEFAULT_SHARE_PRECISION = 0.02
+"""The half-width (a share of the step) the probes pin the exposed share down to
+when no ``--precision`` is asked: the probe scheduler's own default
+(``gpuscale.trainer.schedule.DEFAULT_PRECISION``, which a test keeps equal)."""
 
 
 class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -116,8 +122,7 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     """Median training part of the probed steps (``PhaseEvent.step_time_s``: from
     holding the batch to the updated variables, input wait excluded)."""
     phase_full_step_s: float | None = None
-    """Median whole probed step, ``step_time_s + input_s``: the denominator of
-    ``comm_share`` and ``input_share``."""
+    """Median whole probed step, ``step_time_s + input_s`` of the probes."""
     compute_s: float | None = None
     allreduce_s: float | None = None
     """Median exposed all-reduce: the part of the step spent waiting for gradients."""
@@ -126,9 +131,10 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     apply_s: float | None = None
     input_s: float | None = None
     comm_share: float | None = None
-    """Exposed all-reduce over the whole probed step (``phase_full_step_s``)."""
+    """Exposed all-reduce over the median step (``step_time_s``): the one exposed
+    share every view says (``recommend``'s, a sweep point's, the dashboard's)."""
     input_share: float | None = None
-    """Input wait over the whole probed step (``phase_full_step_s``)."""
+    """Input wait over the median step (``step_time_s``)."""
     compute_err_s: float | None = None
     """95 % half-width of ``compute_s`` (``None``: fewer than 3 probes)."""
     allreduce_err_s: float | None = None
@@ -136,14 +142,34 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     apply_err_s: float | None = None
     """95 % half-width of ``apply_s``."""
     comm_share_err: float | None = None
-    """95 % half-width of ``comm_share`` (a fraction of the step, like the share)."""
+    """95 % half-width of ``comm_share``: ``allreduce_err_s / step_time_s`` (a fraction
+    of the step, like the share)."""
+    phase_parts_s: float | None = None
+    """The phases' medians added up: compute + exposed all-reduce + apply + input wait
+    (each as shown, never below 0)."""
     phase_consistent: bool | None = None
-    """Whether median compute + exposed all-reduce fit in the probed steps' median
-    (``phase_step_time_s``) within their uncertainty (below 3 probes: as measured);
-    ``False``: the probe's passes take longer than the steps they stand for, and the
-    breakdown is not resolved."""
+    """Whether the phases add up to the median step (``step_time_s``), the whole they
+    split, within their noise (:func:`gpuscale.analysis.metrics.parts_fit_whole`);
+    ``False``: the probes' passes and the steps disagree (a pass longer than the
+    step, a probe against an unusual step), and the breakdown is not resolved: no
+    phase is shown as a number."""
     probe_cost_s: float | None = None
     """Wall clock all the probes took (schema 1.2): in no step time, in the run's."""
+    counted_wall_s: float | None = None
+    """Wall clock from the first counted step's start to the last step's end, the
+    probes between them included (the part of the run the probes' share is of)."""
+    probe_wall_share: float | None = None
+    """``probe_cost_s / counted_wall_s``: the probes' share of the wall clock (their
+    passes only; ``None`` before schema 1.2 or without a probe)."""
+    probe_budget: float | None = None
+    """The probes' budget, a share of the wall clock (``--probe-budget``,
+    ``ScalingMonitor(budget=)``); ``None`` when not said or a fixed period overrides it."""
+    probe_every: int | None = None
+    """A fixed probe period (``--phase-every K``, ``ScalingMonitor(every=K)``) that
+    overrides the budget; 0: no probes."""
+    share_target: float | None = None
+    """The half-width the exposed share is to be known to: ``--precision`` when
+    asked, else the probe scheduler's default (:data:`DEFAULT_SHARE_PRECISION`)."""
     compute_comm_ratio: float | None = None
     """Compute over exposed all-reduce; ``None`` when nothing was exchanged."""
     payload_bytes: int | None = None
@@ -171,6 +197,9 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     """Slowest worker's median step time / median of the workers' medians."""
     host_cpu_pct: float | None = None
     """Median host CPU use, all cores (0-100)."""
+    step_time_rel_err: float | None = None
+    """With ``precision_asked``: the median step time's 95 % half-width over the
+    median (``None`` below 3 steps)."""
     precision_asked: float | None = None
     """The run's ``--precision`` (a 95 % half-width, a fraction of the step), if asked."""
     precision_reached: float | None = None
@@ -202,6 +231,9 @@ class RunAccumulator:
         self._gpu_util: dict[tuple[int, int], list[float]] = defaultdict(list)
         """Utilization samples per (worker, GPU index)."""
         self._host_cpu: list[float] = []
+        self._counted_from_t: float | None = None
+        """When the first counted step began (its event's ``t`` less its step time)."""
+        self._last_step_t: float | None = None
 
     def add(self, event: object) -> None:
         """Take one event of the run (unknown kinds are ignored)."""
@@ -211,6 +243,11 @@ class RunAccumulator:
                 self._warmup_steps.add((event.worker, event.step))
                 return
             self._step_times.append(event.step_time_s)
+            began = event.t - event.step_time_s
+            if self._counted_from_t is None or began < self._counted_from_t:
+                self._counted_from_t = began
+            if self._last_step_t is None or event.t > self._last_step_t:
+                self._last_step_t = event.t
             self._samples.append(event.samples)
             self._worker_times[event.worker].append(event.step_time_s)
         elif isinstance(event, PhaseEvent):
@@ -244,7 +281,7 @@ class RunAccumulator:
             s.cross_device_ops = start.cross_device_ops
             cfg = start.config or {}
             s.exchange = exchange_of(cfg.get("strategy") or start.strategy, cfg.get("all_reduce"))
-            s.scaling = start.scaling
+            s.scaling = scaling_of(start)
             s.per_replica_batch = start.per_replica_batch
             s.global_batch = start.global_batch
             s.payload_bytes = start.payload_bytes
@@ -268,6 +305,7 @@ class RunAccumulator:
             if not s.global_batch:
                 s.global_batch = int(samples)
         self._summarize_phases(s)
+        self._summarize_probing(s)
         self._summarize_imbalance(s)
         if self._host_cpu:
             s.host_cpu_pct = metrics.median(self._host_cpu)
@@ -281,6 +319,7 @@ class RunAccumulator:
         s.precision_asked = asked
         width = metrics.median_halfwidth(self._step_times)
         step_rel = width / s.step_time_s if width is not None and s.step_time_s else None
+        s.step_time_rel_err = step_rel
         cfg = (self.start.config or {}) if self.start is not None else {}
         probing = s.devices > 1 and (
             s.phase_steps > 0 or (cfg.get("phase_every") != 0 and cfg.get("probe_budget") != 0)
@@ -295,6 +334,29 @@ class RunAccumulator:
             probes=s.phase_steps if probing else None,
             share_err=share_err if probing else None,
         )
+
+    def _summarize_probing(self, s: RunSummary) -> None:
+        """What the probes cost against the wall clock, the budget they had and the
+        precision the exposed share is to be known to (from the start's config)."""
+        cfg = (self.start.config or {}) if self.start is not None else {}
+        every = cfg.get("phase_every", cfg.get("every"))
+        if isinstance(every, int) and not isinstance(every, bool) and every >= 0:
+            s.probe_every = every
+        budget = cfg.get("probe_budget")
+        if s.probe_every is None and isinstance(budget, (int, float)) and 0 <= budget < 1:
+            s.probe_budget = float(budget)
+        asked = cfg.get("precision")
+        s.share_target = (
+            float(asked)
+            if isinstance(asked, (int, float)) and 0 < asked < 1
+            else DEFAULT_SHARE_PRECISION
+        )
+        if self._counted_from_t is not None and self._last_step_t is not None:
+            wall = self._last_step_t - self._counted_from_t
+            if wall > 0:
+                s.counted_wall_s = wall
+                if s.probe_cost_s is not None:
+                    s.probe_wall_share = s.probe_cost_s / wall
 
     def _summarize_phases(self, s: RunSummary) -> None:
         phases = [p for p in self._phases if (p.worker, p.step) not in self._warmup_steps]
@@ -323,18 +385,19 @@ class RunAccumulator:
         if payloads and not s.payload_bytes:
             s.payload_bytes = int(metrics.median(payloads))
         s.phase_full_step_s = metrics.median([p.step_time_s + p.input_s for p in phases])
-        s.comm_share = metrics.share(s.allreduce_s, s.phase_full_step_s)
-        shares = [
-            metrics.share(x, p.step_time_s + p.input_s)
-            for x, p in zip(exchanges, phases, strict=True)
-        ]
-        s.comm_share_err = metrics.median_halfwidth(shares)
-        s.input_share = metrics.share(s.input_s, s.phase_full_step_s)
+        whole = s.step_time_s or s.phase_full_step_s
+        s.phase_parts_s = s.compute_s + s.allreduce_s + s.apply_s + s.input_s
+        s.phase_consistent = metrics.parts_fit_whole(
+            s.phase_parts_s,
+            whole,
+            [s.compute_err_s, s.allreduce_err_s, s.apply_err_s, self._step_halfwidth()],
+        )
+        s.comm_share = metrics.share(s.allreduce_s, whole)
+        if s.allreduce_err_s is not None and whole:
+            s.comm_share_err = s.allreduce_err_s / whole
+        s.input_share = metrics.share(s.input_s, whole)
         if s.allreduce_s > 0:
             s.compute_comm_ratio = s.compute_s / s.allreduce_s
-        # below 3 probes the noise is unknown: no slack, the passes must fit as measured
-        slack = (s.compute_err_s or 0.0) + (s.allreduce_err_s or 0.0)
-        s.phase_consistent = s.compute_s + s.allreduce_s <= s.phase_step_time_s + slack
         if s.payload_bytes and s.devices > 1:
             if s.allreduce_s > 0:
                 s.algbw_bytes_s = metrics.algbw_bytes_s(s.payload_bytes, s.allreduce_s)
@@ -344,6 +407,10 @@ class RunAccumulator:
                 s.busbw_total_bytes_s = metrics.busbw_bytes_s(
                     s.algbw_total_bytes_s, s.devices, s.exchange
                 )
+
+    def _step_halfwidth(self) -> float | None:
+        """The median step time's 95 % half-width (``None`` below 3 steps)."""
+        return metrics.median_halfwidth(self._step_times) if self._step_times else None
 
     def _summarize_imbalance(self, s: RunSummary) -> None:
         if self._gpu_util:

@@ -29,6 +29,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from gpuscale.analysis.exchange import Exchange, exchange_of
+from gpuscale.analysis.script_runs import scaling_of
 from gpuscale.analysis.topology import link_of_run
 from gpuscale.errors import GpuscaleError
 from gpuscale.events import limits
@@ -61,6 +62,9 @@ _Payload = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_PAYLOAD_BYTES)]
 _LinkRate = Annotated[float, msgspec.Meta(ge=1, le=limits.MAX_BYTES_S)]
 _Version = Annotated[int, msgspec.Meta(ge=1)]
 _Price = Annotated[float, msgspec.Meta(gt=0, le=1e9)]
+_Fraction = Annotated[float, msgspec.Meta(gt=0, lt=1)]
+_Share = Annotated[float, msgspec.Meta(ge=0, le=1e6)]
+_MoreSteps = Annotated[int, msgspec.Meta(ge=0, le=limits.MAX_STEPS)]
 
 
 class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
@@ -97,6 +101,20 @@ class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknow
     ``allreduce_s`` no larger than it is *not resolved*: within the probes' noise."""
     probes: _Steps | None = None
     """Phase probes ``allreduce_s`` is the median of (from a recording)."""
+    comm_share_err: _Share | None = None
+    """95 % half-width of the measured exposed share over the probes (a fraction of
+    the step, like ``comm_share``; from a recording, 3 probes or more)."""
+    step_time_err: _Share | None = None
+    """95 % half-width of ``step_time_s`` over it (a fraction; from a recording
+    made with ``--precision``)."""
+    precision_asked: _Fraction | None = None
+    """The run's ``--precision`` (a 95 % half-width, a fraction of the step)."""
+    precision_reached: _Share | None = None
+    """With ``precision_asked``: the worse of ``step_time_err`` and, with several
+    devices, ``comm_share_err`` (``None`` while either is unknown)."""
+    precision_more_steps: _MoreSteps | None = None
+    """With ``precision_asked``: 0 when reached, else about how many more counted
+    steps would likely reach it (``None``: no probe to tell)."""
     allreduce_total_s: _Duration | None = None
     apply_s: _Duration | None = None
     input_s: _Duration | None = None
@@ -145,7 +163,12 @@ class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknow
     efficiency_high: float | None = None
     coverage: float | None = None
     """Output only, predicted points: the stated coverage of the ``*_low``/``*_high``
-    ranges (e.g. 0.8: the range held for 80 % of held-out predictions)."""
+    ranges (e.g. 0.8: the range held for 80 % of held-out predictions); ``None``
+    with a range: the range is a guess (:attr:`coverage_basis` says why)."""
+    coverage_basis: str | None = None
+    """Output only, predicted points with a range: what the range was calibrated
+    on, in words (published ring tables, or a guess from a few seed tables for an
+    exchange the published tables do not cover, :mod:`gpuscale.analysis.predict`)."""
 
     @property
     def exchange_kind(self) -> str:
@@ -166,6 +189,9 @@ class SweepFile(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown
     """Output only: the fitted scaling models."""
     recommendation: Any | None = None
     """Output only: the recommendation."""
+    sweep_wall_s: float | None = None
+    """Output only: seconds a live sweep took, all its counts (TensorFlow's start
+    included)."""
 
 
 class Sweep(msgspec.Struct, kw_only=True):
@@ -178,6 +204,8 @@ class Sweep(msgspec.Struct, kw_only=True):
     """One line each, already naming the file: what the readers forgave (a cut last
     line, a missing end event) and inputs counted once though given twice."""
     available_devices: int | None = None
+    wall_s: float | None = None
+    """Seconds a live sweep took, all its counts; ``None`` for ``--from``."""
 
 
 def normalize(point: SweepPoint, where: str = "") -> SweepPoint:
@@ -331,9 +359,10 @@ def config_label(start: Any) -> str:
     all_reduce = cfg.get("all_reduce")
     if all_reduce and all_reduce != "auto":
         parts.append(str(all_reduce))
-    if start.scaling == "weak" and start.per_replica_batch:
+    scaling = scaling_of(start)
+    if scaling == "weak" and start.per_replica_batch:
         parts.append(f"batch {start.per_replica_batch}/replica")
-    elif start.scaling == "strong" and start.global_batch:
+    elif scaling == "strong" and start.global_batch:
         parts.append(f"global batch {start.global_batch}")
     if start.mixed_precision:
         parts.append("mixed precision")
@@ -343,12 +372,16 @@ def config_label(start: Any) -> str:
 
 
 def point_from_summary(summary: Any, start: Any, source: str) -> SweepPoint:
-    """One recording's :class:`~gpuscale.analysis.summary.RunSummary` as a sweep point."""
+    """One recording's :class:`~gpuscale.analysis.summary.RunSummary` as a sweep point.
+    Its phases come along only where they add up to the step
+    (:attr:`~gpuscale.analysis.summary.RunSummary.phase_consistent`): otherwise the
+    point keeps its probe count and no phase, so every view says "not resolved"."""
     if summary.step_time_s is None:
         raise GpuscaleError(f"{source}: no counted steps (the run ended during warm-up)")
     cfg = start.config or {}
     device_name = start.devices[0].name if start.devices else None
     interconnect_text, interconnect_bytes_s = _interconnect_of(summary, start)
+    split = summary.phase_consistent is not False
     point = SweepPoint(
         devices=summary.devices,
         scaling=summary.scaling if summary.scaling in ("weak", "strong") else "weak",
@@ -359,13 +392,19 @@ def point_from_summary(summary: Any, start: Any, source: str) -> SweepPoint:
         step_time_s=summary.step_time_s,
         steps=summary.steps_counted or None,
         spread=summary.spread,
-        compute_s=summary.compute_s,
-        allreduce_s=summary.allreduce_s,
-        allreduce_err_s=summary.allreduce_err_s,
+        # phases that do not add up to the step are no measurement (not resolved)
+        compute_s=summary.compute_s if split else None,
+        allreduce_s=summary.allreduce_s if split else None,
+        allreduce_err_s=summary.allreduce_err_s if split else None,
         probes=summary.phase_steps or None,
+        comm_share_err=summary.comm_share_err if summary.devices > 1 and split else None,
+        step_time_err=summary.step_time_rel_err,
+        precision_asked=summary.precision_asked,
+        precision_reached=summary.precision_reached,
+        precision_more_steps=summary.precision_more_steps,
         allreduce_total_s=summary.allreduce_total_s,
-        apply_s=summary.apply_s,
-        input_s=summary.input_s,
+        apply_s=summary.apply_s if split else None,
+        input_s=summary.input_s if split else None,
         payload_bytes=summary.payload_bytes or None,
         exchange=exchange_of(cfg.get("strategy") or start.strategy, cfg.get("all_reduce")),
         workers=summary.workers,
@@ -511,6 +550,7 @@ def sweep_document(
     available_devices: int | None = None,
     models: list[Any] | None = None,
     recommendation: Any | None = None,
+    sweep_wall_s: float | None = None,
 ) -> dict[str, Any]:
     """The sweep file as plain data (what ``--json`` prints and ``--from`` reads)."""
     doc = SweepFile(
@@ -520,5 +560,6 @@ def sweep_document(
         points=[msgspec.to_builtins(p) for p in points],
         models=models,
         recommendation=recommendation,
+        sweep_wall_s=sweep_wall_s,
     )
     return msgspec.to_builtins(doc)

@@ -166,11 +166,18 @@ def _positive_int(text: str) -> int:
 
 def _count_list(text: str) -> list[int]:
     try:
-        counts = sorted({int(part) for part in text.split(",") if part.strip()})
+        given = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"expected device counts like 1,2,4, got {text!r}"
         ) from None
+    counts = sorted(set(given))
+    if len(counts) != len(given):
+        twice = sorted({n for n in given if given.count(n) > 1})
+        raise argparse.ArgumentTypeError(
+            f"{text!r} gives {', '.join(map(str, twice))} more than once: "
+            "each device count is one run; give each once"
+        )
     if not counts or counts[0] < 1:
         raise argparse.ArgumentTypeError(f"expected device counts like 1,2,4, got {text!r}")
     if counts[-1] > MAX_DEVICES:
@@ -211,31 +218,31 @@ def main(args) -> int:
         raise GpuscaleError("--watch shows the sweep on screen; leave it out for --json")
     signal_name = None
     if args.inputs:
-        from gpuscale.analysis.sweep import load_inputs
-        from gpuscale.recording.sweeps import resolve_inputs
-
-        resolved = resolve_inputs(args.inputs)  # a sweep's name: its measured recordings
-        sweep = load_inputs(as_given(args.inputs, resolved.paths))
-        sweep.notes = [*resolved.notes, *sweep.notes]
-        heading = join_clauses(resolved.notes) or None
-        print_warnings(sweep.warnings)
+        sweep, heading = load_from(args.inputs)
     elif command := split_command(args.command):
         if args.watch:
             raise GpuscaleError(
                 "--watch sweeps the built-in trainer; sweep your script without it: "
                 "gpuscale recommend -- python train.py"
             )
+        from gpuscale.commands.recommend_live import SweepInterrupted
         from gpuscale.commands.recommend_script import run_script_sweep
 
-        sweep, heading = run_script_sweep(args, command, quiet=args.json)
+        try:
+            sweep, heading = run_script_sweep(args, command, quiet=args.json)
+        except SweepInterrupted as stopped:  # what ran is printed, then exit 130
+            sweep, heading, signal_name = stopped.sweep, stopped.heading, stopped.signal_name
     elif args.watch and sys.stdout.isatty():
         from gpuscale.commands.recommend_watch import watch_sweep
 
         sweep, heading, signal_name = watch_sweep(args, floor)
     else:
-        from gpuscale.commands.recommend_live import run_sweep
+        from gpuscale.commands.recommend_live import SweepInterrupted, run_sweep
 
-        sweep, heading = run_sweep(args, quiet=args.json)
+        try:
+            sweep, heading = run_sweep(args, quiet=args.json)
+        except SweepInterrupted as stopped:  # what ran is printed, then exit 130
+            sweep, heading, signal_name = stopped.sweep, stopped.heading, stopped.signal_name
         if args.watch:  # piped or redirected: a screen would write escape codes for ever
             # said after the sweep, so that a refused configuration stays one line
             print(
@@ -256,6 +263,29 @@ def main(args) -> int:
         price=args.price_per_device_hour,
     )
     return EXIT_INTERRUPTED if signal_name else code
+
+
+def load_from(inputs: list) -> tuple:
+    """``--from``'s inputs (files, sweep names) -> the sweep and its heading; what
+    the readers forgave is said on stderr. Shared with ``replay`` off a terminal."""
+    from gpuscale.analysis.sweep import load_inputs
+    from gpuscale.recording.sweeps import resolve_inputs
+
+    resolved = resolve_inputs(inputs)  # a sweep's name: its measured recordings
+    sweep = load_inputs(as_given([str(name) for name in inputs], resolved.paths))
+    sweep.notes = [*resolved.notes, *sweep.notes]
+    print_warnings(sweep.warnings)
+    return sweep, join_clauses(resolved.notes) or None
+
+
+def print_from(inputs: list) -> int:
+    """What ``gpuscale recommend --from INPUTS`` prints, with its defaults."""
+    from gpuscale.analysis.recommend import DEFAULT_MIN_EFFICIENCY
+
+    sweep, heading = load_from(inputs)
+    return report(
+        sweep, floor=DEFAULT_MIN_EFFICIENCY, max_devices=None, as_json=False, heading=heading
+    )
 
 
 _NOTING: dict[type, type] = {}
@@ -338,6 +368,7 @@ def report(
             available_devices=sweep.available_devices,
             models=msgspec.to_builtins(rec.models),
             recommendation=body,
+            sweep_wall_s=sweep.wall_s,
         )
         # msgspec encodes 100k points in well under a second (json.dump with an indent
         # writes piece by piece in pure Python: half a minute), and writes a non-finite

@@ -19,7 +19,7 @@ from gpuscale.analysis.sweep import Sweep, SweepPoint, point_from_summary
 from gpuscale.analysis.topology import best_subset, pair_class
 from gpuscale.errors import EXIT_FAILED, GpuscaleError
 from gpuscale.events.schema import EndEvent, StepEvent, SweepRef, Topology
-from gpuscale.formatting import format_duration_s, format_ms
+from gpuscale.formatting import format_ms, plural
 from gpuscale.recording.sweeps import new_sweep_id
 
 if TYPE_CHECKING:
@@ -65,6 +65,10 @@ def plan(args: argparse.Namespace) -> tuple[list[int], str, list[int] | None, in
         )
     if getattr(args, "devices", None):
         limit = min(limit, args.devices) if found.ok else args.devices
+    if not found.ok:  # the trainer's sweep checks this with its options; a script's here
+        from gpuscale.trainer.options import TrainConfig, check_cpu_devices
+
+        check_cpu_devices(TrainConfig(devices=getattr(args, "devices", None)), args.sweep)
     counts = args.sweep or _doublings(limit)
     if found.ok and counts[-1] > len(pool or []):
         raise GpuscaleError(
@@ -205,8 +209,7 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
     heading += f"; {where}"
     if not quiet:
         console.print(
-            f"Running the trainer on {', '.join(map(str, counts))} devices, one run each, "
-            f"in {where}:",
+            f"Running the trainer on {plural(counts, 'device')}, one run each, in {where}:",
             style="bold",
             markup=False,
         )
@@ -215,6 +218,7 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
     points: list[SweepPoint] = []
     sources: list[str] = []
     sweep_start = time.perf_counter()
+    stopped_by: str | None = None
     try:
         for i, (n, config) in enumerate(zip(counts, configs, strict=True)):
             if shared is not None:
@@ -227,9 +231,18 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
             try:
                 run.start()
                 _follow(run, acc, n, config.steps, console, quiet, starting)
+            except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (gpuscale.cli)
+                ignore_stop_signals()  # a second one must not cut the stop short
+                stopped_by = exc.args[0] if exc.args else "Ctrl-C"
+                console.print(
+                    f"gpuscale: stopping the {n}-device run ({stopped_by})...",
+                    markup=False,
+                )
             finally:
                 if not run.done:
                     run.stop()
+            if stopped_by is not None:
+                break
             if run.error is not None or acc.start is None or acc.summary().step_time_s is None:
                 message = (
                     run.error.message if run.error is not None else "the run ended without steps"
@@ -256,16 +269,41 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
     finally:
         if shared is not None:
             shared.close()
-    if not quiet:
-        known = f", each until known to ±{base.precision:.0%}" if base.precision else ""
-        console.print(
-            f"The sweep took {format_duration_s(time.perf_counter() - sweep_start)} "
-            f"({len(points)} run{'s' if len(points) != 1 else ''}{known}).",
-            markup=False,
-        )
-        if not args.no_record:
-            say_sweep_recorded(console, sweep_id)
-    return Sweep(points=points, sources=sources, available_devices=available), heading
+    wall_s = time.perf_counter() - sweep_start  # said with the result (stdout, --json)
+    if stopped_by is not None and not points:
+        raise KeyboardInterrupt(stopped_by)  # nothing measured: "gpuscale: interrupted"
+    if not quiet and not args.no_record:
+        say_sweep_recorded(console, sweep_id)
+    sweep = Sweep(points=points, sources=sources, available_devices=available, wall_s=wall_s)
+    if stopped_by is not None:
+        measured = plural([p.devices for p in points], "device")
+        heading = f"{heading}; stopped ({stopped_by}) after {measured}: recommending from those"
+        raise SweepInterrupted(sweep, heading, stopped_by)
+    return sweep, heading
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """A live sweep stopped by Ctrl-C (or SIGTERM, SIGHUP) after at least one count
+    was measured: what was measured, for the report printed before exit 130."""
+
+    def __init__(self, sweep: Sweep, heading: str, signal_name: str):
+        super().__init__(signal_name)
+        self.sweep = sweep
+        self.heading = heading
+        self.signal_name = signal_name
+
+
+def ignore_stop_signals() -> None:
+    """From now on SIGINT, SIGTERM and SIGHUP are ignored: gpuscale is stopping
+    its trainer and then prints what ran (a second Ctrl-C must not cut that short)."""
+    import signal
+
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            try:
+                signal.signal(getattr(signal, name), signal.SIG_IGN)
+            except (ValueError, OSError):  # not the main thread
+                pass
 
 
 def shared_process(

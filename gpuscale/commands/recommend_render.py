@@ -12,6 +12,7 @@ from rich.text import Text as _RichText
 
 from gpuscale.analysis.decide import own_speedup, table_base
 from gpuscale.analysis.metrics import resolved
+from gpuscale.analysis.phase_report import count_precision_text
 from gpuscale.analysis.recommend import Recommendation
 from gpuscale.analysis.sweep import Sweep
 from gpuscale.commands.console import text_console
@@ -50,6 +51,12 @@ def pct_with_range(value: float | None, low: float | None, high: float | None) -
     return f"{text} ({format_fraction_pct(low)}\u2013{format_fraction_pct(high)})"
 
 
+EXPOSED_SHARE_MEANS = (
+    "exposed comm: the exposed all-reduce over the median step (the share run and replay say)"
+)
+"""Said under a table with a measured exposed share: which whole it is a share of."""
+
+
 def measured_share(point, long: bool = True) -> str:
     """A measured exposed share with how well it is known: ``12% ±2 (14 probes)``
     (``12% ±2 (14)`` short), ``not resolved (14 probes)`` where the exposed
@@ -61,16 +68,81 @@ def measured_share(point, long: bool = True) -> str:
     if not probes or point.devices <= 1:
         return text
     count = (f" ({probes} probe{'s' if probes != 1 else ''})") if long else f" ({probes})"
+    if point.comm_share is None or not resolved(point.allreduce_s, err):
+        # phases that did not add up, or an exchange within its noise (or 0 from
+        # fewer than 3 probes): the words of the run's own summary
+        return "not resolved" + count
     if err is None or not step:  # fewer than 3 probes: no range
         return text + count
-    if not resolved(point.allreduce_s, err):
-        return "not resolved" + count
     width = err / step * 100
     return f"{text} ±{width:.0f}{count}" if width >= 1 else f"{text} ±{width:.1f}{count}"
 
 
+def precision_lines(rec: Recommendation, sweep: Sweep) -> list[str]:
+    """With ``--precision``: for each measured count, whether its step time and
+    exposed share reached it, what they reached (±), in how many counted steps,
+    and for a count that ran out of ``--steps`` first, about how many more steps
+    would reach it (the words of ``run``'s summary:
+    :func:`gpuscale.analysis.phase_report.precision_words`); then how long the
+    whole sweep took. Empty when no count was run with ``--precision`` and the
+    sweep's time is not known (``--from``)."""
+    rows = [r for r in rec.table if not r.predicted and r.precision_asked is not None]
+    lines: list[str] = []
+    if rows:
+        asked = {r.precision_asked for r in rows}
+        one = len(asked) == 1
+        if one:
+            lines.append(
+                f"Precision asked: \u00b1{format_fraction_pct(rows[0].precision_asked, 1)} "
+                "(95% range of the median step time and of the exposed share), "
+                "each count run until known to it, --steps at most:"
+            )
+        else:
+            lines.append("Precision asked (95% ranges), each count run until known to it:")
+        several = len({r.config for r in rows}) > 1
+        for r in rows:
+            lines.append("  " + count_precision_text(r, several=several, with_asked=not one))
+    if sweep.wall_s is not None:
+        runs = len({(p.config, p.devices) for p in sweep.points})
+        lines.append(
+            f"The sweep took {format_duration_s(sweep.wall_s)} "
+            f"({runs} run{'s' if runs != 1 else ''}, TensorFlow's start included)."
+        )
+    return lines
+
+
 ROWS_SHOWN = 12
 """Rows shown at each end of a long table (a sweep of thousands of counts)."""
+
+
+def predictions_reach_line(rec: Recommendation, sweep: Sweep) -> str | None:
+    """How far the predicted rows go and why, so a live sweep and ``--from`` of its
+    recordings (the same measurements) say why their tables differ: a live sweep
+    knows the machine's devices and predicts no further; a recording does not say
+    how many its machine had, so ``--from`` predicts up to the default limit.
+    ``None`` where the sweep predicted nothing."""
+    predicted = [r.devices for r in rec.table if r.predicted]
+    measured = [r.devices for r in rec.table if not r.predicted]
+    if not measured:
+        return None
+    top = max(measured)
+    if sweep.available_devices and rec.device_limit == sweep.available_devices:
+        if predicted or top < sweep.available_devices:
+            return None  # the machine has more devices than measured: its rows say so
+        n = sweep.available_devices
+        return (
+            f"  no predictions past the {n} device{'s' if n != 1 else ''} available (this "
+            "machine's, or a sweep file's available_devices), all measured; --max-devices N "
+            "predicts further (recordings do not say their machine's devices: --from of them "
+            "predicts up to 8)"
+        )
+    if predicted and rec.device_limit is None and not sweep.available_devices:
+        return (
+            f"  predicted up to {max(predicted)} devices: the input does not say how many "
+            "devices its machine has (--max-devices N stops there; a live sweep stops at the "
+            "machine's own)"
+        )
+    return None
 
 
 def _rows_shown(rows: list, chosen: int | None) -> set[int]:
@@ -157,7 +229,7 @@ def table_columns(
             else:
                 share = "~" + share
                 legend["~ exposed comm estimated by the model"] = None
-        elif layout.exposed_comm and r.comm_share is not None:
+        elif layout.exposed_comm and (r.comm_share is not None or (r.probes and r.devices > 1)):
             share = measured_share(r, long)
             if not long and r.probes:
                 legend["exposed comm: ± 95% range, (n) probes"] = None
@@ -305,17 +377,31 @@ def render(
             console.print(Text(f"  ... {hidden:,} rows not shown (--json has them)", style="dim"))
         if legend:
             console.print(Text("  " + "; ".join(legend), style="dim"))
+        if any(col.header == "exposed comm" for col in columns) and any(
+            r.devices > 1 and not r.predicted and (r.probes or r.comm_share) for r in rows
+        ):
+            console.print(Text(f"  {EXPOSED_SHARE_MEANS}", style="dim"))
         coverages = {r.coverage for r in rows if r.predicted and r.coverage is not None}
-        if coverages:
+        guesses = {
+            r.coverage_basis
+            for r in rows
+            if r.predicted and r.coverage is None and r.throughput_low is not None
+        }
+        if coverages or guesses:
             shape = (
                 "range: low\u2013high of the predicted samples/s"
                 if any(col.header == "range" for col in columns)
                 else "predicted: value (low\u2013high)"
             )
+            # a guessed range (an exchange the published tables lack) says so, not 80 %
+            said = (
+                f"{format_fraction_pct(max(coverages))} ranges calibrated on published scaling tables"
+                if coverages
+                else next(iter(guesses)) or "a guess, not a calibrated range"
+            )
             console.print(
                 Text(
-                    f"  {shape}: {format_fraction_pct(max(coverages))} ranges calibrated on "
-                    "published scaling tables (README: How good are the predictions?)",
+                    f"  {shape}: {said} (README: How good are the predictions?)",
                     style="dim",
                 )
             )
@@ -336,6 +422,11 @@ def render(
                     style="dim",
                 )
             )
+    for line in precision_lines(rec, sweep):
+        console.print(Text(line, style="yellow" if "not reached" in line else ""))
+    reach = predictions_reach_line(rec, sweep)
+    if reach:
+        console.print(Text(reach, style="dim"))
     if chart:
         print_chart(rec, console)
     verdict = "SINGLE device" if rec.verdict == "single" else f"MULTI: {rec.devices} devices"

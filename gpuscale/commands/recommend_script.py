@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 
 from gpuscale.analysis.script_runs import settle_script_runs
 from gpuscale.analysis.summary import RunAccumulator, RunSummary
 from gpuscale.analysis.sweep import Sweep, point_from_summary
 from gpuscale.errors import EXIT_FAILED, GpuscaleError
 from gpuscale.events.schema import EndEvent, StartEvent, StepEvent, SweepRef
-from gpuscale.formatting import format_ms
+from gpuscale.formatting import format_ms, plural
 from gpuscale.recording.sweeps import new_sweep_id
 
 
@@ -34,7 +35,9 @@ def run_script_sweep(
     """Run ``command`` at each device count of the plan; the measured points as a Sweep."""
     from gpuscale.commands.console import text_console
     from gpuscale.commands.recommend_live import (
+        SweepInterrupted,
         count_gpus,
+        ignore_stop_signals,
         picked_gpus_note,
         plan,
         say_sweep_recorded,
@@ -48,7 +51,7 @@ def run_script_sweep(
     console = text_console(stderr=True, highlight=False)
     if not quiet:
         console.print(
-            f"Running {' '.join(command)} on {', '.join(map(str, counts))} devices, one run each:",
+            f"Running {' '.join(command)} on {plural(counts, 'device')}, one run each:",
             style="bold",
             markup=False,
         )
@@ -57,6 +60,8 @@ def run_script_sweep(
             console.print(f"gpuscale: {picked}", style="yellow", markup=False)
     runs: list[tuple[RunSummary, StartEvent, str]] = []
     sweep_id = new_sweep_id()
+    began = time.perf_counter()
+    stopped_by: str | None = None
     for index, n in enumerate(counts):
         env = {
             **os.environ,
@@ -68,9 +73,15 @@ def run_script_sweep(
         try:
             run.start()
             _follow(run, acc, n, console, quiet)
+        except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (gpuscale.cli)
+            ignore_stop_signals()  # a second one must not cut the stop short
+            stopped_by = exc.args[0] if exc.args else "Ctrl-C"
+            console.print(f"gpuscale: stopping the {n}-device run ({stopped_by})...", markup=False)
         finally:
             if not run.done:
                 run.stop()
+        if stopped_by is not None:
+            break
         summary = acc.summary() if acc.start is not None else None
         if run.error is not None or summary is None or summary.step_time_s is None:
             message = (
@@ -97,10 +108,22 @@ def run_script_sweep(
             )
         source = str(run.recording_path) if run.recording_path else f"{n}-device run (not recorded)"
         runs.append((summary, acc.start, source))
+    if stopped_by is not None and not runs:
+        raise KeyboardInterrupt(stopped_by)  # nothing measured: "gpuscale: interrupted"
     points = [point_from_summary(s, start, src) for s, start, src in settle_script_runs(runs)]
     if not quiet and not args.no_record:
         say_sweep_recorded(console, sweep_id)
-    return Sweep(points=points, sources=[r[2] for r in runs], available_devices=available), heading
+    sweep = Sweep(
+        points=points,
+        sources=[r[2] for r in runs],
+        available_devices=available,
+        wall_s=time.perf_counter() - began,
+    )
+    if stopped_by is not None:
+        measured = plural([p.devices for p in points], "device")
+        heading = f"{heading}; stopped ({stopped_by}) after {measured}: recommending from those"
+        raise SweepInterrupted(sweep, heading, stopped_by)
+    return sweep, heading
 
 
 def _follow(run, acc: RunAccumulator, n: int, console, quiet: bool) -> None:

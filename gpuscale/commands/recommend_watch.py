@@ -7,6 +7,12 @@ from the counts measured, saying so."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
 
 from gpuscale.analysis.sweep import Sweep
 from gpuscale.errors import EXIT_INTERRUPTED, GpuscaleError
@@ -49,11 +55,14 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep, str, str
     else:
         runner = LiveSweep(view, configs, record=not args.no_record)
     app = SweepApp(view, runner=runner)
+    app.source = _SweepStop(runner, shared)  # type: ignore[attr-defined]
+    began = time.perf_counter()
     try:
         signal_name = run_until_stop_signal(app)
     finally:
         if shared is not None:
-            shared.close()  # a count the view never reached is not left running
+            with _stop_signals_ignored():  # a second Ctrl-C must not cut the stop short
+                shared.close()  # a count the view never reached is not left running
     final = runner.view
     if not final.points:
         why = runner.failure or "stopped before the first device count was measured"
@@ -66,5 +75,50 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep, str, str
         state = f"{runner.failure}; " + (state or "recommending from what was measured")
     recorded = None if args.no_record else f"recorded as {runner.sweep_id}"
     heading = join_clauses((heading, *notes, state, recorded))
-    sweep = Sweep(points=final.points, sources=final.sources, available_devices=available)
+    sweep = Sweep(
+        points=final.points,
+        sources=final.sources,
+        available_devices=available,
+        wall_s=time.perf_counter() - began,
+    )
     return sweep, heading, signal_name
+
+
+@contextlib.contextmanager
+def _stop_signals_ignored() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP ignored inside (the main thread only): the
+    screen is gone and its handlers with it, and a signal raised as
+    KeyboardInterrupt there would end gpuscale with the count in progress
+    unrecorded. What runs inside is bounded (a run stops within seconds)."""
+    previous = {}
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        signum = getattr(signal, name, None)
+        if signum is not None and threading.current_thread() is threading.main_thread():
+            previous[signum] = signal.signal(signum, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+class _SweepStop:
+    """The sweep as :func:`gpuscale.ui.app.run_until_stop_signal` stops a live source
+    on SIGINT, SIGTERM or SIGHUP: from its own thread, whatever the screen does.
+    ``stop`` returns once the count in progress has stopped (its recording ended
+    ``stopped``) and no other will begin; only then may a second signal end the
+    process (``run.wait``: nothing more to wait for), so the counts measured are
+    kept and the report printed."""
+
+    def __init__(self, runner: Any, shared: Any) -> None:
+        self.runner = runner
+        self.shared = shared
+        self.run = self
+
+    def stop(self) -> None:
+        self.runner.stop()  # the run in progress, at once; no other begins
+        if self.shared is not None:
+            self.shared.close()  # between two counts too: the process ends its count
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return True  # stop() returned: the sweep's runs are over

@@ -166,14 +166,19 @@ def _sweep_view(files: list[Path], groups: list | None = None):
 def _show_sweep(view, files: list[Path]) -> int:
     import sys
 
-    from gpuscale.errors import EXIT_INTERRUPTED, GpuscaleError
+    from gpuscale.errors import EXIT_INTERRUPTED
 
     if not sys.stdout.isatty():  # a screen off a terminal would write escape codes forever
+        from gpuscale.commands.recommend import print_from
+
+        code = print_from(list(files))  # the same result as text
         listed = " ".join(map(str, files))
-        raise GpuscaleError(
-            f"the scaling view needs a terminal and stdout is not one; "
-            f"'gpuscale recommend --from {listed}' prints the same as text"
+        print(
+            "gpuscale: replay shows the scaling view in a terminal; stdout is not one, so "
+            f"this is the text of 'gpuscale recommend --from {listed}'",
+            file=sys.stderr,
         )
+        return code
     from gpuscale.ui.app import run_until_stop_signal
     from gpuscale.ui.sweep_app import SweepApp
 
@@ -188,8 +193,9 @@ def print_summary(events: list, path: Path) -> None:
 
     from gpuscale.analysis.summary import summarize
     from gpuscale.commands.run import print_run_summary
-    from gpuscale.events.schema import EndEvent, ErrorEvent
+    from gpuscale.events.schema import EndEvent, ErrorEvent, StartEvent
 
+    start = next(e for e in reversed(events) if isinstance(e, StartEvent))  # the run's own
     end = events[-1] if isinstance(events[-1], EndEvent) else None
     summary = msgspec.to_builtins(summarize(events))
     shown_end = SimpleNamespace(
@@ -198,7 +204,7 @@ def print_summary(events: list, path: Path) -> None:
     )
     print_run_summary(
         SimpleNamespace(
-            start_event=events[0],
+            start_event=start,
             end=shown_end,
             error=next((e for e in events if isinstance(e, ErrorEvent)), None),
             recording_path=None,

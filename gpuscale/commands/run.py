@@ -18,16 +18,22 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from gpuscale.analysis.metrics import resolved
+from gpuscale.analysis.phase_report import (
+    parts_note,
+    phase_items,
+    phases_heading,
+    precision_text,
+    probes_text,
+)
+from gpuscale.analysis.script_runs import note_of, scaling_of
+from gpuscale.analysis.summary import RunSummary
 from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from gpuscale.events.schema import ErrorEvent, LogEvent, StartEvent, StepEvent
 from gpuscale.formatting import (
     format_bytes,
     format_duration_s,
-    format_fraction_pct,
-    format_phase_in_step_s,
-    format_phase_s,
     format_samples_s,
+    plural,
     visible,
 )
 from gpuscale.live.terminal import settle_visible
@@ -62,12 +68,23 @@ def register(sub) -> None:
 
 
 def check_record_path(path: Path | None) -> None:
-    """Refuse a ``--record`` path that is a folder or an existing file (a
-    recording is never overwritten), in one line that says what to give."""
-    if path is None or not path.exists():
+    """Refuse a ``--record`` path that is a folder, an existing file (a
+    recording is never overwritten) or in a folder that does not exist (a typo
+    would otherwise make it), in one line that says what to give."""
+    if path is None:
         return
     from gpuscale.errors import GpuscaleError
 
+    parent = path.parent
+    if parent.exists() and not parent.is_dir():
+        raise GpuscaleError(f"--record {path}: {parent} is a file, not a folder")
+    if not parent.is_dir():
+        raise GpuscaleError(
+            f"--record {path}: the folder {parent} does not exist; create it first, or leave "
+            "out --record to record to the runs folder"
+        )
+    if not path.exists():
+        return
     if path.is_dir():  # a file is what is written: say where one could go
         raise GpuscaleError(
             f"--record {path}: is a folder; give a file path, e.g. "
@@ -86,14 +103,16 @@ def main(args: argparse.Namespace) -> int:
     from gpuscale.live.script_run import script_run_from_args, split_command, wants_script_run
 
     steps: int | None = config.steps
+    # run samples at the default; watch off a terminal comes here with its own
+    sampling = {"sample_interval_s": args.sample_interval} if "sample_interval" in args else {}
     if wants_script_run(args):  # your own script (-- COMMAND) or several workers
-        run = script_run_from_args(args, record)
+        run = script_run_from_args(args, record, **sampling)
         steps = None if split_command(args.command) else config.steps
     else:
         from gpuscale.commands.gpu_choice import with_best_gpus
 
         check_config(config)  # what the trainer would find only after loading TensorFlow
-        run = LiveRun(with_best_gpus(config), record=record)
+        run = LiveRun(with_best_gpus(config), record=record, **sampling)
     interrupted = False
     view = _JsonView() if args.json else _ProgressView(steps)
     try:
@@ -263,7 +282,7 @@ def _strategy(start) -> str:
 
 
 def _scaling(start) -> str:
-    if start.scaling == "strong":
+    if scaling_of(start) == "strong":
         return f"strong scaling (global batch {start.global_batch} = {start.per_replica_batch} per replica)"
     return (
         f"weak scaling ({start.per_replica_batch} per replica, global batch {start.global_batch})"
@@ -273,71 +292,45 @@ def _scaling(start) -> str:
 _ms = format_duration_s
 
 
+def run_summary_of(s: dict[str, Any], replicas: int) -> RunSummary:
+    """An end event's summary (a dict) as a :class:`RunSummary` over ``replicas``
+    devices; what does not read as one (a damaged summary) is left out."""
+    import msgspec
+
+    try:
+        summary = msgspec.convert(s, RunSummary)
+    except msgspec.ValidationError:
+        summary = RunSummary()
+    summary.devices = max(1, replicas)
+    return summary
+
+
 def phase_lines(s: dict[str, Any], replicas: int) -> list[str]:
-    """The phase breakdown of a summary (as a dict), each phase with its uncertainty
-    (95 % half-width over the probes) or "not resolved" where it is within its noise."""
-    n = s["phase_steps"]
-    one = replicas <= 1
-    step = s.get("phase_step_time_s")
-    compute = format_phase_in_step_s(s.get("compute_s"), s.get("compute_err_s"), step, n, replicas)
-    whole = compute.startswith("\u2248")  # compute alone fills the step: nothing left to split
-    exposed = (
-        "none (1 device: nothing to exchange)"
-        if one
-        else "not resolved"
-        if whole
-        else format_phase_s(s.get("allreduce_s"), s.get("allreduce_err_s"))
-    )
-    share, share_err = s.get("comm_share"), s.get("comm_share_err")
-    resolved_exchange = resolved(s.get("allreduce_s"), s.get("allreduce_err_s"))
-    if not one and not whole and share is not None and resolved_exchange:
-        plus_minus = f" ± {share_err * 100:.1f} points" if share_err is not None else ""
-        exposed += f" ({share:.1%}{plus_minus} of the step)"
-    ranges = "95% ranges" if n >= 3 else "too few for ranges"
+    """The phase breakdown of a summary (as a dict), in the dashboard's words
+    (:mod:`gpuscale.analysis.phase_report`): each phase with its uncertainty (95 %
+    half-width over the probes) or "not resolved" where it is within its noise,
+    then the probes: how many, their share of the wall clock against the budget,
+    and whether the exposed share is known to the target precision."""
+    summary = run_summary_of(s, replicas)
     lines = [
-        f"  phases ({n} probe{'s' if n != 1 else ''}, {ranges}; against the probed steps' median "
-        f"{_ms(step)}):",
-        f"    compute {compute}, "
-        f"exposed all-reduce {exposed}, "
-        f"apply {format_phase_in_step_s(s.get('apply_s'), s.get('apply_err_s'), step, n)}, "
-        f"input wait {_ms(s.get('input_s'))}",
+        f"  phases ({phases_heading(summary)}):",
+        "    " + ", ".join(f"{item.label} {item.value}" for item in phase_items(summary)),
     ]
-    if s.get("phase_consistent") is False:
-        lines.append(
-            "  [yellow]the probe's passes take longer than the probed steps (compute + "
-            "all-reduce above the step): the breakdown is not resolved[/]"
-        )
-    if s.get("probe_cost_s"):
-        cost = f"  probes took {_ms(s['probe_cost_s'])} of wall clock, between steps"
-        counted, step = s.get("steps_counted"), s.get("step_time_s")
-        if counted and step:  # what the user paid, against the steps' own time
-            cost += f" (about {format_fraction_pct(s['probe_cost_s'] / (counted * step), 1)} of the steps' time)"
-        lines.append(cost)
+    apart = parts_note(summary)
+    if apart:
+        lines.append(f"  [yellow]{_escape(apart)}[/]")
+    lines.append(f"  probes: {probes_text(summary)}")
     return lines
 
 
 def precision_line(s: dict[str, Any]) -> str | None:
     """With ``--precision``: whether the run reached it, and if not, how far it got
     and about how many more steps would likely reach it (``None``: not asked)."""
-    asked = s.get("precision_asked")
-    if asked is None:
+    said = precision_text(run_summary_of(s, 1))
+    if said is None:
         return None
-    reached, more = s.get("precision_reached"), s.get("precision_more_steps")
-    target = f"±{format_fraction_pct(asked, 1)}"
-    if reached is not None and more == 0:
-        return f"  precision: {target} asked, reached (±{format_fraction_pct(reached, 1)})"
-    got = (
-        f"reached only ±{format_fraction_pct(reached, 1)}"
-        if reached is not None
-        else "not yet known (fewer than 3 steps or probes)"
-    )
-    if more is None:
-        need = "no probe ran to estimate the steps needed"
-    elif reached is None:
-        need = f"at least {more:,} more steps would be needed"
-    else:
-        need = f"about {more:,} more steps would likely reach it"
-    return f"  [yellow]precision: {target} asked, not reached by the end: {got}; {need}[/]"
+    text, reached = said
+    return f"  {text}" if reached else f"  [yellow]{text}[/]"
 
 
 def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
@@ -366,6 +359,21 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
                 else "The trainer ended before training began."
             )
         return
+    if getattr(
+        start, "provisional", False
+    ):  # the trainer never said what runs where: what was asked
+        console.print(
+            f"[bold]{_escape(start.model)}[/] on {start.num_replicas} x "
+            f"{_escape(_platform(start.platform))} (as asked): {_escape(start.strategy or '?')}"
+        )
+        steps = s.get("steps_total", 0)
+        console.print(
+            "  stopped before it started: TensorFlow was still starting and nothing was measured"
+            if not steps
+            else f"  the trainer never described the run ({plural(steps, 'step')} recorded)"
+        )
+        _print_recording(console, run)
+        return
     console.print(
         f"[bold]{_escape(start.model)}[/] on {start.num_replicas} x "
         f"{_escape(_platform(start.platform))}: {_escape(_strategy(start))}"
@@ -375,7 +383,7 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
     counted = s.get("steps_counted", 0)
     total = s.get("steps_total", 0)
     console.print(
-        f"  status: {status}, {total} steps ({counted} counted, {total - counted} warm-up)"
+        f"  status: {status}, {plural(total, 'step')} ({counted} counted, {total - counted} warm-up)"
     )
     if s.get("step_time_s") is not None:
         spread = f" (p10 {_ms(s.get('step_time_p10_s'))}, p90 {_ms(s.get('step_time_p90_s'))})"
@@ -390,7 +398,12 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
                 f"  all-reduce alone: {_ms(s['allreduce_total_s'])} for {format_bytes(s.get('payload_bytes'))} of gradients"
             )
             exposed, alone = s.get("allreduce_s"), s["allreduce_total_s"]
-            if exposed is not None and exposed > 2 * alone + 0.001:
+            shown = next(
+                i.value
+                for i in phase_items(run_summary_of(s, start.num_replicas))
+                if i.label == "exposed all-reduce"
+            )  # a figure not printed (not resolved) is not compared either
+            if exposed is not None and exposed > 2 * alone + 0.001 and "not resolved" not in shown:
                 console.print(
                     "  [yellow]the exposed all-reduce is over twice the all-reduce timed alone: the "
                     f"probes may be noisy ({s['phase_steps']} of them; a busy machine?) or replicas "
@@ -411,8 +424,13 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
     line = precision_line(s)
     if line:
         console.print(line)
-    if start.note and start.note not in shown_notes:
-        console.print(f"  [dim]note: {_escape(start.note)}[/]")
+    note = note_of(start)
+    if note and note not in shown_notes and start.note not in shown_notes:
+        console.print(f"  [dim]note: {_escape(note)}[/]")
+    _print_recording(console, run)
+
+
+def _print_recording(console, run: Any) -> None:
     if run.recording_path:
         console.print(f"  recorded to {_escape(str(run.recording_path))}")
     if run.recording_problem:

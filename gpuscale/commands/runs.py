@@ -5,10 +5,14 @@ as tables or as JSON."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
 from gpuscale.formatting import format_bytes, format_duration_s, markup_literal, visible
+
+_TIME_PREFIX = re.compile(r"^\d{8}-\d{6}_")
+"""How gpuscale's own recording names begin: the time the run started."""
 
 
 def register(sub) -> None:
@@ -69,15 +73,17 @@ def main(args: argparse.Namespace) -> int:
         print(f"No recordings in {folder} (every 'gpuscale run' saves one there).")
         return 0
 
-    from rich.console import Console
     from rich.text import Text
 
-    console = Console()
+    from gpuscale.commands.console import text_console
+    from gpuscale.recording.store import device_text
+
+    console = text_console()
     if not console.is_terminal:  # a pipe or a file: whole lines, file names included
-        console = Console(width=1000)
+        console = text_console(width=1000)
     # Strategy (and workers) only where the runs listed differ in them: a multi-worker
     # run and a mirrored one of one model are otherwise the same "mlp 2xcpu".
-    show_strategy = len({strategy_label(run) for run in runs if run.model != "?"}) > 1
+    show_strategy = len({strategy_label(run) for run in runs if run.strategy}) > 1
     labels = group_labels(groups)
     label_of = {run.path: labels[group.name] for group in groups for run in group.runs}
     rows = []
@@ -92,29 +98,34 @@ def main(args: argparse.Namespace) -> int:
                 when.strftime("%Y-%m-%d %H:%M") if when else "?",
                 label_of.get(run.path, ""),
                 markup_literal(run.model, limit=60),
-                markup_literal(
-                    f"{run.devices}x{'cpu' if run.platform.startswith('cpu') else run.platform}"
-                )
-                if run.devices
-                else "?",
+                markup_literal(device_text(run)) if run.devices else "?",
                 markup_literal(strategy_label(run), limit=40),
                 str(run.steps) if run.steps is not None else "n/a",
                 format_duration_s(run.duration_s),
                 format_bytes(run.size_bytes),
-                markup_literal(run.status),
+                markup_literal("interrupted" if run.status == "incomplete" else run.status),
                 markup_literal(name),
             )
         )
-    # File names are never broken nor hidden: the When column goes first when they do
-    # not fit (gpuscale's own names start with the time); narrower still, each run's
-    # file name gets a line of its own under the run.
-    layouts = ((True, True), (False, True), (True, False), (False, False))
-    for show_when, show_files in layouts:
+    # File names are never broken nor hidden. When the table is too wide, what the
+    # file names already say goes first: gpuscale's own names start with the time
+    # (When) and carry the model and the devices (Model, Devices); then Size.
+    # Narrower still, each run's file name gets a line of its own under the run.
+    names = [Path(run.path).name for run in runs]
+    said = _said_by_names(runs)
+    layouts = [
+        set(),
+        {"When"} & said,
+        said,
+        said | {"Size"},
+        {"When", "File"},
+        {"File"},
+    ]
+    for hidden in layouts:
         table = _table(
             folder,
             rows,
-            show_when=show_when,
-            show_files=show_files,
+            hidden=hidden,
             show_sweeps=bool(groups),
             show_strategy=show_strategy,
         )
@@ -123,10 +134,10 @@ def main(args: argparse.Namespace) -> int:
             <= console.width
         ):
             break
-    if show_files:
-        console.print(table)
+    if "File" not in hidden:
+        _print(console, table)
     else:
-        _print_with_file_lines(console, table, [Path(run.path).name for run in runs])
+        _print_with_file_lines(console, table, names)
     for line in problems:
         console.print(f"unreadable: {line}", highlight=False, markup=False)
     if groups:
@@ -142,6 +153,32 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _said_by_names(runs) -> set[str]:
+    """The columns every run's file name already says: gpuscale's own names
+    (``20261121-193000_mnist-cnn_2xcpu.ndjson``) say When, Model and Devices."""
+    from gpuscale.recording.store import device_text, name_says
+
+    said = {"When", "Model", "Devices"}
+    for run in runs:
+        name = Path(run.path).name
+        if not _TIME_PREFIX.match(name):
+            said.discard("When")
+        if not run.devices or not name_says(name, run.model, device_text(run)):
+            said -= {"Model", "Devices"}
+    return said if "When" in said else set()
+
+
+def _print(console, table) -> None:
+    """``table``; off a terminal without the spaces that pad its lines to its width."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    with console.capture() as captured:
+        console.print(table)
+    for line in captured.get().splitlines():
+        console.file.write(line.rstrip() + "\n")
+
+
 def _print_with_file_lines(console, table, names: list[str]) -> None:
     """``table`` (one line per run, no File column) with each run's file name on a
     line of its own under it, indented, whole (folded only if wider than the screen)."""
@@ -150,10 +187,18 @@ def _print_with_file_lines(console, table, names: list[str]) -> None:
     lines = console.render_lines(table, console.options, pad=False, new_lines=False)
     head = len(lines) - len(names)
     for line in lines[:head]:
-        console.print(Text.assemble(*((seg.text, seg.style) for seg in line)), overflow="fold")
+        console.print(_assembled(line), overflow="fold")
     for line, name in zip(lines[head:], names, strict=True):
-        console.print(Text.assemble(*((seg.text, seg.style) for seg in line)), overflow="fold")
+        console.print(_assembled(line), overflow="fold")
         console.print(Text("  " + name, style="dim"), overflow="fold")
+
+
+def _assembled(line):
+    from rich.text import Text
+
+    text = Text.assemble(*((seg.text, seg.style) for seg in line))
+    text.rstrip()
+    return text
 
 
 def strategy_label(run) -> str:
@@ -202,8 +247,7 @@ def _table(
     folder: Path,
     rows: list[tuple[str, ...]],
     *,
-    show_when: bool,
-    show_files: bool,
+    hidden: set[str],
     show_sweeps: bool,
     show_strategy: bool = False,
 ):
@@ -218,29 +262,28 @@ def _table(
         show_edge=False,
         pad_edge=False,
     )
-    columns = [
-        ("When", "left"),
-        ("Sweep", "left"),
-        ("Model", "left"),
-        ("Devices", "right"),
-        ("Strategy", "left"),
-        ("Steps", "right"),
-        ("Duration", "right"),
-        ("Size", "right"),
-        ("Status", "left"),
-        ("File", "left"),
+    columns = [  # (name, header, justify): short headers, so that 80 columns hold a row
+        ("When", "When", "left"),
+        ("Sweep", "Sw", "left"),
+        ("Model", "Model", "left"),
+        ("Devices", "Dev", "right"),
+        ("Strategy", "Strategy", "left"),
+        ("Steps", "Steps", "right"),
+        ("Duration", "Time", "right"),
+        ("Size", "Size", "right"),
+        ("Status", "Status", "left"),
+        ("File", "File", "left"),
     ]
     keep = [
         i
-        for i, (name, _) in enumerate(columns)
-        if (name != "When" or show_when)
-        and (name != "File" or show_files)
+        for i, (name, _, _) in enumerate(columns)
+        if name not in hidden
         and (name != "Sweep" or show_sweeps)
         and (name != "Strategy" or show_strategy)
     ]
     for i in keep:
-        name, justify = columns[i]
-        table.add_column(name, justify=justify, no_wrap=True)
+        _, header, justify = columns[i]
+        table.add_column(header, justify=justify, no_wrap=True)
     for row in rows:
         table.add_row(*(row[i] for i in keep))
     return table

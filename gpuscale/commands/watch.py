@@ -60,9 +60,10 @@ def main(args: argparse.Namespace) -> int:
         args.json = False
         code = run_command.main(args)  # the same run and recording, as plain text
         # said after the run, so that a refused configuration stays one line
+        kept = "not recorded: --no-record" if args.no_record else "recorded as watch would"
         print(
             "gpuscale: watch shows the run in a terminal; stdout is not one, "
-            "so this was 'gpuscale run' (plain text, same recording)",
+            f"so this was 'gpuscale run' (plain text, {kept})",
             file=sys.stderr,
         )
         return code
@@ -75,6 +76,9 @@ def main(args: argparse.Namespace) -> int:
         check_record_path(args.record)  # never overwrite a recording
         record = args.record
     if wants_script_run(args):  # your own script (-- COMMAND) or several workers
+        from gpuscale.trainer.options import TrainConfig, check_cpu_devices
+
+        check_cpu_devices(TrainConfig(devices=args.devices))  # GPUSCALE_DEVICES=99 on 2 cores
         run = script_run_from_args(args, record, sample_interval_s=args.sample_interval)
     else:
         from gpuscale.commands.gpu_choice import with_best_gpus

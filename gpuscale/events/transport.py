@@ -50,6 +50,7 @@ from collections.abc import Callable
 import msgspec
 
 from gpuscale.events.bounded import JsonInputError, check_depth
+from gpuscale.events.dropped import DroppedLines
 from gpuscale.events.schema import EndEvent, Event, LogEvent, decode, encode
 from gpuscale.formatting import visible
 
@@ -451,7 +452,11 @@ class EventClient:
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._sock: socket.socket | None = None
         self._broken = False
-        self._dropped = 0
+        self._dropped = DroppedLines(
+            f"log lines of worker {worker}",
+            "they came faster than they could be sent",
+            worker=worker,
+        )
         self._connect(connect_timeout_s)
         self._thread = threading.Thread(target=self._send_loop, name="gpuscale-events", daemon=True)
         self._thread.start()
@@ -503,22 +508,10 @@ class EventClient:
         """Queue one event for sending; returns at once. Log lines beyond
         :data:`MAX_CLIENT_BACKLOG` waiting events are dropped and counted."""
         if type(event) is LogEvent and self._queue.qsize() >= MAX_CLIENT_BACKLOG:
-            self._dropped += 1
+            self._dropped.drop()
             return
-        if self._dropped:
-            dropped, self._dropped = self._dropped, 0
-            self._queue.put(
-                LogEvent(
-                    t=event.t,
-                    worker=self.worker,
-                    source="gpuscale",
-                    level="warning",
-                    message=(
-                        f"dropped {dropped} log line{'s' if dropped != 1 else ''} of worker "
-                        f"{self.worker}: they came faster than they could be sent"
-                    ),
-                )
-            )
+        if (notice := self._dropped.notice(event.t)) is not None:
+            self._queue.put(notice)
         self._queue.put(event)
 
     def _send_loop(self) -> None:
@@ -556,6 +549,8 @@ class EventClient:
 
     def close(self, timeout_s: float = 5.0) -> None:
         """Send what is queued (waiting at most ``timeout_s``), then close."""
+        if (notice := self._dropped.notice()) is not None:  # the last lines were dropped
+            self._queue.put(notice)
         self._queue.put(_STOP)
         self._thread.join(timeout=timeout_s)
         if self._sock is not None:

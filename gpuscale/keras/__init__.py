@@ -48,7 +48,10 @@ stand-in: the probe then says it cannot run, once, and step times go on.
 * ``allreduce_s`` = T(compute + all-reduce) - T(compute), floored at 0: the
   exposed gradient exchange, through the strategy's own cross-device ops; with
   one replica nothing is exchanged and it is 0 (only compute is probed).
-* ``step_time_s``: the real training step just before the probe.
+* ``step_time_s``: the usual training step: the median of the last 10 counted
+  steps that followed no probe (``ProbeScheduler.reference_step_s``, the
+  built-in trainer's rule too), not the one step before the probe (which in
+  ``fit`` may hold a retrace or the callbacks' own work).
 * ``apply_s`` = step - T(compute + all-reduce), floored at 0: the optimizer
   update plus Keras's own per-step work (metrics), not separable from outside.
 * ``allreduce_total_s``: a gradient-sized all-reduce timed alone.

@@ -26,6 +26,7 @@ import keras
 import tensorflow as tf
 
 from gpuscale import __version__
+from gpuscale.analysis.script_runs import SCRIPT_BATCH_NOTE
 from gpuscale.events.schema import (
     EndEvent,
     Event,
@@ -34,6 +35,7 @@ from gpuscale.events.schema import (
     StartEvent,
     StepEvent,
 )
+from gpuscale.formatting import plural
 from gpuscale.keras.channel import Channel, worker_index
 from gpuscale.keras.describe import (
     describe_strategy,
@@ -203,10 +205,8 @@ class Monitor:
             payload_bytes=payload,
             mixed_precision=keras.config.dtype_policy().name != "float32",
             pids=[os.getpid()],
-            note=(
-                "the batch is the script's own: gpuscale cannot tell whether it grows with "
-                "the replicas (weak scaling) or is split among them (strong)"
-            ),
+            scaling="strong",  # fit()'s batch is split across the replicas (script_runs)
+            note=SCRIPT_BATCH_NOTE,
         )
 
     def _begin(
@@ -259,8 +259,8 @@ class Monitor:
         if not self.phases:
             return
         self.schedule.add_step(step_time_s, steps=steps, warmup=warmup)
-        if self.schedule.due():
-            self._run_probe(step_time_s)
+        if self.schedule.due():  # against the usual step, not this one (a retrace, a callback)
+            self._run_probe(self.schedule.reference_step_s(step_time_s))
 
     def _current_model(self) -> Any:
         return getattr(self, "model", None)
@@ -343,7 +343,7 @@ class Monitor:
         if self._recorder is not None:
             self._recorder.close()
             print(
-                f"gpuscale: recorded {self.steps} steps to {self._recorder.path} "
+                f"gpuscale: recorded {plural(self.steps, 'step')} to {self._recorder.path} "
                 f"(gpuscale replay {self._recorder.path})",
                 file=sys.stderr,
             )

@@ -59,9 +59,12 @@ _spawn_thread: threading.Thread | None = None
 _spawn_lock = threading.Lock()
 
 
-def _parent_death_guard() -> Callable[[], None] | None:
+def _parent_death_guard(reaper_fd: int | None = None) -> Callable[[], None] | None:
     """A ``preexec_fn`` that has Linux SIGKILL the child when gpuscale dies
-    (``prctl(PR_SET_PDEATHSIG)``), even by SIGKILL; ``None`` elsewhere."""
+    (``prctl(PR_SET_PDEATHSIG)``), even by SIGKILL; ``None`` elsewhere. With
+    ``reaper_fd`` (the :class:`GroupReaper`'s pipe), the child, in a session of its
+    own, also hands its process group to the reaper itself, before it runs anything:
+    nothing it starts can outlive gpuscale, however soon gpuscale dies."""
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -72,6 +75,15 @@ def _parent_death_guard() -> Callable[[], None] | None:
 
     def guard() -> None:
         prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if reaper_fd is not None:  # after setsid: the group is this pid
+            # SIGPIPE is back to its default here: a gone reaper must not kill the child
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})
+            try:
+                os.write(reaper_fd, b"+%d\n" % os.getpid())  # one short write: atomic
+            except OSError:
+                signal.sigtimedwait([signal.SIGPIPE], 0)  # the one the write raised
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         if os.getppid() != parent:  # gpuscale died before the guard was set
             os._exit(1)
 
@@ -94,24 +106,159 @@ def spawn(args: list[str], **kwargs: Any) -> subprocess.Popen:
     On Linux the child gets ``PR_SET_PDEATHSIG`` = SIGKILL. The kernel sends it when
     the *thread* that forked the child ends, so every child is forked by one
     long-lived thread here (not by whichever thread called :meth:`start`, e.g. the
-    dashboard's worker thread, which may end before the run does)."""
+    dashboard's worker thread, which may end before the run does).
+
+    The signal reaches the child alone, not what the child started (a training
+    script's data loaders, a shell's commands). A child started in a session of
+    its own (``start_new_session=True``) is therefore also handed to the
+    :class:`GroupReaper`, which kills its whole process group when gpuscale dies;
+    call :func:`release` once the group is over."""
     global _spawn_thread
-    guard = _parent_death_guard()
+    new_session = bool(kwargs.get("start_new_session"))
+    channel = _reaper.channel() if new_session else None
+    guard = _parent_death_guard(channel[0] if channel else None)
     if guard is None:
-        return subprocess.Popen(args, **kwargs)
-    kwargs["preexec_fn"] = guard
-    with _spawn_lock:
-        if _spawn_thread is None or not _spawn_thread.is_alive():
-            _spawn_thread = threading.Thread(target=_spawner, name="gpuscale-spawner", daemon=True)
-            _spawn_thread.start()
-    box: list[Any] = []
-    ready = threading.Event()
-    _spawn_requests.put((args, kwargs, box, ready))
-    ready.wait()
+        if channel:
+            os.close(channel[0])
+        proc = subprocess.Popen(args, **kwargs)
+        if new_session:
+            _reaper.add(proc.pid)  # its own session: its process group is its pid
+        return proc
+    try:
+        kwargs["preexec_fn"] = guard
+        with _spawn_lock:
+            if _spawn_thread is None or not _spawn_thread.is_alive():
+                _spawn_thread = threading.Thread(
+                    target=_spawner, name="gpuscale-spawner", daemon=True
+                )
+                _spawn_thread.start()
+        box: list[Any] = []
+        ready = threading.Event()
+        _spawn_requests.put((args, kwargs, box, ready))
+        ready.wait()
+    finally:
+        if channel:
+            os.close(channel[0])
     result = box[0]
     if isinstance(result, BaseException):
         raise result
+    if channel:
+        _reaper.told(result.pid, channel[1])  # the child told the reaper itself
     return result
+
+
+def release(proc: subprocess.Popen) -> None:
+    """``proc``'s process group is over (stopped, its processes killed or gone):
+    gpuscale's death need not kill it any more. Idempotent."""
+    _reaper.discard(proc.pid)
+
+
+_REAPER_CODE = """
+import os, signal, sys
+groups = set()
+for line in sys.stdin:
+    sign, digits = line[:1], line[1:].strip()
+    if digits.isdigit():
+        (groups.add if sign == "+" else groups.discard)(int(digits))
+for group in groups:
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except OSError:
+        pass
+"""
+"""The reaper's program: it reads ``+PGID`` / ``-PGID`` lines from gpuscale; at the
+end of its input (gpuscale is gone, however it ended) it SIGKILLs the groups left."""
+
+
+class GroupReaper:
+    """A small process that outlives gpuscale just long enough to kill the process
+    groups of its children, with everything they started, when gpuscale dies (even
+    by ``kill -9``, when no code of gpuscale's runs). It holds the read end of a
+    pipe that only gpuscale writes to: the pipe's end is gpuscale's death.
+
+    Started with the first group (one per gpuscale process), in a session of its
+    own (a Ctrl-C in the terminal is gpuscale's to handle, not the reaper's), and
+    started again, told every group, should it have died. POSIX only; elsewhere
+    (and where it cannot start) it does nothing and the children have only the
+    death signal (:func:`spawn`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._groups: set[int] = set()
+        self._proc: subprocess.Popen | None = None
+
+    @property
+    def groups(self) -> set[int]:
+        """The process groups killed should gpuscale die now."""
+        with self._lock:
+            return set(self._groups)
+
+    def add(self, pgid: int) -> None:
+        with self._lock:
+            self._groups.add(pgid)
+            self._tell(f"+{pgid}")
+
+    def channel(self) -> tuple[int, Any] | None:
+        """For a child to tell the reaper its group itself (see :func:`spawn`): a
+        copy of the pipe's write end (the caller closes it) and which reaper it
+        reaches; ``None`` where there is no reaper."""
+        with self._lock:
+            if os.name != "posix":
+                return None
+            if self._proc is None or self._proc.poll() is not None:
+                self._tell("")  # starts one, told every group
+            if self._proc is None or self._proc.stdin is None:
+                return None
+            try:
+                return os.dup(self._proc.stdin.fileno()), self._proc
+            except (OSError, ValueError):
+                return None
+
+    def told(self, pgid: int, reaper: Any) -> None:
+        """A child told ``reaper`` its group ``pgid``: remember it, and tell it again
+        should that reaper be gone (the next one must know it)."""
+        with self._lock:
+            self._groups.add(pgid)
+            if reaper is not self._proc or reaper.poll() is not None:
+                self._tell(f"+{pgid}")
+
+    def discard(self, pgid: int) -> None:
+        with self._lock:
+            if pgid in self._groups:
+                self._groups.discard(pgid)
+                self._tell(f"-{pgid}")
+
+    def _tell(self, line: str) -> None:
+        if os.name != "posix":
+            return
+        if self._proc is None or self._proc.poll() is not None:
+            self._proc = self._start()
+            if self._proc is None:
+                return
+            line = "\n".join(f"+{group}" for group in self._groups)  # all it must know
+        try:
+            assert self._proc.stdin is not None
+            self._proc.stdin.write(line + "\n")
+            self._proc.stdin.flush()
+        except (OSError, ValueError):
+            self._proc = None  # gone: the next call starts another
+
+    @staticmethod
+    def _start() -> subprocess.Popen | None:
+        try:
+            return subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _REAPER_CODE],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                text=True,
+            )
+        except OSError:
+            return None
+
+
+_reaper = GroupReaper()
 
 
 def describe_exit(code: int) -> str:

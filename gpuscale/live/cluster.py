@@ -334,4 +334,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
     try:
         proc.wait(timeout=2.0)
     except subprocess.TimeoutExpired:
-        pass
+        return
+    from gpuscale.live.child import release
+
+    release(proc)

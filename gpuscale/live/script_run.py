@@ -67,6 +67,7 @@ import msgspec
 
 from gpuscale import __version__
 from gpuscale.errors import GpuscaleError
+from gpuscale.events.dropped import DroppedLines
 from gpuscale.events.schema import (
     DeviceInfo,
     EndEvent,
@@ -88,9 +89,10 @@ from gpuscale.events.transport import (
     EventServer,
     HelloRefused,
 )
+from gpuscale.formatting import plural
 from gpuscale.live import cluster
 from gpuscale.live.base import RunBase
-from gpuscale.live.child import STOP_DEADLINE_S, describe_exit, read_lines, spawn
+from gpuscale.live.child import STOP_DEADLINE_S, describe_exit, read_lines, release, spawn
 from gpuscale.live.devices import ENV_DEVICES, device_env
 from gpuscale.live.terminal import settle_line
 from gpuscale.telemetry.topology import probe_topology
@@ -354,10 +356,13 @@ class ScriptRun(RunBase):
         ``warning``, TensorFlow's own C++ log lines at their level (start-up noise
         ``debug``), as for the built-in trainer."""
         name = "stderr" if level == "warning" else "stdout"
-        dropped = 0
+        dropped = DroppedLines(
+            f"lines of the script's {name}",
+            "it printed faster than gpuscale records (its backlog was full)",
+            worker=worker,
+        )
 
         def on_line(line_level: str, message: str) -> None:
-            nonlocal dropped
             message = settle_line(message)  # progress bars: the line's last state
             if name == "stderr" and line_level != "debug":
                 self._stderr_tail[worker].append(message)
@@ -377,28 +382,15 @@ class ScriptRun(RunBase):
                     self._backlog_lines += 1
                     self._backlog_bytes += size
             if full:
-                dropped += 1
+                dropped.drop()
                 return
-            if dropped:
-                self._emit(self._dropped_notice(worker, name, dropped))
-                dropped = 0
+            if (notice := dropped.notice()) is not None:
+                self._emit(notice)
             self._incoming.put(_Line(event, size))
 
         read_lines(stream, name, on_line, skip_blank=False)
-        if dropped:
-            self._emit(self._dropped_notice(worker, name, dropped))
-
-    def _dropped_notice(self, worker: int, name: str, dropped: int) -> LogEvent:
-        return LogEvent(
-            t=time.time(),
-            worker=worker,
-            source="gpuscale",
-            level="warning",
-            message=(
-                f"dropped {dropped} line{'s' if dropped != 1 else ''} of the script's {name}: it "
-                "printed faster than gpuscale records (its backlog was full)"
-            ),
-        )
+        if (notice := dropped.notice()) is not None:
+            self._emit(notice)
 
     def _wait_exit(
         self, proc: subprocess.Popen, worker: int, readers: list[threading.Thread]
@@ -591,6 +583,9 @@ class ScriptRun(RunBase):
             self._sampler.stop()
             self._sampler = None
         self._terminate(grace_s=1.0)
+        for proc in self._procs.values():
+            if proc.poll() is not None:  # stopped, with its group: gpuscale's death need not
+                release(proc)
         if self._recorder is not None:
             self._recorder.close()
             if not self._recorder.on_disk:
@@ -790,7 +785,7 @@ class _PumpState:
                 source="gpuscale",
                 message=(
                     f"gpuscale's callback started after all ({start.model}, {start.strategy}, "
-                    f"{start.num_replicas} replicas): step times follow, the warning above "
+                    f"{plural(start.num_replicas, 'replica')}): step times follow, the warning above "
                     "no longer applies"
                 ),
             )
@@ -915,7 +910,7 @@ class _PumpState:
                         source="gpuscale",
                         message=(
                             f"worker {event.worker} on {event.host} (pid {event.pid}) started: "
-                            f"{event.model}, {event.strategy}, {event.num_replicas} replicas"
+                            f"{event.model}, {event.strategy}, {plural(event.num_replicas, 'replica')}"
                         ),
                     )
                 )
@@ -934,7 +929,7 @@ class _PumpState:
                     message=(
                         (f"worker {event.worker}: " if run.num_workers > 1 else "")
                         + f"training {event.status}"
-                        + (f" after {event.steps} steps" if event.steps else "")
+                        + (f" after {plural(event.steps, 'step')}" if event.steps else "")
                     ),
                 )
             )
@@ -975,7 +970,7 @@ class _PumpState:
         where = f" on {start.host} (pid {start.pid})" if start else ""
         steps = self.steps.get(worker, 0)
         message = (
-            f"worker {worker}{where} was lost: it {how} after {steps} steps. "
+            f"worker {worker}{where} was lost: it {how} after {plural(steps, 'step')}. "
             "MultiWorkerMirroredStrategy is synchronous, so the run cannot go on; "
             "everything received until now is kept"
             + (f" in {run.recording_path}" if run.recording_path else "")

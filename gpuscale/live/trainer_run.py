@@ -33,7 +33,16 @@ import msgspec
 from gpuscale import __version__
 from gpuscale.analysis.summary import summarize
 from gpuscale.errors import EXIT_USAGE, GpuscaleError
-from gpuscale.events.schema import EndEvent, ErrorEvent, Event, LogEvent, StartEvent, StepEvent
+from gpuscale.events.schema import (
+    EndEvent,
+    ErrorEvent,
+    Event,
+    GpuSample,
+    HostSample,
+    LogEvent,
+    StartEvent,
+    StepEvent,
+)
 from gpuscale.events.transport import EventServer
 from gpuscale.live.base import RunBase
 from gpuscale.live.child import (
@@ -42,8 +51,10 @@ from gpuscale.live.child import (
     STOP_GRACE_S,
     describe_exit,
     read_lines,
+    release,
     spawn,
 )
+from gpuscale.telemetry.nvml import probe as nvml_probe
 from gpuscale.telemetry.topology import probe_topology
 from gpuscale.trainer.options import TrainConfig, to_json
 
@@ -157,7 +168,14 @@ class LiveRun(RunBase):
 
     def _provisional_start(self) -> StartEvent:
         """What is known before the trainer says what runs where (see
-        :meth:`RunBase._begin_recording`)."""
+        :meth:`RunBase._begin_recording`): what was asked (model, strategy, devices)."""
+        from gpuscale.trainer.options import asked_devices, gpu_indices
+
+        nvml = self._nvml
+        found = None
+        if self.config.gpus is None:  # which devices the trainer will pick: is there a GPU?
+            found = gpu_indices(None if nvml is None else (lambda: nvml_probe(nvml)))
+        platform, devices = asked_devices(self.config, found)
         return StartEvent(
             t=time.time(),
             gpuscale_version=__version__,
@@ -166,9 +184,12 @@ class LiveRun(RunBase):
             source="trainer",
             provisional=True,
             config=msgspec.to_builtins(self.config),
+            platform=platform,  # type: ignore[arg-type]
             model=self.config.model,
+            strategy=self.config.strategy,
+            num_replicas=devices,
             pids=[self._proc.pid] if self._proc is not None else [],
-            note="provisional: the trainer's own start event follows when it is known",
+            note="provisional: what was asked; the trainer's own start event follows when it is known",
         )
 
     def _start_sampler(self) -> None:
@@ -259,6 +280,8 @@ class LiveRun(RunBase):
             if isinstance(event, EndEvent):
                 self._child_end = event  # the final one, with the summary, comes from _finish
                 return
+            if self._child_end is not None and isinstance(event, (HostSample, GpuSample)):
+                return  # the process tearing down, after the run's end: not the run's
             if isinstance(event, StartEvent):
                 if self.start_event is not None:
                     return
@@ -322,6 +345,8 @@ class LiveRun(RunBase):
         with self._lock:
             if self.returncode is None and self._proc is not None:
                 self.returncode = self._proc.poll()
+            if self.returncode is not None and self._proc is not None:
+                release(self._proc)  # over: gpuscale's death need not kill its group
             end = self._child_end
             if end is None:
                 end = self._synthesize_end()

@@ -21,9 +21,14 @@ process exits, with its exit status, and the counts never begun end as
 ``stopped`` without a recording. Stopping any count stops the child (it
 finishes its step and ends that count) and so the whole sweep.
 
-The trainer's stdout/stderr lines go to the count in progress when they
-arrive; a line printed just before a count's end may reach the next count, as
-the pipes and the event socket are not ordered with each other.
+The trainer's stdout/stderr lines go to the count that printed them. The pipes
+and the event socket are not ordered with each other, so a count's last lines
+may arrive after its end event; the child closes each count's output with a line
+on both streams (:func:`~gpuscale.trainer.options.count_over_line`), and a count
+is finished only once both streams have passed it (its next count has begun
+meanwhile; lines of a count not begun yet wait for it). Should a stream not
+catch up within :data:`OUTPUT_CATCH_UP_S`, the count is finished without them,
+saying so, and its later lines go to the count in progress marked as its own.
 """
 
 from __future__ import annotations
@@ -38,13 +43,19 @@ from typing import Any
 from gpuscale.errors import GpuscaleError
 from gpuscale.events.schema import EndEvent, Event, SweepRef
 from gpuscale.events.transport import EventServer
-from gpuscale.live.child import AFTER_EXIT_S, STOP_GRACE_S, read_lines
+from gpuscale.live.child import AFTER_EXIT_S, STOP_GRACE_S, read_lines, release
 from gpuscale.live.trainer_run import LiveRun, spawn_trainer
 from gpuscale.trainer.options import (
     TrainConfig,
+    count_over,
     shared_process_refusal,
     sweep_to_json,
 )
+
+STREAMS = ("stdout", "stderr")
+OUTPUT_CATCH_UP_S = 5.0
+"""How long a count that has ended waits for its output to arrive on both streams
+(up to the line that closes it) before it is finished without the rest."""
 
 
 def next_count(current: int, end: EndEvent, total: int, stopping: bool) -> int | None:
@@ -143,6 +154,12 @@ class TrainerSweep:
         self._saw_event = False
         self._last_end = False
         self._done = threading.Event()
+        self._output_of = dict.fromkeys(STREAMS, 0)
+        """Per stream: the count whose output its next line is (past the last: over)."""
+        self._closing: dict[int, threading.Timer] = {}
+        """Counts that have ended, waiting for their output on both streams."""
+        self._held: dict[int, list[tuple[str, str, str]]] = {}
+        """Lines of a count not begun yet: (stream, level, message), in order."""
 
     @property
     def counts(self) -> list[int]:
@@ -172,14 +189,10 @@ class TrainerSweep:
                 self._server,
                 self._extra_env,
             )
-            for stream_name in ("stdout", "stderr"):
+            for stream_name in STREAMS:
                 thread = threading.Thread(
-                    target=read_lines,
-                    args=(
-                        getattr(self._proc, stream_name),
-                        stream_name,
-                        self._route_line(stream_name),
-                    ),
+                    target=self._read_stream,
+                    args=(stream_name,),
                     name=f"gpuscale-sweep-{stream_name}",
                     daemon=True,
                 )
@@ -247,18 +260,68 @@ class TrainerSweep:
             if following is None:
                 self._last_end = True
                 return  # the child's last count: finished when the process exits
-            run._finish()
+            self._close_when_output_is_in(self._current)
             self._current = following
             if self._proc is not None:
                 self.runs[following]._begin(self._proc)
+            for stream, level, message in self._held.pop(following, []):
+                self.runs[following]._on_line(stream)(level, message)
 
-    def _route_line(self, stream: str) -> Callable[[str, str], None]:
-        def on_line(level: str, message: str) -> None:
-            with self._lock:
+    # -- the output, split by count ----------------------------------------------------
+    def _read_stream(self, stream: str) -> None:
+        assert self._proc is not None
+        read_lines(getattr(self._proc, stream), stream, lambda lv, m: self._on_line(stream, lv, m))
+        with self._lock:  # nothing more comes on it: it has passed every count
+            self._output_of[stream] = len(self.runs)
+            for index in list(self._closing):
+                self._close_if_output_is_in(index)
+
+    def _on_line(self, stream: str, level: str, message: str) -> None:
+        """A line of the child's ``stream``: to the count that printed it."""
+        with self._lock:
+            over = count_over(message)
+            if over is not None:  # every line before it on this stream was that count's
+                self._output_of[stream] = max(self._output_of[stream], over + 1)
+                self._close_if_output_is_in(over)
+                return
+            index = self._output_of[stream]
+            if index > self._current and index < len(self.runs) and not self._last_end:
+                self._held.setdefault(index, []).append((stream, level, message))
+                return
+            index = min(index, self._current)
+            run = self.runs[index]
+            if run.done and index < self._current:  # it was finished without this line
                 run = self.runs[self._current]
+                message = f"[late output of the {self.counts[index]}-device count] {message}"
             run._on_line(stream)(level, message)
 
-        return on_line
+    def _close_when_output_is_in(self, index: int) -> None:
+        """Count ``index`` has ended: finish it once both streams have passed it, or
+        after :data:`OUTPUT_CATCH_UP_S` (under the lock)."""
+        timer = threading.Timer(OUTPUT_CATCH_UP_S, self._close_without_output, args=(index,))
+        timer.daemon = True
+        self._closing[index] = timer
+        timer.start()
+        self._close_if_output_is_in(index)
+
+    def _close_if_output_is_in(self, index: int) -> None:
+        if index in self._closing and all(self._output_of[s] > index for s in STREAMS):
+            self._closing.pop(index).cancel()
+            self.runs[index]._finish()
+
+    def _close_without_output(self, index: int) -> None:
+        with self._lock:
+            if self._closing.pop(index, None) is None:
+                return
+            lagging = [s for s in STREAMS if self._output_of[s] <= index]
+            run = self.runs[index]
+        run._notice(
+            f"the trainer's {' and '.join(lagging)} had not caught up {OUTPUT_CATCH_UP_S:g} s "
+            "after this count ended: what it printed later for this count is in the next "
+            f"count's log, marked 'late output of the {self.counts[index]}-device count'",
+            "warning",
+        )
+        run._finish()
 
     def _on_disconnect(self, worker: int, saw_end: bool) -> None:
         self._disconnected.set()
@@ -267,6 +330,7 @@ class TrainerSweep:
         proc = self._proc
         assert proc is not None
         self.returncode = proc.wait()
+        release(proc)
         for thread in self._readers:
             thread.join(timeout=AFTER_EXIT_S)
         if self._saw_event:
@@ -275,6 +339,15 @@ class TrainerSweep:
             self._server.close()
         with self._lock:
             current = self._current
+            held = [line for index in sorted(self._held) for line in self._held[index]]
+            self._held.clear()
+            closing = sorted(self._closing)
+            for index in closing:
+                self._closing.pop(index).cancel()
+        for index in closing:  # the streams are over: all their lines are in
+            self.runs[index]._finish()
+        for stream, level, message in held:  # after the last count's end: its process's
+            self.runs[current]._on_line(stream)(level, message)
         for run in self.runs[current:]:
             run.returncode = self.returncode
         self.runs[current]._finish()

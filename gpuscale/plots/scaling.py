@@ -11,9 +11,11 @@ so the two always show the same points, ranges and marks.
 - The ideal line: the baseline's throughput times ``N / base count`` (linear scaling
   from the fastest configuration at the smallest count, the recommendation's baseline).
 - The recommended count, marked.
-- One stacked bar per device count of the recommended configuration: compute,
-  exposed all-reduce, apply and input wait per step (measured phase medians), or
-  the whole step, unsplit, where a count has no phase breakdown; no bars at all
+- One stacked bar per device count of the recommended configuration, as tall as
+  its measured step time: compute, exposed all-reduce, apply and input wait (the
+  measured phase medians, scaled to add up to that step), or the whole step,
+  unsplit, where a count has no phase breakdown (or one that did not add up to
+  the step, which is not resolved); no bars at all
   (:data:`NO_SPLIT_NOTE` instead) where no count has one.
 """
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpuscale.analysis import metrics
 from gpuscale.analysis.recommend import Recommendation
 
 PHASES = ("compute", "exposed all-reduce", "apply", "input wait")
@@ -81,7 +84,8 @@ class ScalingChart:
     scaling: str
     """``weak`` or ``strong``."""
     coverage: float | None = None
-    """Stated coverage of the drawn ranges (e.g. 0.8), when any point has a range."""
+    """Stated coverage of the drawn ranges (e.g. 0.8), when every drawn range has
+    the same one (``None`` when one is a guess: the legend says "range")."""
     platform_note: str | None = None
     counts: list[int] = field(default_factory=list)
     """Every device count on the x axis, ascending."""
@@ -111,7 +115,7 @@ class ScalingChart:
 def build_scaling_chart(rec: Recommendation) -> ScalingChart:
     """The chart's content from a recommendation's table (measured and predicted rows)."""
     by_config: dict[str, list[ChartPoint]] = {}
-    coverage = None
+    coverages: set[float | None] = set()
     for row in rec.table:
         if row.throughput is None:
             continue
@@ -124,12 +128,15 @@ def build_scaling_chart(rec: Recommendation) -> ScalingChart:
                 high=row.throughput_high,
             )
         )
-        if row.coverage is not None:
-            coverage = row.coverage
+        if row.throughput_low is not None:
+            coverages.add(row.coverage)
     series = [
         ChartSeries(config, sorted(points, key=lambda p: p.devices))
         for config, points in by_config.items()
     ]
+    # one stated coverage for the legend only when every drawn range has it (a
+    # guessed range, for an exchange the published tables lack, has none)
+    coverage = next(iter(coverages)) if len(coverages) == 1 else None
     counts = sorted({p.devices for s in series for p in s.points})
     base = _baseline(series)
     ideal = [(n, base.throughput * n / base.devices) for n in counts if n >= base.devices]
@@ -170,14 +177,16 @@ def _baseline(series: list[ChartSeries]) -> ChartPoint:
 
 
 def _phases(row) -> tuple[float, float, float, float] | None:
+    """The measured split of the row's step, scaled so the bar is the measured step
+    time (the parts' medians add up to it only within their noise; a breakdown that
+    does not add up reaches no row: :func:`gpuscale.analysis.sweep.point_from_summary`)."""
     if row.predicted or row.compute_s is None:
         return None
-    return (
-        row.compute_s,
-        row.allreduce_s or 0.0,
-        row.apply_s or 0.0,
-        row.input_s or 0.0,
-    )
+    parts = (row.compute_s, row.allreduce_s or 0.0, row.apply_s or 0.0, row.input_s or 0.0)
+    if not row.step_time_s:
+        return parts
+    compute, exchange, apply, wait = metrics.scaled_parts(parts, row.step_time_s)
+    return compute, exchange, apply, wait
 
 
 def log_ticks(low: float, high: float) -> list[float]:

@@ -150,6 +150,8 @@ def legend_text(items: list[tuple[str, str, str]], width: int) -> Text:
 
 MIN_BAR_SLOTS = 3
 """The fewest bar widths the phase chart's x axis holds."""
+ZERO_SEGMENT = -1e-9
+"""An empty segment of a stacked bar, as plotext is given it (see :func:`phase_chart`)."""
 
 
 def phase_chart(chart: ScalingChart, width: int, height: int) -> Text:
@@ -174,6 +176,10 @@ def phase_chart(chart: ScalingChart, width: int, height: int) -> Text:
         series.append(unsplit)
         colors.append(UNSPLIT_COLOR)
     labels = [f"{b.devices}*" if b.predicted else str(b.devices) for b in bars]
+    # plotext draws a segment of height 0 as a row of blanks on the 0 line, over the
+    # segments above it: a bar whose first phases are 0 (a predicted count, all "not
+    # split") would float above the axis. A hair below 0 draws nothing there.
+    series = [[value or ZERO_SEGMENT for value in values] for values in series]
     fig.stacked_bar(labels, series, color=colors, width=0.6)
     fig.xticks(list(range(1, len(bars) + 1)), labels)  # plotext's own choice varies
     # At least MIN_BAR_SLOTS slots, the bars centred: one or two counts are narrow

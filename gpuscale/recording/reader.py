@@ -19,8 +19,13 @@ and the line, after the events before it were yielded (:func:`iter_events`).
 
 What is forgiven, with a one-line warning: a cut-off last line (the writer was
 killed while writing it), a gzip stream that ends early (the same crash), a
-missing end event (the run was killed or is still running), and, in a file of a
-newer minor version, event kinds this gpuscale does not know.
+missing end event (the run was killed or is still running), a damaged line after
+the start (not JSON, not a valid event: a disk or an editor garbled it; skipped,
+the rest is read, nothing else recorded is lost; the first
+:data:`MAX_SKIP_WARNINGS` are named, then a count), and, in a file of a newer
+minor version, event kinds this gpuscale does not know. What is not forgiven: a
+file that is not a recording (its first line not a start event, binary data),
+and events out of order (two runs joined in one file).
 """
 
 from __future__ import annotations
@@ -127,6 +132,22 @@ class _Probe(msgspec.Struct):
 _probe_decoder = msgspec.json.Decoder(_Probe)
 
 
+MAX_SKIP_WARNINGS = 5
+"""Damaged lines named one warning each; past these, one warning counts the rest."""
+
+
+def json_problem(exc: Exception) -> str:
+    """msgspec's decode error as a plain clause: ``JSON is malformed: invalid
+    character (byte 0)`` -> ``invalid character at byte 0``."""
+    text = str(exc).removeprefix("JSON is malformed: ")
+    if text == "Input data was truncated":
+        return "it ends early"
+    return text.replace(" (byte ", " at byte ").removesuffix(")") if "(byte " in text else text
+
+
+_CUT_START = "the start event is cut off (the run was killed while writing it): nothing to read"
+
+
 class _DamageAfter(Exception):
     """A damaged line in a chunk: the events before it (to be kept) and the error."""
 
@@ -161,6 +182,8 @@ class _Reader:
         self.schema = "1.0"
         self.newer_minor = False
         self.skipped_kinds: set[str] = set()
+        self.skipped_lines = 0
+        """Damaged lines after the start, skipped (see :meth:`_skip_damaged`)."""
         self.start: StartEvent | None = None
         self.end: EndEvent | None = None
         self._pending_start: StartEvent | None = None
@@ -173,6 +196,12 @@ class _Reader:
     def warn(self, message: str) -> None:
         if self.on_warning is not None:
             self.on_warning(f"{self.path}: {message}")
+
+    def _skip_damaged(self, error: RecordingError) -> None:
+        """A damaged line after the start: say so (the first few by line) and read on."""
+        self.skipped_lines += 1
+        if self.skipped_lines <= MAX_SKIP_WARNINGS:
+            self.warn(f"line {error.line}: {error.reason}, skipped")
 
     # -- bytes -----------------------------------------------------------------
 
@@ -317,6 +346,11 @@ class _Reader:
             if self.line_no == 0 and not tail.strip():
                 raise self.error("empty file: not a gpuscale recording")
             raise self.error("no start event: not a gpuscale recording", 1)
+        if self.skipped_lines > MAX_SKIP_WARNINGS:
+            self.warn(
+                f"{self.skipped_lines} damaged lines skipped in all (the first "
+                f"{MAX_SKIP_WARNINGS} named above); read the rest"
+            )
         if self.end is None:
             self.warn(
                 f"no end event after line {self.line_no}: the run was killed or is still "
@@ -348,7 +382,12 @@ class _Reader:
         except msgspec.ValidationError:
             raise self.error("not a JSON object: not a gpuscale recording", number) from None
         except msgspec.DecodeError as exc:
-            raise self.error(f"not JSON ({exc}): not a gpuscale recording", number) from None
+            if line.lstrip().startswith(b"{") and str(exc) == "Input data was truncated":
+                raise self.error(_CUT_START, number) from None
+            raise self.error(
+                f"not a gpuscale recording: not JSON ({json_problem(exc)})",
+                number,
+            ) from None
         except _DECODE_ERRORS:
             raise self.error("not a JSON object: not a gpuscale recording", number) from None
         if probe.kind != "start":
@@ -428,18 +467,9 @@ class _Reader:
             try:
                 events.append(decode(line))
             except _DECODE_ERRORS as exc:
-                if self._skippable(line, number):
-                    continue
-                error = self._line_error(line, exc, number)
-                good, good_numbers = events, numbers
-                if self._pending_start is not None:
-                    good = [self._pending_start, *events]
-                    good_numbers = [self.line_no, *numbers]
-                    self._pending_start = None
-                bad = self._check_order(good)
-                if bad is not None:  # the order broke before this line: that comes first
-                    good, error = good[: bad[0]], self.error(bad[1], good_numbers[bad[0]])
-                raise _DamageAfter(good, error) from None
+                if not self._skippable(line, number):
+                    self._skip_damaged(self._line_error(line, exc, number))
+                continue
             numbers.append(number)
         return events, numbers
 
@@ -466,7 +496,7 @@ class _Reader:
         if isinstance(exc, UnicodeDecodeError):
             return self.error(f"text is not valid UTF-8 ({exc.reason} at byte {exc.start})", number)
         if isinstance(exc, msgspec.DecodeError) and not isinstance(exc, msgspec.ValidationError):
-            return self.error(f"not JSON ({exc})", number)
+            return self.error(f"not JSON ({json_problem(exc)})", number)
         try:
             kind = _probe_decoder.decode(line).kind
         except _DECODE_ERRORS:
@@ -535,13 +565,7 @@ class _Reader:
         if not self.started:
             if tail.strip(b" \t\r\n\x00"):
                 self.line_no += 1
-                try:
-                    self._start(tail)
-                except RecordingError as exc:
-                    raise self.error(
-                        f"the start event is cut off or invalid: nothing to read ({exc.reason})",
-                        number,
-                    ) from None
+                self._start(tail)  # a cut one says so; anything else is not a recording
                 start = self._pending_start
                 self._pending_start = None
                 return start

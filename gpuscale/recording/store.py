@@ -99,6 +99,18 @@ def default_path(
     return candidate
 
 
+def device_text(run: RunInfo) -> str:
+    """A run's devices as its default file name and ``gpuscale runs`` say them:
+    ``2xcpu``, ``8xgpu``."""
+    return f"{run.devices}x{'cpu' if run.platform.startswith('cpu') else run.platform}"
+
+
+def name_says(name: str, model: str, devices: str) -> bool:
+    """Whether a recording's file ``name`` carries its ``model`` and ``devices``
+    (``2xcpu``), as :func:`default_path` names it."""
+    return f"_{_slug(model)}_{devices}" in name
+
+
 class RunInfo(msgspec.Struct, kw_only=True):
     """One recording as :func:`list_runs` sees it, read cheaply (first line and tail)."""
 

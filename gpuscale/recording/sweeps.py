@@ -28,6 +28,7 @@ from pathlib import Path
 import msgspec
 
 from gpuscale.errors import GpuscaleError
+from gpuscale.formatting import plural
 from gpuscale.recording.store import RunInfo, list_runs, runs_dir
 
 SWEEP_PREFIX = "sweep-"
@@ -92,10 +93,9 @@ class SweepGroup(msgspec.Struct, kw_only=True):
         if not self.exact:
             return (
                 f"sweep {self.name} ({where}; grouped by a guess, recorded without a sweep "
-                f"id): measured on {measured} devices"
+                f"id): measured on {plural(self.measured, 'device') if self.measured else 'none'}"
             )
-        planned = ", ".join(map(str, self.planned))
-        line = f"sweep {self.name} ({where}): planned {planned} devices, measured {measured}"
+        line = f"sweep {self.name} ({where}): planned {plural(self.planned, 'device')}, measured {measured}"
         if self.missing:
             line += "; not measured: " + ", ".join(self.why_missing())
         return line

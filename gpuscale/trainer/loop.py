@@ -44,8 +44,8 @@ counts into the probe's cost. Where the split cannot run (CentralStorage or
 multi-worker strategies, an optimizer or a Keras that cannot skip its sum:
 :attr:`SplitStep.problem`), the probe runs after the step instead, the two-pass
 method ``differenced``: T(compute) and T(compute + all-reduce) as stand-ins,
-``apply_s`` = T(train_fn) - T(compute + all-reduce) with T(train_fn) the probed
-step's own training part. If the scheduler asks after the last step, no step is
+``apply_s`` = T(train) - T(compute + all-reduce) with T(train) the usual step's
+training part (``ProbeScheduler.reference_step_s`` less the input wait). If the scheduler asks after the last step, no step is
 left to split and that probe does not run.
 
 With one replica nothing is exchanged: the split step alone is the probe
@@ -441,6 +441,8 @@ class Trainer:
                     split_next = True
                 else:
                     times = self.probe.measure(batch)
+                    # the training part of the usual step (the schedule's reference), not this one's
+                    train_s = max(0.0, schedule.reference_step_s(step_s) - (got_batch - start))
                     schedule.add_probe(times.cost_s, exposed_share(times, train_s))
                     yield self._phase_event(times, step, train_s, got_batch - start, "differenced")
             if config.precision is not None and schedule.known_to(config.precision):

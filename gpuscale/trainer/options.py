@@ -9,13 +9,16 @@ Values left as ``None`` are decided by the trainer once it knows the devices
 from __future__ import annotations
 
 import argparse
+import os
 import re
+from collections.abc import Callable
 from typing import Literal
 
 import msgspec
 
 from gpuscale.errors import GpuscaleError
 from gpuscale.events import limits
+from gpuscale.formatting import plural
 
 BUILTIN_MODELS = ("mnist-cnn", "resnet50", "mlp", "transformer")
 STRATEGIES = ("mirrored", "central-storage", "one-device", "multi-worker")
@@ -80,17 +83,30 @@ def _gpu_list(text: str) -> list[int]:
     return gpus
 
 
-def parse_budget(text: str) -> float:
-    """``"2%"`` or ``"0.02"`` -> 0.02 (a share of the wall clock, below 100 %)."""
+def _share(text: str, what: str) -> float:
+    """``"2%"`` or ``"0.02"`` -> 0.02; ``what`` names the share in the error."""
     raw = text.strip()
     try:
-        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+        return float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a share of the wall clock like 2% or 0.02 but got {text!r}"
-        ) from None
+        raise argparse.ArgumentTypeError(f"expected {what} like 2% or 0.02, not {text!r}") from None
+
+
+def parse_budget(text: str) -> float:
+    """``--probe-budget``: ``"2%"`` or ``"0.02"`` -> 0.02 (a share of the wall
+    clock, 0 included, below 100 %)."""
+    value = _share(text, "a share of the wall clock")
     if not 0 <= value < 1:
         raise argparse.ArgumentTypeError(f"the probe budget must be in [0%, 100%), not {text!r}")
+    return value
+
+
+def parse_precision(text: str) -> float:
+    """``--precision``: ``"3%"`` or ``"0.03"`` -> 0.03 (a share of the step, above
+    0 and below 100 %)."""
+    value = _share(text, "a precision (a share of the step)")
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"the precision must be in (0%, 100%), not {text!r}")
     return value
 
 
@@ -196,7 +212,7 @@ def add_trainer_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--precision",
-        type=parse_budget,
+        type=parse_precision,
         default=None,
         metavar="SHARE",
         help="stop once the step time and the exposed all-reduce share are known to this "
@@ -230,7 +246,94 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         seed=args.seed,
     )
     validate(config)
+    check_cpu_devices(config, getattr(args, "sweep", None))
     return config
+
+
+def gpu_indices(
+    probe: Callable[[], object] | None = None, driver_loaded: Callable[[], bool] | None = None
+) -> list[int] | None:
+    """The GPUs' indices as NVML sees them (no TensorFlow); ``[]`` when there is
+    surely no GPU (NVML finds none and no NVIDIA driver is loaded); ``None`` when
+    it cannot be told. ``probe`` and ``driver_loaded``: stand-ins for tests."""
+    if probe is None:
+        from gpuscale.telemetry import nvml
+
+        probe = nvml.probe
+    found = probe()
+    if getattr(found, "ok", False):
+        return sorted(d.index for d in found.devices)  # type: ignore[attr-defined]
+    if (driver_loaded or _nvidia_driver_loaded)():
+        return None
+    return []
+
+
+def _nvidia_driver_loaded() -> bool:
+    return os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidiactl")
+
+
+DEFAULT_CPU_DEVICES = 2
+"""Logical CPU devices a run has without a GPU when ``--devices`` is not given."""
+
+
+def asked_devices(config: TrainConfig, gpus_found: list[int] | None) -> tuple[str, int]:
+    """The platform and the number of devices ``config`` asks for on a machine
+    with ``gpus_found`` (see :func:`gpu_indices`), known before TensorFlow starts:
+    what a run stopped before its start event is recorded as."""
+    if config.gpus is not None:
+        return "gpu", len(config.gpus)
+    one = 1 if config.strategy == "one-device" else None
+    if gpus_found:
+        return "gpu", config.devices or one or len(gpus_found)
+    if gpus_found == []:
+        return "cpu-logical", config.devices or one or DEFAULT_CPU_DEVICES
+    return ("gpu" if config.devices else "cpu-logical"), config.devices or one or 1
+
+
+def cpu_devices_refusal(counts: list[int], cores: int, flag: str) -> str | None:
+    """Why ``counts`` CPU logical devices make no sense on ``cores`` CPU cores, or
+    ``None`` when they do. Logical devices share the cores: past the cores (and
+    the default 2) each replica waits for a core, and 99 of them on 2 cores start
+    TensorFlow for minutes and make no step."""
+    limit = max(2, cores)
+    too_many = [n for n in counts if n > limit]
+    if not too_many:
+        return None
+    return (
+        f"{flag} asks for {max(too_many)} CPU logical devices but this machine has no GPU "
+        f"and {plural(cores, 'CPU core')}: devices beyond the cores only wait for one; "
+        f"use at most {limit}"
+    )
+
+
+def check_cpu_devices(
+    config: TrainConfig,
+    sweep: list[int] | None = None,
+    *,
+    cores: int | None = None,
+    gpus_found: Callable[[], list[int] | None] | None = None,
+) -> None:
+    """Refuse, before TensorFlow starts, more CPU logical devices than this machine
+    has cores, for ``--devices`` (``run``, ``watch``, ``recommend``) and
+    ``recommend --sweep`` alike. Asks NVML (``gpus_found``; tests give a stand-in)
+    only when a count is past the cores: with a GPU (or when it cannot be told)
+    ``--devices`` counts GPUs and this check does not apply."""
+    if config.gpus is not None:
+        return
+    cores = cores or os.cpu_count() or 1
+    asked = [(n, "--devices") for n in [config.devices] if n is not None]
+    asked += [(n, "--sweep") for n in sweep or []]
+    over = [(n, flag) for n, flag in asked if n > max(2, cores)]
+    if not over:
+        return
+    if gpus_found is None:
+        gpus_found = gpu_indices
+    if gpus_found() != []:  # GPUs, or cannot tell: the trainer will say
+        return
+    flag = over[0][1]
+    why = cpu_devices_refusal([n for n, f in over if f == flag], cores, flag)
+    if why is not None:
+        raise GpuscaleError(why)
 
 
 def validate(config: TrainConfig) -> None:
@@ -286,12 +389,12 @@ def validate(config: TrainConfig) -> None:
         and config.batch_per_replica * n > limits.MAX_BATCH
     ):
         raise GpuscaleError(
-            f"--batch-per-replica {config.batch_per_replica} on {n} devices is a global batch "
+            f"--batch-per-replica {config.batch_per_replica} on {plural(n, 'device')} is a global batch "
             f"over {limits.MAX_BATCH:,} (TensorFlow's int32)"
         )
     if config.global_batch is not None and n is not None and config.global_batch % n:
         raise GpuscaleError(
-            f"--global-batch {config.global_batch} does not split evenly across {n} devices"
+            f"--global-batch {config.global_batch} does not split evenly across {plural(n, 'device')}"
         )
     if not 1 <= config.steps <= limits.MAX_STEPS:
         raise GpuscaleError(f"--steps must be 1 to {limits.MAX_STEPS:,}, not {config.steps}")
@@ -378,6 +481,26 @@ def device_positions(wide: TrainConfig, config: TrainConfig) -> list[int]:
     if config.gpus is not None and wide.gpus is not None:
         return [wide.gpus.index(g) for g in config.gpus]
     return list(range(config.devices or 1))
+
+
+COUNT_OVER_PREFIX = "gpuscale-sweep: end of the output of count "
+"""What a sweep's trainer process (``--sweep``) prints on stdout and on stderr
+after each count's end event, with the count's index: every line before it on
+that stream is that count's. The events' socket and the two pipes are not ordered
+with each other, so only this tells gpuscale which count printed a late line."""
+
+
+def count_over_line(index: int) -> str:
+    """The line that closes count ``index``'s output (see :data:`COUNT_OVER_PREFIX`)."""
+    return f"{COUNT_OVER_PREFIX}{index}"
+
+
+def count_over(line: str) -> int | None:
+    """The count whose output ``line`` closes, or ``None`` for any other line."""
+    if not line.startswith(COUNT_OVER_PREFIX):
+        return None
+    rest = line[len(COUNT_OVER_PREFIX) :].strip()
+    return int(rest) if rest.isdigit() else None
 
 
 def sweep_to_json(configs: list[TrainConfig]) -> str:

@@ -23,6 +23,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 
 from gpuscale.errors import GpuscaleError
+from gpuscale.trainer import options
 from gpuscale.trainer.options import TrainConfig
 
 GPU_ONLY_ALL_REDUCE = ("nccl", "hierarchical-copy")
@@ -50,7 +51,7 @@ def check_machine(
         check_model_module(model)
     if gpus is None and all_reduce not in GPU_ONLY_ALL_REDUCE:
         return
-    found = _gpu_indices(probe)
+    found = gpu_indices(probe)
     if found is None:
         return  # cannot tell (e.g. NVML missing where a driver is loaded): the trainer will
     if gpus is not None:
@@ -72,20 +73,9 @@ def check_machine(
         )
 
 
-def _gpu_indices(probe: Callable[[], object] | None) -> list[int] | None:
-    """The GPUs' indices as NVML sees them; ``[]`` when there is surely no GPU
-    (NVML finds none and no NVIDIA driver is loaded); ``None`` when it cannot be
-    told."""
-    if probe is None:
-        from gpuscale.telemetry import nvml
-
-        probe = nvml.probe
-    found = probe()
-    if getattr(found, "ok", False):
-        return sorted(d.index for d in found.devices)  # type: ignore[attr-defined]
-    if _nvidia_driver_loaded():
-        return None
-    return []
+def gpu_indices(probe: Callable[[], object] | None = None) -> list[int] | None:
+    """:func:`gpuscale.trainer.options.gpu_indices`, with this module's driver check."""
+    return options.gpu_indices(probe, _nvidia_driver_loaded)
 
 
 def _nvidia_driver_loaded() -> bool:

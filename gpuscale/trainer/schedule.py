@@ -315,6 +315,14 @@ class ProbeScheduler:
             return metrics.median(self._costs[-9:]) + max(0.0, after + split)
         return self.first_probe_steps * metrics.median(self._counted) if self._counted else 0.0
 
+    def reference_step_s(self, last_step_s: float) -> float:
+        """The step a probe is measured against (its ``PhaseEvent.step_time_s``; the
+        built-in trainer and the Keras callback alike): the median of the last
+        ``window`` counted steps that followed no probe, the one just added among
+        them, so a one-off step (a retrace, Keras' callbacks, the step after a probe)
+        is not the whole the phases split; ``last_step_s`` before any such step."""
+        return metrics.median(list(self._usual)) if self._usual else last_step_s
+
     def due(self) -> bool:
         """Whether to probe after the step just added."""
         if self._last_warmup:

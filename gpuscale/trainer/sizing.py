@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 
 from gpuscale.errors import GpuscaleError
+from gpuscale.formatting import plural
 from gpuscale.trainer.options import TrainConfig
 
 SEED_002_WIDTH = 128
@@ -70,7 +71,7 @@ def resolve_sizing(
         if on_cpu and width == CPU_WIDTH and config.width is None:
             global_batch = CPU_GLOBAL_BATCH
             notes.append(
-                f"CPU only ({cpu_count} cores): mnist-cnn shrunk to {CPU_WIDTH} channels and global batch "
+                f"CPU only ({plural(cpu_count, 'core')}): mnist-cnn shrunk to {CPU_WIDTH} channels and global batch "
                 f"{CPU_GLOBAL_BATCH} so it steps several times a second (seed 002's {SEED_002_WIDTH} channels "
                 f"at batch {SEED_002_GLOBAL_BATCH} take 12-25 s per step on 2 cores); "
                 f"pass --width {SEED_002_WIDTH} --global-batch {SEED_002_GLOBAL_BATCH} for the original."
@@ -117,5 +118,5 @@ def _cpu_note(platform: str, width: int | None, notes: list[str], cpu_count: int
             if platform == "cpu-logical"
             else "each worker is one replica on its machine's CPU (one CPU device per worker)"
         )
-        notes.insert(0, f"CPU only ({cpu_count} cores), no GPU: {what}.")
+        notes.insert(0, f"CPU only ({plural(cpu_count, 'core')}), no GPU: {what}.")
     return " ".join(notes)

@@ -42,6 +42,7 @@ from gpuscale.events.schema import (
 from gpuscale.events.transport import EventClient
 from gpuscale.trainer.options import (
     TrainConfig,
+    count_over_line,
     device_positions,
     from_json,
     sweep_from_json,
@@ -216,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
             emit, lambda config=config: _train(config, emit, stop, training, devices)
         )
         _end(emit, status, steps, began)
+        if devices is not None:  # this count's output ends here, on both streams
+            print(count_over_line(index), flush=True)
+            print(count_over_line(index), file=sys.stderr, flush=True)
         if code or status != "completed" or stop.is_set():
             break  # the counts not run are not reported: the parent knows which ran
         if devices is not None:

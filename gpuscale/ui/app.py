@@ -26,7 +26,7 @@ from textual.worker import get_current_worker
 
 from gpuscale.errors import EXIT_INTERRUPTED
 from gpuscale.events.schema import EndEvent
-from gpuscale.formatting import format_duration_s
+from gpuscale.formatting import format_duration_s, plural
 from gpuscale.recording.store import screenshots_dir
 from gpuscale.ui import keys
 from gpuscale.ui.messages import AdviceReady, ChartsReady, ChartTexts, RunFailed, RunFinished
@@ -75,6 +75,9 @@ class GpuscaleApp(App[int]):
         self.chart_interval_s = chart_interval_s
         self.screenshot_dir = screenshot_dir
         self.display_paused = False
+        self._held: list[object] = []
+        """What arrived while the display was frozen (``p``): charts, the analysis, the
+        run's end or failure and their notices, shown when it thaws, in order."""
         self.frames = 0
         self.frame_time_total_s = 0.0
         self._pump_lock = threading.Lock()
@@ -115,7 +118,7 @@ class GpuscaleApp(App[int]):
                 yield from self.charts.values()
             yield self.advice_panel
         yield self.log_pane
-        yield Footer(compact=True)
+        yield Footer(compact=True, show_command_palette=False)  # ctrl+p: in ? help
 
     def on_mount(self) -> None:
         self._show_chart(0)
@@ -197,7 +200,14 @@ class GpuscaleApp(App[int]):
                 return
         self._last_snap = snap
         self._drawn_replay = self.source.replay_status()
-        self.header_panel.show(snap, self.source.info, self._drawn_replay, self.display_paused)
+        self.header_panel.show(
+            snap,
+            self.source.info,
+            self._drawn_replay,
+            self.display_paused,
+            ended_while_paused=self.display_paused and self.ended_while_frozen,
+            over=self._finished_posted and not self.display_paused,
+        )
 
     def _chart_sizes(self) -> dict[str, tuple[int, int]]:
         sizes = {}
@@ -224,6 +234,8 @@ class GpuscaleApp(App[int]):
         return render_charts(self.model.snapshot(logs_after=2**62), sizes)
 
     def on_charts_ready(self, message: ChartsReady) -> None:
+        if self._hold(message):
+            return
         if message.charts.version < self._charted_version:
             return  # built from an older snapshot than what is shown
         self._charted_version = message.charts.version
@@ -233,6 +245,8 @@ class GpuscaleApp(App[int]):
                 self.charts[chart_id].update(text)  # else drawn for a size now gone
 
     def on_advice_ready(self, message: AdviceReady) -> None:
+        if self._hold(message):
+            return
         version, summary, recommendation = message.analysis  # type: ignore[misc]
         if version < self._summary_version:
             return
@@ -264,6 +278,9 @@ class GpuscaleApp(App[int]):
 
     # -- run end and failure -------------------------------------------------------
     def on_run_finished(self, message: RunFinished) -> None:
+        if self._hold(message):
+            self._draw_header(None)  # the pause badge says the run ended meanwhile
+            return
         end: EndEvent | None = message.end
         self.redraw(force=True)
         snap = self.model.snapshot(logs_after=2**62)
@@ -271,14 +288,14 @@ class GpuscaleApp(App[int]):
         took = format_duration_s(snap.elapsed_s)  # the header's elapsed, the log's duration
         if end is not None and end.status != "failed" and not snap_errors:
             self.notify(
-                f"Run {end.status}: {end.steps} steps in {took}. "
+                f"Run {end.status}: {plural(end.steps, 'step')} in {took}. "
                 "The final summary stays on screen; q quits.",
                 title="Run ended",
                 timeout=8,
             )
         elif end is None and not snap_errors:
             self.notify(
-                f"The run was interrupted after {snap.steps_done} steps, {took} "
+                f"The run was interrupted after {plural(snap.steps_done, 'step')}, {took} "
                 "(no end event): showing everything recorded.",
                 severity="warning",
                 timeout=8,
@@ -290,6 +307,8 @@ class GpuscaleApp(App[int]):
         self.build_charts(self._chart_sizes())
 
     def on_run_failed(self, message: RunFailed) -> None:
+        if self._hold(message):
+            return
         self._failed = message
         self._show_advice(self._summary, None)
         if not self._error_shown:
@@ -341,11 +360,35 @@ class GpuscaleApp(App[int]):
         finally:
             self.call_from_thread(self.exit, 0)
 
+    def _hold(self, message: object) -> bool:
+        """While the display is frozen nothing on screen changes: ``message`` waits
+        for ``p`` (True: held)."""
+        if self.display_paused:
+            if isinstance(message, ChartsReady | AdviceReady):  # only the latest counts
+                self._held = [m for m in self._held if type(m) is not type(message)]
+            self._held.append(message)
+            return True
+        return False
+
+    @property
+    def ended_while_frozen(self) -> bool:
+        return any(isinstance(m, RunFinished | RunFailed) for m in self._held)
+
     def action_toggle_display(self) -> None:
         self.display_paused = not self.display_paused
         self._draw_header(None)
         if not self.display_paused:
             self.redraw(force=True)
+            held, self._held = self._held, []
+            for message in held:  # in the order they came
+                if isinstance(message, ChartsReady):
+                    self.on_charts_ready(message)
+                elif isinstance(message, AdviceReady):
+                    self.on_advice_ready(message)
+                elif isinstance(message, RunFinished):
+                    self.on_run_finished(message)
+                elif isinstance(message, RunFailed):
+                    self.on_run_failed(message)
 
     def action_toggle_replay(self) -> None:
         if isinstance(self.source, ReplaySource):

@@ -1,6 +1,9 @@
 """Every key of the dashboard, in one table: the app's bindings, the footer and the
-help screen (``?``) are all made from :data:`KEYS`, and a test holds the README
-to it.
+help screen (``?``) are all made from :data:`KEYS` (the scaling view's from
+:data:`SWEEP_KEYS`), and a test holds the README to them.
+
+The footer holds what fits 80 columns in every mode (a replay of a failed run is the
+longest: :data:`FOOTER_WIDTH`); the rest is in ``?`` only.
 
 A :class:`Key` is one line of help: how it is written for people (``display``),
 what it does (``help``), the footer's short label (``label``, ``""``: not in the
@@ -14,6 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from textual.binding import Binding
+
+FOOTER_WIDTH = 80
+"""The footer's labelled keys fit this many columns (a test holds them to it)."""
 
 
 @dataclass(frozen=True)
@@ -88,17 +94,57 @@ KEYS: tuple[Key, ...] = (
         "SVG",
         bindings=(("s", "screenshot"),),
     ),
-    Key("d", "show / hide debug lines in the log", "Debug", bindings=(("d", "toggle_debug"),)),
-    Key("t", "light / dark theme", "Theme", bindings=(("t", "toggle_theme"),)),
+    Key("d", "show / hide debug lines in the log", bindings=(("d", "toggle_debug"),)),
+    Key("t", "light / dark theme", bindings=(("t", "toggle_theme"),)),
     Key("e", "show the error again (failed runs)", "Error", bindings=(("e", "show_error"),)),
     Key("ctrl+p", "command palette"),
 )
 
 
-def bindings() -> list[Binding]:
+SWEEP_KEYS: tuple[Key, ...] = (
+    Key(
+        "q",
+        "quit (a live sweep's run stops cleanly first)",
+        "Quit",
+        bindings=(("q", "quit_run"),),
+    ),
+    Key(
+        "ctrl+c",
+        "as q; a live sweep then exits 130 (interrupted)",
+        bindings=(("ctrl+c", "interrupt"),),
+        priority=True,
+    ),
+    Key("?", "this help", "Help", bindings=(("question_mark", "help"),)),
+    Key(
+        "r",
+        "the recommendation full screen (again: back)",
+        "Advice",
+        bindings=(("r", "toggle_advice"), ("escape", "restore_advice")),
+    ),
+    Key("tab/shift+tab", "next / previous panel"),
+    Key("↑/↓ pgup/pgdn", "scroll the focused panel (the recommendation)"),
+    Key(
+        "c",
+        "next chart (alone when short, focused when tall)",
+        "Chart",
+        bindings=(("c", "next_chart"),),
+    ),
+    Key(
+        "s",
+        "save an SVG screenshot in gpuscale's data folder",
+        "SVG",
+        bindings=(("s", "screenshot"),),
+    ),
+    Key("t", "light / dark theme", bindings=(("t", "toggle_theme"),)),
+    Key("ctrl+p", "command palette"),
+)
+"""The scaling view's keys (``replay`` of a sweep, ``recommend --watch``)."""
+
+
+def bindings(table: tuple[Key, ...] = KEYS) -> list[Binding]:
     """The app's bindings: the first of each key's bindings shows in the footer."""
     out = []
-    for key in KEYS:
+    for key in table:
         for n, (names, action) in enumerate(key.bindings):
             out.append(
                 Binding(
@@ -118,6 +164,11 @@ def actions(mode: str) -> set[str]:
     return {
         action.split("(")[0] for key in KEYS if key.mode == mode for _names, action in key.bindings
     }
+
+
+def sweep_help_rows() -> list[tuple[str, str]]:
+    """``(display, help)`` for the scaling view's help screen."""
+    return [(k.display, k.help) for k in SWEEP_KEYS]
 
 
 def help_rows(replay: bool) -> list[tuple[str, str]]:

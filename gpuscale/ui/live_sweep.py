@@ -23,7 +23,7 @@ from typing import Any
 from gpuscale.analysis.summary import RunAccumulator
 from gpuscale.analysis.sweep import SweepPoint, point_from_summary
 from gpuscale.events.schema import EndEvent, PhaseEvent, StepEvent, SweepRef
-from gpuscale.formatting import format_ms
+from gpuscale.formatting import format_ms, plural
 from gpuscale.recording.sweeps import new_sweep_id
 from gpuscale.ui.model import RunModel
 from gpuscale.ui.sweep_app import SweepView
@@ -88,7 +88,7 @@ class LiveSweep:
             point, failure = self._one_count(n, config, on_status, index)
             if point is not None:
                 points.append(point)
-                sources.append(point.source or f"live run on {n} devices")
+                sources.append(point.source or f"live run on {plural(n, 'device')}")
                 self.view = replace(self.view, points=list(points), sources=list(sources))
                 on_count(replace(self.view, status_line=None))
             if failure is not None:

@@ -27,7 +27,7 @@ from gpuscale.events.schema import (
     StepEvent,
     run_duration_s,
 )
-from gpuscale.formatting import format_duration_s
+from gpuscale.formatting import format_duration_s, plural
 
 HISTORY_POINTS = 120
 """Samples kept per device for the utilization history (a minute at 2 Hz)."""
@@ -227,7 +227,7 @@ class RunModel:
                 t,
                 "gpuscale",
                 "info" if event.status == "completed" else "warning",
-                f"run {event.status} after {event.steps} steps, {format_duration_s(duration_s)}",
+                f"run {event.status} after {plural(event.steps, 'step')}, {format_duration_s(duration_s)}",
             )
 
     # -- reading -----------------------------------------------------------------
@@ -242,7 +242,10 @@ class RunModel:
         """Copies of what a frame needs; ``logs_after`` skips log lines already drawn."""
         with self._lock:
             start_t = self.start.t if self.start is not None else self.first_t
-            elapsed = run_duration_s(start_t, self.last_t) if (self.last_t and start_t) else 0.0
+            # ended: to the end event (the log's duration), not to the host samples
+            # that still arrive after it (the trial: 10.9 s logged, 11.9 s in the toast)
+            last_t = self.end.t if self.end is not None else self.last_t
+            elapsed = run_duration_s(start_t, last_t) if (last_t and start_t) else 0.0
             steps = list(self.steps)
             return Snapshot(
                 version=self.version,

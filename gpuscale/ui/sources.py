@@ -55,6 +55,9 @@ class SourceInfo:
     label: str
     """What the header shows: the recording path (live runs record by default)."""
     warnings: list[str] = field(default_factory=list)
+    waiting: str | None = None
+    """What the header says before the run's start event, when more is known than
+    "waiting for the run to start" (a script's name, how long until it is shown)."""
 
 
 class EventSource:
@@ -303,6 +306,17 @@ class QueueSource(EventSource):
         return Batch(events)
 
 
+def waiting_text(run: Any) -> str | None:
+    """The header's line for a script run before its start: its name, and that its
+    samples are held (and recorded) until its callback's first step or the made-up
+    start after ``start_timeout_s`` (see gpuscale.live.script_run)."""
+    timeout_s = getattr(run, "start_timeout_s", None)
+    name = getattr(run, "name", None)
+    if timeout_s is None or not name:
+        return None
+    return f"{name}: waiting for its first step (telemetry shows then, or in {timeout_s:g} s)"
+
+
 class LiveSource(EventSource):
     """A live run: wraps :class:`gpuscale.live.trainer_run.LiveRun` (or anything with its
     ``start()``, ``queue`` of events ending with ``None``, ``drain()``, ``stop()``
@@ -315,7 +329,7 @@ class LiveSource(EventSource):
         self._had_path = False
         self.end: EndEvent | None = None
         """The run's EndEvent once it arrived."""
-        self.info = SourceInfo("live", "")
+        self.info = SourceInfo("live", "", waiting=waiting_text(run))
         self._update_label()
 
     def _update_label(self) -> None:

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Footer, Static
@@ -37,6 +36,7 @@ from gpuscale.analysis.sweep import SweepPoint
 from gpuscale.errors import GpuscaleError
 from gpuscale.formatting import markup_literal
 from gpuscale.plots.scaling import build_scaling_chart
+from gpuscale.ui import keys
 from gpuscale.ui.messages import ChartsReady
 from gpuscale.ui.model import RunModel
 from gpuscale.ui.widgets.charts import (
@@ -53,6 +53,7 @@ from gpuscale.ui.widgets.scaling import (
     RecommendationPanel,
     ScalingChartPanel,
 )
+from gpuscale.ui.widgets.screens import HelpScreen
 
 if TYPE_CHECKING:
     from gpuscale.ui.live_sweep import LiveSweep
@@ -140,10 +141,20 @@ def sweep_heading(points: list[SweepPoint], files: int | None = None) -> str:
 
 
 class SweepHeader(Static):
+    """What was swept, then the sweep's state, in :data:`HEADER_LINES` lines: each
+    wrapped rather than cut (a long model or device name must not hide where the
+    sweep comes from), the heading in two lines at most, the state always shown."""
+
+    _view: SweepView | None = None
+
+    def on_resize(self) -> None:
+        if self._view is not None:
+            self.show(self._view)
+
     def show(self, view: SweepView) -> None:
-        text = Text(no_wrap=True, overflow="ellipsis")
-        text.append(view.heading, style="bold")
-        text.append("\n")
+        self._view = view
+        heading = Text(view.heading, style="bold")
+        text = Text()
         state = {"running": "RUNNING", "complete": "COMPLETE", "stopped": "STOPPED"}[view.state]
         text.append(
             state,
@@ -160,7 +171,30 @@ class SweepHeader(Static):
                 text.append(f"{n}· ", style="dim")
         if view.status_line:
             text.append(f" {view.status_line}")
-        self.update(text)
+        width = self.content_size.width
+        if width <= 0:  # not laid out yet: drawn again on resize
+            self.update(Text("\n").join([heading, text]))
+            return
+        top = self._wrapped(heading, width, HEADER_LINES - 1)
+        bottom = self._wrapped(text, width, HEADER_LINES - len(top))
+        self.update(Text("\n").join([*top, *bottom]))
+
+    def _wrapped(self, text: Text, width: int, most: int) -> list[Text]:
+        """``text`` wrapped to ``width``, in ``most`` lines at most (the last cut with …)."""
+        lines = list(text.wrap(self.app.console, width))
+        if len(lines) > most:
+            lines = lines[:most]
+            last = lines[-1]
+            last.rstrip()
+            last.append(" …")
+            last.truncate(width, overflow="ellipsis")
+        for line in lines:
+            line.rstrip()
+        return lines
+
+
+HEADER_LINES = 3
+"""The scaling view's header: at most this many lines (its CSS max-height)."""
 
 
 RUN_REFRESH_HZ = 4.0
@@ -179,13 +213,7 @@ class SweepApp(App[int]):
     TITLE = "gpuscale"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
-    BINDINGS = [
-        Binding("q", "quit_run", "Quit"),
-        Binding("ctrl+c", "interrupt", "Quit", show=False, priority=True),
-        Binding("c", "next_chart", "Chart"),
-        Binding("s", "screenshot", "SVG"),
-        Binding("t", "toggle_theme", "Theme", show=False),
-    ]
+    BINDINGS = keys.bindings(keys.SWEEP_KEYS)  # every key: gpuscale/ui/keys.py
 
     def __init__(
         self,
@@ -244,7 +272,7 @@ class SweepApp(App[int]):
         if not self.live:  # a replay: no run in progress to show
             self.device_grid.display = False
             self.run_column.display = False
-            self.throughput_panel.focus()  # not the hidden device cards
+            self.advice_panel.focus()  # not the hidden device cards: ↓ and pgdn scroll it
         for chart_id, panel in self.run_charts.items():
             panel.update(Text(RUN_WAITING[chart_id], style="dim"))
         self.show_sweep(self.view)
@@ -373,6 +401,21 @@ class SweepApp(App[int]):
         if not self.screen.has_class("-short"):
             shown.focus()
         self.notify(f"Chart: {shown.border_title}", timeout=2)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(sweep=True))
+
+    def action_toggle_advice(self) -> None:
+        """The recommendation full screen (focused: the keys scroll it), or back."""
+        if self.screen.maximized is self.advice_panel:
+            self.screen.minimize()
+        else:
+            self.advice_panel.focus()
+            self.screen.maximize(self.advice_panel, container=False)
+
+    def action_restore_advice(self) -> None:
+        if self.screen.maximized is not None:
+            self.screen.minimize()
 
     def action_toggle_theme(self) -> None:
         self.theme = "textual-light" if self.theme != "textual-light" else "textual-dark"

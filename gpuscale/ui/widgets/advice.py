@@ -14,8 +14,14 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
-from gpuscale.analysis.confidence import comm_share_is_notable, run_confidence
-from gpuscale.analysis.metrics import resolved
+from gpuscale.analysis.confidence import run_confidence
+from gpuscale.analysis.phase_report import (
+    parts_note,
+    phase_items,
+    phases_heading,
+    precision_text,
+    probes_text,
+)
 from gpuscale.analysis.recommend import Recommendation
 from gpuscale.analysis.recommend import recommend_from_run as predict_from_run
 from gpuscale.analysis.summary import RunSummary
@@ -24,8 +30,6 @@ from gpuscale.formatting import (
     format_fraction_pct,
     format_ms,
     format_number,
-    format_phase_in_step_s,
-    format_phase_s,
     format_rate_bytes_s,
     visible,
 )
@@ -39,8 +43,10 @@ def _text(text: str, style: str = "") -> Content:
 
 
 def _row(label: str, value: str | Content, style: str = "") -> Content:
+    """``label`` in bold, padded to :data:`LABEL_WIDTH` (a longer one: a space),
+    then ``value``."""
     value = value if isinstance(value, Content) else _text(value, style)
-    return Content.assemble((visible(label.ljust(LABEL_WIDTH)), "bold"), value)
+    return Content.assemble((visible(label.ljust(LABEL_WIDTH - 1)) + " ", "bold"), value)
 
 
 def _predictions(rec: Recommendation) -> list[Content]:
@@ -90,8 +96,10 @@ LABELLED = ("predicted ", "confidence ")
 
 
 def _unpadded(row: Content) -> Content:
-    """``label        value`` -> ``label value``."""
-    return Content.assemble(row[:LABEL_WIDTH].rstrip(), " ", row[LABEL_WIDTH:])
+    """``label        value`` -> ``label value`` (the label is the row's first,
+    bold span: :func:`_row`)."""
+    end = row.spans[0].end if row.spans else LABEL_WIDTH
+    return Content.assemble(row[:end].rstrip(), " ", row[end:])
 
 
 def advice_compact(summary: RunSummary | None, rec: Recommendation | None, width: int) -> Content:
@@ -135,54 +143,31 @@ def advice_parts(
         _row("throughput", f"{format_number(s.throughput_samples_s, ',.0f')} samples/s"),
     ]
     if s.phase_steps:
-        comm_style = "$text-warning" if comm_share_is_notable(s.comm_share) else ""
         ratio = (
             format_number(s.compute_comm_ratio, ".1f")
             if s.compute_comm_ratio
             else "no comm exposed"
         )
-        if s.devices == 1:
-            exposed = "none (1 device)"
-        elif resolved(s.allreduce_s, s.allreduce_err_s):
-            exposed = (
-                f"{format_phase_s(s.allreduce_s, s.allreduce_err_s)} "
-                f"({format_fraction_pct(s.comm_share)}) exposed"
-            )
-        else:
-            exposed = format_phase_s(s.allreduce_s, s.allreduce_err_s)
-        lines += [
-            _row(
-                "phases",
-                f"{s.phase_steps} probe{'s' if s.phase_steps != 1 else ''}, "
-                f"vs {format_ms(s.phase_step_time_s)} steps",
-            ),
-            _row(
-                "compute",
-                format_phase_in_step_s(
-                    s.compute_s, s.compute_err_s, s.phase_step_time_s, s.phase_steps, s.devices
-                ),
-                "green",
-            ),
-            _row("all-reduce", exposed, comm_style),
-            _row("apply", format_phase_s(s.apply_s, s.apply_err_s)),
-            _row("input wait", f"{format_ms(s.input_s)} ({format_fraction_pct(s.input_share)})"),
-            _row("compute:comm", ratio),
-        ]
-        if s.busbw_bytes_s:
+        lines.append(_row("phases", phases_heading(s)))
+        items = phase_items(s)
+        for item in items:  # the words of `gpuscale run`'s summary
+            style = "$text-warning" if item.notable else "green" if item.label == "compute" else ""
+            lines.append(_row(item.label, item.value, style))
+        # ratio and bandwidth come from the exposed all-reduce: not from noise
+        exchange = next(item.value for item in items if item.label == "exposed all-reduce")
+        if s.devices > 1 and "not resolved" not in exchange:
+            lines.append(_row("compute:comm", ratio))
+        if s.busbw_bytes_s and "not resolved" not in exchange:
             lines.append(
                 _row(
                     "busbw",
                     f"{format_rate_bytes_s(s.busbw_bytes_s)} ({format_bytes(s.payload_bytes)}/step)",
                 )
             )
-        if s.phase_steps < 3:  # no median half-width below 3 probes
-            lines.append(_text("fewer than 3 probes: no ranges yet", "$text-muted"))
-        if s.phase_consistent is False:
-            notes.append(
-                Content.styled(
-                    "probe passes exceed the step: breakdown not resolved", "$text-warning"
-                )
-            )
+        lines.append(_row("probes", probes_text(s)))
+        apart = parts_note(s)
+        if apart:
+            notes.append(_text(apart, "$text-warning"))
     else:
         notes.append(_text("phase breakdown: not measured yet", "$text-muted"))
     if s.devices == 1:
@@ -191,6 +176,10 @@ def advice_parts(
                 "1 device: nothing to all-reduce; `gpuscale recommend` sweeps counts", "$text-muted"
             )
         )
+    precision = precision_text(s)
+    if precision is not None:
+        text, reached = precision
+        notes.append(_text(text, "" if reached else "$text-warning"))
     if rec is not None:
         notes += _predictions(rec)
     trust = run_confidence(s)

@@ -192,6 +192,22 @@ def since_start(origin_t: float | None, ts, values) -> tuple[list[float], list[f
     return [x for x, _ in kept], [v for _, v in kept]
 
 
+PLOT_FRAME_ROWS = 4
+"""Rows of a plotext chart that are not its plot area: the frame's top and bottom,
+the x tick labels and the x axis label."""
+
+
+def percent_ticks(rows: int) -> list[int]:
+    """Round percentages for a 0-100 axis of ``rows`` rows, one a row at most (two on
+    a row would show one of them at random): 0, 25, 50, 75, 100 where they fit, else
+    0, 50, 100, else 0, 100 (plotext's own are ``83.3 66.7 33.3 16.7``)."""
+    if rows >= 5:
+        return [0, 25, 50, 75, 100]
+    if rows >= 3:
+        return [0, 50, 100]
+    return [0, 100]
+
+
 def build_util_chart(snap: Snapshot, width: int, height: int) -> Text:
     """Utilization of every GPU over its recent samples (host CPU when no GPU),
     against the seconds since the run's start (live and replay alike: the
@@ -221,14 +237,33 @@ def build_util_chart(snap: Snapshot, width: int, height: int) -> Text:
     if not plotted:
         return _empty(width, "utilization appears after the first samples")
     plot.ylim(0, 100)
+    yticks = percent_ticks(height - legend_lines - PLOT_FRAME_ROWS)
+    plot.yticks(yticks, [str(t) for t in yticks])
     _whole_xticks(plot, times, width)
     plot.xlabel("s since start")
     plot.ylabel("%")
     text = Text.from_ansi(plot.build().rstrip("\n"), no_wrap=True)
-    if legend_lines:  # under the chart, never over the lines (cut to one line)
+    if legend_lines:  # under the chart, never over the lines
         text.append("\n")
-        text.append_text(legend_text(names, width).split()[0])
+        text.append_text(util_legend(names, width))
     return text
+
+
+def util_legend(names: list[tuple[str, str, str]], width: int) -> Text:
+    """One line naming every line drawn: ``⠶ GPU0  ⠶ GPU1 …`` where that fits, else
+    ``GPU ⠶0 ⠶1 …`` (eight GPUs in 28 columns); cut at ``width`` only when even that
+    does not fit."""
+    legend = legend_text(names, width)
+    if len(legend.split()) == 1 or not all(label.startswith("GPU") for *_, label in names):
+        return legend.split()[0]
+    compact = Text("GPU", no_wrap=True, overflow="ellipsis")
+    for symbol, color, label in names:
+        entry = legend_text([(symbol, color, label.removeprefix("GPU"))], width)  # "⠶ 0"
+        compact.append(" ")
+        compact.append_text(entry[: len(symbol)])
+        compact.append_text(entry[len(symbol) + 1 :])
+    compact.truncate(width, overflow="ellipsis")
+    return compact
 
 
 BUILDERS = {

@@ -132,14 +132,18 @@ def host_lines(
     compact: bool,
     ended: bool = False,
     trainer: HostSample | None = None,
+    started: bool = True,
 ) -> Content:
     """The host: all-core CPU, memory, and the trainer's own CPU and memory
     (``trainer``: the latest sample that measured them, see :func:`trainer_text`);
-    ``ended``: the run is over, so no sample is coming."""
+    ``ended``: the run is over, so no sample is coming; ``started``: the run's start
+    has come (before it, a script's samples are held back and recorded)."""
     if host is None:
-        return Content(
-            "host: no host samples in this run" if ended else "host: waiting for the first sample…"
-        )
+        if ended:
+            return Content("host: no host samples in this run")
+        if not started:
+            return Content("host: shown when the run starts")
+        return Content("host: waiting for the first sample…")
     mem_pct = 100 * host.mem_used_bytes / host.mem_total_bytes if host.mem_total_bytes else None
     mem_tail = f"{fmt.format_gb(host.mem_used_bytes)}/{fmt.format_gb(host.mem_total_bytes)} GB"
     if compact:
@@ -228,8 +232,9 @@ class DeviceCard(Vertical):
         width: int,
         ended: bool = False,
         trainer: HostSample | None = None,
+        started: bool = True,
     ) -> None:
-        self.body.update(host_lines(host, width, compact, ended, trainer))
+        self.body.update(host_lines(host, width, compact, ended, trainer, started))
         if not compact:
             self.spark.data = history or [0.0]
 
@@ -307,7 +312,13 @@ class DeviceGrid(Vertical, can_focus=True):
             return
         ended = snap.end is not None
         cards[0].show_host(
-            snap.host, snap.host_cpu_history_pct, compact, text_width, ended, snap.host_trainer
+            snap.host,
+            snap.host_cpu_history_pct,
+            compact,
+            text_width,
+            ended,
+            snap.host_trainer,
+            started=snap.start is not None,
         )
         for card, device in zip(cards[1:], snap.devices, strict=False):
             card.border_title = device_title(device)

@@ -6,17 +6,19 @@ from textual.content import Content
 from textual.widgets import Static
 
 from gpuscale import formatting as fmt
+from gpuscale.analysis.script_runs import scaling_of
 from gpuscale.ui.model import Snapshot
 from gpuscale.ui.sources import ReplayStatus, SourceInfo
 
 
-def describe_run(snap: Snapshot) -> str:
-    """Model · strategy (all-reduce) · devices · batch, in one line."""
+def describe_run(snap: Snapshot, waiting: str | None = None) -> str:
+    """Model · strategy (all-reduce) · devices · batch, in one line (``waiting``: what
+    to say instead before the start, when the source knows more than nothing)."""
     start = snap.start
     if start is None:
         if snap.end is not None or snap.errors:
             return "the run ended before it started training (see the error and the log)"
-        return "waiting for the run to start…"
+        return waiting or "waiting for the run to start…"
     devices = len(start.devices) or start.num_replicas
     platform = {"gpu": "GPU", "cpu-logical": "logical CPU", "cpu": "CPU"}[start.platform]
     device_text = f"{devices}x {platform}"
@@ -32,7 +34,7 @@ def describe_run(snap: Snapshot) -> str:
     else:
         batch = f"batch {start.global_batch}"
     if start.global_batch:
-        batch += f" ({start.scaling} scaling)"
+        batch += f" ({scaling_of(start)} scaling)"  # a script's fit() batch: strong
     return f"{start.model or '?'} · {strategy} · {device_text} · {batch}"
 
 
@@ -45,7 +47,13 @@ class RunHeader(Static):
         source: SourceInfo,
         replay: ReplayStatus | None,
         display_paused: bool,
+        *,
+        ended_while_paused: bool = False,
+        over: bool = False,
     ) -> None:
+        """``display_paused``: frozen with ``p`` (a badge says so, and whether the run
+        ended meanwhile: the rest of the screen waits for ``p``); ``over``: the source
+        has nothing more (a run without an end event then reads as interrupted)."""
         state = "running"
         style = "$text-success"
         if snap.end is not None:
@@ -53,8 +61,9 @@ class RunHeader(Static):
             style = "$text-success" if state == "completed" else "$text-error"
         elif snap.errors:
             state, style = "failed", "$text-error"
-        elif replay is not None and replay.at_end:
-            state, style = "interrupted", "$text-error"  # a recording with no end event
+        elif over or (replay is not None and replay.at_end and not display_paused):
+            # the word `gpuscale runs` and replay's summary use too, with its reason
+            state, style = "interrupted (no end event)", "$text-error"
         elif snap.start is None:
             state, style = "starting", "$text-warning"
         parts = [
@@ -70,14 +79,20 @@ class RunHeader(Static):
             label = f"file {fmt.visible(source.label)}"
         else:
             label = f"recording {fmt.visible(source.label)}"
+        word, _, reason = state.partition(" ")
         line2 = Content.assemble(
-            (state.upper(), f"bold {style}"),
+            (word.upper() + (f" {reason}" if reason else ""), f"bold {style}"),
             "  " + " · ".join(parts) + "  ",
             (label, "$text-muted"),
         )
-        line1 = Content.assemble(("gpuscale", "bold"), "  " + fmt.visible(describe_run(snap)))
-        if display_paused:
-            line1 = line1 + Content.assemble(
-                "  ", (" DISPLAY PAUSED (p) ", "reverse $text-warning")
+        line1 = Content.assemble(
+            ("gpuscale", "bold"), "  " + fmt.visible(describe_run(snap, source.waiting))
+        )
+        if display_paused:  # first: a long description is cut at the right edge
+            badge = (
+                " DISPLAY PAUSED (p): THE RUN ENDED "
+                if ended_while_paused
+                else " DISPLAY PAUSED (p) "
             )
+            line1 = Content.assemble((badge, "reverse $text-warning"), " ") + line1
         self.update(Content("\n").join([line1, line2]))

@@ -7,9 +7,12 @@ widgets only size it to the panel and redraw it when the panel or the sweep chan
 from __future__ import annotations
 
 from rich.text import Text
+from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from gpuscale.analysis.phase_report import count_precision_text
 from gpuscale.analysis.recommend import Recommendation
+from gpuscale.formatting import format_fraction_pct
 from gpuscale.plots.scaling import NO_SPLIT_NOTE, ScalingChart
 from gpuscale.plots.terminal import MIN_WIDTH, phase_chart, throughput_chart
 
@@ -90,6 +93,19 @@ def recommendation_text(rec: Recommendation | None, state: str | None = None) ->
         text.append(f"expected speedup {rec.speedup:.2f}x over {rec.baseline}\n")
     if rec.platform_note:
         text.append(rec.platform_note + "\n", style="dim")
+    asked = [r for r in rec.table if not r.predicted and r.precision_asked is not None]
+    if asked:  # --precision: how far each count got (recommend's words)
+        targets = {r.precision_asked for r in asked}
+        target = (
+            f" (\u00b1{format_fraction_pct(asked[0].precision_asked, 1)} asked)"
+            if len(targets) == 1
+            else ""
+        )
+        text.append(f"Precision{target}\n", style="bold")
+        several = len({r.config for r in asked}) > 1
+        for r in asked:
+            line = count_precision_text(r, several=several, with_asked=len(targets) > 1)
+            text.append(f"- {line}\n", style="" if "not reached" not in line else "yellow")
     text.append("Why\n", style="bold")
     for line in rec.reasons:
         text.append(f"- {line}\n")
@@ -104,12 +120,20 @@ def recommendation_text(rec: Recommendation | None, state: str | None = None) ->
     return text
 
 
-class RecommendationPanel(Static, can_focus=True):
-    """The recommendation from the counts measured so far."""
+class RecommendationPanel(VerticalScroll, can_focus=True):
+    """The recommendation from the counts measured so far: focusable and scrollable
+    (tab, the arrows, pgup/pgdn), and ``r`` shows it full screen, so a small
+    terminal loses none of it."""
+
+    ALLOW_MAXIMIZE = True
 
     def __init__(self) -> None:
         super().__init__(id="scaling-advice")
         self.border_title = "Recommendation"
+        self.body = Static(recommendation_text(None), id="scaling-advice-body")
+
+    def compose(self):
+        yield self.body
 
     def show(self, rec: Recommendation | None, state: str | None = None) -> None:
-        self.update(recommendation_text(rec, state))
+        self.body.update(recommendation_text(rec, state))

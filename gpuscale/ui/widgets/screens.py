@@ -14,17 +14,39 @@ from gpuscale.ui import keys
 
 
 class HelpScreen(ModalScreen[None]):
-    """Every key, in one place."""
+    """Every key, in one place: the run dashboard's (``replay``: a replay's, else a
+    live run's) or, with ``sweep``, the scaling view's."""
 
     BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
+    DEFAULT_CSS = """
+    HelpScreen {
+        align: center middle;
+    }
+    #help-box {
+        width: auto;
+        max-width: 90%;
+        height: auto;
+        max-height: 90%;
+        border: thick $primary;
+        background: $surface;
+        padding: 1 2;
+    }
+    #help-box Static {
+        width: auto;
+    }
+    """
 
-    def __init__(self, replay: bool) -> None:
+    def __init__(self, replay: bool = False, *, sweep: bool = False) -> None:
         super().__init__()
         self.replay = replay
+        self.sweep = sweep
 
     def compose(self) -> ComposeResult:
-        rows = keys.help_rows(self.replay)
-        title = "Replay keys" if self.replay else "Live run keys"
+        if self.sweep:
+            rows, title = keys.sweep_help_rows(), "Scaling view keys"
+        else:
+            rows = keys.help_rows(self.replay)
+            title = "Replay keys" if self.replay else "Live run keys"
         text = Content("\n").join(
             [Content.styled(title, "bold"), Content("")]
             + [Content.assemble((f"{key:>15}", "bold $accent"), "  ", what) for key, what in rows]

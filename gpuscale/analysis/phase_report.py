@@ -1,0 +1,248 @@
+"""How a run's phase breakdown, its probes and its precision are said in words:
+one wording for ``gpuscale run``'s final summary and the dashboard (``watch``,
+``replay``, a sweep's run panels), so the two never tell the same run apart, and
+for ``recommend``'s per-count precision (its text and ``--watch``'s panel).
+
+Every function takes a :class:`~gpuscale.analysis.summary.RunSummary` (or, for a
+sweep's count, a :class:`~gpuscale.analysis.sweep.SweepPoint`) and returns
+plain text (no markup, no style): each view styles and lays it out its own way.
+The numbers and what counts as resolved come from :mod:`gpuscale.analysis.summary`
+and :mod:`gpuscale.analysis.metrics`; nothing here measures anything.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from gpuscale.analysis.confidence import comm_share_is_notable
+from gpuscale.analysis.metrics import resolved
+from gpuscale.analysis.summary import RunSummary
+from gpuscale.analysis.sweep import SweepPoint
+from gpuscale.formatting import (
+    format_duration_s,
+    format_fraction_pct,
+    format_ms,
+    format_phase_in_step_s,
+    format_phase_s,
+)
+
+PASSES_LONGER_NOTE = (
+    "the probes' phases do not add up to the median step: the breakdown is not resolved"
+)
+"""Said when :attr:`RunSummary.phase_consistent` is ``False`` (:func:`parts_note`
+says it with the numbers)."""
+
+
+def parts_note(s: RunSummary) -> str | None:
+    """Why the phases are not shown as numbers, with the numbers that disagree:
+    ``the probes' phases add up to 27.2 ms (compute 1.4, exposed all-reduce 25.4,
+    apply 0.0, input 0.0 ms), not the median step 4.4 ms: the breakdown is not
+    resolved``; ``None`` where they add up (or nothing was probed)."""
+    if s.phase_consistent is not False or s.phase_parts_s is None:
+        return PASSES_LONGER_NOTE if s.phase_consistent is False else None
+    ms = [
+        f"compute {(s.compute_s or 0.0) * 1000:.1f}",
+        f"exposed all-reduce {(s.allreduce_s or 0.0) * 1000:.1f}",
+        f"apply {(s.apply_s or 0.0) * 1000:.1f}",
+        f"input {(s.input_s or 0.0) * 1000:.1f} ms",
+    ]
+    if s.devices <= 1:
+        del ms[1]
+    return (
+        f"the probes' phases add up to {format_duration_s(s.phase_parts_s)} "
+        f"({', '.join(ms)}), not the median step {format_duration_s(s.step_time_s)}: "
+        "the breakdown is not resolved (too few probes, or probes at unusual steps)"
+    )
+
+
+class PhaseItem(NamedTuple):
+    """One phase as said: its label, its value with how well it is known, and
+    whether it is worth a warning colour (a notable exposed share)."""
+
+    label: str
+    value: str
+    notable: bool = False
+
+
+def plural(n: int, word: str) -> str:
+    """``1 probe``, ``12 probes``."""
+    return f"{n:,} {word}{'s' if n != 1 else ''}"
+
+
+def phases_heading(s: RunSummary) -> str:
+    """What the phases are medians of and what they split: ``12 probes, 95% ranges;
+    parts of the median step 100.0 ms`` (``too few for ranges`` below 3)."""
+    n = s.phase_steps
+    ranges = "95% ranges" if n >= 3 else "too few for ranges"
+    return (
+        f"{plural(n, 'probe')}, {ranges}; parts of the median step "
+        f"{format_duration_s(s.step_time_s or s.phase_full_step_s)}"
+    )
+
+
+def phase_items(s: RunSummary) -> list[PhaseItem]:
+    """Compute, exposed all-reduce, apply and input wait, each with its 95 %
+    half-width over the probes, ``< X ms (not resolved)`` where it is within its
+    own noise (never a 0.0 that is noise), and no number at all where the phases do
+    not add up to the median step (:attr:`RunSummary.phase_consistent`; then
+    :func:`parts_note` says why). The exposed share is of the median step, the
+    one every view says."""
+    step, n = s.step_time_s or s.phase_full_step_s, s.phase_steps
+    apart = s.phase_consistent is False
+    compute = format_phase_in_step_s(s.compute_s, s.compute_err_s, step, n, s.devices)
+    whole = compute.startswith("\u2248")  # compute alone fills the step: nothing left to split
+    if apart and not whole:
+        compute = "not resolved"
+    notable = False
+    if s.devices <= 1:
+        exposed = "none (1 device: nothing to exchange)"
+    elif whole or apart:
+        exposed = "not resolved"
+    else:
+        exposed = format_phase_s(s.allreduce_s, s.allreduce_err_s)
+        if s.comm_share is not None and resolved(s.allreduce_s, s.allreduce_err_s):
+            points = (
+                f" \u00b1 {s.comm_share_err * 100:.1f} points"
+                if s.comm_share_err is not None
+                else ""
+            )
+            exposed += f" ({s.comm_share:.1%}{points} of the median step)"
+            notable = comm_share_is_notable(s.comm_share)
+    apply = (
+        "not resolved"
+        if apart or whole
+        else format_phase_in_step_s(s.apply_s, s.apply_err_s, step, n)
+    )
+    input_wait = format_ms(s.input_s)
+    if s.input_share is not None:
+        input_wait += f" ({format_fraction_pct(s.input_share)} of the median step)"
+    return [
+        PhaseItem("compute", compute),
+        PhaseItem("exposed all-reduce", exposed, notable),
+        PhaseItem("apply", apply),
+        PhaseItem("input wait", input_wait),
+    ]
+
+
+def _points(share: float) -> str:
+    """A share's half-width in percentage points: ``±2``, ``±2.5``."""
+    value = share * 100
+    return f"\u00b1{value:.0f}" if abs(value - round(value)) < 0.05 else f"\u00b1{value:.1f}"
+
+
+def probes_text(s: RunSummary) -> str:
+    """How many probes ran, what they cost against the wall clock and the budget
+    they had, and whether the exposed share is known to the target precision:
+    ``6, 1.3% of wall (0.9 s; budget 2%); exposed share known to ±2 points (±1.1)``.
+    A recording from before probes were costed (schema 1.1) says the count alone."""
+    text = f"{s.phase_steps:,}"
+    pace = None
+    if s.probe_every:
+        pace = f"every {plural(s.probe_every, 'step')}"
+    elif s.probe_budget is not None:
+        pace = f"budget {format_fraction_pct(s.probe_budget, 1).replace('.0%', '%')}"
+    if s.probe_cost_s is not None:
+        took = format_duration_s(s.probe_cost_s)
+        if s.probe_wall_share is not None:
+            text += f", {format_fraction_pct(s.probe_wall_share, 1)} of wall"
+            pace = f"{took}; {pace}" if pace else took
+        else:
+            text += f", {took}"
+    if pace:
+        text += f" ({pace})"
+    over = (
+        s.probe_budget is not None
+        and s.probe_wall_share is not None
+        and s.probe_wall_share > s.probe_budget
+    )
+    if over and s.phase_steps == 1:  # the scheduler's one exception: said, not hidden
+        text += ", over the budget: the first probe always runs"
+    known = share_known_text(s)
+    return f"{text}; {known}" if known else text
+
+
+def share_known_text(s: RunSummary) -> str | None:
+    """Whether the exposed share is known to its target (``--precision``, else the
+    scheduler's default): ``exposed share known to ±2 points (±1.1)``, ``exposed
+    share not yet known to ±2 points (±3.4 so far)``; ``None`` on one device
+    (nothing is exchanged) or without a probe."""
+    if s.devices <= 1 or not s.phase_steps or s.share_target is None:
+        return None
+    target = f"{_points(s.share_target)} points"
+    err = s.comm_share_err
+    if err is None:
+        return f"exposed share not yet known to {target} (fewer than 3 probes)"
+    if err <= s.share_target:
+        return f"exposed share known to {target} ({_points(err)})"
+    return f"exposed share not yet known to {target} ({_points(err)} so far)"
+
+
+def precision_text(s: RunSummary) -> tuple[str, bool] | None:
+    """With ``--precision``: ``precision: ±3.0% asked, reached (±2.1%)``, or how far
+    it got and about how many more steps would likely reach it; and whether it was
+    reached. ``None``: not asked."""
+    if s.precision_asked is None:
+        return None
+    got, need, reached = precision_words(
+        s.precision_asked,
+        s.precision_reached,
+        s.precision_more_steps,
+        when="yet" if s.status == "running" else "by the end",
+    )
+    target = f"\u00b1{format_fraction_pct(s.precision_asked, 1)}"
+    return f"precision: {target} asked, {got}" + (f"; {need}" if need else ""), reached
+
+
+def precision_words(
+    asked: float, reached: float | None, more: int | None, *, when: str = "by the end"
+) -> tuple[str, str | None, bool]:
+    """Whether ``± asked`` was reached (the worse of the step time's and the exposed
+    share's half-widths, ``reached``; ``more``: counted steps still likely needed,
+    0 when reached): ``("reached (±2.1%)", None, True)``, or ``("not reached
+    {when}: reached only ±5.1%", "about 1,890 more steps would likely reach it",
+    False)``. ``run``, the dashboard and ``recommend`` say it in these words."""
+    if reached is not None and more == 0:
+        return f"reached (\u00b1{format_fraction_pct(reached, 1)})", None, True
+    got = (
+        f"reached only \u00b1{format_fraction_pct(reached, 1)}"
+        if reached is not None
+        else "not yet known (fewer than 3 steps or probes)"
+    )
+    if more is None:
+        need = "no probe ran to estimate the steps needed"
+    elif reached is None:
+        need = f"at least {more:,} more steps would be needed"
+    else:
+        need = f"about {more:,} more steps would likely reach it"
+    return f"not reached {when}: {got}", need, False
+
+
+def count_precision_text(r: SweepPoint, *, several: bool = False, with_asked: bool = False) -> str:
+    """One measured count of a sweep run with ``--precision`` (``r.precision_asked``
+    set): ``2 devices, 150 steps: not reached within --steps: reached only ±5.1%;
+    step time ±1.2%, exposed share ±5.1 points (4 probes); about 280 more steps
+    would likely reach it``. ``several``: name the configuration; ``with_asked``:
+    say the precision asked (when the counts asked differently)."""
+    label = f"{r.devices} device{'s' if r.devices != 1 else ''}"
+    if several:
+        label += f" ({r.config})"
+    if r.steps:
+        label += f", {r.steps:,} steps"
+    if with_asked:
+        label += f", \u00b1{format_fraction_pct(r.precision_asked, 1)} asked"
+    got, need, _ = precision_words(
+        r.precision_asked, r.precision_reached, r.precision_more_steps, when="within --steps"
+    )
+    step = (
+        f"step time \u00b1{format_fraction_pct(r.step_time_err, 1)}"
+        if r.step_time_err is not None
+        else "step time: too few steps for a range"
+    )
+    probes = f"{r.probes or 0} probe{'s' if (r.probes or 0) != 1 else ''}"
+    if r.devices <= 1:
+        share = "nothing exchanged"
+    elif r.comm_share_err is not None:
+        share = f"exposed share \u00b1{r.comm_share_err * 100:.1f} points ({probes})"
+    else:
+        share = f"exposed share from {probes}, too few for a range"
+    return f"{label}: {got}; {step}, {share}" + (f"; {need}" if need else "")

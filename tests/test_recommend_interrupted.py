@@ -1,0 +1,114 @@
+"""Ctrl-C during a plain `gpuscale recommend` sweep: the count in progress is
+stopped, what ran is printed (as `recommend --watch` does), then exit 130. No
+TensorFlow: the stand-in sweep trainer (tests/fake_sweep_trainer.py)."""
+
+from __future__ import annotations
+
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuscale.cli import main
+from gpuscale.commands import recommend_live
+from gpuscale.errors import EXIT_INTERRUPTED
+from gpuscale.live.trainer_sweep import TrainerSweep
+
+FAKE = Path(__file__).with_name("fake_sweep_trainer.py")
+ARGV = ["recommend", "--sweep", "1,2", "--steps", "6", "--warmup-steps", "1"]
+ARGV += ["--global-batch", "16", "--no-record", "--no-chart"]
+
+
+@pytest.fixture
+def fake_sweep(tmp_path, monkeypatch):
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE}" "$@"\n')
+    python.chmod(python.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setattr(recommend_live, "plan", lambda args: ([1, 2], "CPU", None, 2))
+    monkeypatch.setattr(
+        recommend_live,
+        "shared_process",
+        lambda configs, record, no_reuse=False: TrainerSweep(
+            configs, record=record, sampler=False, python=str(python), env={"FAKE_SWEEP": "slow"}
+        ),
+    )
+    # pytest's own SIGINT handler stays
+    monkeypatch.setattr(recommend_live, "ignore_stop_signals", lambda: None, raising=False)
+
+
+def _ctrl_c_at(monkeypatch, count: int) -> None:
+    real = recommend_live._follow
+
+    def follow(run, acc, n, *args):
+        if n == count:
+            raise KeyboardInterrupt("Ctrl-C")
+        return real(run, acc, n, *args)
+
+    monkeypatch.setattr(recommend_live, "_follow", follow)
+
+
+def test_ctrl_c_in_the_second_count_prints_the_first_then_exits_130(
+    fake_sweep, monkeypatch, capsys, _isolated_data_dir
+):
+    _ctrl_c_at(monkeypatch, 2)
+    assert main(ARGV) == EXIT_INTERRUPTED
+    out, err = capsys.readouterr()
+    assert "stopped (Ctrl-C) after 1 device: recommending from those" in out
+    assert "Recommendation:" in out or "Nothing is recommended" in out, out
+    assert "gpuscale: stopping the 2-device run (Ctrl-C)..." in err
+    assert "gpuscale: interrupted" not in err
+
+
+def test_ctrl_c_before_any_count_is_measured_is_just_interrupted(
+    fake_sweep, monkeypatch, capsys, _isolated_data_dir
+):
+    _ctrl_c_at(monkeypatch, 1)
+    assert main(ARGV) == EXIT_INTERRUPTED
+    out, err = capsys.readouterr()
+    assert out == "" and err.strip().splitlines()[-1] == "gpuscale: interrupted"
+
+
+class _FakeScriptRun:
+    """A script's run that reports a start and ten steps on the devices it was given."""
+
+    def __init__(self, command, *, record=None, env=None):
+        self.devices = int(env.get("GPUSCALE_DEVICES", "1")) if env else 1
+        self.done, self.error, self.recording_path, self.sweep_ref = False, None, None, None
+
+    def start(self):
+        return self
+
+    def events(self, timeout=None):
+        from gpuscale.events.schema import EndEvent, StartEvent, StepEvent
+
+        n = self.devices
+        yield StartEvent(t=1.0, gpuscale_version="0", host="h", pid=1, model="m", num_replicas=n)
+        for step in range(10):
+            yield StepEvent(t=2.0 + step, step=step, step_time_s=0.1, samples=8 * n)
+        yield EndEvent(t=20.0, status="completed", steps=10, duration_s=19.0)
+        self.done = True
+
+    def stop(self):
+        self.done = True
+
+
+def test_ctrl_c_in_a_script_sweep_prints_what_ran_then_exits_130(monkeypatch, capsys):
+    from gpuscale.commands import recommend_script
+
+    monkeypatch.setattr(recommend_live, "plan", lambda args: ([1, 2], "CPU", None, 2))
+    monkeypatch.setattr(recommend_live, "ignore_stop_signals", lambda: None, raising=False)
+    monkeypatch.setattr("gpuscale.live.script_run.ScriptRun", _FakeScriptRun)
+    real = recommend_script._follow
+
+    def follow(run, acc, n, *args):
+        if n == 2:
+            raise KeyboardInterrupt("SIGTERM")
+        return real(run, acc, n, *args)
+
+    monkeypatch.setattr(recommend_script, "_follow", follow)
+    argv = ["recommend", "--sweep", "1,2", "--no-record", "--no-chart", "--", "python", "x.py"]
+    assert main(argv) == EXIT_INTERRUPTED
+    out, err = capsys.readouterr()
+    assert "stopped (SIGTERM) after 1 device: recommending from those" in out, out
+    assert "gpuscale: stopping the 2-device run (SIGTERM)..." in err
