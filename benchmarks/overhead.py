@@ -11,8 +11,16 @@ CPU devices with MirroredStrategy. Each round runs:
   the loop the trainer process runs: synchronised step timing, StepEvents, and
   the phase probes at the default budget (``--probe-budget``), a fresh schedule
   each round, i.e. a whole run with its dense start;
-* ``dense``: ``--dense-steps`` steps of the same loop probing after every step:
+* ``dense``: ``--dense-steps`` steps of the same loop probing at every step:
   the reference breakdown (timed for nothing else).
+
+``--probe-method`` picks the trainer's probe: ``split`` (the default: the
+probed step runs split, one extra compute pass), ``two-pass`` (two extra passes
+between steps, the method the Keras callback keeps), or ``both``: each round
+then runs the pair of blocks once per method, the methods' order alternating
+from round to round, each method against its own plain arm (three arms in one
+lockstep would not do: the two gpuscale arms share one compiled step, so only
+the plain arm would pay for switching functions after every step).
 
 ``plain`` and ``gpuscale`` advance in lockstep, step by step (one plain step
 and the gpuscale loop up to its next step, a probe after the previous step
@@ -20,13 +28,18 @@ included), so drifting machine load hits both alike; which goes first
 alternates from step to step (A B B A ...), so what one step leaves to the next
 (TensorFlow's work after a function returns, caches) falls on both alike. Each
 one's wall clock is the sum of its slices: the whole run, probes included.
-Printed: the median step times (step-time-only overhead, probes left out), the
-exposed all-reduce share of the budgeted runs against the dense reference
-(pooled over all rounds, and per round), and last
-``wall overhead: X%`` = median over rounds of wall(gpuscale) / wall(plain) - 1.
-Compiling the probe's functions (once per process) is done before the rounds.
+Printed per method: the wall clock per round, the exposed all-reduce share of
+the budgeted runs against the dense reference (pooled over all rounds, and per
+round), what one probe costs as the scheduler counts it (passes, split step and
+the slower step after it; in ms and in plain steps), the median step times
+(step-time-only overhead, probes left out) and ``wall overhead (method)`` =
+median over rounds of wall(gpuscale) / wall(plain) - 1; last, for the default
+method (with ``both``: the split step), ``step-time-only overhead`` and
+``wall overhead: X%``. Compiling the probe's functions and the split step (once
+per process) is done before the rounds.
 
-Run: ``python benchmarks/overhead.py [--rounds R] [--steps N] [--probe-budget 2%]``.
+Run: ``python benchmarks/overhead.py [--rounds R] [--steps N] [--probe-budget 2%]
+[--probe-method split|two-pass|both]``.
 """
 
 from __future__ import annotations
@@ -41,6 +54,14 @@ import msgspec
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+METHODS = {
+    "split": ["split-step"],
+    "two-pass": ["differenced"],
+    "both": ["differenced", "split-step"],
+}
+"""``--probe-method``: the trainer's ``probe_method`` values each arm runs."""
+LABELS = {"split-step": "split", "differenced": "two-pass"}
+
 
 def main() -> int:
     from gpuscale.trainer.options import parse_budget
@@ -52,6 +73,12 @@ def main() -> int:
     parser.add_argument("--probe-budget", type=parse_budget, default=0.02)
     parser.add_argument("--devices", type=int, default=2)
     parser.add_argument("--width", type=int, default=8)
+    parser.add_argument(
+        "--probe-method",
+        choices=sorted(METHODS),
+        default="split",
+        help="the trainer's probe: the split step (default), the two-pass probe, or both side by side",
+    )
     parser.add_argument("--global-batch", type=int, default=32)
     args = parser.parse_args()
 
@@ -89,18 +116,21 @@ def main() -> int:
         return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
     batches = trainer.batches()
-    trainer._batches = batches  # both loops use the same (synthetic, on-device) batch
+    trainer._batches = batches  # every loop uses the same (synthetic, on-device) batch
+    methods = METHODS[args.probe_method]
 
-    def gpuscale_block(steps: int, every: int | None) -> tuple[float, list]:
+    def gpuscale_block(steps: int, every: int | None, method: str) -> tuple[float, list]:
         trainer.config = msgspec.structs.replace(config, steps=steps, phase_every=every)
         start = time.perf_counter()
-        events = list(trainer.run())
+        events = list(trainer.run(probe_method=method))
         return time.perf_counter() - start, events
 
-    def lockstep_round(steps: int) -> tuple[float, float, list[float], list]:
-        """``steps`` plain steps and a whole ``steps``-step gpuscale run, interleaved."""
+    def lockstep_round(steps: int, method: str) -> tuple[float, float, list[float], list]:
+        """``steps`` plain steps and a whole ``steps``-step gpuscale run, interleaved
+        step by step, the two taking turns A B B A (so what one step leaves to the
+        next falls on both alike)."""
         trainer.config = msgspec.structs.replace(config, steps=steps, phase_every=None)
-        run = trainer.run()
+        run = trainer.run(probe_method=method)
         events: list = []
         plain_wall = inst_wall = 0.0
         times = []
@@ -121,28 +151,31 @@ def main() -> int:
         t1 = time.perf_counter()
         events += list(run)  # a probe after the last step
         inst_wall += time.perf_counter() - t1
-        counted.append(trainer.schedule)
+        counted[method].append(trainer.schedule)
         return plain_wall, inst_wall, times, events
 
-    # Compile everything (the probe's passes included) before measuring.
+    # Compile everything (the probe's passes and the split step included) before measuring.
     for _ in range(5):
         plain_step(next(batches)).numpy()
-    gpuscale_block(5, 1)
+    for m in methods:
+        gpuscale_block(5, 1, m)
 
-    counted: list = []  # each budgeted run's scheduler: what it counted as spent
-    walls: dict[str, list[float]] = {"plain": [], "gpuscale": []}
-    plain_steps: list[float] = []
-    inst_steps: list[float] = []
-    budget_rounds: list[list] = []
-    dense_rounds: list[list] = []
-    for _ in range(args.rounds):
-        plain_wall, inst_wall, times, events = lockstep_round(args.steps)
-        walls["plain"].append(plain_wall)
-        walls["gpuscale"].append(inst_wall)
-        plain_steps += times
-        inst_steps += [e.step_time_s for e in events if isinstance(e, StepEvent)]
-        budget_rounds.append(events)
-        dense_rounds.append(gpuscale_block(args.dense_steps, 1)[1])
+    counted: dict[str, list] = {m: [] for m in methods}  # each budgeted run's scheduler
+    walls: dict[str, list[float]] = {m: [] for m in methods}
+    plain_walls: dict[str, list[float]] = {m: [] for m in methods}
+    plain_steps: dict[str, list[float]] = {m: [] for m in methods}
+    inst_steps: dict[str, list[float]] = {m: [] for m in methods}
+    budget_rounds: dict[str, list[list]] = {m: [] for m in methods}
+    dense_rounds: dict[str, list[list]] = {m: [] for m in methods}
+    for r in range(args.rounds):
+        for m in methods if r % 2 == 0 else methods[::-1]:
+            plain_wall, inst_wall, times, events = lockstep_round(args.steps, m)
+            plain_walls[m].append(plain_wall)
+            walls[m].append(inst_wall)
+            plain_steps[m] += times
+            inst_steps[m] += [e.step_time_s for e in events if isinstance(e, StepEvent)]
+            budget_rounds[m].append(events)
+            dense_rounds[m].append(gpuscale_block(args.dense_steps, 1, m)[1])
 
     def share(events: list) -> tuple[float | None, float | None, int]:
         s = summarize(events)
@@ -152,76 +185,108 @@ def main() -> int:
         # one step numbering per round; the summary needs no more than the phases
         return [e for events in rounds for e in events if isinstance(e, PhaseEvent)]
 
-    ratios = [g / p for g, p in zip(walls["gpuscale"], walls["plain"], strict=True)]
-    probes = [sum(isinstance(e, PhaseEvent) for e in events) for events in budget_rounds]
-    print(
-        f"model {trainer.model.name}, {trainer.num_replicas} x {plan.platform}, "
-        f"global batch {trainer.global_batch}, all-reduce {trainer.cross_device_ops}; "
-        f"{args.rounds} rounds of {args.steps} steps, probe budget {args.probe_budget:.1%}, "
-        f"probes per run {probes}"
-    )
-    print(
-        "wall per round (s): plain "
-        + " ".join(f"{w:.2f}" for w in walls["plain"])
-        + " | gpuscale "
-        + " ".join(f"{w:.2f}" for w in walls["gpuscale"])
-    )
-    budget_share, budget_err, budget_n = share(pooled(budget_rounds))
-    dense_share, dense_err, dense_n = share(pooled(dense_rounds))
-    per_round = []
-    for b, d in zip(budget_rounds, dense_rounds, strict=True):
-        bs, ds = share(b)[0], share(d)[0]
-        if bs is not None and ds is not None:
-            per_round.append((bs - ds) * 100)
-
     def pct(value: float | None, err: float | None) -> str:
         if value is None:
             return "n/a"
         return f"{value:.1%}" + (f" ± {err * 100:.1f}" if err is not None else "")
 
+    plain_step_s = statistics.median(s for m in methods for s in plain_steps[m])
     print(
-        f"exposed all-reduce share: budgeted {pct(budget_share, budget_err)} ({budget_n} probes) "
-        f"vs dense {pct(dense_share, dense_err)} ({dense_n} probes): "
-        f"{(budget_share - dense_share) * 100:+.1f} points pooled; per round "
-        + " ".join(f"{d:+.1f}" for d in per_round)
-        + " points"
+        f"model {trainer.model.name}, {trainer.num_replicas} x {plan.platform}, "
+        f"global batch {trainer.global_batch}, all-reduce {trainer.cross_device_ops}; "
+        f"{args.rounds} rounds of {args.steps} steps, probe budget {args.probe_budget:.1%}; "
+        f"probe methods {', '.join(LABELS[m] for m in methods)}; plain step "
+        f"{plain_step_s * 1000:.2f} ms (median)"
     )
-    if dense_err:  # what ±2 points would take: half-widths shrink as 1/sqrt(probes)
-        needed = dense_n * (dense_err / 0.02) ** 2
-        cost = statistics.median(c for run in counted for c in run.probe_costs_s)
-        aim = args.probe_budget * (1 - counted[0].reserve)
-        steps_needed = needed * cost / (aim * statistics.median(plain_steps))
+    overheads = {}
+    for m in methods:
+        label = LABELS[m]
+        ratios = [g / p for g, p in zip(walls[m], plain_walls[m], strict=True)]
+        overheads[m] = (statistics.median(ratios) - 1) * 100
+        probes = [sum(isinstance(e, PhaseEvent) for e in events) for events in budget_rounds[m]]
+        print(f"--- {label}: probes per run {probes}")
         print(
-            f"to know the exposed share to ±2 points: about {needed:.0f} probes (dense: "
-            f"±{dense_err * 100:.1f} from {dense_n}), about {steps_needed:,.0f} steps at this "
-            f"budget (a probe costs {cost / statistics.median(plain_steps):.1f} steps)"
+            "  wall per round (s): plain "
+            + " ".join(f"{w:.2f}" for w in plain_walls[m])
+            + " | gpuscale "
+            + " ".join(f"{w:.2f}" for w in walls[m])
         )
-    probe_s = [
-        sum(e.probe_cost_s or 0.0 for e in events if isinstance(e, PhaseEvent))
-        for events in budget_rounds
-    ]
-    print(
-        "probes' own share of the gpuscale wall clock: "
-        + " ".join(f"{p / w:.1%}" for p, w in zip(probe_s, walls["gpuscale"], strict=True))
-        + f" (median {statistics.median(p / w for p, w in zip(probe_s, walls['gpuscale'], strict=True)):.1%})"
-    )
-    print(
-        "what the scheduler counted (probes' passes + the slower steps after them) over "
-        "the steps' wall clock: "
-        + " ".join(
-            f"{c.spent_share:.1%} ({c.after_probe_s / c.step_wall_s:+.1%} after)" for c in counted
+        budget_share, budget_err, budget_n = share(pooled(budget_rounds[m]))
+        dense_share, dense_err, dense_n = share(pooled(dense_rounds[m]))
+        per_round = []
+        for b, d in zip(budget_rounds[m], dense_rounds[m], strict=True):
+            bs, ds = share(b)[0], share(d)[0]
+            if bs is not None and ds is not None:
+                per_round.append((bs - ds) * 100)
+        gap = (
+            f"{(budget_share - dense_share) * 100:+.1f} points pooled"
+            if budget_share is not None and dense_share is not None
+            else "n/a"
         )
-        + f"; its aim {args.probe_budget * (1 - counted[0].reserve):.1%} "
-        f"(the budget less its {counted[0].reserve:.0%} reserve for the per-step cost); "
-        "first probe: "
-        + " ".join(f"{c.probe_costs_s[0] / c.step_wall_s:.1%}" for c in counted if c.probes)
-    )
+        print(
+            f"  exposed all-reduce share: budgeted {pct(budget_share, budget_err)} ({budget_n} probes) "
+            f"vs dense {pct(dense_share, dense_err)} ({dense_n} probes): {gap}; per round "
+            + " ".join(f"{d:+.1f}" for d in per_round)
+            + " points"
+        )
+        runs = counted[m]
+        probes_n = sum(c.probes for c in runs)
+        passes = [c for run in runs for c in run.probe_costs_s]
+        slowed = sum(c.after_probe_s + c.split_s for c in runs) / max(1, probes_n)
+        per_probe = sum(c.probe_wall_s for c in runs) / max(1, probes_n)
+        first = [c.probe_costs_s[0] for c in runs if c.probes]
+        print(
+            f"  one probe costs {per_probe * 1000:.1f} ms = {per_probe / plain_step_s:.2f} steps "
+            f"(as the scheduler counts it, mean over {probes_n} probes: passes median "
+            f"{statistics.median(passes) * 1000:.1f} ms, split step + step after "
+            f"{slowed * 1000:+.1f} ms); first probe's passes "
+            + " ".join(f"{f / plain_step_s:.2f}" for f in first)
+            + " steps"
+        )
+        if dense_err:  # what ±2 points would take: half-widths shrink as 1/sqrt(probes)
+            needed = dense_n * (dense_err / 0.02) ** 2
+            aim = args.probe_budget * (1 - runs[0].reserve)
+            steps_needed = needed * per_probe / (aim * plain_step_s)
+            print(
+                f"  to know the exposed share to ±2 points: about {needed:.0f} probes (dense: "
+                f"±{dense_err * 100:.1f} from {dense_n}), about {steps_needed:,.0f} steps at this budget"
+            )
+        print(
+            "  what the scheduler counted (probes' passes, split steps and the steps after "
+            "probes) over the steps' wall clock: "
+            + " ".join(
+                f"{c.spent_share:.1%} ({(c.after_probe_s + c.split_s) / c.step_wall_s:+.1%} steps)"
+                for c in runs
+            )
+            + f"; its aim {args.probe_budget * (1 - runs[0].reserve):.1%} "
+            f"(the budget less its {runs[0].reserve:.0%} reserve for the per-step cost)"
+        )
+        plain_m = statistics.median(plain_steps[m])
+        print(
+            f"  step-time-only overhead: {(statistics.median(inst_steps[m]) / plain_m - 1) * 100:.1f}% "
+            f"(median step {statistics.median(inst_steps[m]) * 1000:.2f} ms vs plain "
+            f"{plain_m * 1000:.2f} ms; probes left out)"
+        )
+        # where the wall clock went, over all rounds, against the plain arm's wall clock
+        plain_total = sum(plain_walls[m])
+        steps_total = sum(inst_steps[m])
+        passes_total = sum(sum(c.probe_costs_s) for c in runs)
+        rest = sum(walls[m]) - steps_total - passes_total
+        print(
+            f"  wall against plain, summed over rounds: steps {steps_total / plain_total - 1:+.1%} "
+            f"(split steps included), probes' passes {passes_total / plain_total:+.1%}, "
+            f"the rest (between steps) {rest / plain_total:+.1%}; mean step "
+            f"{statistics.fmean(inst_steps[m]) * 1000:.2f} ms vs plain "
+            f"{statistics.fmean(plain_steps[m]) * 1000:.2f} ms"
+        )
+        print(f"  wall overhead ({label}): {overheads[m]:.1f}%")
+    shown = methods[-1]
     print(
-        f"step-time-only overhead: {(statistics.median(inst_steps) / statistics.median(plain_steps) - 1) * 100:.1f}% "
-        f"(median step {statistics.median(inst_steps) * 1000:.2f} ms vs plain "
-        f"{statistics.median(plain_steps) * 1000:.2f} ms; probes left out)"
+        "step-time-only overhead: "
+        f"{(statistics.median(inst_steps[shown]) / statistics.median(plain_steps[shown]) - 1) * 100:.1f}% "
+        f"({LABELS[shown]})"
     )
-    print(f"wall overhead: {(statistics.median(ratios) - 1) * 100:.1f}%")
+    print(f"wall overhead: {overheads[shown]:.1f}%")
     return 0
 
 

@@ -35,7 +35,7 @@ def simulate(
 @pytest.mark.parametrize("probe_steps", [0.5, 2.0, 6.0])
 def test_probes_stay_within_the_budget(budget, probe_steps):
     scheduler = ProbeScheduler(budget)
-    probed = simulate(scheduler, 3000, probe_s=lambda i: 0.1 * probe_steps)
+    probed = simulate(scheduler, 4000, probe_s=lambda i: 0.1 * probe_steps)
     assert len(probed) >= 3
     assert scheduler.spent_share <= budget + 1e-9
     # and at every point of the run after the first probe, not only at its end
@@ -225,3 +225,30 @@ def test_steps_after_probes_that_ran_faster_buy_no_more_probes():
     assert scheduler.after_probe_s < 0
     assert scheduler.probe_wall_s == pytest.approx(scheduler.passes_s)
     assert scheduler.passes_s <= 0.02 * (1 - scheduler.reserve) * scheduler.step_wall_s
+
+
+def test_a_split_steps_excess_counts_in_what_the_probe_cost():
+    """The built-in trainer's probe: one extra pass (0.08 s) and the next step run
+    split (0.03 s over the usual step), then a step 0.02 s slower after it: all
+    three count, and the overhead a user sees stays within the probes' budget."""
+    budget = 0.02
+    scheduler = ProbeScheduler(budget, horizon_steps=3000, first_probe_steps=1.5)
+    steps_wall = paid = 0.0
+    split_next = slow_next = False
+    for _ in range(3000):
+        step = 0.13 if split_next else 0.12 if slow_next else 0.1
+        scheduler.add_step(step, split=split_next)
+        steps_wall += 0.1  # the run's own wall clock without gpuscale
+        paid += step - 0.1
+        slow_next = split_next
+        if split_next:
+            scheduler.add_probe(0.08, 0.1)
+            paid += 0.08
+        split_next = scheduler.due()
+    probes = scheduler.probes
+    assert probes > 10
+    assert scheduler.split_s == pytest.approx(0.03 * probes)
+    assert 0 < scheduler.after_probe_s <= 0.02 * probes  # none where a split step came next
+    assert scheduler.probe_wall_s == pytest.approx(paid - 0.02 * slow_next)
+    assert scheduler.expected_cost_s() == pytest.approx(0.13)
+    assert paid / steps_wall <= budget * (1 - scheduler.reserve) + 1e-9

@@ -241,7 +241,15 @@ class PhaseEvent(_Event, tag="phase", kw_only=True):
     ``step_time_s`` (it exceeds it when a difference was floored). What
     ``step_time_s`` is depends on ``method``:
 
-    * ``"differenced"`` (built-in trainer, :mod:`gpuscale.trainer.loop`):
+    * ``"split-step"`` (built-in trainer, :mod:`gpuscale.trainer.loop`): the
+      probed step itself trained in two timed halves, forward + backward +
+      all-reduce (``compute_allreduce_s``) then the optimizer update, and only
+      *compute* ran as an extra pass; ``step_time_s`` is the two halves (the
+      probed step's training part, **without** the input wait, ``input_s``), so
+      ``apply_s`` is the update as timed. The whole step is ``step_time_s +
+      input_s`` (``StepEvent.step_time_s`` of the same step).
+    * ``"differenced"`` (built-in trainer where the split cannot run, and
+      recordings before it):
       ``step_time_s`` is the training part of the probed step itself, from
       holding the batch to the updated variables on the host, **without** the
       input wait, which is ``input_s``; the whole step is
@@ -276,8 +284,8 @@ class PhaseEvent(_Event, tag="phase", kw_only=True):
     num_tensors: int | None = None
     """Gradient tensors all-reduced per step."""
     method: str = "differenced"
-    """How the terms were measured: ``differenced`` (built-in trainer) or
-    ``callback-probe`` (Keras callback); see the class docstring."""
+    """How the terms were measured: ``split-step`` or ``differenced`` (built-in
+    trainer) or ``callback-probe`` (Keras callback); see the class docstring."""
     allreduce_total_s: _Duration | None = None
     """The all-reduce of a gradient-sized payload timed alone (nothing to overlap
     with): its full cost, of which ``allreduce_s`` is the part the step waits for.
@@ -287,8 +295,10 @@ class PhaseEvent(_Event, tag="phase", kw_only=True):
     (``allreduce_s`` and ``apply_s`` are floored at 0 per probe). None with one
     replica, and in recordings before schema 1.2."""
     probe_cost_s: float | None = None
-    """Wall clock the probe's extra passes took (between steps, in no step time):
-    what the run paid for this breakdown. None in recordings before schema 1.2."""
+    """What the run paid for this breakdown: the wall clock of the probe's extra
+    passes (in no step time) and, with ``split-step``, what the split step took
+    over the usual step when that was more (it is in the split step's own step
+    time). None in recordings before schema 1.2."""
 
 
 class GpuSample(_Event, tag="gpu", kw_only=True):

@@ -2,14 +2,15 @@
 
 How a step is measured
 ----------------------
-Every step runs ``train_fn``, the real step: on every replica forward and
-backward pass, then ``optimizer.apply(grads)``. Keras 3's TensorFlow optimizer
+Every step but a probed one runs ``train_fn``, the real step: on every replica
+forward and backward pass, then ``optimizer.apply(grads)``. Keras 3's TensorFlow optimizer
 sums the gradients across replicas itself when it is called in a replica
 context (``keras/src/backend/tensorflow/optimizer.py``: ``_backend_update_step``
 calls ``_all_reduce_sum_gradients``, i.e.
 ``get_replica_context().all_reduce(SUM, grads)``; Keras 3 has no switch to turn
 that off, unlike Keras 2's ``skip_gradients_aggregation`` /
-``experimental_aggregate_gradients``). So the optimizer gets the per-replica
+``experimental_aggregate_gradients``; the trainer's Adam has one, for the split
+step alone: :class:`~gpuscale.trainer.split_step.SkippableSum`). So the optimizer gets the per-replica
 gradients and does the one all-reduce, exactly as ``model.fit`` does; the loss
 is averaged over the *global* batch so the sum is the mean gradient.
 The step time (:class:`StepEvent`) is the host wall clock from asking the input
@@ -17,22 +18,39 @@ for the batch until the host holds, from every replica, a value that waits (by
 control dependencies) for reading each of its *updated* variables (so
 asynchronous dispatch cannot make a step look shorter than it is).
 
-Between steps, when :class:`gpuscale.trainer.schedule.ProbeScheduler` says so
-(within the probe budget, or every K-th step with ``--phase-every K``), the
-same batch also goes through the phase probe of :mod:`gpuscale.trainer.probe`
-(compute alone, compute + all-reduce, all-reduce alone; the method is
-described there), and the phase breakdown (:class:`PhaseEvent`) is
+When :class:`gpuscale.trainer.schedule.ProbeScheduler` says so after a step
+(within the probe budget, or after every K-th step with ``--phase-every K``),
+the *next* step is probed (method ``split-step``, :mod:`gpuscale.trainer.probe`):
+it trains split in two compiled functions (:mod:`gpuscale.trainer.split_step`),
+*reduce* (forward + backward + ``all_reduce(SUM, grads)``, the summed gradients
+fetched to the host's wait) and *apply* (``optimizer.apply`` of them, the
+optimizer's own sum switched off, synchronised as ``train_fn`` is), and the same
+batch goes through the compute-alone pass (just before or just after, in turn)
+and an all-reduce of gradient-shaped buffers. The breakdown
+(:class:`PhaseEvent`) is
 
 * ``compute_s`` = T(compute)
-* ``allreduce_s`` = T(compute + all-reduce) - T(compute), floored at 0: the
-  *exposed* all-reduce, what the step waits for the gradient exchange
-* ``apply_s`` = T(train_fn) - T(compute + all-reduce), floored at 0: the
-  optimizer update, with T(train_fn) the probed step's own training part
+* ``allreduce_s`` = T(reduce) - T(compute), floored at 0: the *exposed*
+  all-reduce, what the step waits for the gradient exchange
+* ``apply_s`` = T(apply): the optimizer update (``step_time_s`` is T(reduce) +
+  T(apply), the split step's training part, so ``step_time_s`` - T(reduce) as
+  for the other method)
 * ``input_s``: the probed step's wait for its batch from the input pipeline
-* ``allreduce_total_s``: an all-reduce of gradient-shaped buffers timed alone.
+* ``allreduce_total_s``: the all-reduce of gradient-shaped buffers timed alone.
 
-With one replica nothing is exchanged: only compute is probed, the exposed
-all-reduce is 0 and ``allreduce_total_s`` is None.
+The split step's StepEvent is its input wait + T(reduce) + T(apply) (the compute
+pass is no part of it): a little more than a fused step, which the scheduler
+counts into the probe's cost. Where the split cannot run (CentralStorage or
+multi-worker strategies, an optimizer or a Keras that cannot skip its sum:
+:attr:`SplitStep.problem`), the probe runs after the step instead, the two-pass
+method ``differenced``: T(compute) and T(compute + all-reduce) as stand-ins,
+``apply_s`` = T(train) - T(compute + all-reduce) with T(train) the usual step's
+training part (``ProbeScheduler.reference_step_s`` less the input wait). If the scheduler asks after the last step, no step is
+left to split and that probe does not run.
+
+With one replica nothing is exchanged: the split step alone is the probe
+(T(compute) = T(reduce)), the exposed all-reduce is 0 and ``allreduce_total_s``
+is None.
 
 ``payload_bytes`` is the bytes of all trainable variables in the gradient dtype
 (sparse embedding gradients are made dense, so that is what travels);
@@ -49,6 +67,9 @@ What it cannot see
 * The functions are compiled separately; Grappler (or XLA) may fuse or
   schedule them slightly differently, so the terms are estimates that can be
   off by the noise of one step (the summary states each phase's uncertainty).
+  In the split step the update cannot start before the whole exchange is done,
+  as it may in the fused ``train_fn``: T(apply) is the update alone, not
+  overlapped.
 * One sample per probe: a single probe is noisy, the medians over many are not.
 """
 
@@ -61,6 +82,7 @@ import time
 from collections.abc import Iterator
 
 import keras
+import msgspec
 import numpy as np
 import tensorflow as tf
 
@@ -69,9 +91,15 @@ from gpuscale.events.schema import DeviceInfo, PhaseEvent, StepEvent
 from gpuscale.trainer.models import BuiltModel, build_model
 from gpuscale.trainer.options import TrainConfig
 from gpuscale.trainer.plan import DevicePlan
-from gpuscale.trainer.probe import PhaseProbe, exposed_share, phase_event
-from gpuscale.trainer.schedule import ProbeScheduler, period_for_budget
+from gpuscale.trainer.probe import PhaseProbe, ProbeTimes, exposed_share, phase_event
+from gpuscale.trainer.schedule import (
+    FIRST_PROBE_STEPS,
+    FIRST_SPLIT_PROBE_STEPS,
+    ProbeScheduler,
+    period_for_budget,
+)
 from gpuscale.trainer.sizing import Sizing, resolve_sizing
+from gpuscale.trainer.split_step import SplitStep, with_skippable_sum
 
 
 def setup_devices(config: TrainConfig) -> DevicePlan:
@@ -213,7 +241,8 @@ class Trainer:
             self.built: BuiltModel = build_model(
                 config.model, width=self.sizing.width or 128, image_size=config.image_size
             )
-            optimizer = keras.optimizers.Adam(learning_rate=1e-3)
+            # Adam that can skip its cross-replica sum, for the split step (trainer/split_step.py)
+            optimizer = with_skippable_sum(keras.optimizers.Adam)(learning_rate=1e-3)
             if config.mixed_precision and plan.platform == "gpu":
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             self.optimizer = optimizer
@@ -252,26 +281,38 @@ class Trainer:
         # Sparse (embedding) gradients made dense: the payload is then the variables' bytes.
         return [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
 
+    def apply_replica(self, grads: list) -> tf.Tensor:
+        """``optimizer.apply(grads)`` on one replica (summing across replicas itself,
+        unless the split step turned that off), returning one small value that waits
+        for every variable's new value: control edges from reading each updated
+        variable (about 10 ops a replica, not the 30-odd that slicing a value out of
+        each variable takes; 0.7 % of a 57 ms CPU step cheaper in one interleaved
+        measurement, within benchmarks/overhead.py's noise)."""
+        self.optimizer.apply(grads, self.variables)
+        updated = [_variable(v).read_value() for v in self.variables]
+        with tf.control_dependencies(updated):
+            return tf.identity(_variable(self.optimizer.iterations).read_value())
+
     def _compile_functions(self) -> None:
         strategy = self.strategy
 
         def train_replica(x, y):
-            grads = self.replica_gradients(x, y)
-            self.optimizer.apply(grads, self.variables)  # sums across replicas itself
-            # One small value that waits for every variable's new value: control edges
-            # from reading each updated variable (about 10 ops a replica, not the 30-odd
-            # that slicing a value out of each variable takes; 0.7 % of a 57 ms CPU step
-            # cheaper in one interleaved measurement, within benchmarks/overhead.py's noise).
-            updated = [_variable(v).read_value() for v in self.variables]
-            with tf.control_dependencies(updated):
-                return tf.identity(_variable(self.optimizer.iterations).read_value())
+            return self.apply_replica(self.replica_gradients(x, y))
 
         self.train_fn = tf.function(lambda batch: strategy.run(train_replica, args=batch))
         self.probe = PhaseProbe(strategy, self.variables, self.replica_gradients)
+        self.split_step = SplitStep(
+            strategy,
+            self.optimizer,
+            self.replica_gradients,
+            self.apply_replica,
+            [*self.variables, *self.optimizer.variables],
+        )
 
-    def scheduler(self) -> ProbeScheduler:
+    def scheduler(self, *, split: bool = False) -> ProbeScheduler:
         """When this run probes: every K-th step (``--phase-every K``), never
-        (``0``), or within the probe budget."""
+        (``0``), or within the probe budget (``split``: probes run split steps,
+        whose first one is guessed cheaper)."""
         config = self.config
         every = config.phase_every
         if every is None and config.strategy == "multi-worker":  # workers probe together
@@ -280,6 +321,7 @@ class Trainer:
             0.0 if every == 0 else config.probe_budget,
             every=every or None,
             horizon_steps=max(1, config.steps - config.warmup_steps),
+            first_probe_steps=FIRST_SPLIT_PROBE_STEPS if split else FIRST_PROBE_STEPS,
         )
 
     # -- data -----------------------------------------------------------------------
@@ -342,46 +384,80 @@ class Trainer:
         for value in self.strategy.experimental_local_results(out):
             value.numpy()
 
-    def run(self, stop: threading.Event | None = None) -> Iterator[StepEvent | PhaseEvent]:
-        """Train ``config.steps`` steps (fewer if ``stop`` is set), yielding events."""
+    def run(
+        self, stop: threading.Event | None = None, *, probe_method: str = "split-step"
+    ) -> Iterator[StepEvent | PhaseEvent]:
+        """Train ``config.steps`` steps (fewer if ``stop`` is set), yielding events.
+
+        ``probe_method``: ``"split-step"`` (the probed step runs split, where
+        :attr:`split_step` can) or ``"differenced"`` (the two-pass probe after the
+        step, as the Keras callback does; ``benchmarks/overhead.py`` compares them)."""
         config = self.config
         if self._batches is None:  # kept across calls: a second run() goes on where the first ended
             self._batches = self.batches()
         batches = self._batches
-        schedule = self.scheduler()
+        split = probe_method == "split-step" and self.split_step.usable
+        schedule = self.scheduler(split=split)
         self.schedule = schedule
         probing = schedule.every is not None or schedule.budget > 0
+        split = split and probing
+        split_next = False  # the scheduler asked for a probe: the next step runs split
         for step in range(config.steps):
             if stop is not None and stop.is_set():
                 return
             start = time.perf_counter()
             batch = next(batches)
             got_batch = time.perf_counter()
-            self._sync(self.train_fn(batch))
-            end = time.perf_counter()
+            if split_next:
+                times, train_s = self.probe.measure_split(batch, self.split_step.run)
+                step_s = got_batch - start + train_s  # the compute pass is no part of it
+            else:
+                self._sync(self.train_fn(batch))
+                train_s = time.perf_counter() - got_batch
+                step_s = got_batch - start + train_s
             warmup = step < config.warmup_steps
             yield StepEvent(
                 t=time.time(),
                 step=step,
-                step_time_s=end - start,
+                step_time_s=step_s,
                 samples=self.global_batch,
                 warmup=warmup,
             )
-            if probing:
+            if split and not split_next:  # compile the split step once, untimed
+                split = self.split_step.prepare(batch)
+            if probing and not (split and self.num_replicas == 1):  # (one replica: split only)
                 self.probe.prepare(batch)  # compile the probe's passes once, untimed
-            schedule.add_step(end - start, warmup=warmup)
-            if probing and schedule.due():
-                times = self.probe.measure(batch)
-                # the training part of the usual step (the schedule's reference), not this one's
-                train_s = max(0.0, schedule.reference_step_s(end - start) - (got_batch - start))
+            schedule.add_step(step_s, warmup=warmup, split=split_next)
+            if split_next:
+                split_next = False
                 schedule.add_probe(times.cost_s, exposed_share(times, train_s))
-                yield phase_event(
-                    times,
-                    step=step,
-                    step_time_s=train_s,
-                    input_s=got_batch - start,
-                    payload_bytes=self.payload_bytes,
-                    num_tensors=self.num_tensors,
+                # the event's cost: the extra passes and what the split step took over a usual one
+                paid = msgspec.structs.replace(
+                    times, cost_s=times.cost_s + max(0.0, schedule.last_split_excess_s)
                 )
+                yield self._phase_event(paid, step, train_s, got_batch - start, "split-step")
+            if probing and schedule.due():
+                if split:
+                    split_next = True
+                else:
+                    times = self.probe.measure(batch)
+                    # the training part of the usual step (the schedule's reference), not this one's
+                    train_s = max(0.0, schedule.reference_step_s(step_s) - (got_batch - start))
+                    schedule.add_probe(times.cost_s, exposed_share(times, train_s))
+                    yield self._phase_event(times, step, train_s, got_batch - start, "differenced")
             if config.precision is not None and schedule.known_to(config.precision):
                 return  # known well enough (--precision): the rest of --steps is not needed
+
+    def _phase_event(
+        self, times: ProbeTimes, step: int, train_s: float, input_s: float, method: str
+    ) -> PhaseEvent:
+        """The PhaseEvent of one probe of ``step`` (``train_s``: its training part)."""
+        return phase_event(
+            times,
+            step=step,
+            step_time_s=train_s,
+            input_s=input_s,
+            payload_bytes=self.payload_bytes,
+            num_tensors=self.num_tensors,
+            method=method,
+        )

@@ -1,13 +1,11 @@
-"""The phase probe: where a step's time goes, measured by extra passes between steps
+"""The phase probe: where a step's time goes, measured by timing compiled parts
+of a step, each synchronised (a value of every replica is fetched on the host)
 (imports TensorFlow). One implementation, used by the built-in trainer
 (:mod:`gpuscale.trainer.loop`, on the real batch and loss) and by the Keras
 callback (:mod:`gpuscale.keras`, on a synthesised batch of the real shape).
 
-The method
+The passes
 ----------
-A probe runs, between two training steps, compiled stand-ins of the step, each
-timed alone and synchronised (a value of every replica is fetched on the host):
-
 * *compute*: forward + backward on every replica, no gradient exchange; it
   returns a value read from every gradient so nothing is pruned.
 * *compute + all-reduce*: the same plus ``get_replica_context().all_reduce(SUM,
@@ -15,21 +13,40 @@ timed alone and synchronised (a value of every replica is fetched on the host):
   replicas inside ``optimizer.apply``).
 * *all-reduce alone*: an all-reduce of buffers shaped like the gradients, with
   nothing to overlap with: the full cost of the exchange. It costs only
-  communication, so it is cheap beside the two passes above.
+  communication, so it is cheap beside the passes above.
 
-The two passes alternate their order from one probe to the next, so what the
-first pass after a training step pays (cold caches, a switch of compiled
-function) falls on each alike and cancels in the medians.
+Two methods
+-----------
+* ``"split-step"`` (:meth:`PhaseProbe.measure_split`, the built-in trainer,
+  which owns its step): the probed step itself trains split in two
+  (:mod:`gpuscale.trainer.split_step`): *compute + all-reduce* returning the
+  summed gradients, then ``optimizer.apply`` of them without a second sum. So
+  T(compute + all-reduce) and T(apply) come from a step that trains; the only
+  extra pass is *compute* (and the all-reduce alone). The compute pass runs just
+  before the split step in one probe and just after it in the next, so what the
+  first pass after a usual step pays (cold caches, a switch of compiled
+  function) falls on each alike and cancels in the medians. The split step
+  costs a little more than the usual fused one (a host synchronisation between
+  the halves, no overlap of the update with the exchange): that excess shows in
+  its own step time and the scheduler counts it into the probe's cost.
+  With one replica nothing extra runs at all: T(compute) is the split step's
+  first half (its all-reduce of one replica is no exchange).
+* ``"differenced"`` (:meth:`PhaseProbe.measure`: the Keras callback, which
+  cannot split ``fit``'s step; the trainer where the split cannot run): between
+  two training steps, *compute* and *compute + all-reduce* as stand-ins of the
+  step, their order alternating between probes, then the all-reduce alone; with
+  one replica only *compute*. About twice the split method's extra work.
 
-With one replica nothing is exchanged: only *compute* runs (a difference of two
-timings would be noise, not an exchange). :func:`phase_event` turns the timings
-and the probed step's time into a :class:`~gpuscale.events.schema.PhaseEvent`:
-``allreduce_s`` = T(compute + all-reduce) - T(compute) and ``apply_s`` = step -
-T(compute + all-reduce), each floored at 0 in the event, with the raw
-T(compute + all-reduce) kept (``compute_allreduce_s``) so the summary can take
-unfloored medians and say how well each phase is known. ``probe_cost_s`` is the
-wall-clock time the probe's passes took: what :mod:`gpuscale.trainer.schedule`
-schedules on.
+:func:`phase_event` turns the timings and the probed step's time into a
+:class:`~gpuscale.events.schema.PhaseEvent`: ``allreduce_s`` = T(compute +
+all-reduce) - T(compute) and ``apply_s`` = step - T(compute + all-reduce) (with
+the split step, whose training time is T(compute + all-reduce) + T(apply), that
+is T(apply) as timed), each floored at 0 in the event, with the raw T(compute +
+all-reduce) kept (``compute_allreduce_s``) so the summary can take unfloored
+medians and say how well each phase is known. ``probe_cost_s`` is what the
+probe cost: the wall clock of its extra passes and, with the split method, what
+the split step took over the usual step when that was more (the trainer adds
+it: only the scheduler knows the usual step).
 
 When probes run is :class:`gpuscale.trainer.schedule.ProbeScheduler`'s decision.
 """
@@ -135,6 +152,43 @@ class PhaseProbe:
             self.sync(self.grads_fn(batch))
             self.sync(self.allreduce_fn(self._buffers))
         self._ready = True
+
+    def measure_split(
+        self, batch: tuple, split_step: Callable[[tuple], tuple[float, float]]
+    ) -> tuple[ProbeTimes, float]:
+        """One probe on a training step run split (the built-in trainer's
+        :class:`~gpuscale.trainer.split_step.SplitStep`): ``split_step(batch)``
+        trains on ``batch`` and returns (T(compute + all-reduce), T(apply)); the
+        compute pass runs before or after it, alternately, and the all-reduce
+        alone after both. Returns the timings, whose ``cost_s`` holds only the
+        extra passes, and the step's training time T(reduce) + T(apply). With one
+        replica nothing extra runs: T(compute) is the split step's first half."""
+        if self.replicas > 1:
+            self.prepare(batch)
+        start = time.perf_counter()
+        compute_s = alone_s = None
+        extra_s = 0.0
+        if self.replicas > 1 and self.probes % 2 == 0:
+            compute_s = self._timed(self.compute_fn, batch)
+        split_start = time.perf_counter()
+        reduce_s, apply_s = split_step(batch)
+        extra_s -= time.perf_counter() - split_start
+        if self.replicas > 1:
+            if compute_s is None:  # the other order: what follows a step cancels in the median
+                compute_s = self._timed(self.compute_fn, batch)
+            alone_s = self._timed(self.allreduce_fn, self._buffers)
+        self.probes += 1
+        extra_s += time.perf_counter() - start
+        if compute_s is None:  # one replica
+            return ProbeTimes(
+                compute_s=reduce_s, compute_allreduce_s=None, allreduce_alone_s=None, cost_s=0.0
+            ), reduce_s + apply_s
+        return ProbeTimes(
+            compute_s=compute_s,
+            compute_allreduce_s=reduce_s,
+            allreduce_alone_s=alone_s,
+            cost_s=extra_s,
+        ), reduce_s + apply_s
 
     def measure(self, batch: tuple) -> ProbeTimes:
         """One probe: each pass once, timed alone (a single probe is noisy; the

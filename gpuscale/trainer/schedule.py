@@ -1,9 +1,11 @@
 """When to probe: the phase probes' share of the wall clock within a budget
 (pure Python, no TensorFlow; shared by the built-in trainer and the Keras callback).
 
-A probe (:mod:`gpuscale.trainer.probe`) costs about two extra forward+backward
-passes, run between steps. Probing every K-th step costs about ``2/K`` of the run
-(20 % at K=10); :class:`ProbeScheduler` instead keeps the probes' wall time
+A probe (:mod:`gpuscale.trainer.probe`) costs one extra forward+backward pass
+and a split step (the built-in trainer) or two extra passes (the Keras callback,
+and the trainer where the split cannot run), plus an all-reduce alone. Probing
+every K-th step costs about ``1/K`` to ``2/K`` of the run (20 % at K=10 with two
+passes); :class:`ProbeScheduler` instead keeps the probes' wall time
 within ``budget`` of the run's wall time (default 2 %), and spends it where it
 tells the most:
 
@@ -24,27 +26,33 @@ tells the most:
   unresolved, so probes come back as densely as the budget allows (a changed step usually means a
   changed breakdown).
 
-What a probe costs is what the user pays for it: the wall clock of its passes
-*plus* what the step after it loses (caches and the thread pool are cold after
-the probe's own compiled functions ran; measured as that step's excess over the
-median of the last ``window`` steps that followed no probe, summed unfloored so
-noise cancels over probes, and counted only while the sum is positive).
+What a probe costs is what the user pays for it: the wall clock of its extra
+passes *plus* what its split step takes over a usual step (a host
+synchronisation between the halves; ``add_step(split=True)``) *plus* what the
+step after it loses (caches and the thread pool are cold after the probe's own
+compiled functions ran). Each excess is measured against the median of the last
+``window`` steps that were neither split nor after a probe, summed unfloored so
+noise cancels over probes, and counted only while the sum is positive.
 The cost of the next probe is the median of the measured passes plus the mean
-after-probe excess (before the first probe, it is guessed as
-``FIRST_PROBE_STEPS`` steps). The allowance is a share of the counted steps'
+excesses (before the first probe, it is guessed as ``first_probe_steps``
+steps: :data:`FIRST_PROBE_STEPS` for two passes, :data:`FIRST_SPLIT_PROBE_STEPS`
+with the split step). The allowance is a share of the counted steps'
 own wall clock, the run as it would take without gpuscale, so the budget is
 the overhead a user sees (``wall with gpuscale / wall without - 1``). Every
 rule is checked before a probe, with its cost counted in, so at any time after
 the first probe ``spent <= budget x (1 - reserve) x max(steps' wall, projected
 run / 2)``: the probes leave ``reserve`` of the budget (:data:`DEFAULT_RESERVE`)
 for the cost of every step that no timing inside the run can see.
-The one exception is the first probe, on the first counted step: without it
-there is no breakdown at all. On a run shorter than about
-``FIRST_PROBE_STEPS / budget`` steps (125 at 2 %) that one probe alone is over
-the budget; the run's summary says what the probes cost against the steps.
+The one exception is the first probe, asked for after the first counted step
+(the built-in trainer's runs on the next step, split): without it there is no
+breakdown at all. On a run shorter than about ``first_probe_steps / budget``
+steps (125 at 2 % with two passes, 75 with the split step) that one probe alone
+is over the budget; the run's summary says what the probes cost against the
+steps.
 
 ``every=K`` (``--phase-every K``, ``ScalingMonitor(every=K)``) overrides all of
-that: a probe after every K-th step (warm-up steps excepted), whatever it costs.
+that: a probe after every K-th step (warm-up steps excepted; the built-in
+trainer probes the step after it, split), whatever it costs.
 
 Several workers (MultiWorkerMirroredStrategy) must probe at the same steps: the
 probe's all-reduce is a collective every worker joins, and each worker's own
@@ -63,17 +71,32 @@ DEFAULT_BUDGET = 0.02
 """The probes' default share of the wall clock."""
 DEFAULT_PRECISION = 0.02
 """The default half-width (a share of the step) to which the breakdown is pinned down."""
-DEFAULT_RESERVE = 0.4
+DEFAULT_RESERVE = 0.5
 """The part of the budget the probes leave for what gpuscale costs every step and
 no timing inside the run can see: the synchronised step timing, building and
 sending a StepEvent (a run cannot time itself against a run without gpuscale).
 Measured with ``benchmarks/overhead.py`` on 2 CPU logical devices (the two arms
 taking turns A B B A): the step-time-only overhead was 0.6 % and 0.8 % of a
-17-31 ms step, so 40 % of the default 2 % (0.8 %); the probes aim at
-``budget x (1 - reserve)``."""
+17-31 ms step at first (a reserve of 0.4, 0.8 %); in five runs with the split
+step (2026-11-23, 22-40 ms steps, load average 1-9 on 2 cores) 0.5 %, 4.0 %,
+1.2 %, 1.0 %, 0.9 % (two-pass arms) and 0.7 %, 2.7 %, 0.6 %, 0.9 %, -0.1 % (split
+arms; the usual steps are the same ``train_fn`` in both): median 0.9 %, so half
+the default 2 %. The
+probes aim at ``budget x (1 - reserve)`` (1 % by default); a split-step probe
+costing half a two-pass one, they still probe more often than before."""
 FIRST_PROBE_STEPS = 2.5
-"""The first probe's guessed cost, in steps: two step-sized passes, the all-reduce
-alone and the slower step after it."""
+"""The first two-pass probe's guessed cost, in steps: two step-sized passes, the
+all-reduce alone and the slower step after it (measured with
+``benchmarks/overhead.py``, 2 CPU logical devices, five runs of 2026-11-23:
+first probes' passes 1.1-4.4 steps, median 1.9; a probe as the scheduler counts it
+1.7-2.7 steps, 2.3 on average)."""
+FIRST_SPLIT_PROBE_STEPS = 1.5
+"""The first probe's guessed cost with the split step, in steps: one step-sized
+pass, the all-reduce alone, the split step's excess and the slower step after it
+(measured as above: first probes' passes 0.6-1.9 steps, median 1.0; a probe as
+counted 1.1-1.9 steps, 1.5 on average: two thirds of the two-pass probe, as
+much as it in one run on a busier machine, where the split steps and the steps
+after them ran 16 ms over the usual 39 ms step)."""
 
 
 def period_for_budget(budget: float, passes: float = 2.0) -> int | None:
@@ -101,6 +124,7 @@ class ProbeScheduler:
         shift: float = 0.25,
         resolved_rate: float = 0.5,
         reserve: float = DEFAULT_RESERVE,
+        first_probe_steps: float = FIRST_PROBE_STEPS,
     ):
         if every is not None and every < 1:
             raise ValueError("every must be at least 1 (None: by budget)")
@@ -115,6 +139,7 @@ class ProbeScheduler:
         self.shift = shift
         self.resolved_rate = resolved_rate
         self.reserve = reserve
+        self.first_probe_steps = first_probe_steps
         self.steps = 0
         """Steps seen, warm-up included."""
         self.step_wall_s = 0.0
@@ -124,6 +149,11 @@ class ProbeScheduler:
         self.after_probe_s = 0.0
         """What the steps right after probes lost against the usual step (unfloored:
         noise cancels over probes; a negative total counts as 0 in ``probe_wall_s``)."""
+        self.split_s = 0.0
+        """What the probes' split steps took over the usual step (unfloored, like
+        ``after_probe_s``); 0 where probes run between steps."""
+        self.last_split_excess_s = 0.0
+        """The last split step's excess over the usual step (0 before one)."""
         self.probes = 0
         self.shifts = 0
         """Step-time shifts detected."""
@@ -133,6 +163,7 @@ class ProbeScheduler:
         self._reference: list[float] = []
         self._recent: deque[float] = deque(maxlen=window)
         self._after: list[float] = []
+        self._split: list[float] = []
         self._usual: deque[float] = deque(maxlen=window)
         """The last counted steps that did not follow a probe."""
         self._after_pending = False
@@ -143,14 +174,26 @@ class ProbeScheduler:
         self._resolved_cache: tuple[tuple[int, int], bool] = ((-1, -1), False)
 
     # -- input ----------------------------------------------------------------------
-    def add_step(self, step_time_s: float, *, steps: int = 1, warmup: bool = False) -> None:
-        """``steps`` steps ran (``step_time_s`` each, on average)."""
+    def add_step(
+        self, step_time_s: float, *, steps: int = 1, warmup: bool = False, split: bool = False
+    ) -> None:
+        """``steps`` steps ran (``step_time_s`` each, on average). ``split``: the
+        step was a probe's own (the built-in trainer's split step, added before the
+        probe's :meth:`add_probe`); what it took over the usual step is the probe's."""
         self.steps += steps
         self._last_count = steps
         self._last_warmup = warmup
         if warmup:
             return
-        if self._after_pending:
+        if split:
+            self._after_pending = False  # a step after a probe too: its loss is counted here
+            self.last_split_excess_s = 0.0
+            if self._usual:
+                excess = (step_time_s - metrics.median(list(self._usual))) * steps
+                self._split.append(excess)
+                self.split_s += excess
+                self.last_split_excess_s = excess
+        elif self._after_pending:
             # the step after a probe against the usual ones: what the probe cost it
             self._after_pending = False
             if self._usual:
@@ -222,10 +265,10 @@ class ProbeScheduler:
 
     @property
     def probe_wall_s(self) -> float:
-        """What every probe so far cost the run: its passes and the excess of the steps
-        after probes (never less than the passes: after-probe steps that happened
-        to run faster buy no more probes)."""
-        return self.passes_s + max(0.0, self.after_probe_s)
+        """What every probe so far cost the run: its passes and the excess of its
+        split step and of the step after it (never less than the passes: steps that
+        happened to run faster buy no more probes)."""
+        return self.passes_s + max(0.0, self.after_probe_s + self.split_s)
 
     @property
     def probe_costs_s(self) -> tuple[float, ...]:
@@ -264,11 +307,13 @@ class ProbeScheduler:
 
     def expected_cost_s(self) -> float:
         """What the next probe will likely cost: the median of the last passes plus
-        the mean excess of the steps after probes (a guess before the first)."""
+        the mean excess of the split steps and of the steps after probes (a guess
+        before the first)."""
         if self._costs:
-            after = max(0.0, sum(self._after) / len(self._after)) if self._after else 0.0
-            return metrics.median(self._costs[-9:]) + after
-        return FIRST_PROBE_STEPS * metrics.median(self._counted) if self._counted else 0.0
+            after = sum(self._after) / len(self._after) if self._after else 0.0
+            split = sum(self._split) / len(self._split) if self._split else 0.0
+            return metrics.median(self._costs[-9:]) + max(0.0, after + split)
+        return self.first_probe_steps * metrics.median(self._counted) if self._counted else 0.0
 
     def reference_step_s(self, last_step_s: float) -> float:
         """The step a probe is measured against (its ``PhaseEvent.step_time_s``; the
