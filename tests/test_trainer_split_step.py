@@ -81,8 +81,9 @@ phases = [e for e in events if isinstance(e, PhaseEvent)]
 assert [p.step for p in phases] == [2, 4, 6], [p.step for p in phases]
 assert {p.method for p in phases} == {"split-step"}
 steps = {e.step: e for e in events if isinstance(e, StepEvent)}
-for p in phases:  # the probed step is the split one: its time is input + both halves
-    assert abs(steps[p.step].step_time_s - (p.step_time_s + p.input_s)) < 1e-9
+usual = sorted(s.step_time_s for s in steps.values() if s.step not in {p.step for p in phases})
+for p in phases:  # the phases split the usual step (the schedule's reference), not the split one
+    assert p.step_time_s + p.input_s <= max(usual) + 1e-9, (p, usual)
     assert p.compute_allreduce_s is not None and p.allreduce_total_s is not None
     assert abs(p.apply_s - max(0.0, p.step_time_s - p.compute_allreduce_s)) < 1e-9
     assert p.probe_cost_s >= p.compute_s

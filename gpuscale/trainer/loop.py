@@ -32,9 +32,12 @@ and an all-reduce of gradient-shaped buffers. The breakdown
 * ``compute_s`` = T(compute)
 * ``allreduce_s`` = T(reduce) - T(compute), floored at 0: the *exposed*
   all-reduce, what the step waits for the gradient exchange
-* ``apply_s`` = T(apply): the optimizer update (``step_time_s`` is T(reduce) +
-  T(apply), the split step's training part, so ``step_time_s`` - T(reduce) as
-  for the other method)
+* ``apply_s`` = T(train) - T(reduce): the optimizer update, with T(train) the
+  usual step's training part (``ProbeScheduler.reference_step_s`` less the input
+  wait), the ``step_time_s`` of the event, as for the other method. T(apply) of
+  the split half is not used directly: it also holds what splitting costs (one more
+  synchronisation and dispatch), so the parts would add up to the split step, a
+  little longer than the steps a user runs
 * ``input_s``: the probed step's wait for its batch from the input pipeline
 * ``allreduce_total_s``: the all-reduce of gradient-shaped buffers timed alone.
 
@@ -430,12 +433,16 @@ class Trainer:
             schedule.add_step(step_s, warmup=warmup, split=split_next)
             if split_next:
                 split_next = False
-                schedule.add_probe(times.cost_s, exposed_share(times, train_s))
+                # the phases split the usual step's training part (the schedule's reference),
+                # not the split step's, which runs a little longer (its halves synchronise):
+                # apply = usual - T(reduce), so the parts add up to the step a user pays
+                usual_s = max(0.0, schedule.reference_step_s(step_s) - (got_batch - start))
+                schedule.add_probe(times.cost_s, exposed_share(times, usual_s))
                 # the event's cost: the extra passes and what the split step took over a usual one
                 paid = msgspec.structs.replace(
                     times, cost_s=times.cost_s + max(0.0, schedule.last_split_excess_s)
                 )
-                yield self._phase_event(paid, step, train_s, got_batch - start, "split-step")
+                yield self._phase_event(paid, step, usual_s, got_batch - start, "split-step")
             if probing and schedule.due():
                 if split:
                     split_next = True

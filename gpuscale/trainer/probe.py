@@ -39,9 +39,10 @@ Two methods
 
 :func:`phase_event` turns the timings and the probed step's time into a
 :class:`~gpuscale.events.schema.PhaseEvent`: ``allreduce_s`` = T(compute +
-all-reduce) - T(compute) and ``apply_s`` = step - T(compute + all-reduce) (with
-the split step, whose training time is T(compute + all-reduce) + T(apply), that
-is T(apply) as timed), each floored at 0 in the event, with the raw T(compute +
+all-reduce) - T(compute) and ``apply_s`` = step - T(compute + all-reduce), with
+"step" the usual step's training part (the scheduler's reference, for both
+methods: the split step's own time also holds what splitting costs, so its
+T(apply) is not used), each floored at 0 in the event, with the raw T(compute +
 all-reduce) kept (``compute_allreduce_s``) so the summary can take unfloored
 medians and say how well each phase is known. ``probe_cost_s`` is what the
 probe cost: the wall clock of its extra passes and, with the split method, what
