@@ -54,7 +54,8 @@ def test_probes_stay_within_the_budget(budget, probe_steps):
 def test_dense_at_the_start_when_the_run_length_is_known_then_spaced():
     scheduler = ProbeScheduler(0.02, horizon_steps=2000)
     probed = simulate(scheduler, 2000, probe_s=lambda i: 0.1)
-    assert probed[:3] == [0, 1, 2]  # dense until resolved (3 probes agree to +-2 points)
+    # the first after FIRST_PROBE_AFTER usual steps, then dense until resolved (3 agree)
+    assert probed[:3] == [2, 3, 4]
     assert scheduler.resolved
     gaps = [b - a for a, b in zip(probed, probed[1:], strict=False)]
     assert max(gaps[len(gaps) // 2 :]) > 10 * min(gaps[:5])  # spaced out later
@@ -64,7 +65,7 @@ def test_dense_at_the_start_when_the_run_length_is_known_then_spaced():
 def test_without_the_run_length_the_start_stays_within_the_budget_too():
     scheduler = ProbeScheduler(0.02)
     probed = simulate(scheduler, 200, probe_s=lambda i: 0.1)
-    assert probed[0] == 0 and len(probed) <= 4
+    assert probed[0] == 2 and len(probed) <= 4
 
 
 def test_the_cheaper_the_probe_the_more_probes():
@@ -124,8 +125,10 @@ def test_no_probe_on_warmup_steps_and_none_with_a_zero_budget():
     assert simulate(ProbeScheduler(0.0), 500) == []
 
 
-def test_the_first_probe_comes_on_the_first_counted_step():
-    assert simulate(ProbeScheduler(0.02), 10, warmup=3)[0] == 3
+def test_the_first_probe_comes_after_three_counted_steps():
+    # its reference is the median of three usual steps, not the first step alone
+    assert simulate(ProbeScheduler(0.02), 10, warmup=3)[0] == 5
+    assert simulate(ProbeScheduler(0.02, window=2), 10, warmup=3)[0] == 4
 
 
 def test_period_for_budget():

@@ -9,8 +9,9 @@ passes); :class:`ProbeScheduler` instead keeps the probes' wall time
 within ``budget`` of the run's wall time (default 2 %), and spends it where it
 tells the most:
 
-* **Dense at the start.** The first probe runs on the first counted step (it
-  also measures what a probe costs). Until the breakdown is *resolved* (the
+* **Dense at the start.** The first probe is asked for after the third counted
+  step (:data:`FIRST_PROBE_AFTER`: it is measured against the median of those
+  steps, not one that may be a one-off; it also measures what a probe costs). Until the breakdown is *resolved* (the
   probed share, e.g. the exposed all-reduce's share of the step, known to
   ``± precision``, default 2 points, from at least 3 probes; see
   :func:`gpuscale.analysis.metrics.median_halfwidth`), a probe runs whenever
@@ -43,7 +44,7 @@ rule is checked before a probe, with its cost counted in, so at any time after
 the first probe ``spent <= budget x (1 - reserve) x max(steps' wall, projected
 run / 2)``: the probes leave ``reserve`` of the budget (:data:`DEFAULT_RESERVE`)
 for the cost of every step that no timing inside the run can see.
-The one exception is the first probe, asked for after the first counted step
+The one exception is the first probe, asked for after the third counted step
 (the built-in trainer's runs on the next step, split): without it there is no
 breakdown at all. On a run shorter than about ``first_probe_steps / budget``
 steps (125 at 2 % with two passes, 75 with the split step) that one probe alone
@@ -84,6 +85,9 @@ arms; the usual steps are the same ``train_fn`` in both): median 0.9 %, so half
 the default 2 %. The
 probes aim at ``budget x (1 - reserve)`` (1 % by default); a split-step probe
 costing half a two-pass one, they still probe more often than before."""
+FIRST_PROBE_AFTER = 3
+"""Counted steps before the first probe (by budget): the probe's reference step is
+the median of these, not one step that may be a one-off."""
 FIRST_PROBE_STEPS = 2.5
 """The first two-pass probe's guessed cost, in steps: two step-sized passes, the
 all-reduce alone and the slower step after it (measured with
@@ -332,7 +336,9 @@ class ProbeScheduler:
         if self.budget <= 0:
             return False
         if self.probes == 0:  # without one there is no breakdown at all; it measures the cost
-            return True
+            # after FIRST_PROBE_AFTER usual steps, so the step it splits is a median, not
+            # the first step alone (often a retrace, or Keras' first callbacks)
+            return len(self._usual) >= min(FIRST_PROBE_AFTER, self.window)
         cost = self.expected_cost_s()
         budget = self.probe_budget
         allowance = budget * self.step_wall_s
