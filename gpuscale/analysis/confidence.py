@@ -60,9 +60,7 @@ def run_confidence(summary: RunSummary) -> RunConfidence:
     )
     if summary.phase_steps == 0:
         level = "low"
-    reasons.append(
-        f"measured at {summary.devices} device{'s' if summary.devices != 1 else ''} only"
-    )
+    reasons.append(f"measured at {plural(summary.devices, 'device')} only")
     return RunConfidence(level=level, reason=", ".join(reasons))
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import msgspec
 
+from gpuscale.formatting import plural
+
 SECONDS_PER_HOUR = 3600.0
 
 
@@ -40,6 +42,6 @@ def per_million_samples(devices: int, price_per_device_hour: float, throughput: 
 def cost_line(speedup: float, devices: int, base_devices: int, relative: float, what: str) -> str:
     """``8 devices: 5.10x faster, 1.57x the cost per million samples ($0.41)``."""
     return (
-        f"{devices} device{'s' if devices != 1 else ''}: {speedup:.2f}x faster than "
+        f"{plural(devices, 'device')}: {speedup:.2f}x faster than "
         f"{base_devices}, {relative:.2f}x the cost per million samples ({what})"
     )

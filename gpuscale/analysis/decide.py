@@ -63,6 +63,7 @@ from gpuscale.analysis import metrics
 from gpuscale.analysis.cost import Cost
 from gpuscale.analysis.model import ScalingModel
 from gpuscale.analysis.sweep import SweepPoint
+from gpuscale.formatting import plural
 
 DEFAULT_MIN_EFFICIENCY = 0.6
 """Floor on marginal efficiency; see the module docstring for why not 0.7."""
@@ -335,7 +336,7 @@ def envelope(groups: Sequence[Group], limit: int | None) -> list[Candidate]:
 
 
 def dev(n: int) -> str:
-    return f"{n} device{'s' if n != 1 else ''}"
+    return plural(n, "device")
 
 
 def table_base(rows: Sequence[SweepPoint]) -> int | None:

@@ -65,7 +65,8 @@ class PhaseItem(NamedTuple):
 
 
 def plural(n: int, word: str) -> str:
-    """``1 probe``, ``12 probes``."""
+    """``1 probe``, ``12 probes``, ``6,147 steps``: :func:`gpuscale.formatting.plural`
+    with a thousands separator (the step counts here run into thousands)."""
     return f"{n:,} {word}{'s' if n != 1 else ''}"
 
 
@@ -223,7 +224,7 @@ def count_precision_text(r: SweepPoint, *, several: bool = False, with_asked: bo
     step time ±1.2%, exposed share ±5.1 points (4 probes); about 280 more steps
     would likely reach it``. ``several``: name the configuration; ``with_asked``:
     say the precision asked (when the counts asked differently)."""
-    label = f"{r.devices} device{'s' if r.devices != 1 else ''}"
+    label = plural(r.devices, "device")
     if several:
         label += f" ({r.config})"
     if r.steps:
@@ -238,7 +239,7 @@ def count_precision_text(r: SweepPoint, *, several: bool = False, with_asked: bo
         if r.step_time_err is not None
         else "step time: too few steps for a range"
     )
-    probes = f"{r.probes or 0} probe{'s' if (r.probes or 0) != 1 else ''}"
+    probes = plural(r.probes or 0, "probe")
     if r.devices <= 1:
         share = "nothing exchanged"
     elif r.comm_share_err is not None:

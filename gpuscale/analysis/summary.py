@@ -79,8 +79,8 @@ from gpuscale.events.schema import (
 
 DEFAULT_SHARE_PRECISION = 0.02
 """The half-width (a share of the step) the probes pin the exposed share down to
-when no ``--precision`` is asked: the probe scheduler's own default
-(``gpuscale.trainer.schedule.DEFAULT_PRECISION``, which a test keeps equal)."""
+when no ``--precision`` is asked; the probe scheduler's default
+(``gpuscale.trainer.schedule.DEFAULT_PRECISION``) is this one."""
 
 
 class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):

@@ -26,7 +26,7 @@ from gpuscale.analysis.topology import (
     slowest_link,
 )
 from gpuscale.events.schema import Topology
-from gpuscale.formatting import format_bytes
+from gpuscale.formatting import format_bytes, plural
 
 DEFAULT_TF_TIMEOUT_S = 60.0
 _MARK = "GPUSCALE-TF-DEVICES "
@@ -338,7 +338,7 @@ def render(report: DevicesReport, console: Any) -> None:
         cores = fb["cpu_cores"]
         console.print(
             f"{reason}, so runs will use the CPU as {fb['logical_devices']} logical CPU "
-            f"devices on {cores} core{'s' if cores != 1 else ''} (--devices N to change).",
+            f"devices on {plural(cores, 'core')} (--devices N to change).",
             highlight=False,
             markup=False,
         )

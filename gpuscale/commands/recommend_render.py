@@ -23,6 +23,7 @@ from gpuscale.formatting import (
     format_number,
     format_rate_bytes_s,
     markup_literal,
+    plural,
     visible,
 )
 
@@ -67,7 +68,7 @@ def measured_share(point, long: bool = True) -> str:
     probes, err, step = point.probes, point.allreduce_err_s, point.step_time_s
     if not probes or point.devices <= 1:
         return text
-    count = (f" ({probes} probe{'s' if probes != 1 else ''})") if long else f" ({probes})"
+    count = (f" ({plural(probes, 'probe')})") if long else f" ({probes})"
     if point.comm_share is None or not resolved(point.allreduce_s, err):
         # phases that did not add up, or an exchange within its noise (or 0 from
         # fewer than 3 probes): the words of the run's own summary
@@ -106,7 +107,7 @@ def precision_lines(rec: Recommendation, sweep: Sweep) -> list[str]:
         runs = len({(p.config, p.devices) for p in sweep.points})
         lines.append(
             f"The sweep took {format_duration_s(sweep.wall_s)} "
-            f"({runs} run{'s' if runs != 1 else ''}, TensorFlow's start included)."
+            f"({plural(runs, 'run')}, TensorFlow's start included)."
         )
     return lines
 
@@ -131,7 +132,7 @@ def predictions_reach_line(rec: Recommendation, sweep: Sweep) -> str | None:
             return None  # the machine has more devices than measured: its rows say so
         n = sweep.available_devices
         return (
-            f"  no predictions past the {n} device{'s' if n != 1 else ''} available (this "
+            f"  no predictions past the {plural(n, 'device')} available (this "
             "machine's, or a sweep file's available_devices), all measured; --max-devices N "
             "predicts further (recordings do not say their machine's devices: --from of them "
             "predicts up to 8)"
@@ -348,7 +349,7 @@ def render(
             else f"strong scaling, global batch {model.global_batch}"
         )
         base = table_base(rows)
-        over = f"; speedup over its own {base} device{'s' if base != 1 else ''}" if base else ""
+        over = f"; speedup over its own {plural(base, 'device')}" if base else ""
         table = Table(
             title=markup_literal(f"{model.config} ({scaling}; exchange: {model.exchange}{over})"),
             title_justify="left",
@@ -435,9 +436,7 @@ def render(
     if rec.predicted:
         verdict += " (predicted)"
     if rec.verdict == "none":
-        verdict = (
-            f"NONE yet: measured at {rec.devices} device{'s' if rec.devices != 1 else ''} only"
-        )
+        verdict = f"NONE yet: measured at {plural(rec.devices, 'device')} only"
     console.print()
     console.print(
         Text(

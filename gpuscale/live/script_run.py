@@ -478,7 +478,7 @@ class ScriptRun(RunBase):
                     source="gpuscale",
                     level="warning",
                     message=(
-                        f"{dropped} line{'s' if dropped != 1 else ''} of output not shown: they "
+                        f"{plural(dropped, 'line')} of output not shown: they "
                         "came faster than they could be displayed (all are in the recording)"
                     ),
                 )

@@ -50,6 +50,7 @@ from typing import Any
 import msgspec
 
 from gpuscale.events.schema import EndEvent, Event, LogEvent, StartEvent
+from gpuscale.formatting import plural
 from gpuscale.recording.format import CLOCK_SOURCE, TIME_TOLERANCE_S
 
 FLUSH_INTERVAL_S = 0.2
@@ -609,7 +610,7 @@ def next_free_name(path: Path) -> Path:
 
 def _describe(exc: OSError, path: Path, saved: int) -> str:
     """One line for the user: what happened, where, and what it means for the run."""
-    saved_text = f"{saved} event{'s' if saved != 1 else ''} were saved" if saved else ""
+    saved_text = f"{plural(saved, 'event')} were saved" if saved else ""
     code = exc.errno
     if code in (errno.ENOSPC, errno.EDQUOT if hasattr(errno, "EDQUOT") else -1):
         what = f"the disk holding {path} is full"

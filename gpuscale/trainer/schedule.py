@@ -67,11 +67,13 @@ import math
 from collections import deque
 
 from gpuscale.analysis import metrics
+from gpuscale.analysis.summary import DEFAULT_SHARE_PRECISION
 
 DEFAULT_BUDGET = 0.02
 """The probes' default share of the wall clock."""
-DEFAULT_PRECISION = 0.02
-"""The default half-width (a share of the step) to which the breakdown is pinned down."""
+DEFAULT_PRECISION = DEFAULT_SHARE_PRECISION
+"""The default half-width (a share of the step) to which the breakdown is pinned down:
+the one the summaries report against (:data:`gpuscale.analysis.summary.DEFAULT_SHARE_PRECISION`)."""
 DEFAULT_RESERVE = 0.5
 """The part of the budget the probes leave for what gpuscale costs every step and
 no timing inside the run can see: the synchronised step timing, building and

@@ -34,7 +34,7 @@ from textual.widgets import Footer, Static
 from gpuscale.analysis.recommend import DEFAULT_MIN_EFFICIENCY, Recommendation, recommend
 from gpuscale.analysis.sweep import SweepPoint
 from gpuscale.errors import GpuscaleError
-from gpuscale.formatting import markup_literal
+from gpuscale.formatting import markup_literal, plural
 from gpuscale.plots.scaling import build_scaling_chart
 from gpuscale.ui import keys
 from gpuscale.ui.messages import ChartsReady
@@ -297,7 +297,7 @@ class SweepApp(App[int]):
             self._run_drawn = self._run_charted = -1
             self._run_sizes = {}
             n = runner.model_devices
-            who = f"{n} device{'s' if n != 1 else ''}" if n else "this run"
+            who = plural(n, "device") if n else "this run"
             for chart_id, panel in self.run_charts.items():
                 panel.border_title = f"{CHART_TITLES[chart_id]} · run on {who}"
                 panel.update(Text(RUN_WAITING[chart_id], style="dim"))
