@@ -90,9 +90,34 @@ def even_ticks(high: float, wanted: int) -> list[float]:
     return [n * step for n in range(math.ceil(high / step - 1e-9) + 1)]
 
 
+def round_ticks(low: float, high: float, rows: int) -> list[float]:
+    """Round ticks (1, 2 or 5 x 10^k apart) from at or below ``low`` to at or above
+    ``high``, about one per two of the axis's ``rows`` (two to six): ``1000 2000
+    3000 4000`` where plotext's own are ``1704.7 2672.3 3783.3``. A flat series
+    (``low == high``) gets the round values either side of it."""
+    import math
+
+    wanted = max(2, min(6, (rows + 1) // 2))
+    if high <= low:
+        spread = abs(low) * 0.1 or 1.0
+        low, high = low - spread, high + spread
+    raw = (high - low) / (wanted - 1)
+    exp = math.floor(math.log10(raw))
+    for step in (m * 10.0**e for e in range(exp, exp + 3) for m in (1, 2, 5)):
+        if step < raw:
+            continue
+        first, last = math.floor(low / step + 1e-9), math.ceil(high / step - 1e-9)
+        if last - first + 1 <= wanted:
+            return [round(n * step, 12) for n in range(first, last + 1)]
+    return [low, high]  # not reached: some step of the three decades fits
+
+
 def tick_label(value: float) -> str:
-    """``120`` rather than ``120.0``; ``0.5`` where the ticks are fractions."""
-    return f"{value:.0f}" if abs(value - round(value)) < 1e-9 else f"{value:g}"
+    """``120`` rather than ``120.0``; ``0.5`` where the ticks are fractions; ``1,500``
+    with a thousands separator."""
+    if abs(value - round(value)) < 1e-9:
+        return f"{value:,.0f}"
+    return f"{value:g}"
 
 
 MIN_BAR_SLOTS = 8
@@ -124,6 +149,9 @@ def build_step_chart(snap: Snapshot, width: int, height: int) -> Text:
     x, y = binned(steps, [snap.step_times_s[i] * 1000 for i in keep], max_points)
     plot.plot(x, y, color="cyan", marker="braille")
     _whole_xticks(plot, x, width)
+    yticks = round_ticks(min(y), max(y), height - PLOT_FRAME_ROWS)
+    plot.ylim(yticks[0], yticks[-1])
+    plot.yticks(yticks, [tick_label(t) for t in yticks])
     plot.xlabel("step (warm-up, not measured)" if warmup_only else "step")
     plot.ylabel("ms")
     return Text.from_ansi(plot.build(), no_wrap=True)
