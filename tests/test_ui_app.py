@@ -605,3 +605,23 @@ async def test_the_help_is_not_covered_by_toasts_at_80x24():
         await pilot.press("escape")
         await pilot.pause()
         assert app.screen.query(Toast), "the toasts come back with the dashboard"
+
+
+async def test_a_one_device_run_leaves_the_step_chart_room_at_80x24():
+    """Two full cards (the host and one device: a script's run on one device) took
+    a third of 80x24 and left the step-time chart one row of plot: they condense
+    there, and are full again where the screen has the room."""
+    from gpuscale.ui.widgets.charts import PLOT_FRAME_ROWS, STEP_CHART
+
+    events = synthetic_run(gpus=0, cpu_devices=1, duration_s=20.0)
+    for size, compact in (((80, 24), True), ((80, 40), False)):
+        app = build_app(replay(events, end=True))
+        async with app.run_test(size=size) as pilot:
+            await app.settle()
+            await pilot.pause()
+            await app.settle()
+            await pilot.pause()
+            assert app.device_grid.compact is compact, size
+            chart = app.charts[STEP_CHART]
+            assert chart.content_size.height - PLOT_FRAME_ROWS >= 4, size
+            assert "┤" in str(chart.render())
