@@ -346,7 +346,8 @@ class SweepApp(App[int]):
             return
         if now:
             self._run_sizes = sizes
-            self.on_charts_ready(ChartsReady(render_charts(model.snapshot(2**62), sizes)))
+            charts = render_charts(model.snapshot(2**62), sizes, model.summary()[1])
+            self.on_charts_ready(ChartsReady(charts))
         elif time.monotonic() - self._run_chart_built >= RUN_CHART_INTERVAL_S:
             self._run_chart_built = time.monotonic()
             self._run_sizes = sizes
@@ -361,7 +362,7 @@ class SweepApp(App[int]):
 
     @work(thread=True, exclusive=True, group="run-charts", exit_on_error=False)
     def _build_run_charts(self, model: RunModel, sizes: dict[str, tuple[int, int]]) -> None:
-        charts = render_charts(model.snapshot(logs_after=2**62), sizes)
+        charts = render_charts(model.snapshot(logs_after=2**62), sizes, model.summary()[1])
         if model is self._run_model:  # else the next count started meanwhile
             self.post_message(ChartsReady(charts))
 
