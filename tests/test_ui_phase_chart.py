@@ -52,6 +52,9 @@ async def test_a_probe_longer_than_the_median_step_is_not_drawn():
     assert "1 longer than the median step: not drawn" in shown, shown
     ticks = _y_ticks(shown)
     assert ticks and max(ticks) < 1.5 * step_ms, (ticks, step_ms)
+    for width in (30, 40, 44):  # a narrow panel (recommend --watch at 120x40): said shorter
+        narrow = build_breakdown_chart(snap, width, 16, summary).plain
+        assert "1 > median step: not drawn" in narrow, (width, narrow)
     whole = build_breakdown_chart(snap, 60, 16)  # without the summary: everything drawn
     assert max(_y_ticks(whole.plain)) >= 2 * step_ms
 

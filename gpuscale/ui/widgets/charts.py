@@ -261,8 +261,13 @@ def build_breakdown_chart(
     plot.ylim(0, yticks[-1])
     plot.yticks(yticks, [tick_label(t) for t in yticks])
     label = "probed step" if len(drawn) > 1 else "probed step (one probe so far)"
-    if left_out:
-        label = f"probed step; {left_out} longer than the median step: not drawn"
+    if left_out:  # the longest form that fits (plotext drops a label wider than the plot)
+        forms = (
+            f"probed step; {left_out} longer than the median step: not drawn",
+            f"probed step; {left_out} > median step: not drawn",
+            f"{left_out} > median step: not drawn",
+        )
+        label = next((f for f in forms if len(f) <= width - 8), forms[-1])
     plot.xlabel(label)
     text = Text.from_ansi(plot.build().rstrip("\n"), no_wrap=True)
     if legend is not None:
