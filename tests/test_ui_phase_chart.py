@@ -87,3 +87,15 @@ async def test_a_phase_the_text_calls_not_resolved_is_grey_and_labelled():
     assert "compute: not resolved" not in chart.plain
     red = [span for span in chart.spans if "red" in str(span.style)]
     assert not red, "no segment in the all-reduce colour"
+
+
+async def test_phases_short_of_the_step_are_drawn_grey_as_not_resolved():
+    """Every probe's phases add up to well under the median step (a probe at an
+    unusual step): the text says not resolved, and the bars are grey under one
+    legend entry that says so (the input wait, timed apart, keeps its own)."""
+    app, snap, summary, shown = await _final(_with_probes({n: 0.3 for n in range(100)}))
+    assert summary.phase_consistent is False
+    chart = build_breakdown_chart(snap, 60, 16, summary)
+    assert "phases not resolved (see the summary)" in chart.plain
+    assert "compute" not in chart.plain and "input" in chart.plain
+    assert not [span for span in chart.spans if "green" in str(span.style)]

@@ -233,6 +233,8 @@ def build_breakdown_chart(
     if height >= 8:
         if unresolved >= set(PHASE_NAMES) - {"input"}:  # nothing of the split is known
             entries = [("█", UNRESOLVED_COLOR, "phases not resolved (see the summary)")]
+            if "input" not in unresolved:  # the input wait is timed apart: still its own
+                entries.append(("█", PHASE_COLORS[-1], "input"))
         else:
             entries = [
                 ("█", color, f"{name}: not resolved" if name in unresolved else name)
