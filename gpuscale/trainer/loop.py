@@ -99,10 +99,10 @@ from gpuscale.trainer.schedule import (
     FIRST_PROBE_STEPS,
     FIRST_SPLIT_PROBE_STEPS,
     ProbeScheduler,
-    period_for_budget,
 )
 from gpuscale.trainer.sizing import Sizing, resolve_sizing
 from gpuscale.trainer.split_step import SplitStep, with_skippable_sum
+from gpuscale.trainer.vote import StepVote
 
 
 def setup_devices(config: TrainConfig) -> DevicePlan:
@@ -303,6 +303,20 @@ class Trainer:
             return self.apply_replica(self.replica_gradients(x, y))
 
         self.train_fn = tf.function(lambda batch: strategy.run(train_replica, args=batch))
+        self.voting_train_fn = None
+        if self.config.strategy == "multi-worker":  # the probe decision rides the step
+            sum_op = tf.distribute.ReduceOp.SUM
+
+            def voting_replica(x, y, ballot):
+                done = train_replica(x, y)
+                context = tf.distribute.get_replica_context()
+                # replica 0's ballot alone (worker 0's first device): one schedule decides
+                mine = tf.where(context.replica_id_in_sync_group == 0, ballot, 0.0)
+                return done, context.all_reduce(sum_op, mine)
+
+            self.voting_train_fn = tf.function(
+                lambda batch, ballot: strategy.run(voting_replica, args=(*batch, ballot))
+            )
         self.probe = PhaseProbe(strategy, self.variables, self.replica_gradients)
         self.split_step = SplitStep(
             strategy,
@@ -318,8 +332,6 @@ class Trainer:
         whose first one is guessed cheaper)."""
         config = self.config
         every = config.phase_every
-        if every is None and config.strategy == "multi-worker":  # workers probe together
-            every = period_for_budget(config.probe_budget) or 0
         return ProbeScheduler(
             0.0 if every == 0 else config.probe_budget,
             every=every or None,
@@ -405,6 +417,7 @@ class Trainer:
         probing = schedule.every is not None or schedule.budget > 0
         split = split and probing
         split_next = False  # the scheduler asked for a probe: the next step runs split
+        vote = self._vote(schedule) if probing else None
         for step in range(config.steps):
             if stop is not None and stop.is_set():
                 return
@@ -414,6 +427,12 @@ class Trainer:
             if split_next:
                 times, train_s = self.probe.measure_split(batch, self.split_step.run)
                 step_s = got_batch - start + train_s  # the compute pass is no part of it
+            elif vote is not None:  # several workers: the chief's decision rides the step
+                done, total = self.voting_train_fn(batch, self._ballots[vote.ballot()])
+                self._sync(done)
+                voted = float(self.strategy.experimental_local_results(total)[0].numpy())
+                train_s = time.perf_counter() - got_batch
+                step_s = got_batch - start + train_s
             else:
                 self._sync(self.train_fn(batch))
                 train_s = time.perf_counter() - got_batch
@@ -443,7 +462,11 @@ class Trainer:
                     times, cost_s=times.cost_s + max(0.0, schedule.last_split_excess_s)
                 )
                 yield self._phase_event(paid, step, usual_s, got_batch - start, "split-step")
-            if probing and schedule.due():
+            if vote is not None:  # the chief's ballot cast before this step: probe now
+                due = vote.received(voted)
+            else:
+                due = probing and schedule.due()
+            if due:
                 if split:
                     split_next = True
                 else:
@@ -454,6 +477,16 @@ class Trainer:
                     yield self._phase_event(times, step, train_s, got_batch - start, "differenced")
             if config.precision is not None and schedule.known_to(config.precision):
                 return  # known well enough (--precision): the rest of --steps is not needed
+
+    def _vote(self, schedule: ProbeScheduler) -> StepVote | None:
+        """Several workers probing by budget: the chief's schedule decides for all,
+        through a ballot summed in the step (:mod:`gpuscale.trainer.vote`); None
+        otherwise (one worker, or ``--phase-every K``: every worker counts alike)."""
+        if self.voting_train_fn is None or schedule.every is not None or schedule.budget <= 0:
+            return None
+        self._ballots = {b: tf.constant(b, tf.float32) for b in (0.0, 1.0)}
+        # every worker casts its own ballot; the step keeps replica 0's (worker 0's) alone
+        return StepVote(schedule, chief=True)
 
     def _phase_event(
         self, times: ProbeTimes, step: int, train_s: float, input_s: float, method: str

@@ -160,6 +160,9 @@ class ProbeScheduler:
         ``after_probe_s``); 0 where probes run between steps."""
         self.last_split_excess_s = 0.0
         """The last split step's excess over the usual step (0 before one)."""
+        self.overhead_s = 0.0
+        """What deciding when to probe cost (several workers' votes between steps:
+        :class:`gpuscale.trainer.vote.GapVote`); counted as the probes'."""
         self.probes = 0
         self.shifts = 0
         """Step-time shifts detected."""
@@ -233,7 +236,17 @@ class ProbeScheduler:
         if share is not None:
             self._shares.append(share)
 
+    def add_overhead(self, cost_s: float) -> None:
+        """Deciding cost ``cost_s`` of wall clock (a vote among workers): paid from the
+        probes' budget."""
+        self.overhead_s += cost_s
+
     # -- state ----------------------------------------------------------------------
+    @property
+    def counting(self) -> bool:
+        """The step just added was a counted one (not warm-up; False before any)."""
+        return not self._last_warmup
+
     @property
     def share_halfwidth(self) -> float | None:
         """How well the probed share is known (95 % half-width; None: too few probes).
@@ -273,8 +286,9 @@ class ProbeScheduler:
     def probe_wall_s(self) -> float:
         """What every probe so far cost the run: its passes and the excess of its
         split step and of the step after it (never less than the passes: steps that
-        happened to run faster buy no more probes)."""
-        return self.passes_s + max(0.0, self.after_probe_s + self.split_s)
+        happened to run faster buy no more probes), and what deciding cost
+        (``overhead_s``)."""
+        return self.passes_s + max(0.0, self.after_probe_s + self.split_s) + self.overhead_s
 
     @property
     def probe_costs_s(self) -> tuple[float, ...]:
