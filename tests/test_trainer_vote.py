@@ -127,7 +127,8 @@ def gap_votes(
 
 def test_votes_between_steps_are_spaced_by_their_cost_and_shared():
     voted, probed, votes = gap_votes(2, 3000, vote_s=0.001, warmup=2)
-    assert voted[0][0] == 2  # the first counted step votes (its cost is not known yet)
+    # the first vote when the first probe is due, after FIRST_PROBE_AFTER counted steps
+    assert voted[0][0] == 2 + FIRST_PROBE_AFTER - 1 and probed[0][0] == voted[0][0]
     assert voted[1] == voted[0] and probed[1] == probed[0] and len(probed[0]) >= 3
     # a 1 ms vote against a 100 ms step is 1 % of it: within a tenth of the probes'
     # 1 % (VOTE_SHARE), one vote every 10 steps or so (the median of noisy costs)

@@ -101,7 +101,12 @@ from gpuscale.trainer.schedule import (
     ProbeScheduler,
 )
 from gpuscale.trainer.sizing import Sizing, resolve_sizing
-from gpuscale.trainer.split_step import SplitStep, with_skippable_sum
+from gpuscale.trainer.split_step import (
+    SkippableSum,
+    SplitStep,
+    inner_optimizer,
+    with_skippable_sum,
+)
 from gpuscale.trainer.vote import StepVote
 
 
@@ -304,18 +309,41 @@ class Trainer:
 
         self.train_fn = tf.function(lambda batch: strategy.run(train_replica, args=batch))
         self.voting_train_fn = None
-        if self.config.strategy == "multi-worker":  # the probe decision rides the step
+        """Several workers: the step with the probe ballot summed in it (:meth:`_voting_step`)."""
+        self._voting_checked = False
+        if self.config.strategy == "multi-worker":
             sum_op = tf.distribute.ReduceOp.SUM
+            summing = inner_optimizer(self.optimizer)
 
-            def voting_replica(x, y, ballot):
-                done = train_replica(x, y)
-                context = tf.distribute.get_replica_context()
+            def ballot_of(ballot):
                 # replica 0's ballot alone (worker 0's first device): one schedule decides
+                context = tf.distribute.get_replica_context()
                 mine = tf.where(context.replica_id_in_sync_group == 0, ballot, 0.0)
-                return done, context.all_reduce(sum_op, mine)
+                return context, tf.reshape(mine, [1])
 
+            def riding_replica(x, y, ballot):
+                # the ballot rides the gradients' own all-reduce (one packed collective:
+                # one more number), then the optimizer applies the sum without summing again
+                context, mine = ballot_of(ballot)
+                grads = self.replica_gradients(x, y)
+                summed = context.all_reduce(sum_op, [*grads, tf.cast(mine, grads[0].dtype)])
+                with summing.gradients_summed():
+                    done = self.apply_replica(summed[:-1])
+                return done, summed[-1][0]
+
+            def separate_replica(x, y, ballot):  # an optimizer that cannot skip its sum
+                context, mine = ballot_of(ballot)
+                return train_replica(x, y), context.all_reduce(sum_op, mine)[0]
+
+            riding = isinstance(summing, SkippableSum)
             self.voting_train_fn = tf.function(
-                lambda batch, ballot: strategy.run(voting_replica, args=(*batch, ballot))
+                lambda batch, ballot: strategy.run(
+                    riding_replica if riding else separate_replica, args=(*batch, ballot)
+                )
+            )
+            self._voting_checked = not riding
+            self._separate_voting_fn = tf.function(
+                lambda batch, ballot: strategy.run(separate_replica, args=(*batch, ballot))
             )
         self.probe = PhaseProbe(strategy, self.variables, self.replica_gradients)
         self.split_step = SplitStep(
@@ -428,9 +456,7 @@ class Trainer:
                 times, train_s = self.probe.measure_split(batch, self.split_step.run)
                 step_s = got_batch - start + train_s  # the compute pass is no part of it
             elif vote is not None:  # several workers: the chief's decision rides the step
-                done, total = self.voting_train_fn(batch, self._ballots[vote.ballot()])
-                self._sync(done)
-                voted = float(self.strategy.experimental_local_results(total)[0].numpy())
+                voted = self._voting_step(batch, self._ballots[vote.ballot()])
                 train_s = time.perf_counter() - got_batch
                 step_s = got_batch - start + train_s
             else:
@@ -477,6 +503,22 @@ class Trainer:
                     yield self._phase_event(times, step, train_s, got_batch - start, "differenced")
             if config.precision is not None and schedule.known_to(config.precision):
                 return  # known well enough (--precision): the rest of --steps is not needed
+
+    def _voting_step(self, batch, ballot: tf.Tensor) -> float:
+        """One training step with the workers' probe ballots summed in it, synchronised;
+        the sum. Before its first run, checks that the optimizer really skipped its own
+        sum while the step was traced (as :meth:`SplitStep.prepare` does), else the
+        ballot gets an all-reduce of its own (another Keras version)."""
+        if not self._voting_checked:
+            self._voting_checked = True
+            summing = inner_optimizer(self.optimizer)
+            summing._sum_skipped = False
+            self.voting_train_fn.get_concrete_function(batch, ballot)
+            if not summing._sum_skipped:
+                self.voting_train_fn = self._separate_voting_fn
+        done, total = self.voting_train_fn(batch, ballot)
+        self._sync(done)
+        return float(self.strategy.experimental_local_results(total)[0].numpy())
 
     def _vote(self, schedule: ProbeScheduler) -> StepVote | None:
         """Several workers probing by budget: the chief's schedule decides for all,

@@ -243,6 +243,11 @@ class ProbeScheduler:
 
     # -- state ----------------------------------------------------------------------
     @property
+    def counted_steps(self) -> int:
+        """Counted (non-warm-up) steps added so far (``add_step`` calls)."""
+        return len(self._counted)
+
+    @property
     def counting(self) -> bool:
         """The step just added was a counted one (not warm-up; False before any)."""
         return not self._last_warmup

@@ -22,11 +22,13 @@ Two ways to carry the sum:
   asked for once: :meth:`StepVote.ballot` asks the schedule only after the last
   decision was read (and that probe added), never while a yes is on its way.
 * :class:`GapVote` (the Keras monitor, which does not own the step): a separate
-  small sum between steps, every ``gap`` steps; no lag, but each vote is a
-  collective of its own, so it has a cost. The chief measures it and picks the
-  gap so the votes take at most :data:`VOTE_SHARE` of the budget, and sends the
-  next gap in the same sum, so every worker votes at the same steps. The votes'
-  cost is counted into the probes' (``ProbeScheduler.add_overhead``).
+  small sum between steps: the first after :data:`FIRST_PROBE_AFTER` counted
+  steps (when the first probe is due), then every ``gap`` steps; no lag, but
+  each vote is a collective of its own, so it has a cost. The chief measures it
+  and picks the gap so the votes take at most :data:`VOTE_SHARE` of the probe
+  budget, and sends the next gap in the same sum, so every worker votes at the
+  same steps. The votes' cost is counted into the probes'
+  (``ProbeScheduler.add_overhead``) and into the next probe's event.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from __future__ import annotations
 import math
 
 from gpuscale.analysis import metrics
-from gpuscale.trainer.schedule import ProbeScheduler
+from gpuscale.trainer.schedule import FIRST_PROBE_AFTER, ProbeScheduler
 
 VOTE_SHARE = 0.1
 """The part of the probe budget the votes between steps (:class:`GapVote`) may take."""
@@ -87,7 +89,8 @@ class GapVote:
         self.schedule = schedule
         self.chief = chief
         self.next_vote = 0
-        """The schedule's step count at which the next vote is (after warm-up)."""
+        """The schedule's step count from which the next vote is (the first: after
+        :data:`FIRST_PROBE_AFTER` counted steps, when the first probe is due)."""
         self.gap = 1
         self.votes = 0
         self._costs: list[float] = []
@@ -96,6 +99,8 @@ class GapVote:
     def voting(self) -> bool:
         """Whether the step just fed to the schedule votes (every worker agrees on it:
         it depends only on step counts and on the chief's last gap)."""
+        if not self.votes:
+            return self.schedule.counting and self.schedule.counted_steps >= FIRST_PROBE_AFTER
         return self.schedule.counting and self.schedule.steps >= self.next_vote
 
     def ballot(self) -> tuple[float, float]:
