@@ -51,6 +51,13 @@ method ``differenced``: T(compute) and T(compute + all-reduce) as stand-ins,
 training part (``ProbeScheduler.reference_step_s`` less the input wait). If the scheduler asks after the last step, no step is
 left to split and that probe does not run.
 
+Several workers (``--strategy multi-worker``) probe after the same steps: by
+budget, worker 0's schedule decides, its ballot summed with the gradients in
+the step's own all-reduce (``voting_train_fn``: the same step, the optimizer's
+sum done once, by the step, as the split step's *reduce* does), so every
+worker learns after step k what worker 0 asked for after step k - 1 and probes
+then (:mod:`gpuscale.trainer.vote`). ``--phase-every K`` runs ``train_fn``.
+
 With one replica nothing is exchanged: the split step alone is the probe
 (T(compute) = T(reduce)), the exposed all-reduce is 0 and ``allreduce_total_s``
 is None.

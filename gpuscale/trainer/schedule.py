@@ -57,8 +57,13 @@ trainer probes the step after it, split), whatever it costs.
 
 Several workers (MultiWorkerMirroredStrategy) must probe at the same steps: the
 probe's all-reduce is a collective every worker joins, and each worker's own
-timings would schedule it differently. There the budget becomes a fixed period
-(:func:`period_for_budget`), the same on every worker.
+timings would schedule it differently. There worker 0's scheduler decides for
+all, by budget as above, and a vote carries its decision to every worker
+(:mod:`gpuscale.trainer.vote`: in the built-in trainer the ballot rides the
+step's own gradient all-reduce and the probe runs one step after it is asked
+for; the Keras monitor votes between steps, every few steps, and counts the
+votes' cost with ``add_overhead``). ``every=K`` needs no vote: every worker
+counts the same steps.
 """
 
 from __future__ import annotations
@@ -107,8 +112,9 @@ after them ran 16 ms over the usual 39 ms step)."""
 
 def period_for_budget(budget: float, passes: float = 2.0) -> int | None:
     """The fixed probe period that keeps a probe of ``passes`` step-sized passes
-    within ``budget`` (``None`` for a budget of 0: never). For runs whose workers
-    must probe together (no measured cost can be shared among them)."""
+    within ``budget`` (``None`` for a budget of 0: never): what several workers
+    used before they shared worker 0's schedule (:mod:`gpuscale.trainer.vote`);
+    a yardstick for it."""
     if budget <= 0:
         return None
     return max(1, math.ceil(passes / budget))
