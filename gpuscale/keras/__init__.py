@@ -66,9 +66,9 @@ probe after the same steps (the probe's all-reduce is a collective that all
 workers join): worker 0's schedule decides for all, by a vote between steps
 (a scalar all-reduce, :class:`gpuscale.trainer.vote.GapVote`), the first when the
 first probe is due, then as often as keeps the votes within a tenth of the
-probes' budget (about 2.3 ms a vote between two CPU workers on one machine:
-one every 89 steps of 26 ms at the default budget); their cost is counted as
-the probes'. An explicit ``every`` must be the same on every worker.
+probes' budget (2.3-3.6 ms a vote between two CPU workers on one machine:
+one every 89-100 steps of 26 ms at the default budget; 100 at most); their
+cost is counted as the probes'. An explicit ``every`` must be the same on every worker.
 
 Modules: :mod:`~gpuscale.keras.callback` (the Keras hooks),
 :mod:`~gpuscale.keras.custom_loop` (the loop helper),
