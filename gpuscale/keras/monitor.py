@@ -289,16 +289,17 @@ class Monitor:
 
     def _cast_vote(self) -> bool:
         """Every worker sums its ballot (replica 0's counts): whether to probe now.
-        The first vote also compiles the sum, untimed; the others are timed and
-        paid from the probe budget."""
+        Before the first vote the sum is compiled and run once, untimed; every vote
+        is timed and paid from the probe budget."""
         vote, strategy = self._vote, self._strategy
         assert vote is not None and strategy is not None
         try:
-            if not vote.votes:
-                self._vote_fn(tf.zeros([2], tf.float32))
+            local = strategy.experimental_local_results
+            if not vote.votes:  # compiled (and run: every worker joins), untimed
+                local(self._vote_fn(tf.zeros([2], tf.float32)))[0].numpy()
             ballot = tf.constant(vote.ballot(), tf.float32)
             start = time.perf_counter()
-            total = strategy.experimental_local_results(self._vote_fn(ballot))[0].numpy()
+            total = local(self._vote_fn(ballot))[0].numpy()
             vote.cost(time.perf_counter() - start)
         except Exception as exc:  # the measurement must never stop the training
             self._vote = None
