@@ -194,12 +194,16 @@ def print_summary(events: list, path: Path) -> None:
     from gpuscale.analysis.summary import summarize
     from gpuscale.commands.run import print_run_summary
     from gpuscale.events.schema import EndEvent, ErrorEvent, StartEvent
+    from gpuscale.recording.liveness import writer_alive
 
     start = next(e for e in reversed(events) if isinstance(e, StartEvent))  # the run's own
     end = events[-1] if isinstance(events[-1], EndEvent) else None
     summary = msgspec.to_builtins(summarize(events))
+    status = end.status if end is not None else "interrupted (no end event)"
+    if end is None and writer_alive(e for e in events if isinstance(e, StartEvent)):
+        status = "running (no end event yet: what was recorded so far)"
     shown_end = SimpleNamespace(
-        status=end.status if end is not None else "interrupted (no end event)",
+        status=status,
         summary=summary,
     )
     print_run_summary(
