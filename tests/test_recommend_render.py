@@ -118,3 +118,52 @@ def test_an_exposed_share_within_its_noise_is_not_resolved_never_zero():
     assert measured_share(few) == "20% (2 probes)"  # too few probes for a range
     published = SweepPoint(devices=2, scaling="weak", step_time_s=0.1, comm_share=0.2)
     assert measured_share(published) == "20%"
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_two_recordings_at_one_count_pool_their_probes(width):
+    """10 probes and 9 probes at 2 devices are 19 probes together, resolved as
+    each is alone (once the first run's half-width was kept over the median of
+    the two: "not resolved (10 probes)")."""
+    names = ["mnist-cnn_2xcpu.ndjson", "mnist-cnn_2xcpu_killed.ndjson", "mnist-cnn_1xcpu.ndjson"]
+    text, rec = _render(names, width)
+    two = next(r for r in rec.table if r.devices == 2 and not r.predicted)
+    assert two.probes == 19
+    alone = [
+        next(r for r in _render([n, names[2]], width)[1].table if r.devices == 2) for n in names[:2]
+    ]
+    low, high = sorted(p.allreduce_s for p in alone)
+    assert low < two.allreduce_s < high  # between the two runs', weighted by their probes
+    assert two.allreduce_err_s < min(p.allreduce_err_s for p in alone)  # more probes
+    row = next(r for r in _table_rows(text) if r[0] == "2")
+    assert any(cell.endswith("(19 probes)" if width == 120 else "(19)") for cell in row), row
+    assert not any("not resolved" in cell for cell in row)
+
+
+def test_80_columns_keep_an_unresolved_exposed_share():
+    """'not resolved (19)' is long: at 80 columns the table shortens 'efficiency'
+    rather than drop the exposed comm column."""
+    from gpuscale.analysis.sweep import Sweep, SweepPoint, normalize
+
+    common = {"scaling": "strong", "global_batch": 128, "model": "m", "platform": "cpu-logical"}
+    points = [
+        SweepPoint(devices=1, step_time_s=0.1, compute_s=0.1, allreduce_s=0.0, **common),
+        SweepPoint(
+            devices=2,
+            step_time_s=0.104,
+            compute_s=0.1,
+            allreduce_s=0.002,
+            allreduce_err_s=0.003,
+            probes=19,
+            **common,
+        ),
+    ]
+    points = [normalize(p) for p in points]
+    sweep = Sweep(points=points, sources=[], notes=[], warnings=[], available_devices=None)
+    rec = recommend(points, available_devices=None)
+    out = io.StringIO()
+    render(rec, sweep, console=Console(file=out, width=80, color_system=None), chart=False)
+    text = out.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "exposed" in text and "not resolved (19)" in text, text
+    assert "eff. efficiency" in text

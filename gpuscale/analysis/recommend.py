@@ -41,6 +41,7 @@ from gpuscale.analysis.explain import explain
 from gpuscale.analysis.hierarchy import TwoLevelModel, fit_two_level
 from gpuscale.analysis.hierarchy import explain as explain_multi_worker
 from gpuscale.analysis.model import fit
+from gpuscale.analysis.pooled import pooled_phases
 from gpuscale.analysis.predict import (
     Calibration,
     anchor_of,
@@ -321,16 +322,19 @@ def combine_runs(points: Sequence[SweepPoint], config: str) -> SweepPoint:
     samples = first.global_batch or (first.per_replica_batch or 1) * n
     across = (times[-1] - times[0]) / step
     steps = sum(p.steps or 0 for p in points) or None
+    phases = pooled_phases(points, step) or {
+        "compute_s": _median_known([p.compute_s for p in points]),
+        "allreduce_s": _median_known([p.allreduce_s for p in points]),
+        "input_s": _median_known([p.input_s for p in points]),
+        "apply_s": _median_known([p.apply_s for p in points]),
+    }
     return msgspec.structs.replace(
         first,
         step_time_s=step,
         throughput=metrics.throughput(samples, step),
         spread=max([across] + [p.spread or 0.0 for p in points]),
         steps=steps,
-        compute_s=_median_known([p.compute_s for p in points]),
-        allreduce_s=_median_known([p.allreduce_s for p in points]),
-        input_s=_median_known([p.input_s for p in points]),
-        apply_s=_median_known([p.apply_s for p in points]),
+        **phases,
         note=f"median of {len(points)} runs (step times {times[0] * 1000:.1f}-"
         f"{times[-1] * 1000:.1f} ms)",
     )
