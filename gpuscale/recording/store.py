@@ -207,7 +207,7 @@ def _info(path: Path) -> RunInfo:
         steps, duration, status = None, None, "unscanned"
     elif end is not None:
         steps: int | None = end.steps
-        duration: float | None = run_duration_s(start.t, end.t)
+        duration: float | None = run_duration_s(start.t, max(end.t, last_t or end.t))
         status = end.status
     else:
         steps = last_step + 1 if last_step is not None else None
