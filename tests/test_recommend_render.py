@@ -167,3 +167,33 @@ def test_80_columns_keep_an_unresolved_exposed_share():
     assert max(len(line) for line in text.splitlines()) <= 80
     assert "exposed" in text and "not resolved (19)" in text, text
     assert "eff. efficiency" in text
+
+
+def test_one_device_exposes_no_exchange_whether_probed_or_not():
+    """A built-in sweep's 1-device run is probed (0% exposed); a script's is not
+    (it said n/a): one device exchanges nothing, so both say 0%, and why."""
+    from gpuscale.analysis.sweep import Sweep, SweepPoint, normalize
+
+    common = {"scaling": "strong", "global_batch": 64, "model": "m", "platform": "cpu-logical"}
+    two = SweepPoint(
+        devices=2,
+        step_time_s=0.06,
+        compute_s=0.05,
+        allreduce_s=0.01,
+        allreduce_err_s=0.002,
+        probes=12,
+        **common,
+    )
+    for one in (
+        SweepPoint(devices=1, step_time_s=0.1, compute_s=0.1, allreduce_s=0.0, probes=5, **common),
+        SweepPoint(devices=1, step_time_s=0.1, **common),  # a script's run: no probe
+    ):
+        points = [normalize(one), normalize(two)]
+        rec = recommend(points, available_devices=None)
+        sweep = Sweep(points=points, sources=[], notes=[], warnings=[], available_devices=None)
+        out = io.StringIO()
+        render(rec, sweep, console=Console(file=out, width=120, color_system=None), chart=False)
+        text = out.getvalue()
+        row = next(r for r in _table_rows(text) if r[0] == "1")
+        assert "0%" in row and "n/a" not in row, row
+        assert "0% at 1 device: one device has no gradients to exchange" in " ".join(text.split())

@@ -402,6 +402,8 @@ def _fill_rows(g: Group, limit: int, calibration: Calibration | None, warnings: 
     filled = []
     for r in rows:
         share = r.comm_share
+        if share is None and r.devices == 1 and r.workers <= 1 and not r.predicted:
+            share = 0.0  # one device exchanges nothing, probed or not (a script's run)
         if share is None and r.allreduce_s is not None and r.step_time_s:
             share = metrics.share(r.allreduce_s, r.step_time_s)
         elif share is None and several_workers:

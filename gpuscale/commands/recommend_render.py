@@ -55,6 +55,8 @@ def pct_with_range(value: float | None, low: float | None, high: float | None) -
 EXPOSED_SHARE_MEANS = (
     "exposed comm: the exposed all-reduce over the median step (the share run and replay say)"
 )
+ONE_DEVICE_SHARE = "; 0% at 1 device: one device has no gradients to exchange"
+"""Added to :data:`EXPOSED_SHARE_MEANS` when a measured 1-device row is shown."""
 """Said under a table with a measured exposed share: which whole it is a share of."""
 
 
@@ -224,7 +226,9 @@ def table_columns(
             speed.append(format_number(r.speedup, ".2f", "x"))
             eff.append(format_fraction_pct(r.efficiency))
         share = format_fraction_pct(r.comm_share)
-        if (
+        if r.devices == 1 and not r.predicted and r.workers <= 1:
+            pass  # nothing exchanged, measured or not: 0% (said under the table)
+        elif (
             layout.exposed_comm
             and r.comm_share is not None
             and (r.predicted or r.allreduce_s is None)
@@ -390,7 +394,10 @@ def render(
         if any(col.header == "exposed comm" for col in columns) and any(
             r.devices > 1 and not r.predicted and (r.probes or r.comm_share) for r in rows
         ):
-            console.print(Text(f"  {EXPOSED_SHARE_MEANS}", style="dim"))
+            one = any(r.devices == 1 and not r.predicted and r.workers <= 1 for r in rows)
+            console.print(
+                Text(f"  {EXPOSED_SHARE_MEANS}{ONE_DEVICE_SHARE if one else ''}", style="dim")
+            )
         coverages = {r.coverage for r in rows if r.predicted and r.coverage is not None}
         guesses = {
             r.coverage_basis
