@@ -117,7 +117,7 @@ def add_trainer_arguments(parser: argparse.ArgumentParser) -> None:
         "--devices",
         type=int,
         metavar="N",
-        help="use N devices: N GPUs (run and watch pick the best-connected N, see 'gpuscale devices'), or N logical CPU devices without a GPU (default: all GPUs, or 2 CPU devices)",
+        help="use N devices: N GPUs (run and watch pick the best-connected N, see 'gpuscale devices'), or N logical CPU devices without a GPU (default: all GPUs, or 2 CPU devices; a script given with -- COMMAND picks its own unless given --devices)",
     )
     g.add_argument(
         "--gpus",
