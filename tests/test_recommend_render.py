@@ -197,3 +197,46 @@ def test_one_device_exposes_no_exchange_whether_probed_or_not():
         row = next(r for r in _table_rows(text) if r[0] == "1")
         assert "0%" in row and "n/a" not in row, row
         assert "0% at 1 device: one device has no gradients to exchange" in " ".join(text.split())
+
+
+def test_the_tables_of_one_answer_share_one_header_layout_at_80_columns():
+    """seed 002 at 80 columns: 'step time' was whole in one table and wrapped in
+    the next."""
+    text, _ = _render(["seed002_mnist.json"], 80)
+    headers = [
+        line
+        for line in text.splitlines()
+        if line.startswith("\u2503")  # header rows
+    ]
+    tables = text.count("\u250f")  # one top-left corner per table
+    assert tables == 2
+    assert len(headers) % tables == 0
+    per_table = len(headers) // tables
+    first, second = headers[:per_table], headers[per_table:]
+    # the same header words on the same rows in both (cell widths may differ)
+    assert [h.split() for h in first] == [h.split() for h in second]
+
+
+def test_sweep_wide_lines_come_after_every_tables_footnotes():
+    """'no predictions past ...' is about all the tables: after the last table's
+    footnotes and a blank line, not indented like one of them."""
+    text, _ = _render(["seed002_mnist.json"], 80)
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if "predictions past" in line)
+    assert lines[at].startswith("No predictions past") and lines[at - 1] == ""
+    assert lines[at - 2].endswith("measured points")  # the last table's last footnote
+    assert not any(line.startswith("\u2502") for line in lines[at:])  # no table after it
+
+
+def test_compute_per_step_is_rounded_like_the_other_durations():
+    from gpuscale.analysis.sweep import SweepPoint, normalize
+
+    common = {"scaling": "strong", "global_batch": 64, "model": "m", "platform": "cpu-logical"}
+    points = [
+        normalize(SweepPoint(devices=1, step_time_s=1.2906, **common)),
+        normalize(SweepPoint(devices=2, step_time_s=1.2911, **common)),
+        normalize(SweepPoint(devices=4, step_time_s=1.2916, **common)),
+    ]
+    reasons = " ".join(recommend(points).reasons)
+    assert "of compute per step" in reasons
+    assert "1290.6 ms" not in reasons and "about 1.3 s of compute per step" in reasons
