@@ -83,3 +83,23 @@ def test_reader_and_replay_say_a_run_in_progress_is_running(tmp_path, capsys):
     assert "status: running" in captured.out and "interrupted" not in captured.out
     assert main(["replay", str(gone)]) == 0
     assert "status: interrupted (no end event)" in capsys.readouterr().out
+
+
+async def test_the_replayed_dashboard_of_a_run_in_progress_says_running(tmp_path):
+    from gpuscale.ui.app import build_app
+    from gpuscale.ui.sources import ReplaySource
+    from gpuscale.ui.widgets.header import RunHeader
+
+    live = write_run(tmp_path / "live.ndjson", _unfinished(os.getpid()))
+    app = build_app(ReplaySource(live))
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.action_jump_end()
+        for _ in range(50):
+            await app.settle()
+            await pilot.pause(0.05)
+            if app._finished_posted:
+                break
+        await app.settle()
+        header = app.query_one(RunHeader)
+        line = "".join(s.text for s in header.render_lines(header.region.reset_offset)[1])
+    assert line.strip().startswith("RUNNING (recorded so far)"), line
