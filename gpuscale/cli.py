@@ -69,9 +69,23 @@ def stop_signals_interrupt() -> Iterator[None]:
             signal.signal(signum, handler)
 
 
+def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """``parser.parse_args``, but arguments no command knows are refused by that
+    command's parser, so the message names its help (``gpuscale run --help``)."""
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        func = getattr(args, "func", None)
+        for action in parser._subparsers._group_actions if parser._subparsers else ():
+            for command in getattr(action, "choices", {}).values():
+                if func is not None and command.get_default("func") is func:
+                    command.error(f"unrecognized arguments: {' '.join(extras)}")
+        parser.error(f"unrecognized arguments: {' '.join(extras)}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     if getattr(args, "func", None) is None:  # no COMMAND (a command may define its own "command")
         parser.print_help()
         return EXIT_USAGE

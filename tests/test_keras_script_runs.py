@@ -155,8 +155,9 @@ def test_one_script_one_name_alone_and_under_gpuscale(tmp_path):
     )
     assert "mix workloads" not in both.stderr
     # one workload: judged together (3-4 ms CPU steps of two runs may disagree beyond
-    # their noise under load, which recommend refuses as repeats of one workload: seen in CI)
-    assert both.returncode == 0 or "disagree beyond their noise" in both.stderr, both.stderr
+    # their noise under load, seen in CI: then combined with a warning, never refused)
+    assert both.returncode == 0, both.stderr
+    assert "Recommendation:" in both.stdout
 
 
 @pytest.mark.tf

@@ -217,3 +217,18 @@ async def test_eight_gpus_are_all_named_under_the_utilization_chart_at_120_colum
     assert legend in drawn
     assert all(f"⠶{n}" in legend or f"GPU{n}" in legend for n in range(8)), legend
     assert "…" not in legend and len(legend) <= width
+
+
+async def test_a_lone_cpu_replica_card_speaks_of_no_other_replicas():
+    """`gpuscale watch -- python train.py` on a CPU: one replica, whose card said
+    "shared with the other replicas"; with two it still says so."""
+    from ui_fixtures import synthetic_run
+
+    for replicas, said, unsaid in ((1, "only replica", "other"), (2, "other", "only replica")):
+        events = synthetic_run(gpus=0, cpu_devices=replicas, duration_s=10.0)
+        app = build_app(replay(events, end=True))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await app.settle()
+            await pilot.pause()
+            text = " ".join(str(app.device_grid._cards[1].body.render()).split())
+        assert said in text and unsaid not in text, text

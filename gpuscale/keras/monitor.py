@@ -35,6 +35,7 @@ from gpuscale.events.schema import (
     PhaseEvent,
     StartEvent,
     StepEvent,
+    run_duration_s,
 )
 from gpuscale.formatting import plural
 from gpuscale.keras.channel import Channel, worker_index
@@ -370,12 +371,18 @@ class Monitor:
         self._ended = True
         if not self._started:  # no step ran: there is no run to end
             return
+        now = time.time()
+        start = next((e for e in reversed(self._events) if isinstance(e, StartEvent)), None)
+        latest = max((e.t for e in self._events), default=now)
         end = EndEvent(
-            t=time.time(),
+            t=now,
             worker=self.worker,
             status=status,
             steps=self.steps,
-            duration_s=time.perf_counter() - self._t0,
+            # the one duration every view shows (run_duration_s), not the process's
+            duration_s=run_duration_s(start.t, max(latest, now))
+            if start is not None
+            else time.perf_counter() - self._t0,
         )
         if self._recorder is not None:
             try:

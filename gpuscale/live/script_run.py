@@ -79,6 +79,7 @@ from gpuscale.events.schema import (
     PhaseEvent,
     StartEvent,
     StepEvent,
+    run_duration_s,
 )
 from gpuscale.events.transport import (
     ENV_ADDRESS,
@@ -1082,8 +1083,17 @@ class _PumpState:
         run.returncode = next(iter(failed.values()), 0) if failed else 0
         steps = max(self.steps.values(), default=0)
         run.status = status
+        now = time.time()
+        starts = [e for e in self.analysis_events if isinstance(e, StartEvent)]
+        latest = max((e.t for e in self.analysis_events), default=now)
         end = EndEvent(
-            t=time.time(), status=status, steps=steps, duration_s=time.perf_counter() - run._t0
+            t=now,
+            status=status,
+            steps=steps,
+            # the one duration every view shows (run_duration_s), not the process's
+            duration_s=run_duration_s(starts[-1].t, max(latest, now))
+            if starts
+            else time.perf_counter() - run._t0,
         )
         try:
             from gpuscale.analysis.summary import summarize

@@ -293,6 +293,12 @@ class GpuscaleApp(App[int]):
                 title="Run ended",
                 timeout=8,
             )
+        elif end is None and not snap_errors and self.source.info.still_running:
+            self.notify(
+                f"The run is still running: {plural(snap.steps_done, 'step')}, {took} "
+                "recorded so far (replay it again for the rest).",
+                timeout=8,
+            )
         elif end is None and not snap_errors:
             self.notify(
                 f"The run was interrupted after {plural(snap.steps_done, 'step')}, {took} "

@@ -181,8 +181,15 @@ class DeviceCard(Vertical):
         yield self.spark
 
     def show_device(
-        self, device: DeviceState, compact: bool, width: int, ended: bool = False
+        self,
+        device: DeviceState,
+        compact: bool,
+        width: int,
+        ended: bool = False,
+        replicas: int = 1,
     ) -> None:
+        """``replicas``: how many replicas the run has (the card of a lone CPU
+        replica does not speak of others)."""
         body = self.body
         info = device.info
         self.set_class(device.lost, "lost")
@@ -198,9 +205,19 @@ class DeviceCard(Vertical):
                 body.update(
                     Content("\n").join(
                         [
-                            Content("one replica on the host's CPU"),
-                            Content("cores, shared with the other"),
-                            Content("replicas: no per-device numbers,"),
+                            *(
+                                [
+                                    Content("one replica on the host's CPU"),
+                                    Content("cores, shared with the other"),
+                                    Content("replicas: no per-device numbers,"),
+                                ]
+                                if replicas > 1
+                                else [
+                                    Content("the run's only replica, on"),
+                                    Content("the host's CPU cores: no per-"),
+                                    Content("device numbers,"),
+                                ]
+                            ),
                             Content("see the host card"),
                             Content.styled(f"TensorFlow {fmt.visible(tf_name)}", "$text-muted"),
                         ]
@@ -322,4 +339,4 @@ class DeviceGrid(Vertical, can_focus=True):
         )
         for card, device in zip(cards[1:], snap.devices, strict=False):
             card.border_title = device_title(device)
-            card.show_device(device, compact, text_width, ended)
+            card.show_device(device, compact, text_width, ended, replicas=len(snap.devices))
