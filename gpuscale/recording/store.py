@@ -130,7 +130,8 @@ class RunInfo(msgspec.Struct, kw_only=True):
     size_bytes: int
     status: str
     """The end event's status (``completed``, ``stopped``, ``failed``, ``lost``),
-    ``incomplete`` (no end event: killed, or still running), ``unscanned`` (a
+    ``interrupted`` (no end event: killed, or still running; the word ``runs``,
+    ``replay`` and the dashboard show), ``unscanned`` (a
     ``.gz`` too large to decompress for a listing: see :data:`LIST_GZIP_BYTES`)
     or ``unreadable``."""
     problem: str | None = None
@@ -208,7 +209,7 @@ def _info(path: Path) -> RunInfo:
     else:
         steps = last_step + 1 if last_step is not None else None
         duration = run_duration_s(start.t, last_t) if last_t is not None else None
-        status = "incomplete"
+        status = "interrupted"
     return RunInfo(
         path=str(path),
         start_t=start.t,
