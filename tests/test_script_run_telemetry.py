@@ -65,3 +65,23 @@ def test_telemetry_reaches_the_consumer_and_the_recording_before_the_scripts_sta
     loaded = load_run(Path(path))
     samples = [e for e in loaded.events if isinstance(e, (HostSample, GpuSample))]
     assert samples and samples[0].t < loaded.end.t
+
+
+def test_run_prints_a_scripts_start_once(tmp_path):
+    """`gpuscale run -- COMMAND` shows no samples: it keeps its telemetry with the
+    script's events, so it prints the run's start once, not a provisional one first."""
+    import os
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuscale", "run", "--no-record", "--"]
+        + [sys.executable, "-c", "import time; print('hi', flush=True); time.sleep(1.5)"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "GPUSCALE_DATA_DIR": str(tmp_path), "COLUMNS": "200"},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    shown = done.stderr + done.stdout  # the progress on stderr, the report on stdout
+    headers = [line for line in shown.splitlines() if " on 1 x CPU, unknown" in line]
+    assert len(headers) == 1, shown

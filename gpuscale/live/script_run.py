@@ -166,7 +166,8 @@ class ScriptRun(RunBase):
     ``listen_host:port`` with the shared ``token``; other workers forward to it).
     ``lost_grace_s``: how long a remote worker whose connection closed without an
     end may take to reconnect before it counts as lost. ``nvml`` is handed to the
-    Sampler (tests pass a stand-in).
+    Sampler (tests pass a stand-in). ``early_telemetry=False`` holds the telemetry
+    with the script's events until the run's start (a consumer that shows no samples).
     """
 
     def __init__(
@@ -183,6 +184,7 @@ class ScriptRun(RunBase):
         nvml: Any = None,
         env: Mapping[str, str] | None = None,
         sampler: bool = True,
+        early_telemetry: bool = True,
     ):
         if not argv:
             raise GpuscaleError(
@@ -201,6 +203,10 @@ class ScriptRun(RunBase):
         self._nvml = nvml
         self._env = dict(os.environ if env is None else env)
         self._use_sampler = sampler
+        self.early_telemetry = early_telemetry
+        """The consumer gets the telemetry from the launch, with a provisional start (a
+        dashboard); ``False``: held with the script's events until the run's start, for
+        a consumer that shows no samples and would print the start twice (``run``'s text)."""
         if cluster_info is not None:
             self.num_workers = cluster_info.num_workers
             self.worker = cluster_info.index
@@ -703,7 +709,7 @@ class _PumpState:
         telemetry = isinstance(event, (GpuSample, HostSample)) or (
             type(event) is LogEvent and event.source == TELEMETRY_SOURCE
         )
-        if not telemetry or run._forward is not None:
+        if not telemetry or run._forward is not None or not run.early_telemetry:
             return False
         if not self.shown_provisional:
             self.show_provisional()
