@@ -86,7 +86,6 @@ def test_the_exposed_share_is_one_number_in_the_run_and_in_recommend():
         steps_counted=100,
         step_time_s=0.003,
         phase_steps=5,
-        phase_step_time_s=0.0041,
         compute_s=0.0014,
         allreduce_s=0.0004,
         apply_s=0.0012,

@@ -106,7 +106,8 @@ def main(args: argparse.Namespace) -> int:
     # run samples at the default; watch off a terminal comes here with its own
     sampling = {"sample_interval_s": args.sample_interval} if "sample_interval" in args else {}
     if wants_script_run(args):  # your own script (-- COMMAND) or several workers
-        run = script_run_from_args(args, record, **sampling)
+        # no samples shown here: the script's start is printed once, not a provisional one first
+        run = script_run_from_args(args, record, early_telemetry=False, **sampling)
         steps = None if split_command(args.command) else config.steps
     else:
         from gpuscale.commands.gpu_choice import with_best_gpus

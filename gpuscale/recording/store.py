@@ -132,8 +132,8 @@ class RunInfo(msgspec.Struct, kw_only=True):
     status: str
     """The end event's status (``completed``, ``stopped``, ``failed``, ``lost``),
     ``running`` (no end event yet, and the process that writes it is alive on this
-    host: :mod:`~gpuscale.recording.liveness`), ``incomplete`` (no end event, and
-    no writer alive: killed), ``unscanned`` (a
+    host: :mod:`~gpuscale.recording.liveness`), ``interrupted`` (no end event, and
+    no writer alive: killed; the word ``runs``, ``replay`` and the dashboard show), ``unscanned`` (a
     ``.gz`` too large to decompress for a listing: see :data:`LIST_GZIP_BYTES`)
     or ``unreadable``."""
     problem: str | None = None
@@ -212,7 +212,7 @@ def _info(path: Path) -> RunInfo:
     else:
         steps = last_step + 1 if last_step is not None else None
         duration = run_duration_s(start.t, last_t) if last_t is not None else None
-        status = "running" if writer_alive((first, start)) else "incomplete"
+        status = "running" if writer_alive((first, start)) else "interrupted"
     return RunInfo(
         path=str(path),
         start_t=start.t,

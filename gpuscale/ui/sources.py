@@ -314,14 +314,15 @@ class QueueSource(EventSource):
 
 
 def waiting_text(run: Any) -> str | None:
-    """The header's line for a script run before its start: its name, and that its
-    samples are held (and recorded) until its callback's first step or the made-up
-    start after ``start_timeout_s`` (see gpuscale.live.script_run)."""
+    """The header's line for a script run before any start: its name, and when its
+    output shows (its callback's first step or the made-up start after
+    ``start_timeout_s``; its telemetry, with a provisional start, from its first
+    sample: see gpuscale.live.script_run)."""
     timeout_s = getattr(run, "start_timeout_s", None)
     name = getattr(run, "name", None)
     if timeout_s is None or not name:
         return None
-    return f"{name}: waiting for its first step (telemetry shows then, or in {timeout_s:g} s)"
+    return f"{name}: starting (its output shows with its first step, or in {timeout_s:g} s)"
 
 
 class LiveSource(EventSource):

@@ -132,17 +132,13 @@ def host_lines(
     compact: bool,
     ended: bool = False,
     trainer: HostSample | None = None,
-    started: bool = True,
 ) -> Content:
     """The host: all-core CPU, memory, and the trainer's own CPU and memory
     (``trainer``: the latest sample that measured them, see :func:`trainer_text`);
-    ``ended``: the run is over, so no sample is coming; ``started``: the run's start
-    has come (before it, a script's samples are held back and recorded)."""
+    ``ended``: the run is over, so no sample is coming."""
     if host is None:
         if ended:
             return Content("host: no host samples in this run")
-        if not started:
-            return Content("host: shown when the run starts")
         return Content("host: waiting for the first sample…")
     mem_pct = 100 * host.mem_used_bytes / host.mem_total_bytes if host.mem_total_bytes else None
     mem_tail = f"{fmt.format_gb(host.mem_used_bytes)}/{fmt.format_gb(host.mem_total_bytes)} GB"
@@ -249,9 +245,8 @@ class DeviceCard(Vertical):
         width: int,
         ended: bool = False,
         trainer: HostSample | None = None,
-        started: bool = True,
     ) -> None:
-        self.body.update(host_lines(host, width, compact, ended, trainer, started))
+        self.body.update(host_lines(host, width, compact, ended, trainer))
         if not compact:
             self.spark.data = history or [0.0]
 
@@ -329,13 +324,7 @@ class DeviceGrid(Vertical, can_focus=True):
             return
         ended = snap.end is not None
         cards[0].show_host(
-            snap.host,
-            snap.host_cpu_history_pct,
-            compact,
-            text_width,
-            ended,
-            snap.host_trainer,
-            started=snap.start is not None,
+            snap.host, snap.host_cpu_history_pct, compact, text_width, ended, snap.host_trainer
         )
         for card, device in zip(cards[1:], snap.devices, strict=False):
             card.border_title = device_title(device)
