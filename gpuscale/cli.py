@@ -39,21 +39,39 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 _STOP_SIGNALS = tuple(
-    getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
 )
-"""Signals that end gpuscale the way Ctrl-C does: ``kill``, ``timeout``, ``scancel``,
-a closed terminal."""
+"""Signals that end gpuscale the way Ctrl-C does: Ctrl-C itself, ``kill``, ``timeout``,
+``scancel``, a closed terminal."""
 
 
 def _interrupt(signum: int, frame: object) -> None:
+    """The first stop signal: the others are ignored from now on, before anything
+    else runs (none can land in the stop's own handling, nor cut the report and the
+    recording that follow it), then KeyboardInterrupt (no name for Ctrl-C)."""
+    _ignore_stop_signals()
+    if signum == getattr(signal, "SIGINT", None):
+        raise KeyboardInterrupt
     raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def _ignore_stop_signals() -> None:
+    for signum in _STOP_SIGNALS:
+        try:
+            signal.signal(signum, signal.SIG_IGN)
+        except (ValueError, OSError):  # not the main thread, or not allowed
+            pass
 
 
 @contextmanager
 def stop_signals_interrupt() -> Iterator[None]:
-    """While inside: SIGTERM and SIGHUP raise KeyboardInterrupt in the main thread,
-    so a killed ``gpuscale`` stops its trainer and closes its recording (with its
-    end event) as on Ctrl-C. The previous handlers are restored after."""
+    """While inside: SIGINT, SIGTERM and SIGHUP raise KeyboardInterrupt in the main
+    thread, so a killed ``gpuscale`` stops its trainer and closes its recording (with
+    its end event) as on Ctrl-C. After the first, every stop signal is ignored until
+    gpuscale exits: a stop in progress, its report and its recording are finished
+    whatever comes (a later SIGTERM once ended gpuscale after its stop, status -15,
+    with its report maybe unflushed). Without a stop signal the
+    previous handlers are restored after."""
     previous = {}
     try:
         for signum in _STOP_SIGNALS:
@@ -66,19 +84,34 @@ def stop_signals_interrupt() -> Iterator[None]:
         yield
     finally:
         for signum, handler in previous.items():
-            signal.signal(signum, handler)
+            if signal.getsignal(signum) is _interrupt:  # else a stop began: ignored till exit
+                signal.signal(signum, handler)
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """``parser.parse_args``, but arguments no command knows are refused by that
+    command's parser, so the message names its help (``gpuscale run --help``)."""
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        func = getattr(args, "func", None)
+        for action in parser._subparsers._group_actions if parser._subparsers else ():
+            for command in getattr(action, "choices", {}).values():
+                if func is not None and command.get_default("func") is func:
+                    command.error(f"unrecognized arguments: {' '.join(extras)}")
+        parser.error(f"unrecognized arguments: {' '.join(extras)}")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     if getattr(args, "func", None) is None:  # no COMMAND (a command may define its own "command")
         parser.print_help()
         return EXIT_USAGE
     try:
         with stop_signals_interrupt():
             code = int(args.func(args) or 0)
-        sys.stdout.flush()  # a closed pipe is found here, not after main returns
+            sys.stdout.flush()  # a closed pipe is found here, not after main returns
         return code
     except GpuscaleError as exc:
         from gpuscale.formatting import visible  # messages quote data: shown, not obeyed

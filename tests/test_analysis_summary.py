@@ -92,6 +92,24 @@ def test_phases_give_shares_ratio_and_bandwidths():
     assert s.interconnect is not None and s.interconnect.kind == "pcie"
 
 
+def test_the_probes_split_one_whole_step_and_an_old_summary_still_reads():
+    """The phases split the median step (``step_time_s``), or the whole probed step
+    (``phase_full_step_s``) where no step was counted: no third step time of the
+    probes (``phase_step_time_s`` was computed and never read, so it is gone from
+    the summary and `run --json`); a recording's summary that carries it still reads."""
+    from gpuscale.analysis.summary import RunSummary
+
+    phases = [
+        PhaseEvent(t=1, step=3, step_time_s=0.1, compute_s=0.06, allreduce_s=0.03, apply_s=0.01)
+    ]
+    s = summarize(_run([1, 1, 0.1, 0.1, 0.1], phases=phases))
+    doc = msgspec.to_builtins(s)
+    assert "phase_step_time_s" not in doc
+    assert doc["phase_full_step_s"] == pytest.approx(0.1) and doc["step_time_s"] == 0.1
+    old = msgspec.convert({**doc, "phase_step_time_s": 0.1}, RunSummary)
+    assert old == s
+
+
 def test_gpu_and_worker_imbalance():
     events = _run([0.1] * 6, warmup=0)
     for k in range(5):

@@ -28,6 +28,7 @@ from gpuscale.events.transport import EventClient, HelloRefused
 from gpuscale.live import cluster
 from gpuscale.live.script_run import ADD_CALLBACK_HINT, ScriptRun
 from gpuscale.recording.reader import load_run
+from gpuscale.trainer.schedule import FIRST_PROBE_AFTER
 
 SCRIPT = Path(__file__).parent / "scripts_keras" / "train_tiny.py"
 QUIET_TF = {"TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
@@ -84,6 +85,28 @@ def test_two_workers_report_into_one_recording(tmp_path):
     assert loaded.end is not None and loaded.end.status == "completed"
     recorded_steps = [e for e in loaded.events if isinstance(e, StepEvent)]
     assert len(recorded_steps) == 12
+
+
+@pytest.mark.tf
+def test_two_workers_probe_together_within_the_budget(tmp_path):
+    """Without ``every``: worker 0's schedule decides for both through a vote
+    between steps, the first when the first probe is due."""
+    run = ScriptRun(
+        [sys.executable, str(SCRIPT), "8", "0", "budget"],
+        record=tmp_path / "budget.ndjson",
+        local_workers=2,
+        sampler=False,
+        env=_env(),
+    ).start()
+    events = _collect(run)
+    assert run.status == "completed", [e for e in events if isinstance(e, ErrorEvent)]
+    assert "worker 0's schedule for every worker" in events[0].config["probe_schedule"]
+    probed = [
+        [e.step for e in events if isinstance(e, PhaseEvent) and e.worker == w] for w in (0, 1)
+    ]
+    # 2 warm-up steps (0, 1), then FIRST_PROBE_AFTER counted ones: the probe after step 4
+    assert probed[0][:1] == [2 + FIRST_PROBE_AFTER - 1]
+    assert probed[1] == probed[0]
 
 
 @pytest.mark.tf

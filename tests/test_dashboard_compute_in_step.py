@@ -14,7 +14,6 @@ def test_compute_above_the_probed_step_reads_as_the_whole_step():
         steps_counted=95,
         step_time_s=0.25,
         phase_steps=1,
-        phase_step_time_s=0.2471,
         compute_s=0.263,
         allreduce_s=0.0,
         apply_s=0.0,

@@ -8,7 +8,6 @@ import os
 import queue
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -29,27 +28,39 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-@pytest.fixture(scope="module")
-def reported_events() -> list:
-    """Run the script once with an EventServer listening; every event it sent."""
+def _script_events(argv: list[str], ends: int) -> list:
+    """Run a script with an EventServer listening; every event it sent. The script
+    sends ``ends`` EndEvents: they are waited for (an event, not a time: the server
+    may still be reading a closed connection's last lines on a busy machine)."""
     received: queue.Queue = queue.Queue()
     server = EventServer(received.put)
+    events: list = []
     try:
         proc = subprocess.run(
-            [sys.executable, str(SCRIPT), str(FIT_STEPS)],
+            [sys.executable, *argv],
             env=_env(**server.env(0)),
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=600,
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
-        time.sleep(0.3)  # the last lines of a closed connection
+        while sum(isinstance(e, EndEvent) for e in events) < ends:
+            try:
+                events.append(received.get(timeout=120))
+            except queue.Empty:
+                break  # an end never sent: the tests' assertions say what is missing
     finally:
         server.close()
-    events = []
     while not received.empty():
         events.append(received.get())
     return events
+
+
+@pytest.fixture(scope="module")
+def reported_events() -> list:
+    """Run the script once with an EventServer listening; every event it sent (two
+    fits and the custom loop: three ends)."""
+    return _script_events([str(SCRIPT), str(FIT_STEPS)], ends=3)
 
 
 @pytest.mark.tf
@@ -103,7 +114,7 @@ def test_standalone_script_writes_its_own_recording(tmp_path):
         env=_env(GPUSCALE_DATA_DIR=str(tmp_path)),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     recordings = sorted((tmp_path / "runs").glob("*.ndjson"))
@@ -121,23 +132,7 @@ def test_standalone_script_writes_its_own_recording(tmp_path):
 def test_one_replica_reports_no_exchange():
     """Issue 18: with one replica there is nothing to all-reduce; the callback
     must not report a difference of two noisy timings as an exchange."""
-    received: queue.Queue = queue.Queue()
-    server = EventServer(received.put)
-    try:
-        proc = subprocess.run(
-            [sys.executable, str(SCRIPT.parent / "train_one_replica.py"), "8"],
-            env=_env(**server.env(0)),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        time.sleep(0.3)
-    finally:
-        server.close()
-    events = []
-    while not received.empty():
-        events.append(received.get())
+    events = _script_events([str(SCRIPT.parent / "train_one_replica.py"), "8"], ends=1)
     start = next(e for e in events if isinstance(e, StartEvent))
     assert start.num_replicas == 1
     phases = [e for e in events if isinstance(e, PhaseEvent)]

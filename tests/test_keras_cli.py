@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuscale.events.schema import LogEvent, StepEvent
+from gpuscale.events.schema import LogEvent, PhaseEvent, StepEvent
 from gpuscale.recording.reader import load_run
+from gpuscale.trainer.schedule import FIRST_PROBE_AFTER
 
 SCRIPT = Path(__file__).parent / "scripts_keras" / "train_tiny.py"
 
@@ -76,6 +77,40 @@ def test_built_in_trainer_on_two_local_workers(tmp_path):
     loaded = load_run(path)
     assert {e.worker for e in loaded.events if isinstance(e, StepEvent)} == {0, 1}
     assert loaded.start.config["workers"][1]["host"]
+
+
+@pytest.mark.tf
+def test_two_local_workers_probe_at_the_same_steps_within_the_budget(tmp_path):
+    """No --phase-every: worker 0's budgeted schedule decides for both, its ballot
+    summed in the step, so the probe runs one step after it is asked for."""
+    path = tmp_path / "mw-budget.ndjson"
+    proc = _gpuscale(
+        "run",
+        "--json",
+        "--record",
+        str(path),
+        "--strategy",
+        "multi-worker",
+        "--local-workers",
+        "2",
+        "--model",
+        "mlp",
+        "--steps",
+        "10",
+        "--warmup-steps",
+        "1",
+        "--batch-per-replica",
+        "16",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    loaded = load_run(path)
+    probed = [
+        [e.step for e in loaded.events if isinstance(e, PhaseEvent) and e.worker == w]
+        for w in (0, 1)
+    ]
+    # asked for after the FIRST_PROBE_AFTER-th counted step (steps 1-3), run after step 4
+    assert probed[0][:1] == [1 + FIRST_PROBE_AFTER]
+    assert probed[1] == probed[0]
 
 
 def test_bad_commands_are_one_line_errors(tmp_path):

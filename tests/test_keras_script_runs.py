@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -44,12 +43,38 @@ def _logs(events: list) -> list[str]:
     return [e.message for e in events if isinstance(e, LogEvent)]
 
 
+def _wait_for_flag(flag: Path) -> str:
+    """Script lines that wait for ``flag``, which the test creates on an event it saw
+    (at most 120 s, so a missing event fails the test rather than hangs it)."""
+    return (
+        "import os, time\n"
+        "deadline = time.monotonic() + 120\n"
+        f"while not os.path.exists({str(flag)!r}) and time.monotonic() < deadline:\n"
+        "    time.sleep(0.02)\n"
+    )
+
+
+def _collect_flagging(run: ScriptRun, flag: Path, timeout_s: float = 120) -> list:
+    """:func:`_collect`, creating ``flag`` once the missing-callback warning came."""
+    run.start()
+    events = []
+    for event in run.events(timeout=timeout_s):
+        events.append(event)
+        if isinstance(event, LogEvent) and event.message == ADD_CALLBACK_HINT:
+            flag.touch()
+    assert run.done, "the run did not end in time"
+    return events
+
+
 def test_the_warning_waits_for_the_end_of_the_first_epoch(tmp_path):
     """No callback start within the start timeout is no proof of a missing callback
-    (TensorFlow may still be importing); Keras beginning epoch 2 without one is."""
+    (TensorFlow may still be importing); Keras beginning epoch 2 without one is: the
+    warning comes then, while the script runs on (its last line waits for the test to
+    see the warning: an event, not a time)."""
+    flag = tmp_path / "warned"
     script = (
-        "import time; print('Epoch 1/2', flush=True); time.sleep(1.0); "
-        "print('Epoch 2/2', flush=True); time.sleep(1.0); print('after', flush=True)"
+        "import time; print('Epoch 1/2', flush=True); time.sleep(1.0)\n"
+        "print('Epoch 2/2', flush=True)\n" + _wait_for_flag(flag) + "print('after', flush=True)\n"
     )
     run = ScriptRun(
         [sys.executable, "-c", script],
@@ -57,7 +82,7 @@ def test_the_warning_waits_for_the_end_of_the_first_epoch(tmp_path):
         start_timeout_s=0.2,
         sampler=False,
     )
-    events = _collect(run, 30)
+    events = _collect_flagging(run, flag)
     logs = _logs(events)
     assert logs.index("Epoch 2/2") < logs.index(ADD_CALLBACK_HINT) < logs.index("after")
     assert [e.note for e in events if isinstance(e, StartEvent)] == [
@@ -75,11 +100,11 @@ def test_the_warning_waits_for_the_end_of_the_first_epoch(tmp_path):
 
 def test_a_late_callback_withdraws_the_warning(tmp_path):
     """The warning went out (no import of gpuscale.keras within callback_timeout_s),
-    then the script's callback starts after all: consumers get its start, and a line
-    says the warning no longer applies."""
-    script = (
-        "import time, os\n"
-        "time.sleep(1.5)\n"
+    then the script's callback starts after all (once the test saw the warning: an
+    event, not a time): consumers get its start, and a line says the warning no
+    longer applies."""
+    flag = tmp_path / "warned"
+    script = _wait_for_flag(flag) + (
         "from gpuscale.events.transport import EventClient\n"
         "from gpuscale.events.schema import StartEvent, StepEvent\n"
         "c = EventClient.from_env()\n"
@@ -97,7 +122,7 @@ def test_a_late_callback_withdraws_the_warning(tmp_path):
         sampler=False,
         env=_env(tmp_path),
     )
-    events = _collect(run, 30)
+    events = _collect_flagging(run, flag)
     logs = _logs(events)
     hint = logs.index(ADD_CALLBACK_HINT)
     assert any("callback started after all" in m for m in logs[hint:])
@@ -155,8 +180,9 @@ def test_one_script_one_name_alone_and_under_gpuscale(tmp_path):
     )
     assert "mix workloads" not in both.stderr
     # one workload: judged together (3-4 ms CPU steps of two runs may disagree beyond
-    # their noise under load, which recommend refuses as repeats of one workload: seen in CI)
-    assert both.returncode == 0 or "disagree beyond their noise" in both.stderr, both.stderr
+    # their noise under load, seen in CI: then combined with a warning, never refused)
+    assert both.returncode == 0, both.stderr
+    assert "Recommendation:" in both.stdout
 
 
 @pytest.mark.tf
@@ -168,8 +194,6 @@ def test_a_script_without_the_callback_is_told_once_it_ends(tmp_path):
         sampler=False,
         env=_env(tmp_path, GPUSCALE_DEVICES="2"),
     )
-    started = time.monotonic()
     events = _collect(run)
-    assert time.monotonic() - started < 240
     assert run.status == "completed"
     assert sum(HINT in m for m in _logs(events)) == 1

@@ -21,6 +21,18 @@ from gpuscale.ui.widgets.logpane import LogPane
 README_SCRIPT = Path(__file__).parent / "scripts_keras" / "train_readme.py"
 
 
+async def _until_the_end(app, pilot, run: ScriptRun) -> None:
+    """Wait for the run's end to reach the dashboard: events, not a time (a loaded
+    machine takes minutes to import TensorFlow); the bound only keeps a hang from
+    lasting for ever."""
+    deadline = time.monotonic() + 900
+    while app.model.end is None and time.monotonic() < deadline:
+        await pilot.pause(0.1)
+        if run.done:  # its last events are queued: the pump takes them in at once
+            await app.settle()
+    await app.settle()
+
+
 async def test_dashboard_shows_a_script_without_callback_and_how_to_add_it(tmp_path):
     script = "import time; print('epoch 1 done', flush=True); time.sleep(0.5)"
     run = ScriptRun(
@@ -32,10 +44,7 @@ async def test_dashboard_shows_a_script_without_callback_and_how_to_add_it(tmp_p
     source = LiveSource(run)
     app = build_app(source)
     async with app.run_test(size=(100, 30)) as pilot:
-        deadline = time.monotonic() + 60  # a busy machine starts Python slowly
-        while app.model.end is None and time.monotonic() < deadline:
-            await pilot.pause(0.1)
-        await app.settle()
+        await _until_the_end(app, pilot, run)
         assert app.model.end is not None and app.model.end.status == "completed"
         assert app.model.start.source == "script"
         log_text = "\n".join(str(line.text) for line in app.query_one(LogPane).lines)
@@ -100,11 +109,7 @@ async def test_watch_a_script_with_the_callback_no_warning_and_a_full_header(tmp
     source = LiveSource(run)
     app = build_app(source)
     async with app.run_test(size=(120, 36)) as pilot:
-        for _ in range(1200):
-            await pilot.pause(0.1)
-            if app.model.end is not None:
-                break
-        await app.settle()
+        await _until_the_end(app, pilot, run)
         assert app.model.end is not None and app.model.end.status == "completed"
         header = str(app.query_one(RunHeader).render())
         assert "train_readme.py" in header and "mirrored" in header

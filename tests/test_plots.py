@@ -266,3 +266,26 @@ def test_the_throughput_axis_has_round_ticks_over_a_narrow_range():
     for label in labels:
         digits = label.rstrip("kM").replace(".", "").strip("0")
         assert digits in ("1", "2", "5", "15", "25"), (label, text)
+
+
+def test_probed_counts_whose_phases_did_not_resolve_say_so_not_step_times_only():
+    """Two script recordings with probes whose phases did not add up: the chart
+    said "no phase breakdown in this input: step times only"; they were probed."""
+    from gpuscale.analysis.sweep import SweepPoint, normalize
+    from gpuscale.plots.scaling import build_scaling_chart
+
+    common = {"scaling": "strong", "global_batch": 64, "model": "train.py"}
+    points = [
+        normalize(SweepPoint(devices=1, step_time_s=0.004, probes=9, **common)),
+        normalize(SweepPoint(devices=2, step_time_s=0.003, probes=12, **common)),
+    ]
+    chart = build_scaling_chart(recommend(points))
+    assert not chart.has_split
+    text = scaling_text(chart, 80).plain
+    assert "Where the step time goes: phases measured but not resolved (21 probes)" in text
+    assert "no phase breakdown" not in text
+    unprobed = [msgspec.structs.replace(p, probes=None) for p in points]
+    assert (
+        "no phase breakdown in this input"
+        in scaling_text(build_scaling_chart(recommend(unprobed)), 80).plain
+    )

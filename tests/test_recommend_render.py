@@ -118,3 +118,125 @@ def test_an_exposed_share_within_its_noise_is_not_resolved_never_zero():
     assert measured_share(few) == "20% (2 probes)"  # too few probes for a range
     published = SweepPoint(devices=2, scaling="weak", step_time_s=0.1, comm_share=0.2)
     assert measured_share(published) == "20%"
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_two_recordings_at_one_count_pool_their_probes(width):
+    """10 probes and 9 probes at 2 devices are 19 probes together, resolved as
+    each is alone (once the first run's half-width was kept over the median of
+    the two: "not resolved (10 probes)")."""
+    names = ["mnist-cnn_2xcpu.ndjson", "mnist-cnn_2xcpu_killed.ndjson", "mnist-cnn_1xcpu.ndjson"]
+    text, rec = _render(names, width)
+    two = next(r for r in rec.table if r.devices == 2 and not r.predicted)
+    assert two.probes == 19
+    alone = [
+        next(r for r in _render([n, names[2]], width)[1].table if r.devices == 2) for n in names[:2]
+    ]
+    low, high = sorted(p.allreduce_s for p in alone)
+    assert low < two.allreduce_s < high  # between the two runs', weighted by their probes
+    assert two.allreduce_err_s < min(p.allreduce_err_s for p in alone)  # more probes
+    row = next(r for r in _table_rows(text) if r[0] == "2")
+    assert any(cell.endswith("(19 probes)" if width == 120 else "(19)") for cell in row), row
+    assert not any("not resolved" in cell for cell in row)
+
+
+def test_80_columns_keep_an_unresolved_exposed_share():
+    """'not resolved (19)' is long: at 80 columns the table shortens 'efficiency'
+    rather than drop the exposed comm column."""
+    from gpuscale.analysis.sweep import Sweep, SweepPoint, normalize
+
+    common = {"scaling": "strong", "global_batch": 128, "model": "m", "platform": "cpu-logical"}
+    points = [
+        SweepPoint(devices=1, step_time_s=0.1, compute_s=0.1, allreduce_s=0.0, **common),
+        SweepPoint(
+            devices=2,
+            step_time_s=0.104,
+            compute_s=0.1,
+            allreduce_s=0.002,
+            allreduce_err_s=0.003,
+            probes=19,
+            **common,
+        ),
+    ]
+    points = [normalize(p) for p in points]
+    sweep = Sweep(points=points, sources=[], notes=[], warnings=[], available_devices=None)
+    rec = recommend(points, available_devices=None)
+    out = io.StringIO()
+    render(rec, sweep, console=Console(file=out, width=80, color_system=None), chart=False)
+    text = out.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "exposed" in text and "not resolved (19)" in text, text
+    assert "eff. efficiency" in text
+
+
+def test_one_device_exposes_no_exchange_whether_probed_or_not():
+    """A built-in sweep's 1-device run is probed (0% exposed); a script's is not
+    (it said n/a): one device exchanges nothing, so both say 0%, and why."""
+    from gpuscale.analysis.sweep import Sweep, SweepPoint, normalize
+
+    common = {"scaling": "strong", "global_batch": 64, "model": "m", "platform": "cpu-logical"}
+    two = SweepPoint(
+        devices=2,
+        step_time_s=0.06,
+        compute_s=0.05,
+        allreduce_s=0.01,
+        allreduce_err_s=0.002,
+        probes=12,
+        **common,
+    )
+    for one in (
+        SweepPoint(devices=1, step_time_s=0.1, compute_s=0.1, allreduce_s=0.0, probes=5, **common),
+        SweepPoint(devices=1, step_time_s=0.1, **common),  # a script's run: no probe
+    ):
+        points = [normalize(one), normalize(two)]
+        rec = recommend(points, available_devices=None)
+        sweep = Sweep(points=points, sources=[], notes=[], warnings=[], available_devices=None)
+        out = io.StringIO()
+        render(rec, sweep, console=Console(file=out, width=120, color_system=None), chart=False)
+        text = out.getvalue()
+        row = next(r for r in _table_rows(text) if r[0] == "1")
+        assert "0%" in row and "n/a" not in row, row
+        assert "0% at 1 device: one device has no gradients to exchange" in " ".join(text.split())
+
+
+def test_the_tables_of_one_answer_share_one_header_layout_at_80_columns():
+    """seed 002 at 80 columns: 'step time' was whole in one table and wrapped in
+    the next."""
+    text, _ = _render(["seed002_mnist.json"], 80)
+    headers = [
+        line
+        for line in text.splitlines()
+        if line.startswith("\u2503")  # header rows
+    ]
+    tables = text.count("\u250f")  # one top-left corner per table
+    assert tables == 2
+    assert len(headers) % tables == 0
+    per_table = len(headers) // tables
+    first, second = headers[:per_table], headers[per_table:]
+    # the same header words on the same rows in both (cell widths may differ)
+    assert [h.split() for h in first] == [h.split() for h in second]
+
+
+def test_sweep_wide_lines_come_after_every_tables_footnotes():
+    """'no predictions past ...' is about all the tables: after the last table's
+    footnotes and a blank line, not indented like one of them."""
+    text, _ = _render(["seed002_mnist.json"], 80)
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if "predictions past" in line)
+    assert lines[at].startswith("No predictions past") and lines[at - 1] == ""
+    assert lines[at - 2].endswith("measured points")  # the last table's last footnote
+    assert not any(line.startswith("\u2502") for line in lines[at:])  # no table after it
+
+
+def test_compute_per_step_is_rounded_like_the_other_durations():
+    from gpuscale.analysis.sweep import SweepPoint, normalize
+
+    common = {"scaling": "strong", "global_batch": 64, "model": "m", "platform": "cpu-logical"}
+    points = [
+        normalize(SweepPoint(devices=1, step_time_s=1.2906, **common)),
+        normalize(SweepPoint(devices=2, step_time_s=1.2911, **common)),
+        normalize(SweepPoint(devices=4, step_time_s=1.2916, **common)),
+    ]
+    reasons = " ".join(recommend(points).reasons)
+    assert "of compute per step" in reasons
+    assert "1290.6 ms" not in reasons and "about 1.3 s of compute per step" in reasons

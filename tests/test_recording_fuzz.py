@@ -142,7 +142,14 @@ def _read_every_way(path: Path) -> None:
     except RecordingError:
         pass
     for info in list_runs(path.parent):
-        assert info.status in {"completed", "stopped", "failed", "lost", "incomplete", "unreadable"}
+        assert info.status in {
+            "completed",
+            "stopped",
+            "failed",
+            "lost",
+            "interrupted",
+            "unreadable",
+        }
 
 
 @FUZZ

@@ -80,7 +80,7 @@ def test_list_runs_reads_complete_killed_gzip_and_damaged_runs(tmp_path):
     assert done.size_bytes == (tmp_path / "b_done.ndjson").stat().st_size
 
     gone = by_name["a_killed.ndjson.gz"]
-    assert gone.status == "incomplete" and gone.steps == 7
+    assert gone.status == "interrupted" and gone.steps == 7
     assert gone.duration_s == pytest.approx(killed[-1].t - T0)
 
     junk = by_name["c_junk.ndjson"]

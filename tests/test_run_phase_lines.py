@@ -9,7 +9,6 @@ from gpuscale.commands.run import phase_lines
 def _summary(**kw) -> dict:
     base = dict(
         phase_steps=12,
-        phase_step_time_s=0.1,
         step_time_s=0.1,
         compute_s=0.06,
         compute_err_s=0.002,
@@ -113,7 +112,6 @@ def test_compute_above_the_step_with_one_probe_is_not_printed_as_a_fact():
     # the new-user trial: "against the probed steps' median 477.1 ms: compute 534.7 ms"
     one_probe = _summary(
         phase_steps=1,
-        phase_step_time_s=0.4771,
         compute_s=0.5347,
         compute_err_s=None,
         allreduce_s=0.012,

@@ -73,7 +73,7 @@ def test_a_run_stopped_while_loading_is_recorded_as_asked(tmp_path, _isolated_da
 
     assert main(["replay", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "mnist-cnn on 2 x CPU logical device (as asked): mirrored" in out
+    assert "mnist-cnn on 2 x CPU logical devices (as asked): mirrored" in out
     assert "stopped before it started" in out and "weak scaling (0" not in out
     assert main(["runs", "--json"]) == 0
     assert '"devices": 2' in capsys.readouterr().out

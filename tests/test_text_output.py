@@ -56,7 +56,6 @@ def test_run_summary_piped_keeps_the_phase_line_whole(capsys):
         steps_counted=95,
         step_time_s=0.48,
         phase_steps=1,  # "1 probe, too few for ranges": the line passes 80 columns
-        phase_step_time_s=0.4771,
         compute_s=0.4,
         compute_err_s=0.01,
         allreduce_s=0.05,

@@ -110,6 +110,12 @@ def test_recording_holds_the_run(finished_run):
     assert loaded.end is not None and loaded.end.status == "completed"
     assert loaded.end.summary and loaded.end.summary["steps_counted"] == 12
     assert sum(isinstance(e, StepEvent) for e in loaded.events) == 14
+    # one duration: the end event's is the one `gpuscale runs` shows (it was the
+    # trainer's wall time with its start-up: 123.8 s there, 115.8 s in `runs`)
+    from gpuscale.recording.store import list_runs
+
+    (listed,) = list_runs(run.recording_path.parent)
+    assert loaded.end.duration_s == pytest.approx(listed.duration_s, abs=1e-6)
 
 
 # `gpuscale` as a user runs it, with the NVML stand-in (never real NVML in tests).

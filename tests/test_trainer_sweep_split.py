@@ -296,3 +296,43 @@ def test_a_finished_shared_sweep_leaves_nothing_of_gpuscale_running(tmp_path, _i
     _consume(sweep)
     sweep.close()
     asyncio.run(assert_nothing_of_gpuscale_runs(older))
+
+
+def test_a_counts_teardown_output_comes_before_the_line_that_closes_it(monkeypatch, capfd):
+    """The sweep's trainer process (gpuscale.trainer.worker, here with a stand-in for
+    training and no TensorFlow): what tearing a count down prints (TensorFlow's C++
+    runtime writes to stderr itself as the count's objects go: an iterator's end,
+    a collective's rendezvous) comes before that count's closing line, so gpuscale
+    puts it in that count's recording, not the next one's."""
+    import queue
+    import signal
+    import warnings
+
+    from gpuscale.events.transport import EventServer
+    from gpuscale.trainer import worker
+    from gpuscale.trainer.options import count_over_line
+
+    received: queue.Queue = queue.Queue()
+    server = EventServer(received.put)
+    for key, value in server.env(0).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(signal, "signal", lambda *a: None)  # pytest's handlers stay
+    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)  # restored after
+    monkeypatch.setattr(worker, "_prepare_environment", lambda config: None)
+    monkeypatch.setattr(worker, "_train", lambda config, *a: (config.steps, "completed"))
+
+    def release(self) -> None:  # what TensorFlow's runtime prints as a count's objects go
+        print(f"teardown of run {self.run}", file=sys.stderr, flush=True)
+
+    monkeypatch.setattr(worker._Devices, "release", release)
+    try:
+        assert worker.main(["--sweep", sweep_to_json(_configs(1, 2))]) == 0
+    finally:
+        server.close()
+    err = capfd.readouterr().err.splitlines()
+    assert "teardown of run 1" in err
+    assert (
+        err.index("teardown of run 1")
+        < err.index(count_over_line(0))
+        < err.index(count_over_line(1))
+    )

@@ -86,7 +86,6 @@ def test_the_exposed_share_is_one_number_in_the_run_and_in_recommend():
         steps_counted=100,
         step_time_s=0.003,
         phase_steps=5,
-        phase_step_time_s=0.0041,
         compute_s=0.0014,
         allreduce_s=0.0004,
         apply_s=0.0012,
@@ -225,12 +224,12 @@ def test_a_live_sweep_and_its_recordings_say_why_their_predictions_differ():
     again = recommend(sweep.points)
     assert {r.devices for r in again.table if r.predicted} == {4, 8}
     line = predictions_reach_line(again, sweep)
-    assert "predicted up to 8 devices" in line and "does not say how many" in line
+    assert "Predicted up to 8 devices" in line and "does not say how many" in line
     sweep.available_devices = 2  # what the live sweep knew
     live = recommend(sweep.points, available_devices=2)
     assert not [r for r in live.table if r.predicted]
     line = predictions_reach_line(live, sweep)
-    assert "no predictions past the 2 devices available" in line and "--max-devices" in line
+    assert "No predictions past the 2 devices available" in line and "--max-devices" in line
 
 
 def test_an_ended_runs_duration_is_one_number_in_the_header_toast_and_log():

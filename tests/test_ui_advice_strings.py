@@ -57,7 +57,6 @@ def test_one_probe_is_said_to_be_too_few_for_ranges():
         steps_counted=95,
         step_time_s=0.03,
         phase_steps=1,
-        phase_step_time_s=0.03,
         compute_s=0.028,
         allreduce_s=0.001,
         apply_s=0.001,

@@ -564,9 +564,10 @@ async def test_a_frozen_display_changes_nothing_until_p_again():
 
 
 async def test_a_script_waiting_for_its_start_is_named_and_says_why_nothing_shows():
-    """Before a script's start (its callback's first step, or gpuscale's made-up one
-    after start_timeout_s) its samples are held back: the header names the script and
-    says when they show, and the host card does not claim to wait for a sample."""
+    """Before a script's first sample (which comes with a provisional start) and its
+    own start (its callback's first step, or gpuscale's made-up one after
+    start_timeout_s): the header names the script and says when its output shows, and
+    the host card waits for the first sample (telemetry flows from the launch)."""
     run = FakeLiveRun([], finish=False)
     run.name, run.start_timeout_s = "train.py", 15.0
     app = build_app(LiveSource(run))
@@ -574,9 +575,9 @@ async def test_a_script_waiting_for_its_start_is_named_and_says_why_nothing_show
         await app.settle()
         await pilot.pause()
         header = text_of(app.query_one(RunHeader))
-        assert "train.py: waiting for its first step" in header and "or in 15 s" in header
+        assert "train.py: starting" in header and "with its first step, or in 15 s" in header
         host = str(app.device_grid._cards[0].body.render())
-        assert "host: shown when the run starts" in host
+        assert "host: waiting for the first sample" in host
         run.queue.put(None)
 
 

@@ -230,8 +230,8 @@ async def test_step_time_ticks_are_round_at_every_scale_and_size():
     _app, snap = await _final_snapshot(cpu_run())
     for scale in (0.01, 1.0, 13.7, 27.3):  # step times of ~2 ms to ~5 s
         scaled = dataclasses.replace(snap, step_times_s=[t * scale for t in snap.step_times_s])
-        counted = [t * 1000 for t, warm in zip(scaled.step_times_s, snap.steps_warmup, strict=True)]
-        counted = [t for t, warm in zip(counted, snap.steps_warmup, strict=True) if not warm]
+        pairs = zip(scaled.step_times_s, snap.steps_warmup, strict=True)
+        counted = [t * 1000 for t, warm in pairs if not warm]
         for width, height in ((40, 12), (60, 30), (44, 8)):
             chart = build_step_chart(scaled, width, height).plain
             labels = [line.split("┤")[0].strip() for line in chart.splitlines() if "┤" in line]
@@ -245,3 +245,18 @@ async def test_step_time_ticks_are_round_at_every_scale_and_size():
             assert all(round(t / gap, 6).is_integer() for t in ticks), (scale, labels)
             _, drawn = binned(counted, counted, max(2 * (width - 16), 8))  # as drawn
             assert ticks[0] <= min(drawn) and ticks[-1] >= max(drawn), (scale, labels)
+
+
+async def test_a_lone_cpu_replica_card_speaks_of_no_other_replicas():
+    """`gpuscale watch -- python train.py` on a CPU: one replica, whose card said
+    "shared with the other replicas"; with two it still says so."""
+    from ui_fixtures import synthetic_run
+
+    for replicas, said, unsaid in ((1, "only replica", "other"), (2, "other", "only replica")):
+        events = synthetic_run(gpus=0, cpu_devices=replicas, duration_s=10.0)
+        app = build_app(replay(events, end=True))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await app.settle()
+            await pilot.pause()
+            text = " ".join(str(app.device_grid._cards[1].body.render()).split())
+        assert said in text and unsaid not in text, text

@@ -104,6 +104,9 @@ def test_the_ctrl_c_key_stops_gpuscale_watch_with_exit_130(tmp_path):
     text = bytes(output).decode("utf-8", "replace")
     assert "Traceback" not in text
     assert "stopped (Ctrl-C)" in text and "EXIT=130" in text
+    # what ran, as `gpuscale run` prints it after Ctrl-C (it said only "recorded to")
+    summary = text[text.rindex("\x1b[?1049l") :]  # after the screen closed
+    assert "status: stopped" in summary and f"recorded to {recording}" in summary
     from gpuscale.recording.reader import load_run
 
     loaded = load_run(recording)

@@ -3,6 +3,7 @@ twice named as given, a note printed twice, and --record given a folder."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -111,6 +112,9 @@ async def test_a_run_without_an_end_event_is_interrupted_everywhere(capsys, tmp_
     assert main(["runs", "--dir", str(tmp_path)]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines() if killed.name in line)
     assert " interrupted " in row and "incomplete" not in row
+    assert main(["runs", "--dir", str(tmp_path), "--json"]) == 0
+    (listed,) = json.loads(capsys.readouterr().out)["runs"]
+    assert listed["status"] == "interrupted"  # --json says what the table says
     assert main(["replay", str(killed)]) == 0  # not a terminal: the summary as text
     assert "status: interrupted (no end event)" in capsys.readouterr().out
     app = build_app(ReplaySource(killed))

@@ -161,6 +161,9 @@ class Recommendation(msgspec.Struct, kw_only=True):
     (each :class:`~gpuscale.analysis.cost.Cost` carries its own)."""
     costs: list[Cost] = []
     """With a price: the cost per million samples of every row (:mod:`.cost`)."""
+    warnings: list[str] = []
+    """What the user should know before trusting the table: runs of one count that
+    disagree beyond their noise, combined all the same (:func:`.recommend.combine_runs`)."""
 
 
 class Candidate(msgspec.Struct):

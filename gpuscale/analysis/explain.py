@@ -27,6 +27,7 @@ from gpuscale.analysis.model import ScalingModel, compute_scale_for, threshold_c
 from gpuscale.analysis.predict import BET_RISK
 from gpuscale.formatting import (
     format_bytes,
+    format_duration_s,
     format_fraction_pct,
     format_pct_against_floor,
     format_rate_bytes_s,
@@ -254,12 +255,12 @@ def _shared_cores_reason(m: ScalingModel) -> str:
     if m.scaling == "weak":
         how = (
             f"{since}N devices' batches take N times as long (weak scaling: about "
-            f"{m.compute_time_s(1) * 1000:.1f} ms of compute per device per step, {at})"
+            f"{format_duration_s(m.compute_time_s(1))} of compute per device per step, {at})"
         )
     else:
         how = (
             f"{since}the same global batch takes as long whatever N (strong scaling: about "
-            f"{m.compute_time_s(1) * 1000:.1f} ms of compute per step, {at})"
+            f"{format_duration_s(m.compute_time_s(1))} of compute per step, {at})"
         )
     return (
         f"The devices are CPU logical devices sharing the same cores: {how}, so neither "

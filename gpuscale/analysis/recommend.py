@@ -41,6 +41,7 @@ from gpuscale.analysis.explain import explain
 from gpuscale.analysis.hierarchy import TwoLevelModel, fit_two_level
 from gpuscale.analysis.hierarchy import explain as explain_multi_worker
 from gpuscale.analysis.model import fit
+from gpuscale.analysis.pooled import pooled_phases
 from gpuscale.analysis.predict import (
     Calibration,
     anchor_of,
@@ -147,8 +148,9 @@ def recommend(
     limit = max(1, min(caps)) if caps else None
     groups = _group(measured_points)
     cal = calibration or default_calibration()
+    warnings: list[str] = []
     for g in groups:
-        _fill_rows(g, limit or DEFAULT_MAX_DEVICES, cal)
+        _fill_rows(g, limit or DEFAULT_MAX_DEVICES, cal, warnings)
     if limit is not None and all(n > limit for g in groups for n in g.measured):
         raise GpuscaleError(
             f"every measured device count is above the limit of {limit} "
@@ -186,6 +188,7 @@ def recommend(
         table=[row for g in groups for row in g.rows],
         models=[g.model for g in groups],
         coverage=cal.coverage,
+        warnings=warnings,
     )
     rec.measure_next = measure_next(rec, groups, walk)
     if any(p.platform == "cpu-logical" for p in measured_points):
@@ -202,6 +205,7 @@ def recommend(
         _costs(rec, groups, prices)
     # multi-worker sweeps: communication inside a machine and between machines, fitted apart
     rec.reasons.extend(explain_multi_worker(measured_points))
+    rec.confidence.extend(w[0].upper() + w[1:] + "." for w in warnings)
     return rec
 
 
@@ -294,43 +298,55 @@ def _check_one_workload(points: Sequence[SweepPoint]) -> None:
 REPEAT_TOLERANCE = 0.15
 """Runs of one configuration at one count agree when their step times differ by
 at most this (relative to the fastest), or by their own step-time spread if
-that is larger; beyond it they are refused (:func:`combine_runs`)."""
+that is larger; beyond it they are combined with a warning (:func:`combine_runs`)."""
 
 
-def combine_runs(points: Sequence[SweepPoint], config: str) -> SweepPoint:
+def combine_runs(
+    points: Sequence[SweepPoint], config: str, warnings: list[str] | None = None
+) -> SweepPoint:
     """One row for the runs of one configuration at one count. The rule: the
     median step time of the runs (throughput = samples per step / that), with the
-    runs' range folded into ``spread``; refused (:class:`GpuscaleError`) when the
-    slowest run is more than ``max(REPEAT_TOLERANCE, their largest spread)``
-    slower than the fastest: then something other than the configuration changed
-    between them, and no single number stands for both."""
+    runs' range folded into ``spread`` and their phase probes pooled
+    (:func:`gpuscale.analysis.pooled.pooled_phases`). When the slowest run is more
+    than ``max(REPEAT_TOLERANCE, their largest spread)`` slower than the fastest,
+    something other than the configuration changed between them (a busy machine):
+    they are combined all the same, their whole range in the spread shown, and a
+    line saying so is added to ``warnings``. Runs of different workloads never get
+    here (:func:`recommend` refuses them)."""
     if len(points) == 1:
         return points[0]
     times = sorted(p.step_time_s or 0.0 for p in points)
+    if times[0] <= 0:
+        raise GpuscaleError(f"the runs of '{config}' include a step time of 0")
     step = metrics.median(times)
     noise = max([REPEAT_TOLERANCE] + [p.spread or 0.0 for p in points])
     n = points[0].devices
-    if times[0] <= 0 or times[-1] / times[0] - 1 > noise:
-        raise GpuscaleError(
-            f"the {len(points)} runs of '{config}' at {dev(n)} disagree beyond their noise "
-            f"(step times {', '.join(f'{t * 1000:.1f}' for t in times)} ms, allowed "
-            f"{format_fraction_pct(noise)} apart): measure again on a quiet machine, or give "
-            "them different config labels"
-        )
     first = points[0]
     samples = first.global_batch or (first.per_replica_batch or 1) * n
     across = (times[-1] - times[0]) / step
+    if times[-1] / times[0] - 1 > noise and warnings is not None:
+        warnings.append(
+            f"the {len(points)} runs of '{config}' at {dev(n)} disagree beyond their noise "
+            f"(step times {', '.join(f'{t * 1000:.1f}' for t in times)} ms, "
+            f"{format_fraction_pct(times[-1] / times[0] - 1)} apart, their noise allows "
+            f"{format_fraction_pct(noise)}): combined at their median, with a spread of "
+            f"{format_fraction_pct(across)}; something else changed between them (a busy "
+            "machine?): measure again on a quiet machine for a firmer answer"
+        )
     steps = sum(p.steps or 0 for p in points) or None
+    phases = pooled_phases(points, step) or {
+        "compute_s": _median_known([p.compute_s for p in points]),
+        "allreduce_s": _median_known([p.allreduce_s for p in points]),
+        "input_s": _median_known([p.input_s for p in points]),
+        "apply_s": _median_known([p.apply_s for p in points]),
+    }
     return msgspec.structs.replace(
         first,
         step_time_s=step,
         throughput=metrics.throughput(samples, step),
         spread=max([across] + [p.spread or 0.0 for p in points]),
         steps=steps,
-        compute_s=_median_known([p.compute_s for p in points]),
-        allreduce_s=_median_known([p.allreduce_s for p in points]),
-        input_s=_median_known([p.input_s for p in points]),
-        apply_s=_median_known([p.apply_s for p in points]),
+        **phases,
         note=f"median of {len(points)} runs (step times {times[0] * 1000:.1f}-"
         f"{times[-1] * 1000:.1f} ms)",
     )
@@ -341,11 +357,11 @@ def _median_known(values: Sequence[float | None]) -> float | None:
     return metrics.median(known) if known else None
 
 
-def _fill_rows(g: Group, limit: int, calibration: Calibration | None) -> None:
+def _fill_rows(g: Group, limit: int, calibration: Calibration | None, warnings: list[str]) -> None:
     per_n: dict[int, list[SweepPoint]] = defaultdict(list)
     for p in g.points:
         per_n[p.devices].append(p)
-    combined = {n: combine_runs(ps, g.config) for n, ps in per_n.items()}
+    combined = {n: combine_runs(ps, g.config, warnings) for n, ps in per_n.items()}
     g.measured = {n: p.throughput or 0.0 for n, p in combined.items()}
     template = g.points[0]
     rows = list(combined.values())
@@ -386,6 +402,8 @@ def _fill_rows(g: Group, limit: int, calibration: Calibration | None) -> None:
     filled = []
     for r in rows:
         share = r.comm_share
+        if share is None and r.devices == 1 and r.workers <= 1 and not r.predicted:
+            share = 0.0  # one device exchanges nothing, probed or not (a script's run)
         if share is None and r.allreduce_s is not None and r.step_time_s:
             share = metrics.share(r.allreduce_s, r.step_time_s)
         elif share is None and several_workers:

@@ -118,11 +118,11 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     """``median samples per step / median step time``."""
     phase_steps: int = 0
     """Phase breakdowns in the statistics (warm-up excluded, every worker's)."""
-    phase_step_time_s: float | None = None
-    """Median training part of the probed steps (``PhaseEvent.step_time_s``: from
-    holding the batch to the updated variables, input wait excluded)."""
     phase_full_step_s: float | None = None
-    """Median whole probed step, ``step_time_s + input_s`` of the probes."""
+    """Median whole probed step, ``step_time_s + input_s`` of the probes: the whole
+    the phases split where no step was counted (else the median step). (Older
+    recordings' summaries also carry ``phase_step_time_s``, the probes' median
+    ``step_time_s`` alone, which nothing read: ignored when read.)"""
     compute_s: float | None = None
     allreduce_s: float | None = None
     """Median exposed all-reduce: the part of the step spent waiting for gradients."""
@@ -363,7 +363,6 @@ class RunAccumulator:
         s.phase_steps = len(phases)
         if not phases:
             return
-        s.phase_step_time_s = metrics.median([p.step_time_s for p in phases])
         computes = [p.compute_s for p in phases]
         s.compute_s = metrics.median(computes)
         s.compute_err_s = metrics.median_halfwidth(computes)

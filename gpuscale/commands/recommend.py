@@ -353,6 +353,7 @@ def report(
         available_devices=sweep.available_devices,
         price_per_device_hour=price,
     )
+    print_warnings(rec.warnings)  # runs combined though they disagree: on stderr too
     if plot:
         from gpuscale.commands.recommend_chart import write_plot_file
 

@@ -55,6 +55,8 @@ def pct_with_range(value: float | None, low: float | None, high: float | None) -
 EXPOSED_SHARE_MEANS = (
     "exposed comm: the exposed all-reduce over the median step (the share run and replay say)"
 )
+ONE_DEVICE_SHARE = "; 0% at 1 device: one device has no gradients to exchange"
+"""Added to :data:`EXPOSED_SHARE_MEANS` when a measured 1-device row is shown."""
 """Said under a table with a measured exposed share: which whole it is a share of."""
 
 
@@ -132,14 +134,14 @@ def predictions_reach_line(rec: Recommendation, sweep: Sweep) -> str | None:
             return None  # the machine has more devices than measured: its rows say so
         n = sweep.available_devices
         return (
-            f"  no predictions past the {plural(n, 'device')} available (this "
+            f"No predictions past the {plural(n, 'device')} available (this "
             "machine's, or a sweep file's available_devices), all measured; --max-devices N "
             "predicts further (recordings do not say their machine's devices: --from of them "
             "predicts up to 8)"
         )
     if predicted and rec.device_limit is None and not sweep.available_devices:
         return (
-            f"  predicted up to {max(predicted)} devices: the input does not say how many "
+            f"Predicted up to {max(predicted)} devices: the input does not say how many "
             "devices its machine has (--max-devices N stops there; a live sweep stops at the "
             "machine's own)"
         )
@@ -176,6 +178,9 @@ class Layout(NamedTuple):
     long_recommended: bool
     """``<- recommended`` on the chosen row; else ``<-``, explained under the table."""
     exposed_comm: bool = True
+    short_headers: bool = False
+    """``eff.`` for ``efficiency`` (explained under the table): what 80 columns give up
+    to keep the exposed comm column when its cells are long (``not resolved (19)``)."""
 
 
 LAYOUTS = (
@@ -185,6 +190,7 @@ LAYOUTS = (
     Layout(ranges_inline=False, step_time=True, long_marks=False, long_recommended=False),
     Layout(ranges_inline=False, step_time=False, long_marks=True, long_recommended=False),
     Layout(ranges_inline=False, step_time=False, long_marks=False, long_recommended=False),
+    Layout(False, step_time=False, long_marks=False, long_recommended=False, short_headers=True),
     Layout(False, step_time=False, long_marks=False, long_recommended=False, exposed_comm=False),
 )
 """Tried in order; the first in which every cell of every table fits the terminal
@@ -220,7 +226,9 @@ def table_columns(
             speed.append(format_number(r.speedup, ".2f", "x"))
             eff.append(format_fraction_pct(r.efficiency))
         share = format_fraction_pct(r.comm_share)
-        if (
+        if r.devices == 1 and not r.predicted and r.workers <= 1:
+            pass  # nothing exchanged, measured or not: 0% (said under the table)
+        elif (
             layout.exposed_comm
             and r.comm_share is not None
             and (r.predicted or r.allreduce_s is None)
@@ -260,7 +268,12 @@ def table_columns(
     columns.append(Column("samples/s", tput))
     if not layout.ranges_inline and any(rng):
         columns.append(Column("range", rng))
-    columns += [Column("speedup", speed), Column("efficiency", eff)]
+    columns += [
+        Column("speedup", speed),
+        Column("eff." if layout.short_headers else "efficiency", eff),
+    ]
+    if layout.short_headers:
+        legend["eff. efficiency"] = None
     if layout.exposed_comm:
         columns.append(Column("exposed comm", comm))
     if costs:
@@ -303,15 +316,34 @@ def choose_layout(rec: Recommendation, tables: list[tuple[list, dict]], width: i
 
 
 def fit_columns(
-    rec: Recommendation, rows: list, costs: dict, width: int, layout: Layout
+    rec: Recommendation,
+    rows: list,
+    costs: dict,
+    width: int,
+    layout: Layout,
+    wrap_headers: bool | None = None,
 ) -> tuple[list[Column], list[int], list[str]]:
     """The columns of one table in ``layout``, their widths (whole headers when
-    they fit ``width``, else headers wrapped at spaces) and the legend lines."""
+    they fit ``width``, else headers wrapped at spaces; ``wrap_headers`` decides it
+    for all the tables at once) and the legend lines."""
     columns, legend = table_columns(rec, rows, costs, layout)
     widths = _cell_widths(columns, False)
-    if table_width(widths) > width:
+    wrap = table_width(widths) > width if wrap_headers is None else wrap_headers
+    if wrap:
         widths = _cell_widths(columns, True)
     return columns, widths, legend
+
+
+def headers_wrap(
+    rec: Recommendation, tables: list[tuple[list, dict]], width: int, layout: Layout
+) -> bool:
+    """Whether the tables' headers are wrapped at spaces: when any one table needs
+    it, all of them are, so that the tables read alike (``step time`` on one line
+    in one table and on two in the next, the seed-002 trial)."""
+    return any(
+        table_width(_cell_widths(table_columns(rec, rows, costs, layout)[0], False)) > width
+        for rows, costs in tables
+    )
 
 
 def Text(text: str, style: str = "") -> _RichText:  # noqa: N802 - drop-in for rich's Text
@@ -341,7 +373,9 @@ def render(
         keep = _rows_shown(rows, rec.devices if model.config == rec.config else None)
         shown = [r if i in keep else None for i, r in enumerate(rows) if i in keep or i - 1 in keep]
         tables.append((model, rows, shown, costs, len(rows) - len(keep)))
-    layout = choose_layout(rec, [(shown, costs) for _, _, shown, costs, _ in tables], console.width)
+    shown_tables = [(shown, costs) for _, _, shown, costs, _ in tables]
+    layout = choose_layout(rec, shown_tables, console.width)
+    wrap = headers_wrap(rec, shown_tables, console.width, layout)
     for model, rows, shown, costs, hidden in tables:
         scaling = (
             f"weak scaling, {model.per_replica_batch} samples per device"
@@ -354,7 +388,7 @@ def render(
             title=markup_literal(f"{model.config} ({scaling}; exchange: {model.exchange}{over})"),
             title_justify="left",
         )
-        columns, widths, legend = fit_columns(rec, shown, costs, console.width, layout)
+        columns, widths, legend = fit_columns(rec, shown, costs, console.width, layout, wrap)
         fits = table_width(widths) <= console.width
         for i, (col, w) in enumerate(zip(columns, widths, strict=True)):
             # Too narrow for any layout: rich shares out what there is (numbers fold
@@ -381,7 +415,10 @@ def render(
         if any(col.header == "exposed comm" for col in columns) and any(
             r.devices > 1 and not r.predicted and (r.probes or r.comm_share) for r in rows
         ):
-            console.print(Text(f"  {EXPOSED_SHARE_MEANS}", style="dim"))
+            one = any(r.devices == 1 and not r.predicted and r.workers <= 1 for r in rows)
+            console.print(
+                Text(f"  {EXPOSED_SHARE_MEANS}{ONE_DEVICE_SHARE if one else ''}", style="dim")
+            )
         coverages = {r.coverage for r in rows if r.predicted and r.coverage is not None}
         guesses = {
             r.coverage_basis
@@ -423,11 +460,15 @@ def render(
                     style="dim",
                 )
             )
-    for line in precision_lines(rec, sweep):
-        console.print(Text(line, style="yellow" if "not reached" in line else ""))
+    # About every table, so after all of them and their footnotes, apart.
     reach = predictions_reach_line(rec, sweep)
+    after = precision_lines(rec, sweep)
+    if reach or after:
+        console.print()
     if reach:
         console.print(Text(reach, style="dim"))
+    for line in after:
+        console.print(Text(line, style="yellow" if "not reached" in line else ""))
     if chart:
         print_chart(rec, console)
     verdict = "SINGLE device" if rec.verdict == "single" else f"MULTI: {rec.devices} devices"

@@ -39,12 +39,15 @@ def register(sub) -> None:
     parser.add_argument(
         "--speed",
         type=float,
-        default=1.0,
+        default=None,
         metavar="X",
-        help="run seconds per wall second (default 1; +/- change it while playing)",
+        help="run seconds per wall second, above 0 and at most 1e6 (default 1; +/- step "
+        "through 0.25x to 100x while playing); one recording only",
     )
     parser.add_argument(
-        "--end", action="store_true", help="start at the final state (the run's summary)"
+        "--end",
+        action="store_true",
+        help="start at the final state (the run's summary); one recording only",
     )
     parser.set_defaults(func=main)
 
@@ -69,6 +72,11 @@ def main(args: argparse.Namespace) -> int:
     from gpuscale.errors import GpuscaleError
     from gpuscale.ui.sources import ReplaySource
 
+    timeline = [
+        flag for flag, given in (("--speed", args.speed is not None), ("--end", args.end)) if given
+    ]
+    if args.speed is None:
+        args.speed = 1.0
     if not 0 < args.speed <= MAX_SPEED:
         raise GpuscaleError(
             f"--speed must be above 0 and at most {MAX_SPEED:g}, got {args.speed:g}"
@@ -77,6 +85,7 @@ def main(args: argparse.Namespace) -> int:
 
     resolved = resolve_inputs(args.files)  # a sweep's name: its measured recordings
     if resolved.sweeps or len(resolved.paths) > 1:
+        _refuse_timeline(timeline)
         return _show_sweep(_sweep_view(resolved.paths, resolved.sweeps), args.files)
     args.file = args.files[0]
     if args.file.is_dir():
@@ -113,6 +122,7 @@ def main(args: argparse.Namespace) -> int:
         if run_until_stop_signal(build_app(source)):
             return EXIT_INTERRUPTED
         return 0
+    _refuse_timeline(timeline)
     try:  # a sweep file (`recommend --json`, a typed-in table): its scaling view
         view = _sweep_view([args.file])
     except GpuscaleError as exc:
@@ -121,6 +131,20 @@ def main(args: argparse.Namespace) -> int:
             f"shown ({exc}); 'gpuscale recommend --from {args.file}' reads sweep files"
         ) from None
     return _show_sweep(view, [args.file])
+
+
+def _refuse_timeline(flags: list[str]) -> None:
+    """``--speed`` and ``--end`` play one recording through; a sweep's scaling view
+    has no timeline, so they are refused there rather than ignored."""
+    if flags:
+        from gpuscale.errors import GpuscaleError
+
+        names = " and ".join(flags)
+        raise GpuscaleError(
+            f"{names} {'apply' if len(flags) > 1 else 'applies'} to replaying one recording; "
+            "a sweep's scaling view has no timeline: leave "
+            f"{'them' if len(flags) > 1 else 'it'} out"
+        )
 
 
 def _sweep_view(files: list[Path], groups: list | None = None):
@@ -194,12 +218,16 @@ def print_summary(events: list, path: Path) -> None:
     from gpuscale.analysis.summary import summarize
     from gpuscale.commands.run import print_run_summary
     from gpuscale.events.schema import EndEvent, ErrorEvent, StartEvent
+    from gpuscale.recording.liveness import writer_alive
 
     start = next(e for e in reversed(events) if isinstance(e, StartEvent))  # the run's own
     end = events[-1] if isinstance(events[-1], EndEvent) else None
     summary = msgspec.to_builtins(summarize(events))
+    status = end.status if end is not None else "interrupted (no end event)"
+    if end is None and writer_alive(e for e in events if isinstance(e, StartEvent)):
+        status = "running (no end event yet: what was recorded so far)"
     shown_end = SimpleNamespace(
-        status=end.status if end is not None else "interrupted (no end event)",
+        status=status,
         summary=summary,
     )
     print_run_summary(

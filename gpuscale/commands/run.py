@@ -106,7 +106,8 @@ def main(args: argparse.Namespace) -> int:
     # run samples at the default; watch off a terminal comes here with its own
     sampling = {"sample_interval_s": args.sample_interval} if "sample_interval" in args else {}
     if wants_script_run(args):  # your own script (-- COMMAND) or several workers
-        run = script_run_from_args(args, record, **sampling)
+        # no samples shown here: the script's start is printed once, not a provisional one first
+        run = script_run_from_args(args, record, early_telemetry=False, **sampling)
         steps = None if split_command(args.command) else config.steps
     else:
         from gpuscale.commands.gpu_choice import with_best_gpus
@@ -225,7 +226,7 @@ class _ProgressView:
 
     def on_event(self, event, live: bool = True) -> None:
         if isinstance(event, StartEvent):
-            devices = f"{event.num_replicas} x {_platform(event.platform)}"
+            devices = f"{event.num_replicas} x {_platform(event.platform, event.num_replicas)}"
             self.console.print(
                 f"[bold]{_escape(event.model)}[/] on {_escape(devices)}, {_escape(_strategy(event))}, "
                 f"{_scaling(event)}",
@@ -270,8 +271,11 @@ def _escape(text: str) -> str:
     return markup_literal(text)
 
 
-def _platform(platform: str) -> str:
-    return {"gpu": "GPU", "cpu-logical": "CPU logical device", "cpu": "CPU"}.get(platform, platform)
+def _platform(platform: str, count: int = 1) -> str:
+    """``GPU``, ``CPU logical device(s)`` (plural for ``count`` above 1), ``CPU``."""
+    if platform == "cpu-logical":
+        return "CPU logical device" + ("s" if count != 1 else "")
+    return {"gpu": "GPU", "cpu": "CPU"}.get(platform, platform)
 
 
 def _strategy(start) -> str:
@@ -364,7 +368,7 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
     ):  # the trainer never said what runs where: what was asked
         console.print(
             f"[bold]{_escape(start.model)}[/] on {start.num_replicas} x "
-            f"{_escape(_platform(start.platform))} (as asked): {_escape(start.strategy or '?')}"
+            f"{_escape(_platform(start.platform, start.num_replicas))} (as asked): {_escape(start.strategy or '?')}"
         )
         steps = s.get("steps_total", 0)
         console.print(
@@ -376,7 +380,7 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
         return
     console.print(
         f"[bold]{_escape(start.model)}[/] on {start.num_replicas} x "
-        f"{_escape(_platform(start.platform))}: {_escape(_strategy(start))}"
+        f"{_escape(_platform(start.platform, start.num_replicas))}: {_escape(_strategy(start))}"
     )
     console.print(f"  {_scaling(start)}")
     status = end.status if end else "unknown"

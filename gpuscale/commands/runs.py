@@ -103,7 +103,7 @@ def main(args: argparse.Namespace) -> int:
                 str(run.steps) if run.steps is not None else "n/a",
                 format_duration_s(run.duration_s),
                 format_bytes(run.size_bytes),
-                markup_literal("interrupted" if run.status == "incomplete" else run.status),
+                markup_literal(run.status),
                 markup_literal(name),
             )
         )

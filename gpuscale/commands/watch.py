@@ -97,11 +97,14 @@ def main(args: argparse.Namespace) -> int:
         stopped_by = run_until_stop_signal(app)
     finally:
         source.stop()  # idempotent: a no-op when q already stopped it
-    if run.recording_path:
-        print(f"recorded to {run.recording_path}")
-    if stopped_by:
+    if stopped_by:  # as `gpuscale run` does: the trainer stopped, then what ran
+        from gpuscale.commands.run import print_run_summary
+
+        print_run_summary(run)  # with the recording's path
         print(f"gpuscale: stopped ({stopped_by})", file=sys.stderr)
         return EXIT_INTERRUPTED
+    if run.recording_path:
+        print(f"recorded to {run.recording_path}")
     end = getattr(run, "end", None) or source.end
     if is_configuration_error(run):  # the dashboard said why; say it where it stays, too
         print(f"gpuscale: error: {run.error.message}", file=sys.stderr)

@@ -368,9 +368,10 @@ class EndEvent(_Event, tag="end", kw_only=True):
     """``stopped``: the user stopped it; ``lost``: the process died without a word."""
     steps: _Count = 0
     duration_s: Annotated[float, msgspec.Meta(ge=0, le=limits.MAX_TIMESTAMP_S)] = 0.0
-    """Wall time as its producer measured it, its own start-up included (the
-    trainer's from its process start). What gpuscale shows as a run's duration
-    is :func:`run_duration_s`, which leaves start-up out."""
+    """The run's duration, :func:`run_duration_s`, as gpuscale records it (the same
+    number every view shows). Older recordings hold the producer's wall time here,
+    its start-up included; views recompute :func:`run_duration_s` from the events
+    whatever this says."""
     summary: dict[str, Any] | None = None
     """The analysis of the run (``gpuscale.analysis``), for readers that want it
     without recomputing."""
@@ -378,10 +379,13 @@ class EndEvent(_Event, tag="end", kw_only=True):
 
 def run_duration_s(start_t: float, last_t: float) -> float:
     """A run's duration, the one definition every view uses (the dashboard's
-    elapsed time, its log and toast, ``gpuscale runs``): seconds from the
-    StartEvent (the trainer has loaded TensorFlow and built the model; that
-    start-up is NOT included) to the last event (the EndEvent once there is one),
-    warm-up steps included. ``start_t`` and ``last_t`` are the events' ``t``."""
+    elapsed time, its log and toast, ``gpuscale runs``, replay, and the EndEvent's
+    ``duration_s`` that gpuscale records): seconds from the StartEvent (the trainer
+    has loaded TensorFlow and built the model; that start-up is NOT included) to
+    the latest event so far, up to and including the EndEvent (events that arrive
+    after the end are not the run's), warm-up steps included. ``start_t`` is the
+    start event's ``t``, ``last_t`` the latest ``t`` among those events: the
+    elapsed time never goes back, and stops where the run ended."""
     return max(0.0, last_t - start_t)
 
 

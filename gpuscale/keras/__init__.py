@@ -61,9 +61,14 @@ forward and backward cost the same to within the loss itself, and the gradients
 (hence the all-reduce payload) have the same shapes. Each probe costs about two
 extra forward+backward passes between steps: step times do not include it, the
 run's wall clock does, and the schedule keeps that within ``budget``
-(``phases=False`` to skip). Under MultiWorkerMirroredStrategy the budget becomes
-a fixed period, the same on every worker (the probe's all-reduce is a
-collective that all workers join); an explicit ``every`` must be the same too.
+(``phases=False`` to skip). Under MultiWorkerMirroredStrategy every worker must
+probe after the same steps (the probe's all-reduce is a collective that all
+workers join): worker 0's schedule decides for all, by a vote between steps
+(a scalar all-reduce, :class:`gpuscale.trainer.vote.GapVote`), the first when the
+first probe is due, then as often as keeps the votes within a tenth of the
+probes' budget (2.3-3.6 ms a vote between two CPU workers on one machine:
+one every 89-100 steps of 26 ms at the default budget; 100 at most); their
+cost is counted as the probes'. An explicit ``every`` must be the same on every worker.
 
 Modules: :mod:`~gpuscale.keras.callback` (the Keras hooks),
 :mod:`~gpuscale.keras.custom_loop` (the loop helper),

@@ -23,6 +23,7 @@ import time
 from typing import Any
 
 import keras
+import msgspec
 import tensorflow as tf
 
 from gpuscale import __version__
@@ -34,6 +35,7 @@ from gpuscale.events.schema import (
     PhaseEvent,
     StartEvent,
     StepEvent,
+    run_duration_s,
 )
 from gpuscale.formatting import plural
 from gpuscale.keras.channel import Channel, worker_index
@@ -45,7 +47,8 @@ from gpuscale.keras.describe import (
 )
 from gpuscale.keras.identity import workload_name
 from gpuscale.trainer.probe import PhaseProbe, exposed_share, phase_event
-from gpuscale.trainer.schedule import DEFAULT_BUDGET, ProbeScheduler, period_for_budget
+from gpuscale.trainer.schedule import DEFAULT_BUDGET, ProbeScheduler
+from gpuscale.trainer.vote import GapVote
 
 
 def _synthetic_batch(input_spec: Any, per_replica_batch: int) -> tuple:
@@ -61,6 +64,21 @@ def _synthetic_batch(input_spec: Any, per_replica_batch: int) -> tuple:
         return tf.cast(tf.random.normal(shape, seed=1), spec.dtype)
 
     return (tf.nest.map_structure(one, input_spec),)
+
+
+def vote_function(strategy: tf.distribute.Strategy) -> Any:
+    """The workers' vote (:class:`~gpuscale.trainer.vote.GapVote`): every worker's
+    ballot in, replica 0's (worker 0's first device) summed out to every worker."""
+    sum_op = tf.distribute.ReduceOp.SUM
+
+    def replica(ballot: tf.Tensor) -> tf.Tensor:
+        context = tf.distribute.get_replica_context()
+        # identity: on the replica's device (a plain tensor has none under multi-worker)
+        mine = tf.identity(ballot)
+        mine = tf.where(context.replica_id_in_sync_group == 0, mine, tf.zeros_like(mine))
+        return context.all_reduce(sum_op, mine)
+
+    return tf.function(lambda ballot: strategy.run(replica, args=(ballot,)))
 
 
 def stateless_gradients(model: Any) -> Any:
@@ -113,6 +131,9 @@ class Monitor:
         self.steps = 0
         """Training steps seen so far (across ``fit`` calls)."""
         self.schedule = ProbeScheduler(budget, every=every)
+        self._vote: GapVote | None = None
+        """Several workers by budget: worker 0's schedule decides for all."""
+        self._vote_fn: Any = None
         self._recorder: Any = None
         self._events: list[Event] = []
         self._t0 = time.perf_counter()
@@ -187,7 +208,8 @@ class Monitor:
                 "argv": list(sys.argv),
                 "every": self.every,
                 "probe_budget": self.budget,
-                "probe_schedule": self.schedule.describe(),
+                "probe_schedule": self.schedule.describe()
+                + (", worker 0's schedule for every worker" if self._vote else ""),
                 "warmup_steps": self.warmup_steps,
                 "phases": self.phases,
                 "keras_model": getattr(model, "name", None),
@@ -214,13 +236,13 @@ class Monitor:
     ) -> None:
         self._strategy = strategy
         if (
-            self.every is None
+            self._vote is None
             and self.schedule.every is None
+            and self.schedule.budget > 0
             and describe_strategy(strategy)["num_workers"] > 1
         ):  # the probe's all-reduce is a collective: every worker must probe at the same steps
-            self.schedule.every = period_for_budget(self.budget)
-            if self.schedule.every is None:
-                self.schedule.budget = 0.0
+            self._vote = GapVote(self.schedule, chief=True)  # replica 0's ballot counts
+            self._vote_fn = vote_function(strategy)
         start = self._start_event(model, strategy, global_batch or self.batch_size or 0)
         self._open_recording(start.model, start.num_replicas, start.platform)
         shared = Channel.client() is not None
@@ -259,8 +281,33 @@ class Monitor:
         if not self.phases:
             return
         self.schedule.add_step(step_time_s, steps=steps, warmup=warmup)
-        if self.schedule.due():  # against the usual step, not this one (a retrace, a callback)
+        if self._vote is not None:  # several workers: they vote, at the same steps
+            due = self._vote.voting() and self._cast_vote()
+        else:
+            due = self.schedule.due()
+        if due:  # against the usual step, not this one (a retrace, a callback)
             self._run_probe(self.schedule.reference_step_s(step_time_s))
+
+    def _cast_vote(self) -> bool:
+        """Every worker sums its ballot (replica 0's counts): whether to probe now.
+        Before the first vote the sum is compiled and run once, untimed; every vote
+        is timed and paid from the probe budget."""
+        vote, strategy = self._vote, self._strategy
+        assert vote is not None and strategy is not None
+        try:
+            local = strategy.experimental_local_results
+            if not vote.votes:  # compiled (and run: every worker joins), untimed
+                local(self._vote_fn(tf.zeros([2], tf.float32)))[0].numpy()
+            ballot = tf.constant(vote.ballot(), tf.float32)
+            start = time.perf_counter()
+            total = local(self._vote_fn(ballot))[0].numpy()
+            vote.cost(time.perf_counter() - start)
+        except Exception as exc:  # the measurement must never stop the training
+            self._vote = None
+            self.schedule.budget = 0.0
+            self._log(f"phase breakdown stopped: the workers' vote failed: {exc}", "warning")
+            return False
+        return vote.received((float(total[0]), float(total[1])))
 
     def _current_model(self) -> Any:
         return getattr(self, "model", None)
@@ -302,6 +349,8 @@ class Monitor:
             self._log(f"phase breakdown unavailable: {type(exc).__name__}: {exc}", "warning")
             return
         self.schedule.add_probe(times.cost_s, exposed_share(times, step_time_s))
+        if self._vote is not None:  # the votes before it are part of what it cost
+            times = msgspec.structs.replace(times, cost_s=times.cost_s + self._vote.take_cost())
         _params, payload = trainable_bytes(model)
         self._emit(
             phase_event(
@@ -322,12 +371,18 @@ class Monitor:
         self._ended = True
         if not self._started:  # no step ran: there is no run to end
             return
+        now = time.time()
+        start = next((e for e in reversed(self._events) if isinstance(e, StartEvent)), None)
+        latest = max((e.t for e in self._events), default=now)
         end = EndEvent(
-            t=time.time(),
+            t=now,
             worker=self.worker,
             status=status,
             steps=self.steps,
-            duration_s=time.perf_counter() - self._t0,
+            # the one duration every view shows (run_duration_s), not the process's
+            duration_s=run_duration_s(start.t, max(latest, now))
+            if start is not None
+            else time.perf_counter() - self._t0,
         )
         if self._recorder is not None:
             try:

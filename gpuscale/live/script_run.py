@@ -16,11 +16,14 @@ marked ``provisional`` (the command, the devices gpuscale sees), and every event
 recorded as it comes, so nothing waits in memory for the run's own start (see
 docs/recording-format.md). A script with :class:`gpuscale.keras.ScalingMonitor`
 sends its own StartEvent (model, strategy, replicas, batch, parameters) with its
-first training step. Until ``start_timeout_s`` (default 15 s) the consumer's events
-(telemetry, log lines) are held back. After that a single-process script's run is
-shown with a *provisional* start (``provisional=True``) made up from what gpuscale
-knows (the command, the NVML devices; note :data:`PROVISIONAL_NOTE`); when the
-callback's start arrives, consumers receive it as a second StartEvent (it
+first training step. The telemetry (NVML and host samples) reaches the consumer from
+the launch: with its first sample the consumer gets a *provisional* start
+(``provisional=True``) made up from what gpuscale knows (the command, the NVML
+devices; note :data:`PROVISIONAL_NOTE`), so its stream still begins with a start.
+The script's own events (its output, its callback's) are held back until the run's
+start: the callback's, or, after ``start_timeout_s`` (default 15 s) without it, the
+provisional one for a single-process script (given then if no sample came first). When
+the callback's start arrives, consumers receive it as a second StartEvent (it
 replaces the provisional one: header, devices, batch) and it is recorded, where it
 supersedes the recording's provisional start.
 
@@ -79,6 +82,7 @@ from gpuscale.events.schema import (
     PhaseEvent,
     StartEvent,
     StepEvent,
+    run_duration_s,
 )
 from gpuscale.events.transport import (
     ENV_ADDRESS,
@@ -99,6 +103,9 @@ from gpuscale.telemetry.topology import probe_topology
 
 CALLBACK_SOURCE = "keras-callback"
 """Source of the LogEvent that ``import gpuscale.keras`` sends (see :mod:`gpuscale.keras`)."""
+TELEMETRY_SOURCE = "telemetry"
+"""Source of the sampler's own LogEvents (:mod:`gpuscale.telemetry.sampler`): shown
+from the launch, with the samples."""
 ADD_CALLBACK_HINT = (
     "step times are unavailable: the script does not use gpuscale's callback. "
     "Add it with one line: model.fit(..., callbacks=[gpuscale.keras.ScalingMonitor()])"
@@ -160,7 +167,8 @@ class ScriptRun(RunBase):
     ``listen_host:port`` with the shared ``token``; other workers forward to it).
     ``lost_grace_s``: how long a remote worker whose connection closed without an
     end may take to reconnect before it counts as lost. ``nvml`` is handed to the
-    Sampler (tests pass a stand-in).
+    Sampler (tests pass a stand-in). ``early_telemetry=False`` holds the telemetry
+    with the script's events until the run's start (a consumer that shows no samples).
     """
 
     def __init__(
@@ -177,6 +185,7 @@ class ScriptRun(RunBase):
         nvml: Any = None,
         env: Mapping[str, str] | None = None,
         sampler: bool = True,
+        early_telemetry: bool = True,
     ):
         if not argv:
             raise GpuscaleError(
@@ -195,6 +204,10 @@ class ScriptRun(RunBase):
         self._nvml = nvml
         self._env = dict(os.environ if env is None else env)
         self._use_sampler = sampler
+        self.early_telemetry = early_telemetry
+        """The consumer gets the telemetry from the launch, with a provisional start (a
+        dashboard); ``False``: held with the script's events until the run's start, for
+        a consumer that shows no samples and would print the start twice (``run``'s text)."""
         if cluster_info is not None:
             self.num_workers = cluster_info.num_workers
             self.worker = cluster_info.index
@@ -640,6 +653,9 @@ class _PumpState:
         self.provisional = False
         """Consumers have a made-up start while the callback's is awaited (the recording
         has had its own provisional start since the run began)."""
+        self.shown_provisional = False
+        """Consumers have been given a provisional start: with the run's first telemetry
+        (:meth:`show_telemetry`), or after ``start_timeout_s`` (:meth:`send_provisional`)."""
         self.hinted = False
         """The missing-callback warning went out (and was not withdrawn)."""
         self.later_epoch = False
@@ -662,10 +678,11 @@ class _PumpState:
         run._begin_recording(provisional, run.name)
 
     def publish(self, event: Event, *, record: bool = True) -> None:
-        """Record ``event`` now; hand it to the consumer once the start is sent."""
+        """Record ``event`` now; hand it to the consumer once the start is sent, or at
+        once for telemetry (:meth:`show_telemetry`)."""
         if record:
             self.run_._record(event)
-        if not self.started:
+        if not self.started and not self.show_telemetry(event):
             if (
                 type(event) is LogEvent
                 and event.source == "script"
@@ -680,6 +697,32 @@ class _PumpState:
         if isinstance(event, StepEvent):
             self.steps[event.worker] = max(self.steps[event.worker], event.step + 1)
         self.run_._publish(event)
+
+    def show_telemetry(self, event: Event) -> bool:
+        """Whether ``event``, come before the run's start, goes to the consumer now: the
+        samples of the script's processes (and the sampler's own notices) show from the
+        launch, as nvitop's do, while TensorFlow imports. The consumer's stream still
+        begins with a start: a provisional one, given with the first such event; the
+        script's own events (its output, its callback's) still wait for the run's start
+        (or the made-up one after ``start_timeout_s``), and are ordered after it. A
+        worker that forwards to the chief gives its start at once (no wait)."""
+        run = self.run_
+        telemetry = isinstance(event, (GpuSample, HostSample)) or (
+            type(event) is LogEvent and event.source == TELEMETRY_SOURCE
+        )
+        if not telemetry or run._forward is not None or not run.early_telemetry:
+            return False
+        if not self.shown_provisional:
+            self.show_provisional()
+        return True
+
+    def show_provisional(self) -> None:
+        """Give the consumers a made-up start (``provisional=True``): what gpuscale knows
+        (the command, the devices it sees), replaced by the run's own when it comes."""
+        start = msgspec.structs.replace(self.synthetic_start(hint=False), provisional=True)
+        self.add_topology(start)
+        self.shown_provisional = True
+        self.run_._publish(start)  # consumers only: the recording began with its own
 
     def add_topology(self, start: StartEvent) -> None:
         run = self.run_
@@ -733,11 +776,9 @@ class _PumpState:
         """Show the run with a made-up start (``provisional=True``) while the callback's
         is awaited (TensorFlow can take long to import and trace). Every event is
         recorded as it comes meanwhile, after the recording's own provisional start."""
-        run = self.run_
-        start = msgspec.structs.replace(self.synthetic_start(hint=False), provisional=True)
-        self.add_topology(start)
+        if not self.shown_provisional:  # else given with the first telemetry already
+            self.show_provisional()
         self.started = True
-        run._publish(start)  # consumers only: the recording began with its own provisional start
         self.provisional = True
         held, self.held = self.held, []
         for event in held:
@@ -1082,8 +1123,17 @@ class _PumpState:
         run.returncode = next(iter(failed.values()), 0) if failed else 0
         steps = max(self.steps.values(), default=0)
         run.status = status
+        now = time.time()
+        starts = [e for e in self.analysis_events if isinstance(e, StartEvent)]
+        latest = max((e.t for e in self.analysis_events), default=now)
         end = EndEvent(
-            t=time.time(), status=status, steps=steps, duration_s=time.perf_counter() - run._t0
+            t=now,
+            status=status,
+            steps=steps,
+            # the one duration every view shows (run_duration_s), not the process's
+            duration_s=run_duration_s(starts[-1].t, max(latest, now))
+            if starts
+            else time.perf_counter() - run._t0,
         )
         try:
             from gpuscale.analysis.summary import summarize

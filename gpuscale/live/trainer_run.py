@@ -42,6 +42,7 @@ from gpuscale.events.schema import (
     LogEvent,
     StartEvent,
     StepEvent,
+    run_duration_s,
 )
 from gpuscale.events.transport import EventServer
 from gpuscale.live.base import RunBase
@@ -354,6 +355,9 @@ class LiveRun(RunBase):
                 self._stop_requested and end.status == "completed" and self.config.steps > end.steps
             ):
                 end.status = "stopped"
+            if self.start_event is not None:  # the one duration every view shows
+                latest = max((e.t for e in self._events), default=end.t)
+                end.duration_s = run_duration_s(self.start_event.t, max(latest, end.t))
             self._events.append(end)
             end.summary = self._summarize()
             self.end = end

@@ -29,6 +29,11 @@ is finished only once both streams have passed it (its next count has begun
 meanwhile; lines of a count not begun yet wait for it). Should a stream not
 catch up within :data:`OUTPUT_CATCH_UP_S`, the count is finished without them,
 saying so, and its later lines go to the count in progress marked as its own.
+The child tears a count down (its model, strategy and data released) before its
+closing line, so what TensorFlow's C++ runtime prints to stderr as they go is that
+count's. What cannot be known: a line TensorFlow's own threads print after the
+closing line (work of the ended count that outlives its teardown) reads like any
+line of the next count, and goes to it: nothing in the line says which count it is of.
 """
 
 from __future__ import annotations

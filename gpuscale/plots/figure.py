@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from gpuscale.errors import GpuscaleError
-from gpuscale.plots.scaling import NO_SPLIT_NOTE, PHASES, ScalingChart, log_ticks, short_number
+from gpuscale.plots.scaling import PHASES, ScalingChart, log_ticks, short_number
 
 FORMATS = {".svg": "svg", ".png": "png"}
 EXTRA_HINT = "pip install 'gpuscale[plot]'"
@@ -63,7 +63,7 @@ def write_plot(chart: ScalingChart, path: str | Path, *, title: str | None = Non
             fig, top = plt.subplots(1, 1, figsize=(7.5, 4.6), layout="constrained")
             axes = (top,)
             fig.supxlabel(
-                f"Where the step time goes: {NO_SPLIT_NOTE}",
+                f"Where the step time goes: {chart.split_note}",
                 fontsize=8,
                 color="0.35",
                 x=0.02,

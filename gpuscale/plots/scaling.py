@@ -25,12 +25,16 @@ from dataclasses import dataclass, field
 
 from gpuscale.analysis import metrics
 from gpuscale.analysis.recommend import Recommendation
+from gpuscale.formatting import plural
 
 PHASES = ("compute", "exposed all-reduce", "apply", "input wait")
 """The parts of a step, in the order the bars stack them (bottom first)."""
 NO_SPLIT_NOTE = "no phase breakdown in this input: step times only"
 """Said in place of the bars when no count of the configuration has a breakdown
 (a published table): bars of the whole step, unsplit, would tell nothing."""
+UNRESOLVED_SPLIT_NOTE = "phases measured but not resolved ({probes}): step times only"
+"""Said instead of :data:`NO_SPLIT_NOTE` when the counts were probed but no
+breakdown added up to its step (recordings whose probes stayed within their noise)."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,8 @@ class PhaseBar:
     """compute, exposed all-reduce, apply, input wait (seconds per step); ``None``
     when this count has no measured breakdown (predicted, or a typed-in table)."""
     predicted: bool
+    probes: int = 0
+    """Phase probes behind this count (0: never probed, as a typed-in table)."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +112,16 @@ class ScalingChart:
         """Some count of the recommended configuration has a phase breakdown: the bars
         are drawn (a count without one as its whole step, "not split")."""
         return any(b.phases_s for b in self.bars)
+
+    @property
+    def split_note(self) -> str:
+        """What is said in place of the bars when there are none (``has_split`` is
+        false): probed counts whose phases did not resolve say so, with their probes;
+        an input without probes has step times only."""
+        probes = sum(b.probes for b in self.bars if not b.predicted)
+        if probes:
+            return UNRESOLVED_SPLIT_NOTE.format(probes=plural(probes, "probe"))
+        return NO_SPLIT_NOTE
 
     @property
     def several_configs(self) -> bool:
@@ -150,6 +166,7 @@ def build_scaling_chart(rec: Recommendation) -> ScalingChart:
             step_time_s=row.step_time_s,
             phases_s=_phases(row),
             predicted=row.predicted,
+            probes=(row.probes or 0) if not row.predicted else 0,
         )
         for row in sorted(rec.table, key=lambda r: r.devices)
         if row.config == rec.config and row.step_time_s is not None

@@ -18,7 +18,6 @@ from plotext._figure import _figure_class as _Figure  # one figure per chart: no
 from rich.text import Text
 
 from gpuscale.plots.scaling import (
-    NO_SPLIT_NOTE,
     PHASES,
     ScalingChart,
     linear_ticks,
@@ -161,7 +160,7 @@ def phase_chart(chart: ScalingChart, width: int, height: int) -> Text:
     if not bars:
         return Text("no step times for the recommended configuration", style="dim")
     if not chart.has_split:
-        return Text(NO_SPLIT_NOTE, style="dim")
+        return Text(chart.split_note, style="dim")
     unsplit = [0.0 if b.phases_s else b.step_time_s * 1000 for b in bars]
     items = []
     if any(b.phases_s for b in bars):
@@ -209,7 +208,7 @@ def scaling_text(chart: ScalingChart, width: int, height: int = 30) -> Text:
         text.append("\n")
         text.append_text(throughput_chart(chart, width, max(height * 3 // 5, 8)))
         text.append("\n")
-        text.append(f"Where the step time goes: {NO_SPLIT_NOTE}", style="dim")
+        text.append(f"Where the step time goes: {chart.split_note}", style="dim")
         return text
     top = max(height * 3 // 5, 8)
     bottom = max(height - top - 2, 7)

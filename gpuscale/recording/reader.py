@@ -31,6 +31,7 @@ and events out of order (two runs joined in one file).
 from __future__ import annotations
 
 import os
+import socket
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -65,6 +66,7 @@ from gpuscale.recording.format import (
     parse_version,
     version_problem,
 )
+from gpuscale.recording.liveness import writer_alive
 
 CHUNK_BYTES = 1024 * 1024
 """Bytes read (or decompressed) at a time."""
@@ -185,6 +187,8 @@ class _Reader:
         self.skipped_lines = 0
         """Damaged lines after the start, skipped (see :meth:`_skip_damaged`)."""
         self.start: StartEvent | None = None
+        self.first_start: StartEvent | None = None
+        """The file's first start event (gpuscale's provisional one, when it has one)."""
         self.end: EndEvent | None = None
         self._pending_start: StartEvent | None = None
 
@@ -352,10 +356,17 @@ class _Reader:
                 f"{MAX_SKIP_WARNINGS} named above); read the rest"
             )
         if self.end is None:
-            self.warn(
-                f"no end event after line {self.line_no}: the run was killed or is still "
-                "running; read what was recorded"
-            )
+            self.warn(f"no end event after line {self.line_no}: {self._why_no_end()}")
+
+    def _why_no_end(self) -> str:
+        """Why a recording has no end event: still being written, or interrupted
+        (told apart by its writer's process where that ran on this host)."""
+        starts = [s for s in (self.first_start, self.start) if s is not None]
+        if writer_alive(starts):
+            return "the run is still running; read what was recorded so far"
+        if any(s.host == socket.gethostname() for s in starts):
+            return "the run was interrupted (its process is gone); read what was recorded"
+        return "the run was killed or is still running; read what was recorded"
 
     def _first_lines(self, complete: bytes) -> bytes:
         """Consume leading blank lines and the start line; return the rest."""
@@ -412,6 +423,7 @@ class _Reader:
         if self.newer_minor and start.schema != schema:
             start = msgspec.structs.replace(start, schema=schema)
         self.start = start
+        self.first_start = start
         self.started = True
         self._pending_start = start
         return start

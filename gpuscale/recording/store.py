@@ -33,6 +33,7 @@ from gpuscale.recording.format import (
     SUFFIXES,
     version_problem,
 )
+from gpuscale.recording.liveness import writer_alive
 from gpuscale.recording.reader import RecordingError, iter_events
 
 ENV_DATA_DIR = "GPUSCALE_DATA_DIR"
@@ -130,7 +131,9 @@ class RunInfo(msgspec.Struct, kw_only=True):
     size_bytes: int
     status: str
     """The end event's status (``completed``, ``stopped``, ``failed``, ``lost``),
-    ``incomplete`` (no end event: killed, or still running), ``unscanned`` (a
+    ``running`` (no end event yet, and the process that writes it is alive on this
+    host: :mod:`~gpuscale.recording.liveness`), ``interrupted`` (no end event, and
+    no writer alive: killed; the word ``runs``, ``replay`` and the dashboard show), ``unscanned`` (a
     ``.gz`` too large to decompress for a listing: see :data:`LIST_GZIP_BYTES`)
     or ``unreadable``."""
     problem: str | None = None
@@ -196,6 +199,7 @@ def _info(path: Path) -> RunInfo:
         return _unreadable(path, size, exc.reason)
     except OSError as exc:
         return _unreadable(path, size, f"cannot read: {exc.strerror or exc}")
+    first = start
     if start.provisional:  # the run's own start follows: what the listing shows
         start = _superseding_start(path) or start
     end, last_step, last_t = _scan_tail(tail, whole) if tail is not None else (None, None, None)
@@ -203,12 +207,12 @@ def _info(path: Path) -> RunInfo:
         steps, duration, status = None, None, "unscanned"
     elif end is not None:
         steps: int | None = end.steps
-        duration: float | None = run_duration_s(start.t, end.t)
+        duration: float | None = run_duration_s(start.t, max(end.t, last_t or end.t))
         status = end.status
     else:
         steps = last_step + 1 if last_step is not None else None
         duration = run_duration_s(start.t, last_t) if last_t is not None else None
-        status = "incomplete"
+        status = "running" if writer_alive((first, start)) else "interrupted"
     return RunInfo(
         path=str(path),
         start_t=start.t,

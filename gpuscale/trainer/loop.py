@@ -51,6 +51,13 @@ method ``differenced``: T(compute) and T(compute + all-reduce) as stand-ins,
 training part (``ProbeScheduler.reference_step_s`` less the input wait). If the scheduler asks after the last step, no step is
 left to split and that probe does not run.
 
+Several workers (``--strategy multi-worker``) probe after the same steps: by
+budget, worker 0's schedule decides, its ballot summed with the gradients in
+the step's own all-reduce (``voting_train_fn``: the same step, the optimizer's
+sum done once, by the step, as the split step's *reduce* does), so every
+worker learns after step k what worker 0 asked for after step k - 1 and probes
+then (:mod:`gpuscale.trainer.vote`). ``--phase-every K`` runs ``train_fn``.
+
 With one replica nothing is exchanged: the split step alone is the probe
 (T(compute) = T(reduce)), the exposed all-reduce is 0 and ``allreduce_total_s``
 is None.
@@ -99,10 +106,15 @@ from gpuscale.trainer.schedule import (
     FIRST_PROBE_STEPS,
     FIRST_SPLIT_PROBE_STEPS,
     ProbeScheduler,
-    period_for_budget,
 )
 from gpuscale.trainer.sizing import Sizing, resolve_sizing
-from gpuscale.trainer.split_step import SplitStep, with_skippable_sum
+from gpuscale.trainer.split_step import (
+    SkippableSum,
+    SplitStep,
+    inner_optimizer,
+    with_skippable_sum,
+)
+from gpuscale.trainer.vote import StepVote
 
 
 def setup_devices(config: TrainConfig) -> DevicePlan:
@@ -303,6 +315,43 @@ class Trainer:
             return self.apply_replica(self.replica_gradients(x, y))
 
         self.train_fn = tf.function(lambda batch: strategy.run(train_replica, args=batch))
+        self.voting_train_fn = None
+        """Several workers: the step with the probe ballot summed in it (:meth:`_voting_step`)."""
+        self._voting_checked = False
+        if self.config.strategy == "multi-worker":
+            sum_op = tf.distribute.ReduceOp.SUM
+            summing = inner_optimizer(self.optimizer)
+
+            def ballot_of(ballot):
+                # replica 0's ballot alone (worker 0's first device): one schedule decides
+                context = tf.distribute.get_replica_context()
+                mine = tf.where(context.replica_id_in_sync_group == 0, ballot, 0.0)
+                return context, tf.reshape(mine, [1])
+
+            def riding_replica(x, y, ballot):
+                # the ballot rides the gradients' own all-reduce (one packed collective:
+                # one more number), then the optimizer applies the sum without summing again
+                context, mine = ballot_of(ballot)
+                grads = self.replica_gradients(x, y)
+                summed = context.all_reduce(sum_op, [*grads, tf.cast(mine, grads[0].dtype)])
+                with summing.gradients_summed():
+                    done = self.apply_replica(summed[:-1])
+                return done, summed[-1][0]
+
+            def separate_replica(x, y, ballot):  # an optimizer that cannot skip its sum
+                context, mine = ballot_of(ballot)
+                return train_replica(x, y), context.all_reduce(sum_op, mine)[0]
+
+            riding = isinstance(summing, SkippableSum)
+            self.voting_train_fn = tf.function(
+                lambda batch, ballot: strategy.run(
+                    riding_replica if riding else separate_replica, args=(*batch, ballot)
+                )
+            )
+            self._voting_checked = not riding
+            self._separate_voting_fn = tf.function(
+                lambda batch, ballot: strategy.run(separate_replica, args=(*batch, ballot))
+            )
         self.probe = PhaseProbe(strategy, self.variables, self.replica_gradients)
         self.split_step = SplitStep(
             strategy,
@@ -318,8 +367,6 @@ class Trainer:
         whose first one is guessed cheaper)."""
         config = self.config
         every = config.phase_every
-        if every is None and config.strategy == "multi-worker":  # workers probe together
-            every = period_for_budget(config.probe_budget) or 0
         return ProbeScheduler(
             0.0 if every == 0 else config.probe_budget,
             every=every or None,
@@ -405,6 +452,7 @@ class Trainer:
         probing = schedule.every is not None or schedule.budget > 0
         split = split and probing
         split_next = False  # the scheduler asked for a probe: the next step runs split
+        vote = self._vote(schedule) if probing else None
         for step in range(config.steps):
             if stop is not None and stop.is_set():
                 return
@@ -414,6 +462,10 @@ class Trainer:
             if split_next:
                 times, train_s = self.probe.measure_split(batch, self.split_step.run)
                 step_s = got_batch - start + train_s  # the compute pass is no part of it
+            elif vote is not None:  # several workers: the chief's decision rides the step
+                voted = self._voting_step(batch, self._ballots[vote.ballot()])
+                train_s = time.perf_counter() - got_batch
+                step_s = got_batch - start + train_s
             else:
                 self._sync(self.train_fn(batch))
                 train_s = time.perf_counter() - got_batch
@@ -443,7 +495,11 @@ class Trainer:
                     times, cost_s=times.cost_s + max(0.0, schedule.last_split_excess_s)
                 )
                 yield self._phase_event(paid, step, usual_s, got_batch - start, "split-step")
-            if probing and schedule.due():
+            if vote is not None:  # the chief's ballot cast before this step: probe now
+                due = vote.received(voted)
+            else:
+                due = probing and schedule.due()
+            if due:
                 if split:
                     split_next = True
                 else:
@@ -454,6 +510,32 @@ class Trainer:
                     yield self._phase_event(times, step, train_s, got_batch - start, "differenced")
             if config.precision is not None and schedule.known_to(config.precision):
                 return  # known well enough (--precision): the rest of --steps is not needed
+
+    def _voting_step(self, batch, ballot: tf.Tensor) -> float:
+        """One training step with the workers' probe ballots summed in it, synchronised;
+        the sum. Before its first run, checks that the optimizer really skipped its own
+        sum while the step was traced (as :meth:`SplitStep.prepare` does), else the
+        ballot gets an all-reduce of its own (another Keras version)."""
+        if not self._voting_checked:
+            self._voting_checked = True
+            summing = inner_optimizer(self.optimizer)
+            summing._sum_skipped = False
+            self.voting_train_fn.get_concrete_function(batch, ballot)
+            if not summing._sum_skipped:
+                self.voting_train_fn = self._separate_voting_fn
+        done, total = self.voting_train_fn(batch, ballot)
+        self._sync(done)
+        return float(self.strategy.experimental_local_results(total)[0].numpy())
+
+    def _vote(self, schedule: ProbeScheduler) -> StepVote | None:
+        """Several workers probing by budget: the chief's schedule decides for all,
+        through a ballot summed in the step (:mod:`gpuscale.trainer.vote`); None
+        otherwise (one worker, or ``--phase-every K``: every worker counts alike)."""
+        if self.voting_train_fn is None or schedule.every is not None or schedule.budget <= 0:
+            return None
+        self._ballots = {b: tf.constant(b, tf.float32) for b in (0.0, 1.0)}
+        # every worker casts its own ballot; the step keeps replica 0's (worker 0's) alone
+        return StepVote(schedule, chief=True)
 
     def _phase_event(
         self, times: ProbeTimes, step: int, train_s: float, input_s: float, method: str

@@ -97,7 +97,14 @@ def parse_budget(text: str) -> float:
     clock, 0 included, below 100 %)."""
     value = _share(text, "a share of the wall clock")
     if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"the probe budget must be in [0%, 100%), not {text!r}")
+        hint = (
+            f"; for {value:g} percent write {value:g}%"
+            if 1 <= value < 100 and not text.strip().endswith("%")
+            else ""
+        )
+        raise argparse.ArgumentTypeError(
+            f"the probe budget must be in [0%, 100%), not {text!r}{hint}"
+        )
     return value
 
 
@@ -106,7 +113,12 @@ def parse_precision(text: str) -> float:
     0 and below 100 %)."""
     value = _share(text, "a precision (a share of the step)")
     if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"the precision must be in (0%, 100%), not {text!r}")
+        hint = (
+            f"; for {value:g} percent write {value:g}%"
+            if 1 <= value < 100 and not text.strip().endswith("%")
+            else ""
+        )
+        raise argparse.ArgumentTypeError(f"the precision must be in (0%, 100%), not {text!r}{hint}")
     return value
 
 
@@ -117,7 +129,7 @@ def add_trainer_arguments(parser: argparse.ArgumentParser) -> None:
         "--devices",
         type=int,
         metavar="N",
-        help="use N devices: N GPUs (run and watch pick the best-connected N, see 'gpuscale devices'), or N logical CPU devices without a GPU (default: all GPUs, or 2 CPU devices)",
+        help="use N devices: N GPUs (run and watch pick the best-connected N, see 'gpuscale devices'), or N logical CPU devices without a GPU (default: all GPUs, or 2 CPU devices; a script given with -- COMMAND picks its own unless given --devices)",
     )
     g.add_argument(
         "--gpus",

@@ -57,8 +57,13 @@ trainer probes the step after it, split), whatever it costs.
 
 Several workers (MultiWorkerMirroredStrategy) must probe at the same steps: the
 probe's all-reduce is a collective every worker joins, and each worker's own
-timings would schedule it differently. There the budget becomes a fixed period
-(:func:`period_for_budget`), the same on every worker.
+timings would schedule it differently. There worker 0's scheduler decides for
+all, by budget as above, and a vote carries its decision to every worker
+(:mod:`gpuscale.trainer.vote`: in the built-in trainer the ballot rides the
+step's own gradient all-reduce and the probe runs one step after it is asked
+for; the Keras monitor votes between steps, every few steps, and counts the
+votes' cost with ``add_overhead``). ``every=K`` needs no vote: every worker
+counts the same steps.
 """
 
 from __future__ import annotations
@@ -107,8 +112,9 @@ after them ran 16 ms over the usual 39 ms step)."""
 
 def period_for_budget(budget: float, passes: float = 2.0) -> int | None:
     """The fixed probe period that keeps a probe of ``passes`` step-sized passes
-    within ``budget`` (``None`` for a budget of 0: never). For runs whose workers
-    must probe together (no measured cost can be shared among them)."""
+    within ``budget`` (``None`` for a budget of 0: never): what several workers
+    used before they shared worker 0's schedule (:mod:`gpuscale.trainer.vote`);
+    a yardstick for it."""
     if budget <= 0:
         return None
     return max(1, math.ceil(passes / budget))
@@ -160,6 +166,9 @@ class ProbeScheduler:
         ``after_probe_s``); 0 where probes run between steps."""
         self.last_split_excess_s = 0.0
         """The last split step's excess over the usual step (0 before one)."""
+        self.overhead_s = 0.0
+        """What deciding when to probe cost (several workers' votes between steps:
+        :class:`gpuscale.trainer.vote.GapVote`); counted as the probes'."""
         self.probes = 0
         self.shifts = 0
         """Step-time shifts detected."""
@@ -233,7 +242,22 @@ class ProbeScheduler:
         if share is not None:
             self._shares.append(share)
 
+    def add_overhead(self, cost_s: float) -> None:
+        """Deciding cost ``cost_s`` of wall clock (a vote among workers): paid from the
+        probes' budget."""
+        self.overhead_s += cost_s
+
     # -- state ----------------------------------------------------------------------
+    @property
+    def counted_steps(self) -> int:
+        """Counted (non-warm-up) steps added so far (``add_step`` calls)."""
+        return len(self._counted)
+
+    @property
+    def counting(self) -> bool:
+        """The step just added was a counted one (not warm-up; False before any)."""
+        return not self._last_warmup
+
     @property
     def share_halfwidth(self) -> float | None:
         """How well the probed share is known (95 % half-width; None: too few probes).
@@ -273,8 +297,9 @@ class ProbeScheduler:
     def probe_wall_s(self) -> float:
         """What every probe so far cost the run: its passes and the excess of its
         split step and of the step after it (never less than the passes: steps that
-        happened to run faster buy no more probes)."""
-        return self.passes_s + max(0.0, self.after_probe_s + self.split_s)
+        happened to run faster buy no more probes), and what deciding cost
+        (``overhead_s``)."""
+        return self.passes_s + max(0.0, self.after_probe_s + self.split_s) + self.overhead_s
 
     @property
     def probe_costs_s(self) -> tuple[float, ...]:

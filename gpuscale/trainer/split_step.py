@@ -14,7 +14,9 @@ Keras 3's TensorFlow optimizer sums the gradients across replicas itself, inside
 no switch to turn that off. :class:`SkippableSum` is that switch: a mixin for the
 optimizer class whose ``_all_reduce_sum_gradients`` hands the gradients back
 unchanged while :meth:`SkippableSum.gradients_summed` is active (it is active
-only while *apply* is traced, so the fused step keeps its one sum). A
+only while *apply* is traced, so the fused step keeps its one sum; the
+multi-worker step that carries the workers' probe ballot uses it too, in
+:mod:`gpuscale.trainer.loop`). A
 ``LossScaleOptimizer`` (mixed precision on GPU) wraps such an optimizer: it
 unscales the summed gradients and its inner optimizer skips the sum.
 

@@ -217,13 +217,18 @@ def main(argv: list[str] | None = None) -> int:
             emit, lambda config=config: _train(config, emit, stop, training, devices)
         )
         _end(emit, status, steps, began)
-        if devices is not None:  # this count's output ends here, on both streams
+        last = bool(code or status != "completed" or stop.is_set())
+        if devices is not None:
+            if not last:
+                # This count's objects go before its closing line: what TensorFlow's
+                # C++ runtime prints to stderr as they go (an iterator's end, a
+                # collective's rendezvous) is then this count's output, not the next's.
+                devices.release()
+            # this count's output ends here, on both streams
             print(count_over_line(index), flush=True)
             print(count_over_line(index), file=sys.stderr, flush=True)
-        if code or status != "completed" or stop.is_set():
+        if last:
             break  # the counts not run are not reported: the parent knows which ran
-        if devices is not None:
-            devices.release()
     emit.close()
     return code
 

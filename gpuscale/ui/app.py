@@ -301,6 +301,12 @@ class GpuscaleApp(App[int]):
                 title="Run ended",
                 timeout=8,
             )
+        elif end is None and not snap_errors and self.source.info.still_running:
+            self.notify(
+                f"The run is still running: {plural(snap.steps_done, 'step')}, {took} "
+                "recorded so far (replay it again for the rest).",
+                timeout=8,
+            )
         elif end is None and not snap_errors:
             self.notify(
                 f"The run was interrupted after {plural(snap.steps_done, 'step')}, {took} "
@@ -524,15 +530,18 @@ def run_until_stop_signal(app: App) -> str | None:
 
     A watchdog makes the promise hold when the terminal is gone (Textual's
     shutdown can block for ever writing to it): it stops the source itself and,
-    if the process is still here :data:`STOP_SIGNAL_EXIT_S` after the signal,
-    ends it with exit status 130. A second signal ends it as soon as the source
-    is stopped. Returns the name of the signal that ended it, "Ctrl-C" when that
-    key stopped a live run, or None."""
+    if the app is still shutting down :data:`STOP_SIGNAL_EXIT_S` after the signal,
+    ends the process with exit status 130. Once the app has returned the watchdog
+    stands down, and the stop signals stay ignored until gpuscale exits: later
+    signals (a third Ctrl-C, a repeated ``kill``) cut neither the report the
+    command prints next nor the recording (a second signal once ended the process
+    at once, the report unprinted). Returns the name of the signal that ended it,
+    "Ctrl-C" when that key stopped a live run, or None."""
     import asyncio
     import signal
 
     received: list[str] = []
-    stopped = threading.Event()
+    returned = threading.Event()  # app.run() is over: its terminal is given back
 
     def watchdog(began: float) -> None:
         deadline = began + STOP_SIGNAL_EXIT_S
@@ -544,9 +553,8 @@ def run_until_stop_signal(app: App) -> str | None:
                 wait(max(0.0, deadline - time.monotonic()))
         except Exception:  # noqa: BLE001 - the exit below must happen regardless
             pass
-        stopped.set()
-        time.sleep(max(0.3, deadline - time.monotonic()))
-        os._exit(EXIT_INTERRUPTED)
+        if not returned.wait(max(0.3, deadline - time.monotonic())):
+            os._exit(EXIT_INTERRUPTED)  # the shutdown is stuck (a lost terminal)
 
     def on_stop_signal(signum: int, frame: object) -> None:
         received.append(signal.Signals(signum).name)
@@ -554,12 +562,11 @@ def run_until_stop_signal(app: App) -> str | None:
             threading.Thread(
                 target=watchdog, args=(time.monotonic(),), name="gpuscale-stop", daemon=True
             ).start()
-        elif stopped.is_set():
-            os._exit(EXIT_INTERRUPTED)
         try:
             asyncio.get_running_loop().call_soon_threadsafe(app.action_quit_run)
         except RuntimeError:  # the app is not running (yet, or any more)
-            raise KeyboardInterrupt(received[-1]) from None
+            if len(received) == 1:  # a later one: the stop is under way, nothing to add
+                raise KeyboardInterrupt(received[-1]) from None
 
     previous = {}
     for name in ("SIGINT", "SIGTERM", "SIGHUP"):
@@ -569,8 +576,9 @@ def run_until_stop_signal(app: App) -> str | None:
     try:
         app.run()
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        returned.set()
+        for signum, handler in previous.items():  # after a stop signal: ignored till exit
+            signal.signal(signum, signal.SIG_IGN if received else handler)
     if received:
         return received[0]
     return getattr(app, "interrupted_by", None)

@@ -60,6 +60,8 @@ class LiveSweep:
         self.run_factory = run_factory
         self.status_interval_s = status_interval_s
         self.stop_requested = threading.Event()
+        self.finished = threading.Event()
+        """Set when :meth:`run` has returned (or raised): :attr:`view` is final."""
         self.failure: str | None = None
         """Why the sweep ended early, other than a stop request."""
         self._current: Any = None
@@ -80,6 +82,12 @@ class LiveSweep:
             current.stop()
 
     def run(self, on_status: Callback, on_count: Callback) -> SweepView:
+        try:
+            return self._run(on_status, on_count)
+        finally:
+            self.finished.set()
+
+    def _run(self, on_status: Callback, on_count: Callback) -> SweepView:
         points: list[SweepPoint] = list(self.view.points)
         sources: list[str] = list(self.view.sources)
         for index, (n, config) in enumerate(zip(self.view.planned, self.configs, strict=True)):

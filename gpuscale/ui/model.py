@@ -124,6 +124,8 @@ class RunModel:
             self.start: StartEvent | None = None
             self.first_t: float | None = None
             self.last_t: float | None = None
+            self.end_last_t: float | None = None
+            """``last_t`` when the end event came: where the run's duration stops."""
             self.last_step = 0
             self.first_step: int | None = None
             self.steps: deque[StepEvent] = deque(maxlen=STEP_POINTS)
@@ -221,8 +223,13 @@ class RunModel:
                 self._device(event.worker, info.index).info = info
         elif isinstance(event, EndEvent):
             self.end = event
+            self.end_last_t = self.last_t  # the latest t up to the end: where elapsed stops
             start_t = self.start.t if self.start is not None else self.first_t
-            duration_s = run_duration_s(start_t, t) if start_t is not None else event.duration_s
+            duration_s = (
+                run_duration_s(start_t, self.end_last_t or t)
+                if start_t is not None
+                else event.duration_s
+            )
             self._log(
                 t,
                 "gpuscale",
@@ -242,9 +249,11 @@ class RunModel:
         """Copies of what a frame needs; ``logs_after`` skips log lines already drawn."""
         with self._lock:
             start_t = self.start.t if self.start is not None else self.first_t
-            # ended: to the end event (the log's duration), not to the host samples
-            # that still arrive after it (the trial: 10.9 s logged, 11.9 s in the toast)
-            last_t = self.end.t if self.end is not None else self.last_t
+            # ended: to the latest event up to the end event (the log's duration), not
+            # to host samples that still arrive after it (the trial: 10.9 s logged, 11.9
+            # s in the toast), nor back to the end's own t (a trainer composes it before
+            # its last samples are in: elapsed went from 0:21 back to 0:19)
+            last_t = self.end_last_t if self.end is not None else self.last_t
             elapsed = run_duration_s(start_t, last_t) if (last_t and start_t) else 0.0
             steps = list(self.steps)
             return Snapshot(

@@ -58,6 +58,9 @@ class SourceInfo:
     waiting: str | None = None
     """What the header says before the run's start event, when more is known than
     "waiting for the run to start" (a script's name, how long until it is shown)."""
+    still_running: bool = False
+    """A recording with no end event whose writer is alive on this host: the run is
+    in progress (:func:`gpuscale.recording.liveness.writer_alive`), not interrupted."""
 
 
 class EventSource:
@@ -132,6 +135,10 @@ class ReplaySource(EventSource):
         if speed <= 0:
             raise GpuscaleError(f"--speed must be positive, got {speed}")
         self.info = SourceInfo("replay", str(self.path), list(warnings))
+        if not isinstance(events[-1], EndEvent):
+            from gpuscale.recording.liveness import writer_alive
+
+            self.info.still_running = writer_alive(e for e in events if isinstance(e, StartEvent))
         if not isinstance(events[-1], EndEvent) and not read_from_file:
             # (the reader of a file has said so already: one warning, not two)
             self.info.warnings.append(
@@ -307,14 +314,15 @@ class QueueSource(EventSource):
 
 
 def waiting_text(run: Any) -> str | None:
-    """The header's line for a script run before its start: its name, and that its
-    samples are held (and recorded) until its callback's first step or the made-up
-    start after ``start_timeout_s`` (see gpuscale.live.script_run)."""
+    """The header's line for a script run before any start: its name, and when its
+    output shows (its callback's first step or the made-up start after
+    ``start_timeout_s``; its telemetry, with a provisional start, from its first
+    sample: see gpuscale.live.script_run)."""
     timeout_s = getattr(run, "start_timeout_s", None)
     name = getattr(run, "name", None)
     if timeout_s is None or not name:
         return None
-    return f"{name}: waiting for its first step (telemetry shows then, or in {timeout_s:g} s)"
+    return f"{name}: starting (its output shows with its first step, or in {timeout_s:g} s)"
 
 
 class LiveSource(EventSource):

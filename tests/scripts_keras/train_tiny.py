@@ -1,13 +1,14 @@
 """A user's training script for gpuscale's tests (run as a separate process).
 
-    python train_tiny.py STEPS [SLEEP_S]
+    python train_tiny.py STEPS [SLEEP_S] [budget]
 
 Without TF_CONFIG: Keras ``fit`` under MirroredStrategy on 2 logical CPU devices
 with the ScalingMonitor callback, then 4 steps with ``steps_per_execution=2``,
 then 3 steps of a custom loop with ``monitor.step()``. With TF_CONFIG: a custom loop under
 MultiWorkerMirroredStrategy with ``monitor.wrap()`` (Keras 3's ``fit`` does not
 support MultiWorkerMirroredStrategy: keras-team/keras#20585), sleeping SLEEP_S
-after each step so a test can kill a worker mid-run.
+after each step so a test can kill a worker mid-run; probing every 3rd step, or
+with ``budget`` within the default probe budget.
 """
 
 import os
@@ -21,6 +22,7 @@ from gpuscale.keras import ScalingMonitor
 
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 8
 sleep_s = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0
+every = None if sys.argv[3:4] == ["budget"] else 3
 
 
 def tiny_model() -> keras.Model:
@@ -80,7 +82,7 @@ else:
 
         return strategy.run(replica, args=next(iterator))
 
-    monitor = ScalingMonitor(every=3, batch_size=batch)
+    monitor = ScalingMonitor(every=every, batch_size=batch)
     monitor.start(model, strategy)
     step = monitor.wrap(train_step)
     for _ in range(steps):

@@ -137,17 +137,13 @@ def host_lines(
     compact: bool,
     ended: bool = False,
     trainer: HostSample | None = None,
-    started: bool = True,
 ) -> Content:
     """The host: all-core CPU, memory, and the trainer's own CPU and memory
     (``trainer``: the latest sample that measured them, see :func:`trainer_text`);
-    ``ended``: the run is over, so no sample is coming; ``started``: the run's start
-    has come (before it, a script's samples are held back and recorded)."""
+    ``ended``: the run is over, so no sample is coming."""
     if host is None:
         if ended:
             return Content("host: no host samples in this run")
-        if not started:
-            return Content("host: shown when the run starts")
         return Content("host: waiting for the first sample…")
     mem_pct = 100 * host.mem_used_bytes / host.mem_total_bytes if host.mem_total_bytes else None
     mem_tail = f"{fmt.format_gb(host.mem_used_bytes)}/{fmt.format_gb(host.mem_total_bytes)} GB"
@@ -186,8 +182,15 @@ class DeviceCard(Vertical):
         yield self.spark
 
     def show_device(
-        self, device: DeviceState, compact: bool, width: int, ended: bool = False
+        self,
+        device: DeviceState,
+        compact: bool,
+        width: int,
+        ended: bool = False,
+        replicas: int = 1,
     ) -> None:
+        """``replicas``: how many replicas the run has (the card of a lone CPU
+        replica does not speak of others)."""
         body = self.body
         info = device.info
         self.set_class(device.lost, "lost")
@@ -203,9 +206,19 @@ class DeviceCard(Vertical):
                 body.update(
                     Content("\n").join(
                         [
-                            Content("one replica on the host's CPU"),
-                            Content("cores, shared with the other"),
-                            Content("replicas: no per-device numbers,"),
+                            *(
+                                [
+                                    Content("one replica on the host's CPU"),
+                                    Content("cores, shared with the other"),
+                                    Content("replicas: no per-device numbers,"),
+                                ]
+                                if replicas > 1
+                                else [
+                                    Content("the run's only replica, on"),
+                                    Content("the host's CPU cores: no per-"),
+                                    Content("device numbers,"),
+                                ]
+                            ),
                             Content("see the host card"),
                             Content.styled(f"TensorFlow {fmt.visible(tf_name)}", "$text-muted"),
                         ]
@@ -237,9 +250,8 @@ class DeviceCard(Vertical):
         width: int,
         ended: bool = False,
         trainer: HostSample | None = None,
-        started: bool = True,
     ) -> None:
-        self.body.update(host_lines(host, width, compact, ended, trainer, started))
+        self.body.update(host_lines(host, width, compact, ended, trainer))
         if not compact:
             self.spark.data = history or [0.0]
 
@@ -321,14 +333,8 @@ class DeviceGrid(Vertical, can_focus=True):
             return
         ended = snap.end is not None
         cards[0].show_host(
-            snap.host,
-            snap.host_cpu_history_pct,
-            compact,
-            text_width,
-            ended,
-            snap.host_trainer,
-            started=snap.start is not None,
+            snap.host, snap.host_cpu_history_pct, compact, text_width, ended, snap.host_trainer
         )
         for card, device in zip(cards[1:], snap.devices, strict=False):
             card.border_title = device_title(device)
-            card.show_device(device, compact, text_width, ended)
+            card.show_device(device, compact, text_width, ended, replicas=len(snap.devices))

@@ -63,7 +63,10 @@ class RunHeader(Static):
             state, style = "failed", "$text-error"
         elif over or (replay is not None and replay.at_end and not display_paused):
             # the word `gpuscale runs` and replay's summary use too, with its reason
-            state, style = "interrupted (no end event)", "$text-error"
+            if source.still_running:  # recorded so far: its process is still writing
+                state, style = "running (recorded so far)", "$text-warning"
+            else:
+                state, style = "interrupted (no end event)", "$text-error"
         elif snap.start is None:
             state, style = "starting", "$text-warning"
         parts = [

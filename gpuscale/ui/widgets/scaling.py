@@ -13,7 +13,7 @@ from textual.widgets import Static
 from gpuscale.analysis.phase_report import count_precision_text
 from gpuscale.analysis.recommend import Recommendation
 from gpuscale.formatting import format_fraction_pct
-from gpuscale.plots.scaling import NO_SPLIT_NOTE, ScalingChart
+from gpuscale.plots.scaling import ScalingChart
 from gpuscale.plots.terminal import MIN_WIDTH, phase_chart, throughput_chart
 
 THROUGHPUT_PANEL = "scaling-throughput"
@@ -57,7 +57,7 @@ class ScalingChartPanel(Static, can_focus=True):
         if self.chart is None:
             self.update(Text(self.waiting, style="dim"))
         elif self.id == PHASES_PANEL and not self.chart.has_split:
-            self.update(Text(NO_SPLIT_NOTE, style="dim", no_wrap=True, overflow="ellipsis"))
+            self.update(Text(self.chart.split_note, style="dim", no_wrap=True, overflow="ellipsis"))
         elif width < MIN_WIDTH or height < 6:
             self.update(Text("too small for the chart: a bigger terminal", style="dim"))
         elif self.id == THROUGHPUT_PANEL:

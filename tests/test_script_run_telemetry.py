@@ -1,0 +1,87 @@
+"""A script's telemetry flows from its launch (`gpuscale watch -- python train.py`),
+to the consumer (the dashboard) and the recording, while TensorFlow may still be
+importing; the script's own events still wait for its start (or the made-up one
+after ``start_timeout_s``), as before."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from fake_nvml import FakeNvml
+
+from gpuscale.events.schema import GpuSample, HostSample, LogEvent, StartEvent
+from gpuscale.live.script_run import ScriptRun
+from gpuscale.recording.reader import load_run
+
+# Prints a line at once, then waits until the test creates the flag file: the run
+# stays before its start (no callback, start timeout far away) as long as the test needs.
+WAITER = (
+    "import os, sys, time\n"
+    "print('script says hello', flush=True)\n"
+    "while not os.path.exists(sys.argv[1]):\n"
+    "    time.sleep(0.02)\n"
+    "print('script says bye', flush=True)\n"
+)
+
+
+def test_telemetry_reaches_the_consumer_and_the_recording_before_the_scripts_start(tmp_path):
+    flag = tmp_path / "go"
+    path = tmp_path / "run.ndjson"
+    run = ScriptRun(
+        [sys.executable, "-c", WAITER, str(flag)],
+        record=path,
+        start_timeout_s=3600.0,  # never reached: only telemetry may make the start known
+        sample_interval_s=0.1,
+        nvml=FakeNvml.scenario("h100-box"),
+    ).start()
+    try:
+        seen: list = []
+        # Wait for events, not time: a host sample and a GPU sample of each kind must
+        # come while the script waits for the flag (before that, no end is possible).
+        for event in run.events(timeout=60):
+            seen.append(event)
+            if any(isinstance(e, HostSample) for e in seen) and any(
+                isinstance(e, GpuSample) for e in seen
+            ):
+                break
+        assert not run.done, "the telemetry only came with the end of the run"
+        first = seen[0]
+        assert isinstance(first, StartEvent) and first.provisional  # a start, first
+        assert first.model == run.name and first.source == "script"
+        # the script's own output still waits for its start (or the start timeout)
+        assert not any(isinstance(e, LogEvent) and e.source == "script" for e in seen)
+        assert sum(isinstance(e, StartEvent) for e in seen) == 1
+    finally:
+        flag.write_text("")
+    rest = list(run.events(timeout=120))
+    assert run.done and run.status == "completed"
+    everything = seen + rest
+    logs = [e.message for e in everything if isinstance(e, LogEvent) and e.source == "script"]
+    assert logs == ["script says hello", "script says bye"]  # shown after all, in order
+    starts = [e for e in everything if isinstance(e, StartEvent)]
+    assert [s.provisional for s in starts] == [True, False]  # one provisional, then the run's
+    # The recording has the samples from the launch too, before the script's end.
+    loaded = load_run(Path(path))
+    samples = [e for e in loaded.events if isinstance(e, (HostSample, GpuSample))]
+    assert samples and samples[0].t < loaded.end.t
+
+
+def test_run_prints_a_scripts_start_once(tmp_path):
+    """`gpuscale run -- COMMAND` shows no samples: it keeps its telemetry with the
+    script's events, so it prints the run's start once, not a provisional one first."""
+    import os
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuscale", "run", "--no-record", "--"]
+        + [sys.executable, "-c", "import time; print('hi', flush=True); time.sleep(1.5)"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "GPUSCALE_DATA_DIR": str(tmp_path), "COLUMNS": "200"},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    shown = done.stderr + done.stdout  # the progress on stderr, the report on stdout
+    headers = [line for line in shown.splitlines() if " on 1 x CPU, unknown" in line]
+    assert len(headers) == 1, shown
