@@ -89,6 +89,10 @@ def test_ranges_are_carried_when_predictions_have_them():
 def test_ticks_and_numbers():
     assert log_ticks(7000, 60000) == [10000, 20000, 50000]
     assert log_ticks(101, 180) == [101, 180]  # no round value between: the ends
+    # or, for the terminal chart (its axis then reaches them), the round values outside
+    assert log_ticks(101, 180, widen=True) == [100, 200]
+    assert log_ticks(86.2, 182, widen=True) == [50, 100, 200]
+    assert log_ticks(7000, 60000, widen=True) == [10000, 20000, 50000]
     assert linear_ticks(138.6) == [0, 50, 100, 150]
     assert [short_number(v) for v in (37481, 1500000, 950, 0.5)] == ["37k", "1.5M", "950", "0.5"]
 
@@ -248,6 +252,20 @@ def test_plots_package_imports_neither_textual_nor_matplotlib_until_asked():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_throughput_axis_has_round_ticks_over_a_narrow_range():
+    """Two counts whose samples/s lie within a factor of about two (no two round
+    values between them): the axis reaches out to round values (``500 1k``, never the
+    data's own ``876`` or ``86.2``)."""
+    from gpuscale.plots.terminal import throughput_chart
+
+    text = throughput_chart(build_scaling_chart(_rec(*CPU_RUNS, max_devices=2)), 60, 14).plain
+    labels = [line.split("┤")[0].strip() for line in text.splitlines() if "┤" in line]
+    assert len(labels) >= 2, text
+    for label in labels:
+        digits = label.rstrip("kM").replace(".", "").strip("0")
+        assert digits in ("1", "2", "5", "15", "25"), (label, text)
 
 
 def test_probed_counts_whose_phases_did_not_resolve_say_so_not_step_times_only():

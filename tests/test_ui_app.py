@@ -579,3 +579,50 @@ async def test_a_script_waiting_for_its_start_is_named_and_says_why_nothing_show
         host = str(app.device_grid._cards[0].body.render())
         assert "host: waiting for the first sample" in host
         run.queue.put(None)
+
+
+async def test_the_help_is_not_covered_by_toasts_at_80x24():
+    """At 80x24 the toasts (a run's end, a screenshot's path) sat over the help box:
+    while the help is open, no toast covers any of it."""
+    from textual.widgets._toast import Toast
+
+    app = build_app(replay(cpu_run(), end=True))
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await app.settle()
+        for n in range(3):
+            app.notify(f"a long notice number {n}, " * 4, timeout=60)
+        await pilot.pause()
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen) and app.screen.query(Toast)
+        box = app.screen.query_one("#help-box").region
+        covered = {
+            (x, y)
+            for y in range(box.y, box.bottom)
+            for x in range(box.x, box.right)
+            if isinstance(app.screen.get_widget_at(x, y)[0], Toast)
+        }
+        assert not covered, f"{len(covered)} cells of the help under toasts"
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen.query(Toast), "the toasts come back with the dashboard"
+
+
+async def test_a_one_device_run_leaves_the_step_chart_room_at_80x24():
+    """Two full cards (the host and one device: a script's run on one device) took
+    a third of 80x24 and left the step-time chart one row of plot: they condense
+    there, and are full again where the screen has the room."""
+    from gpuscale.ui.widgets.charts import PLOT_FRAME_ROWS, STEP_CHART
+
+    events = synthetic_run(gpus=0, cpu_devices=1, duration_s=20.0)
+    for size, compact in (((80, 24), True), ((80, 40), False)):
+        app = build_app(replay(events, end=True))
+        async with app.run_test(size=size) as pilot:
+            await app.settle()
+            await pilot.pause()
+            await app.settle()
+            await pilot.pause()
+            assert app.device_grid.compact is compact, size
+            chart = app.charts[STEP_CHART]
+            assert chart.content_size.height - PLOT_FRAME_ROWS >= 4, size
+            assert "┤" in str(chart.render())

@@ -64,3 +64,37 @@ def test_a_scripts_colours_are_kept_but_no_other_control_character_reaches_the_t
     assert "\\x07" in shown and "\\x00" in shown and "\\x9b" in shown
     remaining_escapes = shown.replace("\x1b[31m", "").replace("\x1b[0m", "")
     assert "\x1b" not in remaining_escapes
+
+
+class _LongLineApp(App):
+    def compose(self) -> ComposeResult:
+        yield LogPane(id="log")
+
+    def on_mount(self) -> None:
+        notice = "No NVIDIA driver found (libnvidia-ml.so.1 not found): host samples only"
+        lines = [
+            LogLine(1, 0.0, "telemetry", "warning", notice),
+            LogLine(2, 0.1, "gpuscale", "info", "run completed after 60 steps, 1m 19s"),
+        ]
+        self.query_one(LogPane).show(1, lines)
+
+
+async def test_lines_wrapped_at_80_columns_are_wrapped_again_after_a_resize():
+    """The telemetry notice wrapped at 80 columns stayed wrapped at 200: each line is
+    wrapped again at the pane's new width (and back when it narrows)."""
+    app = _LongLineApp()
+    async with app.run_test(size=(60, 10)) as pilot:
+        await pilot.pause()
+        log = app.query_one(LogPane)
+        assert len(log.lines) == 3  # the notice in two lines
+        await pilot.resize_terminal(200, 30)
+        await pilot.pause()
+        await pilot.pause()
+        assert [strip.text.rstrip() for strip in log.lines] == [
+            "[telemetry] No NVIDIA driver found (libnvidia-ml.so.1 not found): host samples only",
+            "[gpuscale] run completed after 60 steps, 1m 19s",
+        ]
+        await pilot.resize_terminal(60, 10)
+        await pilot.pause()
+        await pilot.pause()
+        assert len(log.lines) == 3

@@ -219,6 +219,34 @@ async def test_eight_gpus_are_all_named_under_the_utilization_chart_at_120_colum
     assert "…" not in legend and len(legend) <= width
 
 
+async def test_step_time_ticks_are_round_at_every_scale_and_size():
+    """``1,000 2,000 3,000 4,000`` (or 1, 2 or 5 x 10^k apart at any scale): never
+    plotext's ``1704.7 2672.3 3783.3``; the ticks cover every step drawn."""
+    import dataclasses
+    import math
+
+    from gpuscale.ui.widgets.charts import binned
+
+    _app, snap = await _final_snapshot(cpu_run())
+    for scale in (0.01, 1.0, 13.7, 27.3):  # step times of ~2 ms to ~5 s
+        scaled = dataclasses.replace(snap, step_times_s=[t * scale for t in snap.step_times_s])
+        pairs = zip(scaled.step_times_s, snap.steps_warmup, strict=True)
+        counted = [t * 1000 for t, warm in pairs if not warm]
+        for width, height in ((40, 12), (60, 30), (44, 8)):
+            chart = build_step_chart(scaled, width, height).plain
+            labels = [line.split("┤")[0].strip() for line in chart.splitlines() if "┤" in line]
+            ticks = sorted(float(label.replace(",", "")) for label in labels)
+            assert len(ticks) >= 2, (scale, width, height, chart)
+            gaps = {round(b - a, 9) for a, b in zip(ticks, ticks[1:], strict=False)}
+            assert len(gaps) == 1, (scale, width, height, labels)
+            gap = gaps.pop()
+            mantissa = gap / 10 ** math.floor(math.log10(gap))
+            assert round(mantissa, 6) in (1.0, 2.0, 5.0), (scale, labels)
+            assert all(round(t / gap, 6).is_integer() for t in ticks), (scale, labels)
+            _, drawn = binned(counted, counted, max(2 * (width - 16), 8))  # as drawn
+            assert ticks[0] <= min(drawn) and ticks[-1] >= max(drawn), (scale, labels)
+
+
 async def test_a_lone_cpu_replica_card_speaks_of_no_other_replicas():
     """`gpuscale watch -- python train.py` on a CPU: one replica, whose card said
     "shared with the other replicas"; with two it still says so."""

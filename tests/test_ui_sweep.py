@@ -231,10 +231,42 @@ def test_the_scaling_view_off_a_terminal_prints_what_recommend_from_prints(
 
 async def test_a_heading_too_long_for_two_lines_still_leaves_the_state_line():
     view = gpu_sweep()
-    view.heading = "Sweep on CPU logical devices, NOT GPUs " + "(a long note) " * 30
+    view.heading = "Sweep on CPU logical devices, NOT GPUs, " + "a long note " * 30
     app = SweepApp(view)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         lines = _text_of(app.header_panel).splitlines()
         assert len(lines) == 3 and lines[1].rstrip().endswith("…")
         assert lines[2].strip().startswith("COMPLETE  devices: 1✓ 2✓ 4✓ 8✓")
+
+
+NO_NVML_HEADING = (
+    "Sweep on CPU logical devices, NOT GPUs (No NVIDIA driver found (libnvidia-ml.so.1 "
+    "not found)); they share 2 CPU cores, so this shows the tool working, not what "
+    "GPUs would do; device counts 1, 2; one TensorFlow process for counts 1, 2"
+)
+"""What ``recommend --watch`` says on a machine without NVIDIA's driver."""
+
+
+async def test_a_narrow_header_shortens_the_heading_rather_than_cutting_it():
+    """At 80 columns the NVML message took the heading's two lines and cut the rest
+    (``so…``): the aside goes, then the last clauses, so what matters is whole; the
+    whole heading is the header's tooltip, and is shown as is where it fits."""
+    view = cpu_sweep()
+    view.heading = NO_NVML_HEADING
+    app = SweepApp(view)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        lines = _text_of(app.header_panel).splitlines()
+        shown = " ".join(line.strip() for line in lines[:2])
+        assert "…" not in shown, lines
+        assert "NOT GPUs" in shown and "not what GPUs would do" in shown, lines
+        assert "libnvidia-ml" not in shown
+        assert lines[2].strip().startswith("COMPLETE")
+        assert app.header_panel.tooltip == NO_NVML_HEADING
+        await pilot.resize_terminal(200, 40)
+        await pilot.pause()
+        await pilot.pause()
+        shown = " ".join(line.strip() for line in _text_of(app.header_panel).splitlines())
+        assert "libnvidia-ml.so.1 not found" in shown and "one TensorFlow process" in shown
+        assert app.header_panel.tooltip is None

@@ -325,3 +325,25 @@ def test_watch_snapshot_of_a_run_in_progress(snap_compare, size):
         assert snap_compare(app, terminal_size=size, run_before=run_before)
     finally:
         runner.stop()
+
+
+def test_the_status_line_says_a_probe_longer_than_the_median_step_is_not_resolved():
+    """The header said ``1301 ms/step | compute 1050 ms, all-reduce 619 ms`` (a probe
+    longer than the step): it says such a probe is not resolved, as the chart does."""
+    import msgspec
+
+    from gpuscale.events.schema import PhaseEvent, StepEvent
+    from gpuscale.ui.live_sweep import _status
+
+    step = next(e for e in synthetic_run() if isinstance(e, StepEvent) and not e.warmup)
+    probe = next(e for e in synthetic_run() if isinstance(e, PhaseEvent))
+    line = _status(2, step, "", 60)
+    median_s = step.step_time_s
+    fits = msgspec.structs.replace(
+        probe, compute_s=0.5 * median_s, allreduce_s=0.1 * median_s, apply_s=0.0, input_s=0.0
+    )
+    assert "compute" in _status(2, fits, line, 60, median_s)
+    over = msgspec.structs.replace(fits, compute_s=1.5 * median_s)
+    said = _status(2, over, line, 60, median_s)
+    assert "not resolved" in said and "compute" not in said, said
+    assert said.startswith(line.partition(" | ")[0])

@@ -206,21 +206,28 @@ def _phases(row) -> tuple[float, float, float, float] | None:
     return compute, exchange, apply, wait
 
 
-def log_ticks(low: float, high: float) -> list[float]:
+def log_ticks(low: float, high: float, *, widen: bool = False) -> list[float]:
     """Round tick values (1, 2, 5 x 10^k) between ``low`` and ``high`` for a log
-    axis, at least two: the ends themselves when no round value falls between."""
+    axis, at least two: where fewer than two round values fall between, the ends
+    themselves, or with ``widen`` the round values just outside them (``86.2``,
+    ``182`` -> ``50 100 200``: the axis is then drawn from the first to the last)."""
     import math
 
     if low <= 0 or high <= 0:
         return [low, high]
-    ticks = []
-    for exp in range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1):
+    ticks, below, above = [], None, None
+    for exp in range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 2):
         for mantissa in (1, 2, 5):
             value = mantissa * 10.0**exp
             if low <= value <= high:
                 ticks.append(value)
+            elif value < low:
+                below = value
+            elif above is None:
+                above = value
     if len(ticks) < 2:
-        ticks = sorted({low, high, *ticks})
+        ends = [below, above] if widen and below and above else [low, high]
+        ticks = sorted({*ends, *ticks})
     return ticks
 
 

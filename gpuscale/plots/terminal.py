@@ -99,7 +99,8 @@ def throughput_chart(chart: ScalingChart, width: int, height: int) -> Text:
             [_x(chosen.devices)], [_y(chosen.throughput)], color=RECOMMENDED_COLOR, marker="◆"
         )
     fig.xticks([_x(n) for n in chart.counts], [str(n) for n in chart.counts])
-    ticks = log_ticks(low, high)
+    ticks = log_ticks(low, high, widen=True)
+    fig.ylim(_y(min(ticks[0], low)), _y(max(ticks[-1], high)))
     fig.yticks([_y(t) for t in ticks], [short_number(t) for t in ticks])
     span = _x(chart.counts[-1]) - _x(chart.counts[0]) or 1.0
     fig.xlim(_x(chart.counts[0]) - span * 0.04, _x(chart.counts[-1]) + span * 0.04)

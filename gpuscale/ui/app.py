@@ -24,6 +24,7 @@ from textual.screen import Screen
 from textual.widgets import Footer
 from textual.worker import get_current_worker
 
+from gpuscale.analysis.summary import RunSummary
 from gpuscale.errors import EXIT_INTERRUPTED
 from gpuscale.events.schema import EndEvent
 from gpuscale.formatting import format_duration_s, plural
@@ -221,8 +222,9 @@ class GpuscaleApp(App[int]):
     def build_charts(self, sizes: dict[str, tuple[int, int]]) -> None:
         """Charts and the analysis, off the UI thread; results arrive as messages."""
         self._charted_sizes = sizes
-        self.post_message(ChartsReady(self.compute_charts(sizes)))
-        self.post_message(AdviceReady(self.analyze()))
+        analysis = self.analyze()
+        self.post_message(ChartsReady(self.compute_charts(sizes, analysis[1])))
+        self.post_message(AdviceReady(analysis))
 
     def analyze(self) -> tuple[int, object, object]:
         """(model version, RunSummary, Recommendation or None) for the panel; the
@@ -230,8 +232,14 @@ class GpuscaleApp(App[int]):
         version, summary = self.model.summary()
         return version, summary, predict_from_run(self.model.start, summary)
 
-    def compute_charts(self, sizes: dict[str, tuple[int, int]]) -> ChartTexts:
-        return render_charts(self.model.snapshot(logs_after=2**62), sizes)
+    def compute_charts(
+        self, sizes: dict[str, tuple[int, int]], summary: RunSummary | None = None
+    ) -> ChartTexts:
+        """The charts at ``sizes``; the phase breakdown agrees with ``summary`` (the
+        run's analysis, computed here when not given)."""
+        if summary is None:
+            summary = self.model.summary()[1]
+        return render_charts(self.model.snapshot(logs_after=2**62), sizes, summary)
 
     def on_charts_ready(self, message: ChartsReady) -> None:
         if self._hold(message):

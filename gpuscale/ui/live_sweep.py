@@ -14,6 +14,7 @@ measured stay, and the view says the recommendation rests on them.
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from gpuscale.formatting import format_ms, plural
 from gpuscale.recording.sweeps import new_sweep_id
 from gpuscale.ui.model import RunModel
 from gpuscale.ui.sweep_app import SweepView
+from gpuscale.ui.widgets.charts import longer_than_step
 
 Callback = Callable[[SweepView], None]
 
@@ -130,12 +132,17 @@ class LiveSweep:
             status = f"{n} device{'s' if n > 1 else ''}: starting TensorFlow"
             on_status(replace(self.view, status_line=status))
             steps = getattr(config, "steps", None)
+            counted_s: list[float] = []  # the counted steps' times, for the probes' check
             while True:
                 finished = run.done  # then what is queued is all there is
                 for event in run.events(timeout=0.05 if finished else 0.1):
                     acc.add(event)
                     model.absorb([event])
-                    status = _status(n, event, status, steps)
+                    if isinstance(event, StepEvent) and not event.warmup:
+                        counted_s.append(event.step_time_s)
+                    probe = isinstance(event, PhaseEvent) and counted_s
+                    median_s = statistics.median(counted_s) if probe else None
+                    status = _status(n, event, status, steps, median_s)
                     if time.monotonic() - last >= self.status_interval_s:
                         last = time.monotonic()
                         on_status(replace(self.view, status_line=status))
@@ -162,8 +169,12 @@ class LiveSweep:
         return point_from_summary(summary, acc.start, source), None
 
 
-def _status(n: int, event: Any, previous: str, steps: int | None) -> str:
-    """One line on the run in progress: its step, step time and phases."""
+def _status(
+    n: int, event: Any, previous: str, steps: int | None, median_step_s: float | None = None
+) -> str:
+    """One line on the run in progress: its step, step time and the last probe's
+    phases, or, where they add up to more than the median step so far
+    (``median_step_s``), that they are not resolved (as the phase chart says)."""
     who = f"{n} device{'s' if n > 1 else ''}"
     if isinstance(event, StepEvent):
         of = f"/{steps}" if steps else ""
@@ -172,6 +183,8 @@ def _status(n: int, event: Any, previous: str, steps: int | None) -> str:
         return f"{who}: step {event.step + 1}{of}, {what}" + (f" | {phases}" if phases else "")
     if isinstance(event, PhaseEvent):
         head = previous.partition(" | ")[0]
+        if longer_than_step(event, median_step_s):
+            return f"{head} | last probe longer than the median step: not resolved"
         return (
             f"{head} | compute {format_ms(event.compute_s, 0)}, all-reduce "
             f"{format_ms(event.allreduce_s, 0)}, apply {format_ms(event.apply_s, 0)}"

@@ -18,6 +18,7 @@ condense to a line each first).
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -154,6 +155,7 @@ class SweepHeader(Static):
     def show(self, view: SweepView) -> None:
         self._view = view
         heading = Text(view.heading, style="bold")
+        self.tooltip = None
         text = Text()
         state = {"running": "RUNNING", "complete": "COMPLETE", "stopped": "STOPPED"}[view.state]
         text.append(
@@ -175,9 +177,21 @@ class SweepHeader(Static):
         if width <= 0:  # not laid out yet: drawn again on resize
             self.update(Text("\n").join([heading, text]))
             return
-        top = self._wrapped(heading, width, HEADER_LINES - 1)
+        top = self._wrapped(self._fitting(view.heading, width), width, HEADER_LINES - 1)
         bottom = self._wrapped(text, width, HEADER_LINES - len(top))
         self.update(Text("\n").join([*top, *bottom]))
+
+    def _fitting(self, heading: str, width: int) -> Text:
+        """The heading as it fits in its lines: whole where it does, else shortened
+        (:func:`shorter_headings`) rather than cut mid-sentence; the whole one is
+        then the header's tooltip."""
+        most = HEADER_LINES - 1
+        for candidate in shorter_headings(heading):
+            text = Text(candidate, style="bold")
+            if len(text.wrap(self.app.console, width)) <= most:
+                break
+        self.tooltip = heading if candidate != heading else None
+        return text
 
     def _wrapped(self, text: Text, width: int, most: int) -> list[Text]:
         """``text`` wrapped to ``width``, in ``most`` lines at most (the last cut with …)."""
@@ -195,6 +209,26 @@ class SweepHeader(Static):
 
 HEADER_LINES = 3
 """The scaling view's header: at most this many lines (its CSS max-height)."""
+
+_ASIDE = re.compile(r"\s*\((?:[^()]|\([^()]*\))*\)")
+"""A parenthesised aside, one nested level included: ``(No NVIDIA driver found
+(libnvidia-ml.so.1 not found))``."""
+
+
+def shorter_headings(heading: str) -> list[str]:
+    """``heading``, then ever shorter forms of it for a narrow terminal: without its
+    asides in parentheses (the NVML message of a sweep on CPU devices), then without
+    its ``; ``-clauses from the last one on (the device counts, which the state line
+    shows, and how the sweep runs), the first clause always kept. What the heading
+    says first is what matters most, so nothing important is cut mid-word."""
+    forms = [heading]
+    plain = _ASIDE.sub("", heading).strip()
+    if plain and plain != heading:
+        forms.append(plain)
+    clauses = forms[-1].split("; ")
+    for keep in range(len(clauses) - 1, 0, -1):
+        forms.append("; ".join(clauses[:keep]))
+    return forms
 
 
 RUN_REFRESH_HZ = 4.0
@@ -312,7 +346,8 @@ class SweepApp(App[int]):
             return
         if now:
             self._run_sizes = sizes
-            self.on_charts_ready(ChartsReady(render_charts(model.snapshot(2**62), sizes)))
+            charts = render_charts(model.snapshot(2**62), sizes, model.summary()[1])
+            self.on_charts_ready(ChartsReady(charts))
         elif time.monotonic() - self._run_chart_built >= RUN_CHART_INTERVAL_S:
             self._run_chart_built = time.monotonic()
             self._run_sizes = sizes
@@ -327,7 +362,7 @@ class SweepApp(App[int]):
 
     @work(thread=True, exclusive=True, group="run-charts", exit_on_error=False)
     def _build_run_charts(self, model: RunModel, sizes: dict[str, tuple[int, int]]) -> None:
-        charts = render_charts(model.snapshot(logs_after=2**62), sizes)
+        charts = render_charts(model.snapshot(logs_after=2**62), sizes, model.summary()[1])
         if model is self._run_model:  # else the next count started meanwhile
             self.post_message(ChartsReady(charts))
 

@@ -11,6 +11,11 @@ from rich.text import Text
 from textual.widgets import Static
 from textual_plotext.plot import Plot
 
+from gpuscale.analysis.metrics import PARTS_TOLERANCE
+from gpuscale.analysis.phase_report import phase_items
+from gpuscale.analysis.summary import RunSummary
+from gpuscale.events.schema import PhaseEvent
+from gpuscale.formatting import format_duration_s
 from gpuscale.plots.terminal import legend_text
 from gpuscale.ui.messages import ChartTexts
 from gpuscale.ui.model import Snapshot
@@ -90,9 +95,34 @@ def even_ticks(high: float, wanted: int) -> list[float]:
     return [n * step for n in range(math.ceil(high / step - 1e-9) + 1)]
 
 
+def round_ticks(low: float, high: float, rows: int) -> list[float]:
+    """Round ticks (1, 2 or 5 x 10^k apart) from at or below ``low`` to at or above
+    ``high``, about one per two of the axis's ``rows`` (two to six): ``1000 2000
+    3000 4000`` where plotext's own are ``1704.7 2672.3 3783.3``. A flat series
+    (``low == high``) gets the round values either side of it."""
+    import math
+
+    wanted = max(2, min(6, (rows + 1) // 2))
+    if high <= low:
+        spread = abs(low) * 0.1 or 1.0
+        low, high = low - spread, high + spread
+    raw = (high - low) / (wanted - 1)
+    exp = math.floor(math.log10(raw))
+    for step in (m * 10.0**e for e in range(exp, exp + 3) for m in (1, 2, 5)):
+        if step < raw:
+            continue
+        first, last = math.floor(low / step + 1e-9), math.ceil(high / step - 1e-9)
+        if last - first + 1 <= wanted:
+            return [round(n * step, 12) for n in range(first, last + 1)]
+    return [low, high]  # not reached: some step of the three decades fits
+
+
 def tick_label(value: float) -> str:
-    """``120`` rather than ``120.0``; ``0.5`` where the ticks are fractions."""
-    return f"{value:.0f}" if abs(value - round(value)) < 1e-9 else f"{value:g}"
+    """``120`` rather than ``120.0``; ``0.5`` where the ticks are fractions; ``1,500``
+    with a thousands separator."""
+    if abs(value - round(value)) < 1e-9:
+        return f"{value:,.0f}"
+    return f"{value:g}"
 
 
 MIN_BAR_SLOTS = 8
@@ -124,47 +154,123 @@ def build_step_chart(snap: Snapshot, width: int, height: int) -> Text:
     x, y = binned(steps, [snap.step_times_s[i] * 1000 for i in keep], max_points)
     plot.plot(x, y, color="cyan", marker="braille")
     _whole_xticks(plot, x, width)
+    yticks = round_ticks(min(y), max(y), height - PLOT_FRAME_ROWS)
+    plot.ylim(yticks[0], yticks[-1])
+    plot.yticks(yticks, [tick_label(t) for t in yticks])
     plot.xlabel("step (warm-up, not measured)" if warmup_only else "step")
     plot.ylabel("ms")
     return Text.from_ansi(plot.build(), no_wrap=True)
 
 
-def build_breakdown_chart(snap: Snapshot, width: int, height: int) -> Text:
-    """A stacked bar per measured step: compute, exposed all-reduce, apply, input;
-    the legend on a line under the chart, never over the bars."""
+PHASE_NAMES = ("compute", "all-reduce", "apply", "input")
+"""The breakdown chart's phases, in stacking order (colours: :data:`PHASE_COLORS`)."""
+PHASE_LABELS = {
+    "compute": "compute",
+    "exposed all-reduce": "all-reduce",
+    "apply": "apply",
+    "input wait": "input",
+}
+"""The summary's phase labels (:func:`gpuscale.analysis.phase_report.phase_items`) as
+the chart names them."""
+UNRESOLVED_COLOR = "gray"
+"""A phase the summary says is not resolved: drawn, but in no phase's colour."""
+
+
+def unresolved_phases(summary: RunSummary | None) -> set[str]:
+    """The chart's phases the summary's text calls "not resolved" (all of them where
+    the probes' phases do not add up to the median step): the chart says so too."""
+    if summary is None or not summary.phase_steps:
+        return set()
+    return {
+        PHASE_LABELS[item.label]
+        for item in phase_items(summary)
+        if "not resolved" in item.value and item.label in PHASE_LABELS
+    }
+
+
+def probe_total_s(phase: PhaseEvent) -> float:
+    """A probe's phases added up: compute + exposed all-reduce + apply + input wait."""
+    return phase.compute_s + phase.allreduce_s + phase.apply_s + phase.input_s
+
+
+def longer_than_step(phase: PhaseEvent, step_s: float | None) -> bool:
+    """Whether a probe's phases add up to more than the median step ``step_s``
+    beyond the tolerance the summary allows the parts
+    (:data:`gpuscale.analysis.metrics.PARTS_TOLERANCE`): such a probe is not a split
+    of the step, and the chart never draws a bar longer than the step."""
+    return step_s is not None and probe_total_s(phase) > step_s * (1 + PARTS_TOLERANCE)
+
+
+def build_breakdown_chart(
+    snap: Snapshot, width: int, height: int, summary: RunSummary | None = None
+) -> Text:
+    """A stacked bar per probed step: compute, exposed all-reduce, apply, input; the
+    legend on a line under the chart, never over the bars. With the run's
+    ``summary`` the chart agrees with its text: a probe whose phases add up to more
+    than the median step is not drawn (the axis says how many), and a phase the
+    text calls not resolved is drawn grey, its legend saying so."""
     phases = snap.phases[-max(4, (width - 10) // 2) :]
     if not phases:
         return _empty(
             width, "the phase breakdown appears after the first probe (after the warm-up)"
         )
+    step_s = summary.step_time_s if summary is not None else None
+    drawn = [p for p in phases if not longer_than_step(p, step_s)]
+    left_out = len(phases) - len(drawn)
+    if not drawn:
+        who = "the probe adds" if left_out == 1 else f"each of the {left_out} probes here adds"
+        return _empty(
+            width,
+            f"phases not resolved: {who} up to more than the median step "
+            f"({format_duration_s(step_s or 0.0)}): no bar drawn (see the summary)",
+        )
+    unresolved = unresolved_phases(summary)
+    colors = [
+        UNRESOLVED_COLOR if name in unresolved else color
+        for name, color in zip(PHASE_NAMES, PHASE_COLORS, strict=True)
+    ]
     legend = None
     if height >= 8:
-        names = ("compute", "all-reduce", "apply", "input")
-        legend = legend_text(
-            [("█", color, name) for name, color in zip(names, PHASE_COLORS, strict=True)], width
-        )
+        if unresolved >= set(PHASE_NAMES) - {"input"}:  # nothing of the split is known
+            entries = [("█", UNRESOLVED_COLOR, "phases not resolved (see the summary)")]
+            if "input" not in unresolved:  # the input wait is timed apart: still its own
+                entries.append(("█", PHASE_COLORS[-1], "input"))
+        else:
+            entries = [
+                ("█", color, f"{name}: not resolved" if name in unresolved else name)
+                for name, color in zip(PHASE_NAMES, colors, strict=True)
+            ]
+        legend = legend_text(entries, width)
     plot = _new_plot(width, height - (len(legend.split()) if legend is not None else 0))
     series = [
-        [p.compute_s * 1000 for p in phases],
-        [p.allreduce_s * 1000 for p in phases],
-        [p.apply_s * 1000 for p in phases],
-        [p.input_s * 1000 for p in phases],
+        [p.compute_s * 1000 for p in drawn],
+        [p.allreduce_s * 1000 for p in drawn],
+        [p.apply_s * 1000 for p in drawn],
+        [p.input_s * 1000 for p in drawn],
     ]
     plot.stacked_bar(
-        [str(p.step) for p in phases],
+        [str(p.step) for p in drawn],
         series,
-        color=list(PHASE_COLORS),
-        width=0.6 if len(phases) < MIN_BAR_SLOTS else 0.8,
+        color=colors,
+        width=0.6 if len(drawn) < MIN_BAR_SLOTS else 0.8,
     )
     # Explicit ticks: plotext's own choice for string labels varies between runs.
-    every = max(1, -(-len(phases) * 5 // max(width - 8, 1)))
-    plot.xticks(list(range(1, len(phases) + 1, every)), [str(p.step) for p in phases][::every])
-    plot.xlim(0.4, max(len(phases), MIN_BAR_SLOTS) + 0.6)  # a few probes: narrow bars, left
+    every = max(1, -(-len(drawn) * 5 // max(width - 8, 1)))
+    plot.xticks(list(range(1, len(drawn) + 1, every)), [str(p.step) for p in drawn][::every])
+    plot.xlim(0.4, max(len(drawn), MIN_BAR_SLOTS) + 0.6)  # a few probes: narrow bars, left
     totals = [sum(parts) for parts in zip(*series, strict=True)]
     yticks = even_ticks(max(totals), max(2, min(6, (height - 4) // 2)))
     plot.ylim(0, yticks[-1])
     plot.yticks(yticks, [tick_label(t) for t in yticks])
-    plot.xlabel("probed step" if len(phases) > 1 else "probed step (one probe so far)")
+    label = "probed step" if len(drawn) > 1 else "probed step (one probe so far)"
+    if left_out:  # the longest form that fits (plotext drops a label wider than the plot)
+        forms = (
+            f"probed step; {left_out} longer than the median step: not drawn",
+            f"probed step; {left_out} > median step: not drawn",
+            f"{left_out} > median step: not drawn",
+        )
+        label = next((f for f in forms if len(f) <= width - 8), forms[-1])
+    plot.xlabel(label)
     text = Text.from_ansi(plot.build().rstrip("\n"), no_wrap=True)
     if legend is not None:
         text.append("\n")
@@ -273,11 +379,18 @@ BUILDERS = {
 }
 
 
-def render_charts(snap: Snapshot, sizes: dict[str, tuple[int, int]]) -> ChartTexts:
-    """Every chart of ``sizes`` drawn from ``snap`` at its (width, height): call it
-    off the UI thread, and show the result with :class:`ChartPanel`."""
+def render_charts(
+    snap: Snapshot, sizes: dict[str, tuple[int, int]], summary: RunSummary | None = None
+) -> ChartTexts:
+    """Every chart of ``sizes`` drawn from ``snap`` at its (width, height), the phase
+    breakdown agreeing with the run's ``summary`` (see :func:`build_breakdown_chart`):
+    call it off the UI thread, and show the result with :class:`ChartPanel`."""
     texts = {
-        chart_id: BUILDERS[chart_id](snap, width, height)
+        chart_id: (
+            build_breakdown_chart(snap, width, height, summary)
+            if chart_id == BREAKDOWN_CHART
+            else BUILDERS[chart_id](snap, width, height)
+        )
         for chart_id, (width, height) in sizes.items()
     }
     return ChartTexts(snap.version, texts, dict(sizes))

@@ -25,6 +25,11 @@ COMPACT_MARK_WIDTH = 1
 """Columns of the mark that starts each one-line card (its left border)."""
 MAX_SHARE_OF_SCREEN = 0.42
 """Full cards may take at most this share of the screen's height."""
+MIN_ROWS_LEFT = 19
+"""Rows full cards must leave to the rest of the screen, else they condense: the
+dashboard's header (2), the grid's border (1), a chart with four rows of plot (10),
+the log (5) and the footer (1). At 80x24 one row of full cards (a run on one device,
+or a script's before its devices are known) left the step-time chart one row."""
 
 HOST_KEY = "host"
 
@@ -285,7 +290,11 @@ class DeviceGrid(Vertical, can_focus=True):
         screen_height = self.app.size.height
         columns = max(1, width // CARD_MIN_WIDTH)
         rows = math.ceil(count / columns)
-        if rows * CARD_HEIGHT <= screen_height * self.max_share:
+        cards_height = rows * CARD_HEIGHT
+        if (
+            cards_height <= screen_height * self.max_share
+            and screen_height - cards_height >= MIN_ROWS_LEFT
+        ):
             card_width = (width - (columns - 1)) // columns
             return columns, False, card_width - 4  # border and padding
         columns = max(1, width // COMPACT_MIN_WIDTH)

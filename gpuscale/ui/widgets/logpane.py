@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections import deque
+
 from rich.text import Text
+from textual.events import Resize
 from textual.widgets import RichLog
 
 from gpuscale.formatting import visible
@@ -12,11 +15,20 @@ from gpuscale.ui.model import LogLine
 LEVEL_STYLES = {"error": "bold red", "warning": "yellow", "debug": "dim", "info": ""}
 
 
+MAX_LINES = 2000
+"""Lines the pane keeps (as the model's log lines, before wrapping)."""
+
+
 class LogPane(RichLog):
-    """Appends the lines it has not shown yet; cleared when a replay seeks back."""
+    """Appends the lines it has not shown yet; cleared when a replay seeks back.
+    Lines are wrapped to the pane's width, and wrapped again when that changes (a
+    line wrapped at 80 columns is one line again at 200)."""
 
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id, max_lines=2000, wrap=True, markup=False, highlight=False)
+        super().__init__(id=id, max_lines=MAX_LINES, wrap=True, markup=False, highlight=False)
+        self._shown: deque[Text] = deque(maxlen=MAX_LINES)
+        """Every line written, unwrapped: written again at a new width."""
+        self._wrapped_at = 0
         self.border_title = "Log"
         self.last_seq = 0
         self.epoch = 0
@@ -36,6 +48,7 @@ class LogPane(RichLog):
             self.last_seq = 0
             self.hidden = 0
             self.clear()
+            self._shown.clear()
         for line in lines:
             if line.seq <= self.last_seq:
                 continue
@@ -48,7 +61,9 @@ class LogPane(RichLog):
             # a script's progress bar: its last state, in its own colours; other control
             # characters shown, not obeyed
             message = Text.from_ansi(settle_visible(line.message), style=style)
-            self.write(Text(visible(prefix), style=style) + message)
+            text = Text(visible(prefix), style=style) + message
+            self._shown.append(text)
+            self.write(text)
         if self.show_debug:
             self.border_subtitle = "d hides debug lines"
         elif self.hidden:
@@ -57,3 +72,15 @@ class LogPane(RichLog):
             )
         else:
             self.border_subtitle = ""
+
+    def on_resize(self, event: Resize) -> None:
+        """Wrap every line again at the new width (RichLog wraps once, when written)."""
+        width = self.scrollable_content_region.width
+        if self._wrapped_at and width != self._wrapped_at and self._shown:
+            at_end = self.scroll_offset.y >= self.max_scroll_y
+            self.clear()
+            for text in self._shown:
+                self.write(text, width=width, scroll_end=False)
+            if at_end:
+                self.scroll_end(animate=False)
+        self._wrapped_at = width

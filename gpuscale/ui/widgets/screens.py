@@ -34,6 +34,11 @@ class HelpScreen(ModalScreen[None]):
     #help-box Static {
         width: auto;
     }
+    /* The toasts (a run's end, a screenshot's path) would cover the help at 80x24:
+       hidden while it is open, back with the dashboard (those not yet expired). */
+    Toast {
+        visibility: hidden;
+    }
     """
 
     def __init__(self, replay: bool = False, *, sweep: bool = False) -> None:
