@@ -136,3 +136,19 @@ def test_a_phase_within_the_step_keeps_its_value():
     assert format_phase_in_step_s(0.2471, None, 0.263, 1, 2) == "247.1 ms"
     assert format_phase_in_step_s(0.263, 0.01, 0.2471, 4, 2).startswith("\u2248 the whole step")
     assert format_phase_in_step_s(None, None, 0.2, 1) == "n/a"
+
+
+def test_a_value_no_larger_than_its_halfwidth_as_shown_is_not_resolved():
+    # the half-cut sample's replay: 5.32 ± 5.28 ms printed as "5.3 ± 5.3 ms" was
+    # called resolved; as shown, the value is no larger than its half-width
+    from gpuscale.analysis.metrics import resolved
+    from gpuscale.formatting import format_phase_s
+
+    assert format_phase_s(0.00532, 0.00528) == "< 10.6 ms (not resolved)"
+    assert not resolved(0.00532, 0.00528)
+    assert resolved(0.0054, 0.0053)
+    text = "\n".join(
+        phase_lines(_summary(allreduce_s=0.00532, allreduce_err_s=0.00528, comm_share=0.036), 2)
+    )
+    assert "exposed all-reduce < 10.6 ms (not resolved)" in text
+    assert "3.6%" not in text

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from gpuscale import formatting
+
 
 def percentile(values: Sequence[float], q: float) -> float:
     """The ``q``-th percentile (0-100) with linear interpolation between the two
@@ -129,13 +131,10 @@ def median_halfwidth(values: Sequence[float]) -> float | None:
     return 1.96 * 1.2533 * 1.4826 * mad / math.sqrt(n)
 
 
-def resolved(value: float | None, halfwidth: float | None) -> bool:
-    """A measured phase is *resolved* when it stands out of its own noise:
-    ``value > halfwidth`` (a phase with no stated uncertainty is resolved when
-    positive). Unresolved phases are shown as ``< value + halfwidth``."""
-    if value is None:
-        return False
-    return value > (halfwidth or 0.0)
+resolved = formatting.resolved
+"""A measured phase is *resolved* when, as shown, it is larger than its own noise
+(``value > halfwidth`` at the last digit printed); one rule for every view, kept in
+:func:`gpuscale.formatting.resolved`, which the formatting of phases uses too."""
 
 
 PARTS_TOLERANCE = 0.1
