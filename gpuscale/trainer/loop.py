@@ -32,12 +32,16 @@ and an all-reduce of gradient-shaped buffers. The breakdown
 * ``compute_s`` = T(compute)
 * ``allreduce_s`` = T(reduce) - T(compute), floored at 0: the *exposed*
   all-reduce, what the step waits for the gradient exchange
-* ``apply_s`` = T(train) - T(reduce): the optimizer update, with T(train) the
-  usual step's training part (``ProbeScheduler.reference_step_s`` less the input
-  wait), the ``step_time_s`` of the event, as for the other method. T(apply) of
-  the split half is not used directly: it also holds what splitting costs (one more
-  synchronisation and dispatch), so the parts would add up to the split step, a
-  little longer than the steps a user runs
+* ``apply_s`` = T(apply) x T(train) / (T(reduce) + T(apply)): the optimizer
+  update as the split step measured it, with T(train) the usual step's training
+  part (``ProbeScheduler.reference_step_s`` less the input wait), the
+  ``step_time_s`` of the event, as for the other method. Both halves are scaled
+  by T(train) / (T(reduce) + T(apply)) (:func:`~gpuscale.trainer.probe.split_to_usual`;
+  the event's ``compute_allreduce_s`` is T(reduce) scaled): the split step also
+  holds what splitting costs (one more synchronisation and dispatch), so unscaled
+  the parts would add up to the split step, a little longer than the steps a user
+  runs; scaled they add up to the usual step, and apply is never a 0 that a noisy
+  T(reduce) forced
 * ``input_s``: the probed step's wait for its batch from the input pipeline
 * ``allreduce_total_s``: the all-reduce of gradient-shaped buffers timed alone.
 
@@ -101,7 +105,13 @@ from gpuscale.events.schema import DeviceInfo, PhaseEvent, StepEvent
 from gpuscale.trainer.models import BuiltModel, build_model
 from gpuscale.trainer.options import TrainConfig
 from gpuscale.trainer.plan import DevicePlan
-from gpuscale.trainer.probe import PhaseProbe, ProbeTimes, exposed_share, phase_event
+from gpuscale.trainer.probe import (
+    PhaseProbe,
+    ProbeTimes,
+    exposed_share,
+    phase_event,
+    split_to_usual,
+)
 from gpuscale.trainer.schedule import (
     FIRST_PROBE_STEPS,
     FIRST_SPLIT_PROBE_STEPS,
@@ -487,8 +497,9 @@ class Trainer:
                 split_next = False
                 # the phases split the usual step's training part (the schedule's reference),
                 # not the split step's, which runs a little longer (its halves synchronise):
-                # apply = usual - T(reduce), so the parts add up to the step a user pays
+                # both measured halves scaled to it, so they add up to the step a user pays
                 usual_s = max(0.0, schedule.reference_step_s(step_s) - (got_batch - start))
+                times = split_to_usual(times, train_s, usual_s)
                 schedule.add_probe(times.cost_s, exposed_share(times, usual_s))
                 # the event's cost: the extra passes and what the split step took over a usual one
                 paid = msgspec.structs.replace(
