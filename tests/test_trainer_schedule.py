@@ -255,3 +255,23 @@ def test_a_split_steps_excess_counts_in_what_the_probe_cost():
     assert scheduler.probe_wall_s == pytest.approx(paid - 0.02 * slow_next)
     assert scheduler.expected_cost_s() == pytest.approx(0.13)
     assert paid / steps_wall <= budget * (1 - scheduler.reserve) + 1e-9
+
+
+def test_a_short_run_gets_its_probes_at_its_start_within_the_budget():
+    """A new user's 300-step run: split-step probes of 1.5 steps as counted (an extra
+    pass, the split step's excess, the slower step after it). The whole run's probe
+    allowance (1 % of 300 steps = 3 steps) is spent early, where it tells the most,
+    not one probe now and the next one near the end (or never)."""
+    scheduler = ProbeScheduler(0.02, horizon_steps=300, first_probe_steps=1.5)
+    probed = []
+    split_next = slow_next = False
+    for i in range(300):
+        step = 0.13 if split_next else 0.12 if slow_next else 0.1
+        scheduler.add_step(step, split=split_next)
+        slow_next = split_next
+        if split_next:
+            scheduler.add_probe(0.1, 0.1)
+            probed.append(i)
+        split_next = scheduler.due()
+    assert len(probed) == 2 and probed[-1] < 30
+    assert scheduler.probe_wall_s <= scheduler.probe_budget * 300 * 0.1 + 1e-9

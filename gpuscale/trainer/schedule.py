@@ -15,9 +15,11 @@ tells the most:
   probed share, e.g. the exposed all-reduce's share of the step, known to
   ``± precision``, default 2 points, from at least 3 probes; see
   :func:`gpuscale.analysis.metrics.median_halfwidth`), a probe runs whenever
-  the budget allows, and up to half the whole run's budget may be spent early
-  when the run's length is known (``horizon_steps``; the run's wall clock
-  projected from the 10th percentile of the step times so far).
+  the budget allows, and when the run's length is known (``horizon_steps``; the
+  run's wall clock projected from the 10th percentile of the step times so far)
+  the whole run's probe allowance may be spent early: a 300-step run gets the
+  probes it can pay for in its first steps, where they tell the most, not one
+  now and the next near its end.
 * **Spaced out once resolved**: a probe runs only while the probes' total stays
   within half the budget of the steps' wall clock so far: the
   breakdown is watched, not measured again (``resolved_rate``).
@@ -42,8 +44,11 @@ own wall clock, the run as it would take without gpuscale, so the budget is
 the overhead a user sees (``wall with gpuscale / wall without - 1``). Every
 rule is checked before a probe, with its cost counted in, so at any time after
 the first probe ``spent <= budget x (1 - reserve) x max(steps' wall, projected
-run / 2)``: the probes leave ``reserve`` of the budget (:data:`DEFAULT_RESERVE`)
-for the cost of every step that no timing inside the run can see.
+run)``: the probes leave ``reserve`` of the budget (:data:`DEFAULT_RESERVE`)
+for the cost of every step that no timing inside the run can see. (A run that
+stops before its ``horizon_steps``, ``--precision`` reached or stopped by hand,
+may have spent the early allowance over fewer steps: its summary says what the
+probes cost against the steps it ran.)
 The one exception is the first probe, asked for after the third counted step
 (the built-in trainer's runs on the next step, split): without it there is no
 breakdown at all. On a run shorter than about ``first_probe_steps / budget``
@@ -373,7 +378,7 @@ class ProbeScheduler:
             # the run's wall clock if the steps go on no slower than their fastest tenth
             # (a slow start must not buy probes the rest of the run cannot pay for)
             projected = self._fast_step_s() * self.horizon_steps
-            allowance = max(allowance, 0.5 * budget * projected)
+            allowance = max(allowance, budget * projected)
         if self.resolved:
             allowance = self.resolved_rate * budget * self.step_wall_s
         return self.probe_wall_s + cost <= allowance
