@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import msgspec
 import pytest
 
@@ -278,16 +280,35 @@ def test_a_precision_not_reached_says_how_far_and_how_many_more_steps():
     s = summarize(_precision_run(steps, diffs))
     assert s.precision_reached == pytest.approx(s.comm_share_err)
     assert s.precision_reached > 0.03
-    # 6 probes in 100 steps; (err / 3 %)^2 x 6 probes needed in all, at that rate
-    expected = 6 * ((s.comm_share_err / 0.03) ** 2 - 1) * 100 / 6
-    assert s.precision_more_steps == pytest.approx(expected, abs=1)
+    # (err / 3 %)^2 x 6 probes needed in all, at the pace the budget pays for: a probe
+    # costs 0.2 s = 2 steps, the probes' 1 % of the 2 % budget pays one every 200 steps
+    needed = math.ceil(6 * (s.comm_share_err / 0.03) ** 2)
+    rate = 0.2 / (0.01 * s.step_time_s)  # 196 steps a probe at the 102 ms median step
+    assert s.precision_more_steps == pytest.approx(needed * rate - 100, abs=1)
     assert s.precision_more_steps > 100
 
 
 def test_too_few_probes_give_no_precision_but_a_lower_bound_on_the_steps():
     s = summarize(_precision_run([0.1] * 50, [0.0]))
     assert s.precision_reached is None
-    assert s.precision_more_steps == 100  # 2 more probes at 1 per 50 steps, at least
+    # 3 probes at least, at one per 200 steps (what the budget pays for), in all
+    assert s.precision_more_steps == 3 * 200 - 50
+
+
+def test_with_a_fixed_period_the_steps_needed_come_at_that_period():
+    events = _precision_run([0.1] * 50, [0.0])
+    events[0] = _start(config={"precision": 0.03, "phase_every": 10})
+    assert summarize(events).precision_more_steps == 20  # 2 more probes, one every 10 steps
+
+
+def test_the_probes_cost_holds_the_slower_step_after_each_as_the_scheduler_counts_it():
+    # a user saw "0.5% of wall" (the passes) while the scheduler counted 2.5 steps a probe
+    steps = [0.1] * 40
+    steps[11] = steps[21] = 0.15  # the steps after the probes of steps 10 and 20
+    steps[31] = 0.08  # faster after the third: noise cancels in the sum
+    phases = [_probe(s, 0.06, 0.08, cost=0.1) for s in (10, 20, 30)]
+    s = summarize(_run(steps, phases=phases, warmup=0))
+    assert s.probe_cost_s == pytest.approx(3 * 0.1 + 0.05 + 0.05 - 0.02)
 
 
 def test_no_precision_asked_no_precision_fields():

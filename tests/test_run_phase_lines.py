@@ -82,11 +82,13 @@ def test_a_precision_not_reached_is_said_with_the_steps_still_needed():
 def test_the_probes_cost_is_said_against_the_wall_clock_and_the_budget():
     s = _summary(counted_wall_s=125.0, probe_wall_share=0.02, probe_budget=0.02, share_target=0.02)
     text = "\n".join(phase_lines(s, replicas=2))
-    assert "probes: 12, 2.0% of wall (2.5 s; budget 2%); " in text
+    assert (
+        "probes: 12, 2.0% of wall (2.5 s with the steps they slowed; budget 2%, 1% of it for probes); "
+    ) in text
     assert "exposed share not yet known to \u00b12 points (\u00b13 so far)" in text
     fixed = _summary(probe_every=10, probe_wall_share=0.2, comm_share_err=0.011, share_target=0.03)
     text = "\n".join(phase_lines(fixed, replicas=2))
-    assert "probes: 12, 20.0% of wall (2.5 s; every 10 steps); " in text
+    assert "probes: 12, 20.0% of wall (2.5 s with the steps they slowed; every 10 steps); " in text
     assert "exposed share known to \u00b13 points (\u00b11.1)" in text
 
 
@@ -152,3 +154,26 @@ def test_a_value_no_larger_than_its_halfwidth_as_shown_is_not_resolved():
     )
     assert "exposed all-reduce < 10.6 ms (not resolved)" in text
     assert "3.6%" not in text
+
+
+def test_a_precision_not_yet_known_says_whether_steps_or_probes_are_too_few():
+    from gpuscale.commands.run import precision_line
+
+    # a new user's 2-device run: 145 counted steps, 1 probe; "fewer than 3 steps or probes"
+    s = {
+        "precision_asked": 0.1,
+        "precision_reached": None,
+        "precision_more_steps": 590,
+        "step_time_rel_err": 0.01,
+        "phase_steps": 1,
+        "status": "completed",
+    }
+    line = precision_line(s, replicas=2)
+    assert (
+        "precision: \u00b110.0% asked (step time \u00b110.0%, exposed share \u00b110 points)"
+        in line
+    )
+    assert "not yet known (fewer than 3 probes: 1 so far)" in line
+    assert "steps or probes" not in line
+    line = precision_line({**s, "step_time_rel_err": None, "phase_steps": 0}, replicas=1)
+    assert "not yet known (fewer than 3 steps)" in line and "exposed share" not in line
