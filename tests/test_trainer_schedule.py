@@ -275,3 +275,26 @@ def test_a_short_run_gets_its_probes_at_its_start_within_the_budget():
         split_next = scheduler.due()
     assert len(probed) == 2 and probed[-1] < 30
     assert scheduler.probe_wall_s <= scheduler.probe_budget * 300 * 0.1 + 1e-9
+
+
+def test_a_precision_out_of_reach_at_the_budget_is_said_after_the_first_probe():
+    """--precision 10% --steps 300: a probe costs 2.5 steps as counted and the probes'
+    1 % of the budget pays for one every 250 steps; 3 probes at least need 750 steps."""
+    scheduler = ProbeScheduler(0.02, horizon_steps=295)
+    for _ in range(3):
+        scheduler.add_step(0.1)
+    assert scheduler.precision_outlook(0.1) is None  # nothing known before a probe
+    scheduler.add_probe(0.25, 0.05)
+    assert scheduler.steps_for_precision(0.1) == 750
+    said = scheduler.precision_outlook(0.1)
+    assert said.startswith("--precision \u00b110.0%: at the probe budget (2%, 1% of it for probes;")
+    assert "at least 3 probes, about 750 counted steps, more than this run's 295" in said
+    assert ProbeScheduler(0.02, horizon_steps=1000).precision_outlook(0.1) is None
+    longer = ProbeScheduler(0.02, horizon_steps=1000)
+    longer.add_step(0.1)
+    longer.add_probe(0.25, 0.05)
+    assert longer.precision_outlook(0.1) is None  # 750 steps fit in 1,000
+    fixed = ProbeScheduler(0.02, every=10, horizon_steps=295)
+    fixed.add_step(0.1)
+    fixed.add_probe(0.25, 0.05)
+    assert fixed.steps_for_precision(0.1) == 30 and fixed.precision_outlook(0.1) is None

@@ -352,7 +352,9 @@ class LogEvent(_Event, tag="log", kw_only=True):
 
     message: str
     source: str = "trainer"
-    """``trainer`` (its stdout/stderr), ``telemetry``, ``recorder``, ``gpuscale``."""
+    """``trainer`` (its stdout/stderr), ``telemetry``, ``recorder``, ``gpuscale``,
+    ``precision`` (the trainer's early word that ``--precision`` is out of reach
+    within ``--steps`` at the probe budget)."""
     level: Literal["debug", "info", "warning", "error"] = "info"
 
 

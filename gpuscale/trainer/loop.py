@@ -101,7 +101,7 @@ import numpy as np
 import tensorflow as tf
 
 from gpuscale.errors import GpuscaleError
-from gpuscale.events.schema import DeviceInfo, PhaseEvent, StepEvent
+from gpuscale.events.schema import DeviceInfo, LogEvent, PhaseEvent, StepEvent
 from gpuscale.trainer.models import BuiltModel, build_model
 from gpuscale.trainer.options import TrainConfig
 from gpuscale.trainer.plan import DevicePlan
@@ -446,7 +446,7 @@ class Trainer:
 
     def run(
         self, stop: threading.Event | None = None, *, probe_method: str = "split-step"
-    ) -> Iterator[StepEvent | PhaseEvent]:
+    ) -> Iterator[StepEvent | PhaseEvent | LogEvent]:
         """Train ``config.steps`` steps (fewer if ``stop`` is set), yielding events.
 
         ``probe_method``: ``"split-step"`` (the probed step runs split, where
@@ -463,6 +463,8 @@ class Trainer:
         split = split and probing
         split_next = False  # the scheduler asked for a probe: the next step runs split
         vote = self._vote(schedule) if probing else None
+        # --precision out of reach at this budget: said once, as soon as it is clear
+        outlook = config.precision is not None and probing and self.num_replicas > 1
         for step in range(config.steps):
             if stop is not None and stop.is_set():
                 return
@@ -506,6 +508,9 @@ class Trainer:
                     times, cost_s=times.cost_s + max(0.0, schedule.last_split_excess_s)
                 )
                 yield self._phase_event(paid, step, usual_s, got_batch - start, "split-step")
+                if outlook and (said := schedule.precision_outlook(config.precision)):
+                    outlook = False
+                    yield LogEvent(t=time.time(), message=said, source="precision", level="warning")
             if vote is not None:  # the chief's ballot cast before this step: probe now
                 due = vote.received(voted)
             else:
@@ -519,6 +524,11 @@ class Trainer:
                     train_s = max(0.0, schedule.reference_step_s(step_s) - (got_batch - start))
                     schedule.add_probe(times.cost_s, exposed_share(times, train_s))
                     yield self._phase_event(times, step, train_s, got_batch - start, "differenced")
+                    if outlook and (said := schedule.precision_outlook(config.precision)):
+                        outlook = False
+                        yield LogEvent(
+                            t=time.time(), message=said, source="precision", level="warning"
+                        )
             if config.precision is not None and schedule.known_to(config.precision):
                 return  # known well enough (--precision): the rest of --steps is not needed
 

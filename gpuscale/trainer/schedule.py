@@ -77,15 +77,16 @@ import math
 from collections import deque
 
 from gpuscale.analysis import metrics
-from gpuscale.analysis.summary import DEFAULT_SHARE_PRECISION
+from gpuscale.analysis.summary import DEFAULT_SHARE_PRECISION, PROBE_RESERVE
 
 DEFAULT_BUDGET = 0.02
 """The probes' default share of the wall clock."""
 DEFAULT_PRECISION = DEFAULT_SHARE_PRECISION
 """The default half-width (a share of the step) to which the breakdown is pinned down:
 the one the summaries report against (:data:`gpuscale.analysis.summary.DEFAULT_SHARE_PRECISION`)."""
-DEFAULT_RESERVE = 0.5
-"""The part of the budget the probes leave for what gpuscale costs every step and
+DEFAULT_RESERVE = PROBE_RESERVE
+"""(0.5; :data:`gpuscale.analysis.summary.PROBE_RESERVE`, which the summaries say
+the probes' part of the budget with.) The part of the budget the probes leave for what gpuscale costs every step and
 no timing inside the run can see: the synchronised step timing, building and
 sending a StepEvent (a run cannot time itself against a run without gpuscale).
 Measured with ``benchmarks/overhead.py`` on 2 CPU logical devices (the two arms
@@ -382,6 +383,47 @@ class ProbeScheduler:
         if self.resolved:
             allowance = self.resolved_rate * budget * self.step_wall_s
         return self.probe_wall_s + cost <= allowance
+
+    def steps_for_precision(self, precision: float) -> int | None:
+        """Counted steps in all this run would likely need to know the probed share to
+        ``± precision`` at its budget: the probes that takes
+        (:func:`~gpuscale.analysis.metrics.probes_for_precision`; at least 3) at the
+        pace the budget pays for them (:func:`~gpuscale.analysis.metrics.steps_per_probe`,
+        at the expected cost of a probe and the median step), or at the fixed period.
+        ``None`` before the first probe (its cost is not known) or without probes."""
+        if not self.probes or not self._counted:
+            return None
+        needed = metrics.probes_for_precision(len(self._shares), self.share_halfwidth, precision)
+        if self.every is not None:
+            return needed * self.every
+        per_probe = metrics.steps_per_probe(
+            self.expected_cost_s(), metrics.median(self._counted), self.probe_budget
+        )
+        return None if per_probe is None else math.ceil(needed * per_probe)
+
+    def precision_outlook(self, precision: float) -> str | None:
+        """What to tell a user early where ``± precision`` cannot be reached within the
+        run's ``horizon_steps`` at this budget (:meth:`steps_for_precision`): ``None``
+        where it can (or cannot be said yet)."""
+        need = self.steps_for_precision(precision)
+        if need is None or not self.horizon_steps or need <= self.horizon_steps:
+            return None
+        known = len(self._shares) >= self.min_probes and self.share_halfwidth is not None
+        probes = metrics.probes_for_precision(len(self._shares), self.share_halfwidth, precision)
+        step = metrics.median(self._counted)
+        if self.every is not None:
+            pace = f"a probe every {self.every} steps"
+        else:
+            pace = (
+                f"the probe budget ({self.budget:.0%}, {self.probe_budget:.1%} of it for probes; "
+                f"a probe costs about {self.expected_cost_s() / step:.1f} steps)"
+            ).replace(".0%", "%")
+        return (
+            f"--precision \u00b1{precision:.1%}: at {pace} the exposed share would need "
+            f"{'about' if known else 'at least'} {probes:,} probes, about {need:,} counted "
+            f"steps, more than this run's {self.horizon_steps:,}: it will end before "
+            "reaching it (raise --steps or --probe-budget, or ask a coarser --precision)"
+        )
 
     def describe(self) -> str:
         """One line for the run's configuration: how probes are scheduled."""
