@@ -324,3 +324,23 @@ def test_one_probe_that_does_not_fit_its_step_is_flagged_without_a_range():
     assert s.phase_consistent is False
     s = summarize(_run([0.1] * 8, phases=[_probe(3, 0.06, 0.07)]))
     assert s.phase_consistent is True
+
+
+def test_probes_that_contradict_each_other_are_not_a_breakdown():
+    from gpuscale.analysis.phase_report import parts_note, phase_items
+
+    # a user's recording: compute alone 1316 ms beside compute + all-reduce 1133 ms
+    s = summarize(_run([1.5] * 8, phases=[_probe(3, 1.316, 1.133, step_s=1.5)]))
+    assert s.phase_consistent is False
+    assert "compute alone 1316.0 ms is longer than compute + all-reduce 1133.0 ms" in parts_note(s)
+    assert all(i.value == "not resolved" for i in phase_items(s)[:3])
+    # exposed all-reduce 398.6 ms beside the all-reduce alone: 4.0 ms
+    probe = msgspec.structs.replace(_probe(3, 0.4, 0.7986, step_s=0.9), allreduce_total_s=0.004)
+    s = summarize(_run([0.9] * 8, phases=[probe]))
+    assert s.phase_consistent is False
+    assert "exposed all-reduce 398.6 ms is longer than the whole exchange timed alone, 4.0 ms" in (
+        parts_note(s)
+    )
+    # within the noise (10% of the step below 3 probes): a breakdown
+    probe = msgspec.structs.replace(_probe(3, 0.4, 0.45, step_s=0.9), allreduce_total_s=0.004)
+    assert summarize(_run([0.9] * 8, phases=[probe])).phase_contradiction is None

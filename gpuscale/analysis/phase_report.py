@@ -38,6 +38,12 @@ def parts_note(s: RunSummary) -> str | None:
     ``the probes' phases add up to 27.2 ms (compute 1.4, exposed all-reduce 25.4,
     apply 0.0, input 0.0 ms), not the median step 4.4 ms: the breakdown is not
     resolved``; ``None`` where they add up (or nothing was probed)."""
+    if s.phase_contradiction is not None:
+        return (
+            f"the probes contradict each other: {s.phase_contradiction}, beyond their noise "
+            f"({plural(s.phase_steps, 'probe')}; a busy machine?): the breakdown is not "
+            "resolved and no figure is taken from it"
+        )
     if s.phase_consistent is not False or s.phase_parts_s is None:
         return PASSES_LONGER_NOTE if s.phase_consistent is False else None
     ms = [

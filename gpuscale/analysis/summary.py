@@ -157,6 +157,11 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     ``False``: the probes' passes and the steps disagree (a pass longer than the
     step, a probe against an unusual step), and the breakdown is not resolved: no
     phase is shown as a number."""
+    phase_contradiction: str | None = None
+    """Where the probes' medians contradict each other beyond their noise (so
+    ``phase_consistent`` is ``False``), what: ``compute alone 1316.0 ms is longer than
+    compute + all-reduce 1133.0 ms`` or ``the exposed all-reduce 398.6 ms is longer
+    than the whole exchange timed alone, 4.0 ms`` (see :func:`_contradiction`)."""
     probe_cost_s: float | None = None
     """What all the probes cost, as the probe scheduler counts it (schema 1.2): their
     passes and their split steps' excess (``PhaseEvent.probe_cost_s``) plus what the
@@ -419,6 +424,12 @@ class RunAccumulator:
             whole,
             [s.compute_err_s, s.allreduce_err_s, s.apply_err_s, self._step_halfwidth()],
         )
+        if s.devices > 1 and whole:
+            s.phase_contradiction = _contradiction(
+                phases, metrics.median(exchanges), s.allreduce_err_s, s.allreduce_total_s, whole
+            )
+            if s.phase_contradiction is not None:
+                s.phase_consistent = False  # noise, not a breakdown: no figure comes from it
         s.comm_share = metrics.share(s.allreduce_s, whole)
         if s.allreduce_err_s is not None and whole:
             s.comm_share_err = s.allreduce_err_s / whole
@@ -462,6 +473,37 @@ class RunAccumulator:
             mid = metrics.median(list(per_worker.values()))
             if mid > 0:
                 s.worker_imbalance = max(per_worker.values()) / mid
+
+
+def _contradiction(
+    phases: list[PhaseEvent],
+    exposed_s: float,
+    err_s: float | None,
+    alone_s: float | None,
+    whole_s: float,
+) -> str | None:
+    """What in the probes' medians cannot be a breakdown, beyond their noise (the
+    exposed all-reduce's half-width, at least :data:`~gpuscale.analysis.metrics.PARTS_TOLERANCE`
+    of the step ``whole_s``: below 3 probes no noise is known): compute alone longer
+    than compute + all-reduce (the exposed part, unfloored, below 0), or the exposed
+    all-reduce longer than the all-reduce timed alone, ``alone_s`` (the compute pass
+    waits for every replica too, so a slow replica cannot explain it). ``None``:
+    nothing contradicts."""
+    noise = max(metrics.PARTS_TOLERANCE * whole_s, err_s or 0.0)
+    if exposed_s < -noise:
+        fused = [p.compute_allreduce_s for p in phases if p.compute_allreduce_s is not None]
+        if fused:
+            compute = metrics.median([p.compute_s for p in phases])
+            return (
+                f"compute alone {compute * 1000:.1f} ms is longer than compute + all-reduce "
+                f"{metrics.median(fused) * 1000:.1f} ms"
+            )
+    if alone_s is not None and exposed_s > alone_s + noise:
+        return (
+            f"the exposed all-reduce {exposed_s * 1000:.1f} ms is longer than the whole "
+            f"exchange timed alone, {alone_s * 1000:.1f} ms"
+        )
+    return None
 
 
 def _exposed(p: PhaseEvent) -> float:
