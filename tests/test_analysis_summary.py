@@ -344,3 +344,22 @@ def test_probes_that_contradict_each_other_are_not_a_breakdown():
     # within the noise (10% of the step below 3 probes): a breakdown
     probe = msgspec.structs.replace(_probe(3, 0.4, 0.45, step_s=0.9), allreduce_total_s=0.004)
     assert summarize(_run([0.9] * 8, phases=[probe])).phase_contradiction is None
+
+
+def test_split_steps_noise_cancels_in_the_probes_cost_as_the_scheduler_counts_it():
+    # one replica: a probe is its split step alone; its excess over the usual step is
+    # noise around 0, which floored probe by probe added up to "4.8% of wall"
+    excesses = [0.03, -0.03, 0.02, -0.02, 0.01, -0.01]
+    phases = [
+        msgspec.structs.replace(
+            _probe(10 * i + 2, 0.07, None),
+            method="split-step",
+            probe_cost_s=max(0.0, e),
+            split_excess_s=e,
+        )
+        for i, e in enumerate(excesses)
+    ]
+    s = summarize(_run([0.1] * 70, phases=phases))
+    assert s.probe_cost_s == pytest.approx(0.0)
+    old = [msgspec.structs.replace(p, split_excess_s=None) for p in phases]
+    assert summarize(_run([0.1] * 70, phases=old)).probe_cost_s == pytest.approx(0.06)

@@ -410,9 +410,7 @@ class RunAccumulator:
             s.allreduce_total_s = metrics.median(totals)
         costed = [p for p in phases if p.probe_cost_s is not None]
         if costed:
-            s.probe_cost_s = sum(p.probe_cost_s or 0.0 for p in costed) + self._after_probes_s(
-                costed, s.step_time_s
-            )
+            s.probe_cost_s = self._probes_cost_s(costed, s.step_time_s)
         payloads = [p.payload_bytes for p in phases if p.payload_bytes]
         if payloads and not s.payload_bytes:
             s.payload_bytes = int(metrics.median(payloads))
@@ -446,14 +444,24 @@ class RunAccumulator:
                     s.algbw_total_bytes_s, s.devices, s.exchange
                 )
 
-    def _after_probes_s(self, phases: list[PhaseEvent], step_s: float | None) -> float:
-        """What the steps right after ``phases``' probes took over the median step
-        ``step_s``, summed unfloored and then floored at 0 (as the scheduler counts
-        it: cold caches after the probe's own compiled functions are the probe's)."""
-        if not step_s:
-            return 0.0
-        after = [self._step_at.get((p.worker, p.step + 1)) for p in phases]
-        return max(0.0, sum(a - step_s for a in after if a is not None))
+    def _probes_cost_s(self, phases: list[PhaseEvent], step_s: float | None) -> float:
+        """What ``phases``' probes cost, as the scheduler counts it: their passes plus
+        the excesses over the median step ``step_s`` of their split steps
+        (``split_excess_s``) and of the steps right after them (cold caches after the
+        probe's own compiled functions), the excesses summed unfloored (noise
+        cancels) and then floored at 0. Recordings without ``split_excess_s`` hold
+        the split step's excess floored in ``probe_cost_s``."""
+        passes = excess = 0.0
+        for p in phases:
+            cost = p.probe_cost_s or 0.0
+            if p.split_excess_s is not None:
+                cost -= max(0.0, p.split_excess_s)
+                excess += p.split_excess_s
+            passes += max(0.0, cost)
+            after = self._step_at.get((p.worker, p.step + 1))
+            if after is not None and step_s:
+                excess += after - step_s
+        return passes + max(0.0, excess)
 
     def _step_halfwidth(self) -> float | None:
         """The median step time's 95 % half-width (``None`` below 3 steps)."""

@@ -302,6 +302,11 @@ class PhaseEvent(_Event, tag="phase", kw_only=True):
     passes (in no step time) and, with ``split-step``, what the split step took
     over the usual step when that was more (it is in the split step's own step
     time). None in recordings before schema 1.2."""
+    split_excess_s: float | None = None
+    """``split-step`` only: what the split step took over the usual step, unfloored
+    (noise makes it negative at times; ``probe_cost_s`` holds it floored at 0), so
+    a summary can add the probes' excesses up as the scheduler does, letting noise
+    cancel. None otherwise and in older recordings."""
 
 
 class GpuSample(_Event, tag="gpu", kw_only=True):

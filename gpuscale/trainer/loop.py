@@ -507,7 +507,14 @@ class Trainer:
                 paid = msgspec.structs.replace(
                     times, cost_s=times.cost_s + max(0.0, schedule.last_split_excess_s)
                 )
-                yield self._phase_event(paid, step, usual_s, got_batch - start, "split-step")
+                yield self._phase_event(
+                    paid,
+                    step,
+                    usual_s,
+                    got_batch - start,
+                    "split-step",
+                    split_excess_s=schedule.last_split_excess_s,
+                )
                 if outlook and (said := schedule.precision_outlook(config.precision)):
                     outlook = False
                     yield LogEvent(t=time.time(), message=said, source="precision", level="warning")
@@ -559,7 +566,13 @@ class Trainer:
         return StepVote(schedule, chief=True)
 
     def _phase_event(
-        self, times: ProbeTimes, step: int, train_s: float, input_s: float, method: str
+        self,
+        times: ProbeTimes,
+        step: int,
+        train_s: float,
+        input_s: float,
+        method: str,
+        split_excess_s: float | None = None,
     ) -> PhaseEvent:
         """The PhaseEvent of one probe of ``step`` (``train_s``: its training part)."""
         return phase_event(
@@ -570,4 +583,5 @@ class Trainer:
             payload_bytes=self.payload_bytes,
             num_tensors=self.num_tensors,
             method=method,
+            split_excess_s=split_excess_s,
         )

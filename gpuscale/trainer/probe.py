@@ -228,6 +228,7 @@ def phase_event(
     payload_bytes: int | None = None,
     num_tensors: int | None = None,
     method: str = "differenced",
+    split_excess_s: float | None = None,
 ) -> PhaseEvent:
     """The PhaseEvent of one probe against the probed step's time (see the module
     docstring for the differences)."""
@@ -248,6 +249,7 @@ def phase_event(
         allreduce_total_s=times.allreduce_alone_s,
         compute_allreduce_s=fused_s,
         probe_cost_s=times.cost_s,
+        split_excess_s=split_excess_s,
     )
 
 
