@@ -177,3 +177,9 @@ def test_a_precision_not_yet_known_says_whether_steps_or_probes_are_too_few():
     assert "steps or probes" not in line
     line = precision_line({**s, "step_time_rel_err": None, "phase_steps": 0}, replicas=1)
     assert "not yet known (fewer than 3 steps)" in line and "exposed share" not in line
+
+
+def test_probes_over_the_budget_say_why():
+    s = _summary(counted_wall_s=50.0, probe_wall_share=0.048, probe_budget=0.02, phase_steps=10)
+    text = "\n".join(phase_lines(s, replicas=1))
+    assert "over the budget: the probes cost more than their median so far" in text

@@ -166,6 +166,11 @@ def probes_text(s: RunSummary) -> str:
     )
     if over and s.phase_steps == 1:  # the scheduler's one exception: said, not hidden
         text += ", over the budget: the first probe always runs"
+    elif over:  # the scheduler checks each probe's expected cost against the run's length
+        text += (
+            ", over the budget: the probes cost more than their median so far (a busy "
+            "machine), or the run ended before --steps after probing early"
+        )
     known = share_known_text(s)
     return f"{text}; {known}" if known else text
 
