@@ -128,7 +128,8 @@ def format_phase_s(value_s: float | None, err_s: float | None, digits: int = 1) 
         return format_ms(value_s, digits) if value_s > 0 else "not resolved (too few probes)"
     if resolved(value_s, err_s, 10.0 ** -(digits + 3)):
         return f"{value_s * 1000:.{digits}f} ± {err_s * 1000:.{digits}f} ms"
-    bound = max(value_s, 0.0) + err_s
+    # at least the last digit shown: "< 0.0 ms" would be a zero that is noise
+    bound = max(max(value_s, 0.0) + err_s, 10.0 ** -(digits + 3))
     return f"< {bound * 1000:.{digits}f} ms (not resolved)"
 
 
