@@ -389,15 +389,16 @@ class ProbeScheduler:
         ``± precision`` at its budget: the probes that takes
         (:func:`~gpuscale.analysis.metrics.probes_for_precision`; at least 3) at the
         pace the budget pays for them (:func:`~gpuscale.analysis.metrics.steps_per_probe`,
-        at the expected cost of a probe and the median step), or at the fixed period.
+        at the probes' mean cost so far and the median step: the run's summary
+        estimates the same way), or at the fixed period.
         ``None`` before the first probe (its cost is not known) or without probes."""
         if not self.probes or not self._counted:
             return None
         needed = metrics.probes_for_precision(len(self._shares), self.share_halfwidth, precision)
         if self.every is not None:
             return needed * self.every
-        per_probe = metrics.steps_per_probe(
-            self.expected_cost_s(), metrics.median(self._counted), self.probe_budget
+        per_probe = metrics.steps_per_probe(  # the mean cost so far, as the summary says it
+            self.probe_wall_s / self.probes, metrics.median(self._counted), self.probe_budget
         )
         return None if per_probe is None else math.ceil(needed * per_probe)
 
@@ -416,7 +417,7 @@ class ProbeScheduler:
         else:
             pace = (
                 f"the probe budget ({self.budget:.0%}, {self.probe_budget:.1%} of it for probes; "
-                f"a probe costs about {self.expected_cost_s() / step:.1f} steps)"
+                f"a probe costs about {self.probe_wall_s / self.probes / step:.1f} steps)"
             ).replace(".0%", "%")
         return (
             f"--precision \u00b1{precision:.1%}: at {pace} the exposed share would need "
