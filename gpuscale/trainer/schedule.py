@@ -23,6 +23,8 @@ tells the most:
 * **Spaced out once resolved**: a probe runs only while the probes' total stays
   within half the budget of the steps' wall clock so far: the
   breakdown is watched, not measured again (``resolved_rate``).
+* **Never back to back**: after a probe, the next probe waits for the step after
+  it, whose loss is part of the probe's cost and must be counted first.
 * **Again after a shift**: a change detector on step times (the median of the
   last ``window`` steps against the median of the first ``window`` steps after
   the start or the last shift, off by more than ``shift``) marks the breakdown
@@ -372,6 +374,10 @@ class ProbeScheduler:
             # after FIRST_PROBE_AFTER usual steps, so the step it splits is a median, not
             # the first step alone (often a retrace, or Keras' first callbacks)
             return len(self._usual) >= min(FIRST_PROBE_AFTER, self.window)
+        if self._after_pending:
+            # the step after the last probe is not seen yet: what it loses is part of
+            # that probe's cost (a step or more on a busy machine), so wait one step
+            return False
         cost = self.expected_cost_s()
         budget = self.probe_budget
         allowance = budget * self.step_wall_s
