@@ -428,7 +428,7 @@ class ProbeScheduler:
         return (
             f"--precision \u00b1{precision:.1%}: at {pace} the exposed share would need "
             f"{'about' if known else 'at least'} {probes:,} probes, about {need:,} counted "
-            f"steps, more than this run's {self.horizon_steps:,}: it will end before "
+            f"steps, more than this run's {self.horizon_steps:,}: it will likely end before "
             "reaching it (raise --steps or --probe-budget, or ask a coarser --precision)"
         )
 
