@@ -169,7 +169,7 @@ def test_the_dashboard_says_precision_not_reached_while_running():
     panel = advice_content(summarize(events)).plain
     assert (
         "precision: \u00b10.1% asked (step time \u00b10.1%, exposed share \u00b10.1 points), "
-        "not reached yet: reached only \u00b1"
+        "not reached yet (step time \u00b1"
     ) in panel
 
 

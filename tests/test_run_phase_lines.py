@@ -183,3 +183,26 @@ def test_probes_over_the_budget_say_why():
     s = _summary(counted_wall_s=50.0, probe_wall_share=0.048, probe_budget=0.02, phase_steps=10)
     text = "\n".join(phase_lines(s, replicas=1))
     assert "over the budget: the probes cost more than their median so far" in text
+
+
+def test_a_precision_on_several_devices_says_each_number_in_its_own_unit():
+    from gpuscale.commands.run import precision_line
+
+    # it said "reached only ±37.2%" for an exposed share known to ±37.2 points
+    s = {
+        "precision_asked": 0.1,
+        "precision_reached": 0.372,
+        "precision_more_steps": 5807,
+        "step_time_rel_err": 0.012,
+        "comm_share_err": 0.372,
+        "phase_steps": 3,
+        "status": "completed",
+    }
+    line = precision_line(s, replicas=2)
+    assert (
+        "not reached by the end (step time \u00b11.2%, exposed share \u00b137.2 points); "
+        "about 5,807 more steps"
+    ) in line
+    assert "37.2%" not in line
+    line = precision_line({**s, "precision_reached": 0.05, "precision_more_steps": 0}, 2)
+    assert line.endswith("reached (step time \u00b11.2%, exposed share \u00b137.2 points)")

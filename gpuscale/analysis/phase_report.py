@@ -212,20 +212,28 @@ def precision_text(s: RunSummary) -> tuple[str, bool] | None:
     would likely reach it; and whether it was reached. ``None``: not asked."""
     if s.precision_asked is None:
         return None
+    several = s.devices > 1  # two numbers in two units: each said in its own
     got, need, reached = precision_words(
         s.precision_asked,
         s.precision_reached,
         s.precision_more_steps,
         when="yet" if s.status == "running" else "by the end",
         unknown=unknown_why(s.step_time_rel_err, s.comm_share_err, s.phase_steps, s.devices),
+        say_reached=not several,
     )
     asked = s.precision_asked
     target = f"\u00b1{format_fraction_pct(asked, 1)} asked"
-    if s.devices > 1:
+    if several:
         target += (
             f" (step time \u00b1{format_fraction_pct(asked, 1)}, "
             f"exposed share {_points(asked)} points)"
         )
+        if s.precision_reached is not None and s.step_time_rel_err is not None:
+            share = s.comm_share_err if s.comm_share_err is not None else 0.0
+            got += (
+                f" (step time \u00b1{format_fraction_pct(s.step_time_rel_err, 1)}, "
+                f"exposed share \u00b1{share * 100:.1f} points)"
+            )
     return f"precision: {target}, {got}" + (f"; {need}" if need else ""), reached
 
 
