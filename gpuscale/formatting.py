@@ -103,6 +103,19 @@ def format_ms(value_s: float | None, digits: int = 1) -> str:
     return NA if _missing(value_ms) else f"{value_ms:.{digits}f} ms"
 
 
+def resolved(value: float | None, halfwidth: float | None, resolution: float = 1e-4) -> bool:
+    """The one rule for whether a measured value stands out of its own noise: it is
+    *resolved* when, as shown (both rounded to ``resolution``, the last digit
+    printed: 0.1 ms by default, 0.001 for a share shown as ``3.6%``), it is larger
+    than its 95 % half-width; ``5.3 ± 5.3 ms`` is not. A value with no stated
+    uncertainty is resolved when positive (as shown). Unresolved values are shown
+    as ``< value + halfwidth``. (:func:`gpuscale.analysis.metrics.resolved` is this
+    function, for the analysis.)"""
+    if value is None:
+        return False
+    return round(value / resolution) > round((halfwidth or 0.0) / resolution)
+
+
 def format_phase_s(value_s: float | None, err_s: float | None, digits: int = 1) -> str:
     """A measured phase with its uncertainty (a 95 % half-width), in milliseconds:
     ``12.3 ± 1.2 ms``; where the phase is no larger than its noise,
@@ -113,9 +126,10 @@ def format_phase_s(value_s: float | None, err_s: float | None, digits: int = 1) 
         return NA
     if err_s is None:
         return format_ms(value_s, digits) if value_s > 0 else "not resolved (too few probes)"
-    if value_s > err_s:
+    if resolved(value_s, err_s, 10.0 ** -(digits + 3)):
         return f"{value_s * 1000:.{digits}f} ± {err_s * 1000:.{digits}f} ms"
-    bound = max(value_s, 0.0) + err_s
+    # at least the last digit shown: "< 0.0 ms" would be a zero that is noise
+    bound = max(max(value_s, 0.0) + err_s, 10.0 ** -(digits + 3))
     return f"< {bound * 1000:.{digits}f} ms (not resolved)"
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import msgspec
 import pytest
 
@@ -278,16 +280,35 @@ def test_a_precision_not_reached_says_how_far_and_how_many_more_steps():
     s = summarize(_precision_run(steps, diffs))
     assert s.precision_reached == pytest.approx(s.comm_share_err)
     assert s.precision_reached > 0.03
-    # 6 probes in 100 steps; (err / 3 %)^2 x 6 probes needed in all, at that rate
-    expected = 6 * ((s.comm_share_err / 0.03) ** 2 - 1) * 100 / 6
-    assert s.precision_more_steps == pytest.approx(expected, abs=1)
+    # (err / 3 %)^2 x 6 probes needed in all, at the pace the budget pays for: a probe
+    # costs 0.2 s = 2 steps, the probes' 1 % of the 2 % budget pays one every 200 steps
+    needed = math.ceil(6 * (s.comm_share_err / 0.03) ** 2)
+    rate = 0.2 / (0.01 * s.step_time_s)  # 196 steps a probe at the 102 ms median step
+    assert s.precision_more_steps == pytest.approx(needed * rate - 100, abs=1)
     assert s.precision_more_steps > 100
 
 
 def test_too_few_probes_give_no_precision_but_a_lower_bound_on_the_steps():
     s = summarize(_precision_run([0.1] * 50, [0.0]))
     assert s.precision_reached is None
-    assert s.precision_more_steps == 100  # 2 more probes at 1 per 50 steps, at least
+    # 3 probes at least, at one per 200 steps (what the budget pays for), in all
+    assert s.precision_more_steps == 3 * 200 - 50
+
+
+def test_with_a_fixed_period_the_steps_needed_come_at_that_period():
+    events = _precision_run([0.1] * 50, [0.0])
+    events[0] = _start(config={"precision": 0.03, "phase_every": 10})
+    assert summarize(events).precision_more_steps == 20  # 2 more probes, one every 10 steps
+
+
+def test_the_probes_cost_holds_the_slower_step_after_each_as_the_scheduler_counts_it():
+    # a user saw "0.5% of wall" (the passes) while the scheduler counted 2.5 steps a probe
+    steps = [0.1] * 40
+    steps[11] = steps[21] = 0.15  # the steps after the probes of steps 10 and 20
+    steps[31] = 0.08  # faster after the third: noise cancels in the sum
+    phases = [_probe(s, 0.06, 0.08, cost=0.1) for s in (10, 20, 30)]
+    s = summarize(_run(steps, phases=phases, warmup=0))
+    assert s.probe_cost_s == pytest.approx(3 * 0.1 + 0.05 + 0.05 - 0.02)
 
 
 def test_no_precision_asked_no_precision_fields():
@@ -303,3 +324,56 @@ def test_one_probe_that_does_not_fit_its_step_is_flagged_without_a_range():
     assert s.phase_consistent is False
     s = summarize(_run([0.1] * 8, phases=[_probe(3, 0.06, 0.07)]))
     assert s.phase_consistent is True
+
+
+def test_probes_that_contradict_each_other_are_not_a_breakdown():
+    from gpuscale.analysis.phase_report import parts_note, phase_items
+
+    # a user's recording: compute alone 1316 ms beside compute + all-reduce 1133 ms
+    s = summarize(_run([1.5] * 8, phases=[_probe(3, 1.316, 1.133, step_s=1.5)]))
+    assert s.phase_consistent is False
+    assert "compute alone 1316.0 ms is longer than compute + all-reduce 1133.0 ms" in parts_note(s)
+    assert all(i.value == "not resolved" for i in phase_items(s)[:3])
+    # exposed all-reduce 398.6 ms beside the all-reduce alone: 4.0 ms
+    probe = msgspec.structs.replace(_probe(3, 0.4, 0.7986, step_s=0.9), allreduce_total_s=0.004)
+    s = summarize(_run([0.9] * 8, phases=[probe]))
+    assert s.phase_consistent is False
+    assert "exposed all-reduce 398.6 ms is over twice the whole exchange timed alone, 4.0 ms" in (
+        parts_note(s)
+    )
+    # a busy CPU: 69.6 ms exposed beside 33.9 ms alone (the exchange competes with the
+    # compute for cores inside the step) is within the rule's reach, not a contradiction
+    probe = msgspec.structs.replace(_probe(3, 0.05, 0.1196, step_s=0.094), allreduce_total_s=0.0339)
+    assert summarize(_run([0.094] * 8, phases=[probe])).phase_contradiction is None
+    # within the noise (10% of the step below 3 probes): a breakdown
+    probe = msgspec.structs.replace(_probe(3, 0.4, 0.45, step_s=0.9), allreduce_total_s=0.004)
+    assert summarize(_run([0.9] * 8, phases=[probe])).phase_contradiction is None
+
+
+def test_split_steps_noise_cancels_in_the_probes_cost_as_the_scheduler_counts_it():
+    # one replica: a probe is its split step alone; its excess over the usual step is
+    # noise around 0, which floored probe by probe added up to "4.8% of wall"
+    excesses = [0.03, -0.03, 0.02, -0.02, 0.01, -0.01]
+    phases = [
+        msgspec.structs.replace(
+            _probe(10 * i + 2, 0.07, None),
+            method="split-step",
+            probe_cost_s=max(0.0, e),
+            split_excess_s=e,
+        )
+        for i, e in enumerate(excesses)
+    ]
+    s = summarize(_run([0.1] * 70, phases=phases))
+    assert s.probe_cost_s == pytest.approx(0.0)
+    # two probes in a row: the second's split step is not also the first's step after
+    back_to_back = [
+        msgspec.structs.replace(_probe(s, 0.07, None), method="split-step", split_excess_s=0.02)
+        for s in (10, 11)
+    ]
+    steps = [0.1] * 30
+    steps[10] = steps[11] = 0.12
+    assert summarize(_run(steps, phases=back_to_back)).probe_cost_s == pytest.approx(
+        2 * 0.2 - 2 * 0.02 + 0.04
+    )
+    old = [msgspec.structs.replace(p, split_excess_s=None) for p in phases]
+    assert summarize(_run([0.1] * 70, phases=old)).probe_cost_s == pytest.approx(0.06)

@@ -98,7 +98,10 @@ def test_the_probes_share_of_the_wall_clock_and_their_budget_are_summarised():
     assert s.probe_budget == 0.02 and s.probe_every is None
     assert s.share_target == 0.03  # --precision, where asked
     text = probes_text(s)
-    assert text.startswith("4, 2.1% of wall (200.0 ms; budget 2%); ")
+    assert text.startswith(
+        "4, 2.1% of wall (200.0 ms with the steps they slowed; budget 2%, 1% of it for probes), "
+        "over the budget: "  # 4 probes of a step each in 100 steps: over 2%, and said so
+    )
     assert "exposed share known to \u00b13 points" in text
 
 
@@ -115,8 +118,11 @@ def test_the_share_target_is_the_schedulers_own_default_without_precision():
 def test_a_first_probe_over_the_budget_is_said_to_be_the_exception():
     s = summarize(run_events(2, steps=15, probe_at=(10,)))
     assert s.probe_wall_share > s.probe_budget
-    assert "(50.0 ms; budget 2%), over the budget: the first probe always runs" in probes_text(s)
-    assert "over the budget" not in probes_text(summarize(run_events(2)))
+    assert (
+        "(50.0 ms with the steps they slowed; budget 2%, 1% of it for probes), "
+        "over the budget: the first probe always runs"
+    ) in probes_text(s)
+    assert "over the budget" not in probes_text(summarize(run_events(2, probe_at=(10, 70))))
 
 
 def test_a_fixed_period_is_said_instead_of_a_budget():
@@ -124,7 +130,7 @@ def test_a_fixed_period_is_said_instead_of_a_budget():
     events[0].config["phase_every"] = 10
     s = summarize(events)
     assert s.probe_every == 10 and s.probe_budget is None
-    assert "(200.0 ms; every 10 steps)" in probes_text(s)
+    assert "(200.0 ms with the steps they slowed; every 10 steps)" in probes_text(s)
 
 
 def test_an_old_recording_without_probe_costs_still_reads():
@@ -161,7 +167,10 @@ def test_the_dashboard_says_precision_not_reached_while_running():
 
     events = run_events(2, precision=0.001)[:-1]  # no end yet: still running
     panel = advice_content(summarize(events)).plain
-    assert "precision: \u00b10.1% asked, not reached yet: reached only \u00b1" in panel
+    assert (
+        "precision: \u00b10.1% asked (step time \u00b10.1%, exposed share \u00b10.1 points), "
+        "not reached yet (step time \u00b1"
+    ) in panel
 
 
 def _sweep(tmp_path, runs: dict[int, list]):
@@ -178,12 +187,16 @@ def test_recommend_says_for_each_count_whether_it_reached_the_precision(tmp_path
     out = io.StringIO()
     render(rec, sweep, console=Console(file=out, width=200, color_system=None), chart=False)
     text = out.getvalue()
-    assert "Precision asked: \u00b13.0% (95% range of the median step time and" in text
+    assert (
+        "Precision asked: \u00b13.0%, the median step time to \u00b13.0% of itself and the "
+        "exposed share to \u00b13 points of the step (95% ranges)"
+    ) in text
     one = next(line for line in text.splitlines() if line.startswith("  1 device, 95 steps: "))
-    assert one.startswith("  1 device, 95 steps: reached (\u00b1")
+    assert one.startswith("  1 device, 95 steps: reached; step time \u00b1")
     assert "; step time \u00b1" in one and "nothing exchanged" in one
     two = next(line for line in text.splitlines() if line.startswith("  2 devices, 95 steps: "))
-    assert "not reached within --steps: reached only \u00b1" in two
+    # each half-width said once (it was "reached only ±4.2%; step time ±4.2%")
+    assert "not reached within --steps; step time \u00b1" in two and "reached only" not in two
     assert "exposed share \u00b1" in two and "points (4 probes)" in two
     assert "more steps would likely reach it" in two
     assert "The sweep took 1m 35s (2 runs, TensorFlow's start included)." in text
@@ -239,7 +252,7 @@ def test_the_live_sweeps_recommendation_panel_says_each_counts_precision(tmp_pat
     sweep = _sweep(tmp_path, {1: run_events(1), 2: run_events(2, noise=0.03)})
     rec = recommend(sweep.points)
     panel = recommendation_text(rec).plain
-    assert "Precision (\u00b13.0% asked)\n- 1 device, 95 steps: reached (\u00b1" in panel
+    assert "Precision (\u00b13.0% asked)\n- 1 device, 95 steps: reached; step time \u00b1" in panel
     # the same words as recommend's text
     for line in precision_lines(rec, sweep)[1:]:
         assert f"- {line.strip()}" in panel

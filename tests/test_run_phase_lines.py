@@ -82,11 +82,13 @@ def test_a_precision_not_reached_is_said_with_the_steps_still_needed():
 def test_the_probes_cost_is_said_against_the_wall_clock_and_the_budget():
     s = _summary(counted_wall_s=125.0, probe_wall_share=0.02, probe_budget=0.02, share_target=0.02)
     text = "\n".join(phase_lines(s, replicas=2))
-    assert "probes: 12, 2.0% of wall (2.5 s; budget 2%); " in text
+    assert (
+        "probes: 12, 2.0% of wall (2.5 s with the steps they slowed; budget 2%, 1% of it for probes); "
+    ) in text
     assert "exposed share not yet known to \u00b12 points (\u00b13 so far)" in text
     fixed = _summary(probe_every=10, probe_wall_share=0.2, comm_share_err=0.011, share_target=0.03)
     text = "\n".join(phase_lines(fixed, replicas=2))
-    assert "probes: 12, 20.0% of wall (2.5 s; every 10 steps); " in text
+    assert "probes: 12, 20.0% of wall (2.5 s with the steps they slowed; every 10 steps); " in text
     assert "exposed share known to \u00b13 points (\u00b11.1)" in text
 
 
@@ -136,3 +138,71 @@ def test_a_phase_within_the_step_keeps_its_value():
     assert format_phase_in_step_s(0.2471, None, 0.263, 1, 2) == "247.1 ms"
     assert format_phase_in_step_s(0.263, 0.01, 0.2471, 4, 2).startswith("\u2248 the whole step")
     assert format_phase_in_step_s(None, None, 0.2, 1) == "n/a"
+
+
+def test_a_value_no_larger_than_its_halfwidth_as_shown_is_not_resolved():
+    # the half-cut sample's replay: 5.32 ± 5.28 ms printed as "5.3 ± 5.3 ms" was
+    # called resolved; as shown, the value is no larger than its half-width
+    from gpuscale.analysis.metrics import resolved
+    from gpuscale.formatting import format_phase_s
+
+    assert format_phase_s(0.00532, 0.00528) == "< 10.6 ms (not resolved)"
+    assert not resolved(0.00532, 0.00528)
+    assert resolved(0.0054, 0.0053)
+    text = "\n".join(
+        phase_lines(_summary(allreduce_s=0.00532, allreduce_err_s=0.00528, comm_share=0.036), 2)
+    )
+    assert "exposed all-reduce < 10.6 ms (not resolved)" in text
+    assert "3.6%" not in text
+
+
+def test_a_precision_not_yet_known_says_whether_steps_or_probes_are_too_few():
+    from gpuscale.commands.run import precision_line
+
+    # a new user's 2-device run: 145 counted steps, 1 probe; "fewer than 3 steps or probes"
+    s = {
+        "precision_asked": 0.1,
+        "precision_reached": None,
+        "precision_more_steps": 590,
+        "step_time_rel_err": 0.01,
+        "phase_steps": 1,
+        "status": "completed",
+    }
+    line = precision_line(s, replicas=2)
+    assert (
+        "precision: \u00b110.0% asked (step time \u00b110.0%, exposed share \u00b110 points)"
+        in line
+    )
+    assert "not yet known (fewer than 3 probes: 1 so far)" in line
+    assert "steps or probes" not in line
+    line = precision_line({**s, "step_time_rel_err": None, "phase_steps": 0}, replicas=1)
+    assert "not yet known (fewer than 3 steps)" in line and "exposed share" not in line
+
+
+def test_probes_over_the_budget_say_why():
+    s = _summary(counted_wall_s=50.0, probe_wall_share=0.048, probe_budget=0.02, phase_steps=10)
+    text = "\n".join(phase_lines(s, replicas=1))
+    assert "over the budget: the probes cost more than their median so far" in text
+
+
+def test_a_precision_on_several_devices_says_each_number_in_its_own_unit():
+    from gpuscale.commands.run import precision_line
+
+    # it said "reached only ±37.2%" for an exposed share known to ±37.2 points
+    s = {
+        "precision_asked": 0.1,
+        "precision_reached": 0.372,
+        "precision_more_steps": 5807,
+        "step_time_rel_err": 0.012,
+        "comm_share_err": 0.372,
+        "phase_steps": 3,
+        "status": "completed",
+    }
+    line = precision_line(s, replicas=2)
+    assert (
+        "not reached by the end (step time \u00b11.2%, exposed share \u00b137.2 points); "
+        "about 5,807 more steps"
+    ) in line
+    assert "37.2%" not in line
+    line = precision_line({**s, "precision_reached": 0.05, "precision_more_steps": 0}, 2)
+    assert line.endswith("reached (step time \u00b11.2%, exposed share \u00b137.2 points)")

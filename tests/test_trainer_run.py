@@ -281,5 +281,10 @@ def test_a_precision_not_reached_is_said_in_the_final_summary(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     line = next(x for x in result.stdout.splitlines() if "precision:" in x)
-    assert "±0.5% asked, not reached by the end" in line
+    assert (
+        "±0.5% asked (step time ±0.5%, exposed share ±0.5 points), not reached by the end" in line
+    )
     assert "more steps would" in line
+    # and said early, as soon as the first probe's cost showed it (stderr, above the bar)
+    assert "--precision ±0.5%: at the probe budget (2%, 1% of it for probes" in result.stderr
+    assert "it will likely end before reaching it" in result.stderr

@@ -84,5 +84,7 @@ def test_a_phase_within_its_noise_is_not_resolved_never_zero():
     assert format_phase_s(-0.001, 0.0014) == "< 1.4 ms (not resolved)"
     assert format_phase_s(0.001, 0.0014) == "< 2.4 ms (not resolved)"
     assert format_phase_s(0.0, None) == "not resolved (too few probes)"
+    # old recordings' floored probes: all 0, no spread; never "< 0.0 ms"
+    assert format_phase_s(0.0, 0.0) == "< 0.1 ms (not resolved)"
     assert format_phase_s(0.005, None) == "5.0 ms"
     assert format_phase_s(None, None) == "n/a"

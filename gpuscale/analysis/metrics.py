@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from gpuscale import formatting
+
 
 def percentile(values: Sequence[float], q: float) -> float:
     """The ``q``-th percentile (0-100) with linear interpolation between the two
@@ -129,13 +131,10 @@ def median_halfwidth(values: Sequence[float]) -> float | None:
     return 1.96 * 1.2533 * 1.4826 * mad / math.sqrt(n)
 
 
-def resolved(value: float | None, halfwidth: float | None) -> bool:
-    """A measured phase is *resolved* when it stands out of its own noise:
-    ``value > halfwidth`` (a phase with no stated uncertainty is resolved when
-    positive). Unresolved phases are shown as ``< value + halfwidth``."""
-    if value is None:
-        return False
-    return value > (halfwidth or 0.0)
+resolved = formatting.resolved
+"""A measured phase is *resolved* when, as shown, it is larger than its own noise
+(``value > halfwidth`` at the last digit printed); one rule for every view, kept in
+:func:`gpuscale.formatting.resolved`, which the formatting of phases uses too."""
 
 
 PARTS_TOLERANCE = 0.1
@@ -165,3 +164,25 @@ def scaled_parts(parts_s: Sequence[float], whole_s: float) -> tuple[float, ...]:
     if total <= 0:
         return tuple(parts_s)
     return tuple(p * whole_s / total for p in parts_s)
+
+
+def probes_for_precision(probes: int, halfwidth: float | None, asked: float) -> int:
+    """Probes that would likely pin a share down to ``± asked`` (95 % half-width):
+    a median's half-width shrinks as ``1/sqrt(n)``, so ``probes (halfwidth / asked)^2``,
+    at least :data:`MIN_SAMPLES_FOR_UNCERTAINTY` (below them nothing is known: that
+    many is a lower bound)."""
+    need = MIN_SAMPLES_FOR_UNCERTAINTY
+    if halfwidth is not None and asked > 0:
+        need = max(need, math.ceil(probes * (halfwidth / asked) ** 2 - 1e-9))
+    return need
+
+
+def steps_per_probe(cost_s: float, step_s: float, probe_share: float) -> float | None:
+    """Counted steps a probe budget needs to pay for one probe:
+    ``cost / (probe_share x step)`` (``probe_share``: the probes' share of the
+    steps' wall clock, e.g. 0.01; ``cost``: one probe as counted, its passes, its
+    split step's excess and the slower step after it). ``None`` where it cannot
+    be said (no cost, no step, no budget)."""
+    if cost_s <= 0 or step_s <= 0 or probe_share <= 0:
+        return None
+    return cost_s / (probe_share * step_s)

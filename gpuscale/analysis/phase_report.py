@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from gpuscale.analysis.confidence import comm_share_is_notable
 from gpuscale.analysis.metrics import resolved
-from gpuscale.analysis.summary import RunSummary
+from gpuscale.analysis.summary import PROBE_RESERVE, RunSummary
 from gpuscale.analysis.sweep import SweepPoint
 from gpuscale.formatting import (
     format_duration_s,
@@ -38,6 +38,12 @@ def parts_note(s: RunSummary) -> str | None:
     ``the probes' phases add up to 27.2 ms (compute 1.4, exposed all-reduce 25.4,
     apply 0.0, input 0.0 ms), not the median step 4.4 ms: the breakdown is not
     resolved``; ``None`` where they add up (or nothing was probed)."""
+    if s.phase_contradiction is not None:
+        return (
+            f"the probes contradict each other: {s.phase_contradiction}, beyond their noise "
+            f"({plural(s.phase_steps, 'probe')}; a busy machine?): the breakdown is not "
+            "resolved and no figure is taken from it"
+        )
     if s.phase_consistent is not False or s.phase_parts_s is None:
         return PASSES_LONGER_NOTE if s.phase_consistent is False else None
     ms = [
@@ -141,9 +147,11 @@ def probes_text(s: RunSummary) -> str:
     if s.probe_every:
         pace = f"every {plural(s.probe_every, 'step')}"
     elif s.probe_budget is not None:
-        pace = f"budget {format_fraction_pct(s.probe_budget, 1).replace('.0%', '%')}"
+        pace = f"budget {_pct(s.probe_budget)}"
+        if s.probe_budget > 0:
+            pace += f", {_pct(s.probe_budget * (1 - PROBE_RESERVE))} of it for probes"
     if s.probe_cost_s is not None:
-        took = format_duration_s(s.probe_cost_s)
+        took = f"{format_duration_s(s.probe_cost_s)} with the steps they slowed"
         if s.probe_wall_share is not None:
             text += f", {format_fraction_pct(s.probe_wall_share, 1)} of wall"
             pace = f"{took}; {pace}" if pace else took
@@ -158,8 +166,28 @@ def probes_text(s: RunSummary) -> str:
     )
     if over and s.phase_steps == 1:  # the scheduler's one exception: said, not hidden
         text += ", over the budget: the first probe always runs"
+    elif over:  # the scheduler checks each probe's expected cost against the run's length
+        text += (
+            ", over the budget: the probes cost more than their median so far (a busy "
+            "machine), or the run ended before --steps after probing early"
+        )
     known = share_known_text(s)
     return f"{text}; {known}" if known else text
+
+
+def _pct(share: float) -> str:
+    """A budget as said: ``2%``, ``1.5%``."""
+    return format_fraction_pct(share, 1).replace(".0%", "%")
+
+
+def precision_meaning(asked: float) -> str:
+    """What ``--precision`` asks, in the units each number is said in: ``the median
+    step time to ±3.0% of itself and the exposed share to ±3 points of the step
+    (95% ranges)`` (the share is a part of the step, so its precision is in points)."""
+    return (
+        f"the median step time to \u00b1{format_fraction_pct(asked, 1)} of itself and the "
+        f"exposed share to {_points(asked)} points of the step (95% ranges)"
+    )
 
 
 def share_known_text(s: RunSummary) -> str | None:
@@ -179,35 +207,76 @@ def share_known_text(s: RunSummary) -> str | None:
 
 
 def precision_text(s: RunSummary) -> tuple[str, bool] | None:
-    """With ``--precision``: ``precision: ±3.0% asked, reached (±2.1%)``, or how far
-    it got and about how many more steps would likely reach it; and whether it was
-    reached. ``None``: not asked."""
+    """With ``--precision``: ``precision: ±3.0% asked (step time ±3.0%, exposed share
+    ±3 points), reached (±2.1%)``, or how far it got and about how many more steps
+    would likely reach it; and whether it was reached. ``None``: not asked."""
     if s.precision_asked is None:
         return None
+    several = s.devices > 1  # two numbers in two units: each said in its own
     got, need, reached = precision_words(
         s.precision_asked,
         s.precision_reached,
         s.precision_more_steps,
         when="yet" if s.status == "running" else "by the end",
+        unknown=unknown_why(s.step_time_rel_err, s.comm_share_err, s.phase_steps, s.devices),
+        say_reached=not several,
     )
-    target = f"\u00b1{format_fraction_pct(s.precision_asked, 1)}"
-    return f"precision: {target} asked, {got}" + (f"; {need}" if need else ""), reached
+    asked = s.precision_asked
+    target = f"\u00b1{format_fraction_pct(asked, 1)} asked"
+    if several:
+        target += (
+            f" (step time \u00b1{format_fraction_pct(asked, 1)}, "
+            f"exposed share {_points(asked)} points)"
+        )
+        if s.precision_reached is not None and s.step_time_rel_err is not None:
+            share = s.comm_share_err if s.comm_share_err is not None else 0.0
+            got += (
+                f" (step time \u00b1{format_fraction_pct(s.step_time_rel_err, 1)}, "
+                f"exposed share \u00b1{share * 100:.1f} points)"
+            )
+    return f"precision: {target}, {got}" + (f"; {need}" if need else ""), reached
+
+
+def unknown_why(
+    step_err: float | None, share_err: float | None, probes: int | None, devices: int
+) -> str:
+    """Why a precision is not known yet: ``fewer than 3 probes`` (or steps, or both)."""
+    few_steps = step_err is None
+    few_probes = devices > 1 and share_err is None
+    if few_steps and few_probes:
+        return "not yet known (fewer than 3 steps and 3 probes)"
+    if few_probes:
+        return f"not yet known (fewer than 3 probes: {probes or 0} so far)"
+    if few_steps:
+        return "not yet known (fewer than 3 steps)"
+    return "not yet known (fewer than 3 steps or probes)"
 
 
 def precision_words(
-    asked: float, reached: float | None, more: int | None, *, when: str = "by the end"
+    asked: float,
+    reached: float | None,
+    more: int | None,
+    *,
+    when: str = "by the end",
+    unknown: str = "not yet known (fewer than 3 steps or probes)",
+    say_reached: bool = True,
 ) -> tuple[str, str | None, bool]:
     """Whether ``± asked`` was reached (the worse of the step time's and the exposed
     share's half-widths, ``reached``; ``more``: counted steps still likely needed,
     0 when reached): ``("reached (±2.1%)", None, True)``, or ``("not reached
     {when}: reached only ±5.1%", "about 1,890 more steps would likely reach it",
-    False)``. ``run``, the dashboard and ``recommend`` say it in these words."""
+    False)``. ``unknown``: what to say where nothing is known yet (which of steps
+    and probes are too few); ``say_reached`` False: leave the figure reached out
+    (the caller says each half-width itself). ``run``, the dashboard and
+    ``recommend`` say it in these words."""
     if reached is not None and more == 0:
+        if not say_reached:
+            return "reached", None, True
         return f"reached (\u00b1{format_fraction_pct(reached, 1)})", None, True
     got = (
-        f"reached only \u00b1{format_fraction_pct(reached, 1)}"
+        (f"reached only \u00b1{format_fraction_pct(reached, 1)}" if say_reached else "")
         if reached is not None
-        else "not yet known (fewer than 3 steps or probes)"
+        else unknown
     )
     if more is None:
         need = "no probe ran to estimate the steps needed"
@@ -215,7 +284,8 @@ def precision_words(
         need = f"at least {more:,} more steps would be needed"
     else:
         need = f"about {more:,} more steps would likely reach it"
-    return f"not reached {when}: {got}", need, False
+    head = f"not reached {when}"
+    return (f"{head}: {got}" if got else head), need, False
 
 
 def count_precision_text(r: SweepPoint, *, several: bool = False, with_asked: bool = False) -> str:
@@ -232,7 +302,12 @@ def count_precision_text(r: SweepPoint, *, several: bool = False, with_asked: bo
     if with_asked:
         label += f", \u00b1{format_fraction_pct(r.precision_asked, 1)} asked"
     got, need, _ = precision_words(
-        r.precision_asked, r.precision_reached, r.precision_more_steps, when="within --steps"
+        r.precision_asked,
+        r.precision_reached,
+        r.precision_more_steps,
+        when="within --steps",
+        unknown=unknown_why(r.step_time_err, r.comm_share_err, r.probes, r.devices),
+        say_reached=False,  # each half-width is said next
     )
     step = (
         f"step time \u00b1{format_fraction_pct(r.step_time_err, 1)}"

@@ -77,6 +77,10 @@ from gpuscale.events.schema import (
     StepEvent,
 )
 
+PROBE_RESERVE = 0.5
+"""The part of a probe budget the probes leave for what gpuscale costs every step
+(the probe scheduler's :data:`gpuscale.trainer.schedule.DEFAULT_RESERVE` is this
+one): the probes aim at ``budget x (1 - PROBE_RESERVE)`` of the wall clock."""
 DEFAULT_SHARE_PRECISION = 0.02
 """The half-width (a share of the step) the probes pin the exposed share down to
 when no ``--precision`` is asked; the probe scheduler's default
@@ -153,14 +157,22 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     ``False``: the probes' passes and the steps disagree (a pass longer than the
     step, a probe against an unusual step), and the breakdown is not resolved: no
     phase is shown as a number."""
+    phase_contradiction: str | None = None
+    """Where the probes' medians contradict each other beyond their noise (so
+    ``phase_consistent`` is ``False``), what: ``compute alone 1316.0 ms is longer than
+    compute + all-reduce 1133.0 ms`` or ``the exposed all-reduce 398.6 ms is over
+    twice the whole exchange timed alone, 4.0 ms`` (see :func:`_contradiction`)."""
     probe_cost_s: float | None = None
-    """Wall clock all the probes took (schema 1.2): in no step time, in the run's."""
+    """What all the probes cost, as the probe scheduler counts it (schema 1.2): their
+    passes and their split steps' excess (``PhaseEvent.probe_cost_s``) plus what the
+    step after each took over the median step (summed unfloored, so noise cancels;
+    a negative sum counts 0)."""
     counted_wall_s: float | None = None
     """Wall clock from the first counted step's start to the last step's end, the
     probes between them included (the part of the run the probes' share is of)."""
     probe_wall_share: float | None = None
-    """``probe_cost_s / counted_wall_s``: the probes' share of the wall clock (their
-    passes only; ``None`` before schema 1.2 or without a probe)."""
+    """``probe_cost_s / counted_wall_s``: the probes' share of the wall clock, as
+    the scheduler counts it (``None`` before schema 1.2 or without a probe)."""
     probe_budget: float | None = None
     """The probes' budget, a share of the wall clock (``--probe-budget``,
     ``ScalingMonitor(budget=)``); ``None`` when not said or a fixed period overrides it."""
@@ -234,6 +246,8 @@ class RunAccumulator:
         self._counted_from_t: float | None = None
         """When the first counted step began (its event's ``t`` less its step time)."""
         self._last_step_t: float | None = None
+        self._step_at: dict[tuple[int, int], float] = {}
+        """Counted steps' times by (worker, step): the step after a probe is the probe's."""
 
     def add(self, event: object) -> None:
         """Take one event of the run (unknown kinds are ignored)."""
@@ -243,6 +257,7 @@ class RunAccumulator:
                 self._warmup_steps.add((event.worker, event.step))
                 return
             self._step_times.append(event.step_time_s)
+            self._step_at[(event.worker, event.step)] = event.step_time_s
             began = event.t - event.step_time_s
             if self._counted_from_t is None or began < self._counted_from_t:
                 self._counted_from_t = began
@@ -333,7 +348,23 @@ class RunAccumulator:
             step_rel=step_rel,
             probes=s.phase_steps if probing else None,
             share_err=share_err if probing else None,
+            per_probe=self._steps_per_probe(s) if probing else None,
         )
+
+    def _steps_per_probe(self, s: RunSummary) -> float | None:
+        """Counted steps per probe at the run's own pace: its fixed period, or what
+        its budget pays for a probe at what its probes cost (a budgeted run spends
+        early, so its probes so far say little about the rate later); ``None``: the
+        run's own steps per probe."""
+        if s.probe_every:
+            return float(s.probe_every)
+        if s.probe_budget and s.probe_cost_s and s.phase_steps and s.step_time_s:
+            return metrics.steps_per_probe(
+                s.probe_cost_s / s.phase_steps,
+                s.step_time_s,
+                s.probe_budget * (1.0 - PROBE_RESERVE),
+            )
+        return None
 
     def _summarize_probing(self, s: RunSummary) -> None:
         """What the probes cost against the wall clock, the budget they had and the
@@ -377,9 +408,9 @@ class RunAccumulator:
         totals = [t for p in phases if (t := getattr(p, "allreduce_total_s", None)) is not None]
         if totals:
             s.allreduce_total_s = metrics.median(totals)
-        costs = [c for p in phases if (c := p.probe_cost_s) is not None]
-        if costs:
-            s.probe_cost_s = sum(costs)
+        costed = [p for p in phases if p.probe_cost_s is not None]
+        if costed:
+            s.probe_cost_s = self._probes_cost_s(costed, s.step_time_s)
         payloads = [p.payload_bytes for p in phases if p.payload_bytes]
         if payloads and not s.payload_bytes:
             s.payload_bytes = int(metrics.median(payloads))
@@ -391,6 +422,12 @@ class RunAccumulator:
             whole,
             [s.compute_err_s, s.allreduce_err_s, s.apply_err_s, self._step_halfwidth()],
         )
+        if s.devices > 1 and whole:
+            s.phase_contradiction = _contradiction(
+                phases, metrics.median(exchanges), s.allreduce_err_s, s.allreduce_total_s, whole
+            )
+            if s.phase_contradiction is not None:
+                s.phase_consistent = False  # noise, not a breakdown: no figure comes from it
         s.comm_share = metrics.share(s.allreduce_s, whole)
         if s.allreduce_err_s is not None and whole:
             s.comm_share_err = s.allreduce_err_s / whole
@@ -406,6 +443,27 @@ class RunAccumulator:
                 s.busbw_total_bytes_s = metrics.busbw_bytes_s(
                     s.algbw_total_bytes_s, s.devices, s.exchange
                 )
+
+    def _probes_cost_s(self, phases: list[PhaseEvent], step_s: float | None) -> float:
+        """What ``phases``' probes cost, as the scheduler counts it: their passes plus
+        the excesses over the median step ``step_s`` of their split steps
+        (``split_excess_s``) and of the steps right after them (cold caches after the
+        probe's own compiled functions), the excesses summed unfloored (noise
+        cancels) and then floored at 0. Recordings without ``split_excess_s`` hold
+        the split step's excess floored in ``probe_cost_s``."""
+        passes = excess = 0.0
+        split_steps = {(p.worker, p.step) for p in phases if p.split_excess_s is not None}
+        for p in phases:
+            cost = p.probe_cost_s or 0.0
+            if p.split_excess_s is not None:
+                cost -= max(0.0, p.split_excess_s)
+                excess += p.split_excess_s
+            passes += max(0.0, cost)
+            after = self._step_at.get((p.worker, p.step + 1))
+            if after is not None and step_s and (p.worker, p.step + 1) not in split_steps:
+                # (a split step right after: its excess is that probe's, counted once)
+                excess += after - step_s
+        return passes + max(0.0, excess)
 
     def _step_halfwidth(self) -> float | None:
         """The median step time's 95 % half-width (``None`` below 3 steps)."""
@@ -425,6 +483,38 @@ class RunAccumulator:
             mid = metrics.median(list(per_worker.values()))
             if mid > 0:
                 s.worker_imbalance = max(per_worker.values()) / mid
+
+
+def _contradiction(
+    phases: list[PhaseEvent],
+    exposed_s: float,
+    err_s: float | None,
+    alone_s: float | None,
+    whole_s: float,
+) -> str | None:
+    """What in the probes' medians cannot be a breakdown, beyond their noise (the
+    exposed all-reduce's half-width, at least :data:`~gpuscale.analysis.metrics.PARTS_TOLERANCE`
+    of the step ``whole_s``: below 3 probes no noise is known): compute alone longer
+    than compute + all-reduce (the exposed part, unfloored, below 0), or the exposed
+    all-reduce over twice the all-reduce timed alone, ``alone_s`` (the compute pass
+    waits for every replica too, so a slow replica cannot explain it; inside a step
+    the exchange competes with the compute for cores or SMs, which can slow it, but
+    not to several times its cost alone). ``None``: nothing contradicts."""
+    noise = max(metrics.PARTS_TOLERANCE * whole_s, err_s or 0.0)
+    if exposed_s < -noise:
+        fused = [p.compute_allreduce_s for p in phases if p.compute_allreduce_s is not None]
+        if fused:
+            compute = metrics.median([p.compute_s for p in phases])
+            return (
+                f"compute alone {compute * 1000:.1f} ms is longer than compute + all-reduce "
+                f"{metrics.median(fused) * 1000:.1f} ms"
+            )
+    if alone_s is not None and exposed_s > 2 * alone_s + noise:
+        return (
+            f"the exposed all-reduce {exposed_s * 1000:.1f} ms is over twice the whole "
+            f"exchange timed alone, {alone_s * 1000:.1f} ms"
+        )
+    return None
 
 
 def _exposed(p: PhaseEvent) -> float:
@@ -448,16 +538,18 @@ def more_steps_for_precision(
     step_rel: float | None,
     probes: int | None = None,
     share_err: float | None = None,
+    per_probe: float | None = None,
 ) -> int | None:
     """Counted steps more that would likely pin the numbers down to ``± asked``.
 
     A median's 95 % half-width shrinks as ``1/sqrt(n)``: ``n`` steps at relative
     half-width ``step_rel`` need ``n (step_rel / asked)^2`` in all; ``probes``
-    probes at share half-width ``share_err`` need ``probes (share_err / asked)^2``,
-    which come at the run's own rate (``steps / probes`` steps a probe; a budget
-    keeps that rate). Below 3 steps or probes nothing is known yet: the steps to 3
-    probes at that rate are a lower bound. ``None``: no step counted or no probe.
-    0: reached."""
+    probes at share half-width ``share_err`` need
+    :func:`~gpuscale.analysis.metrics.probes_for_precision` in all (at least 3: below
+    3 nothing is known yet and that is a lower bound), which come one every
+    ``per_probe`` counted steps (what the budget pays for, or the fixed period;
+    default the run's own ``steps / probes``): ``needed x per_probe`` steps in all.
+    ``None``: no step counted or no probe. 0: reached."""
     if steps <= 0:
         return None
     more = 0.0
@@ -468,11 +560,11 @@ def more_steps_for_precision(
     if probes is not None:
         if probes <= 0:
             return None
-        per_probe = steps / probes
-        if share_err is None:
-            more = max(more, (metrics.MIN_SAMPLES_FOR_UNCERTAINTY - probes) * per_probe)
-        elif share_err > asked:
-            more = max(more, probes * ((share_err / asked) ** 2 - 1) * per_probe)
+        if share_err is None or share_err > asked:
+            needed = metrics.probes_for_precision(probes, share_err, asked)
+            rate = per_probe if per_probe else steps / probes
+            total = needed * rate  # the budget pays for probes as the steps go by
+            more = max(more, total - steps if total > steps else (needed - probes) * rate)
     return int(math.ceil(more))
 
 

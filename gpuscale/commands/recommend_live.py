@@ -18,8 +18,8 @@ from gpuscale.analysis.summary import RunAccumulator
 from gpuscale.analysis.sweep import Sweep, SweepPoint, point_from_summary
 from gpuscale.analysis.topology import best_subset, pair_class
 from gpuscale.errors import EXIT_FAILED, GpuscaleError
-from gpuscale.events.schema import EndEvent, StepEvent, SweepRef, Topology
-from gpuscale.formatting import format_ms, plural
+from gpuscale.events.schema import EndEvent, LogEvent, StepEvent, SweepRef, Topology
+from gpuscale.formatting import format_ms, plural, visible
 from gpuscale.recording.sweeps import new_sweep_id
 
 if TYPE_CHECKING:
@@ -352,3 +352,10 @@ def _follow(
                 progress.update(task, completed=event.step + 1, status=status)
             elif isinstance(event, EndEvent):
                 progress.update(task, status=event.status)
+            elif isinstance(event, LogEvent) and event.source == "precision" and not quiet:
+                # --precision out of reach at this budget: said as soon as the trainer knows
+                progress.console.print(
+                    f"gpuscale: {n} device{'s' if n > 1 else ''}: {visible(event.message)}",
+                    style="yellow",
+                    markup=False,
+                )

@@ -12,7 +12,7 @@ from rich.text import Text as _RichText
 
 from gpuscale.analysis.decide import own_speedup, table_base
 from gpuscale.analysis.metrics import resolved
-from gpuscale.analysis.phase_report import count_precision_text
+from gpuscale.analysis.phase_report import count_precision_text, precision_meaning
 from gpuscale.analysis.recommend import Recommendation
 from gpuscale.analysis.sweep import Sweep
 from gpuscale.commands.console import text_console
@@ -96,9 +96,9 @@ def precision_lines(rec: Recommendation, sweep: Sweep) -> list[str]:
         one = len(asked) == 1
         if one:
             lines.append(
-                f"Precision asked: \u00b1{format_fraction_pct(rows[0].precision_asked, 1)} "
-                "(95% range of the median step time and of the exposed share), "
-                "each count run until known to it, --steps at most:"
+                f"Precision asked: \u00b1{format_fraction_pct(rows[0].precision_asked, 1)}, "
+                f"{precision_meaning(rows[0].precision_asked)}; each count run until known "
+                "to it, --steps at most:"
             )
         else:
             lines.append("Precision asked (95% ranges), each count run until known to it:")

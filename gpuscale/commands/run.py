@@ -327,10 +327,10 @@ def phase_lines(s: dict[str, Any], replicas: int) -> list[str]:
     return lines
 
 
-def precision_line(s: dict[str, Any]) -> str | None:
+def precision_line(s: dict[str, Any], replicas: int = 1) -> str | None:
     """With ``--precision``: whether the run reached it, and if not, how far it got
     and about how many more steps would likely reach it (``None``: not asked)."""
-    said = precision_text(run_summary_of(s, 1))
+    said = precision_text(run_summary_of(s, replicas))
     if said is None:
         return None
     text, reached = said
@@ -425,7 +425,7 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
         console.print(
             "  phases: not measured (no probe after the warm-up; see --probe-budget, --phase-every)"
         )
-    line = precision_line(s)
+    line = precision_line(s, start.num_replicas)
     if line:
         console.print(line)
     note = note_of(start)

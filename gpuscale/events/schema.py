@@ -244,10 +244,13 @@ class PhaseEvent(_Event, tag="phase", kw_only=True):
     * ``"split-step"`` (built-in trainer, :mod:`gpuscale.trainer.loop`): the
       probed step itself trained in two timed halves, forward + backward +
       all-reduce (``compute_allreduce_s``) then the optimizer update, and only
-      *compute* ran as an extra pass; ``step_time_s`` is the two halves (the
-      probed step's training part, **without** the input wait, ``input_s``), so
-      ``apply_s`` is the update as timed. The whole step is ``step_time_s +
-      input_s`` (``StepEvent.step_time_s`` of the same step).
+      *compute* ran as an extra pass; ``step_time_s`` is the usual step's training
+      part (the median of the last steps that followed no probe, **without** the
+      input wait, ``input_s``), and both halves are scaled to it (each times
+      ``step_time_s`` / their sum, since splitting adds a synchronisation), so
+      ``compute_allreduce_s`` is the first half scaled and ``apply_s`` the update
+      as timed, scaled. (Recordings before 2026-11-23 held the two halves unscaled,
+      or apply as the usual step less the first half, floored at 0.)
     * ``"differenced"`` (built-in trainer where the split cannot run, and
       recordings before it):
       ``step_time_s`` is the training part of the probed step itself, from
@@ -299,6 +302,11 @@ class PhaseEvent(_Event, tag="phase", kw_only=True):
     passes (in no step time) and, with ``split-step``, what the split step took
     over the usual step when that was more (it is in the split step's own step
     time). None in recordings before schema 1.2."""
+    split_excess_s: float | None = None
+    """``split-step`` only: what the split step took over the usual step, unfloored
+    (noise makes it negative at times; ``probe_cost_s`` holds it floored at 0), so
+    a summary can add the probes' excesses up as the scheduler does, letting noise
+    cancel. None otherwise and in older recordings."""
 
 
 class GpuSample(_Event, tag="gpu", kw_only=True):
@@ -349,7 +357,9 @@ class LogEvent(_Event, tag="log", kw_only=True):
 
     message: str
     source: str = "trainer"
-    """``trainer`` (its stdout/stderr), ``telemetry``, ``recorder``, ``gpuscale``."""
+    """``trainer`` (its stdout/stderr), ``telemetry``, ``recorder``, ``gpuscale``,
+    ``precision`` (the trainer's early word that ``--precision`` is out of reach
+    within ``--steps`` at the probe budget)."""
     level: Literal["debug", "info", "warning", "error"] = "info"
 
 

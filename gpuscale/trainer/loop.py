@@ -32,12 +32,16 @@ and an all-reduce of gradient-shaped buffers. The breakdown
 * ``compute_s`` = T(compute)
 * ``allreduce_s`` = T(reduce) - T(compute), floored at 0: the *exposed*
   all-reduce, what the step waits for the gradient exchange
-* ``apply_s`` = T(train) - T(reduce): the optimizer update, with T(train) the
-  usual step's training part (``ProbeScheduler.reference_step_s`` less the input
-  wait), the ``step_time_s`` of the event, as for the other method. T(apply) of
-  the split half is not used directly: it also holds what splitting costs (one more
-  synchronisation and dispatch), so the parts would add up to the split step, a
-  little longer than the steps a user runs
+* ``apply_s`` = T(apply) x T(train) / (T(reduce) + T(apply)): the optimizer
+  update as the split step measured it, with T(train) the usual step's training
+  part (``ProbeScheduler.reference_step_s`` less the input wait), the
+  ``step_time_s`` of the event, as for the other method. Both halves are scaled
+  by T(train) / (T(reduce) + T(apply)) (:func:`~gpuscale.trainer.probe.split_to_usual`;
+  the event's ``compute_allreduce_s`` is T(reduce) scaled): the split step also
+  holds what splitting costs (one more synchronisation and dispatch), so unscaled
+  the parts would add up to the split step, a little longer than the steps a user
+  runs; scaled they add up to the usual step, and apply is never a 0 that a noisy
+  T(reduce) forced
 * ``input_s``: the probed step's wait for its batch from the input pipeline
 * ``allreduce_total_s``: the all-reduce of gradient-shaped buffers timed alone.
 
@@ -97,11 +101,17 @@ import numpy as np
 import tensorflow as tf
 
 from gpuscale.errors import GpuscaleError
-from gpuscale.events.schema import DeviceInfo, PhaseEvent, StepEvent
+from gpuscale.events.schema import DeviceInfo, LogEvent, PhaseEvent, StepEvent
 from gpuscale.trainer.models import BuiltModel, build_model
 from gpuscale.trainer.options import TrainConfig
 from gpuscale.trainer.plan import DevicePlan
-from gpuscale.trainer.probe import PhaseProbe, ProbeTimes, exposed_share, phase_event
+from gpuscale.trainer.probe import (
+    PhaseProbe,
+    ProbeTimes,
+    exposed_share,
+    phase_event,
+    split_to_usual,
+)
 from gpuscale.trainer.schedule import (
     FIRST_PROBE_STEPS,
     FIRST_SPLIT_PROBE_STEPS,
@@ -436,7 +446,7 @@ class Trainer:
 
     def run(
         self, stop: threading.Event | None = None, *, probe_method: str = "split-step"
-    ) -> Iterator[StepEvent | PhaseEvent]:
+    ) -> Iterator[StepEvent | PhaseEvent | LogEvent]:
         """Train ``config.steps`` steps (fewer if ``stop`` is set), yielding events.
 
         ``probe_method``: ``"split-step"`` (the probed step runs split, where
@@ -453,6 +463,8 @@ class Trainer:
         split = split and probing
         split_next = False  # the scheduler asked for a probe: the next step runs split
         vote = self._vote(schedule) if probing else None
+        # --precision out of reach at this budget: said once, as soon as it is clear
+        outlook = config.precision is not None and probing and self.num_replicas > 1
         for step in range(config.steps):
             if stop is not None and stop.is_set():
                 return
@@ -487,14 +499,25 @@ class Trainer:
                 split_next = False
                 # the phases split the usual step's training part (the schedule's reference),
                 # not the split step's, which runs a little longer (its halves synchronise):
-                # apply = usual - T(reduce), so the parts add up to the step a user pays
+                # both measured halves scaled to it, so they add up to the step a user pays
                 usual_s = max(0.0, schedule.reference_step_s(step_s) - (got_batch - start))
+                times = split_to_usual(times, train_s, usual_s)
                 schedule.add_probe(times.cost_s, exposed_share(times, usual_s))
                 # the event's cost: the extra passes and what the split step took over a usual one
                 paid = msgspec.structs.replace(
                     times, cost_s=times.cost_s + max(0.0, schedule.last_split_excess_s)
                 )
-                yield self._phase_event(paid, step, usual_s, got_batch - start, "split-step")
+                yield self._phase_event(
+                    paid,
+                    step,
+                    usual_s,
+                    got_batch - start,
+                    "split-step",
+                    split_excess_s=schedule.last_split_excess_s,
+                )
+                if outlook and (said := schedule.precision_outlook(config.precision)):
+                    outlook = False
+                    yield LogEvent(t=time.time(), message=said, source="precision", level="warning")
             if vote is not None:  # the chief's ballot cast before this step: probe now
                 due = vote.received(voted)
             else:
@@ -508,6 +531,11 @@ class Trainer:
                     train_s = max(0.0, schedule.reference_step_s(step_s) - (got_batch - start))
                     schedule.add_probe(times.cost_s, exposed_share(times, train_s))
                     yield self._phase_event(times, step, train_s, got_batch - start, "differenced")
+                    if outlook and (said := schedule.precision_outlook(config.precision)):
+                        outlook = False
+                        yield LogEvent(
+                            t=time.time(), message=said, source="precision", level="warning"
+                        )
             if config.precision is not None and schedule.known_to(config.precision):
                 return  # known well enough (--precision): the rest of --steps is not needed
 
@@ -538,7 +566,13 @@ class Trainer:
         return StepVote(schedule, chief=True)
 
     def _phase_event(
-        self, times: ProbeTimes, step: int, train_s: float, input_s: float, method: str
+        self,
+        times: ProbeTimes,
+        step: int,
+        train_s: float,
+        input_s: float,
+        method: str,
+        split_excess_s: float | None = None,
     ) -> PhaseEvent:
         """The PhaseEvent of one probe of ``step`` (``train_s``: its training part)."""
         return phase_event(
@@ -549,4 +583,5 @@ class Trainer:
             payload_bytes=self.payload_bytes,
             num_tensors=self.num_tensors,
             method=method,
+            split_excess_s=split_excess_s,
         )

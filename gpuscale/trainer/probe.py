@@ -41,8 +41,10 @@ Two methods
 :class:`~gpuscale.events.schema.PhaseEvent`: ``allreduce_s`` = T(compute +
 all-reduce) - T(compute) and ``apply_s`` = step - T(compute + all-reduce), with
 "step" the usual step's training part (the scheduler's reference, for both
-methods: the split step's own time also holds what splitting costs, so its
-T(apply) is not used), each floored at 0 in the event, with the raw T(compute +
+methods; with the split method both measured halves are first scaled to it,
+:func:`split_to_usual`, since the split step's own time also holds what
+splitting costs, so apply is T(apply) x usual / split step), each floored at 0 in
+the event, with the raw T(compute +
 all-reduce) kept (``compute_allreduce_s``) so the summary can take unfloored
 medians and say how well each phase is known. ``probe_cost_s`` is what the
 probe cost: the wall clock of its extra passes and, with the split method, what
@@ -226,6 +228,7 @@ def phase_event(
     payload_bytes: int | None = None,
     num_tensors: int | None = None,
     method: str = "differenced",
+    split_excess_s: float | None = None,
 ) -> PhaseEvent:
     """The PhaseEvent of one probe against the probed step's time (see the module
     docstring for the differences)."""
@@ -246,7 +249,25 @@ def phase_event(
         allreduce_total_s=times.allreduce_alone_s,
         compute_allreduce_s=fused_s,
         probe_cost_s=times.cost_s,
+        split_excess_s=split_excess_s,
     )
+
+
+def split_to_usual(times: ProbeTimes, split_train_s: float, usual_s: float) -> ProbeTimes:
+    """A split-step probe's two measured halves scaled to the usual step's training
+    part ``usual_s``: T(reduce)' = T(reduce) x u / (T(reduce) + T(apply)) (the
+    probe's ``compute_allreduce_s``; with one replica its ``compute_s``, the same
+    half), so T(apply)' = u - T(reduce)' = T(apply) x u / (T(reduce) + T(apply)).
+    The parts keep the split step's proportions and add up to the step a user pays
+    (the split step runs a little longer: its halves synchronise); neither half is
+    thrown away or forced to 0. The compute pass, timed on its own, is kept as
+    measured. Unchanged where either time is not positive."""
+    if split_train_s <= 0 or usual_s <= 0:
+        return times
+    scale = usual_s / split_train_s
+    if times.compute_allreduce_s is None:  # one replica: compute is the split step's first half
+        return msgspec.structs.replace(times, compute_s=times.compute_s * scale)
+    return msgspec.structs.replace(times, compute_allreduce_s=times.compute_allreduce_s * scale)
 
 
 def exposed_share(times: ProbeTimes, step_time_s: float) -> float:

@@ -15,12 +15,16 @@ tells the most:
   probed share, e.g. the exposed all-reduce's share of the step, known to
   ``± precision``, default 2 points, from at least 3 probes; see
   :func:`gpuscale.analysis.metrics.median_halfwidth`), a probe runs whenever
-  the budget allows, and up to half the whole run's budget may be spent early
-  when the run's length is known (``horizon_steps``; the run's wall clock
-  projected from the 10th percentile of the step times so far).
+  the budget allows, and when the run's length is known (``horizon_steps``; the
+  run's wall clock projected from the 10th percentile of the step times so far)
+  the whole run's probe allowance may be spent early: a 300-step run gets the
+  probes it can pay for in its first steps, where they tell the most, not one
+  now and the next near its end.
 * **Spaced out once resolved**: a probe runs only while the probes' total stays
   within half the budget of the steps' wall clock so far: the
   breakdown is watched, not measured again (``resolved_rate``).
+* **Never back to back**: after a probe, the next probe waits for the step after
+  it, whose loss is part of the probe's cost and must be counted first.
 * **Again after a shift**: a change detector on step times (the median of the
   last ``window`` steps against the median of the first ``window`` steps after
   the start or the last shift, off by more than ``shift``) marks the breakdown
@@ -42,8 +46,11 @@ own wall clock, the run as it would take without gpuscale, so the budget is
 the overhead a user sees (``wall with gpuscale / wall without - 1``). Every
 rule is checked before a probe, with its cost counted in, so at any time after
 the first probe ``spent <= budget x (1 - reserve) x max(steps' wall, projected
-run / 2)``: the probes leave ``reserve`` of the budget (:data:`DEFAULT_RESERVE`)
-for the cost of every step that no timing inside the run can see.
+run)``: the probes leave ``reserve`` of the budget (:data:`DEFAULT_RESERVE`)
+for the cost of every step that no timing inside the run can see. (A run that
+stops before its ``horizon_steps``, ``--precision`` reached or stopped by hand,
+may have spent the early allowance over fewer steps: its summary says what the
+probes cost against the steps it ran.)
 The one exception is the first probe, asked for after the third counted step
 (the built-in trainer's runs on the next step, split): without it there is no
 breakdown at all. On a run shorter than about ``first_probe_steps / budget``
@@ -72,15 +79,16 @@ import math
 from collections import deque
 
 from gpuscale.analysis import metrics
-from gpuscale.analysis.summary import DEFAULT_SHARE_PRECISION
+from gpuscale.analysis.summary import DEFAULT_SHARE_PRECISION, PROBE_RESERVE
 
 DEFAULT_BUDGET = 0.02
 """The probes' default share of the wall clock."""
 DEFAULT_PRECISION = DEFAULT_SHARE_PRECISION
 """The default half-width (a share of the step) to which the breakdown is pinned down:
 the one the summaries report against (:data:`gpuscale.analysis.summary.DEFAULT_SHARE_PRECISION`)."""
-DEFAULT_RESERVE = 0.5
-"""The part of the budget the probes leave for what gpuscale costs every step and
+DEFAULT_RESERVE = PROBE_RESERVE
+"""(0.5; :data:`gpuscale.analysis.summary.PROBE_RESERVE`, which the summaries say
+the probes' part of the budget with.) The part of the budget the probes leave for what gpuscale costs every step and
 no timing inside the run can see: the synchronised step timing, building and
 sending a StepEvent (a run cannot time itself against a run without gpuscale).
 Measured with ``benchmarks/overhead.py`` on 2 CPU logical devices (the two arms
@@ -366,6 +374,10 @@ class ProbeScheduler:
             # after FIRST_PROBE_AFTER usual steps, so the step it splits is a median, not
             # the first step alone (often a retrace, or Keras' first callbacks)
             return len(self._usual) >= min(FIRST_PROBE_AFTER, self.window)
+        if self._after_pending:
+            # the step after the last probe is not seen yet: what it loses is part of
+            # that probe's cost (a step or more on a busy machine), so wait one step
+            return False
         cost = self.expected_cost_s()
         budget = self.probe_budget
         allowance = budget * self.step_wall_s
@@ -373,10 +385,52 @@ class ProbeScheduler:
             # the run's wall clock if the steps go on no slower than their fastest tenth
             # (a slow start must not buy probes the rest of the run cannot pay for)
             projected = self._fast_step_s() * self.horizon_steps
-            allowance = max(allowance, 0.5 * budget * projected)
+            allowance = max(allowance, budget * projected)
         if self.resolved:
             allowance = self.resolved_rate * budget * self.step_wall_s
         return self.probe_wall_s + cost <= allowance
+
+    def steps_for_precision(self, precision: float) -> int | None:
+        """Counted steps in all this run would likely need to know the probed share to
+        ``± precision`` at its budget: the probes that takes
+        (:func:`~gpuscale.analysis.metrics.probes_for_precision`; at least 3) at the
+        pace the budget pays for them (:func:`~gpuscale.analysis.metrics.steps_per_probe`,
+        at the probes' mean cost so far and the median step: the run's summary
+        estimates the same way), or at the fixed period.
+        ``None`` before the first probe (its cost is not known) or without probes."""
+        if not self.probes or not self._counted:
+            return None
+        needed = metrics.probes_for_precision(len(self._shares), self.share_halfwidth, precision)
+        if self.every is not None:
+            return needed * self.every
+        per_probe = metrics.steps_per_probe(  # the mean cost so far, as the summary says it
+            self.probe_wall_s / self.probes, metrics.median(self._counted), self.probe_budget
+        )
+        return None if per_probe is None else math.ceil(needed * per_probe)
+
+    def precision_outlook(self, precision: float) -> str | None:
+        """What to tell a user early where ``± precision`` cannot be reached within the
+        run's ``horizon_steps`` at this budget (:meth:`steps_for_precision`): ``None``
+        where it can (or cannot be said yet)."""
+        need = self.steps_for_precision(precision)
+        if need is None or not self.horizon_steps or need <= self.horizon_steps:
+            return None
+        known = len(self._shares) >= self.min_probes and self.share_halfwidth is not None
+        probes = metrics.probes_for_precision(len(self._shares), self.share_halfwidth, precision)
+        step = metrics.median(self._counted)
+        if self.every is not None:
+            pace = f"a probe every {self.every} steps"
+        else:
+            pace = (
+                f"the probe budget ({self.budget:.0%}, {self.probe_budget:.1%} of it for probes; "
+                f"a probe costs about {self.probe_wall_s / self.probes / step:.1f} steps)"
+            ).replace(".0%", "%")
+        return (
+            f"--precision \u00b1{precision:.1%}: at {pace} the exposed share would need "
+            f"{'about' if known else 'at least'} {probes:,} probes, about {need:,} counted "
+            f"steps, more than this run's {self.horizon_steps:,}: it will likely end before "
+            "reaching it (raise --steps or --probe-budget, or ask a coarser --precision)"
+        )
 
     def describe(self) -> str:
         """One line for the run's configuration: how probes are scheduled."""
