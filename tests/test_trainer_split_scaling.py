@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("tensorflow")
+# TensorFlow is imported inside the tests (through gpuscale.trainer.probe), never at
+# collection: the non-TF tests check that their own process never imports it.
+pytestmark = pytest.mark.tf
 
 
 def test_a_slow_split_step_keeps_its_measured_apply():
