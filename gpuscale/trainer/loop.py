@@ -471,6 +471,7 @@ class Trainer:
             start = time.perf_counter()
             batch = next(batches)
             got_batch = time.perf_counter()
+            probed = split_next  # this step is a probe's split step
             if split_next:
                 times, train_s = self.probe.measure_split(batch, self.split_step.run)
                 step_s = got_batch - start + train_s  # the compute pass is no part of it
@@ -518,8 +519,10 @@ class Trainer:
                 if outlook and (said := schedule.precision_outlook(config.precision)):
                     outlook = False
                     yield LogEvent(t=time.time(), message=said, source="precision", level="warning")
-            if vote is not None:  # the chief's ballot cast before this step: probe now
+            if vote is not None and not probed:  # the chief's ballot cast before this step
                 due = vote.received(voted)
+            elif vote is not None:  # a split step carries no ballot: nothing to read
+                due = False
             else:
                 due = probing and schedule.due()
             if due:

@@ -68,6 +68,14 @@ class SkippableSum:
 
 _CLASSES: dict[type, type] = {}
 
+SPLIT_STRATEGIES = (
+    tf.distribute.MirroredStrategy,
+    tf.distribute.MultiWorkerMirroredStrategy,
+    tf.distribute.OneDeviceStrategy,
+)
+"""The strategies whose step can be split (CentralStorageStrategy refuses to update its
+one copy of a variable from per-replica values)."""
+
 
 def with_skippable_sum(optimizer_class: type) -> type:
     """``optimizer_class`` with :class:`SkippableSum` mixed in (one class per base)."""
@@ -86,8 +94,8 @@ def inner_optimizer(optimizer: Any) -> Any:
 def unsupported(strategy: tf.distribute.Strategy, optimizer: Any) -> str | None:
     """Why the split step cannot run here (None: it can, subject to the check in
     :meth:`SplitStep.prepare`)."""
-    if type(strategy) not in (tf.distribute.MirroredStrategy, tf.distribute.OneDeviceStrategy):
-        return f"{type(strategy).__name__} is not split (MirroredStrategy and OneDevice only)"
+    if type(strategy) not in SPLIT_STRATEGIES:
+        return f"{type(strategy).__name__} is not split (Mirrored, MultiWorkerMirrored and OneDevice only)"
     if not isinstance(inner_optimizer(optimizer), SkippableSum):
         return "the optimizer cannot skip its cross-replica sum"
     if not hasattr(super(SkippableSum, inner_optimizer(optimizer)), "_all_reduce_sum_gradients"):
