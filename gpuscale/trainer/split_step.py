@@ -23,10 +23,22 @@ unscales the summed gradients and its inner optimizer skips the sum.
 :meth:`SplitStep.prepare` checks that the hook really ran while *apply* was
 traced (another Keras version may sum elsewhere: the split would then sum twice)
 and says why not otherwise; the trainer then keeps the two-pass probe of
-:mod:`gpuscale.trainer.probe`. Only MirroredStrategy and OneDeviceStrategy run
-the split step: CentralStorageStrategy refuses to update its one copy of a
-variable from per-replica values, and MultiWorkerMirroredStrategy's workers have
-not been tried with it.
+:mod:`gpuscale.trainer.probe`. MirroredStrategy, MultiWorkerMirroredStrategy
+and OneDeviceStrategy run the split step (:data:`SPLIT_STRATEGIES`);
+CentralStorageStrategy refuses to update its one copy of a variable from
+per-replica values.
+
+On several workers (MultiWorkerMirroredStrategy) *reduce*'s all-reduce is a
+collective every worker joins, and :meth:`SplitStep.prepare` runs one (and its
+check, and *apply*) on every worker: so every worker must split the same steps
+and prepare after the same step. The trainer sees to it: every worker prepares
+after its first step, and the probes are decided for all by worker 0's ballot
+(:mod:`gpuscale.trainer.vote`) or by ``--phase-every``'s count. The variables
+``prepare`` saves and puts back are mirrored and the same on every worker, so
+each puts back the same values. ``tests/test_trainer_split_step_workers.py``
+checks it on two local workers: the split step leaves every variable and
+optimizer slot as the fused step does, the same on both, and both probe on split
+steps at the same steps.
 """
 
 from __future__ import annotations
