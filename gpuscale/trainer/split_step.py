@@ -38,7 +38,9 @@ after its first step, and the probes are decided for all by worker 0's ballot
 each puts back the same values. ``tests/test_trainer_split_step_workers.py``
 checks it on two local workers: the split step leaves every variable and
 optimizer slot as the fused step does, the same on both, and both probe on split
-steps at the same steps.
+steps at the same steps. There a probe costs about two thirds of the two-pass one
+(``benchmarks/multiworker_probe.py``, two CPU workers: 1.18-1.38 steps against
+1.96-2.08).
 """
 
 from __future__ import annotations
