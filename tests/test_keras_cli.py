@@ -82,7 +82,8 @@ def test_built_in_trainer_on_two_local_workers(tmp_path):
 @pytest.mark.tf
 def test_two_local_workers_probe_at_the_same_steps_within_the_budget(tmp_path):
     """No --phase-every: worker 0's budgeted schedule decides for both, its ballot
-    summed in the step, so the probe runs one step after it is asked for."""
+    summed in the step, so every worker learns of the probe one step after it is
+    asked for and runs the next step split."""
     path = tmp_path / "mw-budget.ndjson"
     proc = _gpuscale(
         "run",
@@ -104,13 +105,13 @@ def test_two_local_workers_probe_at_the_same_steps_within_the_budget(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     loaded = load_run(path)
-    probed = [
-        [e.step for e in loaded.events if isinstance(e, PhaseEvent) and e.worker == w]
-        for w in (0, 1)
-    ]
-    # asked for after the FIRST_PROBE_AFTER-th counted step (steps 1-3), run after step 4
-    assert probed[0][:1] == [1 + FIRST_PROBE_AFTER]
+    phases = [e for e in loaded.events if isinstance(e, PhaseEvent)]
+    probed = [[e.step for e in phases if e.worker == w] for w in (0, 1)]
+    # asked for after the FIRST_PROBE_AFTER-th counted step (steps 1-3), read after
+    # step 4 (its ballot rode that step), step 5 runs split
+    assert probed[0][:1] == [2 + FIRST_PROBE_AFTER]
     assert probed[1] == probed[0]
+    assert {e.method for e in phases} == {"split-step"}
 
 
 def test_bad_commands_are_one_line_errors(tmp_path):

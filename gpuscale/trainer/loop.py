@@ -47,8 +47,8 @@ and an all-reduce of gradient-shaped buffers. The breakdown
 
 The split step's StepEvent is its input wait + T(reduce) + T(apply) (the compute
 pass is no part of it): a little more than a fused step, which the scheduler
-counts into the probe's cost. Where the split cannot run (CentralStorage or
-multi-worker strategies, an optimizer or a Keras that cannot skip its sum:
+counts into the probe's cost. Where the split cannot run (CentralStorageStrategy,
+an optimizer or a Keras that cannot skip its sum:
 :attr:`SplitStep.problem`), the probe runs after the step instead, the two-pass
 method ``differenced``: T(compute) and T(compute + all-reduce) as stand-ins,
 ``apply_s`` = T(train) - T(compute + all-reduce) with T(train) the usual step's
@@ -59,8 +59,9 @@ Several workers (``--strategy multi-worker``) probe after the same steps: by
 budget, worker 0's schedule decides, its ballot summed with the gradients in
 the step's own all-reduce (``voting_train_fn``: the same step, the optimizer's
 sum done once, by the step, as the split step's *reduce* does), so every
-worker learns after step k what worker 0 asked for after step k - 1 and probes
-then (:mod:`gpuscale.trainer.vote`). ``--phase-every K`` runs ``train_fn``.
+worker learns after step k what worker 0 asked for after step k - 1 and splits
+step k + 1 (:mod:`gpuscale.trainer.vote`; the split step carries no ballot, and
+none is read after it). ``--phase-every K`` runs ``train_fn``.
 
 With one replica nothing is exchanged: the split step alone is the probe
 (T(compute) = T(reduce)), the exposed all-reduce is 0 and ``allreduce_total_s``
@@ -471,6 +472,7 @@ class Trainer:
             start = time.perf_counter()
             batch = next(batches)
             got_batch = time.perf_counter()
+            probed = split_next  # this step is a probe's split step
             if split_next:
                 times, train_s = self.probe.measure_split(batch, self.split_step.run)
                 step_s = got_batch - start + train_s  # the compute pass is no part of it
@@ -518,8 +520,10 @@ class Trainer:
                 if outlook and (said := schedule.precision_outlook(config.precision)):
                     outlook = False
                     yield LogEvent(t=time.time(), message=said, source="precision", level="warning")
-            if vote is not None:  # the chief's ballot cast before this step: probe now
+            if vote is not None and not probed:  # the chief's ballot cast before this step
                 due = vote.received(voted)
+            elif vote is not None:  # a split step carries no ballot: nothing to read
+                due = False
             else:
                 due = probing and schedule.due()
             if due:

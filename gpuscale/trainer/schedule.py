@@ -67,8 +67,8 @@ probe's all-reduce is a collective every worker joins, and each worker's own
 timings would schedule it differently. There worker 0's scheduler decides for
 all, by budget as above, and a vote carries its decision to every worker
 (:mod:`gpuscale.trainer.vote`: in the built-in trainer the ballot rides the
-step's own gradient all-reduce and the probe runs one step after it is asked
-for; the Keras monitor votes between steps, every few steps, and counts the
+step's own gradient all-reduce, every worker reads it one step after it is asked
+for and splits the step after that; the Keras monitor votes between steps, every few steps, and counts the
 votes' cost with ``add_overhead``). ``every=K`` needs no vote: every worker
 counts the same steps.
 """

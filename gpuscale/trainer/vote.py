@@ -22,7 +22,8 @@ Two ways to carry the sum:
   CPU workers, 26 ms steps: -1.1 % of the step (noise), where an all-reduce of
   its own in the step cost +15.4 %. The ballot cast before
   step ``k`` is the chief's decision after step ``k - 1``; every worker reads it
-  after step ``k`` and probes then. So a decision runs one step late, and is
+  after step ``k`` and probes then (the built-in trainer: it splits step
+  ``k + 1``, which carries no ballot). So a decision runs one step late, and is
   asked for once: :meth:`StepVote.ballot` asks the schedule only after the last
   decision was read (and that probe added), never while a yes is on its way.
 * :class:`GapVote` (the Keras monitor, which does not own the step): a separate

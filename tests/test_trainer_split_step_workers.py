@@ -1,0 +1,124 @@
+"""The split step (trainer/split_step.py) on MultiWorkerMirroredStrategy trains
+exactly as the fused step does, on every worker alike: two local workers
+(TF_CONFIG on loopback, one CPU device each), each a child process running the
+same code (their collectives must match); and a budgeted run's probes are split
+steps at the same steps on both workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gpuscale.live.cluster import local_tf_configs
+
+pytestmark = pytest.mark.tf
+
+WORKER = """
+import hashlib, json, numpy as np, keras
+from gpuscale.events.schema import PhaseEvent
+from gpuscale.trainer import loop
+from gpuscale.trainer.options import TrainConfig
+from gpuscale.trainer.split_step import with_skippable_sum
+
+config = TrainConfig(strategy="multi-worker", model="mlp", batch_per_replica=8, steps=14, warmup_steps=1)
+trainer = loop.Trainer(config, loop.setup_devices(config))
+local = trainer.strategy.experimental_local_results
+report = {"usable": trainer.split_step.usable, "problem": trainer.split_step.problem}
+
+def snapshot():
+    return [local(loop._variable(v))[0].numpy() for v in trainer.split_step.state]
+
+def restore(saved):
+    for v, value in zip(trainer.split_step.state, saved):
+        v.assign(value)
+
+def fingerprint(values):  # the parent compares the workers' by it
+    return hashlib.sha256(b"".join(np.ascontiguousarray(a).tobytes() for a in values)).hexdigest()
+
+def check(name):
+    split = trainer.split_step
+    batch = next(trainer.batches())
+    start = snapshot()
+    assert split.prepare(batch), split.problem
+    assert all(np.array_equal(a, b) for a, b in zip(start, snapshot())), (name, "prepare trained")
+    trainer._sync(trainer.train_fn(batch))
+    fused = snapshot()
+    restore(start)
+    reduce_s, apply_s = split.run(batch)
+    assert reduce_s > 0 and apply_s > 0
+    after = snapshot()
+    iterations = [i for i, v in enumerate(split.state) if v is trainer.optimizer.iterations]
+    assert iterations and all(after[i] == start[i] + 1 for i in iterations), name
+    moved = 0
+    for v, s, f, a in zip(split.state, start, fused, after):
+        assert np.allclose(a, f, rtol=1e-6, atol=1e-7), (name, v.name, a.ravel()[:3], f.ravel()[:3])
+        moved += not np.array_equal(f, s)
+    assert moved >= len(trainer.variables), (name, "the step moved too few variables")
+    report[name] = {"start": fingerprint(start), "split": fingerprint(after), "fused": fingerprint(fused)}
+
+check("adam")  # the trainer's own Adam
+events = list(trainer.run())  # by budget: worker 0's ballot decides, both split the next step
+phases = [e for e in events if isinstance(e, PhaseEvent)]
+report["phases"] = [[p.step, p.method] for p in phases]
+report["final"] = fingerprint(snapshot())
+
+# SGD(lr=1): the update is the gradient, so summing twice (2x) or never (each worker
+# its own) cannot pass for once; also inside a LossScaleOptimizer (mixed precision on
+# a GPU), which unscales while its inner optimizer skips the sum. (One trainer: a
+# process makes one MultiWorkerMirroredStrategy.)
+for name in ("sgd", "loss-scaled sgd"):
+    with trainer.strategy.scope():
+        trainer.optimizer = with_skippable_sum(keras.optimizers.SGD)(learning_rate=1.0)
+        if name == "loss-scaled sgd":
+            trainer.optimizer = keras.optimizers.LossScaleOptimizer(trainer.optimizer)
+        trainer.optimizer.build(trainer.variables)
+    trainer._compile_functions()
+    check(name)
+print(json.dumps(report))
+"""
+
+
+def test_the_split_step_on_two_workers_trains_as_the_fused_step_on_both():
+    """Same state, same batch: the fused step and the split step end with the same
+    variables and optimizer slots on each worker (SGD with lr=1, where a double or a
+    missing sum shows as 2x or per-worker updates; and Adam), identical on both
+    workers; a budgeted run probes on split steps at the same steps on both."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUSCALE_", "TF_CONFIG"))}
+    env.update({"TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""})
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER],
+            env={**env, "TF_CONFIG": tf_config},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for tf_config in local_tf_configs(2)
+    ]
+    try:
+        results = [p.communicate(timeout=300) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    reports = []
+    for proc, (out, err) in zip(procs, results, strict=True):
+        assert proc.returncode == 0 and out.strip(), err[-3000:]
+        reports.append(json.loads(out.strip().splitlines()[-1]))
+    chief, other = reports
+    assert chief["usable"], chief["problem"]
+    for name in (
+        "adam",
+        "sgd",
+        "loss-scaled sgd",
+    ):  # every variable and slot the same on both workers
+        assert chief[name] == other[name], name
+    assert chief["final"] == other["final"]
+    assert chief["phases"], "the budgeted run never probed"
+    assert chief["phases"] == other["phases"]
+    assert {method for _, method in chief["phases"]} == {"split-step"}
