@@ -128,7 +128,8 @@ def main(args: argparse.Namespace) -> int:
                 signal.signal(getattr(signal, name), signal.SIG_IGN)
         if not args.json:
             why = exc.args[0] if exc.args else "Ctrl-C"
-            print(f"gpuscale: stopping the trainer ({why})...", file=sys.stderr)
+            what = "script" if wants_script_run(args) else "trainer"
+            print(f"gpuscale: stopping the {what} ({why})...", file=sys.stderr)
         run.stop()
         for event in run.drain():
             view.on_event(event, live=False)
@@ -225,6 +226,8 @@ class _ProgressView:
         return False
 
     def on_event(self, event, live: bool = True) -> None:
+        if isinstance(event, StartEvent) and event.provisional and not live:
+            return  # stopped before the run's own start: the summary says what was asked
         if isinstance(event, StartEvent):
             devices = f"{event.num_replicas} x {_platform(event.platform, event.num_replicas)}"
             self.console.print(
@@ -371,8 +374,9 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
             f"{_escape(_platform(start.platform, start.num_replicas))} (as asked): {_escape(start.strategy or '?')}"
         )
         steps = s.get("steps_total", 0)
+        starting = "the script" if start.source == "script" else "TensorFlow"
         console.print(
-            "  stopped before it started: TensorFlow was still starting and nothing was measured"
+            f"  stopped before it started: {starting} was still starting and nothing was measured"
             if not steps
             else f"  the trainer never described the run ({plural(steps, 'step')} recorded)"
         )
