@@ -105,7 +105,10 @@ def explain(
             _one_count_outlook(rec, g)
     if several:
         alone = "; ".join(
-            f"'{c.config}' -> {dev(c.devices)}"
+            # one measured count has nothing to compare with: as when it is alone
+            f"'{c.config}' -> NONE yet (measured at {dev(c.measured_devices[0])} only)"
+            if len(c.measured_devices) == 1
+            else f"'{c.config}' -> {dev(c.devices)}"
             + (
                 f" ({c.speedup:.2f}x its own smallest count)"
                 if c.devices != min(c.measured_devices)
