@@ -33,3 +33,31 @@ def test_a_config_measured_at_one_count_gets_none_yet_in_a_mix():
     (line,) = [r for r in rec.reasons if r.startswith("Each configuration on its own")]
     assert "'multi-worker' -> NONE yet (measured at 2 devices only)" in line, line
     assert "'mirrored' -> 1 device" in line, line
+
+
+def test_what_to_measure_next_is_said_once(capsys, tmp_path):
+    """One measured count (a stopped sweep): "Measure 2 devices next" under the
+    verdict, not again under Why; the dashboard's text says it too."""
+    import json
+
+    from gpuscale.cli import main
+    from gpuscale.ui.widgets.scaling import recommendation_text
+
+    f = tmp_path / "one.json"
+    f.write_text(
+        json.dumps(
+            {
+                "format": "gpuscale-sweep",
+                "version": 1,
+                "defaults": {"scaling": "weak", "per_replica_batch": 64},
+                "points": [{"devices": 1, "step_time_s": 0.05}],
+            }
+        )
+    )
+    assert main(["recommend", "--from", str(f), "--no-chart"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("nothing to compare with") == 1, out
+    assert out.lower().count("measure 2 devices next") == 1, out
+    rec = recommend([_point("c", 1, 0.05)])
+    text = recommendation_text(rec).plain
+    assert text.lower().count("measure 2 devices next") == 1, text

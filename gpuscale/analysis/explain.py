@@ -51,9 +51,9 @@ def explain(
     chosen_row = row_at(by_name[rec.config], rec.devices)
     if rec.verdict == "none":
         rec.reasons.append(
-            f"Measured at {dev(rec.devices)} only: {rec.throughput:,.0f} samples/s. One device "
-            f"count has nothing to compare with, so there is no recommendation yet: "
-            f"{rec.measure_next}."
+            # what to measure next is said once, under the verdict (rec.measure_next)
+            f"Measured at {dev(rec.devices)} only: {rec.throughput:,.0f} samples/s; "
+            "no recommendation yet."
         )
     elif rec.predicted and chosen_row is not None and chosen_row.throughput_low is not None:
         rec.reasons.append(
