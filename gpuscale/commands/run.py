@@ -149,7 +149,7 @@ def main(args: argparse.Namespace) -> int:
             summary["error"] = run.error.message
         print(json.dumps(summary, indent=2))
     else:
-        print_run_summary(run, shown_notes=getattr(view, "notes_shown", ()))
+        print_run_summary(run)  # the same block as watch's and replay's, its note included
     if interrupted:
         return EXIT_INTERRUPTED
     if run.error is not None or (end is not None and end.status in ("failed", "lost")):
@@ -213,7 +213,7 @@ class _ProgressView:
         )
         self.recent: deque[float] = deque(maxlen=10)
         self.notes_shown: set[str] = set()
-        """Start notes printed above the bar: the summary does not print them again."""
+        """Start notes printed above the bar (not again for a later start with the same note)."""
 
     def __enter__(self):
         if self.console.is_terminal:  # elsewhere it draws nothing but a blank line at the end
