@@ -10,7 +10,7 @@ import pytest
 from ui_fixtures import FakeClock, FakeLiveRun, cpu_run, gpu8_run, replay
 
 from gpuscale.events.schema import EndEvent, GpuSample, HostSample, StartEvent
-from gpuscale.ui.app import build_app
+from gpuscale.ui.app import CHART_IDS, build_app
 from gpuscale.ui.sources import LiveSource, QueueSource, ReplaySource
 from gpuscale.ui.synthetic import synthetic_run, write_run
 from gpuscale.ui.widgets.devices import DeviceCard, DeviceGrid
@@ -197,6 +197,30 @@ async def test_help_screen_and_screenshot(tmp_path):
         await pilot.pause()
     shots = list(tmp_path.glob("gpuscale_mnist-cnn_*.svg"))
     assert len(shots) == 1 and shots[0].read_text().startswith("<svg")
+
+
+async def test_toasts_do_not_pile_up(tmp_path):
+    """The run's end, three charts and a screenshot: two toasts at most on screen,
+    the newest chart's replacing the older ones, the oldest going first."""
+    from textual.widgets._toast import Toast
+
+    app = build_app(replay(cpu_run(), end=True), screenshot_dir=tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        await pilot.press("c", "c", "c")
+        await pilot.pause()
+        await pilot.pause()
+        texts = [f"{n.title} {n.message}" for n in app._notifications]
+        assert len(texts) <= 2 and len(app.screen.query(Toast)) <= 2, texts
+        charts = [t for t in texts if "Chart:" in t]
+        assert len(charts) == 1 and app.charts[CHART_IDS[0]].border_title in charts[0]
+        await pilot.press("s")
+        await pilot.pause()
+        await pilot.pause()
+        texts = [f"{n.title} {n.message}" for n in app._notifications]
+        assert len(texts) == 2 and "Screenshot" in texts[-1] and "Chart:" in texts[0], texts
+        assert all(n.timeout <= 6 for n in app._notifications)
 
 
 async def test_pause_display_freezes_the_screen_not_the_run():

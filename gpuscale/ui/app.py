@@ -30,7 +30,14 @@ from gpuscale.events.schema import EndEvent
 from gpuscale.formatting import format_duration_s, plural
 from gpuscale.recording.store import screenshots_dir
 from gpuscale.ui import keys
-from gpuscale.ui.messages import AdviceReady, ChartsReady, ChartTexts, RunFailed, RunFinished
+from gpuscale.ui.messages import (
+    AdviceReady,
+    ChartsReady,
+    ChartTexts,
+    RunFailed,
+    RunFinished,
+    make_room_for_toast,
+)
 from gpuscale.ui.model import RunModel, Snapshot
 from gpuscale.ui.sources import EventSource, ReplaySource, ReplayStatus
 from gpuscale.ui.widgets.advice import AdvicePanel, predict_from_run
@@ -102,6 +109,11 @@ class GpuscaleApp(App[int]):
     @property
     def is_replay(self) -> bool:
         return isinstance(self.source, ReplaySource)
+
+    def _on_notify(self, event) -> None:  # Textual's handler for notify()
+        """One toast of a kind, two at most (:func:`make_room_for_toast`)."""
+        make_room_for_toast(self, event.notification.title, event.notification.message)
+        super()._on_notify(event)
 
     # -- layout ------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -299,20 +311,20 @@ class GpuscaleApp(App[int]):
                 f"Run {end.status}: {plural(end.steps, 'step')} in {took}. "
                 "The final summary stays on screen; q quits.",
                 title="Run ended",
-                timeout=8,
+                timeout=5,
             )
         elif end is None and not snap_errors and self.source.info.still_running:
             self.notify(
                 f"The run is still running: {plural(snap.steps_done, 'step')}, {took} "
                 "recorded so far (replay it again for the rest).",
-                timeout=8,
+                timeout=6,
             )
         elif end is None and not snap_errors:
             self.notify(
                 f"The run was interrupted after {plural(snap.steps_done, 'step')}, {took} "
                 "(no end event): showing everything recorded.",
                 severity="warning",
-                timeout=8,
+                timeout=6,
             )
         if snap_errors or (end is not None and end.status in ("failed", "lost")):
             error = snap_errors[-1] if snap_errors else None
@@ -447,7 +459,7 @@ class GpuscaleApp(App[int]):
         except OSError as exc:
             self.notify(f"Could not save the screenshot in {directory}: {exc}", severity="error")
             return
-        self.notify(f"Screenshot saved to {path}", title="Screenshot", timeout=8)
+        self.notify(f"Screenshot saved to {path}", title="Screenshot", timeout=6)
 
     def action_next_chart(self) -> None:
         """The next chart: on a narrow screen it replaces the one shown; on a wide one,

@@ -38,7 +38,7 @@ from gpuscale.errors import GpuscaleError
 from gpuscale.formatting import markup_literal, plural
 from gpuscale.plots.scaling import build_scaling_chart
 from gpuscale.ui import keys
-from gpuscale.ui.messages import ChartsReady
+from gpuscale.ui.messages import ChartsReady, make_room_for_toast
 from gpuscale.ui.model import RunModel
 from gpuscale.ui.widgets.charts import (
     BREAKDOWN_CHART,
@@ -275,6 +275,11 @@ class SweepApp(App[int]):
     def live(self) -> bool:
         """A live sweep: the run in progress is shown too."""
         return self.runner is not None
+
+    def _on_notify(self, event) -> None:  # Textual's handler for notify()
+        """One toast of a kind, two at most (:func:`make_room_for_toast`)."""
+        make_room_for_toast(self, event.notification.title, event.notification.message)
+        super()._on_notify(event)
 
     def compose(self) -> ComposeResult:
         self.header_panel = SweepHeader(id="sweep-header")
