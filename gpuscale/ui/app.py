@@ -21,7 +21,6 @@ from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import Footer
 from textual.worker import get_current_worker
 
 from gpuscale.analysis.summary import RunSummary
@@ -49,6 +48,7 @@ from gpuscale.ui.widgets.charts import (
     render_charts,
 )
 from gpuscale.ui.widgets.devices import DeviceGrid
+from gpuscale.ui.widgets.footer import StableFooter
 from gpuscale.ui.widgets.header import RunHeader
 from gpuscale.ui.widgets.logpane import LogPane
 from gpuscale.ui.widgets.screens import ErrorScreen, HelpScreen
@@ -131,7 +131,7 @@ class GpuscaleApp(App[int]):
                 yield from self.charts.values()
             yield self.advice_panel
         yield self.log_pane
-        yield Footer(compact=True, show_command_palette=False)  # ctrl+p: in ? help
+        yield StableFooter(compact=True, show_command_palette=False)  # ctrl+p: in ? help
 
     def on_mount(self) -> None:
         self._show_chart(0)

@@ -30,7 +30,7 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from gpuscale.analysis.recommend import DEFAULT_MIN_EFFICIENCY, Recommendation, recommend
 from gpuscale.analysis.sweep import SweepPoint
@@ -48,6 +48,7 @@ from gpuscale.ui.widgets.charts import (
     render_charts,
 )
 from gpuscale.ui.widgets.devices import DeviceGrid
+from gpuscale.ui.widgets.footer import StableFooter
 from gpuscale.ui.widgets.scaling import (
     PHASES_PANEL,
     THROUGHPUT_PANEL,
@@ -304,7 +305,7 @@ class SweepApp(App[int]):
                     yield self.throughput_panel
                     yield self.phases_panel
             yield self.advice_panel
-        yield Footer()
+        yield StableFooter()
 
     def on_mount(self) -> None:
         self.screen.set_class(self.live, "-live")
