@@ -24,7 +24,8 @@ class StableFooter(Footer):
             action = binding.action if hasattr(binding, "action") else binding[1]
             order.setdefault(action, len(order))
         by_action: dict[str, tuple] = {}
-        for _, binding, enabled, tooltip in self.screen.active_bindings.values():
+        active = self.screen.active_bindings
+        for _, binding, enabled, tooltip in active.values():
             if binding.show and binding.action not in by_action:
                 by_action[binding.action] = (binding, enabled, tooltip)
         shown = sorted(
@@ -41,3 +42,15 @@ class StableFooter(Footer):
                 disabled=not enabled,
                 tooltip=tooltip,
             ).data_bind(compact=Footer.compact)
+        palette = active.get(self.app.COMMAND_PALETTE_BINDING)
+        if palette is not None and self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE:
+            _node, binding, enabled, _tooltip = palette
+            yield FooterKey(
+                binding.key,
+                self.app.get_key_display(binding),
+                binding.description,
+                binding.action,
+                classes="-command-palette",
+                disabled=not enabled,
+                tooltip=binding.tooltip or binding.description,
+            )
