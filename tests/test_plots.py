@@ -89,12 +89,26 @@ def test_ranges_are_carried_when_predictions_have_them():
 def test_ticks_and_numbers():
     assert log_ticks(7000, 60000) == [10000, 20000, 50000]
     assert log_ticks(101, 180) == [101, 180]  # no round value between: the ends
-    # or, for the terminal chart (its axis then reaches them), the round values outside
-    assert log_ticks(101, 180, widen=True) == [100, 200]
-    assert log_ticks(86.2, 182, widen=True) == [50, 100, 200]
+    # or, for the terminal chart (its axis then reaches them), even round ticks that
+    # hug the data, not the decades either side
+    assert log_ticks(101, 180, widen=True) == [100, 120, 140, 160, 180]
+    assert log_ticks(86.2, 182, widen=True) == [50, 100, 150, 200]
     assert log_ticks(7000, 60000, widen=True) == [10000, 20000, 50000]
     assert linear_ticks(138.6) == [0, 50, 100, 150]
     assert [short_number(v) for v in (37481, 1500000, 950, 0.5)] == ["37k", "1.5M", "950", "0.5"]
+
+
+def test_throughput_ticks_hug_data_around_a_thousand():
+    """Throughput around 1k: ticks a few hundred apart round it, not an axis from
+    500 to 2k or 5k (the round values of the decades either side)."""
+    for low, high in ((900, 1300), (1050, 1450), (980, 1020), (1100, 1900)):
+        ticks = log_ticks(low, high, widen=True)
+        assert 3 <= len(ticks) <= 5, ticks
+        assert ticks[0] <= low and ticks[-1] >= high
+        assert ticks[-1] - ticks[0] <= 2 * (high - low) + 100, ticks
+        gaps = {round(b - a, 9) for a, b in zip(ticks, ticks[1:], strict=False)}
+        assert len(gaps) == 1  # evenly spaced
+    assert log_ticks(900, 1300, widen=True) == [900, 1000, 1100, 1200, 1300]
 
 
 def test_terminal_chart_names_its_axes_and_puts_the_legend_under_the_plot():

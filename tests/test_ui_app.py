@@ -10,7 +10,7 @@ import pytest
 from ui_fixtures import FakeClock, FakeLiveRun, cpu_run, gpu8_run, replay
 
 from gpuscale.events.schema import EndEvent, GpuSample, HostSample, StartEvent
-from gpuscale.ui.app import build_app
+from gpuscale.ui.app import CHART_IDS, build_app
 from gpuscale.ui.sources import LiveSource, QueueSource, ReplaySource
 from gpuscale.ui.synthetic import synthetic_run, write_run
 from gpuscale.ui.widgets.devices import DeviceCard, DeviceGrid
@@ -197,6 +197,74 @@ async def test_help_screen_and_screenshot(tmp_path):
         await pilot.pause()
     shots = list(tmp_path.glob("gpuscale_mnist-cnn_*.svg"))
     assert len(shots) == 1 and shots[0].read_text().startswith("<svg")
+
+
+@pytest.mark.parametrize("height", [24, 16])
+async def test_help_fits_or_scrolls_with_a_hint_and_speaks_of_replays_only(height):
+    """80x24: every key and the closing hint shown (``ctrl+p`` and "escape or ?
+    closes this" were cut off); shorter, the keys scroll and the hint says so. A
+    replay's help says nothing of stopping a live run or its exit status."""
+    from textual.containers import VerticalScroll
+    from textual.widgets import Static
+
+    app = build_app(replay(cpu_run(), end=True))
+    async with app.run_test(size=(80, height)) as pilot:
+        await app.settle()
+        await pilot.press("question_mark")
+        await pilot.pause()
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, HelpScreen)
+        keys_view = screen.query_one("#help-keys", VerticalScroll)
+        hint = screen.query_one("#help-hint", Static)
+        assert hint.region.bottom <= height and hint.region.height == 1
+        assert screen.query_one("#help-box").region.bottom <= height
+        assert "escape or ? closes this" in str(hint.render())
+        if height >= 24:
+            assert keys_view.max_scroll_y == 0  # all of it, ctrl+p included
+            assert "scroll" not in str(hint.render())
+        else:
+            assert keys_view.max_scroll_y > 0 and "↑/↓ scroll" in str(hint.render())
+            await pilot.press("end")
+            await pilot.pause()
+            assert keys_view.scroll_y == keys_view.max_scroll_y
+        text = str(keys_view.query_one(Static).render())
+        assert "ctrl+p" in text and "live run" not in text and "130" not in text
+
+
+async def test_live_help_speaks_of_stopping_the_run():
+    app = build_app(LiveSource(FakeLiveRun(cpu_run()[:40], finish=False)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.press("question_mark")
+        await pilot.pause()
+        text = str(app.screen.query_one("#help-keys").query_one("Static").render())
+        assert "a live run is stopped cleanly first" in text and "130" in text
+        assert "seek" not in text
+
+
+async def test_toasts_do_not_pile_up(tmp_path):
+    """The run's end, three charts and a screenshot: two toasts at most on screen,
+    the newest chart's replacing the older ones, the oldest going first."""
+    from textual.widgets._toast import Toast
+
+    app = build_app(replay(cpu_run(), end=True), screenshot_dir=tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        await pilot.press("c", "c", "c")
+        await pilot.pause()
+        await pilot.pause()
+        texts = [f"{n.title} {n.message}" for n in app._notifications]
+        assert len(texts) <= 2 and len(app.screen.query(Toast)) <= 2, texts
+        charts = [t for t in texts if "Chart:" in t]
+        assert len(charts) == 1 and app.charts[CHART_IDS[0]].border_title in charts[0]
+        await pilot.press("s")
+        await pilot.pause()
+        await pilot.pause()
+        texts = [f"{n.title} {n.message}" for n in app._notifications]
+        assert len(texts) == 2 and "Screenshot" in texts[-1] and "Chart:" in texts[0], texts
+        assert all(n.timeout <= 6 for n in app._notifications)
 
 
 async def test_pause_display_freezes_the_screen_not_the_run():

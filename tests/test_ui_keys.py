@@ -57,6 +57,39 @@ async def test_the_footer_fits_80_columns(mode):
         assert app.screen.query_one(Footer).max_scroll_x == 0
 
 
+@pytest.mark.parametrize("mode", ["replay", "live"])
+async def test_the_footer_keeps_its_order_when_the_focus_moves(mode):
+    """Tab to a panel (which binds the arrows itself) left the footer as it was:
+    ``q Quit ? Help ...``, not ``←/→ Seek q Quit ...``. (A live run's ``←/→ Panel``
+    is not a priority key: where a focused panel scrolls with the arrows, it leaves
+    the footer, the others keeping their places.)"""
+    source = (
+        replay(cpu_run(), end=True)
+        if mode == "replay"
+        else LiveSource(FakeLiveRun(cpu_run()[:40], finish=False))
+    )
+    app = build_app(source)
+    async with app.run_test(size=(keys.FOOTER_WIDTH, 24)) as pilot:
+        await app.settle()
+        await pilot.pause()
+
+        def footer() -> list[str]:
+            shown = sorted(app.screen.query(FooterKey), key=lambda k: k.region.x)
+            return [str(k.key_display) for k in shown]
+
+        before = footer()
+        assert before[:2] == ["q", "?"], before
+        for _ in range(4):
+            await pilot.press("tab")
+            await pilot.pause()
+            after = footer()
+            if mode == "replay":
+                assert after == before, (app.focused, after)
+            else:
+                assert after == [k for k in before if k in after], (app.focused, after)
+                assert set(before) - set(after) <= {"←/→"}
+
+
 def test_help_and_readme_list_every_key():
     for replay_mode in (False, True):
         rows = keys.help_rows(replay_mode)

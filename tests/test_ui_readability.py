@@ -260,3 +260,17 @@ async def test_a_lone_cpu_replica_card_speaks_of_no_other_replicas():
             await pilot.pause()
             text = " ".join(str(app.device_grid._cards[1].body.render()).split())
         assert said in text and unsaid not in text, text
+
+
+async def test_the_summary_text_keeps_clear_of_its_scrollbar_at_80x24():
+    """The narrow summary column scrolls at 80x24: its scrollbar sits beside the
+    text with a blank column between them, never drawn against the letters
+    ("of wall▆▆")."""
+    app = build_app(replay(gpu8_run(), end=True))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        advice = app.advice_panel
+        assert advice.show_vertical_scrollbar and advice.max_scroll_y > 0
+        bar = advice.vertical_scrollbar.region
+        assert advice.body.content_region.right < bar.x

@@ -209,26 +209,47 @@ def _phases(row) -> tuple[float, float, float, float] | None:
 def log_ticks(low: float, high: float, *, widen: bool = False) -> list[float]:
     """Round tick values (1, 2, 5 x 10^k) between ``low`` and ``high`` for a log
     axis, at least two: where fewer than two round values fall between, the ends
-    themselves, or with ``widen`` the round values just outside them (``86.2``,
-    ``182`` -> ``50 100 200``: the axis is then drawn from the first to the last)."""
+    themselves. With ``widen`` (the terminal chart, whose axis is drawn from the
+    first tick to the last) data spanning less than that gets evenly spaced round
+    ticks that hug it (:func:`hugging_ticks`: ``86.2``, ``182`` -> ``50 100 150
+    200``; ``900``, ``1300`` -> ``900 1,000 ... 1,300``), not the round values of
+    the decades either side (``500 1,000 2,000``, ``5k`` for data around 1k)."""
     import math
 
     if low <= 0 or high <= 0:
         return [low, high]
-    ticks, below, above = [], None, None
+    ticks = []
     for exp in range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 2):
         for mantissa in (1, 2, 5):
             value = mantissa * 10.0**exp
             if low <= value <= high:
                 ticks.append(value)
-            elif value < low:
-                below = value
-            elif above is None:
-                above = value
+    if widen and len(ticks) < 3:
+        hugging = hugging_ticks(low, high)
+        if len(hugging) >= 2:
+            return hugging
     if len(ticks) < 2:
-        ends = [below, above] if widen and below and above else [low, high]
-        ticks = sorted({*ends, *ticks})
+        ticks = sorted({low, high, *ticks})
     return ticks
+
+
+def hugging_ticks(low: float, high: float, most: int = 5) -> list[float]:
+    """Evenly spaced round ticks (1, 2, 5 x 10^k apart), the first at or below
+    ``low`` and the last at or above ``high``, at most ``most`` of them and as
+    close together as that allows; none at or below zero (a log axis). One value
+    (``low == high``) gets the round values either side of it."""
+    import math
+
+    if high <= low:
+        spread = abs(low) * 0.1 or 1.0
+        low, high = low - spread, high + spread
+    raw = (high - low) / (most - 1)
+    exp = 10.0 ** math.floor(math.log10(raw))
+    for step in (m * exp for m in (1, 2, 5, 10, 20, 50)):
+        first, last = math.floor(low / step + 1e-9), math.ceil(high / step - 1e-9)
+        if last - first + 1 <= most:
+            return [round(n * step, 12) for n in range(first, last + 1) if n > 0]
+    return [low, high]  # not reached: a step of ten times ``raw`` fits
 
 
 def short_number(value: float) -> str:

@@ -21,7 +21,6 @@ from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import Footer
 from textual.worker import get_current_worker
 
 from gpuscale.analysis.summary import RunSummary
@@ -30,7 +29,14 @@ from gpuscale.events.schema import EndEvent
 from gpuscale.formatting import format_duration_s, plural
 from gpuscale.recording.store import screenshots_dir
 from gpuscale.ui import keys
-from gpuscale.ui.messages import AdviceReady, ChartsReady, ChartTexts, RunFailed, RunFinished
+from gpuscale.ui.messages import (
+    AdviceReady,
+    ChartsReady,
+    ChartTexts,
+    RunFailed,
+    RunFinished,
+    make_room_for_toast,
+)
 from gpuscale.ui.model import RunModel, Snapshot
 from gpuscale.ui.sources import EventSource, ReplaySource, ReplayStatus
 from gpuscale.ui.widgets.advice import AdvicePanel, predict_from_run
@@ -42,6 +48,7 @@ from gpuscale.ui.widgets.charts import (
     render_charts,
 )
 from gpuscale.ui.widgets.devices import DeviceGrid
+from gpuscale.ui.widgets.footer import StableFooter
 from gpuscale.ui.widgets.header import RunHeader
 from gpuscale.ui.widgets.logpane import LogPane
 from gpuscale.ui.widgets.screens import ErrorScreen, HelpScreen
@@ -103,6 +110,11 @@ class GpuscaleApp(App[int]):
     def is_replay(self) -> bool:
         return isinstance(self.source, ReplaySource)
 
+    def _on_notify(self, event) -> None:  # Textual's handler for notify()
+        """One toast of a kind, two at most (:func:`make_room_for_toast`)."""
+        make_room_for_toast(self, event.notification.title, event.notification.message)
+        super()._on_notify(event)
+
     # -- layout ------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         # Kept as attributes: a modal screen (help, error) may be on top while
@@ -119,7 +131,7 @@ class GpuscaleApp(App[int]):
                 yield from self.charts.values()
             yield self.advice_panel
         yield self.log_pane
-        yield Footer(compact=True, show_command_palette=False)  # ctrl+p: in ? help
+        yield StableFooter(compact=True, show_command_palette=False)  # ctrl+p: in ? help
 
     def on_mount(self) -> None:
         self._show_chart(0)
@@ -299,20 +311,20 @@ class GpuscaleApp(App[int]):
                 f"Run {end.status}: {plural(end.steps, 'step')} in {took}. "
                 "The final summary stays on screen; q quits.",
                 title="Run ended",
-                timeout=8,
+                timeout=5,
             )
         elif end is None and not snap_errors and self.source.info.still_running:
             self.notify(
                 f"The run is still running: {plural(snap.steps_done, 'step')}, {took} "
                 "recorded so far (replay it again for the rest).",
-                timeout=8,
+                timeout=6,
             )
         elif end is None and not snap_errors:
             self.notify(
                 f"The run was interrupted after {plural(snap.steps_done, 'step')}, {took} "
                 "(no end event): showing everything recorded.",
                 severity="warning",
-                timeout=8,
+                timeout=6,
             )
         if snap_errors or (end is not None and end.status in ("failed", "lost")):
             error = snap_errors[-1] if snap_errors else None
@@ -447,7 +459,7 @@ class GpuscaleApp(App[int]):
         except OSError as exc:
             self.notify(f"Could not save the screenshot in {directory}: {exc}", severity="error")
             return
-        self.notify(f"Screenshot saved to {path}", title="Screenshot", timeout=8)
+        self.notify(f"Screenshot saved to {path}", title="Screenshot", timeout=6)
 
     def action_next_chart(self) -> None:
         """The next chart: on a narrow screen it replaces the one shown; on a wide one,

@@ -30,15 +30,25 @@ class Key:
     mode: str = "both"
     bindings: tuple[tuple[str, str], ...] = ()
     priority: bool = False
+    replay_help: str = ""
+    """What the key does in a replay, where that differs from ``help`` (which then
+    speaks of a live run)."""
 
 
 KEYS: tuple[Key, ...] = (
-    Key("q", "quit; a live run is stopped cleanly first", "Quit", bindings=(("q", "quit_run"),)),
+    Key(
+        "q",
+        "quit; a live run is stopped cleanly first",
+        "Quit",
+        bindings=(("q", "quit_run"),),
+        replay_help="quit",
+    ),
     Key(
         "ctrl+c",
         "as q; a live run then exits 130 (interrupted)",
         bindings=(("ctrl+c", "interrupt"),),
         priority=True,
+        replay_help="as q",
     ),
     Key("?", "this help", "Help", bindings=(("question_mark", "help"),)),
     Key(
@@ -172,7 +182,10 @@ def sweep_help_rows() -> list[tuple[str, str]]:
 
 
 def help_rows(replay: bool) -> list[tuple[str, str]]:
-    """``(display, help)`` for the help screen: the mode's own keys first."""
+    """``(display, help)`` for the help screen: the mode's own keys first; a
+    replay's in its own words (no live run to stop)."""
     mode = "replay" if replay else "live"
     own = [(k.display, k.help) for k in KEYS if k.mode == mode]
-    return own + [(k.display, k.help) for k in KEYS if k.mode == "both"]
+    return own + [
+        (k.display, (k.replay_help if replay else "") or k.help) for k in KEYS if k.mode == "both"
+    ]

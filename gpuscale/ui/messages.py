@@ -59,3 +59,28 @@ class AdviceReady(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, AdviceReady)
+
+
+MAX_TOASTS = 2
+"""At most this many toasts at once (at 80x24 more cover the charts and the log)."""
+
+
+def toast_kind(title: str, message: str) -> str:
+    """What a toast is about, for :func:`make_room_for_toast`: its title, else its
+    message's first word (``Chart: Step time`` -> ``Chart``; ``Replay speed 2x`` and
+    ``Replay paused`` -> ``Replay``)."""
+    return title or (message.split(":", 1)[0].split() or [""])[0]
+
+
+def make_room_for_toast(app, title: str, message: str) -> None:
+    """Before a new toast shows in ``app`` (on its own thread): older toasts of the
+    same kind go (the newest replaces them), then the oldest others until the new
+    one makes :data:`MAX_TOASTS`."""
+    kind = toast_kind(title, message)
+    shown = list(app._notifications)  # Textual 8's store, oldest first
+    for old in shown:
+        if toast_kind(old.title, old.message) == kind:
+            app._unnotify(old, refresh=False)
+    shown = list(app._notifications)
+    for old in shown[: max(0, len(shown) - (MAX_TOASTS - 1))]:
+        app._unnotify(old, refresh=False)

@@ -30,7 +30,7 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from gpuscale.analysis.recommend import DEFAULT_MIN_EFFICIENCY, Recommendation, recommend
 from gpuscale.analysis.sweep import SweepPoint
@@ -38,7 +38,7 @@ from gpuscale.errors import GpuscaleError
 from gpuscale.formatting import markup_literal, plural
 from gpuscale.plots.scaling import build_scaling_chart
 from gpuscale.ui import keys
-from gpuscale.ui.messages import ChartsReady
+from gpuscale.ui.messages import ChartsReady, make_room_for_toast
 from gpuscale.ui.model import RunModel
 from gpuscale.ui.widgets.charts import (
     BREAKDOWN_CHART,
@@ -48,6 +48,7 @@ from gpuscale.ui.widgets.charts import (
     render_charts,
 )
 from gpuscale.ui.widgets.devices import DeviceGrid
+from gpuscale.ui.widgets.footer import StableFooter
 from gpuscale.ui.widgets.scaling import (
     PHASES_PANEL,
     THROUGHPUT_PANEL,
@@ -276,6 +277,11 @@ class SweepApp(App[int]):
         """A live sweep: the run in progress is shown too."""
         return self.runner is not None
 
+    def _on_notify(self, event) -> None:  # Textual's handler for notify()
+        """One toast of a kind, two at most (:func:`make_room_for_toast`)."""
+        make_room_for_toast(self, event.notification.title, event.notification.message)
+        super()._on_notify(event)
+
     def compose(self) -> ComposeResult:
         self.header_panel = SweepHeader(id="sweep-header")
         self.device_grid = DeviceGrid(id="devices", max_share=RUN_DEVICES_SHARE)
@@ -299,7 +305,7 @@ class SweepApp(App[int]):
                     yield self.throughput_panel
                     yield self.phases_panel
             yield self.advice_panel
-        yield Footer()
+        yield StableFooter()
 
     def on_mount(self) -> None:
         self.screen.set_class(self.live, "-live")

@@ -211,8 +211,9 @@ class AdvicePanel(VerticalScroll, can_focus=True):
 
     def _grid(self, summary: RunSummary | None, rec: Recommendation | None) -> Content:
         # A row (wider than a column of facts): the compact form. Two columns are
-        # kept for a vertical scrollbar, should the text not fit.
-        width = self.content_size.width - 2
+        # kept for a vertical scrollbar, should the text not fit, and one for the
+        # text's own right margin (app.tcss).
+        width = self.content_size.width - 3
         if width < 2 * ROW_MIN_FACT:
             return advice_content(summary, rec)
         return advice_compact(summary, rec, width)

@@ -18,6 +18,8 @@ class HelpScreen(ModalScreen[None]):
     live run's) or, with ``sweep``, the scaling view's."""
 
     BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
+    CLOSE_HINT = "escape or ? closes this"
+    SCROLL_HINT = "↑/↓ scroll for more · escape or ? closes this"
     DEFAULT_CSS = """
     HelpScreen {
         align: center middle;
@@ -26,10 +28,14 @@ class HelpScreen(ModalScreen[None]):
         width: auto;
         max-width: 90%;
         height: auto;
-        max-height: 90%;
+        max-height: 100%;
         border: thick $primary;
         background: $surface;
-        padding: 1 2;
+        padding: 0 2;
+    }
+    #help-keys {
+        width: auto;
+        height: auto;
     }
     #help-box Static {
         width: auto;
@@ -57,8 +63,28 @@ class HelpScreen(ModalScreen[None]):
             + [Content.assemble((f"{key:>15}", "bold $accent"), "  ", what) for key, what in rows]
         )
         with Vertical(id="help-box"):
-            yield Static(text)
-            yield Static(Content.styled("escape or ? closes this", "$text-muted"))
+            with VerticalScroll(id="help-keys"):
+                yield Static(text)
+            yield Static(Content.styled(self.CLOSE_HINT, "$text-muted"), id="help-hint")
+
+    def on_mount(self) -> None:
+        self._fit()
+
+    def on_resize(self) -> None:
+        self._fit()
+
+    def _fit(self) -> None:
+        """The keys scroll where the screen is too short for them all (80x24 for a
+        replay's): the box's border and the hint line stay, and the hint says so."""
+        keys_view = self.query_one("#help-keys", VerticalScroll)
+        keys_view.styles.max_height = max(3, self.size.height - 3)  # border, hint
+        keys_view.focus()
+        self.call_after_refresh(self._update_hint)
+
+    def _update_hint(self) -> None:
+        keys_view = self.query_one("#help-keys", VerticalScroll)
+        hint = self.SCROLL_HINT if keys_view.max_scroll_y > 0 else self.CLOSE_HINT
+        self.query_one("#help-hint", Static).update(Content.styled(hint, "$text-muted"))
 
     def action_dismiss(self) -> None:  # type: ignore[override]
         self.dismiss()
