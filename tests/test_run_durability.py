@@ -290,4 +290,4 @@ def test_issue17_a_default_name_is_kept_when_the_real_start_says_the_same(tmp_pa
     assert run.wait(60)
     assert run.recording_path == first and first.exists()
     assert [p.name for p in first.parent.iterdir()] == [first.name]
-    assert "-2" not in first.name
+    assert not first.name.endswith("-2.ndjson")  # no "-2" that makes a taken name free
