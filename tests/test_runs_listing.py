@@ -95,7 +95,7 @@ def test_the_strategy_shows_where_the_runs_differ_in_it(capsys, monkeypatch, tmp
     out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
     assert "Strategy" in out
     assert re.search(r"mlp +2xcpu +mirrored +100 ", out)
-    assert re.search(r"mlp +2xcpu +multi-worker, 2 workers +100 ", out)
+    assert re.search(r"mlp +2xcpu +(multi-worker, 2 workers|mw×2) +100 ", out)
     assert main(["runs", "--dir", str(tmp_path), "--json"]) == 0
     runs = json.loads(capsys.readouterr().out)["runs"]
     assert [(r["strategy"], r["workers"]) for r in runs] == [("mirrored", 1), ("multi-worker", 2)]
@@ -135,4 +135,23 @@ def test_a_pipe_gets_no_padding(capsys, tmp_path):
     assert main(["runs", "--dir", str(_default_named(tmp_path))]) == 0  # capsys: not a terminal
     out = capsys.readouterr().out
     assert "2026-11-21 20:48" in out  # a pipe has the room for When
+    assert all(line == line.rstrip() for line in out.splitlines()), out
+
+
+def test_a_sweep_and_a_multi_worker_run_fit_80_columns(capsys, monkeypatch, runs_dir):
+    """The Strategy column with the Sw column: the strategy is shortened, so that
+    time, size and status stay whole; the sweeps' lines end without spaces."""
+    import rich.console
+
+    _multi_worker_copy(SAMPLES / "mlp_2xcpu.ndjson", runs_dir / "mlp_2xcpu_mw.ndjson")
+    real = rich.console.Console
+    monkeypatch.setattr(
+        rich.console, "Console", lambda **kw: real(**{**kw, "force_terminal": True, "width": 80})
+    )
+    assert main(["runs", "--dir", str(runs_dir)]) == 0
+    out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
+    assert "…" not in out, out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert re.search(r"mlp +2xcpu +mw×2 +100 +[\d.]+ m?s +[\d.]+ kB +completed$", out, re.M), out
+    assert "mw×N = multi-worker, N workers" in out
     assert all(line == line.rstrip() for line in out.splitlines()), out

@@ -163,7 +163,7 @@ class Recommendation(msgspec.Struct, kw_only=True):
     """With a price: the cost per million samples of every row (:mod:`.cost`)."""
     warnings: list[str] = []
     """What the user should know before trusting the table: runs of one count that
-    disagree beyond their noise, combined all the same (:func:`.recommend.combine_runs`)."""
+    are more than 15% apart, combined all the same (:func:`.recommend.combine_runs`)."""
 
 
 class Candidate(msgspec.Struct):

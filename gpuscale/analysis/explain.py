@@ -51,9 +51,9 @@ def explain(
     chosen_row = row_at(by_name[rec.config], rec.devices)
     if rec.verdict == "none":
         rec.reasons.append(
-            f"Measured at {dev(rec.devices)} only: {rec.throughput:,.0f} samples/s. One device "
-            f"count has nothing to compare with, so there is no recommendation yet: "
-            f"{rec.measure_next}."
+            # what to measure next is said once, under the verdict (rec.measure_next)
+            f"Measured at {dev(rec.devices)} only: {rec.throughput:,.0f} samples/s; "
+            "no recommendation yet."
         )
     elif rec.predicted and chosen_row is not None and chosen_row.throughput_low is not None:
         rec.reasons.append(
@@ -105,7 +105,10 @@ def explain(
             _one_count_outlook(rec, g)
     if several:
         alone = "; ".join(
-            f"'{c.config}' -> {dev(c.devices)}"
+            # one measured count has nothing to compare with: as when it is alone
+            f"'{c.config}' -> NONE yet (measured at {dev(c.measured_devices[0])} only)"
+            if len(c.measured_devices) == 1
+            else f"'{c.config}' -> {dev(c.devices)}"
             + (
                 f" ({c.speedup:.2f}x its own smallest count)"
                 if c.devices != min(c.measured_devices)

@@ -297,8 +297,8 @@ def _check_one_workload(points: Sequence[SweepPoint]) -> None:
 
 REPEAT_TOLERANCE = 0.15
 """Runs of one configuration at one count agree when their step times differ by
-at most this (relative to the fastest), or by their own step-time spread if
-that is larger; beyond it they are combined with a warning (:func:`combine_runs`)."""
+at most this (relative to the fastest), whatever their own step-time spread;
+beyond it they are combined with a warning (:func:`combine_runs`)."""
 
 
 def combine_runs(
@@ -308,38 +308,39 @@ def combine_runs(
     median step time of the runs (throughput = samples per step / that), with the
     runs' range folded into ``spread`` and their phase probes pooled
     (:func:`gpuscale.analysis.pooled.pooled_phases`). When the slowest run is more
-    than ``max(REPEAT_TOLERANCE, their largest spread)`` slower than the fastest,
-    something other than the configuration changed between them (a busy machine):
-    they are combined all the same, their whole range in the spread shown, and a
-    line saying so is added to ``warnings``. Runs of different workloads never get
-    here (:func:`recommend` refuses them)."""
+    than ``REPEAT_TOLERANCE`` slower than the fastest (a noisy run's own spread
+    does not excuse it), something other than the configuration may have changed
+    between them (a busy machine): they are combined all the same, their whole
+    range in the spread shown, and a line saying so is added to ``warnings``. Runs
+    of different workloads never get here (:func:`recommend` refuses them)."""
     if len(points) == 1:
         return points[0]
     times = sorted(p.step_time_s or 0.0 for p in points)
     if times[0] <= 0:
         raise GpuscaleError(f"the runs of '{config}' include a step time of 0")
     step = metrics.median(times)
-    noise = max([REPEAT_TOLERANCE] + [p.spread or 0.0 for p in points])
     n = points[0].devices
     first = points[0]
     samples = first.global_batch or (first.per_replica_batch or 1) * n
     across = (times[-1] - times[0]) / step
-    if times[-1] / times[0] - 1 > noise and warnings is not None:
+    if times[-1] / times[0] - 1 > REPEAT_TOLERANCE and warnings is not None:
+        noisy = max(p.spread or 0.0 for p in points)
         warnings.append(
-            f"the {len(points)} runs of '{config}' at {dev(n)} disagree beyond their noise "
+            f"the {len(points)} runs of '{config}' at {dev(n)} disagree "
             f"(step times {', '.join(f'{t * 1000:.1f}' for t in times)} ms, "
-            f"{format_fraction_pct(times[-1] / times[0] - 1)} apart, their noise allows "
-            f"{format_fraction_pct(noise)}): combined at their median, with a spread of "
-            f"{format_fraction_pct(across)}; something else changed between them (a busy "
-            "machine?): measure again on a quiet machine for a firmer answer"
+            f"{format_fraction_pct(times[-1] / times[0] - 1)} apart, more than "
+            f"{format_fraction_pct(REPEAT_TOLERANCE)}"
+            + (
+                f"; one run's own spread is {format_fraction_pct(noisy)}"
+                if noisy > REPEAT_TOLERANCE
+                else ""
+            )
+            + f"): combined at their median, with a spread of {format_fraction_pct(across)}; "
+            "something else changed between them (a busy machine?): measure again on a "
+            "quiet machine for a firmer answer"
         )
     steps = sum(p.steps or 0 for p in points) or None
-    phases = pooled_phases(points, step) or {
-        "compute_s": _median_known([p.compute_s for p in points]),
-        "allreduce_s": _median_known([p.allreduce_s for p in points]),
-        "input_s": _median_known([p.input_s for p in points]),
-        "apply_s": _median_known([p.apply_s for p in points]),
-    }
+    phases = _combined_phases(points, step)
     return msgspec.structs.replace(
         first,
         step_time_s=step,
@@ -350,6 +351,40 @@ def combine_runs(
         note=f"median of {len(points)} runs (step times {times[0] * 1000:.1f}-"
         f"{times[-1] * 1000:.1f} ms)",
     )
+
+
+_PHASE_TIMES = ("compute_s", "allreduce_s", "allreduce_err_s", "apply_s", "input_s")
+
+
+def _combined_phases(points: Sequence[SweepPoint], step: float) -> dict:
+    """The phases of the combined row: the probes of the runs that resolved them,
+    pooled (:func:`gpuscale.analysis.pooled.pooled_phases`), as shares of those
+    runs' own steps (probe-weighted), laid over the combined ``step``: the exposed
+    share shown is the probed runs', over their step, with their probe count."""
+    probed = [p for p in points if p.probes and p.allreduce_s is not None and p.step_time_s]
+    if not probed:  # nothing resolved: what the runs say, no share to pool
+        return {
+            "compute_s": _median_known([p.compute_s for p in points]),
+            "allreduce_s": _median_known([p.allreduce_s for p in points]),
+            "input_s": _median_known([p.input_s for p in points]),
+            "apply_s": _median_known([p.apply_s for p in points]),
+            "probes": sum(p.probes or 0 for p in points) or None,
+        }
+    weight = sum(p.probes or 0 for p in probed)
+    own_step = sum((p.probes or 0) * (p.step_time_s or 0.0) for p in probed) / weight
+    if len(probed) == 1:
+        only = probed[0]
+        phases = {
+            field: getattr(only, field)
+            for field in (*_PHASE_TIMES, "allreduce_total_s", "probes", "comm_share_err")
+        }
+    else:
+        phases = pooled_phases(probed, own_step) or {}
+    scale = step / own_step
+    for field in (*_PHASE_TIMES, "allreduce_total_s"):
+        if phases.get(field) is not None:
+            phases[field] *= scale
+    return phases
 
 
 def _median_known(values: Sequence[float | None]) -> float | None:

@@ -128,7 +128,8 @@ def main(args: argparse.Namespace) -> int:
                 signal.signal(getattr(signal, name), signal.SIG_IGN)
         if not args.json:
             why = exc.args[0] if exc.args else "Ctrl-C"
-            print(f"gpuscale: stopping the trainer ({why})...", file=sys.stderr)
+            what = "script" if wants_script_run(args) else "trainer"
+            print(f"gpuscale: stopping the {what} ({why})...", file=sys.stderr)
         run.stop()
         for event in run.drain():
             view.on_event(event, live=False)
@@ -148,7 +149,7 @@ def main(args: argparse.Namespace) -> int:
             summary["error"] = run.error.message
         print(json.dumps(summary, indent=2))
     else:
-        print_run_summary(run, shown_notes=getattr(view, "notes_shown", ()))
+        print_run_summary(run)  # the same block as watch's and replay's, its note included
     if interrupted:
         return EXIT_INTERRUPTED
     if run.error is not None or (end is not None and end.status in ("failed", "lost")):
@@ -212,7 +213,7 @@ class _ProgressView:
         )
         self.recent: deque[float] = deque(maxlen=10)
         self.notes_shown: set[str] = set()
-        """Start notes printed above the bar: the summary does not print them again."""
+        """Start notes printed above the bar (not again for a later start with the same note)."""
 
     def __enter__(self):
         if self.console.is_terminal:  # elsewhere it draws nothing but a blank line at the end
@@ -225,6 +226,8 @@ class _ProgressView:
         return False
 
     def on_event(self, event, live: bool = True) -> None:
+        if isinstance(event, StartEvent) and event.provisional and not live:
+            return  # stopped before the run's own start: the summary says what was asked
         if isinstance(event, StartEvent):
             devices = f"{event.num_replicas} x {_platform(event.platform, event.num_replicas)}"
             self.console.print(
@@ -368,11 +371,12 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
     ):  # the trainer never said what runs where: what was asked
         console.print(
             f"[bold]{_escape(start.model)}[/] on {start.num_replicas} x "
-            f"{_escape(_platform(start.platform, start.num_replicas))} (as asked): {_escape(start.strategy or '?')}"
+            f"{_escape(_platform(start.platform, start.num_replicas))} (as asked): {_escape(_asked_strategy(start.strategy))}"
         )
         steps = s.get("steps_total", 0)
+        starting = "the script" if start.source == "script" else "TensorFlow"
         console.print(
-            "  stopped before it started: TensorFlow was still starting and nothing was measured"
+            f"  stopped before it started: {starting} was still starting and nothing was measured"
             if not steps
             else f"  the trainer never described the run ({plural(steps, 'step')} recorded)"
         )
@@ -432,6 +436,11 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
     if note and note not in shown_notes and start.note not in shown_notes:
         console.print(f"  [dim]note: {_escape(note)}[/]")
     _print_recording(console, run)
+
+
+def _asked_strategy(strategy: str | None) -> str:
+    """A provisional start's strategy; a script's is not known before its callback."""
+    return "strategy unknown" if strategy in (None, "", "?", "unknown") else strategy
 
 
 def _print_recording(console, run: Any) -> None:

@@ -100,6 +100,7 @@ def main(args: argparse.Namespace) -> int:
                 markup_literal(run.model, limit=60),
                 markup_literal(device_text(run)) if run.devices else "?",
                 markup_literal(strategy_label(run), limit=40),
+                markup_literal(strategy_label(run, short=True), limit=12),
                 str(run.steps) if run.steps is not None else "n/a",
                 format_duration_s(run.duration_s),
                 format_bytes(run.size_bytes),
@@ -113,21 +114,25 @@ def main(args: argparse.Namespace) -> int:
     # Narrower still, each run's file name gets a line of its own under the run.
     names = [Path(run.path).name for run in runs]
     said = _said_by_names(runs)
+    # Before any of that, the strategy is shortened ("mw×2" for "multi-worker, 2
+    # workers"), so that time, size and status stay whole at 80 columns.
     layouts = [
-        set(),
-        {"When"} & said,
-        said,
-        said | {"Size"},
-        {"When", "File"},
-        {"File"},
+        (set(), False),
+        (set(), True),
+        ({"When"} & said, True),
+        (said, True),
+        (said | {"Size"}, True),
+        ({"When", "File"}, True),
+        ({"File"}, True),
     ]
-    for hidden in layouts:
+    for hidden, short in layouts:
         table = _table(
             folder,
             rows,
             hidden=hidden,
             show_sweeps=bool(groups),
             show_strategy=show_strategy,
+            short_strategy=short,
         )
         if (
             console.measure(table, options=console.options.update_width(10_000)).maximum
@@ -138,18 +143,19 @@ def main(args: argparse.Namespace) -> int:
         _print(console, table)
     else:
         _print_with_file_lines(console, table, names)
+    if show_strategy and short and any(run.workers > 1 for run in runs):
+        console.print("Strategy: mw×N = multi-worker, N workers", highlight=False, markup=False)
     for line in problems:
         console.print(f"unreadable: {line}", highlight=False, markup=False)
     if groups:
         console.print()
         prefix = f"{folder}/" if args.dir is not None else ""
-        console.print(
-            Text(
-                f"Sweeps: 'gpuscale replay {prefix}NAME' shows one, "
-                f"'gpuscale recommend --from {prefix}NAME' re-judges it"
-            )
+        sweeps_line = Text(
+            f"Sweeps: 'gpuscale replay {prefix}NAME' shows one, "
+            f"'gpuscale recommend --from {prefix}NAME' re-judges it"
         )
-        console.print(_sweeps_table(groups, labels))
+        for renderable in (sweeps_line, _sweeps_table(groups, labels)):
+            _print_stripped(console, renderable)
     return 0
 
 
@@ -179,6 +185,12 @@ def _print(console, table) -> None:
         console.file.write(line.rstrip() + "\n")
 
 
+def _print_stripped(console, renderable) -> None:
+    """``renderable`` wrapped to the console's width, without trailing spaces."""
+    for line in console.render_lines(renderable, console.options, pad=False, new_lines=False):
+        console.print(_assembled(line))
+
+
 def _print_with_file_lines(console, table, names: list[str]) -> None:
     """``table`` (one line per run, no File column) with each run's file name on a
     line of its own under it, indented, whole (folded only if wider than the screen)."""
@@ -201,10 +213,13 @@ def _assembled(line):
     return text
 
 
-def strategy_label(run) -> str:
+def strategy_label(run, *, short: bool = False) -> str:
     """The run's strategy as the Strategy column shows it: ``mirrored``,
-    ``multi-worker, 2 workers``; ``?`` when the recording does not say."""
+    ``multi-worker, 2 workers`` (``short``: ``mw×2``); ``?`` when the recording
+    does not say."""
     label = run.strategy or "?"
+    if short and label == "multi-worker":
+        return f"mw×{run.workers}"
     if run.workers > 1:
         label += f", {run.workers} workers"
     return label
@@ -250,6 +265,7 @@ def _table(
     hidden: set[str],
     show_sweeps: bool,
     show_strategy: bool = False,
+    short_strategy: bool = False,
 ):
     from rich import box
     from rich.table import Table
@@ -268,6 +284,7 @@ def _table(
         ("Model", "Model", "left"),
         ("Devices", "Dev", "right"),
         ("Strategy", "Strategy", "left"),
+        ("Short", "Strategy", "left"),
         ("Steps", "Steps", "right"),
         ("Duration", "Time", "right"),
         ("Size", "Size", "right"),
@@ -279,7 +296,8 @@ def _table(
         for i, (name, _, _) in enumerate(columns)
         if name not in hidden
         and (name != "Sweep" or show_sweeps)
-        and (name != "Strategy" or show_strategy)
+        and (name != "Strategy" or (show_strategy and not short_strategy))
+        and (name != "Short" or (show_strategy and short_strategy))
     ]
     for i in keep:
         _, header, justify = columns[i]

@@ -114,6 +114,10 @@ PROVISIONAL_NOTE = (
     "no start from gpuscale's callback yet (it sends one with the first training step): "
     "until then this is what gpuscale sees from outside the script"
 )
+STOPPED_NOTE = (
+    "stopped before the script started training: whether it uses gpuscale's callback "
+    "is not known; this is what was asked"
+)
 KERAS_LATER_EPOCH = re.compile(r"(?:^|\r)Epoch (?:[2-9]|\d{2,})/\d+")
 """Keras's line at the start of epoch 2 or later: the first epoch is over."""
 STDERR_TAIL_LINES = 30
@@ -661,6 +665,9 @@ class _PumpState:
         self.later_epoch = False
         """The script's output shows Keras beginning a second epoch."""
         self.t0 = time.monotonic()
+        self.launched_at = time.time()
+        """When the run began (wall clock): a run stopped before its own start lasted
+        from here."""
 
     # what the recording and the consumer see --------------------------------------------
     def begin_recording(self) -> None:
@@ -670,8 +677,10 @@ class _PumpState:
         run = self.run_
         if run.record is None or run._forward is not None:
             return
+        start = self.synthetic_start()
         provisional = msgspec.structs.replace(
-            self.synthetic_start(),
+            start,
+            num_replicas=self.asked_replicas(start.num_replicas),
             provisional=True,
             note="provisional: the run's own start event follows when it is known",
         )
@@ -867,6 +876,32 @@ class _PumpState:
             num_workers=max(run.num_workers, first.num_workers),
             pids=pids,
             note=note,
+        )
+
+    def stopped_before_start(self) -> bool:
+        """Stopped (Ctrl-C) before the script's callback said anything: nothing tells
+        whether the script uses the callback, so no warning is due."""
+        run = self.run_
+        return not self.starts and run._stopping.is_set() and run._forward is None
+
+    def asked_replicas(self, default: int) -> int:
+        """The replicas ``--devices N`` asked for (one local script), else ``default``."""
+        run = self.run_
+        asked = run._env.get(ENV_DEVICES, "")
+        if run.num_workers == 1 and asked.isdigit() and int(asked) > 0:
+            return int(asked)
+        return default
+
+    def stopped_start(self) -> StartEvent:
+        """The start of a run stopped before its own: what was asked (``--devices N``,
+        the script's name), provisional, from the launch (so its duration is the run's)."""
+        start = self.synthetic_start(hint=False)
+        return msgspec.structs.replace(
+            start,
+            t=min(start.t, self.launched_at),
+            num_replicas=self.asked_replicas(start.num_replicas),
+            provisional=True,
+            note=STOPPED_NOTE,
         )
 
     def synthetic_start(self, hint: bool = True) -> StartEvent:
@@ -1067,11 +1102,18 @@ class _PumpState:
             if not self.started and self.start_due():
                 if self.may_wait_for_callback():
                     self.send_provisional()
+                elif self.stopped_before_start():
+                    self.send_start(self.stopped_start())
                 else:
                     self.send_start(self.merged_start())
                     if not self.starts and run._forward is None:
                         self.hint()
-            if self.provisional and not self.hinted and self.hint_due():
+            if (
+                self.provisional
+                and not self.hinted
+                and not run._stopping.is_set()
+                and self.hint_due()
+            ):
                 self.hint()
             if (run._stopping.is_set() and len(self.exited) >= len(run._procs)) or (
                 self.started and self.finished()
@@ -1086,9 +1128,11 @@ class _PumpState:
             if item is not None:
                 self.handle(item)
         if not self.started:
-            self.send_start(self.merged_start())
+            self.send_start(
+                self.stopped_start() if self.stopped_before_start() else self.merged_start()
+            )
         elif self.provisional and run._stopping.is_set():  # stopped before any step
-            self.commit(self.synthetic_start(hint=False))
+            self.commit(self.stopped_start())
         elif self.provisional:  # the script ended without the callback's start
             self.hint()
         self.finish()

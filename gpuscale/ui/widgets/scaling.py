@@ -89,6 +89,8 @@ def recommendation_text(rec: Recommendation | None, state: str | None = None) ->
     if rec.predicted:
         verdict += " (predicted)"
     text.append(verdict + "\n", style="bold yellow" if rec.predicted else "bold green")
+    if rec.verdict == "none" and rec.measure_next:  # said here, not again under Why
+        text.append(rec.measure_next[0].upper() + rec.measure_next[1:] + ".\n", style="bold")
     if rec.speedup is not None and rec.devices > 1:
         text.append(f"expected speedup {rec.speedup:.2f}x over {rec.baseline}\n")
     if rec.platform_note:
