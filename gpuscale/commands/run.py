@@ -149,7 +149,9 @@ def main(args: argparse.Namespace) -> int:
             summary["error"] = run.error.message
         print(json.dumps(summary, indent=2))
     else:
-        print_run_summary(run)  # the same block as watch's and replay's, its note included
+        # the same block as watch's and replay's; a start note already printed above the
+        # progress bar is not printed twice (watch's screen is gone, so it prints it here)
+        print_run_summary(run, shown_notes=getattr(view, "notes_shown", ()))
     if interrupted:
         return EXIT_INTERRUPTED
     if run.error is not None or (end is not None and end.status in ("failed", "lost")):
