@@ -350,6 +350,25 @@ def test_probes_that_contradict_each_other_are_not_a_breakdown():
     assert summarize(_run([0.9] * 8, phases=[probe])).phase_contradiction is None
 
 
+def test_a_negative_exposed_part_floored_out_of_the_sum_is_the_contradiction_said():
+    from gpuscale.analysis.phase_report import parts_note
+
+    # a user's run: compute alone 180.4 ms, compute + all-reduce 163.9 ms (within the
+    # 10% noise of a 217 ms step), apply 64.6 ms: floored at 0, the exposed part makes
+    # the phases 245 ms, not the step; unfloored they add up. The reason is the negative part.
+    probe = msgspec.structs.replace(
+        _probe(3, 0.1804, 0.1639, step_s=0.2285), allreduce_total_s=0.0202
+    )
+    s = summarize(_run([0.2174] * 8, phases=[probe]))
+    assert s.phase_consistent is False
+    note = parts_note(s)
+    assert "compute alone 180.4 ms is longer than compute + all-reduce 163.9 ms" in note
+    assert "counted as 0" in note and "beyond their noise" not in note
+    # the same probe where the floored sum still fits the step: nothing to say
+    s = summarize(_run([0.245] * 8, phases=[probe]))
+    assert s.phase_contradiction is None and s.phase_consistent is True
+
+
 def test_split_steps_noise_cancels_in_the_probes_cost_as_the_scheduler_counts_it():
     # one replica: a probe is its split step alone; its excess over the usual step is
     # noise around 0, which floored probe by probe added up to "4.8% of wall"

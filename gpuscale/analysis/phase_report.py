@@ -40,7 +40,7 @@ def parts_note(s: RunSummary) -> str | None:
     resolved``; ``None`` where they add up (or nothing was probed)."""
     if s.phase_contradiction is not None:
         return (
-            f"the probes contradict each other: {s.phase_contradiction}, beyond their noise "
+            f"the probes contradict each other: {s.phase_contradiction} "
             f"({plural(s.phase_steps, 'probe')}; a busy machine?): the breakdown is not "
             "resolved and no figure is taken from it"
         )

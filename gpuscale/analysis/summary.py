@@ -423,8 +423,21 @@ class RunAccumulator:
             [s.compute_err_s, s.allreduce_err_s, s.apply_err_s, self._step_halfwidth()],
         )
         if s.devices > 1 and whole:
+            exposed = metrics.median(exchanges)
+            # the parts miss the step only because a negative exposed part was floored
+            # at 0: that negative part (compute alone longer) is the reason, not the sum
+            floored_apart = (
+                exposed < 0
+                and s.phase_consistent is False
+                and metrics.parts_fit_whole(s.phase_parts_s + exposed, whole) is True
+            )
             s.phase_contradiction = _contradiction(
-                phases, metrics.median(exchanges), s.allreduce_err_s, s.allreduce_total_s, whole
+                phases,
+                exposed,
+                s.allreduce_err_s,
+                s.allreduce_total_s,
+                whole,
+                floored_apart=floored_apart,
             )
             if s.phase_contradiction is not None:
                 s.phase_consistent = False  # noise, not a breakdown: no figure comes from it
@@ -491,6 +504,8 @@ def _contradiction(
     err_s: float | None,
     alone_s: float | None,
     whole_s: float,
+    *,
+    floored_apart: bool = False,
 ) -> str | None:
     """What in the probes' medians cannot be a breakdown, beyond their noise (the
     exposed all-reduce's half-width, at least :data:`~gpuscale.analysis.metrics.PARTS_TOLERANCE`
@@ -499,20 +514,29 @@ def _contradiction(
     all-reduce over twice the all-reduce timed alone, ``alone_s`` (the compute pass
     waits for every replica too, so a slow replica cannot explain it; inside a step
     the exchange competes with the compute for cores or SMs, which can slow it, but
-    not to several times its cost alone). ``None``: nothing contradicts."""
+    not to several times its cost alone). ``floored_apart``: the exposed part is
+    below 0 and flooring it is what keeps the parts from adding up to the step (they
+    add up unfloored), so that negative part is the contradiction even within the
+    noise. ``None``: nothing contradicts."""
     noise = max(metrics.PARTS_TOLERANCE * whole_s, err_s or 0.0)
-    if exposed_s < -noise:
+    if exposed_s < -noise or (floored_apart and exposed_s < 0):
         fused = [p.compute_allreduce_s for p in phases if p.compute_allreduce_s is not None]
         if fused:
             compute = metrics.median([p.compute_s for p in phases])
+            why = (
+                ", beyond their noise"
+                if exposed_s < -noise
+                else f" (the exposed all-reduce, {exposed_s * 1000:.1f} ms, counted as 0, is "
+                "why the phases miss the median step)"
+            )
             return (
                 f"compute alone {compute * 1000:.1f} ms is longer than compute + all-reduce "
-                f"{metrics.median(fused) * 1000:.1f} ms"
+                f"{metrics.median(fused) * 1000:.1f} ms{why}"
             )
     if alone_s is not None and exposed_s > 2 * alone_s + noise:
         return (
             f"the exposed all-reduce {exposed_s * 1000:.1f} ms is over twice the whole "
-            f"exchange timed alone, {alone_s * 1000:.1f} ms"
+            f"exchange timed alone, {alone_s * 1000:.1f} ms, beyond their noise"
         )
     return None
 
