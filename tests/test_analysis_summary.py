@@ -311,6 +311,43 @@ def test_the_probes_cost_holds_the_slower_step_after_each_as_the_scheduler_count
     assert s.probe_cost_s == pytest.approx(3 * 0.1 + 0.05 + 0.05 - 0.02)
 
 
+def test_a_probes_cost_is_taken_against_the_usual_steps_before_it_as_the_scheduler_did():
+    # a user's run: the step after the probe took 264 ms against the usual ~86 ms at the
+    # time, while the run's final median (its steps slowed later) was 443 ms: taken
+    # against that, the probe looked 180 ms cheaper than free
+    from gpuscale.trainer.schedule import ProbeScheduler
+
+    steps = [0.086] * 9 + [0.2637] + [0.443] * 30  # the probe after step 8, split-free
+    phases = [_probe(8, 0.05, 0.06, step_s=0.086, cost=0.07)]
+    s = summarize(_run(steps, phases=phases, warmup=0))
+    assert s.probe_cost_s == pytest.approx(0.07 + 0.2637 - 0.086)
+    sched = ProbeScheduler()  # the scheduler, fed the same run, counted the same
+    for n, took in enumerate(steps):
+        sched.add_step(took)
+        if n == 8:
+            sched.add_probe(0.07)
+    assert sched.probe_wall_s == pytest.approx(s.probe_cost_s)
+
+
+def test_several_workers_probing_the_same_step_are_one_probe_at_one_workers_cost():
+    from gpuscale.analysis.phase_report import probes_text
+
+    events = [_start(num_workers=2, config={"probe_budget": 0.02})]
+    for n in range(60):
+        for w in (0, 1):
+            took = 0.25 if n == 9 else 0.1  # both workers' steps after the probe
+            events.append(
+                StepEvent(t=n * 0.1 + 0.1, worker=w, step=n, step_time_s=took, samples=256)
+            )
+    for w, cost in ((0, 0.2), (1, 0.3)):
+        events.append(msgspec.structs.replace(_probe(8, 0.06, 0.08, cost=cost), worker=w))
+    s = summarize(events)
+    assert s.probes == 1 and s.phase_steps == 2
+    assert s.probe_cost_s == pytest.approx((0.2 + 0.3) / 2 + 0.15)
+    assert probes_text(s).startswith("1, ")
+    assert "the first probe always runs" in probes_text(s)  # 0.4 s of a 6 s run: over 2%
+
+
 def test_no_precision_asked_no_precision_fields():
     s = summarize(_run([0.1] * 10))
     assert s.precision_asked is None and s.precision_more_steps is None
@@ -348,6 +385,25 @@ def test_probes_that_contradict_each_other_are_not_a_breakdown():
     # within the noise (10% of the step below 3 probes): a breakdown
     probe = msgspec.structs.replace(_probe(3, 0.4, 0.45, step_s=0.9), allreduce_total_s=0.004)
     assert summarize(_run([0.9] * 8, phases=[probe])).phase_contradiction is None
+
+
+def test_a_negative_exposed_part_floored_out_of_the_sum_is_the_contradiction_said():
+    from gpuscale.analysis.phase_report import parts_note
+
+    # a user's run: compute alone 180.4 ms, compute + all-reduce 163.9 ms (within the
+    # 10% noise of a 217 ms step), apply 64.6 ms: floored at 0, the exposed part makes
+    # the phases 245 ms, not the step; unfloored they add up. The reason is the negative part.
+    probe = msgspec.structs.replace(
+        _probe(3, 0.1804, 0.1639, step_s=0.2285), allreduce_total_s=0.0202
+    )
+    s = summarize(_run([0.2174] * 8, phases=[probe]))
+    assert s.phase_consistent is False
+    note = parts_note(s)
+    assert "compute alone 180.4 ms is longer than compute + all-reduce 163.9 ms" in note
+    assert "counted as 0" in note and "beyond their noise" not in note
+    # the same probe where the floored sum still fits the step: nothing to say
+    s = summarize(_run([0.245] * 8, phases=[probe]))
+    assert s.phase_contradiction is None and s.phase_consistent is True
 
 
 def test_split_steps_noise_cancels_in_the_probes_cost_as_the_scheduler_counts_it():

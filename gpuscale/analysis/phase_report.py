@@ -40,7 +40,7 @@ def parts_note(s: RunSummary) -> str | None:
     resolved``; ``None`` where they add up (or nothing was probed)."""
     if s.phase_contradiction is not None:
         return (
-            f"the probes contradict each other: {s.phase_contradiction}, beyond their noise "
+            f"the probes contradict each other: {s.phase_contradiction} "
             f"({plural(s.phase_steps, 'probe')}; a busy machine?): the breakdown is not "
             "resolved and no figure is taken from it"
         )
@@ -142,7 +142,8 @@ def probes_text(s: RunSummary) -> str:
     they had, and whether the exposed share is known to the target precision:
     ``6, 1.3% of wall (0.9 s; budget 2%); exposed share known to ±2 points (±1.1)``.
     A recording from before probes were costed (schema 1.1) says the count alone."""
-    text = f"{s.phase_steps:,}"
+    probes = s.probes or s.phase_steps  # (summaries made before ``probes``: one worker)
+    text = f"{probes:,}"
     pace = None
     if s.probe_every:
         pace = f"every {plural(s.probe_every, 'step')}"
@@ -164,7 +165,7 @@ def probes_text(s: RunSummary) -> str:
         and s.probe_wall_share is not None
         and s.probe_wall_share > s.probe_budget
     )
-    if over and s.phase_steps == 1:  # the scheduler's one exception: said, not hidden
+    if over and probes == 1:  # the scheduler's one exception: said, not hidden
         text += ", over the budget: the first probe always runs"
     elif over:  # the scheduler checks each probe's expected cost against the run's length
         text += (

@@ -58,7 +58,7 @@ What is measured and how (formulas in :mod:`gpuscale.analysis.metrics`):
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Iterable
 
 import msgspec
@@ -81,6 +81,11 @@ PROBE_RESERVE = 0.5
 """The part of a probe budget the probes leave for what gpuscale costs every step
 (the probe scheduler's :data:`gpuscale.trainer.schedule.DEFAULT_RESERVE` is this
 one): the probes aim at ``budget x (1 - PROBE_RESERVE)`` of the wall clock."""
+USUAL_STEPS_WINDOW = 10
+"""The last usual steps (counted, neither a probe's split step nor the step after a
+probe) whose median a probe's excesses are taken against: the probe scheduler's
+default ``window`` (:class:`gpuscale.trainer.schedule.ProbeScheduler`) is this one,
+so a summary counts a probe's cost as the scheduler did at the time."""
 DEFAULT_SHARE_PRECISION = 0.02
 """The half-width (a share of the step) the probes pin the exposed share down to
 when no ``--precision`` is asked; the probe scheduler's default
@@ -122,6 +127,9 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     """``median samples per step / median step time``."""
     phase_steps: int = 0
     """Phase breakdowns in the statistics (warm-up excluded, every worker's)."""
+    probes: int = 0
+    """Probes run (warm-up excluded): the probed steps, each counted once however many
+    workers probed it (several workers probe the same steps together)."""
     phase_full_step_s: float | None = None
     """Median whole probed step, ``step_time_s + input_s`` of the probes: the whole
     the phases split where no step was counted (else the median step). (Older
@@ -165,8 +173,9 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     probe_cost_s: float | None = None
     """What all the probes cost, as the probe scheduler counts it (schema 1.2): their
     passes and their split steps' excess (``PhaseEvent.probe_cost_s``) plus what the
-    step after each took over the median step (summed unfloored, so noise cancels;
-    a negative sum counts 0)."""
+    step after each took over the median of the usual steps before it
+    (:data:`USUAL_STEPS_WINDOW`; summed unfloored, so noise cancels; a negative sum
+    counts 0). Several workers probe together: the mean of the workers' costs."""
     counted_wall_s: float | None = None
     """Wall clock from the first counted step's start to the last step's end, the
     probes between them included (the part of the run the probes' share is of)."""
@@ -358,9 +367,9 @@ class RunAccumulator:
         run's own steps per probe."""
         if s.probe_every:
             return float(s.probe_every)
-        if s.probe_budget and s.probe_cost_s and s.phase_steps and s.step_time_s:
+        if s.probe_budget and s.probe_cost_s and s.probes and s.step_time_s:
             return metrics.steps_per_probe(
-                s.probe_cost_s / s.phase_steps,
+                s.probe_cost_s / s.probes,
                 s.step_time_s,
                 s.probe_budget * (1.0 - PROBE_RESERVE),
             )
@@ -392,6 +401,7 @@ class RunAccumulator:
     def _summarize_phases(self, s: RunSummary) -> None:
         phases = [p for p in self._phases if (p.worker, p.step) not in self._warmup_steps]
         s.phase_steps = len(phases)
+        s.probes = len({p.step for p in phases})
         if not phases:
             return
         computes = [p.compute_s for p in phases]
@@ -410,7 +420,12 @@ class RunAccumulator:
             s.allreduce_total_s = metrics.median(totals)
         costed = [p for p in phases if p.probe_cost_s is not None]
         if costed:
-            s.probe_cost_s = self._probes_cost_s(costed, s.step_time_s)
+            by_worker: dict[int, list[PhaseEvent]] = defaultdict(list)
+            for p in costed:
+                by_worker[p.worker].append(p)
+            # the workers probe the same steps at once: the run paid one worker's cost
+            costs = [self._probes_cost_s(w, ps) for w, ps in by_worker.items()]
+            s.probe_cost_s = sum(costs) / len(costs)
         payloads = [p.payload_bytes for p in phases if p.payload_bytes]
         if payloads and not s.payload_bytes:
             s.payload_bytes = int(metrics.median(payloads))
@@ -423,8 +438,21 @@ class RunAccumulator:
             [s.compute_err_s, s.allreduce_err_s, s.apply_err_s, self._step_halfwidth()],
         )
         if s.devices > 1 and whole:
+            exposed = metrics.median(exchanges)
+            # the parts miss the step only because a negative exposed part was floored
+            # at 0: that negative part (compute alone longer) is the reason, not the sum
+            floored_apart = (
+                exposed < 0
+                and s.phase_consistent is False
+                and metrics.parts_fit_whole(s.phase_parts_s + exposed, whole) is True
+            )
             s.phase_contradiction = _contradiction(
-                phases, metrics.median(exchanges), s.allreduce_err_s, s.allreduce_total_s, whole
+                phases,
+                exposed,
+                s.allreduce_err_s,
+                s.allreduce_total_s,
+                whole,
+                floored_apart=floored_apart,
             )
             if s.phase_contradiction is not None:
                 s.phase_consistent = False  # noise, not a breakdown: no figure comes from it
@@ -444,25 +472,38 @@ class RunAccumulator:
                     s.algbw_total_bytes_s, s.devices, s.exchange
                 )
 
-    def _probes_cost_s(self, phases: list[PhaseEvent], step_s: float | None) -> float:
-        """What ``phases``' probes cost, as the scheduler counts it: their passes plus
-        the excesses over the median step ``step_s`` of their split steps
-        (``split_excess_s``) and of the steps right after them (cold caches after the
-        probe's own compiled functions), the excesses summed unfloored (noise
-        cancels) and then floored at 0. Recordings without ``split_excess_s`` hold
-        the split step's excess floored in ``probe_cost_s``."""
+    def _probes_cost_s(self, worker: int, phases: list[PhaseEvent]) -> float:
+        """What one worker's probes (``phases``) cost, as its probe scheduler counted
+        it: their passes plus the excesses of their split steps (``split_excess_s``,
+        the scheduler's own) and of the steps right after them (cold caches after the
+        probe's own compiled functions), each over the median of the last
+        :data:`USUAL_STEPS_WINDOW` usual steps before it (not the run's final median:
+        the step time drifts), the excesses summed unfloored (noise cancels) and then
+        floored at 0. Recordings without ``split_excess_s`` hold the split step's
+        excess floored in ``probe_cost_s``."""
         passes = excess = 0.0
-        split_steps = {(p.worker, p.step) for p in phases if p.split_excess_s is not None}
+        split_steps = {p.step for p in phases if p.split_excess_s is not None}
+        probed = {p.step for p in phases}
         for p in phases:
             cost = p.probe_cost_s or 0.0
             if p.split_excess_s is not None:
                 cost -= max(0.0, p.split_excess_s)
                 excess += p.split_excess_s
             passes += max(0.0, cost)
-            after = self._step_at.get((p.worker, p.step + 1))
-            if after is not None and step_s and (p.worker, p.step + 1) not in split_steps:
-                # (a split step right after: its excess is that probe's, counted once)
-                excess += after - step_s
+        usual: deque[float] = deque(maxlen=USUAL_STEPS_WINDOW)
+        after_probe = False
+        steps = sorted((n, t) for (w, n), t in self._step_at.items() if w == worker)
+        for step, took in steps:
+            if step in split_steps:
+                after_probe = False  # a split step right after: its excess is that probe's
+            elif after_probe:
+                after_probe = False
+                if usual:
+                    excess += took - metrics.median(list(usual))
+            else:
+                usual.append(took)
+            if step in probed:
+                after_probe = True
         return passes + max(0.0, excess)
 
     def _step_halfwidth(self) -> float | None:
@@ -491,6 +532,8 @@ def _contradiction(
     err_s: float | None,
     alone_s: float | None,
     whole_s: float,
+    *,
+    floored_apart: bool = False,
 ) -> str | None:
     """What in the probes' medians cannot be a breakdown, beyond their noise (the
     exposed all-reduce's half-width, at least :data:`~gpuscale.analysis.metrics.PARTS_TOLERANCE`
@@ -499,20 +542,29 @@ def _contradiction(
     all-reduce over twice the all-reduce timed alone, ``alone_s`` (the compute pass
     waits for every replica too, so a slow replica cannot explain it; inside a step
     the exchange competes with the compute for cores or SMs, which can slow it, but
-    not to several times its cost alone). ``None``: nothing contradicts."""
+    not to several times its cost alone). ``floored_apart``: the exposed part is
+    below 0 and flooring it is what keeps the parts from adding up to the step (they
+    add up unfloored), so that negative part is the contradiction even within the
+    noise. ``None``: nothing contradicts."""
     noise = max(metrics.PARTS_TOLERANCE * whole_s, err_s or 0.0)
-    if exposed_s < -noise:
+    if exposed_s < -noise or (floored_apart and exposed_s < 0):
         fused = [p.compute_allreduce_s for p in phases if p.compute_allreduce_s is not None]
         if fused:
             compute = metrics.median([p.compute_s for p in phases])
+            why = (
+                ", beyond their noise"
+                if exposed_s < -noise
+                else f" (the exposed all-reduce, {exposed_s * 1000:.1f} ms, counted as 0, is "
+                "why the phases miss the median step)"
+            )
             return (
                 f"compute alone {compute * 1000:.1f} ms is longer than compute + all-reduce "
-                f"{metrics.median(fused) * 1000:.1f} ms"
+                f"{metrics.median(fused) * 1000:.1f} ms{why}"
             )
     if alone_s is not None and exposed_s > 2 * alone_s + noise:
         return (
             f"the exposed all-reduce {exposed_s * 1000:.1f} ms is over twice the whole "
-            f"exchange timed alone, {alone_s * 1000:.1f} ms"
+            f"exchange timed alone, {alone_s * 1000:.1f} ms, beyond their noise"
         )
     return None
 

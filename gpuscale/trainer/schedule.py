@@ -79,7 +79,11 @@ import math
 from collections import deque
 
 from gpuscale.analysis import metrics
-from gpuscale.analysis.summary import DEFAULT_SHARE_PRECISION, PROBE_RESERVE
+from gpuscale.analysis.summary import (
+    DEFAULT_SHARE_PRECISION,
+    PROBE_RESERVE,
+    USUAL_STEPS_WINDOW,
+)
 
 DEFAULT_BUDGET = 0.02
 """The probes' default share of the wall clock."""
@@ -140,7 +144,7 @@ class ProbeScheduler:
         horizon_steps: int | None = None,
         precision: float = DEFAULT_PRECISION,
         min_probes: int = 3,
-        window: int = 10,
+        window: int = USUAL_STEPS_WINDOW,
         shift: float = 0.25,
         resolved_rate: float = 0.5,
         reserve: float = DEFAULT_RESERVE,

@@ -12,7 +12,7 @@ from textual.widgets import Static
 from textual_plotext.plot import Plot
 
 from gpuscale.analysis.metrics import PARTS_TOLERANCE
-from gpuscale.analysis.phase_report import phase_items
+from gpuscale.analysis.phase_report import parts_note, phase_items
 from gpuscale.analysis.summary import RunSummary
 from gpuscale.events.schema import PhaseEvent
 from gpuscale.formatting import format_duration_s
@@ -218,6 +218,9 @@ def build_breakdown_chart(
     drawn = [p for p in phases if not longer_than_step(p, step_s)]
     left_out = len(phases) - len(drawn)
     if not drawn:
+        note = parts_note(summary) if summary is not None else None
+        if note is not None:  # the summary's own reason, in its words (every view says it)
+            return _empty(width, f"{note}: no bar drawn")
         who = "the probe adds" if left_out == 1 else f"each of the {left_out} probes here adds"
         return _empty(
             width,
