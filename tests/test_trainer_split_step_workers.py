@@ -7,13 +7,10 @@ steps at the same steps on both workers."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-from gpuscale.live.cluster import local_tf_configs
+from tests.local_workers import run_workers
 
 pytestmark = pytest.mark.tf
 
@@ -87,28 +84,10 @@ def test_the_split_step_on_two_workers_trains_as_the_fused_step_on_both():
     variables and optimizer slots on each worker (SGD with lr=1, where a double or a
     missing sum shows as 2x or per-worker updates; and Adam), identical on both
     workers; a budgeted run probes on split steps at the same steps on both."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUSCALE_", "TF_CONFIG"))}
-    env.update({"TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""})
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", WORKER],
-            env={**env, "TF_CONFIG": tf_config},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for tf_config in local_tf_configs(2)
-    ]
-    try:
-        results = [p.communicate(timeout=300) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+    results = run_workers(WORKER, timeout=300)
     reports = []
-    for proc, (out, err) in zip(procs, results, strict=True):
-        assert proc.returncode == 0 and out.strip(), err[-3000:]
+    for returncode, out, err in results:
+        assert returncode == 0 and out.strip(), err[-3000:]
         reports.append(json.loads(out.strip().splitlines()[-1]))
     chief, other = reports
     assert chief["usable"], chief["problem"]

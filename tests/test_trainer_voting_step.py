@@ -5,13 +5,9 @@ each a child process running the same code (their collectives must match)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
-from gpuscale.live.cluster import local_tf_configs
+from tests.local_workers import run_workers
 
 pytestmark = pytest.mark.tf
 
@@ -59,24 +55,6 @@ print("ok")
 
 
 def test_the_voting_step_trains_as_the_fused_step_and_counts_worker_0s_ballot():
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUSCALE_", "TF_CONFIG"))}
-    env.update({"TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""})
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", SAME_AS_TRAIN_FN],
-            env={**env, "TF_CONFIG": tf_config},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for tf_config in local_tf_configs(2)
-    ]
-    try:
-        results = [p.communicate(timeout=240) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    for proc, (out, err) in zip(procs, results, strict=True):
-        assert proc.returncode == 0 and out.strip().endswith("ok"), err[-3000:]
+    results = run_workers(SAME_AS_TRAIN_FN, timeout=240)
+    for returncode, out, err in results:
+        assert returncode == 0 and out.strip().endswith("ok"), err[-3000:]
