@@ -31,9 +31,10 @@ import argparse
 import math
 import os
 import statistics
-import subprocess
 import sys
 import time
+
+from local_workers import run_as_workers  # benchmarks/local_workers.py, beside this script
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -140,18 +141,7 @@ def main() -> int:
     if args.worker:
         worker(args)
         return 0
-    from gpuscale.live.cluster import local_tf_configs
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUSCALE_", "TF_CONFIG"))}
-    env["CUDA_VISIBLE_DEVICES"] = ""
-    procs = [
-        subprocess.Popen(
-            [sys.executable, __file__, "--worker", *sys.argv[1:]],
-            env={**env, "TF_CONFIG": tf_config},
-        )
-        for tf_config in local_tf_configs(args.workers)
-    ]
-    return max(p.wait() for p in procs)
+    return run_as_workers(__file__, sys.argv[1:], args.workers)
 
 
 if __name__ == "__main__":
