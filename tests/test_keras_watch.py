@@ -15,6 +15,7 @@ from gpuscale.events.schema import StartEvent, StepEvent
 from gpuscale.live.script_run import ScriptRun
 from gpuscale.ui.app import build_app
 from gpuscale.ui.sources import LiveSource, QueueSource
+from gpuscale.ui.widgets.advice import AdvicePanel
 from gpuscale.ui.widgets.header import RunHeader
 from gpuscale.ui.widgets.logpane import LogPane
 
@@ -52,6 +53,12 @@ async def test_dashboard_shows_a_script_without_callback_and_how_to_add_it(tmp_p
         assert "step times are unavailable" in log_text
         assert "callbacks=[gpuscale.keras.ScalingMonitor()]" in log_text
         assert "COMPLETED" in str(app.query_one(RunHeader).render())
+        # the run lasted from the launch (gpuscale made its start up at the end)
+        assert app.model.end.duration_s >= 0.4
+        assert app.model.snapshot(logs_after=2**62).elapsed_s >= 0.4
+        advice = str(app.query_one(AdvicePanel).body.render())
+        assert "No step times: the script does not use gpuscale's callback" in advice
+        assert "Waiting for the first steps" not in advice
     source.stop()
     await asyncio.sleep(0)
     assert run.done and (tmp_path / "watch.ndjson").exists()

@@ -83,5 +83,5 @@ def test_run_prints_a_scripts_start_once(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     shown = done.stderr + done.stdout  # the progress on stderr, the report on stdout
-    headers = [line for line in shown.splitlines() if " on 1 x CPU, unknown" in line]
+    headers = [line for line in shown.splitlines() if " on 1 x CPU, strategy unknown" in line]
     assert len(headers) == 1, shown

@@ -205,9 +205,20 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     interconnect: Interconnect | None = None
     """The slowest device link's peak, per direction (from the device information)."""
     gpu_util_median_pct: float | None = None
-    """Median over GPUs of each GPU's median utilization."""
+    """Median over GPUs of each GPU's mean utilization (NVML: the share of time any
+    kernel ran; copies and NCCL's kernels count), a time average as the samples are
+    evenly spaced. Taken over the counted steps' span when there are counted steps,
+    else over the whole run."""
+    gpu_sm_activity_median_pct: float | None = None
+    """The same for GPM's SM activity (Hopper and newer): the share of SM cycles with
+    a warp resident, what the GPUs worked rather than were busy. ``None`` without GPM."""
+    gpu_tensor_activity_median_pct: float | None = None
+    """The same for GPM's tensor-core activity (Hopper and newer)."""
+    no_step_times: bool = False
+    """The run is a script without gpuscale's callback: no step times will come,
+    only telemetry."""
     gpu_util_min_pct: float | None = None
-    """The least busy GPU's median utilization."""
+    """The least busy GPU's mean utilization."""
     gpu_util_min_index: int | None = None
     """The least busy GPU's index (as NVML counts on its worker's machine)."""
     gpu_util_min_worker: int | None = None
@@ -249,8 +260,13 @@ class RunAccumulator:
         self._warmup_steps: set[tuple[int, int]] = set()
         self._phases: list[PhaseEvent] = []
         self._worker_times: dict[int, list[float]] = defaultdict(list)
-        self._gpu_util: dict[tuple[int, int], list[float]] = defaultdict(list)
-        """Utilization samples per (worker, GPU index)."""
+        self._gpu_util: dict[tuple[int, int], list[tuple[float, float]]] = defaultdict(list)
+        """(t, utilization) samples per (worker, GPU index)."""
+        self._gpm: dict[str, dict[tuple[int, int], list[tuple[float, float]]]] = {
+            "sm": defaultdict(list),
+            "tensor": defaultdict(list),
+        }
+        """(t, GPM activity) samples per (worker, GPU index), SM and tensor."""
         self._host_cpu: list[float] = []
         self._counted_from_t: float | None = None
         """When the first counted step began (its event's ``t`` less its step time)."""
@@ -277,8 +293,13 @@ class RunAccumulator:
         elif isinstance(event, PhaseEvent):
             self._phases.append(event)
         elif isinstance(event, GpuSample):
+            key = (event.worker, event.index)
             if event.util_gpu_pct is not None and not event.lost:
-                self._gpu_util[(event.worker, event.index)].append(event.util_gpu_pct)
+                self._gpu_util[key].append((event.t, event.util_gpu_pct))
+            if event.gpm_sm_activity_pct is not None:
+                self._gpm["sm"][key].append((event.t, event.gpm_sm_activity_pct))
+            if event.gpm_tensor_activity_pct is not None:
+                self._gpm["tensor"][key].append((event.t, event.gpm_tensor_activity_pct))
         elif isinstance(event, HostSample):
             self._host_cpu.append(event.cpu_pct)
         elif isinstance(event, StartEvent):
@@ -309,6 +330,11 @@ class RunAccumulator:
             s.per_replica_batch = start.per_replica_batch
             s.global_batch = start.global_batch
             s.payload_bytes = start.payload_bytes
+            s.no_step_times = (
+                start.source == "script"
+                and (start.config or {}).get("callback") is False
+                and not start.provisional
+            )
             if start.devices:
                 s.interconnect = slowest_interconnect(start.devices)
         if self.end is not None:
@@ -510,9 +536,31 @@ class RunAccumulator:
         """The median step time's 95 % half-width (``None`` below 3 steps)."""
         return metrics.median_halfwidth(self._step_times) if self._step_times else None
 
+    def _per_gpu_means(
+        self, samples: dict[tuple[int, int], list[tuple[float, float]]]
+    ) -> dict[tuple[int, int], float]:
+        """Each GPU's mean (a time average: samples are evenly spaced) over the
+        counted steps' span (start-up and the end's idle left out), or over all its
+        samples when no counted step is known or none falls inside."""
+        lo, hi = self._counted_from_t, self._last_step_t
+        out: dict[tuple[int, int], float] = {}
+        for key, rows in samples.items():
+            inside = [v for t, v in rows if lo is not None and hi is not None and lo <= t <= hi]
+            values = inside or [v for _, v in rows]
+            if values:
+                out[key] = sum(values) / len(values)
+        return out
+
     def _summarize_imbalance(self, s: RunSummary) -> None:
+        for name, field in (
+            ("sm", "gpu_sm_activity_median_pct"),
+            ("tensor", "gpu_tensor_activity_median_pct"),
+        ):
+            medians = self._per_gpu_means(self._gpm[name])
+            if medians:
+                setattr(s, field, metrics.median(list(medians.values())))
         if self._gpu_util:
-            per_gpu = {key: metrics.median(v) for key, v in self._gpu_util.items() if v}
+            per_gpu = self._per_gpu_means(self._gpu_util)
             if per_gpu:
                 s.gpu_util_median_pct = metrics.median(list(per_gpu.values()))
                 key = min(per_gpu, key=lambda k: per_gpu[k])

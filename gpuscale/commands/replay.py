@@ -217,7 +217,7 @@ def print_summary(events: list, path: Path) -> None:
 
     from gpuscale.analysis.summary import summarize
     from gpuscale.commands.run import print_run_summary
-    from gpuscale.events.schema import EndEvent, ErrorEvent, StartEvent
+    from gpuscale.events.schema import EndEvent, ErrorEvent, StartEvent, run_duration_s
     from gpuscale.recording.liveness import writer_alive
 
     start = next(e for e in reversed(events) if isinstance(e, StartEvent))  # the run's own
@@ -229,6 +229,8 @@ def print_summary(events: list, path: Path) -> None:
     shown_end = SimpleNamespace(
         status=status,
         summary=summary,
+        # the one duration (events/schema.py), from the run's own start to its last event
+        duration_s=run_duration_s(start.t, max(e.t for e in events)),
     )
     print_run_summary(
         SimpleNamespace(

@@ -18,6 +18,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+from gpuscale.analysis.gpu_activity import busy_not_working, gpu_activity_text
 from gpuscale.analysis.phase_report import (
     parts_note,
     phase_items,
@@ -283,7 +284,24 @@ def _platform(platform: str, count: int = 1) -> str:
     return {"gpu": "GPU", "cpu": "CPU"}.get(platform, platform)
 
 
+def gpu_activity_lines(summary: RunSummary | None) -> list[str]:
+    """``  GPUs: busy ... · working ...`` and, where it applies, the busy-is-not-working
+    warning (console markup)."""
+    if summary is None:
+        return []
+    text = gpu_activity_text(summary)
+    if text is None:
+        return []
+    lines = [f"  GPUs: {text}"]
+    warning = busy_not_working(summary)
+    if warning:
+        lines.append(f"  [yellow]{warning}[/]")
+    return lines
+
+
 def _strategy(start) -> str:
+    if start.strategy == "unknown":
+        return "strategy unknown"
     text = start.strategy
     if start.cross_device_ops:
         text += f" with {start.cross_device_ops} all-reduce"
@@ -291,6 +309,8 @@ def _strategy(start) -> str:
 
 
 def _scaling(start) -> str:
+    if not start.global_batch:  # a script without gpuscale's callback says nothing of it
+        return "batch unknown"
     if scaling_of(start) == "strong":
         return f"strong scaling (global batch {start.global_batch} = {start.per_replica_batch} per replica)"
     return (
@@ -392,14 +412,19 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
     status = end.status if end else "unknown"
     counted = s.get("steps_counted", 0)
     total = s.get("steps_total", 0)
+    duration = getattr(end, "duration_s", None)
+    took = f" in {format_duration_s(duration)}" if duration else ""
     console.print(
-        f"  status: {status}, {plural(total, 'step')} ({counted} counted, {total - counted} warm-up)"
+        f"  status: {status}{took}, {plural(total, 'step')} ({counted} counted, {total - counted} warm-up)"
     )
     if s.get("step_time_s") is not None:
         spread = f" (p10 {_ms(s.get('step_time_p10_s'))}, p90 {_ms(s.get('step_time_p90_s'))})"
         console.print(f"  step time:  {_ms(s['step_time_s'])} median{spread}")
     if s.get("throughput_samples_s") is not None:
         console.print(f"  throughput: {format_samples_s(s['throughput_samples_s'])}")
+    gpus = gpu_activity_lines(run_summary_of(s, start.num_replicas))
+    for line in gpus:
+        console.print(line)
     if s.get("phase_steps"):
         for line in phase_lines(s, start.num_replicas):
             console.print(line)

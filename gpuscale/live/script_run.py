@@ -909,7 +909,9 @@ class _PumpState:
         sampler = run._sampler
         devices: list[DeviceInfo] = list(getattr(sampler, "devices", []) or [])
         return StartEvent(
-            t=time.time(),
+            # the run began when the script was launched: without the callback nothing
+            # later marks a start, and durations and the summary count from here
+            t=self.launched_at,
             gpuscale_version=__version__,
             host=socket.gethostname(),
             pid=os.getpid(),

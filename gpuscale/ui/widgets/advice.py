@@ -15,6 +15,7 @@ from textual.content import Content
 from textual.widgets import Static
 
 from gpuscale.analysis.confidence import run_confidence
+from gpuscale.analysis.gpu_activity import busy_not_working, gpu_activity_text
 from gpuscale.analysis.phase_report import (
     parts_note,
     phase_items,
@@ -87,6 +88,11 @@ def advice_content(summary: RunSummary | None, rec: Recommendation | None = None
 
 
 LABEL_WIDTH = 13
+
+NO_STEP_TIMES = (
+    "No step times: the script does not use gpuscale's callback. Add it to model.fit: "
+    "callbacks=[gpuscale.keras.ScalingMonitor()]"
+)
 """Columns of a fact's label in the one-fact-a-line form (``_row``)."""
 SEPARATOR = " · "
 
@@ -134,13 +140,25 @@ def advice_parts(
     """The panel's lines in two parts: the short facts (``label value``, a grid can
     set them side by side) and the rest (warnings, predictions, the confidence and
     why), in reading order."""
+    gpus: list[Content] = []
+    warnings: list[Content] = []
+    if summary is not None:
+        activity = gpu_activity_text(summary)
+        if activity:
+            gpus.append(_row("GPUs", activity))
+        warning = busy_not_working(summary)
+        if warning:
+            warnings.append(_text(warning, "$text-warning"))
     if summary is None or summary.steps_total == 0:
-        return [], [Content.styled("Waiting for the first steps…", "$text-muted")]
+        if summary is not None and summary.no_step_times:
+            return gpus, [_text(NO_STEP_TIMES, "$text-warning"), *warnings]
+        return gpus, [Content.styled("Waiting for the first steps…", "$text-muted"), *warnings]
     s = summary
-    notes: list[Content] = []
+    notes: list[Content] = [*warnings]
     lines = [
         _row("step time", f"{format_ms(s.step_time_s)} median"),
         _row("throughput", f"{format_number(s.throughput_samples_s, ',.0f')} samples/s"),
+        *gpus,
     ]
     if s.phase_steps:
         ratio = (

@@ -1,0 +1,53 @@
+"""What the GPUs did over a run: busy (NVML utilization) and, where GPM reads it, working.
+
+NVML's utilization is the share of time in which any kernel ran: a copy, NCCL's
+all-reduce and even host-to-device copies read as fully busy. Hopper's GPM
+metrics say how much of the SMs, and of their tensor cores, the work used. Read on
+an H100 by ``benchmarks/gpu/check.sh`` (2026-11-26; the recording is
+``tests/fixtures/h100_load.ndjson``): bf16 matrix products 100% busy, SM 96%,
+tensor 93%; 1 GiB device-to-device copies 100% busy, SM 99%, tensor 0%;
+host-to-device copies 100% busy, SM 0%.
+"""
+
+from __future__ import annotations
+
+from gpuscale.analysis.summary import RunSummary
+
+BUSY_NOT_WORKING = 0.5
+"""SM activity under this share of the utilization, with the GPUs at least half
+busy, reads as "busy, not working"."""
+
+
+def gpu_activity_text(s: RunSummary) -> str | None:
+    """``busy 99% · working SM 96%, tensor 93% (GPM) · least busy GPU 6 75%``: time
+    averages (several GPUs: the median GPU's), the least busy GPU where it lags by
+    over 10 points; ``None`` without GPU samples. "busy" is NVML's utilization."""
+    util = s.gpu_util_median_pct
+    if util is None:
+        return None
+    parts = [f"busy {util:.0f}%"]
+    sm, tensor = s.gpu_sm_activity_median_pct, s.gpu_tensor_activity_median_pct
+    if sm is not None:
+        parts.append(
+            f"working SM {sm:.0f}%"
+            + (f", tensor {tensor:.0f}%" if tensor is not None else "")
+            + " (GPM)"
+        )
+    low = s.gpu_util_min_pct
+    if s.devices > 1 and low is not None and low < util - 10:
+        where = f"GPU {s.gpu_util_min_index}"
+        if s.workers > 1 and s.gpu_util_min_worker is not None:
+            where = f"worker {s.gpu_util_min_worker} {where}"
+        parts.append(f"least busy {where} {low:.0f}%")
+    return " · ".join(parts)
+
+
+def busy_not_working(s: RunSummary) -> str | None:
+    """A warning when the GPUs were busy but their SMs mostly idle (GPM only)."""
+    util, sm = s.gpu_util_median_pct, s.gpu_sm_activity_median_pct
+    if util is None or sm is None or util < 50 or sm >= BUSY_NOT_WORKING * util:
+        return None
+    return (
+        f"busy is not working: a kernel ran {util:.0f}% of the time but the SMs were "
+        f"active {sm:.0f}% (copies, communication or small kernels)"
+    )
