@@ -1,0 +1,74 @@
+"""A recording made on a real NVIDIA H100 (benchmarks/gpu/check.sh, 2026-11-26):
+`gpuscale run --record ... -- python benchmarks/gpu/load.py`, a PyTorch load in
+phases (idle, bf16 matrix products, device copies, host-to-device copies) without
+gpuscale's callback. Real NVML samples, GPM included, read back by every view."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from gpuscale.analysis.summary import summarize
+from gpuscale.recording.reader import load_run
+from gpuscale.ui.app import build_app
+from gpuscale.ui.sources import ReplaySource
+from gpuscale.ui.widgets.advice import AdvicePanel
+from gpuscale.ui.widgets.header import RunHeader
+
+ROOT = Path(__file__).resolve().parent.parent
+H100 = ROOT / "tests" / "fixtures" / "h100_load.ndjson"
+
+
+def test_the_h100_samples_pass_the_device_checks():
+    """benchmarks/gpu/telemetry.py's checks, phase by phase, on the real samples:
+    busy is not working (copies 100% busy with no tensor work, host copies with
+    the SMs idle), GPM tensor activity under matrix products, PCIe rx, own memory."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu" / "telemetry.py"), str(H100)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == "real NVML: 8 of 8 checks passed (0 n/a)"
+
+
+def test_the_summary_of_a_real_gpu_script_run():
+    run = load_run(H100)
+    assert run.start.devices[0].name == "NVIDIA H100 80GB HBM3"
+    assert (run.start.devices[0].pcie_gen, run.start.devices[0].pcie_width) == (5, 16)
+    s = summarize(run.events)
+    assert s.platform == "gpu" and s.no_step_times and s.steps_total == 0
+    # a third of the samples idle, the rest busy; the SMs work in two phases of three
+    assert 50 < s.gpu_util_median_pct < 60
+    assert 30 < s.gpu_sm_activity_median_pct < 40
+    assert 12 < s.gpu_tensor_activity_median_pct < 22
+    assert 30 < run.end.duration_s < 35  # from the launch, not from the end
+
+
+def test_replay_prints_its_duration_and_what_the_gpu_did():
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuscale", "replay", str(H100)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "status: completed in 31.8 s, 0 steps" in done.stdout
+    assert "GPUs: busy 55% · working SM 36%, tensor 17% (GPM)" in done.stdout
+
+
+async def test_the_dashboard_replays_it_with_its_samples_and_no_waiting():
+    app = build_app(ReplaySource(H100, end=True))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        assert "0:31" in str(app.query_one(RunHeader).render())
+        advice = str(app.query_one(AdvicePanel).body.render())
+        assert "busy 55% · working SM 36%" in advice
+        assert "No step times" in advice and "Waiting" not in advice
+        screen = app.export_screenshot().replace("&#160;", " ")  # the SVG's spaces
+        assert "Utilization (%)" in screen and "s since start" in screen  # the chart
+        assert "utilization appears after the first samples" not in screen
+        assert "GPM" in screen  # the GPU's card
