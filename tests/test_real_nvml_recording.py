@@ -64,7 +64,9 @@ async def test_the_dashboard_replays_it_with_its_samples_and_no_waiting():
     async with app.run_test(size=(120, 36)) as pilot:
         await app.settle()
         await pilot.pause()
-        assert "0:31" in str(app.query_one(RunHeader).render())
+        header = str(app.query_one(RunHeader).render())
+        assert "load.py · strategy unknown · 1x GPU · batch unknown" in header
+        assert "no step times · elapsed 0:31" in header
         advice = str(app.query_one(AdvicePanel).body.render())
         assert "busy 55% · working SM 36%" in advice
         assert "No step times" in advice and "Waiting" not in advice

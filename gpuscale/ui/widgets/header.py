@@ -25,6 +25,8 @@ def describe_run(snap: Snapshot, waiting: str | None = None) -> str:
     if start.num_workers > 1:
         device_text += f" on {start.num_workers} workers"
     strategy = start.strategy or "?"
+    if strategy == "unknown":  # a script without gpuscale's callback (yet)
+        strategy = "strategy unknown"
     if start.cross_device_ops:
         strategy += f" ({start.cross_device_ops})"
     if not start.global_batch:  # a script without gpuscale's callback (yet): not known
@@ -69,8 +71,14 @@ class RunHeader(Static):
                 state, style = "interrupted (no end event)", "$text-error"
         elif snap.start is None:
             state, style = "starting", "$text-warning"
+        no_steps = (
+            snap.start is not None
+            and snap.steps_done == 0
+            and (snap.start.config or {}).get("callback") is False
+            and not snap.start.provisional
+        )  # a script without gpuscale's callback: no step will come
         parts = [
-            f"step {snap.steps_done}",
+            "no step times" if no_steps else f"step {snap.steps_done}",
             f"elapsed {fmt.format_clock_s(snap.elapsed_s)}",
         ]
         if replay is not None:
