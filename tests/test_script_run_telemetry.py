@@ -85,3 +85,21 @@ def test_run_prints_a_scripts_start_once(tmp_path):
     shown = done.stderr + done.stdout  # the progress on stderr, the report on stdout
     headers = [line for line in shown.splitlines() if " on 1 x CPU, strategy unknown" in line]
     assert len(headers) == 1, shown
+
+
+def test_devices_asked_of_a_script_without_gpuscale_keras_is_said_not_applied(tmp_path):
+    """`--devices 2` reaches a script through `import gpuscale.keras`: a script without
+    it ran on what TensorFlow found, and the warning says --devices was not applied."""
+    import os
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuscale", "run", "--devices", "2", "--no-record", "--"]
+        + [sys.executable, "-c", "print('hi')"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "GPUSCALE_DATA_DIR": str(tmp_path), "COLUMNS": "400"},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "--devices 2 was not applied either" in done.stderr, done.stderr

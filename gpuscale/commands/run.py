@@ -65,7 +65,30 @@ def register(sub) -> None:
         help="record the run's events to PATH (default: the runs folder)",
     )
     rec.add_argument("--no-record", action="store_true", help="do not record the run")
+    add_sample_interval_argument(parser)
     parser.set_defaults(func=main)
+
+
+def add_sample_interval_argument(parser: argparse.ArgumentParser) -> None:
+    """``--sample-interval S`` (run, watch): seconds between telemetry samples."""
+    from gpuscale.telemetry.sampler import INTERVAL_HELP
+
+    parser.add_argument(
+        "--sample-interval", type=float, default=0.5, metavar="S", help=INTERVAL_HELP
+    )
+
+
+def check_sample_interval(args: argparse.Namespace) -> None:
+    """Refuse a ``--sample-interval`` outside what the sampler takes, in one line."""
+    from gpuscale.errors import GpuscaleError
+    from gpuscale.telemetry.sampler import validate_interval
+
+    if "sample_interval" not in args:  # a caller without the option
+        return
+    try:
+        validate_interval(args.sample_interval)
+    except GpuscaleError as exc:
+        raise GpuscaleError(f"--sample-interval: {exc}") from None
 
 
 def check_record_path(path: Path | None) -> None:
@@ -97,6 +120,8 @@ def check_record_path(path: Path | None) -> None:
 def main(args: argparse.Namespace) -> int:
     from gpuscale.live.trainer_run import LiveRun, is_configuration_error
     from gpuscale.trainer.preflight import check_config
+
+    check_sample_interval(args)
 
     config = config_from_args(args)
     record: Any = None if args.no_record else (args.record or "default")
@@ -284,6 +309,11 @@ def _platform(platform: str, count: int = 1) -> str:
     return {"gpu": "GPU", "cpu": "CPU"}.get(platform, platform)
 
 
+def status_word(end) -> str:
+    """The end's status (``stopped``, ``completed``...), or ``ended`` without one."""
+    return getattr(end, "status", None) or "ended"
+
+
 def gpu_activity_lines(summary: RunSummary | None) -> list[str]:
     """``  GPUs: busy ... · working ...`` and, where it applies, the busy-is-not-working
     warning (console markup)."""
@@ -396,12 +426,22 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
             f"{_escape(_platform(start.platform, start.num_replicas))} (as asked): {_escape(_asked_strategy(start.strategy))}"
         )
         steps = s.get("steps_total", 0)
-        starting = "the script" if start.source == "script" else "TensorFlow"
-        console.print(
-            f"  stopped before it started: {starting} was still starting and nothing was measured"
-            if not steps
-            else f"  the trainer never described the run ({plural(steps, 'step')} recorded)"
-        )
+        duration = getattr(end, "duration_s", None)
+        if start.source == "script" and not steps:
+            # a script's run lasts from its launch: what it ran is what telemetry saw
+            took = f" after {format_duration_s(duration)}" if duration else ""
+            console.print(
+                f"  {status_word(end)}{took}, before any start from gpuscale's callback: "
+                "no step times (telemetry only)"
+            )
+            for line in gpu_activity_lines(run_summary_of(s, start.num_replicas)):
+                console.print(line)
+        else:
+            console.print(
+                "  stopped before it started: TensorFlow was still starting and nothing was measured"
+                if not steps
+                else f"  the trainer never described the run ({plural(steps, 'step')} recorded)"
+            )
         _print_recording(console, run)
         return
     console.print(

@@ -19,8 +19,8 @@ def register(sub) -> None:
             "'gpuscale run' would."
         ),
     )
+    from gpuscale.commands.run import add_sample_interval_argument
     from gpuscale.live.script_run import add_script_arguments
-    from gpuscale.telemetry.sampler import INTERVAL_HELP
     from gpuscale.trainer.options import add_trainer_arguments
 
     add_trainer_arguments(parser)
@@ -30,30 +30,21 @@ def register(sub) -> None:
         "--record", type=Path, metavar="PATH", help="record to PATH (default: the runs folder)"
     )
     rec.add_argument("--no-record", action="store_true", help="do not record this run")
-    parser.add_argument(
-        "--sample-interval",
-        type=float,
-        default=0.5,
-        metavar="S",
-        help=INTERVAL_HELP,
-    )
+    add_sample_interval_argument(parser)
     parser.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
     import sys
 
-    from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, GpuscaleError
+    from gpuscale.commands.run import check_sample_interval
+    from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
     from gpuscale.live.script_run import script_run_from_args, wants_script_run
     from gpuscale.live.trainer_run import LiveRun, is_configuration_error
-    from gpuscale.telemetry.sampler import validate_interval
     from gpuscale.trainer.options import config_from_args
     from gpuscale.trainer.preflight import check_config
 
-    try:
-        validate_interval(args.sample_interval)
-    except GpuscaleError as exc:
-        raise GpuscaleError(f"--sample-interval: {exc}") from None
+    check_sample_interval(args)
     if not sys.stdout.isatty():  # a screen off a terminal would write escape codes for ever
         from gpuscale.commands import run as run_command
 
@@ -103,12 +94,16 @@ def main(args: argparse.Namespace) -> int:
         print_run_summary(run)  # with the recording's path
         print(f"gpuscale: stopped ({stopped_by})", file=sys.stderr)
         return EXIT_INTERRUPTED
-    if run.recording_path:
-        print(f"recorded to {run.recording_path}")
     end = getattr(run, "end", None) or source.end
     if is_configuration_error(run):  # the dashboard said why; say it where it stays, too
+        if run.recording_path:
+            print(f"recorded to {run.recording_path}")
         print(f"gpuscale: error: {run.error.message}", file=sys.stderr)
         return EXIT_USAGE
+    from gpuscale.commands.run import print_run_summary
+
+    # the dashboard is gone from the screen with q: what ran stays, as `run` prints it
+    print_run_summary(run)  # with the recording's path
     if end is None or end.status in ("failed", "lost"):
         return EXIT_FAILED  # the run never started (trainer or sampler refused), or failed
     return 0

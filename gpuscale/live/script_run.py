@@ -808,9 +808,14 @@ class _PumpState:
         self.hinted = True
         if self.provisional:
             self.commit(self.synthetic_start())
-        self.publish(
-            LogEvent(t=time.time(), source="gpuscale", level="warning", message=ADD_CALLBACK_HINT)
-        )
+        message = ADD_CALLBACK_HINT
+        asked = self.asked_replicas(0)
+        if asked > 1:  # --devices N reaches the script through gpuscale.keras alone
+            message += (
+                f". --devices {asked} was not applied either: gpuscale.keras sets up the "
+                "logical devices when the script imports it"
+            )
+        self.publish(LogEvent(t=time.time(), source="gpuscale", level="warning", message=message))
 
     def hint_due(self) -> bool:
         """No step by the end of the first epoch (Keras's output says a later one began),

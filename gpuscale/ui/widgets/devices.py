@@ -114,21 +114,28 @@ def gpu_line(device: DeviceState, width: int) -> Content:
     )
 
 
-def trainer_text(host: HostSample, trainer: HostSample | None, ended: bool, compact: bool) -> str:
+def trainer_text(
+    host: HostSample,
+    trainer: HostSample | None,
+    ended: bool,
+    compact: bool,
+    who: str = "trainer",
+) -> str:
     """The run's own processes: CPU (share of one core) and resident memory. A sample
     that did not measure them (they exited: no size, or a zero one) shows the latest
     sample that did (``trainer``), or "ended" once the run is over: never a zero or
-    an n/a that only says the processes are gone."""
+    an n/a that only says the processes are gone. ``who``: ``trainer`` (gpuscale's)
+    or ``script`` (the user's own, ``watch -- COMMAND``)."""
     measured = bool(host.proc_rss_bytes)
     if ended and not measured:
         if compact or trainer is None:
-            return "trainer ended"
-        return f"trainer ended · RSS was {fmt.format_bytes(trainer.proc_rss_bytes)}"
+            return f"{who} ended"
+        return f"{who} ended · RSS was {fmt.format_bytes(trainer.proc_rss_bytes)}"
     shown = host if measured else trainer
     if shown is None:
-        return "trainer n/a" if compact else "trainer CPU n/a · RSS n/a"
+        return f"{who} n/a" if compact else f"{who} CPU n/a · RSS n/a"
     cpu, rss = fmt.format_pct(shown.proc_cpu_pct), fmt.format_bytes(shown.proc_rss_bytes)
-    return f"trainer {cpu} {rss}" if compact else f"trainer CPU {cpu} · RSS {rss}"
+    return f"{who} {cpu} {rss}" if compact else f"{who} CPU {cpu} · RSS {rss}"
 
 
 def host_lines(
@@ -137,6 +144,7 @@ def host_lines(
     compact: bool,
     ended: bool = False,
     trainer: HostSample | None = None,
+    who: str = "trainer",
 ) -> Content:
     """The host: all-core CPU, memory, and the trainer's own CPU and memory
     (``trainer``: the latest sample that measured them, see :func:`trainer_text`);
@@ -148,7 +156,7 @@ def host_lines(
     mem_pct = 100 * host.mem_used_bytes / host.mem_total_bytes if host.mem_total_bytes else None
     mem_tail = f"{fmt.format_gb(host.mem_used_bytes)}/{fmt.format_gb(host.mem_total_bytes)} GB"
     if compact:
-        tail = f" {host.cpu_pct:3.0f}% · {trainer_text(host, trainer, ended, compact=True)}"
+        tail = f" {host.cpu_pct:3.0f}% · {trainer_text(host, trainer, ended, True, who)}"
         bar_width = max(width - len("host") - len(tail) - 1, 3)
         return Content.assemble(
             ("host", "bold"),
@@ -160,8 +168,8 @@ def host_lines(
         [
             _gauge("CPU ", host.cpu_pct, width, f"{host.cpu_pct:3.0f}%"),
             _gauge("mem ", mem_pct, width, mem_tail),
-            Content(trainer_text(host, trainer, ended, compact=False)),
-            Content.styled("trainer % = share of one core", "$text-muted"),
+            Content(trainer_text(host, trainer, ended, False, who)),
+            Content.styled(f"{who} % = share of one core", "$text-muted"),
             Content.styled("all-core CPU % over time:", "$text-muted"),
         ]
     )
@@ -250,8 +258,9 @@ class DeviceCard(Vertical):
         width: int,
         ended: bool = False,
         trainer: HostSample | None = None,
+        who: str = "trainer",
     ) -> None:
-        self.body.update(host_lines(host, width, compact, ended, trainer))
+        self.body.update(host_lines(host, width, compact, ended, trainer, who))
         if not compact:
             self.spark.data = history or [0.0]
 
@@ -332,8 +341,9 @@ class DeviceGrid(Vertical, can_focus=True):
         if not cards:
             return
         ended = snap.end is not None
+        who = "script" if snap.start is not None and snap.start.source == "script" else "trainer"
         cards[0].show_host(
-            snap.host, snap.host_cpu_history_pct, compact, text_width, ended, snap.host_trainer
+            snap.host, snap.host_cpu_history_pct, compact, text_width, ended, snap.host_trainer, who
         )
         for card, device in zip(cards[1:], snap.devices, strict=False):
             card.border_title = device_title(device)
