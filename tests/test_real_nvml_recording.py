@@ -74,3 +74,31 @@ async def test_the_dashboard_replays_it_with_its_samples_and_no_waiting():
         assert "Utilization (%)" in screen and "s since start" in screen  # the chart
         assert "utilization appears after the first samples" not in screen
         assert "GPM" in screen  # the GPU's card
+
+
+def test_a_recording_by_0_1_0_with_its_made_up_start_at_the_end_reads_from_the_launch(
+    tmp_path,
+):
+    """gpuscale 0.1.0 stamped the start it made up for a script without the callback
+    when it made it, at the run's end: such a recording read as lasting 0.2 ms. The
+    reader takes the run as begun at the launch (its provisional start)."""
+    import json
+
+    lines = H100.read_text().splitlines()
+    starts = [i for i, line in enumerate(lines) if json.loads(line)["kind"] == "start"]
+    assert len(starts) == 2  # gpuscale's provisional one, then the one made up
+    end_t = json.loads(lines[-1])["t"]
+    made_up = json.loads(lines[starts[1]])
+    made_up["t"] = end_t - 0.0002  # as 0.1.0 wrote it
+    lines[starts[1]] = json.dumps(made_up)
+    old = tmp_path / "old.ndjson"
+    old.write_text("\n".join(lines) + "\n")
+    run = load_run(old)
+    assert run.start.t == json.loads(lines[starts[0]])["t"]
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuscale", "replay", str(old)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "status: completed in 3" in done.stdout, done.stdout  # 31.8 s, not 0.2 ms

@@ -536,6 +536,15 @@ class _Reader:
                 if index == 0 and event is self.start and not last_t:
                     continue
                 if self.start is not None and self.start.provisional and not event.provisional:
+                    if (
+                        event.source == "script"
+                        and (event.config or {}).get("callback") is False
+                        and event.t > self.start.t
+                    ):
+                        # the start gpuscale made up for a script without the callback:
+                        # gpuscale 0.1.0 stamped it when made (at the run's end, so the
+                        # run lasted 0.2 ms); the run began at the launch, as now recorded
+                        event.t = self.start.t
                     self.start = event  # the run's own start supersedes the provisional one
                     continue
                 return index, "a second start event (two runs joined in one file?)"
