@@ -268,3 +268,23 @@ def test_the_live_sweeps_recommendation_panel_says_each_counts_precision(tmp_pat
     # the same words as recommend's text
     for line in precision_lines(rec, sweep)[1:]:
         assert f"- {line.strip()}" in panel
+
+
+def test_a_short_run_says_how_many_steps_would_tell_the_exposed_share():
+    """The README's first command (100 steps, 2% budget) gets one probe: the probes
+    line says how long a run at this budget it takes, not only "not yet known"."""
+    from pathlib import Path
+
+    from gpuscale.analysis.phase_report import share_known_text
+    from gpuscale.analysis.summary import summarize
+    from gpuscale.recording.reader import load_run
+
+    trial = Path(__file__).parent / "fixtures" / "trial"
+    s = summarize(load_run(trial / "20261123-153729_mnist-cnn-w32_2xcpu.ndjson.gz").events)
+    assert (s.devices, s.phase_steps, s.steps_total) == (2, 1, 100)
+    assert s.share_more_steps is not None and s.share_more_steps > 0
+    text = share_known_text(s)
+    assert text.startswith("exposed share not yet known to ±2 points (fewer than 3 probes): ")
+    assert f"at least {100 + s.share_more_steps:,} steps at this probe budget" in text
+    s.status = "running"  # while it runs, the run may yet get there
+    assert "steps at this probe budget" not in share_known_text(s)

@@ -200,11 +200,20 @@ def share_known_text(s: RunSummary) -> str | None:
         return None
     target = f"{_points(s.share_target)} points"
     err = s.comm_share_err
-    if err is None:
-        return f"exposed share not yet known to {target} (fewer than 3 probes)"
-    if err <= s.share_target:
+    if err is not None and err <= s.share_target:
         return f"exposed share known to {target} ({_points(err)})"
-    return f"exposed share not yet known to {target} ({_points(err)} so far)"
+    text = f"exposed share not yet known to {target} " + (
+        "(fewer than 3 probes)" if err is None else f"({_points(err)} so far)"
+    )
+    if s.share_more_steps and s.status != "running":
+        steps = s.steps_total + s.share_more_steps
+        # below 3 probes the noise is unknown: 3 probes' steps are a lower bound
+        about = "at least" if err is None else "about"
+        text += (
+            f": {about} {steps:,} steps at this probe budget to tell it "
+            "(a longer run, or a larger probe budget)"
+        )
+    return text
 
 
 def precision_text(s: RunSummary) -> tuple[str, bool] | None:

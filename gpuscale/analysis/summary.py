@@ -240,6 +240,10 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     several replicas, the exposed share's half-width (``comm_share_err``); ``None``
     while either is unknown (fewer than 3 steps or probes)."""
     precision_more_steps: int | None = None
+    share_more_steps: int | None = None
+    """Counted steps more that would likely pin the exposed share down to
+    ``share_target`` at the run's probe pace (several devices, probes running, the
+    share not known to it yet); ``None`` otherwise."""
     """With ``precision_asked``: counted steps more that would likely reach it (0:
     reached), from half-widths shrinking as ``1/sqrt(n)`` and the run's own probe
     rate: see :func:`more_steps_for_precision`."""
@@ -356,6 +360,7 @@ class RunAccumulator:
                 s.global_batch = int(samples)
         self._summarize_phases(s)
         self._summarize_probing(s)
+        self._summarize_share_steps(s)
         self._summarize_imbalance(s)
         if self._host_cpu:
             s.host_cpu_pct = metrics.median(self._host_cpu)
@@ -385,6 +390,22 @@ class RunAccumulator:
             share_err=share_err if probing else None,
             per_probe=self._steps_per_probe(s) if probing else None,
         )
+
+    def _summarize_share_steps(self, s: RunSummary) -> None:
+        """How many more steps would tell the exposed share to its target: what a
+        short run says instead of only "not known yet"."""
+        known = s.comm_share_err is not None and s.comm_share_err <= (s.share_target or 0)
+        if s.devices <= 1 or not s.phase_steps or s.share_target is None or known:
+            return
+        more = more_steps_for_precision(
+            s.share_target,
+            steps=s.steps_counted,
+            step_rel=0.0,  # the step time is not what is asked here
+            probes=s.phase_steps,
+            share_err=s.comm_share_err,
+            per_probe=self._steps_per_probe(s),
+        )
+        s.share_more_steps = more or None
 
     def _steps_per_probe(self, s: RunSummary) -> float | None:
         """Counted steps per probe at the run's own pace: its fixed period, or what
