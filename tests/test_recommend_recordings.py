@@ -94,3 +94,15 @@ def test_a_damaged_recording_is_one_error_line(tmp_path, capsys):
     assert main(["recommend", "--from", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(bad) in err[0]
+
+
+def test_a_script_without_the_callback_says_to_add_it(capsys):
+    """A real H100 recording of a script without gpuscale's callback: no step
+    times, and the fix, rather than a guess about the warm-up."""
+    recording = Path(__file__).resolve().parent / "fixtures" / "h100_load.ndjson"
+    assert main(["recommend", "--from", str(recording)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "does not use gpuscale's callback" in err[0]
+    assert "callbacks=[gpuscale.keras.ScalingMonitor()]" in err[0]
+    assert "warm-up" not in err[0]

@@ -371,13 +371,28 @@ def config_label(start: Any) -> str:
     return ", ".join(parts)
 
 
+def _why_no_step_time(summary: Any) -> str:
+    """Why a recording has no median step time, in words a user can act on."""
+    if summary.no_step_times:
+        return (
+            "no step times: the script does not use gpuscale's callback, so only "
+            "telemetry was recorded. Add it to model.fit: "
+            "callbacks=[gpuscale.keras.ScalingMonitor()], and run it again"
+        )
+    if summary.steps_total == 0:
+        return (
+            "no usable steps (the run ended before its first step, or its step lines are damaged)"
+        )
+    return "no counted steps (the run ended during warm-up)"
+
+
 def point_from_summary(summary: Any, start: Any, source: str) -> SweepPoint:
     """One recording's :class:`~gpuscale.analysis.summary.RunSummary` as a sweep point.
     Its phases come along only where they add up to the step
     (:attr:`~gpuscale.analysis.summary.RunSummary.phase_consistent`): otherwise the
     point keeps its probe count and no phase, so every view says "not resolved"."""
     if summary.step_time_s is None:
-        raise GpuscaleError(f"{source}: no counted steps (the run ended during warm-up)")
+        raise GpuscaleError(f"{source}: {_why_no_step_time(summary)}")
     cfg = start.config or {}
     device_name = start.devices[0].name if start.devices else None
     interconnect_text, interconnect_bytes_s = _interconnect_of(summary, start)
