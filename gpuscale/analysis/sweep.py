@@ -498,11 +498,24 @@ def load_inputs(paths: Sequence[str | Path]) -> Sweep:
 
     An input given twice (the same file, another path to it, or a copy: the same
     run's recording, a sweep file with the same points) is counted once, with a
-    warning: two copies of one measurement are not two runs."""
+    warning: two copies of one measurement are not two runs.
+
+    What the readers forgave (damaged lines skipped, a cut last line) is in the
+    sweep's ``warnings``; when an input then cannot be used, on the error's
+    ``warnings``, so that the user still hears about it (the damage is often why)."""
+    warnings: list[str] = []
+    try:
+        return _load_inputs(paths, warnings)
+    except GpuscaleError as exc:
+        exc.warnings = [*warnings, *exc.warnings]
+        raise
+
+
+def _load_inputs(paths: Sequence[str | Path], warnings: list[str]) -> Sweep:
+    """:func:`load_inputs`, adding what the readers forgave to ``warnings`` as it reads."""
     points: list[SweepPoint] = []
     sources: list[str] = []
     notes: list[str] = []
-    warnings: list[str] = []
     available: list[int] = []
     seen_files: dict[tuple[int, int], str] = {}  # the names as given (./X and X apart)
     seen_content: dict[bytes, str] = {}
