@@ -100,7 +100,8 @@ class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknow
     """95 % half-width of ``allreduce_s`` over the probes (from a recording); an
     ``allreduce_s`` no larger than it is *not resolved*: within the probes' noise."""
     probes: _Steps | None = None
-    """Phase probes ``allreduce_s`` is the median of (from a recording)."""
+    """Phase probes behind ``allreduce_s`` (from a recording): the probed steps, each
+    counted once however many workers probed it."""
     comm_share_err: _Share | None = None
     """95 % half-width of the measured exposed share over the probes (a fraction of
     the step, like ``comm_share``; from a recording, 3 probes or more)."""
@@ -411,7 +412,7 @@ def point_from_summary(summary: Any, start: Any, source: str) -> SweepPoint:
         compute_s=summary.compute_s if split else None,
         allreduce_s=summary.allreduce_s if split else None,
         allreduce_err_s=summary.allreduce_err_s if split else None,
-        probes=summary.phase_steps or None,
+        probes=summary.probes_run or None,
         comm_share_err=summary.comm_share_err if summary.devices > 1 and split else None,
         step_time_err=summary.step_time_rel_err,
         precision_asked=summary.precision_asked,
