@@ -116,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     except GpuscaleError as exc:
         from gpuscale.formatting import visible  # messages quote data: shown, not obeyed
 
+        if exc.warnings:  # what was forgiven before it failed: often the reason
+            from gpuscale.commands.recommend import print_warnings
+
+            print_warnings(exc.warnings)
         print(f"gpuscale: error: {visible(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

@@ -18,5 +18,8 @@ class GpuscaleError(Exception):
 
     def __init__(self, message: str, exit_code: int | None = None):
         super().__init__(message)
+        self.warnings: list[str] = []
+        """What was forgiven on the way to the error (a recording's damaged lines
+        skipped): the CLI says them, as warnings, before the error line."""
         if exit_code is not None:
             self.exit_code = exit_code

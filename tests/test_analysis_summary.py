@@ -348,6 +348,39 @@ def test_several_workers_probing_the_same_step_are_one_probe_at_one_workers_cost
     assert "the first probe always runs" in probes_text(s)  # 0.4 s of a 6 s run: over 2%
 
 
+def test_several_workers_probes_are_counted_once_per_probed_step_in_every_view():
+    """A multi-worker run's summary said "phases (2 probes, ...)" and then "probes: 1":
+    the heading, the reasons and the precision count probed steps, as the probes
+    line does; each worker's breakdown is one more sample for the ranges."""
+    from gpuscale.analysis.phase_report import phases_heading, probes_text
+    from gpuscale.analysis.sweep import point_from_summary
+
+    def run(diffs, config):
+        events = [_start(num_workers=2, config=config)]
+        for n in range(100):
+            for w in (0, 1):
+                events.append(StepEvent(t=n, worker=w, step=n, step_time_s=0.1, samples=256))
+        for i, d in enumerate(diffs):
+            for w in (0, 1):
+                probe = _probe(10 * i, 0.06, 0.08 + d)
+                events.append(msgspec.structs.replace(probe, worker=w))
+        return events
+
+    one = summarize(run([0.0], {}))
+    assert one.phase_steps == 2 and one.probes == 1
+    assert phases_heading(one).startswith("1 probe, too few for ranges")
+    assert probes_text(one).startswith("1, ")
+    assert point_from_summary(one, _start(num_workers=2), "r").probes == 1
+
+    diffs = [0.02, -0.02, 0.01, -0.015, 0.018, -0.01]  # exposed share noisy
+    s = summarize(run(diffs, {"precision": 0.03, "phase_every": 10}))
+    assert s.phase_steps == 12 and s.probes == 6
+    assert phases_heading(s).startswith("6 probes, 95% ranges")
+    # (err / 3 %)^2 x 6 probed steps needed in all, one every 10 steps: not 12 probes'
+    needed = math.ceil(6 * (s.comm_share_err / 0.03) ** 2)
+    assert s.precision_more_steps == needed * 10 - 100
+
+
 def test_no_precision_asked_no_precision_fields():
     s = summarize(_run([0.1] * 10))
     assert s.precision_asked is None and s.precision_more_steps is None

@@ -87,10 +87,44 @@ def test_recommend_from_recordings_and_a_sweep_file_together(tmp_path, capsys):
     assert sorted(p.devices for p in sweep.points) == [1, 2, 4]
 
 
-def test_a_damaged_recording_is_one_error_line(tmp_path, capsys):
+def test_a_damaged_recording_says_its_damage_then_one_error_line(tmp_path, capsys):
     bad = tmp_path / "bad.ndjson"
     good = _record(tmp_path / "r1.ndjson", 1, 0.1, 0.0).read_text().splitlines()
     bad.write_text(good[0] + "\n" + '{"kind":"step","t":"soon"}\n')
     assert main(["recommend", "--from", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and str(bad) in err[0]
+    assert err[-1].startswith(f"gpuscale: error: {bad}: no usable steps")
+    assert all(line.startswith("gpuscale: warning: ") for line in err[:-1])
+    assert any("line 2: not a valid 'step' event" in line for line in err[:-1])
+
+
+def test_every_step_line_damaged_warns_as_replay_does(tmp_path, capsys):
+    """``--from`` says the per-line warnings and the count of damaged lines, as
+    ``replay`` does, before its error: the damage is why nothing could be timed."""
+    lines = _record(tmp_path / "r1.ndjson", 1, 0.1, 0.0).read_text().splitlines()
+    damaged = [
+        line.replace('"step_time_s":0.1', '"step_time_s":-1') if '"kind":"step"' in line else line
+        for line in lines
+    ]
+    assert damaged != lines
+    bad = tmp_path / "bad.ndjson"
+    bad.write_text("\n".join(damaged) + "\n")
+    assert main(["recommend", "--from", str(bad)]) == 2
+    recommend_err = capsys.readouterr().err.splitlines()
+    assert main(["replay", str(bad)]) == 0  # stdout is not a terminal: its summary
+    replay_warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert any("damaged lines skipped" in line for line in replay_warnings)
+    assert recommend_err[:-1] == replay_warnings
+    assert "error" in recommend_err[-1] and "warm-up" not in recommend_err[-1]
+
+
+def test_a_script_without_the_callback_says_to_add_it(capsys):
+    """A real H100 recording of a script without gpuscale's callback: no step
+    times, and the fix, rather than a guess about the warm-up."""
+    recording = Path(__file__).resolve().parent / "fixtures" / "h100_load.ndjson"
+    assert main(["recommend", "--from", str(recording)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "does not use gpuscale's callback" in err[0]
+    assert "callbacks=[gpuscale.keras.ScalingMonitor()]" in err[0]
+    assert "warm-up" not in err[0]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gpuscale.analysis.recommend import choose_devices, recommend
@@ -52,6 +54,38 @@ def test_walk_stops_at_the_first_doubling_below_the_floor():
     assert rec.devices == 4
     assert [s.accepted for s in rec.walk] == [True, True, False]
     assert recommend(_sweep(times), min_efficiency=0.7).devices == 2
+
+
+def test_a_step_must_gain_whatever_the_floor():
+    """A marginal efficiency of 50% is 1.00x the samples/s: below the gain floor
+    (52%), so a low ``--min-efficiency`` never calls adding devices that do
+    nothing (or slow training down) worth it."""
+    from gpuscale.analysis.recommend import _Candidate
+
+    flat = [_Candidate(1, 100.0, "c", False), _Candidate(2, 100.0, "c", False)]
+    slower = [_Candidate(1, 100.0, "c", False), _Candidate(2, 95.0, "c", False)]
+    gains = [_Candidate(1, 100.0, "c", False), _Candidate(2, 110.0, "c", False)]
+    for floor in (0.1, 0.4, 0.5):
+        assert choose_devices(flat, floor)[0].devices == 1
+        assert choose_devices(slower, floor)[0].devices == 1
+        assert choose_devices(gains, floor)[0].devices == 2  # 55%: a real gain
+    rec = recommend(_sweep({1: 1.0, 2: 2.0, 4: 4.0}), min_efficiency=0.4)
+    assert (rec.verdict, rec.devices) == ("single", 1)
+    assert rec.min_efficiency == 0.4 and rec.floor == 0.52
+    assert any(
+        "marginal efficiency 50% (floor 52%" in r and "not worth it" in r for r in rec.reasons
+    )
+
+
+def test_the_rule_line_says_a_low_floor_was_raised(capsys):
+    from gpuscale.cli import main
+
+    sweep = Path(__file__).resolve().parent.parent / "sample_runs" / "seed002_mnist.json"
+    assert main(["recommend", "--no-chart", "--from", str(sweep), "--min-efficiency", "0.4"]) == 0
+    out = capsys.readouterr().out
+    assert "at least 52% (--min-efficiency 40%, raised" in out
+    assert main(["recommend", "--no-chart", "--from", str(sweep)]) == 0
+    assert "at least 60% (--min-efficiency)." in capsys.readouterr().out
 
 
 def test_the_fastest_configuration_wins_at_each_count():

@@ -44,7 +44,7 @@ def explain(
     by_name: dict[str, Group],
     walk: Sequence[WalkStep],
 ) -> None:
-    floor = rec.min_efficiency
+    floor = rec.floor
     several = len(groups) > 1
     what = f"{dev(rec.devices)}" + (f" with '{rec.config}'" if several else "")
     pred = " (predicted, not measured)" if rec.predicted else ""
@@ -69,6 +69,7 @@ def explain(
         )
     else:
         rec.reasons.append(f"{what}{pred}: {rec.throughput:,.0f} samples/s.")
+    raised = ", the least that gains" if rec.floor_raised else ""
     shown = list(walk)
     if len(walk) > 2 * WALK_SHOWN:
         # a sweep of thousands of counts: the first steps and the ones that decide
@@ -97,7 +98,7 @@ def explain(
         rec.reasons.append(
             f"{start} -> {step.devices_to}{label}{tag}: {step.throughput_gain:.2f}x the "
             f"samples/s, marginal efficiency {_against(step.marginal_efficiency, floor)}{low} "
-            f"(floor {format_fraction_pct(floor)}): {verdict}."
+            f"(floor {format_fraction_pct(floor)}{raised}): {verdict}."
         )
     _comm_reason(rec, by_name, walk)
     for g in groups:
@@ -210,9 +211,9 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[
         f"Gradient exchange takes {_of_step(comm, step_t)} of each step at "
         f"{dev(n2)}{detail}, {how}; compute:communication is {ratio:.1f}"
     )
-    k = threshold_compute_scale(m, n1, n2, rec.min_efficiency)
+    k = threshold_compute_scale(m, n1, n2, rec.floor)
     model_passes = k is not None and k <= 1.0
-    floor = format_fraction_pct(rec.min_efficiency)
+    floor = format_fraction_pct(rec.floor)
     if step.uncertain and step.uncalibrated:
         text += (
             f"; whether {n1} -> {n2} pays is not known: the published tables have no "
@@ -236,11 +237,11 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[
             "fit, across all counts, would let it pass)"
         )
     elif k is None:
-        text += f", and no batch size makes {n1} -> {n2} reach {format_fraction_pct(rec.min_efficiency)} per the model"
+        text += f", and no batch size makes {n1} -> {n2} reach {format_fraction_pct(rec.floor)} per the model"
     elif k > 1.0:
         text += (
             f", below the {ratio * k:.1f} at which {n1} -> {n2} reaches "
-            f"{format_fraction_pct(rec.min_efficiency)} marginal efficiency (model)"
+            f"{format_fraction_pct(rec.floor)} marginal efficiency (model)"
         )
     elif k * ratio < 0.05:  # shown as 0.0: the exchange alone does not stop this step
         text += f"; {n1} -> {n2} pays at any compute:communication ratio (model)"
@@ -304,7 +305,7 @@ def _advice(
     by_name: dict[str, Group],
     walk: Sequence[WalkStep],
 ) -> None:
-    floor = rec.min_efficiency
+    floor = rec.floor
     chosen = by_name[rec.config]
     # 1. A bigger batch, when the exchange is what stops the walk.
     rejected = next((s for s in walk if not s.accepted), None)
@@ -489,13 +490,13 @@ def _confidence(rec: Recommendation, groups: Sequence[Group], walk: Sequence[Wal
         )
     else:
         lines.append("The recommended count was measured.")
-    decisive = [s for s in walk if abs(s.marginal_efficiency - rec.min_efficiency) < 0.05]
+    decisive = [s for s in walk if abs(s.marginal_efficiency - rec.floor) < 0.05]
     if len(decisive) > 2:  # a long walk creeping along the floor: the step that decided
         decisive = [_deciding_step(walk) or decisive[-1]]
     for s in decisive:
         lines.append(
-            f"Close call: {s.devices_from} -> {s.devices_to} is {_against(s.marginal_efficiency, rec.min_efficiency)} against "
-            f"a floor of {format_fraction_pct(rec.min_efficiency)}; a few percent of noise could flip it."
+            f"Close call: {s.devices_from} -> {s.devices_to} is {_against(s.marginal_efficiency, rec.floor)} against "
+            f"a floor of {format_fraction_pct(rec.floor)}; a few percent of noise could flip it."
         )
 
 

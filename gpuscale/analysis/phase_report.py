@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from gpuscale.analysis.confidence import comm_share_is_notable
-from gpuscale.analysis.metrics import resolved
+from gpuscale.analysis.metrics import MIN_SAMPLES_FOR_UNCERTAINTY, resolved
 from gpuscale.analysis.summary import PROBE_RESERVE, RunSummary
 from gpuscale.analysis.sweep import SweepPoint
 from gpuscale.formatting import (
@@ -41,7 +41,7 @@ def parts_note(s: RunSummary) -> str | None:
     if s.phase_contradiction is not None:
         return (
             f"the probes contradict each other: {s.phase_contradiction} "
-            f"({plural(s.phase_steps, 'probe')}; a busy machine?): the breakdown is not "
+            f"({plural(s.probes_run, 'probe')}; a busy machine?): the breakdown is not "
             "resolved and no figure is taken from it"
         )
     if s.phase_consistent is not False or s.phase_parts_s is None:
@@ -78,11 +78,14 @@ def plural(n: int, word: str) -> str:
 
 def phases_heading(s: RunSummary) -> str:
     """What the phases are medians of and what they split: ``12 probes, 95% ranges;
-    parts of the median step 100.0 ms`` (``too few for ranges`` below 3)."""
-    n = s.phase_steps
-    ranges = "95% ranges" if n >= 3 else "too few for ranges"
+    parts of the median step 100.0 ms`` (``too few for ranges`` below 3 phase
+    breakdowns). Probes are counted once per probed step, as :func:`probes_text`
+    counts them: the workers of a multi-worker run probe the same steps, and each
+    worker's breakdown is one more sample for the ranges, not one more probe."""
+    enough = s.phase_steps >= MIN_SAMPLES_FOR_UNCERTAINTY
+    ranges = "95% ranges" if enough else "too few for ranges"
     return (
-        f"{plural(n, 'probe')}, {ranges}; parts of the median step "
+        f"{plural(s.probes_run, 'probe')}, {ranges}; parts of the median step "
         f"{format_duration_s(s.step_time_s or s.phase_full_step_s)}"
     )
 
@@ -94,7 +97,7 @@ def phase_items(s: RunSummary) -> list[PhaseItem]:
     not add up to the median step (:attr:`RunSummary.phase_consistent`; then
     :func:`parts_note` says why). The exposed share is of the median step, the
     one every view says."""
-    step, n = s.step_time_s or s.phase_full_step_s, s.phase_steps
+    step, n = s.step_time_s or s.phase_full_step_s, s.probes_run
     apart = s.phase_consistent is False
     compute = format_phase_in_step_s(s.compute_s, s.compute_err_s, step, n, s.devices)
     whole = compute.startswith("\u2248")  # compute alone fills the step: nothing left to split
@@ -142,7 +145,7 @@ def probes_text(s: RunSummary) -> str:
     they had, and whether the exposed share is known to the target precision:
     ``6, 1.3% of wall (0.9 s; budget 2%); exposed share known to ±2 points (±1.1)``.
     A recording from before probes were costed (schema 1.1) says the count alone."""
-    probes = s.probes or s.phase_steps  # (summaries made before ``probes``: one worker)
+    probes = s.probes_run
     text = f"{probes:,}"
     pace = None
     if s.probe_every:
@@ -228,7 +231,7 @@ def precision_text(s: RunSummary) -> tuple[str, bool] | None:
         s.precision_reached,
         s.precision_more_steps,
         when="yet" if s.status == "running" else "by the end",
-        unknown=unknown_why(s.step_time_rel_err, s.comm_share_err, s.phase_steps, s.devices),
+        unknown=unknown_why(s.step_time_rel_err, s.comm_share_err, s.probes_run, s.devices),
         say_reached=not several,
     )
     asked = s.precision_asked

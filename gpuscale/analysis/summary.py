@@ -126,7 +126,8 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     throughput_samples_s: float | None = None
     """``median samples per step / median step time``."""
     phase_steps: int = 0
-    """Phase breakdowns in the statistics (warm-up excluded, every worker's)."""
+    """Phase breakdowns in the statistics (warm-up excluded, every worker's): the
+    samples the medians are of, not the probes (see :attr:`probes_run`)."""
     probes: int = 0
     """Probes run (warm-up excluded): the probed steps, each counted once however many
     workers probed it (several workers probe the same steps together)."""
@@ -247,6 +248,13 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     """With ``precision_asked``: counted steps more that would likely reach it (0:
     reached), from half-widths shrinking as ``1/sqrt(n)`` and the run's own probe
     rate: see :func:`more_steps_for_precision`."""
+
+    @property
+    def probes_run(self) -> int:
+        """The probes as every view counts them, once per probed step
+        (:attr:`probes`); a summary made before ``probes`` existed (one worker
+        then): its phase breakdowns."""
+        return self.probes or self.phase_steps
 
 
 class RunAccumulator:
@@ -386,7 +394,7 @@ class RunAccumulator:
             asked,
             steps=s.steps_counted,
             step_rel=step_rel,
-            probes=s.phase_steps if probing else None,
+            probes=s.probes_run if probing else None,
             share_err=share_err if probing else None,
             per_probe=self._steps_per_probe(s) if probing else None,
         )

@@ -100,7 +100,8 @@ class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknow
     """95 % half-width of ``allreduce_s`` over the probes (from a recording); an
     ``allreduce_s`` no larger than it is *not resolved*: within the probes' noise."""
     probes: _Steps | None = None
-    """Phase probes ``allreduce_s`` is the median of (from a recording)."""
+    """Phase probes behind ``allreduce_s`` (from a recording): the probed steps, each
+    counted once however many workers probed it."""
     comm_share_err: _Share | None = None
     """95 % half-width of the measured exposed share over the probes (a fraction of
     the step, like ``comm_share``; from a recording, 3 probes or more)."""
@@ -371,13 +372,28 @@ def config_label(start: Any) -> str:
     return ", ".join(parts)
 
 
+def _why_no_step_time(summary: Any) -> str:
+    """Why a recording has no median step time, in words a user can act on."""
+    if summary.no_step_times:
+        return (
+            "no step times: the script does not use gpuscale's callback, so only "
+            "telemetry was recorded. Add it to model.fit: "
+            "callbacks=[gpuscale.keras.ScalingMonitor()], and run it again"
+        )
+    if summary.steps_total == 0:
+        return (
+            "no usable steps (the run ended before its first step, or its step lines are damaged)"
+        )
+    return "no counted steps (the run ended during warm-up)"
+
+
 def point_from_summary(summary: Any, start: Any, source: str) -> SweepPoint:
     """One recording's :class:`~gpuscale.analysis.summary.RunSummary` as a sweep point.
     Its phases come along only where they add up to the step
     (:attr:`~gpuscale.analysis.summary.RunSummary.phase_consistent`): otherwise the
     point keeps its probe count and no phase, so every view says "not resolved"."""
     if summary.step_time_s is None:
-        raise GpuscaleError(f"{source}: no counted steps (the run ended during warm-up)")
+        raise GpuscaleError(f"{source}: {_why_no_step_time(summary)}")
     cfg = start.config or {}
     device_name = start.devices[0].name if start.devices else None
     interconnect_text, interconnect_bytes_s = _interconnect_of(summary, start)
@@ -396,7 +412,7 @@ def point_from_summary(summary: Any, start: Any, source: str) -> SweepPoint:
         compute_s=summary.compute_s if split else None,
         allreduce_s=summary.allreduce_s if split else None,
         allreduce_err_s=summary.allreduce_err_s if split else None,
-        probes=summary.phase_steps or None,
+        probes=summary.probes_run or None,
         comm_share_err=summary.comm_share_err if summary.devices > 1 and split else None,
         step_time_err=summary.step_time_rel_err,
         precision_asked=summary.precision_asked,
@@ -483,11 +499,24 @@ def load_inputs(paths: Sequence[str | Path]) -> Sweep:
 
     An input given twice (the same file, another path to it, or a copy: the same
     run's recording, a sweep file with the same points) is counted once, with a
-    warning: two copies of one measurement are not two runs."""
+    warning: two copies of one measurement are not two runs.
+
+    What the readers forgave (damaged lines skipped, a cut last line) is in the
+    sweep's ``warnings``; when an input then cannot be used, on the error's
+    ``warnings``, so that the user still hears about it (the damage is often why)."""
+    warnings: list[str] = []
+    try:
+        return _load_inputs(paths, warnings)
+    except GpuscaleError as exc:
+        exc.warnings = [*warnings, *exc.warnings]
+        raise
+
+
+def _load_inputs(paths: Sequence[str | Path], warnings: list[str]) -> Sweep:
+    """:func:`load_inputs`, adding what the readers forgave to ``warnings`` as it reads."""
     points: list[SweepPoint] = []
     sources: list[str] = []
     notes: list[str] = []
-    warnings: list[str] = []
     available: list[int] = []
     seen_files: dict[tuple[int, int], str] = {}  # the names as given (./X and X apart)
     seen_content: dict[bytes, str] = {}

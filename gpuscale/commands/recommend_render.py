@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text as _RichText
 
-from gpuscale.analysis.decide import own_speedup, table_base
+from gpuscale.analysis.decide import MIN_GAIN_PER_DOUBLING, own_speedup, table_base
 from gpuscale.analysis.metrics import resolved
 from gpuscale.analysis.phase_report import count_precision_text, precision_meaning
 from gpuscale.analysis.recommend import Recommendation
@@ -491,10 +491,16 @@ def render(
         console.print(Text(f"Expected speedup {rec.speedup:.2f}x over {rec.baseline}{also}."))
     if rec.measure_next:
         console.print(Text(rec.measure_next[0].upper() + rec.measure_next[1:] + ".", style="bold"))
+    asked = (
+        f"--min-efficiency {format_fraction_pct(rec.min_efficiency)}, raised: more devices "
+        f"must add at least {format_fraction_pct(MIN_GAIN_PER_DOUBLING)} samples/s per doubling"
+        if rec.floor_raised
+        else "--min-efficiency"
+    )
     console.print(
         Text(
             f"Rule: add devices while each doubling keeps a marginal efficiency of at least "
-            f"{format_fraction_pct(rec.min_efficiency)} (--min-efficiency).",
+            f"{format_fraction_pct(rec.floor)} ({asked}).",
             style="dim",
         )
     )
