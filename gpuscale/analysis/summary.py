@@ -409,7 +409,7 @@ class RunAccumulator:
             s.share_target,
             steps=s.steps_counted,
             step_rel=0.0,  # the step time is not what is asked here
-            probes=s.phase_steps,
+            probes=s.probes_run,
             share_err=s.comm_share_err,
             per_probe=self._steps_per_probe(s),
         )
