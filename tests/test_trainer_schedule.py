@@ -54,8 +54,9 @@ def test_probes_stay_within_the_budget(budget, probe_steps):
 def test_dense_at_the_start_when_the_run_length_is_known_then_spaced():
     scheduler = ProbeScheduler(0.02, horizon_steps=2000)
     probed = simulate(scheduler, 2000, probe_s=lambda i: 0.1)
-    # the first after FIRST_PROBE_AFTER usual steps, then dense until resolved (3 agree)
-    assert probed[:3] == [2, 3, 4]
+    # the first after FIRST_PROBE_AFTER usual steps, then dense until resolved (3 agree):
+    # each probe waits for the step after the last (its cost) and a usual step (its reference)
+    assert probed[:3] == [2, 4, 6]
     assert scheduler.resolved
     gaps = [b - a for a, b in zip(probed, probed[1:], strict=False)]
     assert max(gaps[len(gaps) // 2 :]) > 10 * min(gaps[:5])  # spaced out later
@@ -319,3 +320,26 @@ def test_a_probe_waits_for_the_step_after_the_last_one_to_count_its_cost():
     assert scheduler.probes >= 1
     if scheduler.probes > 1:
         assert scheduler.probe_wall_s <= scheduler.probe_budget * wall + 1e-9
+
+
+def test_a_usual_step_comes_between_probes_so_the_reference_follows_the_run():
+    """One device, a probe that costs next to nothing: probes came every other step
+    (split step, the step after it, split step...) and the usual-step reference never
+    took a new step, so every probe split the same old median (a new user's trial:
+    109.5 ms on every probe while the steps ran 114-117 ms). A usual step now comes
+    between any two probes."""
+    scheduler = ProbeScheduler(0.02, horizon_steps=60, first_probe_steps=0.01)
+    kinds = []
+    split_next = slow_next = False
+    for i in range(60):
+        step = 0.1 + 0.001 * i  # the steps drift: the reference must follow
+        scheduler.add_step(step, split=split_next)
+        kinds.append("split" if split_next else "after" if slow_next else "usual")
+        slow_next = split_next
+        if split_next:
+            scheduler.add_probe(0.0001, 0.0)
+        split_next = scheduler.due()
+    splits = [i for i, kind in enumerate(kinds) if kind == "split"]
+    assert len(splits) >= 5
+    for a, b in zip(splits, splits[1:], strict=False):
+        assert "usual" in kinds[a + 1 : b], kinds[a : b + 1]

@@ -24,7 +24,11 @@ tells the most:
   within half the budget of the steps' wall clock so far: the
   breakdown is watched, not measured again (``resolved_rate``).
 * **Never back to back**: after a probe, the next probe waits for the step after
-  it, whose loss is part of the probe's cost and must be counted first.
+  it, whose loss is part of the probe's cost and must be counted first, and then
+  for a usual step (neither split nor after a probe): the usual step is each
+  probe's reference, so without one between probes (a cheap probe at one device
+  came every other step) the reference froze and every probe split the same old
+  median, its phases as steady as that, however the steps went.
 * **Again after a shift**: a change detector on step times (the median of the
   last ``window`` steps against the median of the first ``window`` steps after
   the start or the last shift, off by more than ``shift``) marks the breakdown
@@ -194,6 +198,8 @@ class ProbeScheduler:
         self._usual: deque[float] = deque(maxlen=window)
         """The last counted steps that did not follow a probe."""
         self._after_pending = False
+        self._usual_since_probe = 0
+        """Usual steps since the last probe: the next one waits for one."""
         self._last_count = 0
         self._last_warmup = True
         self._fast_cache = (0, 0.0)
@@ -229,6 +235,7 @@ class ProbeScheduler:
                 self.after_probe_s += excess
         else:
             self._usual.append(step_time_s)
+            self._usual_since_probe += 1
         self.step_wall_s += step_time_s * steps
         self._counted.append(step_time_s)
         if len(self._reference) < self.window:
@@ -251,6 +258,7 @@ class ProbeScheduler:
         self.passes_s += cost_s
         self._costs.append(cost_s)
         self._after_pending = True
+        self._usual_since_probe = 0
         if share is not None:
             self._shares.append(share)
 
@@ -382,6 +390,8 @@ class ProbeScheduler:
             # the step after the last probe is not seen yet: what it loses is part of
             # that probe's cost (a step or more on a busy machine), so wait one step
             return False
+        if not self._usual_since_probe:
+            return False  # a usual step first: the reference the next probe splits
         cost = self.expected_cost_s()
         budget = self.probe_budget
         allowance = budget * self.step_wall_s
