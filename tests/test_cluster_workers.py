@@ -499,3 +499,49 @@ def test_issue17_case10_a_command_that_does_not_exist_fails_at_once():
     run.close()  # what `gpuscale run` does on the way out
     assert time.monotonic() - began < 2.0  # it waited 5 s for a run that never began
     assert run.done
+
+
+def test_the_chief_says_which_workers_it_still_awaits(tmp_path, monkeypatch):
+    """A multi-host run started on the chief alone: TensorFlow waits for every worker
+    in TF_CONFIG, silently; the chief says whom it awaits (a new user's trial waited
+    two minutes with nothing on the screen)."""
+    from gpuscale.live import script_run
+
+    monkeypatch.setattr(script_run, "AWAITED_FIRST_S", 0.3)
+    port = cluster.free_ports(1)[0]
+    workers = [f"127.0.0.1:{p}" for p in cluster.free_ports(2)]
+    env = _env()
+    env.update({"GPUSCALE_PORT": str(port), "GPUSCALE_TOKEN": "shared-secret-2"})
+    tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": 0}}
+    chief = ScriptRun(
+        [sys.executable, "-c", "import time; time.sleep(60)"],
+        record=tmp_path / "chief.ndjson",
+        cluster_info=cluster.parse_tf_config(json.dumps(tf_config)),
+        start_timeout_s=0.2,
+        sampler=False,
+        env=env,
+    ).start()
+
+    def stop_once_said(event) -> None:  # the user gives up: Ctrl-C
+        if isinstance(event, LogEvent) and event.message.startswith("waiting "):
+            chief.stop()
+
+    events = _collect(chief, timeout_s=60, on_event=stop_once_said)
+    said = [e.message for e in events if isinstance(e, LogEvent) and "waiting" in e.message]
+    assert said and said[0].startswith("waiting ")
+    assert f"for worker 1 ({workers[1]}) of TF_CONFIG: training starts only when" in said[0]
+    recorded = [e for e in load_run(tmp_path / "chief.ndjson").events if isinstance(e, LogEvent)]
+    assert any(e.message == said[0] for e in recorded)
+
+
+def test_the_builtin_trainer_as_a_worker_program_is_named_by_its_model():
+    """`--strategy multi-worker` without a command runs `python -m gpuscale.trainer
+    --config JSON` on each worker: its run is the model's, not "gpuscale.trainer"."""
+    from gpuscale.live.script_run import builtin_trainer_model, script_name
+
+    argv = [sys.executable, "-m", "gpuscale.trainer", "--config", '{"model": "mlp", "steps": 30}']
+    assert builtin_trainer_model(argv) == "mlp" and script_name(argv) == "mlp"
+    assert builtin_trainer_model([sys.executable, "train.py"]) is None
+    assert script_name([sys.executable, "-m", "pkg.train"]) == "pkg.train"
+    broken = [sys.executable, "-m", "gpuscale.trainer", "--config", "{not json"]
+    assert builtin_trainer_model(broken) is None

@@ -430,10 +430,16 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
         if start.source == "script" and not steps:
             # a script's run lasts from its launch: what it ran is what telemetry saw
             took = f" after {format_duration_s(duration)}" if duration else ""
-            console.print(
-                f"  {status_word(end)}{took}, before any start from gpuscale's callback: "
-                "no step times (telemetry only)"
+            from gpuscale.live.script_run import builtin_trainer_model
+
+            argv = (start.config or {}).get("argv") or []
+            builtin = isinstance(argv, list) and builtin_trainer_model(argv) is not None
+            before = (
+                "before the trainer started training"
+                if builtin
+                else "before any start from gpuscale's callback"
             )
+            console.print(f"  {status_word(end)}{took}, {before}: no step times (telemetry only)")
             for line in gpu_activity_lines(run_summary_of(s, start.num_replicas)):
                 console.print(line)
         else:

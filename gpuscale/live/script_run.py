@@ -104,6 +104,10 @@ from gpuscale.telemetry.topology import probe_topology
 CALLBACK_SOURCE = "keras-callback"
 """Source of the LogEvent that ``import gpuscale.keras`` sends (see :mod:`gpuscale.keras`)."""
 TELEMETRY_SOURCE = "telemetry"
+AWAITED_FIRST_S = 15.0
+"""A multi-host run's chief says which workers it still awaits this long after launch..."""
+AWAITED_EVERY_S = 60.0
+"""...and again this often while none has started training."""
 """Source of the sampler's own LogEvents (:mod:`gpuscale.telemetry.sampler`): shown
 from the launch, with the samples."""
 ADD_CALLBACK_HINT = (
@@ -150,8 +154,27 @@ class _Exited(msgspec.Struct):
     returncode: int
 
 
+def builtin_trainer_model(argv: Sequence[str]) -> str | None:
+    """The model of gpuscale's own trainer run as a worker program (``python -m
+    gpuscale.trainer --config JSON``: ``--strategy multi-worker`` without a command),
+    else ``None``."""
+    args = list(argv[1:])
+    if args[:2] != ["-m", "gpuscale.trainer"] or "--config" not in args:
+        return None
+    at = args.index("--config") + 1
+    try:
+        model = msgspec.json.decode(args[at]).get("model") if at < len(args) else None
+    except (msgspec.DecodeError, AttributeError):
+        return None
+    return str(model) if model else "gpuscale.trainer"
+
+
 def script_name(argv: Sequence[str]) -> str:
-    """A short name for the run: the script file (``train.py``) or module (``-m pkg``)."""
+    """A short name for the run: the script file (``train.py``), module (``-m pkg``),
+    or the built-in trainer's model."""
+    builtin = builtin_trainer_model(argv)
+    if builtin is not None:
+        return builtin
     for i, arg in enumerate(argv[1:], start=1):
         if arg == "-m" and i + 1 < len(argv):
             return argv[i + 1]
@@ -666,6 +689,8 @@ class _PumpState:
         """The script's output shows Keras beginning a second epoch."""
         self.t0 = time.monotonic()
         self.launched_at = time.time()
+        self.awaited_said = 0.0
+        """Seconds after the launch when the chief last said whom it awaits (0: never)."""
         """When the run began (wall clock): a run stopped before its own start lasted
         from here."""
 
@@ -1122,6 +1147,7 @@ class _PumpState:
                 and self.hint_due()
             ):
                 self.hint()
+            self.say_who_is_awaited()
             if (run._stopping.is_set() and len(self.exited) >= len(run._procs)) or (
                 self.started and self.finished()
             ):
@@ -1194,6 +1220,45 @@ class _PumpState:
         except Exception:  # the summary is a convenience; the events are recorded
             pass
         self.publish(end)
+
+    def say_who_is_awaited(self) -> None:
+        """The chief of a multi-host run, while no worker has started training: which
+        workers have not connected, :data:`AWAITED_FIRST_S` after the launch and then
+        every :data:`AWAITED_EVERY_S` (TensorFlow waits for all of them, silently)."""
+        run = self.run_
+        info = run.cluster_info
+        if info is None or run._forward is not None or self.starts or run._stopping.is_set():
+            return
+        waited = time.monotonic() - self.t0
+        due = AWAITED_FIRST_S if self.awaited_said == 0 else self.awaited_said + AWAITED_EVERY_S
+        if waited < due:
+            return
+        self.awaited_said = waited
+        missing = [w for w in range(run.num_workers) if w != run.worker and w not in self.connected]
+        if not missing:
+            return
+        refused = run._server.refused_workers if run._server is not None else set()
+        names = ", ".join(
+            f"worker {w} ({info.workers[w]})" + (" refused: another token" if w in refused else "")
+            for w in missing
+            if w < len(info.workers)
+        )
+        event = LogEvent(
+            t=time.time(),
+            source="gpuscale",
+            level="warning",
+            message=(
+                f"waiting {waited:.0f} s for {names} of {info.source}: training starts only when "
+                f"every worker has joined; start gpuscale there with the same {ENV_TOKEN}"
+            ),
+        )
+        run._record(event)
+        if self.started:
+            self.publish(event, record=False)
+        else:  # said now, before any start: the run may wait for ever
+            if run.early_telemetry and not self.shown_provisional:
+                self.show_provisional()
+            run._publish(event)
 
     def name_missing_workers(self) -> None:
         """The chief of a multi-host run says which workers sent nothing, and why
