@@ -100,6 +100,10 @@ def test_rich_table_marks_predicted_rows_and_the_recommendation(capsys):
             "step_tme_s",
         ),
         ('{"points": []}', "no measured points"),
+        (  # the published corpus: what it is and how to use a table of it, not a raw enum error
+            '{"format": "published-scaling-tables", "version": 1, "tables": [{"id": "t"}]}',
+            "the corpus of 1 published scaling tables (published-scaling-tables), not a sweep file",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_one_line_naming_the_file(tmp_path, content, expected):
