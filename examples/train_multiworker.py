@@ -40,7 +40,7 @@ def train_step(batches):
 
 
 monitor = ScalingMonitor(batch_size=global_batch)
-monitor.start(model, strategy)
+monitor.start(model, strategy, scaling="weak")  # 64 per replica times the replicas
 train_step = monitor.wrap(train_step)  # one timed step per call, synchronised on its loss
 for _ in range(100):
     train_step(batches)

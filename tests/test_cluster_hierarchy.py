@@ -79,3 +79,9 @@ def test_recommend_explains_seed_004_by_level():
     assert "Across machines ('CollectiveAllReduce', 8 devices each)" in text
     # no single-ring reading of the machines' links (it put the exchange at 94% of the step)
     assert "Gradient exchange takes" not in text
+
+
+def test_one_device_per_machine_is_said_in_the_singular():
+    points = [_point(w, 0.5 + 0.1 * (w - 1), devices_per_worker=1) for w in (1, 2, 3)]
+    text = " ".join(explain(points))
+    assert "1 device each" in text and "1 devices" not in text

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from gpuscale.analysis import metrics
+from gpuscale.analysis.script_runs import scaling_of
 from gpuscale.events.schema import EndEvent, LogEvent, PhaseEvent, StartEvent, StepEvent
 from gpuscale.events.transport import EventServer
 from gpuscale.recording.reader import load_run
@@ -126,6 +127,12 @@ def test_standalone_script_writes_its_own_recording(tmp_path):
     assert fit_run.end is not None and fit_run.end.status == "completed"
     assert len([e for e in fit_run.events if isinstance(e, StepEvent)]) == 4
     assert fit_run.end.summary is not None
+    # the custom loop said weak scaling: its start, summary and note say so (not fit's split)
+    loop_run = load_run(next(p for p in recordings if "train-tiny" in p.name))
+    assert loop_run.start.scaling == "weak" and scaling_of(loop_run.start) == "weak"
+    assert "Keras splits" not in (loop_run.start.note or "")
+    assert fit_run.end.summary["scaling"] == "strong"
+    assert loop_run.end.summary.get("scaling", "weak") == "weak"  # the default is left out
 
 
 @pytest.mark.tf

@@ -100,6 +100,10 @@ def test_rich_table_marks_predicted_rows_and_the_recommendation(capsys):
             "step_tme_s",
         ),
         ('{"points": []}', "no measured points"),
+        (  # the published corpus: what it is and how to use a table of it, not a raw enum error
+            '{"format": "published-scaling-tables", "version": 1, "tables": [{"id": "t"}]}',
+            "the corpus of 1 published scaling tables (published-scaling-tables), not a sweep file",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_one_line_naming_the_file(tmp_path, content, expected):
@@ -170,3 +174,21 @@ def test_live_multi_worker_sweep_is_refused_with_one_line(capsys):
     assert main(["recommend", "--strategy", "multi-worker", "--sweep", "1,2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--from" in err[0] and "multi-worker" in err[0]
+
+
+def test_off_a_terminal_the_table_keeps_every_column_unless_columns_is_set(capsys, monkeypatch):
+    # piped (capsys is no terminal): the step time column and whole marks, as README says
+    monkeypatch.delenv("COLUMNS", raising=False)
+    args = ["recommend", "--no-chart", "--price-per-device-hour", "2.5"]
+    assert main([*args, "--from", str(SAMPLES / "seed000_m60.json")]) == 0
+    out = capsys.readouterr().out
+    headers = [line for line in out.splitlines() if line.startswith("\u2503")]
+    assert headers and all("step time" in line for line in headers)
+    assert "measured  <- recommended" in out and "meas." not in out
+    assert not any(line != line.rstrip() for line in out.splitlines())
+    # COLUMNS set explicitly still wins: the 80-column layout
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main([*args, "--from", str(SAMPLES / "seed000_m60.json")]) == 0
+    out = capsys.readouterr().out
+    headers = [line for line in out.splitlines() if line.startswith("\u2503")]
+    assert headers and not any("step time" in line for line in headers) and "meas." in out

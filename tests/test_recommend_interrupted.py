@@ -112,3 +112,24 @@ def test_ctrl_c_in_a_script_sweep_prints_what_ran_then_exits_130(monkeypatch, ca
     out, err = capsys.readouterr()
     assert "stopped (SIGTERM) after 1 device: recommending from those" in out, out
     assert "gpuscale: stopping the 2-device run (SIGTERM)..." in err
+
+
+def test_q_in_watch_before_any_count_is_a_note_and_exit_0(monkeypatch, capsys):
+    # q is the user quitting: the sentence as a note, not an error; Ctrl-C stays 130
+    from gpuscale.commands import recommend_watch
+    from gpuscale.errors import GpuscaleError
+
+    said = recommend_watch.nothing_measured(None, None)
+    assert said == "no recommendation: the sweep stopped before the first device count was measured"
+    with pytest.raises(GpuscaleError) as ctrl_c:
+        recommend_watch.nothing_measured(None, "SIGINT")
+    assert ctrl_c.value.exit_code == EXIT_INTERRUPTED
+    with pytest.raises(GpuscaleError) as failed:
+        recommend_watch.nothing_measured("failed at 2 devices: boom", None)
+    assert failed.value.exit_code == 1
+
+    monkeypatch.setattr(recommend_watch, "watch_sweep", lambda args, floor: (None, said, None))
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    assert main([*ARGV, "--watch"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "" and err.strip() == f"gpuscale: {said}"

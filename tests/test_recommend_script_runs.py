@@ -10,16 +10,24 @@ from gpuscale.recording.writer import Recorder
 
 
 def _script_run(
-    path, replicas: int, step_s: float, *, model: str = "train.py", global_batch: int = 64
+    path,
+    replicas: int,
+    step_s: float,
+    *,
+    model: str = "train.py",
+    global_batch: int = 64,
+    told: str | None = None,
 ):
+    said = {"batch_scaling": told, "batch_scaling_told": True} if told else {}
     start = StartEvent(
         t=1000.0,
         gpuscale_version="t",
         host="h",
         pid=1,
         source="script",
-        config={"script": "train.py", "every": 10, "keras_model": "sequential"},
+        config={"script": "train.py", "every": 10, "keras_model": "sequential", **said},
         model=model,
+        scaling=told or "strong",
         strategy="mirrored",
         num_replicas=replicas,
         platform="cpu-logical" if replicas > 1 else "cpu",
@@ -56,6 +64,13 @@ def test_other_scripts_are_left_alone(tmp_path):
     # each its own workload; a fit() batch is split across the replicas: strong
     assert {p.scaling for p in sweep.points} == {"strong"}
     assert {p.model for p in sweep.points} == {"a.py", "b.py"}
+
+
+def test_a_loop_that_said_weak_scaling_stays_weak_at_one_count(tmp_path):
+    # ScalingMonitor.start(scaling="weak"): one run is enough, no guess overrides it
+    two = _script_run(tmp_path / "two.ndjson", 2, 0.007, global_batch=128, told="weak")
+    (point,) = load_inputs([two]).points
+    assert point.scaling == "weak" and point.per_replica_batch == 64
 
 
 def test_a_script_whose_batch_grows_with_the_replicas_is_weak_scaling(tmp_path):

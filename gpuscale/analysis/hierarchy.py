@@ -42,7 +42,12 @@ import msgspec
 from gpuscale.analysis import metrics
 from gpuscale.analysis.model import ScalingModel, fit, nnls
 from gpuscale.analysis.sweep import SweepPoint
-from gpuscale.formatting import format_duration_s, format_fraction_pct, format_rate_bytes_s
+from gpuscale.formatting import (
+    format_duration_s,
+    format_fraction_pct,
+    format_rate_bytes_s,
+    plural,
+)
 
 
 def inter_hops(workers: int) -> float:
@@ -182,7 +187,7 @@ def explain(points: Sequence[SweepPoint], max_workers: int = 4) -> list[str]:
         best, worst = ranked[0], ranked[-1]
         gain = single[best][g] / single[worst][g] - 1
         lines.append(
-            f"Inside one machine ({g} devices): '{best}' is fastest, {format_fraction_pct(gain)} more samples/s "
+            f"Inside one machine ({plural(g, 'device')}): '{best}' is fastest, {format_fraction_pct(gain)} more samples/s "
             f"than '{worst}' (intra-node all-reduce)."
         )
     for config, ps in sorted(by_config.items()):
@@ -204,7 +209,7 @@ def explain(points: Sequence[SweepPoint], max_workers: int = 4) -> list[str]:
             else ""
         )
         lines.append(
-            f"Across machines ('{config}', {model.devices_per_worker} devices each): the "
+            f"Across machines ('{config}', {plural(model.devices_per_worker, 'device')} each): the "
             f"inter-node exchange costs {format_duration_s(model.inter_s(2))} per step at 2 workers "
             f"({format_fraction_pct(model.inter_s(2) / model.step_time_s(2))} of the step{network}); "
             f"efficiency against linear: {measured} (measured)"

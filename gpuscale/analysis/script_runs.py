@@ -9,7 +9,9 @@ multiplies its batch by the replicas itself is weak scaling, and only runs at
 several counts can show it: :func:`settle_script_runs` rewrites such runs (one
 batch per replica, a global batch that grows) to weak scaling, and calls a lone
 CPU device ``cpu-logical`` as the built-in trainer does, before they become sweep
-points (``recommend --from`` and ``recommend -- python train.py``).
+points (``recommend --from`` and ``recommend -- python train.py``). A custom loop
+may say its scaling (``ScalingMonitor.start(scaling="weak")``, config
+``batch_scaling_told``): then every view takes it as said.
 """
 
 from __future__ import annotations
@@ -32,6 +34,25 @@ SCRIPT_BATCH_NOTE = (
     "device counts show"
 )
 """What a callback's run says about its batch (in place of the older start's note)."""
+
+
+def told_note(scaling: str) -> str:
+    """What a run says about its batch where the script said its scaling
+    (``ScalingMonitor.start(scaling=...)``: a custom loop, whose batch is its own)."""
+    if scaling == "weak":
+        return (
+            "the script said weak scaling: its global batch is the batch per replica times "
+            "the replicas (ScalingMonitor.start(scaling='weak'))"
+        )
+    return (
+        "the script said strong scaling: its global batch is split across the replicas "
+        "(ScalingMonitor.start(scaling='strong'))"
+    )
+
+
+def scaling_told(start: Any) -> bool:
+    """The script said its scaling (``start(scaling=...)``): no view overrides it."""
+    return bool((getattr(start, "config", None) or {}).get("batch_scaling_told"))
 
 
 def scaling_of(start: Any) -> str:
@@ -63,6 +84,9 @@ def settle_script_runs(runs: list[tuple[Any, Any, str]]) -> list[tuple[Any, Any,
             groups[start.model].append(i)
     settled = list(runs)
     for members in groups.values():
+        members = [i for i in members if not scaling_told(runs[i][1])]  # the script said it
+        if not members:
+            continue
         starts = [runs[i][1] for i in members]
         several = len({s.num_replicas for s in starts}) >= 2
         grows = several and (

@@ -43,6 +43,8 @@ from gpuscale.events.bounded import (
 )
 
 FORMAT_NAME = "gpuscale-sweep"
+CORPUS_FORMAT_NAME = "published-scaling-tables"
+"""The published corpus (``../shared/corpus/published-scaling.json``): tables, not a sweep."""
 FORMAT_VERSION = 1
 
 MAX_SWEEP_BYTES = 64 * 1024 * 1024
@@ -308,6 +310,8 @@ def read_sweep_file(path: str | Path) -> Sweep:
         raise GpuscaleError(f"{path}: {exc}") from None
     if not isinstance(raw, dict):
         raise GpuscaleError(f"{path}: a sweep file is one JSON object with a 'points' list")
+    if raw.get("format") == CORPUS_FORMAT_NAME:
+        raise GpuscaleError(f"{path}: {corpus_not_a_sweep(raw)}")
     try:
         sweep = msgspec.convert(raw, SweepFile)
     except msgspec.ValidationError as exc:
@@ -340,6 +344,18 @@ def read_sweep_file(path: str | Path) -> Sweep:
         sources=[sweep.source or str(path)],
         notes=[sweep.note] if sweep.note else [],
         available_devices=sweep.available_devices,
+    )
+
+
+def corpus_not_a_sweep(raw: dict) -> str:
+    """What to say of the published corpus given to ``--from`` (one line)."""
+    tables = raw.get("tables")
+    count = f"{len(tables):,} " if isinstance(tables, list) else ""
+    return (
+        f"the corpus of {count}published scaling tables ({CORPUS_FORMAT_NAME}), not a sweep "
+        "file: benchmarks/prediction.py checks the predictions against it; to recommend from "
+        "one table, type its throughputs into a sweep file (docs/sweep-format.md: a point per "
+        "GPU count with devices, throughput, scaling and per_replica_batch)"
     )
 
 

@@ -236,7 +236,11 @@ def main(args) -> int:
     elif args.watch and sys.stdout.isatty():
         from gpuscale.commands.recommend_watch import watch_sweep
 
-        sweep, heading, signal_name = watch_sweep(args, floor)
+        watched, heading, signal_name = watch_sweep(args, floor)
+        if watched is None:  # q before the first count: the user quit; a note, exit 0
+            print(f"gpuscale: {heading}", file=sys.stderr)
+            return 0
+        sweep = watched
     else:
         from gpuscale.commands.recommend_live import SweepInterrupted, run_sweep
 

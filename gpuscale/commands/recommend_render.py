@@ -15,7 +15,7 @@ from gpuscale.analysis.metrics import resolved
 from gpuscale.analysis.phase_report import count_precision_text, precision_meaning
 from gpuscale.analysis.recommend import Recommendation
 from gpuscale.analysis.sweep import Sweep
-from gpuscale.commands.console import text_console
+from gpuscale.commands.console import layout_width, print_at_width, text_console
 from gpuscale.commands.recommend_chart import print_chart
 from gpuscale.formatting import (
     format_duration_s,
@@ -374,8 +374,9 @@ def render(
         shown = [r if i in keep else None for i, r in enumerate(rows) if i in keep or i - 1 in keep]
         tables.append((model, rows, shown, costs, len(rows) - len(keep)))
     shown_tables = [(shown, costs) for _, _, shown, costs, _ in tables]
-    layout = choose_layout(rec, shown_tables, console.width)
-    wrap = headers_wrap(rec, shown_tables, console.width, layout)
+    width = layout_width(console)  # off a terminal: every column (COLUMNS still wins)
+    layout = choose_layout(rec, shown_tables, width)
+    wrap = headers_wrap(rec, shown_tables, width, layout)
     for model, rows, shown, costs, hidden in tables:
         scaling = (
             f"weak scaling, {model.per_replica_batch} samples per device"
@@ -388,8 +389,8 @@ def render(
             title=markup_literal(f"{model.config} ({scaling}; exchange: {model.exchange}{over})"),
             title_justify="left",
         )
-        columns, widths, legend = fit_columns(rec, shown, costs, console.width, layout, wrap)
-        fits = table_width(widths) <= console.width
+        columns, widths, legend = fit_columns(rec, shown, costs, width, layout, wrap)
+        fits = table_width(widths) <= width
         for i, (col, w) in enumerate(zip(columns, widths, strict=True)):
             # Too narrow for any layout: rich shares out what there is (numbers fold
             # onto two lines, never end in an ellipsis), the device count kept whole.
@@ -407,7 +408,7 @@ def render(
             if r is not None and (r.config, r.devices) == chosen_key:
                 style = "bold green"
             table.add_row(*(col.cells[i] for col in columns), style=style)
-        console.print(table)
+        print_at_width(console, table, width)
         if hidden:
             console.print(Text(f"  ... {hidden:,} rows not shown (--json has them)", style="dim"))
         if legend:

@@ -19,9 +19,11 @@ from gpuscale.errors import EXIT_INTERRUPTED, GpuscaleError
 from gpuscale.formatting import join_clauses
 
 
-def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep, str, str | None]:
+def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep | None, str, str | None]:
     """Run the sweep on screen. Returns the measured sweep, the heading for the
-    printed report, and the name of the signal that stopped it (or None)."""
+    printed report, and the name of the signal that stopped it (or None); the sweep
+    is None where ``q`` stopped it before a count was measured, the heading then the
+    note to say (:func:`nothing_measured`)."""
     import msgspec
 
     from gpuscale.commands.recommend_live import plan, shared_process, sweep_configs
@@ -64,12 +66,8 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep, str, str
             with _stop_signals_ignored():  # a second Ctrl-C must not cut the stop short
                 shared.close()  # a count the view never reached is not left running
     final = runner.view
-    if not final.points:
-        why = runner.failure or "stopped before the first device count was measured"
-        raise GpuscaleError(
-            f"no recommendation: the sweep {why}",
-            exit_code=EXIT_INTERRUPTED if runner.failure is None else 1,
-        )
+    if not final.points:  # q: the note, exit 0; else an error (exit 1, or 130 on a signal)
+        return None, nothing_measured(runner.failure, signal_name), signal_name
     state = final.state_line()
     if runner.failure:
         state = f"{runner.failure}; " + (state or "recommending from what was measured")
@@ -82,6 +80,17 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep, str, str
         wall_s=time.perf_counter() - began,
     )
     return sweep, heading, signal_name
+
+
+def nothing_measured(failure: str | None, signal_name: str | None) -> str:
+    """What ends a ``--watch`` sweep that measured no count. ``q`` (no failure, no
+    signal) is the user quitting: the sentence returned is said as a note, exit 0.
+    A failed count is an error (exit 1); Ctrl-C or another stop signal, exit 130."""
+    why = failure or "stopped before the first device count was measured"
+    message = f"no recommendation: the sweep {why}"
+    if failure is None and signal_name is None:
+        return message
+    raise GpuscaleError(message, exit_code=EXIT_INTERRUPTED if failure is None else 1)
 
 
 @contextlib.contextmanager

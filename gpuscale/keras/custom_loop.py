@@ -1,6 +1,7 @@
 """The custom-loop helper: a training loop without ``fit`` reports its steps.
 
     monitor = ScalingMonitor(batch_size=64)
+    monitor.start(model, strategy, scaling="strong")  # or "weak": 64 = a batch per replica x replicas
     for x, y in dataset:
         with monitor.step() as step:
             step.sync(train_step(x, y))   # waits for the step's outputs
@@ -44,10 +45,23 @@ class CustomLoop:
     """``start``, ``step``, ``wrap`` and ``close`` for a loop without ``fit``
     (needs the Monitor's ``_begin``, ``record_step`` and ``_finish``)."""
 
-    def start(self, model: Any = None, strategy: tf.distribute.Strategy | None = None) -> None:
+    def start(
+        self,
+        model: Any = None,
+        strategy: tf.distribute.Strategy | None = None,
+        *,
+        scaling: str | None = None,
+    ) -> None:
         """Send the start of the run (a custom loop calls it once; :meth:`step` and
         :meth:`wrap` call it for you). ``model`` gives the parameter count and the
-        phase probe; ``strategy`` defaults to the current one."""
+        phase probe; ``strategy`` defaults to the current one. ``scaling``: what the
+        loop's batch (``batch_size``, the global batch) is: ``"weak"`` where the loop
+        multiplies a batch per replica by the replicas, ``"strong"`` where it splits a
+        fixed one; unsaid, it is taken as ``fit``'s (strong, see README)."""
+        if scaling not in (None, "strong", "weak"):
+            raise ValueError("ScalingMonitor.start(scaling=...) is 'strong' or 'weak'")
+        if scaling is not None:
+            self.batch_scaling = scaling
         if model is not None:
             self.set_model(model)
         else:

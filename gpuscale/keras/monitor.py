@@ -27,7 +27,7 @@ import msgspec
 import tensorflow as tf
 
 from gpuscale import __version__
-from gpuscale.analysis.script_runs import SCRIPT_BATCH_NOTE
+from gpuscale.analysis.script_runs import SCRIPT_BATCH_NOTE, told_note
 from gpuscale.events.schema import (
     EndEvent,
     Event,
@@ -147,6 +147,9 @@ class Monitor:
         self._started = False
         self._last_index = -1
         self._last_step_samples = 0
+        self.batch_scaling: str | None = None
+        """What the script said its batch is (``"strong"``, ``"weak"``; ``CustomLoop.start``),
+        None: ``fit``'s, split across the replicas (strong scaling)."""
 
     # events --------------------------------------------------------------------------
     def _emit(self, event: Event) -> None:
@@ -213,6 +216,11 @@ class Monitor:
                 "warmup_steps": self.warmup_steps,
                 "phases": self.phases,
                 "keras_model": getattr(model, "name", None),
+                **(
+                    {"batch_scaling": self.batch_scaling, "batch_scaling_told": True}
+                    if self.batch_scaling
+                    else {}
+                ),
             },
             devices=info["devices"],
             platform=info["platform"],
@@ -227,8 +235,10 @@ class Monitor:
             payload_bytes=payload,
             mixed_precision=keras.config.dtype_policy().name != "float32",
             pids=[os.getpid()],
-            scaling="strong",  # fit()'s batch is split across the replicas (script_runs)
-            note=SCRIPT_BATCH_NOTE,
+            # fit()'s batch is split across the replicas (script_runs), unless the script
+            # (a custom loop) said otherwise
+            scaling=self.batch_scaling or "strong",
+            note=told_note(self.batch_scaling) if self.batch_scaling else SCRIPT_BATCH_NOTE,
         )
 
     def _begin(

@@ -13,6 +13,7 @@ Two charts, each with its axes named and its legend on a line of its own under i
 from __future__ import annotations
 
 import math
+import textwrap
 
 from plotext._figure import _figure_class as _Figure  # one figure per chart: no global state
 from rich.text import Text
@@ -208,7 +209,10 @@ def scaling_text(chart: ScalingChart, width: int, height: int = 30) -> Text:
         text.append("\n")
         text.append_text(throughput_chart(chart, width, max(height * 3 // 5, 8)))
         text.append("\n")
-        text.append(f"Where the step time goes: {chart.split_note}", style="dim")
+        # wrapped on spaces at the chart's width: printed with soft_wrap, a longer
+        # line would be cut by the terminal inside a word ("step tim" / "es only")
+        note = f"Where the step time goes: {chart.split_note}"
+        text.append(textwrap.fill(note, max(width, 20), break_long_words=False), style="dim")
         return text
     top = max(height * 3 // 5, 8)
     bottom = max(height - top - 2, 7)

@@ -4,7 +4,7 @@
 
 Without TF_CONFIG: Keras ``fit`` under MirroredStrategy on 2 logical CPU devices
 with the ScalingMonitor callback, then 4 steps with ``steps_per_execution=2``,
-then 3 steps of a custom loop with ``monitor.step()``. With TF_CONFIG: a custom loop under
+then 3 steps of a custom loop with ``monitor.step()`` (which says it is weak scaling). With TF_CONFIG: a custom loop under
 MultiWorkerMirroredStrategy with ``monitor.wrap()`` (Keras 3's ``fit`` does not
 support MultiWorkerMirroredStrategy: keras-team/keras#20585), sleeping SLEEP_S
 after each step so a test can kill a worker mid-run; probing every 3rd step, or
@@ -54,6 +54,7 @@ if "TF_CONFIG" not in os.environ:
     plain.fit(x[:128], y[:128], batch_size=32, verbose=0, callbacks=[ScalingMonitor(phases=False)])
 
     loop = ScalingMonitor(batch_size=4, phases=False)
+    loop.start(scaling="weak")  # the loop says its batch is per replica times the replicas
     dense = keras.layers.Dense(2)
     for _ in range(3):
         with loop.step() as step:
