@@ -144,10 +144,29 @@ def test_tf_answer_is_parsed():
     assert "Warning" not in text
 
 
-def test_parent_never_imports_tensorflow(machine, capsys):
-    machine("h100-box")
-    cli.main(["devices", "--json"])
-    assert "tensorflow" not in sys.modules
+def test_parent_never_imports_tensorflow():
+    """`gpuscale devices` asks a child process for TensorFlow's view; its own process
+    never imports TensorFlow. Checked in a fresh interpreter (the test process may
+    hold TensorFlow from a `tf` test), with the stand-in NVML and the child's answer."""
+    import subprocess
+    from pathlib import Path
+
+    code = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from fake_nvml import FakeNvml\n"
+        "import gpuscale.telemetry.nvml as nvml\n"
+        "nvml.load_bindings = lambda: FakeNvml.scenario('h100-box')\n"
+        "from gpuscale import cli\n"
+        "from gpuscale.commands import devices\n"
+        "devices.tf_devices = lambda timeout_s: devices.TfDevices(ok=True, version='2.21.0',"
+        " built_with_cuda=False, devices=[])\n"
+        "assert cli.main(['devices', '--json']) == 0\n"
+        "assert 'tensorflow' not in sys.modules, 'imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert '"nvml"' in done.stdout
 
 
 @pytest.mark.tf

@@ -1227,7 +1227,13 @@ class _PumpState:
         every :data:`AWAITED_EVERY_S` (TensorFlow waits for all of them, silently)."""
         run = self.run_
         info = run.cluster_info
-        if info is None or run._forward is not None or self.starts or run._stopping.is_set():
+        if (
+            info is None
+            or run.local_workers  # gpuscale started them all here (--local-workers)
+            or run._forward is not None
+            or self.starts
+            or run._stopping.is_set()
+        ):
             return
         waited = time.monotonic() - self.t0
         due = AWAITED_FIRST_S if self.awaited_said == 0 else self.awaited_said + AWAITED_EVERY_S
@@ -1255,8 +1261,8 @@ class _PumpState:
         run._record(event)
         if self.started:
             self.publish(event, record=False)
-        else:  # said now, before any start: the run may wait for ever
-            if run.early_telemetry and not self.shown_provisional:
+        else:  # said now, before any start (the run may wait for ever), after a start:
+            if not self.shown_provisional:  # consumers' streams begin with one
                 self.show_provisional()
             run._publish(event)
 
