@@ -234,6 +234,9 @@ def test_a_remote_worker_that_vanishes_is_reported_lost(tmp_path):
         start_timeout_s=0.3,
         sampler=False,
         env=env,
+        # how long a closed connection may wait for its worker to reconnect: 1 s, not
+        # the default 6 (the reconnect test below keeps the default)
+        lost_grace_s=1.0,
     ).start()
     remote = EventClient(f"127.0.0.1:{port}", "shared-secret-2", worker=1)
     remote.send(
@@ -285,6 +288,17 @@ def test_stop_ends_the_script_and_its_children_within_5_s():
     assert isinstance(run.end, EndEvent) and run.end.status == "stopped"
 
 
+def _wait_for_flag(flag: Path) -> str:
+    """A script that waits for ``flag``, which the test creates on an event it saw
+    (at most 60 s, so a missing event fails the test rather than hangs it)."""
+    return (
+        "import os, time\n"
+        "deadline = time.monotonic() + 60\n"
+        f"while not os.path.exists({str(flag)!r}) and time.monotonic() < deadline:\n"
+        "    time.sleep(0.02)\n"
+    )
+
+
 def _chief(tmp_path: Path, token: str, script: str = "import time; time.sleep(30)") -> tuple:
     port = cluster.free_ports(1)[0]
     workers = [f"127.0.0.1:{p}" for p in cluster.free_ports(2)]
@@ -307,7 +321,8 @@ def test_a_remote_worker_that_reconnects_is_not_lost(tmp_path):
     """A network hiccup: the worker's EventClient reconnects after a failed send.
     The old connection closes without an end event, but a new one from the same
     worker is open within the grace period, so the run goes on."""
-    chief, port, path = _chief(tmp_path, "shared-secret-3", "import time; time.sleep(4)")
+    done = tmp_path / "remote-done"  # the chief's script ends once the remote worker has
+    chief, port, path = _chief(tmp_path, "shared-secret-3", _wait_for_flag(done))
     remote = EventClient(f"127.0.0.1:{port}", "shared-secret-3", worker=1)
     remote.send(
         StartEvent(
@@ -323,6 +338,7 @@ def test_a_remote_worker_that_reconnects_is_not_lost(tmp_path):
         remote.send(StepEvent(t=time.time(), worker=1, step=step, step_time_s=0.1, samples=8))
     remote.send(EndEvent(t=time.time(), worker=1, status="completed", steps=6))
     remote.close()
+    done.touch()
     events = _collect(chief, timeout_s=40)
     assert chief.lost_workers == [] and chief.status == "completed"
     assert not any(isinstance(e, ErrorEvent) for e in events)
