@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -63,17 +64,6 @@ def test_devices_with_local_workers_is_refused():
 
 
 @pytest.mark.tf
-def test_devices_2_gives_a_script_2_replicas_without_a_gpu():
-    proc = _gpuscale(
-        "run", "--json", "--no-record", "--devices", "2", "--", sys.executable, str(SCRIPT)
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    summary = json.loads(proc.stdout)
-    assert summary["devices"] == 2 and summary["platform"] == "cpu-logical"
-    assert summary["per_replica_batch"] == 16 and summary["global_batch"] == 32
-
-
-@pytest.mark.tf
 def test_recommend_sweeps_a_script_over_device_counts():
     proc = _gpuscale(
         "recommend", "--json", "--no-record", "--sweep", "1,2", "--", sys.executable, str(SCRIPT)
@@ -89,19 +79,24 @@ def test_recommend_sweeps_a_script_over_device_counts():
 
 
 @pytest.mark.tf
-def test_the_readmes_script_runs_as_written_on_2_devices(tmp_path):
+def test_the_readmes_script_runs_as_written_on_2_devices_without_a_gpu(tmp_path):
     """The README's own script (its first python block under "Your own training
-    script"), copied as a new user would, gets 2 replicas and a phase breakdown."""
+    script"), copied as a new user would, run with ``--devices 2`` and no GPU: 2 CPU
+    logical devices, its fit batch split across the 2 replicas, a phase breakdown.
+    (One run for what were two tests, of this script and of train_readme.py.)"""
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     section = readme[readme.index("## Your own training script") :]
     begin = section.index("```python\n") + len("```python\n")
     code = section[begin : section.index("\n```", begin)]
     script = tmp_path / "train.py"
     script.write_text(code.replace("epochs=2", "epochs=1"))
+    batch = int(re.search(r"batch_size=(\d+)", code).group(1))
     proc = _gpuscale(
         "run", "--json", "--no-record", "--devices", "2", "--", sys.executable, str(script)
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
-    assert summary["devices"] == 2 and summary["model"] == "train.py"
+    assert summary["devices"] == 2 and summary["platform"] == "cpu-logical"
+    assert summary["per_replica_batch"] == batch // 2 and summary["global_batch"] == batch
+    assert summary["model"] == "train.py"
     assert summary["phase_steps"] > 0
