@@ -56,6 +56,17 @@ def _collect(run: ScriptRun, timeout_s: float = 150.0, on_event=None) -> list:
     raise AssertionError("the run did not end in time")
 
 
+def _wait_for_flag(flag: Path) -> str:
+    """A script that waits for ``flag``, which the test creates on an event it saw
+    (at most 60 s, so a missing event fails the test rather than hangs it)."""
+    return (
+        "import os, time\n"
+        "deadline = time.monotonic() + 60\n"
+        f"while not os.path.exists({str(flag)!r}) and time.monotonic() < deadline:\n"
+        "    time.sleep(0.02)\n"
+    )
+
+
 @pytest.mark.tf
 def test_two_workers_report_into_one_recording(tmp_path):
     path = tmp_path / "two.ndjson"
@@ -146,7 +157,8 @@ def test_three_workers_one_killed_is_reported_and_the_rest_kept(tmp_path):
 
 def test_a_stranger_without_the_token_is_refused_and_a_script_without_callback_runs(tmp_path):
     path = tmp_path / "plain.ndjson"
-    script = "import time; print('hello from the script', flush=True); time.sleep(1.5)"
+    shown = tmp_path / "shown"  # the script runs on until its line was shown
+    script = "print('hello from the script', flush=True)\n" + _wait_for_flag(shown)
     run = ScriptRun(
         [sys.executable, "-c", script],
         record=path,
@@ -156,7 +168,12 @@ def test_a_stranger_without_the_token_is_refused_and_a_script_without_callback_r
     ).start()
     with pytest.raises(HelloRefused):
         EventClient(run._server.address, "not-the-token", worker=7)
-    events = _collect(run, timeout_s=30)
+
+    def end_once_shown(event):  # shown once the start timeout passed: the script still runs
+        if isinstance(event, LogEvent) and event.message == "hello from the script":
+            shown.touch()
+
+    events = _collect(run, timeout_s=30, on_event=end_once_shown)
     assert run.status == "completed"
     # shown at once with a provisional start, recorded with the made-up one and the hint
     assert isinstance(events[0], StartEvent) and events[0].source == "script"
@@ -194,11 +211,10 @@ def test_chief_and_worker_roles_of_a_multi_host_run(tmp_path):
         tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
         return cluster.parse_tf_config(json.dumps(tf_config))
 
-    script = (
-        "import os, time; print('worker', os.environ['GPUSCALE_WORKER'], flush=True); time.sleep(1)"
-    )
+    script = "import os; print('worker', os.environ['GPUSCALE_WORKER'], flush=True)\n"
+    forwarded = tmp_path / "forwarded"  # the chief's script runs on until worker 1's line came
     chief = ScriptRun(
-        [sys.executable, "-c", script],
+        [sys.executable, "-c", script + _wait_for_flag(forwarded)],
         record=tmp_path / "chief.ndjson",
         cluster_info=info(0),
         start_timeout_s=0.5,
@@ -211,7 +227,12 @@ def test_chief_and_worker_roles_of_a_multi_host_run(tmp_path):
         sampler=False,
         env=env,
     ).start()
-    events = _collect(chief, timeout_s=60)
+
+    def end_once_forwarded(event):
+        if isinstance(event, LogEvent) and (event.worker, event.message) == (1, "worker 1"):
+            forwarded.touch()
+
+    events = _collect(chief, timeout_s=60, on_event=end_once_forwarded)
     other.wait(10)
     logs = [(e.worker, e.message) for e in events if isinstance(e, LogEvent)]
     assert (0, "worker 0") in logs and (1, "worker 1") in logs
@@ -286,17 +307,6 @@ def test_stop_ends_the_script_and_its_children_within_5_s():
     assert run.done and run.status == "stopped"
     assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in children)
     assert isinstance(run.end, EndEvent) and run.end.status == "stopped"
-
-
-def _wait_for_flag(flag: Path) -> str:
-    """A script that waits for ``flag``, which the test creates on an event it saw
-    (at most 60 s, so a missing event fails the test rather than hangs it)."""
-    return (
-        "import os, time\n"
-        "deadline = time.monotonic() + 60\n"
-        f"while not os.path.exists({str(flag)!r}) and time.monotonic() < deadline:\n"
-        "    time.sleep(0.02)\n"
-    )
 
 
 def _chief(tmp_path: Path, token: str, script: str = "import time; time.sleep(30)") -> tuple:
