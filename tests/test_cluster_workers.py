@@ -56,6 +56,17 @@ def _collect(run: ScriptRun, timeout_s: float = 150.0, on_event=None) -> list:
     raise AssertionError("the run did not end in time")
 
 
+def _wait_for_flag(flag: Path) -> str:
+    """A script that waits for ``flag``, which the test creates on an event it saw
+    (at most 60 s, so a missing event fails the test rather than hangs it)."""
+    return (
+        "import os, time\n"
+        "deadline = time.monotonic() + 60\n"
+        f"while not os.path.exists({str(flag)!r}) and time.monotonic() < deadline:\n"
+        "    time.sleep(0.02)\n"
+    )
+
+
 @pytest.mark.tf
 def test_two_workers_report_into_one_recording(tmp_path):
     path = tmp_path / "two.ndjson"
@@ -146,7 +157,8 @@ def test_three_workers_one_killed_is_reported_and_the_rest_kept(tmp_path):
 
 def test_a_stranger_without_the_token_is_refused_and_a_script_without_callback_runs(tmp_path):
     path = tmp_path / "plain.ndjson"
-    script = "import time; print('hello from the script', flush=True); time.sleep(1.5)"
+    shown = tmp_path / "shown"  # the script runs on until its line was shown
+    script = "print('hello from the script', flush=True)\n" + _wait_for_flag(shown)
     run = ScriptRun(
         [sys.executable, "-c", script],
         record=path,
@@ -156,7 +168,12 @@ def test_a_stranger_without_the_token_is_refused_and_a_script_without_callback_r
     ).start()
     with pytest.raises(HelloRefused):
         EventClient(run._server.address, "not-the-token", worker=7)
-    events = _collect(run, timeout_s=30)
+
+    def end_once_shown(event):  # shown once the start timeout passed: the script still runs
+        if isinstance(event, LogEvent) and event.message == "hello from the script":
+            shown.touch()
+
+    events = _collect(run, timeout_s=30, on_event=end_once_shown)
     assert run.status == "completed"
     # shown at once with a provisional start, recorded with the made-up one and the hint
     assert isinstance(events[0], StartEvent) and events[0].source == "script"
@@ -194,11 +211,10 @@ def test_chief_and_worker_roles_of_a_multi_host_run(tmp_path):
         tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
         return cluster.parse_tf_config(json.dumps(tf_config))
 
-    script = (
-        "import os, time; print('worker', os.environ['GPUSCALE_WORKER'], flush=True); time.sleep(1)"
-    )
+    script = "import os; print('worker', os.environ['GPUSCALE_WORKER'], flush=True)\n"
+    forwarded = tmp_path / "forwarded"  # the chief's script runs on until worker 1's line came
     chief = ScriptRun(
-        [sys.executable, "-c", script],
+        [sys.executable, "-c", script + _wait_for_flag(forwarded)],
         record=tmp_path / "chief.ndjson",
         cluster_info=info(0),
         start_timeout_s=0.5,
@@ -211,7 +227,12 @@ def test_chief_and_worker_roles_of_a_multi_host_run(tmp_path):
         sampler=False,
         env=env,
     ).start()
-    events = _collect(chief, timeout_s=60)
+
+    def end_once_forwarded(event):
+        if isinstance(event, LogEvent) and (event.worker, event.message) == (1, "worker 1"):
+            forwarded.touch()
+
+    events = _collect(chief, timeout_s=60, on_event=end_once_forwarded)
     other.wait(10)
     logs = [(e.worker, e.message) for e in events if isinstance(e, LogEvent)]
     assert (0, "worker 0") in logs and (1, "worker 1") in logs
@@ -234,6 +255,9 @@ def test_a_remote_worker_that_vanishes_is_reported_lost(tmp_path):
         start_timeout_s=0.3,
         sampler=False,
         env=env,
+        # how long a closed connection may wait for its worker to reconnect: 1 s, not
+        # the default 6 (the reconnect test below keeps the default)
+        lost_grace_s=1.0,
     ).start()
     remote = EventClient(f"127.0.0.1:{port}", "shared-secret-2", worker=1)
     remote.send(
@@ -307,7 +331,8 @@ def test_a_remote_worker_that_reconnects_is_not_lost(tmp_path):
     """A network hiccup: the worker's EventClient reconnects after a failed send.
     The old connection closes without an end event, but a new one from the same
     worker is open within the grace period, so the run goes on."""
-    chief, port, path = _chief(tmp_path, "shared-secret-3", "import time; time.sleep(4)")
+    done = tmp_path / "remote-done"  # the chief's script ends once the remote worker has
+    chief, port, path = _chief(tmp_path, "shared-secret-3", _wait_for_flag(done))
     remote = EventClient(f"127.0.0.1:{port}", "shared-secret-3", worker=1)
     remote.send(
         StartEvent(
@@ -323,6 +348,7 @@ def test_a_remote_worker_that_reconnects_is_not_lost(tmp_path):
         remote.send(StepEvent(t=time.time(), worker=1, step=step, step_time_s=0.1, samples=8))
     remote.send(EndEvent(t=time.time(), worker=1, status="completed", steps=6))
     remote.close()
+    done.touch()
     events = _collect(chief, timeout_s=40)
     assert chief.lost_workers == [] and chief.status == "completed"
     assert not any(isinstance(e, ErrorEvent) for e in events)

@@ -1,6 +1,7 @@
 """The Keras callback end to end: a user's script (model.fit under MirroredStrategy
 on 2 logical CPU devices, then a custom loop) reporting through a real EventServer,
-and the same script run standalone, writing its own recording."""
+and the same script run standalone, writing its own recording; and a one-replica
+script. The three run side by side, once for the module."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import queue
 import subprocess
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -57,11 +59,38 @@ def _script_events(argv: list[str], ends: int) -> list:
     return events
 
 
+def _standalone(data_dir: Path) -> subprocess.CompletedProcess:
+    """The script run alone (no gpuscale listening), recording into ``data_dir``."""
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "4"],
+        env=_env(GPUSCALE_DATA_DIR=str(data_dir)),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
 @pytest.fixture(scope="module")
-def reported_events() -> list:
-    """Run the script once with an EventServer listening; every event it sent (two
-    fits and the custom loop: three ends)."""
-    return _script_events([str(SCRIPT), str(FIT_STEPS)], ends=3)
+def scripts(tmp_path_factory) -> dict[str, Future]:
+    """The module's script runs, all started at once (their checks are of events and
+    recordings, never of timings); each test waits for its own: ``fit``, every event
+    train_tiny.py sent to an EventServer (two fits and the custom loop: three ends);
+    ``alone``, it run standalone, and the folder it recorded into; ``one_replica``,
+    every event of train_one_replica.py."""
+    data_dir = tmp_path_factory.mktemp("standalone")
+    with ThreadPoolExecutor(3) as pool:
+        yield {
+            "fit": pool.submit(_script_events, [str(SCRIPT), str(FIT_STEPS)], ends=3),
+            "alone": pool.submit(lambda: (_standalone(data_dir), data_dir)),
+            "one_replica": pool.submit(
+                _script_events, [str(SCRIPT.parent / "train_one_replica.py"), "8"], ends=1
+            ),
+        }
+
+
+@pytest.fixture(scope="module")
+def reported_events(scripts) -> list:
+    return scripts["fit"].result()
 
 
 @pytest.mark.tf
@@ -109,16 +138,10 @@ def test_steps_per_execution_and_custom_loop_follow_fit(reported_events):
 
 
 @pytest.mark.tf
-def test_standalone_script_writes_its_own_recording(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "4"],
-        env=_env(GPUSCALE_DATA_DIR=str(tmp_path)),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+def test_standalone_script_writes_its_own_recording(scripts):
+    proc, data_dir = scripts["alone"].result()
     assert proc.returncode == 0, proc.stderr[-3000:]
-    recordings = sorted((tmp_path / "runs").glob("*.ndjson"))
+    recordings = sorted((data_dir / "runs").glob("*.ndjson"))
     # each monitor writes its own recording: two fits and the custom loop
     assert len(recordings) == 3, recordings
     assert "gpuscale replay" in proc.stderr
@@ -136,10 +159,10 @@ def test_standalone_script_writes_its_own_recording(tmp_path):
 
 
 @pytest.mark.tf
-def test_one_replica_reports_no_exchange():
+def test_one_replica_reports_no_exchange(scripts):
     """Issue 18: with one replica there is nothing to all-reduce; the callback
     must not report a difference of two noisy timings as an exchange."""
-    events = _script_events([str(SCRIPT.parent / "train_one_replica.py"), "8"], ends=1)
+    events = scripts["one_replica"].result()
     start = next(e for e in events if isinstance(e, StartEvent))
     assert start.num_replicas == 1
     phases = [e for e in events if isinstance(e, PhaseEvent)]

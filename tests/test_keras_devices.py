@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -62,22 +64,40 @@ def test_devices_with_local_workers_is_refused():
     assert proc.returncode != 0 and "each worker of a cluster" in proc.stderr
 
 
-@pytest.mark.tf
-def test_devices_2_gives_a_script_2_replicas_without_a_gpu():
-    proc = _gpuscale(
-        "run", "--json", "--no-record", "--devices", "2", "--", sys.executable, str(SCRIPT)
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    summary = json.loads(proc.stdout)
-    assert summary["devices"] == 2 and summary["platform"] == "cpu-logical"
-    assert summary["per_replica_batch"] == 16 and summary["global_batch"] == 32
+def _readme_script() -> str:
+    """The README's own script: its first python block under "Your own training script"."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    section = readme[readme.index("## Your own training script") :]
+    begin = section.index("```python\n") + len("```python\n")
+    return section[begin : section.index("\n```", begin)]
+
+
+@pytest.fixture(scope="module")
+def script_runs(tmp_path_factory) -> dict[str, Future]:
+    """The module's two `gpuscale` runs of a script, started together (their checks are
+    of device counts and batches, never of timings); each test waits for its own:
+    ``sweep``, `recommend --sweep 1,2` of train_readme.py; ``readme``, `run --devices 2`
+    of the README's script copied as a new user would (one epoch, not two)."""
+    script = tmp_path_factory.mktemp("readme") / "train.py"
+    script.write_text(_readme_script().replace("epochs=2", "epochs=1"))
+    with ThreadPoolExecutor(2) as pool:
+        yield {
+            "sweep": pool.submit(
+                _gpuscale,
+                *("recommend", "--json", "--no-record", "--sweep", "1,2", "--"),
+                *(sys.executable, str(SCRIPT)),
+            ),
+            "readme": pool.submit(
+                _gpuscale,
+                *("run", "--json", "--no-record", "--devices", "2", "--"),
+                *(sys.executable, str(script)),
+            ),
+        }
 
 
 @pytest.mark.tf
-def test_recommend_sweeps_a_script_over_device_counts():
-    proc = _gpuscale(
-        "recommend", "--json", "--no-record", "--sweep", "1,2", "--", sys.executable, str(SCRIPT)
-    )
+def test_recommend_sweeps_a_script_over_device_counts(script_runs):
+    proc = script_runs["sweep"].result()
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
     measured = [p for p in doc["points"] if not p.get("predicted")]
@@ -89,19 +109,16 @@ def test_recommend_sweeps_a_script_over_device_counts():
 
 
 @pytest.mark.tf
-def test_the_readmes_script_runs_as_written_on_2_devices(tmp_path):
-    """The README's own script (its first python block under "Your own training
-    script"), copied as a new user would, gets 2 replicas and a phase breakdown."""
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    section = readme[readme.index("## Your own training script") :]
-    begin = section.index("```python\n") + len("```python\n")
-    code = section[begin : section.index("\n```", begin)]
-    script = tmp_path / "train.py"
-    script.write_text(code.replace("epochs=2", "epochs=1"))
-    proc = _gpuscale(
-        "run", "--json", "--no-record", "--devices", "2", "--", sys.executable, str(script)
-    )
+def test_the_readmes_script_runs_as_written_on_2_devices_without_a_gpu(script_runs):
+    """The README's own script, copied as a new user would, run with ``--devices 2``
+    and no GPU: 2 CPU logical devices, its fit batch split across the 2 replicas, a
+    phase breakdown. (One run for what were two tests, of this script and of
+    train_readme.py.)"""
+    batch = int(re.search(r"batch_size=(\d+)", _readme_script()).group(1))
+    proc = script_runs["readme"].result()
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
-    assert summary["devices"] == 2 and summary["model"] == "train.py"
+    assert summary["devices"] == 2 and summary["platform"] == "cpu-logical"
+    assert summary["per_replica_batch"] == batch // 2 and summary["global_batch"] == batch
+    assert summary["model"] == "train.py"
     assert summary["phase_steps"] > 0

@@ -137,12 +137,6 @@ def test_one_script_one_name_alone_and_under_gpuscale(tmp_path):
     long before TensorFlow is imported): no warning, the same name, and recommend
     --from combines the two recordings."""
     env = _env(tmp_path, GPUSCALE_DEVICES="2")
-    plain = subprocess.run(
-        [sys.executable, str(SCRIPT)], env=env, capture_output=True, text=True, timeout=240
-    )
-    assert plain.returncode == 0, plain.stderr[-3000:]
-    (plain_path,) = (tmp_path / "runs").glob("*.ndjson")
-
     watched_path = tmp_path / "watched.ndjson"
     run = ScriptRun(
         [sys.executable, str(SCRIPT)],
@@ -151,7 +145,15 @@ def test_one_script_one_name_alone_and_under_gpuscale(tmp_path):
         sampler=False,
         env=env,
     )
-    events = _collect(run)
+    run.start()  # the two runs side by side: nothing here compares their timings
+    plain = subprocess.run(
+        [sys.executable, str(SCRIPT)], env=env, capture_output=True, text=True, timeout=240
+    )
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    (plain_path,) = (tmp_path / "runs").glob("*.ndjson")  # the watched script records none
+
+    events = list(run.events(timeout=240))
+    assert run.done, "the run did not end in time"
     assert run.status == "completed"
     assert not any(HINT in m for m in _logs(events))
     starts = [e for e in events if isinstance(e, StartEvent)]

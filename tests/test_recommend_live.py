@@ -1,8 +1,11 @@
 """`gpuscale recommend` live: a real (tiny) sweep of the trainer on 1 and 2 CPU
-logical devices, recorded; the recordings read back through --from."""
+logical devices, recorded, run once for the module; its recordings read back
+through --from, and each count compared with a standalone `gpuscale run` of it."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -16,6 +19,8 @@ import pytest
 
 pytestmark = pytest.mark.tf
 
+TINY = ["--width", "4", "--global-batch", "16", "--steps", "60", "--warmup-steps", "10"]
+
 
 def _gpuscale(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(
@@ -27,14 +32,57 @@ def _gpuscale(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     )
 
 
-def test_live_sweep_records_each_run_and_recommends(_isolated_data_dir: Path):
-    env = {**os.environ, "GPUSCALE_DATA_DIR": str(_isolated_data_dir)}
-    tiny = ["--width", "4", "--global-batch", "16", "--steps", "12", "--warmup-steps", "2"]
-    result = _gpuscale(
-        "recommend", "--sweep", "1,2", *tiny, "--phase-every", "4", "--json", env=env
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    doc = json.loads(result.stdout)
+def _gpuscale_thread_cpu(stop: threading.Event, used_s: dict[str, float]) -> None:
+    """Until ``stop``: each gpuscale thread's CPU time (user + system) so far, by name
+    and thread id, sampled every 0.2 s (a thread's time only grows)."""
+    me = psutil.Process()
+    while not stop.wait(0.2):
+        names = {t.native_id: t.name for t in threading.enumerate()}
+        for t in me.threads():
+            name = names.get(t.id, "")
+            if name.startswith("gpuscale"):
+                key = f"{name} ({t.id})"
+                used_s[key] = max(used_s.get(key, 0.0), t.user_time + t.system_time)
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory) -> dict:
+    """``gpuscale recommend --sweep 1,2 --json`` of a tiny mnist-cnn, run once in this
+    process (so its threads can be watched) with a data folder of its own: the exit
+    code, stdout, stderr, the wall clock, each gpuscale thread's CPU time and the
+    environment that points a `gpuscale` process at its data folder."""
+    from gpuscale.cli import main
+
+    data_dir = tmp_path_factory.mktemp("sweep-data")
+    used_s: dict[str, float] = {}
+    stop = threading.Event()
+    poller = threading.Thread(target=_gpuscale_thread_cpu, args=(stop, used_s), daemon=True)
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GPUSCALE_DATA_DIR", str(data_dir))
+        poller.start()
+        began = time.monotonic()
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                code = main(["recommend", "--sweep", "1,2", *TINY, "--json"])
+        finally:
+            stop.set()
+            poller.join()
+        wall_s = time.monotonic() - began
+    return {
+        "code": code,
+        "out": out.getvalue(),
+        "err": err.getvalue(),
+        "wall_s": wall_s,
+        "used_s": used_s,
+        "env": {**os.environ, "GPUSCALE_DATA_DIR": str(data_dir)},
+    }
+
+
+def test_live_sweep_records_each_run_and_recommends(sweep):
+    env = sweep["env"]
+    assert sweep["code"] == 0, sweep["err"][-2000:]
+    doc = json.loads(sweep["out"])
     measured = [p for p in doc["points"] if not p.get("predicted")]
     assert [p["devices"] for p in measured] == [1, 2]
     assert all(p["platform"] == "cpu-logical" and p["scaling"] == "strong" for p in measured)
@@ -55,8 +103,8 @@ def test_live_sweep_records_each_run_and_recommends(_isolated_data_dir: Path):
         assert len(run.start.devices) == n and run.start.config["devices"] == n
         resolved = run.start.config["resolved"]
         assert resolved["shared_process"] == {"counts": [1, 2], "run": n}
-        assert run.end is not None and run.end.status == "completed" and run.end.steps == 12
-        assert run.end.summary["steps_counted"] == 10
+        assert run.end is not None and run.end.status == "completed" and run.end.steps == 60
+        assert run.end.summary["steps_counted"] == 50
         starts = [e for e in run.events if isinstance(e, StartEvent) and not e.provisional]
         assert len(starts) == 1 and sum(isinstance(e, EndEvent) for e in run.events) == 1
     assert runs[0].start.pid == runs[1].start.pid
@@ -69,12 +117,10 @@ def test_live_sweep_records_each_run_and_recommends(_isolated_data_dir: Path):
     assert [p["step_time_s"] for p in points] == [p["step_time_s"] for p in measured]
 
     # Both runs carry one sweep id, each its place; the sweep is found again by it.
-    from gpuscale.recording.reader import load_run
-
     refs = [load_run(r).start.sweep for r in recordings]
     assert refs[0] is not None and refs[0].id == refs[1].id
     assert [(r.index, r.planned) for r in refs] == [(0, [1, 2]), (1, [1, 2])]
-    assert f"Recorded as {refs[0].id}" not in result.stderr  # --json: quiet
+    assert f"Recorded as {refs[0].id}" not in sweep["err"]  # --json: quiet
     listed = json.loads(_gpuscale("runs", "--json", env=env).stdout)
     (group,) = listed["sweeps"]
     assert group["id"] == refs[0].id and not group["guessed"]
@@ -90,20 +136,7 @@ RUN_CONFIG_ONLY = ("shared_process",)
 its trainer process ran, and which of them it was."""
 
 
-def _gpuscale_thread_cpu(stop: threading.Event, used_s: dict[str, float]) -> None:
-    """Until ``stop``: each gpuscale thread's CPU time (user + system) so far, by name
-    and thread id, sampled every 0.2 s (a thread's time only grows)."""
-    me = psutil.Process()
-    while not stop.wait(0.2):
-        names = {t.native_id: t.name for t in threading.enumerate()}
-        for t in me.threads():
-            name = names.get(t.id, "")
-            if name.startswith("gpuscale"):
-                key = f"{name} ({t.id})"
-                used_s[key] = max(used_s.get(key, 0.0), t.user_time + t.system_time)
-
-
-def test_live_sweep_counts_measure_what_standalone_runs_measure(_isolated_data_dir: Path, capsys):
+def test_live_sweep_counts_measure_what_standalone_runs_measure(sweep, tmp_path: Path):
     """Each device count of a live sweep (one trainer process for both) is the
     measurement `gpuscale run` makes of the same configuration on its own: the same
     resolved configuration, devices, batch and counted steps, and nothing of gpuscale
@@ -112,39 +145,41 @@ def test_live_sweep_counts_measure_what_standalone_runs_measure(_isolated_data_d
     comparing two runs' step times, which disagree beyond their noise on a loaded
     machine (seen in CI): a thread that waits uses no CPU however busy the machine
     is, while a spinning one takes a share of a core for the whole sweep."""
-    from gpuscale.cli import main
     from gpuscale.recording.reader import load_run
 
-    env = {**os.environ, "GPUSCALE_DATA_DIR": str(_isolated_data_dir)}
-    tiny = ["--width", "4", "--global-batch", "16", "--steps", "60", "--warmup-steps", "10"]
-    used_s: dict[str, float] = {}
-    stop = threading.Event()
-    poller = threading.Thread(target=_gpuscale_thread_cpu, args=(stop, used_s), daemon=True)
-    poller.start()
-    began = time.monotonic()
-    try:
-        code = main(["recommend", "--sweep", "1,2", *tiny, "--json"])
-    finally:
-        stop.set()
-        poller.join()
-    wall_s = time.monotonic() - began
-    out = capsys.readouterr()
-    assert code == 0, out.err[-2000:]
-    measured = [p for p in json.loads(out.out)["points"] if not p.get("predicted")]
+    assert sweep["code"] == 0, sweep["err"][-2000:]
+    measured = [p for p in json.loads(sweep["out"])["points"] if not p.get("predicted")]
     assert [p["devices"] for p in measured] == [1, 2]
+    used_s, wall_s = sweep["used_s"], sweep["wall_s"]
     assert used_s, "no gpuscale thread was seen during the sweep"
     busy = {name: s for name, s in used_s.items() if s > 0.1 * wall_s}
     assert not busy, f"gpuscale threads busy beside the sweep's {wall_s:.0f} s: {busy}"
 
+    # the standalone runs of both counts at once (nothing here compares their timings)
+    env = {**os.environ, "GPUSCALE_DATA_DIR": str(tmp_path)}
+    alone = {
+        p["devices"]: subprocess.Popen(
+            [sys.executable, "-m", "gpuscale", "run", "--devices", str(p["devices"]), *TINY]
+            + ["--record", str(tmp_path / f"alone-{p['devices']}.ndjson"), "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for p in measured
+    }
+    try:
+        finished = {n: proc.communicate(timeout=300) for n, proc in alone.items()}
+    finally:
+        for proc in alone.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     for point in measured:
         n = point["devices"]
+        assert alone[n].returncode == 0, finished[n][1][-2000:]
         swept = load_run(Path(point["source"]))
-        path = _isolated_data_dir / f"alone-{n}.ndjson"
-        alone = _gpuscale(
-            "run", "--devices", str(n), *tiny, "--record", str(path), "--json", env=env
-        )
-        assert alone.returncode == 0, alone.stderr[-2000:]
-        standalone = load_run(path)
+        standalone = load_run(tmp_path / f"alone-{n}.ndjson")
         resolved = {
             k: v for k, v in swept.start.config["resolved"].items() if k not in RUN_CONFIG_ONLY
         }

@@ -1,12 +1,15 @@
-"""The split step (trainer/split_step.py) trains exactly as the fused step does:
-a tiny MLP on 2 logical CPU devices, in a child process (the devices must be
-set before TensorFlow starts)."""
+"""The fused step applies the mean gradient once, and the split step
+(trainer/split_step.py) trains exactly as the fused step does: a tiny MLP on 2
+logical CPU devices, each check in a child process of its own (the devices must be
+set before TensorFlow starts), the three started together (they compare values,
+never timings)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 
@@ -109,6 +112,31 @@ print("ok")
 """
 
 
+AGGREGATION_CHECK = """
+import numpy as np, tensorflow as tf, keras
+from gpuscale.trainer import loop
+from gpuscale.trainer.options import TrainConfig
+config = TrainConfig(devices=2, model="mlp", batch_per_replica=8, steps=2, warmup_steps=0)
+trainer = loop.Trainer(config, loop.setup_devices(config))
+with trainer.strategy.scope():
+    trainer.optimizer = keras.optimizers.SGD(learning_rate=1.0)
+    trainer.optimizer.build(trainer.variables)
+trainer._compile_functions()
+batch = next(trainer.batches())
+local = trainer.strategy.experimental_local_results
+x, y = tf.concat(local(batch[0]), 0), tf.concat(local(batch[1]), 0)
+with tf.GradientTape() as tape:
+    loss = tf.reduce_mean(trainer.loss(y, trainer.model(x, training=True)))
+grads = tape.gradient(loss, [loop._variable(v) for v in trainer.variables])
+before = [v.numpy().copy() for v in trainer.variables]
+trainer._sync(trainer.train_fn(batch))
+for b, v, g in zip(before, trainer.variables, grads):
+    update, g = b - v.numpy(), g.numpy()
+    assert np.allclose(update, g, rtol=1e-4, atol=1e-6 * np.abs(g).max()), (v.name, update.ravel()[:3], g.ravel()[:3])
+print("ok")
+"""
+
+
 def run_child(code: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-c", code],
@@ -119,16 +147,33 @@ def run_child(code: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_the_split_step_leaves_every_variable_as_the_fused_step_does():
+@pytest.fixture(scope="module")
+def children() -> dict[str, Future]:
+    """Every check's child process, all started at once; each test waits for its own."""
+    checks = {"mean": AGGREGATION_CHECK, "split": SAME_AS_TRAIN_FN, "summed": SUMMED_TWICE}
+    with ThreadPoolExecutor(len(checks)) as pool:
+        yield {name: pool.submit(run_child, code) for name, code in checks.items()}
+
+
+def test_train_step_applies_the_mean_gradient_once(children):
+    """Keras 3 sums across replicas inside optimizer.apply; the trainer must not
+    reduce again: with SGD(lr=1) one step on 2 replicas moves the variables by
+    exactly the mean gradient of the whole global batch (twice it if gradients
+    were aggregated twice)."""
+    result = children["mean"].result()
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-2000:]
+
+
+def test_the_split_step_leaves_every_variable_as_the_fused_step_does(children):
     """Same state, same batch: train_fn and the split step end with the same
     variables and optimizer state on every replica (SGD with lr=1, where a double
     or a missing sum shows as 2x or per-replica updates, also inside a
     LossScaleOptimizer; and Adam); a run probes
     on split steps, the step after each decision."""
-    result = run_child(SAME_AS_TRAIN_FN)
+    result = children["split"].result()
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
 
 
-def test_an_optimizer_that_cannot_skip_its_sum_keeps_the_two_pass_probe():
-    result = run_child(SUMMED_TWICE)
+def test_an_optimizer_that_cannot_skip_its_sum_keeps_the_two_pass_probe(children):
+    result = children["summed"].result()
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]

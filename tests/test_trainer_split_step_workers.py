@@ -1,8 +1,10 @@
-"""The split step (trainer/split_step.py) on MultiWorkerMirroredStrategy trains
-exactly as the fused step does, on every worker alike: two local workers
-(TF_CONFIG on loopback, one CPU device each), each a child process running the
-same code (their collectives must match); and a budgeted run's probes are split
-steps at the same steps on both workers."""
+"""The multi-worker steps (trainer/split_step.py, and ``Trainer._voting_step`` in
+trainer/loop.py) train exactly as the fused step does, on every worker alike: two
+local workers (TF_CONFIG on loopback, one CPU device each), each a child process
+running the same code (their collectives must match), once for the module: the
+split step, a budgeted run whose probes are split steps at the same steps on both
+workers, then the step that carries the probe ballot, summing worker 0's alone.
+(A process makes one MultiWorkerMirroredStrategy, so one cluster checks all.)"""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from tests.local_workers import run_workers
 pytestmark = pytest.mark.tf
 
 WORKER = """
-import hashlib, json, numpy as np, keras
+import hashlib, json, numpy as np, keras, tensorflow as tf
 from gpuscale.events.schema import PhaseEvent
 from gpuscale.trainer import loop
 from gpuscale.trainer.options import TrainConfig
@@ -75,21 +77,55 @@ for name in ("sgd", "loss-scaled sgd"):
         trainer.optimizer.build(trainer.variables)
     trainer._compile_functions()
     check(name)
+
+# The voting step: the same step with the probe ballot summed in it, against the
+# fused step from the same state, SGD(lr=1): a double sum (2x) or none (each worker
+# its own) cannot pass for the fused step's one sum.
+with trainer.strategy.scope():
+    trainer.optimizer = with_skippable_sum(keras.optimizers.SGD)(learning_rate=1.0)
+    trainer.optimizer.build(trainer.variables)
+trainer._compile_functions()
+state = [*trainer.variables, *trainer.optimizer.variables]
+batch = next(trainer.batches())
+start = [local(loop._variable(v))[0].numpy() for v in state]
+trainer._sync(trainer.train_fn(batch))
+fused = [local(loop._variable(v))[0].numpy() for v in state]
+for v, value in zip(state, start):
+    v.assign(value)
+total = trainer._voting_step(batch, tf.constant(1.0))  # every worker casts 1: one counts
+assert trainer.voting_train_fn is not trainer._separate_voting_fn, "the ballot did not ride"
+assert total == 1.0, total
+after = [local(loop._variable(v))[0].numpy() for v in state]
+moved = 0
+for v, s, f, a in zip(state, start, fused, after):
+    assert np.allclose(a, f, rtol=1e-6, atol=1e-7), ("voting", v.name, a.ravel()[:3], f.ravel()[:3])
+    moved += not np.array_equal(f, s)
+assert moved >= len(trainer.variables), ("voting", "the step moved too few variables")
+assert trainer._voting_step(batch, tf.constant(0.0)) == 0.0
+report["voting"] = "ok"
 print(json.dumps(report))
 """
 
 
-def test_the_split_step_on_two_workers_trains_as_the_fused_step_on_both():
+@pytest.fixture(scope="module")
+def reports() -> list[tuple[dict | None, str]]:
+    """Each worker's report (None if it printed none) and the end of its stderr,
+    worker 0 first."""
+    out = []
+    for returncode, stdout, err in run_workers(WORKER, timeout=300):
+        last = stdout.strip().splitlines()[-1:] if returncode == 0 else []
+        out.append((json.loads(last[0]) if last else None, err[-3000:]))
+    return out
+
+
+def test_the_split_step_on_two_workers_trains_as_the_fused_step_on_both(reports):
     """Same state, same batch: the fused step and the split step end with the same
     variables and optimizer slots on each worker (SGD with lr=1, where a double or a
     missing sum shows as 2x or per-worker updates; and Adam), identical on both
     workers; a budgeted run probes on split steps at the same steps on both."""
-    results = run_workers(WORKER, timeout=300)
-    reports = []
-    for returncode, out, err in results:
-        assert returncode == 0 and out.strip(), err[-3000:]
-        reports.append(json.loads(out.strip().splitlines()[-1]))
-    chief, other = reports
+    for report, err in reports:
+        assert report is not None, err
+    chief, other = (report for report, _ in reports)
     assert chief["usable"], chief["problem"]
     for name in (
         "adam",
@@ -101,3 +137,11 @@ def test_the_split_step_on_two_workers_trains_as_the_fused_step_on_both():
     assert chief["phases"], "the budgeted run never probed"
     assert chief["phases"] == other["phases"]
     assert {method for _, method in chief["phases"]} == {"split-step"}
+
+
+def test_the_voting_step_trains_as_the_fused_step_and_counts_worker_0s_ballot(reports):
+    """On each worker: the step with the ballot riding the gradients' all-reduce
+    moves every variable as the fused step does, and the sum of every worker's
+    ballot of 1 is 1 (worker 0's alone), of 0 is 0."""
+    for report, err in reports:
+        assert report is not None and report.get("voting") == "ok", err

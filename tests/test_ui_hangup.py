@@ -32,11 +32,14 @@ def _in_a_terminal(argv: list[str], cwd: Path) -> tuple[int, int]:
     return pid, master
 
 
-def _read_for(master: int, seconds: float) -> bytes:
+def _read_until(master: int, ready, seconds: float = 60.0) -> bytes:
+    """Read the terminal (so its writer never blocks) until ``ready(output so far)``:
+    an event, not a time; ``seconds`` only keeps a hang from lasting for ever."""
     out = b""
     deadline = time.monotonic() + seconds
     os.set_blocking(master, False)
-    while time.monotonic() < deadline:
+    while not ready(out):
+        assert time.monotonic() < deadline, f"not ready after {seconds:g} s: {out[-500:]!r}"
         try:
             out += os.read(master, 65536)
         except BlockingIOError:
@@ -44,6 +47,11 @@ def _read_for(master: int, seconds: float) -> bytes:
         except OSError:
             break
     return out
+
+
+def _recorded(path: Path, message: str) -> bool:
+    """The recording at ``path`` holds a log line ``message`` (flushed to disk)."""
+    return path.exists() and f'"message":"{message}"' in path.read_text()
 
 
 def _gone_within(pid: int, seconds: float) -> bool:
@@ -66,7 +74,16 @@ def test_issue17_case8_a_lost_terminal_ends_gpuscale_within_5_s(tmp_path, comman
     pid, master = _in_a_terminal(argv, tmp_path)
     script = None
     try:
-        _read_for(master, 6.0)  # let the dashboard take the terminal
+        # the terminal goes once gpuscale has it: the dashboard drawn (its footer),
+        # the script's first line recorded
+        recording = tmp_path / "w.ndjson"
+        _read_until(
+            master,
+            lambda out: (
+                (command == "run" or b"Quit" in out)
+                and (command == "replay" or _recorded(recording, "still training 0"))
+            ),
+        )
         if command in ("watch", "run"):
             deadline = time.monotonic() + 30
             while script is None and time.monotonic() < deadline:

@@ -23,7 +23,9 @@ class FakeClock:
 class FakeLiveRun(RunBase):
     """Stands in for gpuscale.live.trainer_run.LiveRun: the real run base (its queue and
     ``drain``), fed a fixed list of events and ending in None once the run is
-    over; records whether start() and stop() were called."""
+    over; records whether start() and stop() were called. Stopped, it is over, as
+    a real run is once its ``stop`` returns (a second ``LiveSource.stop`` waits for
+    that: 6 s for a fake that never ended)."""
 
     def __init__(self, events: list[Event], *, finish: bool = True) -> None:
         self._init_run()
@@ -41,8 +43,10 @@ class FakeLiveRun(RunBase):
         return self
 
     def stop(self) -> None:
+        """As a real run's: returns once the run is over (``wait`` returns at once)."""
         self.stop_calls += 1
         self.queue.put(None)
+        self._done.set()
 
 
 def cpu_run(**kwargs) -> list[Event]:
