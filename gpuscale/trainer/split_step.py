@@ -6,8 +6,9 @@ step that trains (imports TensorFlow).
   ``get_replica_context().all_reduce(SUM, grads)``; returns the summed gradients
   (they stay on the devices) and a value read from each, fetched on the host.
 * *apply* (B): ``optimizer.apply(summed)`` on every replica, without summing
-  again, synchronised as the fused step is (a value that waits for every
-  updated variable).
+  again, synchronised as the fused step is (a small value fetched from every
+  replica after the call, which comes back only once every update is done:
+  :mod:`gpuscale.trainer.loop` says why).
 
 Keras 3's TensorFlow optimizer sums the gradients across replicas itself, inside
 ``apply`` (``_backend_update_step`` calls ``_all_reduce_sum_gradients``), and has
@@ -122,7 +123,7 @@ class SplitStep:
 
     ``replica_gradients(*batch)`` is forward + backward on one replica;
     ``apply_replica(grads)`` applies gradients on one replica and returns a
-    value that waits for every updated variable (the fused step's own ending);
+    small value to fetch from every replica (the fused step's own ending);
     ``state`` are the variables a step changes (the model's and the
     optimizer's), put back after :meth:`prepare` compiled *apply*."""
 
