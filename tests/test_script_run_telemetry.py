@@ -67,21 +67,28 @@ def test_telemetry_reaches_the_consumer_and_the_recording_before_the_scripts_sta
     assert samples and samples[0].t < loaded.end.t
 
 
-def test_run_prints_a_scripts_start_once(tmp_path):
-    """`gpuscale run -- COMMAND` shows no samples: it keeps its telemetry with the
-    script's events, so it prints the run's start once, not a provisional one first."""
+def _gpuscale_run(options: list[str], code: str, data: Path, columns: int):
+    """``gpuscale run OPTIONS --no-record -- python -c CODE`` in a child process."""
     import os
     import subprocess
 
     done = subprocess.run(
-        [sys.executable, "-m", "gpuscale", "run", "--no-record", "--"]
-        + [sys.executable, "-c", "import time; print('hi', flush=True); time.sleep(1.5)"],
+        [sys.executable, "-m", "gpuscale", "run", *options, "--no-record", "--"]
+        + [sys.executable, "-c", code],
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "GPUSCALE_DATA_DIR": str(tmp_path), "COLUMNS": "200"},
+        env={**os.environ, "GPUSCALE_DATA_DIR": str(data), "COLUMNS": str(columns)},
     )
     assert done.returncode == 0, done.stderr[-2000:]
+    return done
+
+
+def test_run_prints_a_scripts_start_once(tmp_path):
+    """`gpuscale run -- COMMAND` shows no samples: it keeps its telemetry with the
+    script's events, so it prints the run's start once, not a provisional one first."""
+    code = "import time; print('hi', flush=True); time.sleep(1.5)"
+    done = _gpuscale_run([], code, tmp_path, 200)
     shown = done.stderr + done.stdout  # the progress on stderr, the report on stdout
     headers = [line for line in shown.splitlines() if " on 1 x CPU, strategy unknown" in line]
     assert len(headers) == 1, shown
@@ -90,16 +97,5 @@ def test_run_prints_a_scripts_start_once(tmp_path):
 def test_devices_asked_of_a_script_without_gpuscale_keras_is_said_not_applied(tmp_path):
     """`--devices 2` reaches a script through `import gpuscale.keras`: a script without
     it ran on what TensorFlow found, and the warning says --devices was not applied."""
-    import os
-    import subprocess
-
-    done = subprocess.run(
-        [sys.executable, "-m", "gpuscale", "run", "--devices", "2", "--no-record", "--"]
-        + [sys.executable, "-c", "print('hi')"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "GPUSCALE_DATA_DIR": str(tmp_path), "COLUMNS": "400"},
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = _gpuscale_run(["--devices", "2"], "print('hi')", tmp_path, 400)
     assert "--devices 2 was not applied either" in done.stderr, done.stderr
