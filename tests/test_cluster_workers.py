@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from script_flags import wait_for_flag
 
 from gpuscale.errors import GpuscaleError
 from gpuscale.events.schema import (
@@ -57,14 +58,7 @@ def _collect(run: ScriptRun, timeout_s: float = 150.0, on_event=None) -> list:
 
 
 def _wait_for_flag(flag: Path) -> str:
-    """A script that waits for ``flag``, which the test creates on an event it saw
-    (at most 60 s, so a missing event fails the test rather than hangs it)."""
-    return (
-        "import os, time\n"
-        "deadline = time.monotonic() + 60\n"
-        f"while not os.path.exists({str(flag)!r}) and time.monotonic() < deadline:\n"
-        "    time.sleep(0.02)\n"
-    )
+    return wait_for_flag(flag, 60)
 
 
 @pytest.mark.tf

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from script_flags import wait_for_flag
 
 from gpuscale.events.schema import LogEvent, StartEvent, StepEvent
 from gpuscale.live.script_run import ADD_CALLBACK_HINT, PROVISIONAL_NOTE, ScriptRun
@@ -44,14 +45,7 @@ def _logs(events: list) -> list[str]:
 
 
 def _wait_for_flag(flag: Path) -> str:
-    """Script lines that wait for ``flag``, which the test creates on an event it saw
-    (at most 120 s, so a missing event fails the test rather than hangs it)."""
-    return (
-        "import os, time\n"
-        "deadline = time.monotonic() + 120\n"
-        f"while not os.path.exists({str(flag)!r}) and time.monotonic() < deadline:\n"
-        "    time.sleep(0.02)\n"
-    )
+    return wait_for_flag(flag, 120)
 
 
 def _collect_flagging(run: ScriptRun, flag: Path, timeout_s: float = 120) -> list:
