@@ -28,6 +28,9 @@ def test_signals_after_the_first_cut_neither_the_report_nor_the_recording(tmp_pa
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "GPUSCALE_DATA_DIR": str(tmp_path), "COLUMNS": "100"},
+        # a pytest started with SIGINT ignored (``(pytest &)`` from a script) would pass
+        # that on, and gpuscale would never see the signal this test sends
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         # the run is under way once the script's first line is on disk (an event)
@@ -36,7 +39,9 @@ def test_signals_after_the_first_cut_neither_the_report_nor_the_recording(tmp_pa
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.05)
         sent = 0
-        while proc.poll() is None:  # the first signal, then more until gpuscale has exited
+        deadline = time.monotonic() + 60  # a hang guard only
+        while proc.poll() is None and time.monotonic() < deadline:
+            # the first signal, then more until gpuscale has exited
             try:
                 proc.send_signal(signum)
             except ProcessLookupError:
