@@ -512,3 +512,51 @@ def test_predictions_are_anchored_at_the_largest_measured_count():
     expected = model.throughput(8) * measured4 / model.throughput(4)
     assert row8.predicted and (row8.throughput or 0) == pytest.approx(expected, rel=0.05)
     assert rec.devices == 2 and not rec.predicted
+
+
+@pytest.mark.parametrize(
+    ("platform", "workers", "borrowed_from"),
+    [("gpu", 1, None), ("cpu-logical", 1, "CPU logical devices"), ("gpu", 2, "several machines")],
+)
+def test_ranges_for_links_no_published_table_has_say_they_are_borrowed(
+    capsys, tmp_path, platform, workers, borrowed_from
+):
+    """CPU logical devices and several machines get the ranges of every GPU link at
+    the same load: the table's footer and --json's coverage_basis say so, and that
+    none of the published tables has such a link; GPU sweeps are calibrated as such."""
+    f = tmp_path / "t.json"
+    per_worker = 1 if workers > 1 else None
+    points = [
+        {"devices": n, "throughput": x} | ({"workers": n} if per_worker else {})
+        for n, x in ALEXNET.items()
+    ]
+    f.write_text(
+        json.dumps(
+            {
+                "format": "gpuscale-sweep",
+                "version": 1,
+                "defaults": {
+                    "scaling": "weak",
+                    "per_replica_batch": 896,
+                    "model": "alexnet",
+                    "platform": platform,
+                },
+                "points": points,
+            }
+        )
+    )
+    assert main(["recommend", "--from", str(f)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert main(["recommend", "--json", "--from", str(f)]) == 0
+    bases = {
+        p.get("coverage_basis")
+        for p in json.loads(capsys.readouterr().out)["points"]
+        if p.get("predicted") and p.get("coverage") is not None
+    }
+    assert bases and None not in bases
+    assert "80% ranges calibrated on published scaling tables" in out
+    if borrowed_from is None:
+        assert "borrowed" not in out and not any("borrowed" in b for b in bases)
+    else:
+        assert f"borrowed (none has {borrowed_from})" in out
+        assert all(f"no published table has {borrowed_from}" in b for b in bases)

@@ -146,6 +146,14 @@ CLASSES = ("nvswitch", "nvlink", "pcie", "host", "network", "unknown")
 
 GPU_CLASSES = ("nvswitch", "nvlink", "pcie", "unknown")
 """The classes the corpus has tables of (single machines of GPUs)."""
+BORROWED = {"host": "CPU logical devices", "network": "several machines"}
+"""The classes the corpus has no tables of, in words: their ranges are borrowed."""
+
+
+def borrowed(point: SweepPoint) -> str | None:
+    """What the published tables have none of (``CPU logical devices``, ``several
+    machines``) where ``point``'s range is borrowed from GPU tables; else ``None``."""
+    return BORROWED.get(interconnect_class(point))
 
 
 class Stratum(msgspec.Struct, kw_only=True):
@@ -237,9 +245,18 @@ class Calibration(msgspec.Struct, kw_only=True, dict=True):
     seeds: SeedRange | None = None
     """Ranges for the exchanges the corpus does not cover (``None``: no range)."""
 
-    def statement(self) -> str:
-        """The coverage statement of a prediction ranged by the corpus strata."""
-        return f"{self.coverage:.0%} nominal, calibrated on {self.source}"
+    def statement(self, interconnect: str | None = None) -> str:
+        """The coverage statement of a prediction ranged by the corpus strata; for a
+        link the published tables have none of (``host``, ``network``), it says the
+        range is borrowed from every GPU link at the same exchange load."""
+        said = f"{self.coverage:.0%} nominal, calibrated on {self.source}"
+        lacking = BORROWED.get(interconnect or "")
+        if lacking:
+            said += (
+                f"; borrowed: no published table has {lacking}, so the range of every "
+                "GPU link at this exchange load"
+            )
+        return said
 
     @functools.cached_property
     def _index(self) -> dict[tuple[str, str, int, int], Stratum]:
@@ -421,7 +438,7 @@ def predicted_point(
         throughput_high=x * (1 + max(stratum.q_high, 0.0)),
         throughput_safe=x * (1 + stratum.bet_bound),
         coverage=calibration.coverage if calibration else None,
-        coverage_basis=calibration.statement() if calibration else None,
+        coverage_basis=calibration.statement(interconnect) if calibration else None,
         note=(point.note or "")
         + (f"; x{factor:.2f} {interconnect} prior" if abs(factor - 1) > 0.005 else "")
         + (
@@ -488,8 +505,7 @@ def two_level_point(
         throughput_high=x * (1 + max(stratum.q_high, 0.0)),
         throughput_safe=x * (1 + stratum.bet_bound),
         coverage=calibration.coverage,
-        coverage_basis=calibration.statement()
-        + ", all single machines (no multi-worker table: the pooled strata)",
+        coverage_basis=calibration.statement("network"),
     )
 
 

@@ -13,6 +13,7 @@ from rich.text import Text as _RichText
 from gpuscale.analysis.decide import MIN_GAIN_PER_DOUBLING, own_speedup, table_base
 from gpuscale.analysis.metrics import resolved
 from gpuscale.analysis.phase_report import count_precision_text, precision_meaning
+from gpuscale.analysis.predict import borrowed
 from gpuscale.analysis.recommend import Recommendation
 from gpuscale.analysis.sweep import Sweep
 from gpuscale.commands.console import layout_width, print_at_width, text_console
@@ -433,8 +434,11 @@ def render(
                 else "predicted: value (low\u2013high)"
             )
             # a guessed range (an exchange the published tables lack) says so, not 80 %
+            # CPU logical devices, several machines: no published table has them
+            lacking = sorted({b for r in rows if r.predicted and (b := borrowed(r))})
             said = (
                 f"{format_fraction_pct(max(coverages))} ranges calibrated on published scaling tables"
+                + (f" of GPUs, borrowed (none has {' or '.join(lacking)})" if lacking else "")
                 if coverages
                 else next(iter(guesses)) or "a guess, not a calibrated range"
             )
