@@ -23,9 +23,12 @@ the sum of its fits. Printed: the step-time-only overhead
 against the dense reference (pooled over the rounds, and per round), and last
 ``wall overhead: X%`` = median over rounds of wall(gpuscale) / wall(plain) - 1.
 Tracing the train function and compiling the probe (once per process) are done
-before the rounds.
+before the rounds. By default all of it runs in 3 fresh processes, one after the
+other (``--processes``), and the last two lines are the medians over them
+(:mod:`benchmarks.processes` says why).
 
-Run: ``python benchmarks/callback_overhead.py [--rounds R] [--steps N] [--probe-budget 2%]``.
+Run: ``python benchmarks/callback_overhead.py [--rounds R] [--steps N] [--probe-budget 2%]
+[--processes P]``.
 """
 
 from __future__ import annotations
@@ -34,9 +37,12 @@ import argparse
 import os
 import queue
 import statistics
+import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks.processes import in_processes  # noqa: E402
 
 
 def main() -> int:
@@ -54,7 +60,20 @@ def main() -> int:
     parser.add_argument("--dense-steps", type=int, default=100, help="steps of the dense epoch")
     parser.add_argument("--probe-budget", type=parse_budget, default=0.02)
     parser.add_argument("--batch", type=int, default=64, help="global batch")
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=3,
+        help="run the rounds in this many fresh processes, one after the other, and "
+        "report the median of their figures (1: this process alone)",
+    )
     args = parser.parse_args()
+    if args.processes > 1:
+        return in_processes(
+            __file__,
+            args.processes,
+            ("step-time-only overhead (callback without probes)", "wall overhead"),
+        )
 
     import tensorflow as tf
 

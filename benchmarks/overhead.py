@@ -38,7 +38,7 @@ method (with ``both``: the split step), ``step-time-only overhead`` and
 ``wall overhead: X%``. Compiling the probe's functions and the split step (once
 per process) is done before the rounds. By default all of it runs in 3 fresh
 processes, one after the other (``--processes``), and the last two lines are the
-medians over them (:func:`in_processes` says why).
+medians over them (:mod:`benchmarks.processes` says why).
 
 Run: ``python benchmarks/overhead.py [--rounds R] [--steps N] [--probe-budget 2%]
 [--probe-method split|two-pass|both]``.
@@ -54,6 +54,9 @@ import time
 
 import msgspec
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks.processes import in_processes  # noqa: E402
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 METHODS = {
@@ -63,44 +66,6 @@ METHODS = {
 }
 """``--probe-method``: the trainer's ``probe_method`` values each arm runs."""
 LABELS = {"split-step": "split", "differenced": "two-pass"}
-
-
-def in_processes(count: int) -> int:
-    """The whole benchmark ``count`` times, each in a fresh process (``--processes
-    1``), one after the other: each process's output as it comes, then the median
-    over processes of its two last figures, last ``wall overhead: X%``. Measured on a
-    2-core machine (2026-11-26): the trainer's compiled step runs a fixed -1% to +5%
-    against the plain one for a whole process, so one process's figure lands near 0%
-    or near 6% whatever the code; the median of several says what a user meets."""
-    import re
-    import subprocess
-
-    argv = [a for a in sys.argv[1:]]
-    if "--processes" in argv:
-        at = argv.index("--processes")
-        del argv[at : at + 2]
-    figures: dict[str, list[float]] = {"step-time-only overhead": [], "wall overhead": []}
-    for n in range(count):
-        print(f"--- process {n + 1} of {count}", flush=True)
-        done = subprocess.run(
-            [sys.executable, __file__, *argv, "--processes", "1"],
-            capture_output=True,
-            text=True,
-        )
-        sys.stdout.write(done.stdout)
-        if done.returncode != 0:
-            sys.stderr.write(done.stderr[-3000:])
-            return done.returncode
-        for name, values in figures.items():
-            found = re.findall(rf"^{name}: (-?[0-9.]+)%", done.stdout, re.MULTILINE)
-            if found:
-                values.append(float(found[-1]))
-    for name, values in figures.items():
-        each = ", ".join(f"{v:.1f}%" for v in values)
-        print(
-            f"{name}: {statistics.median(values):.1f}% (median of {len(values)} processes: {each})"
-        )
-    return 0
 
 
 def main() -> int:
@@ -130,7 +95,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     if args.processes > 1:
-        return in_processes(args.processes)
+        return in_processes(__file__, args.processes, ("step-time-only overhead", "wall overhead"))
 
     import tensorflow as tf
 
