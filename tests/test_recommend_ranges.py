@@ -560,3 +560,25 @@ def test_ranges_for_links_no_published_table_has_say_they_are_borrowed(
     else:
         assert f"borrowed (none has {borrowed_from})" in out
         assert all(f"no published table has {borrowed_from}" in b for b in bases)
+
+
+def test_noisy_measurements_widen_the_range_say_it_is_a_guess_and_are_never_bet_on():
+    """The trial of 2026-11-26: measurements whose step times spread 94% (p10-p90)
+    got the published tables' +-4% range, and the next sweep measured far outside
+    it. Noisy inputs: the range widens by half the spread each way, no coverage is
+    claimed, and no predicted count is recommended on it."""
+    cal = _calibration(-0.05, 0.05)
+    counts = {1: 1000.0, 2: 1990.0}  # a narrow range would bet on 8 (as the test above)
+    quiet = recommend(_points(counts, spread=0.1), calibration=cal, max_devices=8)
+    noisy = recommend(_points(counts, spread=0.94), calibration=cal, max_devices=8)
+    (q4,) = [r for r in quiet.table if r.devices == 4 and r.predicted]
+    (n4,) = [r for r in noisy.table if r.devices == 4 and r.predicted]
+    assert q4.coverage == pytest.approx(0.8) and q4.throughput_safe is not None
+    assert quiet.predicted  # the quiet sweep bets on a predicted count
+    assert n4.throughput == pytest.approx(q4.throughput)
+    assert n4.throughput_low == pytest.approx(q4.throughput_low * 0.53)
+    assert n4.throughput_high == pytest.approx(q4.throughput_high * 1.47)
+    assert n4.coverage is None and n4.throughput_safe is None
+    assert n4.coverage_basis.startswith("a guess, not a calibrated range")
+    assert "spread up to 94%" in n4.coverage_basis
+    assert not noisy.predicted and noisy.devices == 2  # never a bet on a noisy prediction

@@ -127,6 +127,7 @@ from importlib import resources
 import msgspec
 
 from gpuscale.analysis import metrics
+from gpuscale.analysis.confidence import NOISY_SPREAD
 from gpuscale.analysis.hierarchy import TwoLevelModel
 from gpuscale.analysis.model import ScalingModel, fit, predicted_like
 from gpuscale.analysis.sweep import SweepPoint
@@ -381,6 +382,42 @@ def seed_ranged(point: SweepPoint, seeds: SeedRange | None, top: int) -> SweepPo
     )
 
 
+def measured_noise(points: Sequence[SweepPoint]) -> float | None:
+    """The largest step-time spread (``(p90 - p10) / median``) of the measured
+    ``points`` when it is above :data:`~gpuscale.analysis.confidence.NOISY_SPREAD`
+    (something else shared the machine), else ``None``."""
+    spreads = [p.spread for p in points if p.spread is not None and not p.predicted]
+    worst = max(spreads, default=0.0)
+    return worst if worst > NOISY_SPREAD else None
+
+
+def noise_widened(point: SweepPoint, spread: float) -> SweepPoint:
+    """``point``'s range where the measurements it was fitted to were noisy
+    (``spread``: :func:`measured_noise`). The published tables the ranges were
+    calibrated on carry no such noise, so their coverage does not apply: the range
+    is widened by half the spread each way (a count measured again on such a
+    machine lands anywhere in the middle 80 % of its steps' spread; the trial of
+    2026-11-26 saw 1,058 samples/s predicted at 4 CPU logical devices, range
+    1,013-1,079, and 1,828 measured at 2 in the next sweep), stated as a guess, and
+    no bet bound (:mod:`gpuscale.analysis.decide` never recommends such a count)."""
+    if point.throughput_low is None or point.throughput_high is None:
+        return point
+    half = spread / 2
+    nominal = f"their {point.coverage:.0%} range" if point.coverage else "the range"
+    return msgspec.structs.replace(
+        point,
+        throughput_low=point.throughput_low * max(1.0 - half, 0.05),
+        throughput_high=point.throughput_high * (1.0 + half),
+        throughput_safe=None,
+        coverage=None,
+        coverage_basis=(
+            "a guess, not a calibrated range: the measured step times spread up to "
+            f"{spread:.0%} (p10-p90; noisy), unlike the published tables' measurements, so "
+            f"{nominal} is widened by half that each way"
+        ),
+    )
+
+
 def top_measured(points: Sequence[SweepPoint]) -> int:
     return max(p.devices for p in points)
 
@@ -555,9 +592,11 @@ def predict_rows(
     at_top = [p.step_time_s for p in points if p.devices == top and p.step_time_s]
     samples = model.samples_per_step(top)
     anchor = anchor_of(model, top, samples / metrics.median(at_top)) if at_top else 1.0
-    return [
+    rows = [
         predicted_point(
             model, n, template, top=top, interconnect=klass, calibration=cal, anchor=anchor
         )
         for n in devices
     ]
+    noise = measured_noise(points)
+    return rows if noise is None else [noise_widened(r, noise) for r in rows]
