@@ -17,3 +17,25 @@ def test_panel_shows_the_cpu_caveat_next_to_predictions_and_the_confidence():
     caveat_at = text.index("share this machine's cores")
     assert caveat_at > predicted_at
     assert "confidence   medium" in text and "28 steps" in text
+
+
+def test_panel_says_when_the_ranges_are_a_guess_of_noisy_steps():
+    """Step times spread over 50%: the predicted speedups' ranges are widened and
+    no coverage is claimed (gpuscale.analysis.predict.noise_widened); the panel
+    says so rather than naming an 80% range."""
+    import msgspec
+
+    events = cpu_run_events()
+    quiet = summarize(events)
+    text = advice_content(quiet, recommend_from_run(events[0], quiet)).plain
+    assert "80% range" in text and "a guess" not in text
+    noisy_events = [
+        msgspec.structs.replace(e, step_time_s=0.05 if e.step % 2 else 0.15)
+        if type(e).__name__ == "StepEvent"
+        else e
+        for e in events
+    ]
+    noisy = summarize(noisy_events)
+    assert noisy.spread > 0.5
+    text = advice_content(noisy, recommend_from_run(noisy_events[0], noisy)).plain
+    assert "a guess, not a calibrated range" in text and "80% range" not in text

@@ -66,7 +66,14 @@ def _predictions(rec: Recommendation) -> list[Content]:
         for row in predicted
     ]
     coverage = next((row.coverage for row in predicted if row.coverage), None)
-    ranged = f" (low–high: {format_fraction_pct(coverage)} range)" if coverage else ""
+    guessed = any(r.coverage is None and r.speedup_low is not None for r in predicted)
+    ranged = (
+        f" (low–high: {format_fraction_pct(coverage)} range)"
+        if coverage and not guessed
+        else " (low–high: a guess, not a calibrated range)"
+        if guessed
+        else ""
+    )
     lines = [
         _row("predicted", " · ".join(parts)),
         _text(
