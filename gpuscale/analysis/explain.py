@@ -22,6 +22,7 @@ from gpuscale.analysis.decide import (
     passes_floor,
     range_text,
     row_at,
+    speedup_text,
 )
 from gpuscale.analysis.model import ScalingModel, compute_scale_for, threshold_compute_scale
 from gpuscale.analysis.predict import BET_RISK
@@ -59,7 +60,7 @@ def explain(
         rec.reasons.append(
             f"{what}{pred}: "
             f"{range_text(chosen_row.throughput_low, rec.throughput, chosen_row.throughput_high)} "
-            f"samples/s ({format_fraction_pct(rec.coverage or 0)} range), {rec.speedup or 0:.2f}x "
+            f"samples/s ({format_fraction_pct(rec.coverage or 0)} range), {speedup_text(rec)} "
             f"over {rec.baseline} (efficiency {format_fraction_pct(rec.efficiency or 0)}){_own(rec)}."
         )
     elif rec.speedup is not None and rec.devices > 1:
@@ -510,7 +511,7 @@ def _own(rec: Recommendation) -> str:
     """``; 5.07x over 'nccl' on 1 device, as in its table`` where the speedup above
     is over another configuration's row; empty otherwise."""
     own = own_speedup(rec)
-    return f"; {own[0]:.2f}x over {own[1]}, as in its table" if own else ""
+    return f"; {own[0]} over {own[1]}, as in its table" if own else ""
 
 
 def _fit_pct(fit_error: float) -> str:
