@@ -38,6 +38,11 @@ from gpuscale.formatting import (
 WALK_SHOWN = 4
 """Steps of the walk told at each end when it is long (the rest are all accepted)."""
 
+EDGE_SCALE = 1.10
+"""A batch that would have to grow by less than this (10 %) to pass the floor is
+not advice: the step is at the floor's edge, where the noise of one more
+measurement decides as much as the batch (said as such instead)."""
+
 
 def explain(
     rec: Recommendation,
@@ -208,11 +213,13 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[
         )
     compute = max(step_t - comm, 0.0)
     ratio = compute / comm
+    k = threshold_compute_scale(m, n1, n2, rec.floor)
+    # below the ratio that passes: both with the decimals that print them apart
+    shown, needed = _apart(ratio, ratio * k) if k is not None and k > 1.0 else (f"{ratio:.1f}", "")
     text = (
         f"Gradient exchange takes {_of_step(comm, step_t)} of each step at "
-        f"{dev(n2)}{detail}, {how}; compute:communication is {ratio:.1f}"
+        f"{dev(n2)}{detail}, {how}; compute:communication is {shown}"
     )
-    k = threshold_compute_scale(m, n1, n2, rec.floor)
     model_passes = k is not None and k <= 1.0
     floor = format_fraction_pct(rec.floor)
     if step.uncertain and step.uncalibrated:
@@ -240,8 +247,9 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[
     elif k is None:
         text += f", and no batch size makes {n1} -> {n2} reach {format_fraction_pct(rec.floor)} per the model"
     elif k > 1.0:
+        edge = "just " if k < EDGE_SCALE else ""
         text += (
-            f", below the {ratio * k:.1f} at which {n1} -> {n2} reaches "
+            f", {edge}below the {needed} at which {n1} -> {n2} reaches "
             f"{format_fraction_pct(rec.floor)} marginal efficiency (model)"
         )
     elif k * ratio < 0.05:  # shown as 0.0: the exchange alone does not stop this step
@@ -315,7 +323,16 @@ def _advice(
         m = g.model
         if m.predicts and (m.beta_s > 0 or m.alpha_s > 0):
             k = compute_scale_for(m, rejected.devices_from, rejected.devices_to, floor)
-            if k is not None and k > 1.0:
+            if k is not None and 1.0 < k < EDGE_SCALE:
+                n1, n2 = rejected.devices_from, rejected.devices_to
+                rec.advice.append(
+                    f"{n1} -> {n2} devices is just below the {format_fraction_pct(floor)} floor "
+                    f"({_against(rejected.marginal_efficiency, floor)}): a batch only slightly "
+                    f"larger ({format_fraction_pct(k - 1, 1)} more compute per step, per the "
+                    "model) or the noise of one more measurement would pass it; no batch change "
+                    f"is worth making for that alone: measure {n1} and {n2} again if {dev(n2)} matter."
+                )
+            elif k is not None and k > 1.0:
                 if g.scaling == "weak":
                     size = f"per-replica batch from {m.per_replica_batch} to about {math.ceil(k * m.per_replica_batch)}"
                 else:
@@ -499,6 +516,16 @@ def _confidence(rec: Recommendation, groups: Sequence[Group], walk: Sequence[Wal
             f"Close call: {s.devices_from} -> {s.devices_to} is {_against(s.marginal_efficiency, rec.floor)} against "
             f"a floor of {format_fraction_pct(rec.floor)}; a few percent of noise could flip it."
         )
+
+
+def _apart(value: float, bar: float) -> tuple[str, str]:
+    """``value`` and ``bar`` (``value < bar``) with the fewest decimals (1 to 4)
+    that print them apart: ``1.497`` and ``1.500``, never ``1.5`` below ``1.5``."""
+    for digits in range(1, 5):
+        shown, needed = f"{value:.{digits}f}", f"{bar:.{digits}f}"
+        if shown != needed:
+            break
+    return shown, needed
 
 
 def _against(efficiency: float, floor: float) -> str:
