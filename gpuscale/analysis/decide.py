@@ -115,8 +115,9 @@ class WalkStep(msgspec.Struct, kw_only=True):
     """Predicted ``to``: the marginal efficiency at its bet bound (``throughput_safe``,
     else the low end of its range)."""
     uncertain: bool = False
-    """Predicted ``to`` that passes the floor on its value but not at the low end
-    of its range: rejected, and worth measuring (:attr:`Recommendation.measure_next`)."""
+    """Predicted ``to`` that passes the floor on its value but not at its bet bound
+    (or has no bet bound: :attr:`uncalibrated`): rejected, and worth measuring
+    (:attr:`Recommendation.measure_next`)."""
     uncalibrated: bool = False
     """Predicted ``to`` whose range has no bet bound (an exchange the published
     tables do not cover): never accepted; ``uncertain`` when it passes on its value."""
@@ -286,7 +287,7 @@ def measure_next(
     rec: Recommendation, groups: Sequence[Group], walk: Sequence[WalkStep]
 ) -> str | None:
     """The one run that would change or settle the answer: a predicted count the
-    walk rejected only for the low end of its range, else (one measured count) the
+    walk rejected only for its bet bound (or for having none), else (one measured count) the
     next count the model predicts, else the count below the only one measured."""
     by_name = {g.config: g for g in groups}
     for step in walk:
