@@ -5,6 +5,8 @@ cost line is told per configuration."""
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -148,3 +150,15 @@ def test_an_answer_of_one_device_says_what_the_next_count_would_cost(capsys, tmp
         "Cost: 1 device: 1.00 per million samples at 3.6 per device-hour; "
         "2 devices would cost 1.82x that (1.10x faster)."
     )
+
+
+def test_the_price_options_help_quotes_what_seed002_prints(capsys):
+    with pytest.raises(SystemExit):
+        main(["recommend", "--help"])
+    helptext = " ".join(capsys.readouterr().out.split())
+    (example,) = re.findall(
+        r"a line such as '([^']+)' \(sample_runs/seed002_mnist\.json\)", helptext
+    )
+    seed002 = str(Path(__file__).resolve().parent.parent / "sample_runs" / "seed002_mnist.json")
+    assert main(["recommend", "--from", seed002, "--price-per-device-hour", "2.5"]) == 0
+    assert example in capsys.readouterr().out
