@@ -274,6 +274,25 @@ def format_number(value: float | None, fmt: str = ".0f", suffix: str = "") -> st
     return NA if _missing(value) else f"{value:{fmt}}{suffix}"
 
 
+def format_range(low: float | None, high: float | None, fmt: str, suffix: str = "") -> str:
+    """``905\u20131,150``: a range on its own (``suffix`` once, after the high
+    end); empty without one."""
+    if low is None or high is None:
+        return ""
+    return f"{format_number(low, fmt)}\u2013{format_number(high, fmt)}{suffix}"
+
+
+def format_with_range(
+    value: float | None, low: float | None, high: float | None, fmt: str, suffix: str = ""
+) -> str:
+    """``7.88x (6.61\u20138.02x)``: a value and, when it has one, its range (the way
+    every predicted number is printed: table, recommendation, dashboard)."""
+    text = format_number(value, fmt, suffix)
+    if _missing(value) or low is None or high is None:
+        return text
+    return f"{text} ({format_range(low, high, fmt, suffix)})"
+
+
 def text_gauge(pct: float | None, width: int) -> str:
     """A text gauge ``width`` cells wide for a value on the 0-100 scale, with
     eighth-cell resolution; a dotted track when the value is missing."""

@@ -48,6 +48,25 @@ def test_a_step_just_under_the_floor_is_not_shown_as_the_floor():
     assert "marginal efficiency 59.96% (floor 60%): not worth it" in line
 
 
+def test_a_step_at_the_floors_edge_is_not_advised_a_batch_change_and_its_ratio_shows_apart():
+    # the trial's near.json: 1 -> 2 at 59.96% against a floor of 60%
+    rec = recommend(_points([(1, 0.032, None, None), (2, 0.064 / 1.1992, None, None)]))
+    assert rec.devices == 1
+    (comm,) = [r for r in rec.reasons if r.startswith("Gradient exchange")]
+    # never "is 1.5, below the 1.5"
+    assert "compute:communication is 1.498, just below the 1.500 at which 1 -> 2" in comm
+    assert not any(a.startswith("Raise the") for a in rec.advice), rec.advice
+    (edge,) = [a for a in rec.advice if "just below" in a]
+    assert edge.startswith("1 -> 2 devices is just below the 60% floor (59.96%)")
+    assert "the noise of one more measurement would pass it" in edge
+
+
+def test_a_step_well_below_the_floor_is_still_advised_a_bigger_batch():
+    rec = recommend(_points([(1, 0.032, None, None), (2, 0.064 / 1.1, None, None)]))
+    (advice,) = [a for a in rec.advice if a.startswith("Raise the")]
+    assert "per-replica batch from 64 to about" in advice and "(1.0x)" not in advice
+
+
 def test_exactly_the_floor_passes_despite_rounding_in_the_arithmetic():
     rec = recommend(_points([(1, 0.1, None, None), (2, 0.2 / 1.2, None, None)]))
     assert rec.devices == 2 and rec.walk[0].accepted

@@ -5,6 +5,8 @@ cost line is told per configuration."""
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -85,3 +87,78 @@ def test_bad_prices_are_one_line_errors(capsys, tmp_path, bad):
     assert main(["recommend", "--from", _sweep(tmp_path, points)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("gpuscale: error: ")
+
+
+# The trial's A6000 sweep: VGG16 (Lambda's table) typed in at 1 and 2 GPUs of 8;
+# the answer, 8 devices, is predicted.
+A6000 = {
+    "available_devices": 8,
+    "defaults": {
+        "model": "vgg16",
+        "scaling": "weak",
+        "per_replica_batch": 512,
+        "payload_bytes": 276715088,
+    },
+    "points": [{"devices": 1, "throughput": 728}, {"devices": 2, "throughput": 1447}],
+}
+
+
+def _a6000(tmp_path):
+    f = tmp_path / "a6000.json"
+    f.write_text(json.dumps(A6000))
+    return str(f)
+
+
+def test_a_predicted_answer_gives_its_speedup_and_cost_with_their_ranges(capsys, tmp_path):
+    assert main(["recommend", "--from", _a6000(tmp_path), "--price-per-device-hour", "1.2"]) == 0
+    out = capsys.readouterr().out
+    assert "Recommendation: MULTI: 8 devices (predicted)" in out
+    # the line under the verdict: the table's range, and that it is predicted
+    assert "Expected speedup 7.88x (6.61–8.02x) over 1 device, predicted (80% range)." in out
+    # the table's cost cell: the relative cost's range (its low end from the high throughput)
+    assert "0.47 (1.02x, 1.00–1.21x)" in out
+    # the measured rows stay as they were
+    assert "0.46 (1.01x) │ measured" in out
+    (why,) = [line for line in out.splitlines() if "Cost:" in line]
+    assert (
+        "Cost: 8 devices (predicted): 7.88x (6.61–8.02x) faster than 1, 1.02x (1.00–1.21x) "
+        "the cost per million samples (0.47 per million, range 0.46–0.55, at 1.2 per "
+        "device-hour)." in why
+    )
+    assert "7.88x (6.61–8.02x) over 1 device" in out.split("Why", 1)[1]
+
+
+def test_the_scaling_view_gives_a_predicted_answers_speedup_with_its_range(tmp_path):
+    from gpuscale.analysis.recommend import recommend
+    from gpuscale.analysis.sweep import load_inputs
+    from gpuscale.ui.widgets.scaling import recommendation_text
+
+    sweep = load_inputs([_a6000(tmp_path)])
+    rec = recommend(sweep.points, available_devices=sweep.available_devices)
+    text = recommendation_text(rec).plain
+    assert "expected speedup 7.88x (6.61–8.02x) over 1 device, predicted (80% range)" in text
+
+
+def test_an_answer_of_one_device_says_what_the_next_count_would_cost(capsys, tmp_path):
+    points = [{"devices": 1, "throughput": 1000.0}, {"devices": 2, "throughput": 1100.0}]
+    rec = _json(capsys, "--from", _sweep(tmp_path, points), "--price-per-device-hour", "3.6")
+    assert rec["devices"] == 1
+    (line,) = [r for r in rec["reasons"] if r.startswith("Cost")]
+    # never "1 device: 1.00x faster than 1, 1.00x the cost"
+    assert "faster than 1," not in line
+    assert line == (
+        "Cost: 1 device: 1.00 per million samples at 3.6 per device-hour; "
+        "2 devices would cost 1.82x that (1.10x faster)."
+    )
+
+
+def test_the_price_options_help_quotes_what_seed002_prints(capsys):
+    with pytest.raises(SystemExit):
+        main(["recommend", "--help"])
+    helptext = " ".join(capsys.readouterr().out.split())
+    (example,) = re.findall(
+        r"a line such as '([^']+)' \(sample_runs/seed002_mnist\.json\)", helptext
+    )
+    seed002 = str(Path(__file__).resolve().parent.parent / "sample_runs" / "seed002_mnist.json")
+    assert main(["recommend", "--from", seed002, "--price-per-device-hour", "2.5"]) == 0
+    assert example in capsys.readouterr().out

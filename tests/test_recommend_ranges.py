@@ -116,11 +116,28 @@ def test_the_shipped_calibration_answers_the_issues_alexnet_example_with_two():
     ],
 )
 def test_every_predicted_value_in_json_has_low_le_value_le_high(capsys, source, tmp_path):
-    assert (
-        main(["recommend", "--json", "--max-devices", "16", "--from", str(SAMPLES / source)]) == 0
-    )
+    args = ["recommend", "--json", "--max-devices", "16", "--from", str(SAMPLES / source)]
+    assert main([*args, "--price-per-device-hour", "1.2"]) == 0
     doc = json.loads(capsys.readouterr().out)
     predicted = [p for p in doc["points"] if p.get("predicted")]
+    # a predicted count's cost has its range too, its ends from the throughput's other ends
+    costs = {(c["config"], c["devices"]): c for c in doc["recommendation"]["costs"]}
+    for p in doc["points"]:
+        c = costs[(p["config"], p["devices"])]
+        if not p.get("predicted"):
+            assert "relative_low" not in c and "per_million_samples_low" not in c, c
+            continue
+        for name in ("per_million_samples", "relative"):
+            assert c[f"{name}_low"] <= c[name] <= c[f"{name}_high"], (name, c)
+        assert c["per_million_samples_low"] == pytest.approx(
+            p["devices"] * 1.2 / 3600 / p["throughput_high"] * 1e6
+        )
+        assert c.get("coverage") == p.get("coverage"), c
+    rec = doc["recommendation"]
+    if rec["predicted"]:
+        assert rec["speedup_low"] <= rec["speedup"] <= rec["speedup_high"], rec
+    else:
+        assert "speedup_low" not in rec or rec["speedup_low"] is None
     assert predicted or source == "seed004_multiworker.json"  # 8-24 measured: nothing above
     for p in predicted:
         for name in ("throughput", "speedup", "efficiency"):

@@ -72,7 +72,7 @@ from gpuscale.analysis import metrics
 from gpuscale.analysis.cost import Cost
 from gpuscale.analysis.model import ScalingModel
 from gpuscale.analysis.sweep import SweepPoint
-from gpuscale.formatting import plural
+from gpuscale.formatting import format_with_range, plural
 
 DEFAULT_MIN_EFFICIENCY = 0.6
 """Floor on marginal efficiency; see the module docstring for why not 0.7."""
@@ -115,8 +115,9 @@ class WalkStep(msgspec.Struct, kw_only=True):
     """Predicted ``to``: the marginal efficiency at its bet bound (``throughput_safe``,
     else the low end of its range)."""
     uncertain: bool = False
-    """Predicted ``to`` that passes the floor on its value but not at the low end
-    of its range: rejected, and worth measuring (:attr:`Recommendation.measure_next`)."""
+    """Predicted ``to`` that passes the floor on its value but not at its bet bound
+    (or has no bet bound: :attr:`uncalibrated`): rejected, and worth measuring
+    (:attr:`Recommendation.measure_next`)."""
     uncalibrated: bool = False
     """Predicted ``to`` whose range has no bet bound (an exchange the published
     tables do not cover): never accepted; ``uncertain`` when it passes on its value."""
@@ -154,6 +155,10 @@ class Recommendation(msgspec.Struct, kw_only=True):
     efficiency: float | None
     baseline: str
     """What the speedup is relative to."""
+    speedup_low: float | None = None
+    """A predicted count with a range: :attr:`speedup` at the low end of its
+    throughput's range (and ``speedup_high`` at the high end); ``None`` measured."""
+    speedup_high: float | None = None
     min_efficiency: float
     """The floor asked for (``--min-efficiency``); the walk applies :attr:`floor`."""
     device_limit: int | None = None
@@ -282,7 +287,7 @@ def measure_next(
     rec: Recommendation, groups: Sequence[Group], walk: Sequence[WalkStep]
 ) -> str | None:
     """The one run that would change or settle the answer: a predicted count the
-    walk rejected only for the low end of its range, else (one measured count) the
+    walk rejected only for its bet bound (or for having none), else (one measured count) the
     next count the model predicts, else the count below the only one measured."""
     by_name = {g.config: g for g in groups}
     for step in walk:
@@ -386,11 +391,12 @@ def table_base(rows: Sequence[SweepPoint]) -> int | None:
     return 1 if 1 in measured else min(measured)
 
 
-def own_speedup(rec: Recommendation) -> tuple[float, str] | None:
+def own_speedup(rec: Recommendation) -> tuple[str, str] | None:
     """Where the recommendation's speedup is over another configuration (the
     fastest at the smallest count, :attr:`Recommendation.baseline`), the speedup
-    its own table shows and that table's baseline, e.g. ``(5.07, "'nccl' on 1
-    device")``; ``None`` where both are the same."""
+    its own table shows (with its range where predicted) and that table's
+    baseline, e.g. ``("5.07x", "'nccl' on 1 device")``; ``None`` where both are
+    the same."""
     rows = [r for r in rec.table if r.config == rec.config]
     row = next((r for r in rows if r.devices == rec.devices), None)
     base = table_base(rows)
@@ -399,4 +405,33 @@ def own_speedup(rec: Recommendation) -> tuple[float, str] | None:
     text = f"'{rec.config}' on {dev(base)}"
     if len(rec.models) < 2 or text == rec.baseline:
         return None
-    return row.speedup, text
+    return format_with_range(row.speedup, row.speedup_low, row.speedup_high, ".2f", "x"), text
+
+
+def speedup_text(rec: Recommendation) -> str:
+    """``7.88x (6.61\u20138.02x)``: the recommendation's speedup with its range
+    where it is predicted, as the table prints it."""
+    return format_with_range(rec.speedup, rec.speedup_low, rec.speedup_high, ".2f", "x")
+
+
+def expected_speedup(rec: Recommendation) -> str | None:
+    """The line under the verdict (``recommend`` and the scaling view):
+    ``Expected speedup 1.99x over 1 device``, and for a predicted count
+    ``Expected speedup 7.88x (6.61\u20138.02x) over 1 device, predicted (80%
+    range)``; ``None`` at one device or without an answer."""
+    if rec.speedup is None or rec.devices <= 1 or rec.verdict == "none":
+        return None
+    own = own_speedup(rec)
+    also = f" ({own[0]} over {own[1]}, as in its table)" if own else ""
+    text = f"Expected speedup {speedup_text(rec)} over {rec.baseline}{also}"
+    if rec.predicted:
+        row = next(
+            (r for r in rec.table if r.config == rec.config and r.devices == rec.devices), None
+        )
+        if rec.speedup_low is None:
+            text += ", predicted"
+        elif row is not None and row.coverage is not None:
+            text += f", predicted ({row.coverage * 100:.0f}% range)"
+        else:
+            text += ", predicted (its range a guess)"
+    return text

@@ -22,6 +22,7 @@ from gpuscale.analysis.decide import (
     passes_floor,
     range_text,
     row_at,
+    speedup_text,
 )
 from gpuscale.analysis.model import ScalingModel, compute_scale_for, threshold_compute_scale
 from gpuscale.analysis.predict import BET_RISK
@@ -36,6 +37,11 @@ from gpuscale.formatting import (
 
 WALK_SHOWN = 4
 """Steps of the walk told at each end when it is long (the rest are all accepted)."""
+
+EDGE_SCALE = 1.10
+"""A batch that would have to grow by less than this (10 %) to pass the floor is
+not advice: the step is at the floor's edge, where the noise of one more
+measurement decides as much as the batch (said as such instead)."""
 
 
 def explain(
@@ -59,7 +65,7 @@ def explain(
         rec.reasons.append(
             f"{what}{pred}: "
             f"{range_text(chosen_row.throughput_low, rec.throughput, chosen_row.throughput_high)} "
-            f"samples/s ({format_fraction_pct(rec.coverage or 0)} range), {rec.speedup or 0:.2f}x "
+            f"samples/s ({format_fraction_pct(rec.coverage or 0)} range), {speedup_text(rec)} "
             f"over {rec.baseline} (efficiency {format_fraction_pct(rec.efficiency or 0)}){_own(rec)}."
         )
     elif rec.speedup is not None and rec.devices > 1:
@@ -207,11 +213,13 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[
         )
     compute = max(step_t - comm, 0.0)
     ratio = compute / comm
+    k = threshold_compute_scale(m, n1, n2, rec.floor)
+    # below the ratio that passes: both with the decimals that print them apart
+    shown, needed = _apart(ratio, ratio * k) if k is not None and k > 1.0 else (f"{ratio:.1f}", "")
     text = (
         f"Gradient exchange takes {_of_step(comm, step_t)} of each step at "
-        f"{dev(n2)}{detail}, {how}; compute:communication is {ratio:.1f}"
+        f"{dev(n2)}{detail}, {how}; compute:communication is {shown}"
     )
-    k = threshold_compute_scale(m, n1, n2, rec.floor)
     model_passes = k is not None and k <= 1.0
     floor = format_fraction_pct(rec.floor)
     if step.uncertain and step.uncalibrated:
@@ -239,8 +247,9 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[
     elif k is None:
         text += f", and no batch size makes {n1} -> {n2} reach {format_fraction_pct(rec.floor)} per the model"
     elif k > 1.0:
+        edge = "just " if k < EDGE_SCALE else ""
         text += (
-            f", below the {ratio * k:.1f} at which {n1} -> {n2} reaches "
+            f", {edge}below the {needed} at which {n1} -> {n2} reaches "
             f"{format_fraction_pct(rec.floor)} marginal efficiency (model)"
         )
     elif k * ratio < 0.05:  # shown as 0.0: the exchange alone does not stop this step
@@ -314,7 +323,16 @@ def _advice(
         m = g.model
         if m.predicts and (m.beta_s > 0 or m.alpha_s > 0):
             k = compute_scale_for(m, rejected.devices_from, rejected.devices_to, floor)
-            if k is not None and k > 1.0:
+            if k is not None and 1.0 < k < EDGE_SCALE:
+                n1, n2 = rejected.devices_from, rejected.devices_to
+                rec.advice.append(
+                    f"{n1} -> {n2} devices is just below the {format_fraction_pct(floor)} floor "
+                    f"({_against(rejected.marginal_efficiency, floor)}): a batch only slightly "
+                    f"larger ({format_fraction_pct(k - 1, 1)} more compute per step, per the "
+                    "model) or the noise of one more measurement would pass it; no batch change "
+                    f"is worth making for that alone: measure {n1} and {n2} again if {dev(n2)} matter."
+                )
+            elif k is not None and k > 1.0:
                 if g.scaling == "weak":
                     size = f"per-replica batch from {m.per_replica_batch} to about {math.ceil(k * m.per_replica_batch)}"
                 else:
@@ -500,6 +518,16 @@ def _confidence(rec: Recommendation, groups: Sequence[Group], walk: Sequence[Wal
         )
 
 
+def _apart(value: float, bar: float) -> tuple[str, str]:
+    """``value`` and ``bar`` (``value < bar``) with the fewest decimals (1 to 4)
+    that print them apart: ``1.497`` and ``1.500``, never ``1.5`` below ``1.5``."""
+    for digits in range(1, 5):
+        shown, needed = f"{value:.{digits}f}", f"{bar:.{digits}f}"
+        if shown != needed:
+            break
+    return shown, needed
+
+
 def _against(efficiency: float, floor: float) -> str:
     """A marginal efficiency beside the floor, with the decimals that keep the
     verdict true on the page (59.96% fails 60%; never "60%" failing "60%")."""
@@ -510,7 +538,7 @@ def _own(rec: Recommendation) -> str:
     """``; 5.07x over 'nccl' on 1 device, as in its table`` where the speedup above
     is over another configuration's row; empty otherwise."""
     own = own_speedup(rec)
-    return f"; {own[0]:.2f}x over {own[1]}, as in its table" if own else ""
+    return f"; {own[0]} over {own[1]}, as in its table" if own else ""
 
 
 def _fit_pct(fit_error: float) -> str:

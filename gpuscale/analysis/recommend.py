@@ -22,7 +22,7 @@ import msgspec
 
 from gpuscale.analysis import metrics
 from gpuscale.analysis.confidence import CPU_LOGICAL_CAVEAT
-from gpuscale.analysis.cost import Cost, cost_line, per_million_samples
+from gpuscale.analysis.cost import Cost, cost_line, cost_of, per_million_samples, relative_text
 from gpuscale.analysis.decide import (
     DEFAULT_MIN_EFFICIENCY,
     Candidate,
@@ -35,6 +35,7 @@ from gpuscale.analysis.decide import (
     dev,
     envelope,
     measure_next,
+    row_at,
     walk_config,
 )
 from gpuscale.analysis.explain import explain
@@ -57,7 +58,7 @@ from gpuscale.analysis.summary import RunSummary
 from gpuscale.analysis.sweep import SweepPoint
 from gpuscale.errors import GpuscaleError
 from gpuscale.events.schema import StartEvent
-from gpuscale.formatting import format_fraction_pct
+from gpuscale.formatting import format_fraction_pct, format_range, format_with_range
 
 __all__ = [
     "DEFAULT_MIN_EFFICIENCY",
@@ -192,6 +193,12 @@ def recommend(
         coverage=cal.coverage,
         warnings=warnings,
     )
+    row = row_at(by_name[chosen.config], chosen.devices)
+    if chosen.predicted and row is not None and row.throughput_low is not None:
+        rec.speedup_low = metrics.speedup(row.throughput_low, base.throughput)
+        rec.speedup_high = metrics.speedup(
+            row.throughput_high or row.throughput_low, base.throughput
+        )
     rec.measure_next = measure_next(rec, groups, walk)
     if any(p.platform == "cpu-logical" for p in measured_points):
         rec.platform_note = CPU_LOGICAL_CAVEAT
@@ -225,9 +232,9 @@ def _price_of(g: Group) -> float | None:
 
 def _costs(rec: Recommendation, groups: Sequence[Group], prices: dict[str, float | None]) -> None:
     """Cost per million samples of every row of every configuration with a price,
-    relative to its configuration's base row; one line per priced configuration
-    (at the count its own walk chose) goes into the reasons, the recommended
-    configuration's first."""
+    relative to its configuration's base row (a predicted row's with the range of
+    its throughput); one line per priced configuration (at the count its own walk
+    chose) goes into the reasons, the recommended configuration's first."""
     known = {p for p in prices.values() if p is not None}
     rec.price_per_device_hour = known.pop() if len(known) == 1 else None
     for g in groups:
@@ -236,18 +243,7 @@ def _costs(rec: Recommendation, groups: Sequence[Group], prices: dict[str, float
             continue
         base = min((r for r in g.rows if not r.predicted), key=lambda r: r.devices)
         base_cost = per_million_samples(base.devices, price, base.throughput or 0.0)
-        for r in g.rows:
-            c = per_million_samples(r.devices, price, r.throughput or 0.0)
-            rec.costs.append(
-                Cost(
-                    devices=r.devices,
-                    config=g.config,
-                    predicted=r.predicted,
-                    per_million_samples=c,
-                    relative=c / base_cost,
-                    price_per_device_hour=price,
-                )
-            )
+        rec.costs.extend(cost_of(r, g.config, price, base_cost) for r in g.rows)
     if rec.verdict == "none":
         return
     chosen = {c.config: c.devices for c in rec.configs}
@@ -255,27 +251,57 @@ def _costs(rec: Recommendation, groups: Sequence[Group], prices: dict[str, float
     several = len(groups) > 1
     for g in sorted(groups, key=lambda g: g.config != rec.config):
         price = prices.get(g.config)
-        cost = next(
-            (c for c in rec.costs if c.config == g.config and c.devices == chosen.get(g.config)),
-            None,
-        )
+        costs = [c for c in rec.costs if c.config == g.config]
+        cost = next((c for c in costs if c.devices == chosen.get(g.config)), None)
         if price is None or cost is None:
             continue
         base = min((r for r in g.rows if not r.predicted), key=lambda r: r.devices)
         row = next(r for r in g.rows if r.devices == cost.devices)
+        label = "Cost" + (f" ('{g.config}')" if several else "") + ": "
+        if cost.devices == base.devices:
+            # nothing to compare with itself: its own cost, and what one more step costs
+            rec.reasons.append(label + _base_cost_line(g, cost, costs, price) + ".")
+            continue
+        speedup = format_with_range(
+            row.speedup or 1.0, row.speedup_low, row.speedup_high, ".2f", "x"
+        )
         rec.reasons.append(
-            "Cost"
-            + (f" ('{g.config}')" if several else "")
-            + ": "
+            label
             + cost_line(
-                row.speedup or 1.0,
+                speedup,
                 cost.devices,
                 base.devices,
-                cost.relative,
-                f"{cost.per_million_samples:,.2f} per million at {price:g} per device-hour",
+                cost,
+                f"{_per_million(cost)} at {price:g} per device-hour",
+                predicted=cost.predicted,
             )
             + "."
         )
+
+
+def _per_million(cost: Cost) -> str:
+    """``0.41 per million``; predicted, with its range: ``0.47 per million, range
+    0.46\u20130.55,`` (said inside brackets)."""
+    text = f"{cost.per_million_samples:,.2f} per million"
+    span = format_range(cost.per_million_samples_low, cost.per_million_samples_high, ",.2f")
+    return f"{text}, range {span}," if span else text
+
+
+def _base_cost_line(g: Group, cost: Cost, costs: Sequence[Cost], price: float) -> str:
+    """The cost line of an answer at the base count: ``1 device: 0.46 per million
+    samples at 1.2 per device-hour; 2 devices would cost 1.30x that (1.54x
+    faster)`` (the next count's figures predicted, with their ranges, when it
+    was not measured)."""
+    text = f"{dev(cost.devices)}: {_per_million(cost)} samples at {price:g} per device-hour"
+    nxt = min((c for c in costs if c.devices > cost.devices), key=lambda c: c.devices, default=None)
+    row = row_at(g, nxt.devices) if nxt is not None else None
+    if nxt is None or row is None or row.speedup is None:
+        return text
+    speedup = format_with_range(row.speedup, row.speedup_low, row.speedup_high, ".2f", "x")
+    pred = " (predicted)" if nxt.predicted else ""
+    return (
+        f"{text}; {dev(nxt.devices)}{pred} would cost {relative_text(nxt)} that ({speedup} faster)"
+    )
 
 
 def _workload(p: SweepPoint) -> str:

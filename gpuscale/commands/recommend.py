@@ -57,7 +57,8 @@ def register(sub) -> None:
         default=None,
         metavar="PRICE",
         help="price of one device for an hour (any currency): adds the cost per million "
-        "samples of every count, e.g. '8 devices: 5.10x faster, 1.57x the cost'",
+        "samples of every count and a line such as '8 devices: 5.07x faster than 1, 1.58x "
+        "the cost per million samples' (sample_runs/seed002_mnist.json)",
     )
     parser.add_argument(
         "--json",

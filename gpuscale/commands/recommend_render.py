@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text as _RichText
 
-from gpuscale.analysis.decide import MIN_GAIN_PER_DOUBLING, own_speedup, table_base
+from gpuscale.analysis.decide import MIN_GAIN_PER_DOUBLING, expected_speedup, table_base
 from gpuscale.analysis.metrics import resolved
 from gpuscale.analysis.phase_report import count_precision_text, precision_meaning
 from gpuscale.analysis.predict import borrowed
@@ -27,23 +27,8 @@ from gpuscale.formatting import (
     plural,
     visible,
 )
-
-
-def with_range(
-    value: float | None, low: float | None, high: float | None, spec: str, suffix: str = ""
-) -> str:
-    """``1,104 (905\u20131,150)``: a value and, when it has one, its range."""
-    text = format_number(value, spec, suffix)
-    if value is None or low is None or high is None:
-        return text
-    return f"{text} ({range_text(low, high, spec, suffix)})"
-
-
-def range_text(low: float | None, high: float | None, spec: str, suffix: str = "") -> str:
-    """``905\u20131,150``: a range on its own; empty without one."""
-    if low is None or high is None:
-        return ""
-    return f"{format_number(low, spec)}\u2013{format_number(high, spec)}{suffix}"
+from gpuscale.formatting import format_range as range_text
+from gpuscale.formatting import format_with_range as with_range
 
 
 def pct_with_range(value: float | None, low: float | None, high: float | None) -> str:
@@ -248,6 +233,10 @@ def table_columns(
             c = costs.get(r.devices)
             if c is None:
                 cost.append("")
+            elif long and layout.ranges_inline and c.relative_low is not None:
+                cost.append(
+                    f"{c.per_million_samples:,.2f} ({c.relative:.2f}x, {range_text(c.relative_low, c.relative_high, '.2f', 'x')})"
+                )
             elif long:
                 cost.append(f"{c.per_million_samples:,.2f} ({c.relative:.2f}x)")
             else:
@@ -490,10 +479,9 @@ def render(
             style="bold green" if not rec.predicted and rec.verdict != "none" else "bold yellow",
         )
     )
-    if rec.speedup is not None and rec.devices > 1 and rec.verdict != "none":
-        own = own_speedup(rec)
-        also = f" ({own[0]:.2f}x over {own[1]}, as in its table)" if own else ""
-        console.print(Text(f"Expected speedup {rec.speedup:.2f}x over {rec.baseline}{also}."))
+    expected = expected_speedup(rec)
+    if expected:
+        console.print(Text(expected + "."))
     if rec.measure_next:
         console.print(Text(rec.measure_next[0].upper() + rec.measure_next[1:] + ".", style="bold"))
     asked = (

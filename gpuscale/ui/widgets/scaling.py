@@ -10,6 +10,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from gpuscale.analysis.decide import expected_speedup
 from gpuscale.analysis.phase_report import count_precision_text
 from gpuscale.analysis.recommend import Recommendation
 from gpuscale.formatting import format_fraction_pct
@@ -91,8 +92,9 @@ def recommendation_text(rec: Recommendation | None, state: str | None = None) ->
     text.append(verdict + "\n", style="bold yellow" if rec.predicted else "bold green")
     if rec.verdict == "none" and rec.measure_next:  # said here, not again under Why
         text.append(rec.measure_next[0].upper() + rec.measure_next[1:] + ".\n", style="bold")
-    if rec.speedup is not None and rec.devices > 1:
-        text.append(f"expected speedup {rec.speedup:.2f}x over {rec.baseline}\n")
+    expected = expected_speedup(rec)
+    if expected:
+        text.append(expected[0].lower() + expected[1:] + "\n")
     if rec.platform_note:
         text.append(rec.platform_note + "\n", style="dim")
     asked = [r for r in rec.table if not r.predicted and r.precision_asked is not None]
