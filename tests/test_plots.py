@@ -306,3 +306,17 @@ def test_probed_counts_whose_phases_did_not_resolve_say_so_not_step_times_only()
         "no phase breakdown in this input"
         in scaling_text(build_scaling_chart(recommend(unprobed)), 80).plain
     )
+
+
+def test_a_long_phase_chart_title_wraps_on_a_space_not_before_its_bracket():
+    # at 80 columns "Where the step time goes (..., CPU devices" left ")" alone
+    trial = Path(__file__).parent / "fixtures" / "trial"
+    sweep = load_inputs(
+        [
+            str(trial / "20261126-123458_mnist-cnn-w32_1xcpu.ndjson.gz"),
+            str(trial / "20261126-123505_mnist-cnn-w32_2xcpu.ndjson.gz"),
+        ]
+    )
+    lines = scaling_text(build_scaling_chart(recommend(sweep.points)), 80).plain.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Where the step time goes"))
+    assert len(lines[start]) <= 80 and lines[start + 1] == "devices)", lines[start : start + 2]

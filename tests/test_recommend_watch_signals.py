@@ -112,3 +112,23 @@ def test_sigint_twice_stops_the_sweep_and_keeps_what_was_measured(tmp_path):
     assert os.waitstatus_to_exitcode(status) == 130
     assert "Traceback" not in text
     assert "Sweep stopped after 1 of 3 counts" in text  # the report, from the count measured
+
+
+def test_a_stopped_sweeps_heading_says_what_it_rests_on_in_a_sentence_of_its_own():
+    # "...for the original; Sweep stopped after 1 of 2 counts: ...; recorded as ..."
+    from gpuscale.commands.recommend_watch import _heading
+
+    heading = _heading(
+        "mnist-cnn-w32 on CPU logical devices",
+        ["pass --width 32 --global-batch 128 for the original."],
+        "Sweep stopped after 1 of 2 counts: recommending from what was measured (1 device)",
+        "recorded as sweep-1",
+    )
+    first, second = heading.splitlines()
+    assert first.endswith("for the original") and "Sweep" not in first
+    assert second == (
+        "Sweep stopped after 1 of 2 counts: recommending from what was measured "
+        "(1 device); recorded as sweep-1."
+    )
+    complete = _heading("mnist-cnn-w32", [], None, "recorded as sweep-1")
+    assert complete == "mnist-cnn-w32; recorded as sweep-1"

@@ -289,3 +289,68 @@ def test_recommend_says_which_whole_its_exposed_share_is_of():
     text = out.getvalue()
     assert "13% (1 probe)" in text  # 0.4 ms of the 3.0 ms median step, as run says
     assert EXPOSED_SHARE_MEANS in text
+
+
+SWEEP_1126 = [
+    str(TRIAL / "20261126-123458_mnist-cnn-w32_1xcpu.ndjson.gz"),
+    str(TRIAL / "20261126-123505_mnist-cnn-w32_2xcpu.ndjson.gz"),
+]
+"""Trial of 2026-11-26: the 2-device run's one probe timed compute (122.2 ms) longer
+than the median step (121.0 ms), its parts adding up within their noise."""
+
+
+def test_compute_filling_the_step_leaves_the_point_unsplit_in_every_view():
+    # --json wrote "compute_s": 0.1222 beside "step_time_s": 0.1210 and
+    # "allreduce_s": 0.0, "comm_share": 0.0 where the table said "not resolved
+    # (1 probe)", and the scaling view drew the bar in the compute colour
+    from gpuscale.plots.scaling import build_scaling_chart
+
+    s = _summary("20261126-123505_mnist-cnn-w32_2xcpu")
+    assert s.phase_consistent is True and s.compute_fills_step
+    assert _items(s)["compute"].startswith("\u2248 the whole step")
+    assert _items(s)["exposed all-reduce"] == "not resolved"
+    rec = recommend(load_inputs(SWEEP_1126).points)
+    (two,) = [r for r in rec.table if r.devices == 2 and not r.predicted]
+    assert two.compute_s is None and two.allreduce_s is None and two.comm_share is None
+    assert measured_share(two) == "not resolved (1 probe)"
+    bars = {b.devices: b for b in build_scaling_chart(rec).bars if not b.predicted}
+    assert bars[2].phases_s is None and bars[1].phases_s  # grey "not split" beside a split
+
+
+def test_recommend_json_writes_null_where_the_table_says_not_resolved(capsys, tmp_path):
+    import json
+
+    from gpuscale.cli import main
+
+    assert main(["recommend", "--from", *SWEEP_1126, "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    two = next(p for p in first["points"] if p["devices"] == 2 and not p.get("predicted"))
+    for name in ("compute_s", "allreduce_s", "apply_s", "input_s", "comm_share"):
+        assert name in two and two[name] is None, name
+    one = next(p for p in first["points"] if p["devices"] == 1)
+    assert one["comm_share"] == 0.0  # one device: nothing to exchange, a real 0
+    saved = tmp_path / "sweep.json"
+    saved.write_text(json.dumps(first))
+    assert main(["recommend", "--from", str(saved), "--json"]) == 0
+    second = json.loads(capsys.readouterr().out)
+    assert second["points"] == first["points"]
+    assert second["recommendation"] == first["recommendation"]
+
+
+def test_json_nulls_a_share_within_its_noise_beside_its_measured_value():
+    from gpuscale.analysis.sweep import sweep_document
+
+    noisy = SweepPoint(
+        devices=2,
+        scaling="strong",
+        step_time_s=0.1,
+        global_batch=64,
+        compute_s=0.09,
+        allreduce_s=0.0003,
+        allreduce_err_s=0.0005,
+        probes=14,
+        comm_share=0.003,
+    )
+    (doc,) = sweep_document([noisy])["points"]
+    assert doc["comm_share"] is None  # the table's "not resolved (14 probes)"
+    assert doc["allreduce_s"] == 0.0003 and doc["allreduce_err_s"] == 0.0005

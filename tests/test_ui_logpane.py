@@ -98,3 +98,31 @@ async def test_lines_wrapped_at_80_columns_are_wrapped_again_after_a_resize():
         await pilot.pause()
         await pilot.pause()
         assert len(log.lines) == 3
+
+
+async def test_wrapped_lines_fit_beside_the_scrollbar_at_80x24():
+    """A replay at 80x24 wrapped the telemetry notice at 78 columns in a 76-column
+    pane: ``host sampl`` then ``only``, the "es" hidden under the scrollbar."""
+    from pathlib import Path
+
+    from gpuscale.ui.app import build_app
+    from gpuscale.ui.sources import ReplaySource
+
+    trial = Path(__file__).parent / "fixtures" / "trial"
+    app = build_app(ReplaySource(trial / "20261126-123505_mnist-cnn-w32_2xcpu.ndjson.gz", end=True))
+    async with app.run_test(size=(80, 24)) as pilot:
+        for _ in range(3):
+            await app.settle()
+            await pilot.pause()
+        log = app.query_one(LogPane)
+        width = log.scrollable_content_region.width
+        assert width < 78
+        assert all(strip.cell_length <= width for strip in log.lines)
+        shown = " ".join(strip.text.strip() for strip in log.lines)
+        assert "host samples only" in shown
+        log.write("x " * 200)  # enough lines for the scrollbar: the text keeps its columns
+        for _ in range(20):
+            log.write("one more line")
+        await pilot.pause()
+        assert log.scrollable_content_region.width == width
+        assert all(strip.cell_length <= width for strip in log.lines)

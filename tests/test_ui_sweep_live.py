@@ -347,3 +347,29 @@ def test_the_status_line_says_a_probe_longer_than_the_median_step_is_not_resolve
     said = _status(2, over, line, 60, median_s)
     assert "not resolved" in said and "compute" not in said, said
     assert said.startswith(line.partition(" | ")[0])
+
+
+def test_the_status_line_shows_the_median_step_its_phases_are_parts_of():
+    """The header said ``step 78/200, 63 ms/step | compute 67 ms`` at 80x24: a
+    recent step beside the phases of a probe checked against the median step
+    (70.5 ms). It shows that median, and a compute pass no shorter than it is not
+    resolved."""
+    import msgspec
+
+    from gpuscale.events.schema import PhaseEvent, StepEvent
+    from gpuscale.ui.live_sweep import _status
+
+    step = next(e for e in synthetic_run() if isinstance(e, StepEvent) and not e.warmup)
+    probe = next(e for e in synthetic_run() if isinstance(e, PhaseEvent))
+    recent = msgspec.structs.replace(step, step=77, step_time_s=0.063)
+    line = _status(1, recent, "", 200, 0.0705)
+    assert line == "1 device: step 78/200, median 70 ms/step", line
+    fits = msgspec.structs.replace(
+        probe, compute_s=0.067, allreduce_s=0.0, apply_s=0.003, input_s=0.0
+    )
+    line = _status(1, fits, line, 200, 0.0705)
+    assert line.endswith("| compute 67 ms, all-reduce 0 ms, apply 3 ms"), line
+    line = _status(1, msgspec.structs.replace(recent, step=78), line, 200, 0.0704)
+    assert line.startswith("1 device: step 79/200, median 70 ms/step | compute 67 ms"), line
+    fills = msgspec.structs.replace(fits, compute_s=0.071, apply_s=0.0)
+    assert "not resolved" in _status(1, fills, line, 200, 0.0705)

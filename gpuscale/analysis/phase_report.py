@@ -100,7 +100,7 @@ def phase_items(s: RunSummary) -> list[PhaseItem]:
     step, n = s.step_time_s or s.phase_full_step_s, s.probes_run
     apart = s.phase_consistent is False
     compute = format_phase_in_step_s(s.compute_s, s.compute_err_s, step, n, s.devices)
-    whole = compute.startswith("\u2248")  # compute alone fills the step: nothing left to split
+    whole = s.compute_fills_step  # nothing left of the step to split
     if apart and not whole:
         compute = "not resolved"
     notable = False

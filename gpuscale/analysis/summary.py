@@ -256,6 +256,25 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
         then): its phase breakdowns."""
         return self.probes or self.phase_steps
 
+    @property
+    def compute_fills_step(self) -> bool:
+        """The compute pass alone is no shorter than the step the phases split (the
+        median step, else the probes' whole step): a probe's pass and the steps'
+        median come from different moments, so nothing is left of the step to split
+        and the exposed exchange, apply and the compute itself are not resolved as
+        numbers (:func:`gpuscale.formatting.format_phase_in_step_s` says ``≈ the
+        whole step``; a sweep point keeps no phase, like a ``phase_consistent``
+        ``False`` one)."""
+        whole = self.step_time_s or self.phase_full_step_s
+        return self.compute_s is not None and bool(whole) and self.compute_s >= whole
+
+    @property
+    def phases_split_step(self) -> bool:
+        """Whether the phases are numbers that split the step: they add up to it
+        (:attr:`phase_consistent` not ``False``) and compute alone does not fill it
+        (:attr:`compute_fills_step`). What a sweep point takes its phases from."""
+        return self.phase_consistent is not False and not self.compute_fills_step
+
 
 class RunAccumulator:
     """Collects one run's events; :meth:`summary` computes the summary from what

@@ -29,6 +29,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from gpuscale.analysis.exchange import Exchange, exchange_of
+from gpuscale.analysis.metrics import resolved
 from gpuscale.analysis.script_runs import scaling_of
 from gpuscale.analysis.topology import link_of_run
 from gpuscale.errors import GpuscaleError
@@ -405,15 +406,17 @@ def _why_no_step_time(summary: Any) -> str:
 
 def point_from_summary(summary: Any, start: Any, source: str) -> SweepPoint:
     """One recording's :class:`~gpuscale.analysis.summary.RunSummary` as a sweep point.
-    Its phases come along only where they add up to the step
-    (:attr:`~gpuscale.analysis.summary.RunSummary.phase_consistent`): otherwise the
-    point keeps its probe count and no phase, so every view says "not resolved"."""
+    Its phases come along only where they split the step
+    (:attr:`~gpuscale.analysis.summary.RunSummary.phases_split_step`: they add up
+    to it, and compute alone does not fill it): otherwise the point keeps its probe
+    count and no phase, so every view says "not resolved" (the table), "not split"
+    (the charts) and ``null`` (``--json``)."""
     if summary.step_time_s is None:
         raise GpuscaleError(f"{source}: {_why_no_step_time(summary)}")
     cfg = start.config or {}
     device_name = start.devices[0].name if start.devices else None
     interconnect_text, interconnect_bytes_s = _interconnect_of(summary, start)
-    split = summary.phase_consistent is not False
+    split = summary.phases_split_step
     point = SweepPoint(
         devices=summary.devices,
         scaling=summary.scaling if summary.scaling in ("weak", "strong") else "weak",
@@ -587,6 +590,38 @@ def _load_inputs(paths: Sequence[str | Path], warnings: list[str]) -> Sweep:
     )
 
 
+def exposed_unresolved(point: SweepPoint) -> bool:
+    """A measured, probed count of several devices whose exposed share is not
+    resolved: its phases did not split the step (no ``comm_share``), or its exposed
+    all-reduce is within its own noise (or a 0 from fewer than 3 probes,
+    :func:`gpuscale.analysis.metrics.resolved`). ``recommend``'s table says ``not
+    resolved (N probes)`` for it and ``--json`` writes ``null`` (never a 0 % that is
+    noise); a published point (no probes) and one device are never unresolved."""
+    if point.predicted or not point.probes or point.devices <= 1:
+        return False
+    return point.comm_share is None or not resolved(point.allreduce_s, point.allreduce_err_s)
+
+
+_UNRESOLVED_NULLS = ("compute_s", "allreduce_s", "apply_s", "input_s")
+"""The phases a probed point keeps no number for when they did not split the step
+(:func:`point_from_summary`): written as ``null`` so that the file says "probed,
+not resolved" rather than leaving them out as if nothing was measured."""
+
+
+def _point_document(point: SweepPoint) -> dict[str, Any]:
+    """One point as ``--json`` writes it: ``null`` for what its table row calls not
+    resolved (:func:`exposed_unresolved`): the exposed share, and the phases of a
+    probed point that kept none. Both read back the same: ``comm_share`` is
+    recomputed on reading, and a ``null`` phase is one not given."""
+    doc = msgspec.to_builtins(point)
+    if exposed_unresolved(point):
+        doc["comm_share"] = None
+        if point.compute_s is None and point.allreduce_s is None:
+            for name in _UNRESOLVED_NULLS:
+                doc[name] = None
+    return doc
+
+
 def sweep_document(
     points: Sequence[SweepPoint],
     *,
@@ -602,7 +637,7 @@ def sweep_document(
         source=source,
         note=note,
         available_devices=available_devices,
-        points=[msgspec.to_builtins(p) for p in points],
+        points=[_point_document(p) for p in points],
         models=models,
         recommendation=recommendation,
         sweep_wall_s=sweep_wall_s,

@@ -11,11 +11,10 @@ from rich.table import Table
 from rich.text import Text as _RichText
 
 from gpuscale.analysis.decide import MIN_GAIN_PER_DOUBLING, expected_speedup, table_base
-from gpuscale.analysis.metrics import resolved
 from gpuscale.analysis.phase_report import count_precision_text, precision_meaning
 from gpuscale.analysis.predict import borrowed
 from gpuscale.analysis.recommend import Recommendation
-from gpuscale.analysis.sweep import Sweep
+from gpuscale.analysis.sweep import Sweep, exposed_unresolved
 from gpuscale.commands.console import layout_width, print_at_width, text_console
 from gpuscale.commands.recommend_chart import print_chart
 from gpuscale.formatting import (
@@ -57,7 +56,7 @@ def measured_share(point, long: bool = True) -> str:
     if not probes or point.devices <= 1:
         return text
     count = (f" ({plural(probes, 'probe')})") if long else f" ({probes})"
-    if point.comm_share is None or not resolved(point.allreduce_s, err):
+    if exposed_unresolved(point):
         # phases that did not add up, or an exchange within its noise (or 0 from
         # fewer than 3 probes): the words of the run's own summary
         return "not resolved" + count

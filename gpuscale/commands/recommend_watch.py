@@ -72,7 +72,7 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep | None, s
     if runner.failure:
         state = f"{runner.failure}; " + (state or "recommending from what was measured")
     recorded = None if args.no_record else f"recorded as {runner.sweep_id}"
-    heading = join_clauses((heading, *notes, state, recorded))
+    heading = _heading(heading, notes, state, recorded)
     sweep = Sweep(
         points=final.points,
         sources=final.sources,
@@ -80,6 +80,17 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep | None, s
         wall_s=time.perf_counter() - began,
     )
     return sweep, heading, signal_name
+
+
+def _heading(heading: str | None, notes: list[str], state: str | None, recorded: str | None) -> str:
+    """What was swept and its notes on one line; where the sweep did not complete,
+    what the recommendation rests on (and where it is recorded) on a line of its
+    own, a sentence: never ``...for the original; Sweep stopped after ...``."""
+    if not state:
+        return join_clauses((heading, *notes, recorded))
+    rests = join_clauses((state, recorded))
+    rests = rests[:1].upper() + rests[1:] + "."
+    return "\n".join(p for p in (join_clauses((heading, *notes)), rests) if p)
 
 
 def nothing_measured(failure: str | None, signal_name: str | None) -> str:

@@ -220,9 +220,10 @@ def scaling_text(chart: ScalingChart, width: int, height: int = 30) -> Text:
     text.append("\n")
     text.append_text(throughput_chart(chart, width, top))
     text.append("\n")
-    text.append(
-        f"Where the step time goes ({chart.recommended_config or 'per device count'})", style="bold"
-    )
+    # wrapped on spaces like the note above: a configuration's long label left its
+    # closing bracket alone on the next line at 80 columns
+    title = f"Where the step time goes ({chart.recommended_config or 'per device count'})"
+    text.append(textwrap.fill(title, max(width, 20), break_long_words=False), style="bold")
     text.append("\n")
     text.append_text(phase_chart(chart, width, bottom))
     return text

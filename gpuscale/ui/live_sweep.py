@@ -14,6 +14,7 @@ measured stay, and the view says the recommendation rests on them.
 
 from __future__ import annotations
 
+import bisect
 import statistics
 import threading
 import time
@@ -132,16 +133,17 @@ class LiveSweep:
             status = f"{n} device{'s' if n > 1 else ''}: starting TensorFlow"
             on_status(replace(self.view, status_line=status))
             steps = getattr(config, "steps", None)
-            counted_s: list[float] = []  # the counted steps' times, for the probes' check
+            # the counted steps' times, kept sorted (the median of each step is then
+            # linear): the step the line shows, and the probes' check
+            counted_s: list[float] = []
             while True:
                 finished = run.done  # then what is queued is all there is
                 for event in run.events(timeout=0.05 if finished else 0.1):
                     acc.add(event)
                     model.absorb([event])
                     if isinstance(event, StepEvent) and not event.warmup:
-                        counted_s.append(event.step_time_s)
-                    probe = isinstance(event, PhaseEvent) and counted_s
-                    median_s = statistics.median(counted_s) if probe else None
+                        bisect.insort(counted_s, event.step_time_s)
+                    median_s = statistics.median(counted_s) if counted_s else None
                     status = _status(n, event, status, steps, median_s)
                     if time.monotonic() - last >= self.status_interval_s:
                         last = time.monotonic()
@@ -172,18 +174,24 @@ class LiveSweep:
 def _status(
     n: int, event: Any, previous: str, steps: int | None, median_step_s: float | None = None
 ) -> str:
-    """One line on the run in progress: its step, step time and the last probe's
-    phases, or, where they add up to more than the median step so far
-    (``median_step_s``), that they are not resolved (as the phase chart says)."""
+    """One line on the run in progress: its step, the median counted step so far
+    (``median_step_s``: the step the phases are parts of, as every other view
+    says, never a recent step beside phases of another) and the last probe's
+    phases, or, where they add up to more than that median step (or compute alone
+    fills it), that they are not resolved (as the phase chart says)."""
     who = f"{n} device{'s' if n > 1 else ''}"
     if isinstance(event, StepEvent):
         of = f"/{steps}" if steps else ""
-        what = "warm-up" if event.warmup else f"{format_ms(event.step_time_s, 0)}/step"
+        if event.warmup or median_step_s is None:
+            what = "warm-up" if event.warmup else f"{format_ms(event.step_time_s, 0)}/step"
+        else:
+            what = f"median {format_ms(median_step_s, 0)}/step"
         phases = previous.partition(" | ")[2]  # the last breakdown stays on the line
         return f"{who}: step {event.step + 1}{of}, {what}" + (f" | {phases}" if phases else "")
     if isinstance(event, PhaseEvent):
         head = previous.partition(" | ")[0]
-        if longer_than_step(event, median_step_s):
+        fills = median_step_s is not None and event.compute_s >= median_step_s
+        if fills or longer_than_step(event, median_step_s):
             return f"{head} | last probe longer than the median step: not resolved"
         return (
             f"{head} | compute {format_ms(event.compute_s, 0)}, all-reduce "

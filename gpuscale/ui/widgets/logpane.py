@@ -22,10 +22,22 @@ MAX_LINES = 2000
 class LogPane(RichLog):
     """Appends the lines it has not shown yet; cleared when a replay seeks back.
     Lines are wrapped to the pane's width, and wrapped again when that changes (a
-    line wrapped at 80 columns is one line again at 200)."""
+    line wrapped at 80 columns is one line again at 200). They wrap at the width
+    left beside the vertical scrollbar, which is kept whether it shows or not
+    (``scrollbar-gutter: stable``): a line wrapped before the scrollbar appeared
+    would otherwise run under it, and RichLog's default ``min_width`` of 78 wrapped
+    them wider than an 80-column pane (``host sampl`` then ``only``, "es" hidden)."""
+
+    DEFAULT_CSS = """
+    LogPane {
+        scrollbar-gutter: stable;
+    }
+    """
 
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id, max_lines=MAX_LINES, wrap=True, markup=False, highlight=False)
+        super().__init__(
+            id=id, max_lines=MAX_LINES, wrap=True, markup=False, highlight=False, min_width=1
+        )
         self._shown: deque[Text] = deque(maxlen=MAX_LINES)
         """Every line written, unwrapped: written again at a new width."""
         self._wrapped_at = 0
