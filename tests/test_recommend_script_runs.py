@@ -101,6 +101,7 @@ def test_a_script_sweep_on_gpus_gives_each_count_the_best_connected_gpus(monkeyp
     monkeypatch.setattr(recommend_live, "plan", lambda args: ([1, 2, 4], "GPUs", list(range(8)), 8))
     monkeypatch.setattr(recommend_live, "sweep_topology", lambda pool: topology)
     seen: list[str] = []
+    refs: list = []
 
     class FakeScriptRun:
         """Trains on the GPUs its environment gives it, one step a second."""
@@ -111,7 +112,7 @@ def test_a_script_sweep_on_gpus_gives_each_count_the_best_connected_gpus(monkeyp
             self.done, self.error, self.recording_path, self.sweep_ref = False, None, None, None
 
         def start(self):
-            pass
+            refs.append(self.sweep_ref)  # set before the run starts
 
         def stop(self):
             self.done = True
@@ -143,5 +144,9 @@ def test_a_script_sweep_on_gpus_gives_each_count_the_best_connected_gpus(monkeyp
     )
     assert seen == ["0", "4,5", "4,5,6,7"]
     assert [p.devices for p in sweep.points] == [1, 2, 4]
+    # each run's recording says the sweep's counts and the 8 GPUs the machine has
+    assert [(r.index, r.planned, r.available_devices) for r in refs] == [
+        (i, [1, 2, 4], 8) for i in range(3)
+    ]
     err = " ".join(capsys.readouterr().err.split())
     assert "GPUs per count, the best-connected by topology: 1: 0; 2: 4,5; 4: 4,5,6,7" in err

@@ -53,7 +53,7 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep | None, s
     )
     if shared is not None:  # the counts in one trainer process, each its own run
         runner = LiveSweep(view, configs, record=not args.no_record, run_factory=shared.factory())
-        shared.stamp(runner.sweep_id)
+        shared.stamp(runner.sweep_id, available)
     else:
         runner = LiveSweep(view, configs, record=not args.no_record)
     app = SweepApp(view, runner=runner)

@@ -118,7 +118,12 @@ class LiveSweep:
         self, n: int, config: Any, on_status: Callback, index: int = 0
     ) -> tuple[SweepPoint | None, str | None]:
         run = self.run_factory(config, "default" if self.record else None)
-        run.sweep_ref = SweepRef(id=self.sweep_id, index=index, planned=list(self.view.planned))
+        run.sweep_ref = SweepRef(
+            id=self.sweep_id,
+            index=index,
+            planned=list(self.view.planned),
+            available_devices=self.view.available_devices,
+        )
         acc = RunAccumulator()
         model = RunModel()
         with self._lock:
