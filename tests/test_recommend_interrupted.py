@@ -121,7 +121,13 @@ def test_q_in_watch_before_any_count_is_a_note_and_exit_0(monkeypatch, capsys):
     from gpuscale.errors import GpuscaleError
 
     said = recommend_watch.nothing_measured(None, None)
-    assert said == "no recommendation: the sweep stopped before the first device count was measured"
+    assert said == "no recommendation: the sweep stopped before its first count began: nothing ran"
+    # q during the first count: what ran, not "nothing" (the count's steps, its file)
+    cut = "the first count (1 device, 133 of 300 steps)"
+    assert recommend_watch.nothing_measured(None, None, cut, "/r/1xcpu.ndjson") == (
+        "no recommendation: the sweep stopped during the first count (1 device, 133 of 300 "
+        "steps): no count finished, so nothing to judge; recorded to /r/1xcpu.ndjson"
+    )
     with pytest.raises(GpuscaleError) as ctrl_c:
         recommend_watch.nothing_measured(None, "SIGINT")
     assert ctrl_c.value.exit_code == EXIT_INTERRUPTED
