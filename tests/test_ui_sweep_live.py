@@ -164,6 +164,35 @@ async def test_q_during_the_first_count_says_how_far_it_got():
     assert re.fullmatch(r"the first count \(1 device, \d+ of 300 steps\)", cut), cut
 
 
+@pytest.mark.parametrize("one_process", [True, False])
+def test_a_count_in_the_shared_process_builds_its_model_rather_than_start_tensorflow(
+    one_process,
+):
+    """One TensorFlow process for every count: only the first starts TensorFlow;
+    a process per count: each does."""
+    runs: dict[int, StandInRun] = {}
+
+    def factory(config, record):
+        runs[config] = StandInRun(config)
+        return runs[config]
+
+    view = SweepView(points=[], heading="stand-in", planned=[1, 2], state="running")
+    runner = LiveSweep(
+        view,
+        [1, 2],
+        record=False,
+        run_factory=factory,
+        status_interval_s=0,
+        one_process=one_process,
+    )
+    said: list[str] = []
+    runner.run(lambda v: said.append(v.status_line or ""), lambda v: None)
+    assert "1 device: starting TensorFlow" in said
+    second = "2 devices: building the model" if one_process else "2 devices: starting TensorFlow"
+    assert second in said
+    assert ("2 devices: starting TensorFlow" in said) is not one_process
+
+
 def test_watch_refuses_from_and_json(capsys):
     assert main(["recommend", "--watch", "--from", "x.json"]) == 2
     assert "gpuscale replay FILE FILE" in capsys.readouterr().err

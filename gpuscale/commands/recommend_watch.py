@@ -52,7 +52,13 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep | None, s
         max_devices=args.max_devices,
     )
     if shared is not None:  # the counts in one trainer process, each its own run
-        runner = LiveSweep(view, configs, record=not args.no_record, run_factory=shared.factory())
+        runner = LiveSweep(
+            view,
+            configs,
+            record=not args.no_record,
+            run_factory=shared.factory(),
+            one_process=True,
+        )
         shared.stamp(runner.sweep_id, available)
     else:
         runner = LiveSweep(view, configs, record=not args.no_record)

@@ -51,6 +51,7 @@ class LiveSweep:
         run_factory: Callable[[Any, str | None], Any] = _default_run_factory,
         status_interval_s: float = 0.25,
         sweep_id: str | None = None,
+        one_process: bool = False,
     ) -> None:
         self.view = view
         self.sweep_id = sweep_id or new_sweep_id()
@@ -58,6 +59,9 @@ class LiveSweep:
         self.configs = configs
         self.record = record
         self.run_factory = run_factory
+        self.one_process = one_process
+        """The counts share one TensorFlow process (``run_factory`` hands out its runs):
+        TensorFlow starts once, for the first; the others only build their model."""
         self.status_interval_s = status_interval_s
         self.stop_requested = threading.Event()
         self.finished = threading.Event()
@@ -139,7 +143,8 @@ class LiveSweep:
             if self.stop_requested.is_set():  # asked while starting
                 run.stop()
             last = 0.0
-            status = f"{n} device{'s' if n > 1 else ''}: starting TensorFlow"
+            starting = "building the model" if self.one_process and index else "starting TensorFlow"
+            status = f"{n} device{'s' if n > 1 else ''}: {starting}"
             on_status(replace(self.view, status_line=status))
             steps = getattr(config, "steps", None)
             counted_s: list[float] = []  # the counted steps' times, for the probes' check
