@@ -273,6 +273,7 @@ def test_a_recorded_sweep_predicts_no_further_than_its_machine(tmp_path, capsys)
     assert main(["recommend", *by_name, "--no-chart"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "does not say how many devices" not in out
+    assert "No predictions past the 2 devices available" in out  # as the live sweep says
     resolved = resolve_inputs([f"{tmp_path}/{STOPPED}"])
     assert _sweep_view(resolved.paths, resolved.sweeps).available_devices == 2
     # an older sweep keeps today's behaviour: the machine unsaid, predictions to 8
