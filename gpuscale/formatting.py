@@ -242,6 +242,18 @@ def plural(count: int | Sequence[int], noun: str, many: str | None = None) -> st
     return f"{text} {noun if one else many or noun + 's'}"
 
 
+def exchange_words(cross_device_ops: str | None, replicas: int, *, short: bool = False) -> str:
+    """How a run's strategy exchanges its gradients, to follow the strategy's name:
+    `` with nccl all-reduce`` (``short``: `` (nccl)``); with one replica there is
+    no exchange, whatever the strategy would use with more: `` (1 replica, no
+    all-reduce)``; ``""`` when the run does not say (``cross_device_ops`` unset)."""
+    if not cross_device_ops:
+        return ""
+    if replicas <= 1:
+        return " (1 replica, no all-reduce)"
+    return f" ({cross_device_ops})" if short else f" with {cross_device_ops} all-reduce"
+
+
 def join_clauses(parts: Iterable[str | None]) -> str:
     """Clauses joined with ``; `` (empty ones left out), each without the full stop
     it may end with: ``"... for the original."`` and ``"recorded as X"`` make

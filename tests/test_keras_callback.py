@@ -184,3 +184,36 @@ def test_one_replica_reports_no_exchange(scripts):
             and e.step - 1 not in probed
         ]
         assert p.step_time_s == pytest.approx(metrics.median(usual), rel=1e-9), (p, usual)
+
+
+CUSTOM_LOOP = """
+import keras, tensorflow as tf
+from gpuscale.keras import ScalingMonitor
+loop = ScalingMonitor(batch_size=4, phases=False)
+loop.start()  # the loop says nothing of its scaling
+dense = keras.layers.Dense(2)
+for _ in range(3):
+    with loop.step() as step:
+        step.sync(dense(tf.ones((4, 8))))
+loop.close()
+"""
+
+
+@pytest.mark.tf
+def test_a_custom_loop_says_tf_distribute_splits_its_batch(tmp_path):
+    """A custom loop's run (the start/step helper, no fit) is recorded as one, and
+    its note says tf.distribute splits the batch, not Keras."""
+    from gpuscale.analysis.script_runs import CUSTOM_LOOP_BATCH_NOTE
+
+    proc = subprocess.run(
+        [sys.executable, "-c", CUSTOM_LOOP],
+        env=_env(GPUSCALE_DATA_DIR=str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (recording,) = (tmp_path / "runs").glob("*.ndjson")
+    start = load_run(recording).start
+    assert start.config["custom_loop"] is True and start.scaling == "strong"
+    assert start.note == CUSTOM_LOOP_BATCH_NOTE

@@ -4,6 +4,7 @@ TensorFlow: the stand-in sweep trainer (tests/fake_sweep_trainer.py)."""
 
 from __future__ import annotations
 
+import json
 import stat
 import sys
 from pathlib import Path
@@ -120,7 +121,13 @@ def test_q_in_watch_before_any_count_is_a_note_and_exit_0(monkeypatch, capsys):
     from gpuscale.errors import GpuscaleError
 
     said = recommend_watch.nothing_measured(None, None)
-    assert said == "no recommendation: the sweep stopped before the first device count was measured"
+    assert said == "no recommendation: the sweep stopped before its first count began: nothing ran"
+    # q during the first count: what ran, not "nothing" (the count's steps, its file)
+    cut = "the first count (1 device, 133 of 300 steps)"
+    assert recommend_watch.nothing_measured(None, None, cut, "/r/1xcpu.ndjson") == (
+        "no recommendation: the sweep stopped during the first count (1 device, 133 of 300 "
+        "steps): no count finished, so nothing to judge; recorded to /r/1xcpu.ndjson"
+    )
     with pytest.raises(GpuscaleError) as ctrl_c:
         recommend_watch.nothing_measured(None, "SIGINT")
     assert ctrl_c.value.exit_code == EXIT_INTERRUPTED
@@ -133,3 +140,31 @@ def test_q_in_watch_before_any_count_is_a_note_and_exit_0(monkeypatch, capsys):
     assert main([*ARGV, "--watch"]) == 0
     out, err = capsys.readouterr()
     assert out == "" and err.strip() == f"gpuscale: {said}"
+
+
+def test_a_live_sweep_and_its_recording_re_judged_stop_at_the_same_count(
+    tmp_path, monkeypatch, capsys, _isolated_data_dir
+):
+    """The live sweep knows the machine has 2 devices and predicts nothing past them;
+    its recordings say so (their sweep's available_devices), so `--from` of the sweep
+    prints the same points, not predictions for 4 and 8."""
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE}" "$@"\n')
+    python.chmod(python.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setattr(recommend_live, "plan", lambda args: ([1, 2], "CPU", None, 2))
+    monkeypatch.setattr(
+        recommend_live,
+        "shared_process",
+        lambda configs, record, no_reuse=False: TrainerSweep(
+            configs, record=record, sampler=False, python=str(python)
+        ),
+    )
+    argv = [a for a in ARGV if a not in ("--no-record", "--no-chart")]
+    assert main([*argv, "--json"]) == 0
+    live = json.loads(capsys.readouterr().out)
+    assert live["available_devices"] == 2
+    assert main(["recommend", "--from", "sweep", "--json"]) == 0
+    judged = json.loads(capsys.readouterr().out)
+    assert judged["available_devices"] == 2
+    assert [p["devices"] for p in judged["points"]] == [p["devices"] for p in live["points"]]
+    assert [p["devices"] for p in judged["points"]] == [1, 2]

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import msgspec
+
 from gpuscale.analysis.recommend import recommend
 from gpuscale.analysis.sweep import load_inputs
 from gpuscale.events.schema import EndEvent, StartEvent, StepEvent
@@ -101,6 +103,7 @@ def test_a_script_sweep_on_gpus_gives_each_count_the_best_connected_gpus(monkeyp
     monkeypatch.setattr(recommend_live, "plan", lambda args: ([1, 2, 4], "GPUs", list(range(8)), 8))
     monkeypatch.setattr(recommend_live, "sweep_topology", lambda pool: topology)
     seen: list[str] = []
+    refs: list = []
 
     class FakeScriptRun:
         """Trains on the GPUs its environment gives it, one step a second."""
@@ -111,7 +114,7 @@ def test_a_script_sweep_on_gpus_gives_each_count_the_best_connected_gpus(monkeyp
             self.done, self.error, self.recording_path, self.sweep_ref = False, None, None, None
 
         def start(self):
-            pass
+            refs.append(self.sweep_ref)  # set before the run starts
 
         def stop(self):
             self.done = True
@@ -143,5 +146,42 @@ def test_a_script_sweep_on_gpus_gives_each_count_the_best_connected_gpus(monkeyp
     )
     assert seen == ["0", "4,5", "4,5,6,7"]
     assert [p.devices for p in sweep.points] == [1, 2, 4]
+    # each run's recording says the sweep's counts and the 8 GPUs the machine has
+    assert [(r.index, r.planned, r.available_devices) for r in refs] == [
+        (i, [1, 2, 4], 8) for i in range(3)
+    ]
     err = " ".join(capsys.readouterr().err.split())
     assert "GPUs per count, the best-connected by topology: 1: 0; 2: 4,5; 4: 4,5,6,7" in err
+
+
+def test_a_custom_loops_batch_is_split_by_tf_distribute_not_keras():
+    """The note on a script's batch says who splits it: Keras in fit, tf.distribute
+    in a custom loop (the ScalingMonitor's start/step helper, config custom_loop)."""
+    from gpuscale.analysis.script_runs import (
+        CUSTOM_LOOP_BATCH_NOTE,
+        SCRIPT_BATCH_NOTE,
+        note_of,
+        script_batch_note,
+    )
+
+    assert "Keras splits it" in script_batch_note({"every": None})  # fit
+    loop = script_batch_note({"every": None, "custom_loop": True})
+    assert loop == CUSTOM_LOOP_BATCH_NOTE
+    assert "tf.distribute splits it" in loop and "Keras" not in loop
+    told = script_batch_note(
+        {"custom_loop": True, "batch_scaling": "weak", "batch_scaling_told": True}
+    )
+    assert told.startswith("the script said weak scaling")
+    # an older callback's start (it could not tell) is said in its own run's words
+    old = StartEvent(
+        t=0.0,
+        gpuscale_version="t",
+        host="h",
+        pid=1,
+        source="script",
+        config={"every": None, "custom_loop": True},
+        note="cannot tell strong from weak",
+    )
+    assert note_of(old) == CUSTOM_LOOP_BATCH_NOTE
+    fit = msgspec.structs.replace(old, config={"every": None})
+    assert note_of(fit) == SCRIPT_BATCH_NOTE

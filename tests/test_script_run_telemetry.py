@@ -67,6 +67,40 @@ def test_telemetry_reaches_the_consumer_and_the_recording_before_the_scripts_sta
     assert samples and samples[0].t < loaded.end.t
 
 
+def test_the_provisional_start_of_a_script_given_devices_has_those_devices(tmp_path):
+    """`gpuscale watch --devices 2 -- python train.py` on CPUs: gpuscale sets up 2
+    logical devices for the script, so the start it shows before the callback's (and
+    records first) says 2 logical CPUs, not 1 CPU."""
+    import os
+
+    from gpuscale.live.devices import device_env
+    from gpuscale.ui.model import RunModel
+    from gpuscale.ui.widgets.header import describe_run
+
+    flag = tmp_path / "go"
+    path = tmp_path / "run.ndjson"
+    run = ScriptRun(
+        [sys.executable, "-c", WAITER, str(flag)],
+        record=path,
+        start_timeout_s=3600.0,
+        sample_interval_s=0.1,
+        nvml=FakeNvml.scenario("no-gpus"),
+        env={**os.environ, **device_env(2, None, {})},
+    ).start()
+    try:
+        first = next(iter(run.events(timeout=60)))
+    finally:
+        flag.write_text("")
+    list(run.events(timeout=120))
+    assert isinstance(first, StartEvent) and first.provisional
+    assert (first.num_replicas, first.platform) == (2, "cpu-logical")
+    model = RunModel()
+    model.absorb([first])
+    assert "· 2x logical CPU ·" in describe_run(model.snapshot())
+    recorded = [e for e in load_run(path).events if isinstance(e, StartEvent)]
+    assert (recorded[0].num_replicas, recorded[0].platform) == (2, "cpu-logical")
+
+
 def _gpuscale_run(options: list[str], code: str, data: Path, columns: int):
     """``gpuscale run OPTIONS --no-record -- python -c CODE`` in a child process."""
     import os

@@ -18,7 +18,14 @@ from recording_samples import sample_events, write_run
 
 from gpuscale.cli import main
 from gpuscale.errors import GpuscaleError
-from gpuscale.events.schema import EndEvent, StartEvent, SweepRef, decode, encode
+from gpuscale.events.schema import (
+    SCHEMA_VERSION,
+    EndEvent,
+    StartEvent,
+    SweepRef,
+    decode,
+    encode,
+)
 from gpuscale.recording.reader import load_run
 from gpuscale.recording.store import list_runs
 from gpuscale.recording.sweeps import (
@@ -42,13 +49,17 @@ def sweep_run(
     *,
     at: float = 0.0,
     status: str = "completed",
+    available: int | None = None,
 ) -> Path:
-    """One run of a sweep at ``devices``, ``at`` seconds after T0, ending with ``status``."""
+    """One run of a sweep at ``devices``, ``at`` seconds after T0, ending with ``status``;
+    ``available``: the devices its machine had (format 1.4), else unsaid (older ones)."""
     events = sample_events(steps=12, gpus=devices)
     for event in events:
         event.t += at
         if isinstance(event, StartEvent):
-            event.sweep = SweepRef(id=sweep_id, index=index, planned=planned)
+            event.sweep = SweepRef(
+                id=sweep_id, index=index, planned=planned, available_devices=available
+            )
         if isinstance(event, EndEvent):
             event.status = status
     return write_run(folder / f"{sweep_id}-{index}_mnist-cnn_{devices}xgpu.ndjson", events)
@@ -73,7 +84,10 @@ def test_the_sweep_travels_in_the_start_event_and_old_recordings_still_read(tmp_
     ref = SweepRef(id="sweep-20261123-125500-3f2a", index=1, planned=[1, 2, 4])
     start = msgspec.structs.replace(sample_events()[0], sweep=ref)
     back = decode(encode(start))
-    assert back.sweep == ref and back.schema == "1.3"
+    assert back.sweep == ref and back.schema == SCHEMA_VERSION == "1.4"
+    assert back.sweep.available_devices is None  # a 1.3 sweep: the machine unsaid
+    known = msgspec.structs.replace(ref, available_devices=4)
+    assert decode(encode(msgspec.structs.replace(start, sweep=known))).sweep == known
     # a 1.2 recording (no sweep field) reads as a run of its own
     assert load_run(SAMPLES / "mnist-cnn_1xcpu.ndjson").start.sweep is None
     with pytest.raises(msgspec.ValidationError):  # an id that is no file-name-safe word
@@ -239,6 +253,36 @@ def test_recommend_from_a_sweep_rejudges_it(recorded, capsys):
     assert STOPPED in doc["note"] and "not measured: 4 (stopped)" in doc["note"]
 
 
+def test_a_recorded_sweep_predicts_no_further_than_its_machine(tmp_path, capsys):
+    """A sweep that says its machine had 2 devices (format 1.4) is re-judged, by name
+    or by its files, as live: no predicted rows past 2; one that does not say (a 1.3
+    sweep) predicts up to 8, as before."""
+    from gpuscale.commands.replay import _sweep_view
+
+    sweep_run(tmp_path, 1, 0, [1, 2], STOPPED, available=2)
+    sweep_run(tmp_path, 2, 1, [1, 2], STOPPED, at=10, available=2)
+    sweep_run(tmp_path, 1, 0, [1, 2], OTHER, at=5000)
+    sweep_run(tmp_path, 2, 1, [1, 2], OTHER, at=5010)
+    by_name = ["--from", f"{tmp_path}/{STOPPED}"]
+    by_files = ["--from", *sorted(map(str, tmp_path.glob(f"{STOPPED}-*")))]
+    for inputs in (by_name, by_files):
+        assert main(["recommend", *inputs, "--json"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["available_devices"] == 2
+        assert [p["devices"] for p in doc["points"]] == [1, 2]  # nothing predicted
+    assert main(["recommend", *by_name, "--no-chart"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "does not say how many devices" not in out
+    assert "No predictions past the 2 devices available" in out  # as the live sweep says
+    resolved = resolve_inputs([f"{tmp_path}/{STOPPED}"])
+    assert _sweep_view(resolved.paths, resolved.sweeps).available_devices == 2
+    # an older sweep keeps today's behaviour: the machine unsaid, predictions to 8
+    assert main(["recommend", "--from", f"{tmp_path}/{OTHER}", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert "available_devices" not in doc
+    assert max(p["devices"] for p in doc["points"]) == 8
+
+
 @pytest.mark.parametrize("command", [["replay"], ["recommend", "--from"]])
 def test_a_sweep_name_that_matches_nothing_is_one_line(recorded, capsys, command):
     assert main([*command, f"{recorded}/sweep-19990101"]) == 2
@@ -350,12 +394,12 @@ def test_a_watched_sweep_gives_each_run_its_place():
         made.append(Run(config))
         return made[-1]
 
-    view = SweepView(points=[], planned=[1, 2, 4], state="running")
+    view = SweepView(points=[], planned=[1, 2, 4], state="running", available_devices=4)
     runner = LiveSweep(view, [1, 2, 4], record=False, run_factory=factory, sweep_id=STOPPED)
     final = runner.run(lambda v: None, lambda v: None)
     assert final.measured_counts == [1, 2, 4]
     assert [r.sweep_ref for r in made] == [
-        SweepRef(id=STOPPED, index=i, planned=[1, 2, 4]) for i in range(3)
+        SweepRef(id=STOPPED, index=i, planned=[1, 2, 4], available_devices=4) for i in range(3)
     ]
 
 

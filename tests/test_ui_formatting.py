@@ -88,3 +88,32 @@ def test_a_phase_within_its_noise_is_not_resolved_never_zero():
     assert format_phase_s(0.0, 0.0) == "< 0.1 ms (not resolved)"
     assert format_phase_s(0.005, None) == "5.0 ms"
     assert format_phase_s(None, None) == "n/a"
+
+
+def test_one_replica_exchanges_nothing_whatever_the_strategy_would_use():
+    # a mirrored run on one device has no all-reduce, though TensorFlow names its ops
+    assert f.exchange_words("collective", 1) == " (1 replica, no all-reduce)"
+    assert f.exchange_words("collective", 1, short=True) == " (1 replica, no all-reduce)"
+    assert f.exchange_words("nccl", 2) == " with nccl all-reduce"
+    assert f.exchange_words("nccl", 2, short=True) == " (nccl)"
+    assert f.exchange_words(None, 2) == ""  # not said: nothing added
+
+
+def test_a_one_device_recording_is_described_without_an_all_reduce(capsys):
+    """The summary (`replay` off a terminal, `run`) and the dashboard's header of a
+    mirrored run on one device: no 'with collective all-reduce'."""
+    from pathlib import Path
+
+    from gpuscale.cli import main
+    from gpuscale.recording.reader import load_run
+    from gpuscale.ui.model import RunModel
+    from gpuscale.ui.widgets.header import describe_run
+
+    one = Path(__file__).resolve().parent.parent / "sample_runs" / "mnist-cnn_1xcpu.ndjson"
+    assert main(["replay", str(one)]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.endswith(": mirrored (1 replica, no all-reduce)"), first
+    model = RunModel()
+    model.absorb(load_run(one).events)
+    header = describe_run(model.snapshot())
+    assert "mirrored (1 replica, no all-reduce) · 1x logical CPU" in header, header

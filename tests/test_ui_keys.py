@@ -114,6 +114,44 @@ def test_the_scaling_view_binds_its_table_and_the_readme_lists_it():
     assert not missing, f"the README's scaling view keys lack {missing}"
 
 
+@pytest.mark.parametrize("app_class", [GpuscaleApp, SweepApp])
+def test_the_help_lists_the_keys_textual_binds_itself(app_class):
+    """Textual binds ctrl+q (quit) in every app: the table has it, so `?` lists it
+    (it once did not, though the README said ctrl+q quits the scaling view)."""
+    from textual.app import App
+
+    table = keys.SWEEP_KEYS if app_class is SweepApp else keys.KEYS
+    rows = keys.sweep_help_rows() if app_class is SweepApp else keys.help_rows(False)
+    listed = {display for display, _ in rows}
+    textual_own = {b.key for b in App.BINDINGS if not b.system}
+    assert textual_own and textual_own <= listed
+    bound = {(b.key, b.action) for b in app_class.BINDINGS}
+    assert ("ctrl+q", "quit") in bound and ("ctrl+q", "quit") in {
+        (names, action) for k in table for names, action in k.bindings
+    }
+
+
+async def test_ctrl_q_in_the_scaling_view_stops_a_live_sweep():
+    """ctrl+q, as listed, stops the sweep's run in progress as q does."""
+    stopped = []
+
+    class Runner:
+        view = None
+
+        def stop(self):
+            stopped.append(True)
+
+    from gpuscale.ui.sweep_app import SweepView
+
+    view = SweepView(points=[], heading="stand-in", planned=[1, 2], state="complete")
+    app = SweepApp(view)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.runner = Runner()
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+    assert stopped
+
+
 async def test_c_focuses_the_next_chart_at_120_columns():
     app = build_app(replay(cpu_run(), end=True))
     async with app.run_test(size=(120, 40)) as pilot:

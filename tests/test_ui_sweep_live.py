@@ -5,6 +5,7 @@ count by count, and q stops the run in progress and keeps what was measured."""
 from __future__ import annotations
 
 import queue
+import re
 import sys
 import threading
 
@@ -137,6 +138,61 @@ async def test_q_stops_the_run_in_progress_and_recommends_from_what_was_measured
     )
 
 
+async def test_q_during_the_first_count_says_how_far_it_got():
+    """q before any count finished: the sweep says which count it cut short and how
+    many of its steps ran (the command says it: no count finished, nothing to judge)."""
+
+    class Config(int):
+        """A device count that plans 300 steps, as a trainer configuration does."""
+
+        steps = 300
+
+    runner, runs = _sweep([1, 2], hold_at=1)
+    runner.configs = [Config(1), Config(2)]
+    app = SweepApp(runner.view, runner=runner)
+    async with app.run_test(size=(80, 24)) as pilot:
+        while 1 not in runs or not runs[1].started.is_set():
+            await pilot.pause(0.01)
+        await pilot.pause()
+        await pilot.press("q")
+        while not runner.finished.is_set():
+            await pilot.pause(0.01)
+        await pilot.pause()
+    assert runs[1].stopped and runner.view.measured_counts == []
+    cut = runner.cut_short
+    assert cut is not None
+    assert re.fullmatch(r"the first count \(1 device, \d+ of 300 steps\)", cut), cut
+
+
+@pytest.mark.parametrize("one_process", [True, False])
+def test_a_count_in_the_shared_process_builds_its_model_rather_than_start_tensorflow(
+    one_process,
+):
+    """One TensorFlow process for every count: only the first starts TensorFlow;
+    a process per count: each does."""
+    runs: dict[int, StandInRun] = {}
+
+    def factory(config, record):
+        runs[config] = StandInRun(config)
+        return runs[config]
+
+    view = SweepView(points=[], heading="stand-in", planned=[1, 2], state="running")
+    runner = LiveSweep(
+        view,
+        [1, 2],
+        record=False,
+        run_factory=factory,
+        status_interval_s=0,
+        one_process=one_process,
+    )
+    said: list[str] = []
+    runner.run(lambda v: said.append(v.status_line or ""), lambda v: None)
+    assert "1 device: starting TensorFlow" in said
+    second = "2 devices: building the model" if one_process else "2 devices: starting TensorFlow"
+    assert second in said
+    assert ("2 devices: starting TensorFlow" in said) is not one_process
+
+
 def test_watch_refuses_from_and_json(capsys):
     assert main(["recommend", "--watch", "--from", "x.json"]) == 2
     assert "gpuscale replay FILE FILE" in capsys.readouterr().err
@@ -176,7 +232,7 @@ def test_watch_command_prints_the_recommendation_from_what_was_measured(
     captured = capsys.readouterr()
     if stopped_after == 0:  # q before any count: a note, exit 0 (Ctrl-C would be 130)
         assert code == 0
-        assert "stopped before the first device count was measured" in captured.err
+        assert "stopped before its first count began: nothing ran" in captured.err
     else:
         assert code == (130 if stopped_by else 0)  # Ctrl-C: the report, then 130
         assert (

@@ -33,7 +33,26 @@ SCRIPT_BATCH_NOTE = (
     "a script that multiplies it by the replicas is weak scaling, which runs at several "
     "device counts show"
 )
-"""What a callback's run says about its batch (in place of the older start's note)."""
+"""What a ``fit`` run with the callback says about its batch (in place of the older
+start's note)."""
+
+CUSTOM_LOOP_BATCH_NOTE = (
+    "the batch is the loop's own: tf.distribute splits it across the replicas (strong "
+    "scaling, taken as fit's: the loop did not say; ScalingMonitor.start(scaling='weak') "
+    "says it multiplies a batch per replica by the replicas)"
+)
+"""What a custom loop's run (the ScalingMonitor's ``start``/``step`` helper, config
+``custom_loop``) says about its batch when the loop did not say its scaling."""
+
+
+def script_batch_note(start_config: dict | None) -> str:
+    """What a callback's run says about its batch, in the words of how the run was
+    made: ``fit`` (Keras splits the batch) or a custom loop (tf.distribute does, and
+    the loop may say its scaling: :func:`told_note`)."""
+    cfg = start_config or {}
+    if cfg.get("batch_scaling_told") and cfg.get("batch_scaling") in ("strong", "weak"):
+        return told_note(cfg["batch_scaling"])
+    return CUSTOM_LOOP_BATCH_NOTE if cfg.get("custom_loop") else SCRIPT_BATCH_NOTE
 
 
 def told_note(scaling: str) -> str:
@@ -68,7 +87,7 @@ def note_of(start: Any) -> str | None:
     """The start's note, with a callback's batch said in the words of
     :func:`scaling_of` (an older callback's start said it could not tell)."""
     if is_callback_start(start) and start.note and "cannot tell" in start.note:
-        return SCRIPT_BATCH_NOTE
+        return script_batch_note(start.config)
     return start.note
 
 

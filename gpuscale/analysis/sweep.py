@@ -520,6 +520,10 @@ def load_inputs(paths: Sequence[str | Path]) -> Sweep:
     run's recording, a sweep file with the same points) is counted once, with a
     warning: two copies of one measurement are not two runs.
 
+    The machine's device count (:attr:`Sweep.available_devices`, where predictions
+    stop) is the smallest any input says: a sweep file's ``available_devices``, a
+    recording's sweep's (format 1.4 on); ``None`` when none says.
+
     What the readers forgave (damaged lines skipped, a cut last line) is in the
     sweep's ``warnings``; when an input then cannot be used, on the error's
     ``warnings``, so that the user still hears about it (the damage is often why)."""
@@ -573,6 +577,9 @@ def _load_inputs(paths: Sequence[str | Path], warnings: list[str]) -> Sweep:
         if is_recording:
             recordings.append(run)
             sources.append(str(path))
+            ref = getattr(run[1], "sweep", None)  # a sweep's run knows its machine (format 1.4)
+            if ref is not None and ref.available_devices:
+                available.append(ref.available_devices)
             warnings += [w if w.startswith(f"{path}:") else f"{path}: {w}" for w in read_warnings]
         else:
             points += sweep.points

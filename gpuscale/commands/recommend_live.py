@@ -195,12 +195,15 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
         base, counts, pool, "gpu" if pool else "cpu-logical", sweep_topology(pool)
     )
     sweep_id = new_sweep_id()
-    sweep_refs = {n: SweepRef(id=sweep_id, index=i, planned=counts) for i, n in enumerate(counts)}
+    sweep_refs = {
+        n: SweepRef(id=sweep_id, index=i, planned=counts, available_devices=available)
+        for i, n in enumerate(counts)
+    }
     console = text_console(stderr=True, highlight=False)
     record = None if args.no_record else "default"
     shared = shared_process(configs, record, no_reuse=getattr(args, "no_reuse", False))
     if shared is not None:
-        shared.stamp(sweep_id)
+        shared.stamp(sweep_id, available)
     where = (
         f"one TensorFlow process for counts {', '.join(map(str, counts))}"
         if shared is not None

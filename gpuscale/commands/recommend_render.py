@@ -104,10 +104,11 @@ ROWS_SHOWN = 12
 
 
 def predictions_reach_line(rec: Recommendation, sweep: Sweep) -> str | None:
-    """How far the predicted rows go and why, so a live sweep and ``--from`` of its
-    recordings (the same measurements) say why their tables differ: a live sweep
-    knows the machine's devices and predicts no further; a recording does not say
-    how many its machine had, so ``--from`` predicts up to the default limit.
+    """How far the predicted rows go and why: a live sweep knows the machine's
+    devices and predicts no further, as does ``--from`` of its recordings (format
+    1.4 on, where they say it) or of a sweep file that says it; other recordings
+    do not say how many devices their machine had, so ``--from`` predicts up to the
+    default limit, and the line says why its table may differ from the live one.
     ``None`` where the sweep predicted nothing."""
     predicted = [r.devices for r in rec.table if r.predicted]
     measured = [r.devices for r in rec.table if not r.predicted]
@@ -119,10 +120,9 @@ def predictions_reach_line(rec: Recommendation, sweep: Sweep) -> str | None:
             return None  # the machine has more devices than measured: its rows say so
         n = sweep.available_devices
         return (
-            f"No predictions past the {plural(n, 'device')} available (this "
-            "machine's, or a sweep file's available_devices), all measured; --max-devices N "
-            "predicts further (recordings do not say their machine's devices: --from of them "
-            "predicts up to 8)"
+            f"No predictions past the {plural(n, 'device')} available (this machine's, or "
+            "what the recorded sweep or sweep file says), all measured; --max-devices N "
+            "predicts further"
         )
     if predicted and rec.device_limit is None and not sweep.available_devices:
         return (

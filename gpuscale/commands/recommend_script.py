@@ -68,7 +68,9 @@ def run_script_sweep(
             **(device_env(None, count_gpus(pool, topology, n)) if pool else device_env(n, None)),
         }
         run = ScriptRun(command, record=None if args.no_record else "default", env=env)
-        run.sweep_ref = SweepRef(id=sweep_id, index=index, planned=counts)
+        run.sweep_ref = SweepRef(
+            id=sweep_id, index=index, planned=counts, available_devices=available
+        )
         acc = RunAccumulator()
         try:
             run.start()

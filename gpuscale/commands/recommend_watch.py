@@ -52,8 +52,14 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep | None, s
         max_devices=args.max_devices,
     )
     if shared is not None:  # the counts in one trainer process, each its own run
-        runner = LiveSweep(view, configs, record=not args.no_record, run_factory=shared.factory())
-        shared.stamp(runner.sweep_id)
+        runner = LiveSweep(
+            view,
+            configs,
+            record=not args.no_record,
+            run_factory=shared.factory(),
+            one_process=True,
+        )
+        shared.stamp(runner.sweep_id, available)
     else:
         runner = LiveSweep(view, configs, record=not args.no_record)
     app = SweepApp(view, runner=runner)
@@ -67,7 +73,10 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep | None, s
                 shared.close()  # a count the view never reached is not left running
     final = runner.view
     if not final.points:  # q: the note, exit 0; else an error (exit 1, or 130 on a signal)
-        return None, nothing_measured(runner.failure, signal_name), signal_name
+        said = nothing_measured(
+            runner.failure, signal_name, runner.cut_short, runner.cut_short_recording
+        )
+        return None, said, signal_name
     state = final.state_line()
     if runner.failure:
         state = f"{runner.failure}; " + (state or "recommending from what was measured")
@@ -93,11 +102,25 @@ def _heading(heading: str | None, notes: list[str], state: str | None, recorded:
     return "\n".join(p for p in (join_clauses((heading, *notes)), rests) if p)
 
 
-def nothing_measured(failure: str | None, signal_name: str | None) -> str:
+def nothing_measured(
+    failure: str | None,
+    signal_name: str | None,
+    cut_short: str | None = None,
+    recording: str | None = None,
+) -> str:
     """What ends a ``--watch`` sweep that measured no count. ``q`` (no failure, no
     signal) is the user quitting: the sentence returned is said as a note, exit 0.
-    A failed count is an error (exit 1); Ctrl-C or another stop signal, exit 130."""
-    why = failure or "stopped before the first device count was measured"
+    A failed count is an error (exit 1); Ctrl-C or another stop signal, exit 130.
+    ``cut_short``: the count the stop cut short and how far it got
+    (:attr:`gpuscale.ui.live_sweep.LiveSweep.cut_short`), ``recording`` its file."""
+    if failure:
+        why = failure
+    elif cut_short:
+        why = f"stopped during {cut_short}: no count finished, so nothing to judge"
+        if recording:
+            why += f"; recorded to {recording}"
+    else:
+        why = "stopped before its first count began: nothing ran"
     message = f"no recommendation: the sweep {why}"
     if failure is None and signal_name is None:
         return message

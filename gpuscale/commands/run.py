@@ -31,6 +31,7 @@ from gpuscale.analysis.summary import RunSummary
 from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from gpuscale.events.schema import ErrorEvent, LogEvent, StartEvent, StepEvent
 from gpuscale.formatting import (
+    exchange_words,
     format_bytes,
     format_duration_s,
     format_samples_s,
@@ -332,10 +333,7 @@ def gpu_activity_lines(summary: RunSummary | None) -> list[str]:
 def _strategy(start) -> str:
     if start.strategy == "unknown":
         return "strategy unknown"
-    text = start.strategy
-    if start.cross_device_ops:
-        text += f" with {start.cross_device_ops} all-reduce"
-    return text
+    return start.strategy + exchange_words(start.cross_device_ops, start.num_replicas)
 
 
 def _scaling(start) -> str:

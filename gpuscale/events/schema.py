@@ -32,10 +32,11 @@ import msgspec
 
 from gpuscale.events import limits
 
-SCHEMA_VERSION = "1.3"
+SCHEMA_VERSION = "1.4"
 """1.1: StartEvent.topology; 1.2: PhaseEvent.compute_allreduce_s and probe_cost_s (probe
 budget), StartEvent.provisional and the ``source: "clock"`` log marker (write-ahead);
-1.3: StartEvent.sweep (the runs of one ``gpuscale recommend`` sweep)."""
+1.3: StartEvent.sweep (the runs of one ``gpuscale recommend`` sweep); 1.4:
+SweepRef.available_devices (the devices the sweep's machine had)."""
 SCHEMA_MAJOR = 1
 
 # Plausible ranges (gpuscale.events.limits) for the fields the analysis divides by
@@ -159,6 +160,11 @@ class SweepRef(msgspec.Struct, kw_only=True, omit_defaults=True):
     planned: list[_Devices] = []
     """Every device count the sweep set out to measure, in order; the counts a
     stopped sweep never measured are the ones no recording of it has."""
+    available_devices: _Devices | None = None
+    """How many devices the sweep could use on its machine (its GPUs, or the CPU
+    logical devices it would make): a re-judged sweep predicts no further, as the
+    live one did not. ``None`` in recordings before format 1.4 (predictions then
+    go as far as ``recommend``'s default). Since format 1.4."""
 
 
 class StartEvent(_Event, tag="start", kw_only=True):

@@ -69,7 +69,7 @@ class CustomLoop:
         strategy = strategy or (
             strategy_of(model) if model is not None else tf.distribute.get_strategy()
         )
-        self._begin(model, strategy)
+        self._begin(model, strategy, custom_loop=True)
 
     @contextlib.contextmanager
     def step(self, samples: int | None = None) -> Iterator[Step]:

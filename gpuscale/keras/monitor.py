@@ -27,7 +27,7 @@ import msgspec
 import tensorflow as tf
 
 from gpuscale import __version__
-from gpuscale.analysis.script_runs import SCRIPT_BATCH_NOTE, told_note
+from gpuscale.analysis.script_runs import script_batch_note
 from gpuscale.events.schema import (
     EndEvent,
     Event,
@@ -192,12 +192,33 @@ class Monitor:
 
     # the start -----------------------------------------------------------------------
     def _start_event(
-        self, model: Any, strategy: tf.distribute.Strategy, global_batch: int
+        self,
+        model: Any,
+        strategy: tf.distribute.Strategy,
+        global_batch: int,
+        custom_loop: bool = False,
     ) -> StartEvent:
         info = describe_strategy(strategy)
         self._strategy_info = info
         params, payload = trainable_bytes(model) if model is not None else (None, None)
         replicas = info["num_replicas"]
+        config = {
+            "script": os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "",
+            "argv": list(sys.argv),
+            "every": self.every,
+            "probe_budget": self.budget,
+            "probe_schedule": self.schedule.describe()
+            + (", worker 0's schedule for every worker" if self._vote else ""),
+            "warmup_steps": self.warmup_steps,
+            "phases": self.phases,
+            "keras_model": getattr(model, "name", None),
+            **({"custom_loop": True} if custom_loop else {}),  # else Keras fit
+            **(
+                {"batch_scaling": self.batch_scaling, "batch_scaling_told": True}
+                if self.batch_scaling
+                else {}
+            ),
+        }
         return StartEvent(
             t=time.time(),
             worker=self.worker,
@@ -206,22 +227,7 @@ class Monitor:
             host=socket.gethostname(),
             pid=os.getpid(),
             source="script",
-            config={
-                "script": os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "",
-                "argv": list(sys.argv),
-                "every": self.every,
-                "probe_budget": self.budget,
-                "probe_schedule": self.schedule.describe()
-                + (", worker 0's schedule for every worker" if self._vote else ""),
-                "warmup_steps": self.warmup_steps,
-                "phases": self.phases,
-                "keras_model": getattr(model, "name", None),
-                **(
-                    {"batch_scaling": self.batch_scaling, "batch_scaling_told": True}
-                    if self.batch_scaling
-                    else {}
-                ),
-            },
+            config=config,
             devices=info["devices"],
             platform=info["platform"],
             model=workload_name(model, self.workload_name, sys.argv),
@@ -238,11 +244,15 @@ class Monitor:
             # fit()'s batch is split across the replicas (script_runs), unless the script
             # (a custom loop) said otherwise
             scaling=self.batch_scaling or "strong",
-            note=told_note(self.batch_scaling) if self.batch_scaling else SCRIPT_BATCH_NOTE,
+            note=script_batch_note(config),
         )
 
     def _begin(
-        self, model: Any, strategy: tf.distribute.Strategy, global_batch: int | None = None
+        self,
+        model: Any,
+        strategy: tf.distribute.Strategy,
+        global_batch: int | None = None,
+        custom_loop: bool = False,
     ) -> None:
         self._strategy = strategy
         if (
@@ -253,7 +263,9 @@ class Monitor:
         ):  # the probe's all-reduce is a collective: every worker must probe at the same steps
             self._vote = GapVote(self.schedule, chief=True)  # replica 0's ballot counts
             self._vote_fn = vote_function(strategy)
-        start = self._start_event(model, strategy, global_batch or self.batch_size or 0)
+        start = self._start_event(
+            model, strategy, global_batch or self.batch_size or 0, custom_loop=custom_loop
+        )
         self._open_recording(start.model, start.num_replicas, start.platform)
         shared = Channel.client() is not None
         if (shared and Channel.started) or self._started:

@@ -702,12 +702,8 @@ class _PumpState:
         run = self.run_
         if run.record is None or run._forward is not None:
             return
-        start = self.synthetic_start()
-        provisional = msgspec.structs.replace(
-            start,
-            num_replicas=self.asked_replicas(start.num_replicas),
-            provisional=True,
-            note="provisional: the run's own start event follows when it is known",
+        provisional = self.provisional_start(
+            "provisional: the run's own start event follows when it is known"
         )
         run._begin_recording(provisional, run.name)
 
@@ -753,7 +749,7 @@ class _PumpState:
     def show_provisional(self) -> None:
         """Give the consumers a made-up start (``provisional=True``): what gpuscale knows
         (the command, the devices it sees), replaced by the run's own when it comes."""
-        start = msgspec.structs.replace(self.synthetic_start(hint=False), provisional=True)
+        start = self.provisional_start()
         self.add_topology(start)
         self.shown_provisional = True
         self.run_._publish(start)  # consumers only: the recording began with its own
@@ -925,13 +921,23 @@ class _PumpState:
     def stopped_start(self) -> StartEvent:
         """The start of a run stopped before its own: what was asked (``--devices N``,
         the script's name), provisional, from the launch (so its duration is the run's)."""
+        start = self.provisional_start(STOPPED_NOTE)
+        return msgspec.structs.replace(start, t=min(start.t, self.launched_at))
+
+    def provisional_start(self, note: str | None = None) -> StartEvent:
+        """A made-up start (``provisional=True``) from what gpuscale knows: the command,
+        the devices it sees, and the replicas ``--devices N`` set up for the script
+        (without GPUs, N CPU logical devices, which ``gpuscale.keras`` makes);
+        ``note``, else :meth:`synthetic_start`'s."""
         start = self.synthetic_start(hint=False)
+        replicas = self.asked_replicas(start.num_replicas)
+        logical = start.platform == "cpu" and replicas > 1
         return msgspec.structs.replace(
             start,
-            t=min(start.t, self.launched_at),
-            num_replicas=self.asked_replicas(start.num_replicas),
+            num_replicas=replicas,
+            platform="cpu-logical" if logical else start.platform,
             provisional=True,
-            note=STOPPED_NOTE,
+            note=start.note if note is None else note,
         )
 
     def synthetic_start(self, hint: bool = True) -> StartEvent:

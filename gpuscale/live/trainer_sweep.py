@@ -229,13 +229,15 @@ class TrainerSweep:
         if not self._done.is_set():
             self.stop()
 
-    def stamp(self, sweep_id: str) -> None:
+    def stamp(self, sweep_id: str, available_devices: int | None = None) -> None:
         """Give every count's run its :class:`~gpuscale.events.schema.SweepRef`
-        (``sweep_id``, its place, the counts planned); call before :meth:`start`,
-        since a count begins without being asked for."""
+        (``sweep_id``, its place, the counts planned, the devices the machine has);
+        call before :meth:`start`, since a count begins without being asked for."""
         planned = self.counts
         for i, run in enumerate(self.runs):
-            run.sweep_ref = SweepRef(id=sweep_id, index=i, planned=list(planned))
+            run.sweep_ref = SweepRef(
+                id=sweep_id, index=i, planned=list(planned), available_devices=available_devices
+            )
 
     def factory(self) -> Callable[[TrainConfig, str | None], CountRun]:
         """A run factory for :class:`gpuscale.ui.live_sweep.LiveSweep`: each call

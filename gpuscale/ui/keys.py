@@ -35,6 +35,14 @@ class Key:
     speaks of a live run)."""
 
 
+CTRL_Q = Key(
+    "ctrl+q",
+    "as q",
+    bindings=(("ctrl+q", "quit"),),  # Textual binds it too; both apps make quit act as q
+    priority=True,
+)
+"""In both tables: Textual binds ctrl+q to quit in every app, so ``?`` lists it."""
+
 KEYS: tuple[Key, ...] = (
     Key(
         "q",
@@ -50,6 +58,7 @@ KEYS: tuple[Key, ...] = (
         priority=True,
         replay_help="as q",
     ),
+    CTRL_Q,
     Key("?", "this help", "Help", bindings=(("question_mark", "help"),)),
     Key(
         "space",
@@ -124,6 +133,7 @@ SWEEP_KEYS: tuple[Key, ...] = (
         bindings=(("ctrl+c", "interrupt"),),
         priority=True,
     ),
+    CTRL_Q,
     Key("?", "this help", "Help", bindings=(("question_mark", "help"),)),
     Key(
         "r",

@@ -52,6 +52,7 @@ class LiveSweep:
         run_factory: Callable[[Any, str | None], Any] = _default_run_factory,
         status_interval_s: float = 0.25,
         sweep_id: str | None = None,
+        one_process: bool = False,
     ) -> None:
         self.view = view
         self.sweep_id = sweep_id or new_sweep_id()
@@ -59,6 +60,9 @@ class LiveSweep:
         self.configs = configs
         self.record = record
         self.run_factory = run_factory
+        self.one_process = one_process
+        """The counts share one TensorFlow process (``run_factory`` hands out its runs):
+        TensorFlow starts once, for the first; the others only build their model."""
         self.status_interval_s = status_interval_s
         self.stop_requested = threading.Event()
         self.finished = threading.Event()
@@ -73,6 +77,11 @@ class LiveSweep:
         times and phases from it, as ``gpuscale watch`` does."""
         self.model_devices: int | None = None
         """The device count of the run in :attr:`model`."""
+        self.cut_short: str | None = None
+        """What a stop request cut short, when it stopped a count in progress:
+        ``the first count (1 device, 133 of 300 steps)``; ``None`` otherwise."""
+        self.cut_short_recording: str | None = None
+        """That count's recording (it ends ``stopped``), when it was recorded."""
 
     def stop(self) -> None:
         """Stop the run in progress and start no other (any thread)."""
@@ -119,7 +128,12 @@ class LiveSweep:
         self, n: int, config: Any, on_status: Callback, index: int = 0
     ) -> tuple[SweepPoint | None, str | None]:
         run = self.run_factory(config, "default" if self.record else None)
-        run.sweep_ref = SweepRef(id=self.sweep_id, index=index, planned=list(self.view.planned))
+        run.sweep_ref = SweepRef(
+            id=self.sweep_id,
+            index=index,
+            planned=list(self.view.planned),
+            available_devices=self.view.available_devices,
+        )
         acc = RunAccumulator()
         model = RunModel()
         with self._lock:
@@ -130,17 +144,21 @@ class LiveSweep:
             if self.stop_requested.is_set():  # asked while starting
                 run.stop()
             last = 0.0
-            status = f"{n} device{'s' if n > 1 else ''}: starting TensorFlow"
+            starting = "building the model" if self.one_process and index else "starting TensorFlow"
+            status = f"{n} device{'s' if n > 1 else ''}: {starting}"
             on_status(replace(self.view, status_line=status))
             steps = getattr(config, "steps", None)
             # the counted steps' times, kept sorted (the median of each step is then
             # linear): the step the line shows, and the probes' check
             counted_s: list[float] = []
+            steps_done = 0
             while True:
                 finished = run.done  # then what is queued is all there is
                 for event in run.events(timeout=0.05 if finished else 0.1):
                     acc.add(event)
                     model.absorb([event])
+                    if isinstance(event, StepEvent):
+                        steps_done = max(steps_done, event.step + 1)
                     if isinstance(event, StepEvent) and not event.warmup:
                         bisect.insort(counted_s, event.step_time_s)
                     median_s = statistics.median(counted_s) if counted_s else None
@@ -158,10 +176,12 @@ class LiveSweep:
         summary = acc.summary() if acc.start is not None else None
         if summary is None or summary.step_time_s is None:
             if self.stop_requested.is_set():
+                self._note_cut_short(n, index, steps_done, steps, run)
                 return None, None
             message = run.error.message if run.error is not None else "the run ended without steps"
             return None, f"the {n}-device run failed: {message}"
         if self.stop_requested.is_set() and (run.end is None or run.end.status != "completed"):
+            self._note_cut_short(n, index, steps_done, steps, run)
             return None, None  # cut short: not a measurement of this count
         source = (
             str(run.recording_path)
@@ -169,6 +189,19 @@ class LiveSweep:
             else f"live run on {n} device{'s' if n > 1 else ''} (not recorded)"
         )
         return point_from_summary(summary, acc.start, source), None
+
+    def _note_cut_short(
+        self, n: int, index: int, steps_done: int, steps: int | None, run: Any
+    ) -> None:
+        """Say what the stop cut short (:attr:`cut_short`): which count, how far along."""
+        which = "the first count" if index == 0 else f"count {index + 1} of {len(self.configs)}"
+        if steps_done:
+            done = f"{steps_done} of {steps} steps" if steps else plural(steps_done, "step")
+        else:
+            done = "before its first step"
+        self.cut_short = f"{which} ({plural(n, 'device')}, {done})"
+        path = getattr(run, "recording_path", None)
+        self.cut_short_recording = str(path) if path else None
 
 
 def _status(

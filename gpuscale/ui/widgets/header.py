@@ -27,8 +27,7 @@ def describe_run(snap: Snapshot, waiting: str | None = None) -> str:
     strategy = start.strategy or "?"
     if strategy == "unknown":  # a script without gpuscale's callback (yet)
         strategy = "strategy unknown"
-    if start.cross_device_ops:
-        strategy += f" ({start.cross_device_ops})"
+    strategy += fmt.exchange_words(start.cross_device_ops, start.num_replicas, short=True)
     if not start.global_batch:  # a script without gpuscale's callback (yet): not known
         batch = "batch unknown"
     elif start.num_replicas > 1:
