@@ -56,7 +56,7 @@ def test_ctrl_c_while_a_script_starts_is_recorded_as_asked(tmp_path):
     assert "does not use gpuscale's callback" not in text, text
     assert text.count("stopped after") == 1, text
     assert "before any start from gpuscale's callback: no step times (telemetry only)" in text
-    assert "train.py on 2 x CPU (as asked): strategy unknown" in text, text
+    assert "train.py on 2 x CPU logical devices (as asked): strategy unknown" in text, text
     assert "stopping the script" in text, text
     (path,) = runs.iterdir()
     assert path.name.endswith("_train.py_2xcpu.ndjson"), path
