@@ -131,3 +131,27 @@ def test_flags_of_the_offline_recommendation_are_accepted(capsys):
     args = ["--max-devices", "4", "--min-efficiency", "50%", "--no-chart"]
     assert main(["recommend", "--from", str(ONE), str(TWO), *args]) == 0
     assert "Recommendation:" in capsys.readouterr().out
+
+
+def test_sweeps_read_together_are_capped_by_the_largest_machine_any_could_use(capsys, tmp_path):
+    """A --devices 2 sweep (1, 2) and a --sweep 4,8 one of the same 8-GPU machine:
+    read together, the limit is 8, not 2 (the measured 4 and 8 are not 'above the
+    limit', and the answer can be one of them)."""
+    paths = []
+    for name, limit, rows in (("a", 2, {1: 1000.0, 2: 1950.0}), ("b", 8, {4: 3800.0, 8: 7400.0})):
+        path = tmp_path / f"{name}.json"
+        path.write_text(
+            json.dumps(
+                {
+                    "available_devices": limit,
+                    "defaults": {"model": "m", "scaling": "weak", "per_replica_batch": 64},
+                    "points": [{"devices": n, "throughput": x} for n, x in rows.items()],
+                }
+            )
+        )
+        paths.append(str(path))
+    assert load_inputs(paths).available_devices == 8
+    assert main(["recommend", "--from", *paths]) == 0
+    out = capsys.readouterr().out
+    assert "above limit" not in out
+    assert "MULTI: 8 devices" in out

@@ -593,7 +593,9 @@ def _load_inputs(paths: Sequence[str | Path], warnings: list[str]) -> Sweep:
         sources=sources,
         notes=notes,
         warnings=warnings,
-        available_devices=min(available) if available else None,
+        # the largest any input could use: sweeps of one machine with --devices 2 and
+        # --sweep 4,8 capped at 2 would put measured counts "above the limit"
+        available_devices=max(available) if available else None,
     )
 
 
