@@ -354,3 +354,26 @@ def test_json_nulls_a_share_within_its_noise_beside_its_measured_value():
     (doc,) = sweep_document([noisy])["points"]
     assert doc["comm_share"] is None  # the table's "not resolved (14 probes)"
     assert doc["allreduce_s"] == 0.0003 and doc["allreduce_err_s"] == 0.0005
+
+
+def test_one_device_whose_pass_is_a_little_over_the_median_keeps_its_phases():
+    """Review of 2026-11-26: every probe's compute of sample_runs' 1-device run raised
+    2% (a pass just over the median step, which per-probe noise gives) made --json
+    drop the point's compute and the chart grey it. One device derives no exposed
+    exchange from it: the text says compute is about the whole step, the point keeps
+    its numbers."""
+    import msgspec
+
+    from gpuscale.events.schema import PhaseEvent
+
+    path = Path(__file__).parent.parent / "sample_runs" / "mnist-cnn_1xcpu.ndjson"
+    events = [
+        msgspec.structs.replace(e, compute_s=e.compute_s * 1.02) if isinstance(e, PhaseEvent) else e
+        for e in iter_events(path)
+    ]
+    s = summarize(events)
+    assert s.devices == 1 and s.compute_fills_step  # as the text words it
+    assert s.phases_split_step
+    assert _items(s)["compute"].startswith("\u2248 the whole step")
+    point = point_from_summary(s, load_run(path).start, "one")
+    assert point.compute_s is not None and point.comm_share in (None, 0.0)

@@ -264,7 +264,7 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
         and the exposed exchange, apply and the compute itself are not resolved as
         numbers (:func:`gpuscale.formatting.format_phase_in_step_s` says ``≈ the
         whole step``; a sweep point keeps no phase, like a ``phase_consistent``
-        ``False`` one)."""
+        ``False`` one, except on one device: see :attr:`phases_split_step`)."""
         whole = self.step_time_s or self.phase_full_step_s
         return self.compute_s is not None and bool(whole) and self.compute_s >= whole
 
@@ -272,8 +272,13 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     def phases_split_step(self) -> bool:
         """Whether the phases are numbers that split the step: they add up to it
         (:attr:`phase_consistent` not ``False``) and compute alone does not fill it
-        (:attr:`compute_fills_step`). What a sweep point takes its phases from."""
-        return self.phase_consistent is not False and not self.compute_fills_step
+        (:attr:`compute_fills_step`), except on one device, where compute is the step
+        less apply and a pass a little over the median is noise: no exposed exchange
+        is derived from it, so its phases stay numbers (its chart bar is not greyed).
+        What a sweep point takes its phases from."""
+        return self.phase_consistent is not False and (
+            self.devices <= 1 or not self.compute_fills_step
+        )
 
 
 class RunAccumulator:

@@ -224,6 +224,9 @@ def _status(
     if isinstance(event, PhaseEvent):
         head = previous.partition(" | ")[0]
         fills = median_step_s is not None and event.compute_s >= median_step_s
+        if fills and n == 1 and not longer_than_step(event, median_step_s):
+            # one device: nothing to derive from it, the pass is the step within its noise
+            return f"{head} | compute \u2248 the whole step"
         if fills or longer_than_step(event, median_step_s):
             return f"{head} | last probe longer than the median step: not resolved"
         return (
