@@ -404,6 +404,9 @@ def noise_widened(point: SweepPoint, spread: float) -> SweepPoint:
         return point
     half = spread / 2
     nominal = f"their {point.coverage:.0%} range" if point.coverage else "the range"
+    lacking = next((w for w in BORROWED.values() if w in (point.coverage_basis or "")), None)
+    if lacking:  # CPU logical devices, several machines: the range was borrowed too
+        nominal += f" (borrowed: none has {lacking})"
     return msgspec.structs.replace(
         point,
         throughput_low=point.throughput_low * max(1.0 - half, 0.05),
@@ -416,6 +419,18 @@ def noise_widened(point: SweepPoint, spread: float) -> SweepPoint:
             f"{nominal} is widened by half that each way"
         ),
     )
+
+
+def widened_if_noisy(
+    rows: Sequence[SweepPoint], measured: Sequence[SweepPoint]
+) -> list[SweepPoint]:
+    """``rows`` with every predicted one's range :func:`noise_widened` where the
+    ``measured`` points it was fitted to are noisy (:func:`measured_noise`); the
+    one rule for ``recommend`` and the benchmarks."""
+    noise = measured_noise(measured)
+    if noise is None:
+        return list(rows)
+    return [noise_widened(r, noise) if r.predicted else r for r in rows]
 
 
 def top_measured(points: Sequence[SweepPoint]) -> int:
@@ -598,5 +613,4 @@ def predict_rows(
         )
         for n in devices
     ]
-    noise = measured_noise(points)
-    return rows if noise is None else [noise_widened(r, noise) for r in rows]
+    return widened_if_noisy(rows, points)

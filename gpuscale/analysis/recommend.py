@@ -48,10 +48,9 @@ from gpuscale.analysis.predict import (
     anchor_of,
     default_calibration,
     interconnect_class,
-    measured_noise,
-    noise_widened,
     predicted_point,
     two_level_point,
+    widened_if_noisy,
     with_ratios,
 )
 from gpuscale.analysis.summary import RunSummary
@@ -459,9 +458,7 @@ def _fill_rows(g: Group, limit: int, calibration: Calibration | None, warnings: 
                         anchor=anchor,
                     )
                 )
-    noise = measured_noise(g.points)
-    if noise is not None:  # noisy measurements: the calibrated coverage does not apply
-        rows = [noise_widened(r, noise) if r.predicted else r for r in rows]
+    rows = widened_if_noisy(rows, g.points)  # noisy: the calibrated coverage does not apply
     rows.sort(key=lambda r: (r.devices, r.predicted))
     base_n = 1 if 1 in per_n else min(per_n)
     base_x = g.measured[base_n] or 1.0
