@@ -4,6 +4,7 @@ floor" beside a step that passed it), and a speedup says what it is over."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from gpuscale.analysis.recommend import recommend
@@ -59,6 +60,17 @@ def test_a_step_at_the_floors_edge_is_not_advised_a_batch_change_and_its_ratio_s
     (edge,) = [a for a in rec.advice if "just below" in a]
     assert edge.startswith("1 -> 2 devices is just below the 60% floor (59.96%)")
     assert "the noise of one more measurement would pass it" in edge
+
+
+def test_a_step_closer_to_the_floor_than_four_decimals_is_said_to_be_at_it():
+    # 1 -> 2 a hair under 60% (1.19999x): the ratios agree to 4 decimals
+    rec = recommend(_points([(1, 0.032, None, None), (2, 0.064 / 1.19999, None, None)]))
+    assert rec.devices == 1
+    (comm,) = [r for r in rec.reasons if r.startswith("Gradient exchange")]
+    assert "below the" not in comm, comm
+    match = re.search(r"compute:communication is ([0-9.]+), at the ([0-9.]+) at which", comm)
+    assert match and match.group(1) == match.group(2), comm
+    assert "(model: a hair below it)" in comm
 
 
 def test_a_step_well_below_the_floor_is_still_advised_a_bigger_batch():

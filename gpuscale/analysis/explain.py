@@ -246,6 +246,11 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[
         )
     elif k is None:
         text += f", and no batch size makes {n1} -> {n2} reach {format_fraction_pct(rec.floor)} per the model"
+    elif k > 1.0 and shown == needed:  # apart by less than 4 decimals show
+        text += (
+            f", at the {needed} at which {n1} -> {n2} reaches "
+            f"{format_fraction_pct(rec.floor)} marginal efficiency (model: a hair below it)"
+        )
     elif k > 1.0:
         edge = "just " if k < EDGE_SCALE else ""
         text += (
@@ -520,7 +525,8 @@ def _confidence(rec: Recommendation, groups: Sequence[Group], walk: Sequence[Wal
 
 def _apart(value: float, bar: float) -> tuple[str, str]:
     """``value`` and ``bar`` (``value < bar``) with the fewest decimals (1 to 4)
-    that print them apart: ``1.497`` and ``1.500``, never ``1.5`` below ``1.5``."""
+    that print them apart: ``1.497`` and ``1.500``, never ``1.5`` below ``1.5``
+    (closer than 4 decimals show: both alike, and the caller says "at")."""
     for digits in range(1, 5):
         shown, needed = f"{value:.{digits}f}", f"{bar:.{digits}f}"
         if shown != needed:
