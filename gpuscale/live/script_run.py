@@ -132,6 +132,19 @@ in a notice) until the backlog is below it again. Steps, phases and the end are
 never dropped."""
 MAX_QUEUED_BYTES = 64 * 1024 * 1024
 """Output waiting to be recorded, in bytes of text (see :data:`MAX_QUEUED_LINES`)."""
+STDOUT_SHARE = 0.75
+"""The part of the backlog (:data:`MAX_QUEUED_LINES`, :data:`MAX_QUEUED_BYTES`) stdout
+may fill: a script flooding stdout never leaves stderr, where its errors go, no room."""
+
+
+def backlog_admits(stream: str, lines: int, size_bytes: int, line_bytes: int) -> bool:
+    """Whether a line of ``line_bytes`` from ``stream`` (``stdout``/``stderr``) fits
+    a backlog already holding ``lines`` lines of ``size_bytes``: stderr up to the
+    whole backlog, stdout up to :data:`STDOUT_SHARE` of it."""
+    share = 1.0 if stream == "stderr" else STDOUT_SHARE
+    return lines < MAX_QUEUED_LINES * share and size_bytes + line_bytes <= MAX_QUEUED_BYTES * share
+
+
 MAX_CONSUMER_BACKLOG = 20_000
 """Events waiting for the consumer (the dashboard, the CLI): past this, output
 lines are recorded but not shown (counted in a notice)."""
@@ -414,10 +427,7 @@ class ScriptRun(RunBase):
                 return
             size = len(message) + 64
             with self._backlog_lock:
-                full = (
-                    self._backlog_lines >= MAX_QUEUED_LINES
-                    or self._backlog_bytes + size > MAX_QUEUED_BYTES
-                )
+                full = not backlog_admits(name, self._backlog_lines, self._backlog_bytes, size)
                 if not full:
                     self._backlog_lines += 1
                     self._backlog_bytes += size
