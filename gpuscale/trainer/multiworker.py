@@ -45,10 +45,7 @@ def make_strategy(on_gpu: bool) -> tuple[tf.distribute.Strategy, str, str]:
             implementation=implementation
         ),
     )
-    note = (
-        f"multi-worker: {info.num_workers} workers from {info.source}, this is worker "
-        f"{info.index}; collective all-reduce ({'NCCL' if on_gpu else 'ring over gRPC'})."
-    )
+    note = cluster.strategy_note(info, on_gpu)
     return strategy, "collective", note
 
 
