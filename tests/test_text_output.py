@@ -109,3 +109,15 @@ def test_run_summary_of_several_workers_says_how_many(capsys):
     )
     print_run_summary(run)
     assert capsys.readouterr().out.startswith("mlp on 2 x CPU (2 workers, 1 each): multi-worker")
+
+
+def test_ctrl_c_on_built_in_workers_stops_the_trainer_not_a_script():
+    """`--strategy multi-worker --local-workers 2` said "stopping the script" on Ctrl-C."""
+    from argparse import Namespace
+
+    from gpuscale.commands.run import stopped_program
+
+    workers = Namespace(command=[], strategy="multi-worker", local_workers=2)
+    assert stopped_program(workers) == "trainer"
+    assert stopped_program(Namespace(command=["--", "python", "t.py"])) == "script"
+    assert stopped_program(Namespace(command=[])) == "trainer"

@@ -155,7 +155,7 @@ def main(args: argparse.Namespace) -> int:
                 signal.signal(getattr(signal, name), signal.SIG_IGN)
         if not args.json:
             why = exc.args[0] if exc.args else "Ctrl-C"
-            what = "script" if wants_script_run(args) else "trainer"
+            what = stopped_program(args)
             print(f"gpuscale: stopping the {what} ({why})...", file=sys.stderr)
         run.stop()
         for event in run.drain():
@@ -189,6 +189,14 @@ def main(args: argparse.Namespace) -> int:
             )
         return EXIT_USAGE if is_configuration_error(run) else EXIT_FAILED
     return 0
+
+
+def stopped_program(args: argparse.Namespace) -> str:
+    """What Ctrl-C stops: ``script`` (your command after ``--``), else ``trainer``
+    (the built-in one, several workers of it included)."""
+    from gpuscale.live.script_run import split_command
+
+    return "script" if split_command(getattr(args, "command", None)) else "trainer"
 
 
 class _JsonView:
