@@ -342,7 +342,7 @@ def test_several_workers_probing_the_same_step_are_one_probe_at_one_workers_cost
     for w, cost in ((0, 0.2), (1, 0.3)):
         events.append(msgspec.structs.replace(_probe(8, 0.06, 0.08, cost=cost), worker=w))
     s = summarize(events)
-    assert s.probes == 1 and s.phase_steps == 2
+    assert s.probes == 1 and s.phase_steps == 1
     assert s.probe_cost_s == pytest.approx((0.2 + 0.3) / 2 + 0.15)
     assert probes_text(s).startswith("1, ")
     assert "the first probe always runs" in probes_text(s)  # 0.4 s of a 6 s run: over 2%
@@ -351,7 +351,7 @@ def test_several_workers_probing_the_same_step_are_one_probe_at_one_workers_cost
 def test_several_workers_probes_are_counted_once_per_probed_step_in_every_view():
     """A multi-worker run's summary said "phases (2 probes, ...)" and then "probes: 1":
     the heading, the reasons and the precision count probed steps, as the probes
-    line does; each worker's breakdown is one more sample for the ranges."""
+    line does; the workers' breakdowns of one step are one sample for the ranges."""
     from gpuscale.analysis.phase_report import phases_heading, probes_text
     from gpuscale.analysis.sweep import point_from_summary
 
@@ -367,18 +367,51 @@ def test_several_workers_probes_are_counted_once_per_probed_step_in_every_view()
         return events
 
     one = summarize(run([0.0], {}))
-    assert one.phase_steps == 2 and one.probes == 1
+    assert one.phase_steps == 1 and one.probes == 1
     assert phases_heading(one).startswith("1 probe, too few for ranges")
     assert probes_text(one).startswith("1, ")
     assert point_from_summary(one, _start(num_workers=2), "r").probes == 1
 
     diffs = [0.02, -0.02, 0.01, -0.015, 0.018, -0.01]  # exposed share noisy
     s = summarize(run(diffs, {"precision": 0.03, "phase_every": 10}))
-    assert s.phase_steps == 12 and s.probes == 6
+    assert s.phase_steps == 6 and s.probes == 6
     assert phases_heading(s).startswith("6 probes, 95% ranges")
     # (err / 3 %)^2 x 6 probed steps needed in all, one every 10 steps: not 12 probes'
     needed = math.ceil(6 * (s.comm_share_err / 0.03) ** 2)
     assert s.precision_more_steps == needed * 10 - 100
+
+
+def test_several_workers_breakdowns_of_one_step_are_one_sample_for_the_ranges():
+    """Two workers time the same collective step: 2 probed steps are too few for a
+    range (as for one process), and with more the half-widths are those of the
+    per-step means, not of twice as many samples."""
+    from gpuscale.analysis import metrics
+    from gpuscale.analysis.confidence import run_confidence
+    from gpuscale.analysis.phase_report import phases_heading
+
+    def run(fused_by_worker):
+        events = [_start(num_workers=2, num_replicas=2)]
+        for n in range(100):
+            for w in (0, 1):
+                events.append(StepEvent(t=n, worker=w, step=n, step_time_s=0.1, samples=256))
+        for i, fused in enumerate(fused_by_worker):
+            for w, f in enumerate(fused):
+                events.append(msgspec.structs.replace(_probe(10 + 10 * i, 0.06, f), worker=w))
+        return summarize(events)
+
+    two = run([(0.08, 0.082), (0.085, 0.079)])
+    assert two.phase_steps == 2 and two.probes == 2
+    assert two.comm_share_err is None and two.allreduce_err_s is None
+    assert phases_heading(two).startswith("2 probes, too few for ranges")
+    assert "2 phase breakdowns" in run_confidence(two).reason
+
+    fused = [(0.08, 0.09), (0.085, 0.075), (0.07, 0.072), (0.09, 0.086)]
+    s = run(fused)
+    assert s.phase_steps == 4 and s.probes == 4
+    means = [(a + b) / 2 - 0.06 for a, b in fused]
+    assert s.allreduce_s == pytest.approx(metrics.median(means))
+    assert s.allreduce_err_s == pytest.approx(metrics.median_halfwidth(means))
+    assert s.comm_share_err == pytest.approx(metrics.median_halfwidth(means) / 0.1)
 
 
 def test_no_precision_asked_no_precision_fields():

@@ -124,3 +124,21 @@ def test_launching_a_missing_program_is_a_clear_error(tmp_path):
         cluster.launch_local_workers(
             [str(tmp_path / "missing")], 2, events_address="127.0.0.1:1", token="t"
         )
+
+
+def test_the_strategy_note_of_one_cpu_worker_says_nothing_is_all_reduced():
+    """`--local-workers 1` read "1 workers from TF_CONFIG" and spoke of a collective
+    all-reduce beside "(1 replica, no all-reduce)"."""
+    one = cluster.parse_tf_config(
+        json.dumps({"cluster": {"worker": ["h:1"]}, "task": {"type": "worker", "index": 0}})
+    )
+    note = cluster.strategy_note(one, on_gpu=False)
+    assert "1 worker from TF_CONFIG" in note and "all-reduce (" not in note
+    assert "nothing to all-reduce" in note
+    assert "ring over gRPC" in cluster.strategy_note(
+        cluster.parse_tf_config(
+            json.dumps({"cluster": {"worker": ["h:1", "h:2"]}, "task": {"type": "worker"}})
+        ),
+        on_gpu=False,
+    )
+    assert "1 worker from TF_CONFIG" in cluster.strategy_note(one, on_gpu=True)

@@ -130,3 +130,26 @@ def test_bad_commands_are_one_line_errors(tmp_path):
         bad_config.returncode == 2
         and "TF_CONFIG is not usable: not valid JSON" in bad_config.stderr
     )
+
+
+def test_a_multi_worker_device_count_is_refused_before_any_worker_starts(tmp_path):
+    """--devices 2 with CPU workers: the trainer's own check, made before launching:
+    one line, exit 2, nothing recorded, no advice about a script's callback."""
+    path = tmp_path / "mw.ndjson"
+    proc = _gpuscale(
+        "run",
+        "--strategy",
+        "multi-worker",
+        "--devices",
+        "2",
+        "--local-workers",
+        "2",
+        "--steps",
+        "10",
+        "--record",
+        str(path),
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("gpuscale: error: --strategy multi-worker uses one CPU device")
+    assert proc.stderr.count("\n") == 1 and proc.stdout == ""
+    assert not path.exists()

@@ -78,3 +78,46 @@ def test_run_summary_piped_keeps_the_phase_line_whole(capsys):
     out = capsys.readouterr().out
     (line,) = [x for x in out.splitlines() if x.startswith("  phases (")]
     assert line.endswith("parts of the median step 480.0 ms):")
+
+
+def test_run_summary_of_several_workers_says_how_many(capsys):
+    """`mlp on 2 x CPU` of a two-worker run did not say the two CPUs are two workers'."""
+    from types import SimpleNamespace
+
+    from gpuscale.commands.run import print_run_summary
+
+    start = SimpleNamespace(
+        model="mlp",
+        num_replicas=2,
+        num_workers=2,
+        devices=[SimpleNamespace(index=0)],
+        platform="cpu",
+        strategy="multi-worker",
+        cross_device_ops="collective",
+        global_batch=128,
+        per_replica_batch=64,
+        scaling="weak",
+        note=None,
+        config={},
+    )
+    run = SimpleNamespace(
+        start_event=start,
+        end=SimpleNamespace(status="completed", summary={"steps_total": 10}),
+        error=None,
+        recording_path=None,
+        recording_problem=None,
+    )
+    print_run_summary(run)
+    assert capsys.readouterr().out.startswith("mlp on 2 x CPU (2 workers, 1 each): multi-worker")
+
+
+def test_ctrl_c_on_built_in_workers_stops_the_trainer_not_a_script():
+    """`--strategy multi-worker --local-workers 2` said "stopping the script" on Ctrl-C."""
+    from argparse import Namespace
+
+    from gpuscale.commands.run import stopped_program
+
+    workers = Namespace(command=[], strategy="multi-worker", local_workers=2)
+    assert stopped_program(workers) == "trainer"
+    assert stopped_program(Namespace(command=["--", "python", "t.py"])) == "script"
+    assert stopped_program(Namespace(command=[])) == "trainer"

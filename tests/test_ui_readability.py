@@ -274,3 +274,54 @@ async def test_the_summary_text_keeps_clear_of_its_scrollbar_at_80x24():
         assert advice.show_vertical_scrollbar and advice.max_scroll_y > 0
         bar = advice.vertical_scrollbar.region
         assert advice.body.content_region.right < bar.x
+
+
+def _two_cpu_workers_run():
+    """A `--strategy multi-worker --local-workers 2` run on CPUs: the chief's start
+    lists its own CPU device; the other worker's is in config["workers"]."""
+    import msgspec
+
+    from gpuscale.events.schema import DeviceInfo, StartEvent
+    from gpuscale.ui.synthetic import synthetic_run
+
+    events = synthetic_run(gpus=0, cpu_devices=1, duration_s=10.0, model="mlp")
+    at = next(i for i, e in enumerate(events) if isinstance(e, StartEvent))
+    names = [f"/job:worker/replica:0/task:{w}/device:CPU:0" for w in (0, 1)]
+    start = events[at]
+    events[at] = msgspec.structs.replace(
+        start,
+        platform="cpu",
+        strategy="multi-worker",
+        cross_device_ops="collective",
+        num_replicas=2,
+        num_workers=2,
+        per_replica_batch=64,
+        global_batch=128,
+        devices=[DeviceInfo(index=0, name="CPU", kind="cpu", tf_name=names[0])],
+        config={
+            **(start.config or {}),
+            "workers": [
+                {"worker": w, "host": "vm", "pid": 10 + w, "devices": [names[w]]} for w in (0, 1)
+            ],
+        },
+    )
+    return events
+
+
+async def test_two_cpu_workers_show_two_replicas_one_card_each():
+    """The header said "1x CPU on 2 workers" and the only card "CPU:0 (logical) · the
+    run's only replica": each worker's replica is a real CPU device over gRPC."""
+    from gpuscale.ui.widgets.header import describe_run
+
+    app = build_app(replay(_two_cpu_workers_run(), end=True))
+    async with app.run_test(size=(200, 50)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        cards = app.device_grid._cards
+        titles = [str(c.border_title) for c in cards]
+        bodies = [" ".join(str(c.body.render()).split()) for c in cards[1:]]
+        header = describe_run(app.model.snapshot())
+    assert titles == ["host", "worker 0 · CPU:0", "worker 1 · CPU:0"]
+    assert "worker 1's replica" in bodies[1] and "gRPC" in bodies[1]
+    assert not any("only replica" in b or "logical" in b for b in bodies)
+    assert "2 replicas (1 CPU per worker, 2 workers)" in header

@@ -22,6 +22,9 @@ What is measured and how (formulas in :mod:`gpuscale.analysis.metrics`):
 * uncertainty: every phase comes with the half-width of an approximate 95 %
   interval around its median (:func:`gpuscale.analysis.metrics.median_halfwidth`;
   ``None`` below 3 probes), and the exposed share likewise (``comm_share_err``).
+  The samples are probed steps: the workers of a multi-worker run probe the same
+  collective step together, so their breakdowns of it are pooled (their mean), not
+  counted as independent samples.
   A phase no larger than its half-width is *not resolved*
   (:func:`gpuscale.analysis.metrics.resolved`): show it as ``< value + err``.
   A probe's passes and the steps' median come from different moments, so a
@@ -126,8 +129,11 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     throughput_samples_s: float | None = None
     """``median samples per step / median step time``."""
     phase_steps: int = 0
-    """Phase breakdowns in the statistics (warm-up excluded, every worker's): the
-    samples the medians are of, not the probes (see :attr:`probes_run`)."""
+    """Phase breakdowns in the statistics (warm-up excluded): the samples the medians
+    and their half-widths are of, one per probed step (the workers of a multi-worker
+    run probe the same step together: their breakdowns of it are pooled, their mean
+    one sample), so the same count as :attr:`probes`. (Recordings made before
+    pooling counted each worker's breakdown here.)"""
     probes: int = 0
     """Probes run (warm-up excluded): the probed steps, each counted once however many
     workers probed it (several workers probe the same steps together)."""
@@ -478,9 +484,11 @@ class RunAccumulator:
                     s.probe_wall_share = s.probe_cost_s / wall
 
     def _summarize_phases(self, s: RunSummary) -> None:
-        phases = [p for p in self._phases if (p.worker, p.step) not in self._warmup_steps]
+        probed = [p for p in self._phases if (p.worker, p.step) not in self._warmup_steps]
+        # several workers time the same collective step: one sample per probed step
+        phases = _per_probed_step(probed)
         s.phase_steps = len(phases)
-        s.probes = len({p.step for p in phases})
+        s.probes = len(phases)
         if not phases:
             return
         computes = [p.compute_s for p in phases]
@@ -497,7 +505,7 @@ class RunAccumulator:
         totals = [t for p in phases if (t := getattr(p, "allreduce_total_s", None)) is not None]
         if totals:
             s.allreduce_total_s = metrics.median(totals)
-        costed = [p for p in phases if p.probe_cost_s is not None]
+        costed = [p for p in probed if p.probe_cost_s is not None]
         if costed:
             by_worker: dict[int, list[PhaseEvent]] = defaultdict(list)
             for p in costed:
@@ -505,7 +513,7 @@ class RunAccumulator:
             # the workers probe the same steps at once: the run paid one worker's cost
             costs = [self._probes_cost_s(w, ps) for w, ps in by_worker.items()]
             s.probe_cost_s = sum(costs) / len(costs)
-        payloads = [p.payload_bytes for p in phases if p.payload_bytes]
+        payloads = [p.payload_bytes for p in probed if p.payload_bytes]
         if payloads and not s.payload_bytes:
             s.payload_bytes = int(metrics.median(payloads))
         s.phase_full_step_s = metrics.median([p.step_time_s + p.input_s for p in phases])
@@ -668,6 +676,43 @@ def _contradiction(
             f"exchange timed alone, {alone_s * 1000:.1f} ms, beyond their noise"
         )
     return None
+
+
+_POOLED_FIELDS = (
+    "step_time_s",
+    "compute_s",
+    "allreduce_s",
+    "apply_s",
+    "input_s",
+    "allreduce_total_s",
+    "compute_allreduce_s",
+)
+"""A probed step's timings that :func:`_per_probed_step` averages over its workers."""
+
+
+def _per_probed_step(phases: list[PhaseEvent]) -> list[PhaseEvent]:
+    """One breakdown per probed step: the workers of a multi-worker run probe the same
+    collective step together, so their breakdowns of it are one sample, not several
+    (counting each would narrow every 95 % range by about sqrt(workers)). A step
+    several workers probed becomes the mean of their timings (a timing some lack: the
+    mean of those that have it, else none); a step one worker probed is kept as it is."""
+    by_step: dict[int, list[PhaseEvent]] = defaultdict(list)
+    for p in phases:
+        by_step[p.step].append(p)
+    pooled = []
+    for step in sorted(by_step):
+        group = by_step[step]
+        if len(group) == 1:
+            pooled.append(group[0])
+            continue
+        means: dict[str, float | None] = {}
+        for field in _POOLED_FIELDS:
+            known = [v for p in group if (v := getattr(p, field)) is not None]
+            means[field] = sum(known) / len(known) if known else None
+        if any(p.compute_allreduce_s is None for p in group):
+            means["compute_allreduce_s"] = None  # differences only where all kept the timing
+        pooled.append(msgspec.structs.replace(group[0], **means))
+    return pooled
 
 
 def _exposed(p: PhaseEvent) -> float:

@@ -155,7 +155,7 @@ def main(args: argparse.Namespace) -> int:
                 signal.signal(getattr(signal, name), signal.SIG_IGN)
         if not args.json:
             why = exc.args[0] if exc.args else "Ctrl-C"
-            what = "script" if wants_script_run(args) else "trainer"
+            what = stopped_program(args)
             print(f"gpuscale: stopping the {what} ({why})...", file=sys.stderr)
         run.stop()
         for event in run.drain():
@@ -189,6 +189,14 @@ def main(args: argparse.Namespace) -> int:
             )
         return EXIT_USAGE if is_configuration_error(run) else EXIT_FAILED
     return 0
+
+
+def stopped_program(args: argparse.Namespace) -> str:
+    """What Ctrl-C stops: ``script`` (your command after ``--``), else ``trainer``
+    (the built-in one, several workers of it included)."""
+    from gpuscale.live.script_run import split_command
+
+    return "script" if split_command(getattr(args, "command", None)) else "trainer"
 
 
 class _JsonView:
@@ -258,7 +266,7 @@ class _ProgressView:
         if isinstance(event, StartEvent) and event.provisional and not live:
             return  # stopped before the run's own start: the summary says what was asked
         if isinstance(event, StartEvent):
-            devices = f"{event.num_replicas} x {_platform(event.platform, event.num_replicas)}"
+            devices = _devices(event)
             self.console.print(
                 f"[bold]{_escape(event.model)}[/] on {_escape(devices)}, {_escape(_strategy(event))}, "
                 f"{_scaling(event)}",
@@ -308,6 +316,16 @@ def _platform(platform: str, count: int = 1) -> str:
     if platform == "cpu-logical":
         return "CPU logical device" + ("s" if count != 1 else "")
     return {"gpu": "GPU", "cpu": "CPU"}.get(platform, platform)
+
+
+def _devices(start) -> str:
+    """``2 x GPU``; with several workers, ``2 x CPU (2 workers, 1 each)``."""
+    text = f"{start.num_replicas} x {_platform(start.platform, start.num_replicas)}"
+    workers = getattr(start, "num_workers", 1) or 1
+    if workers > 1:
+        each = len(getattr(start, "devices", ())) or max(1, start.num_replicas // workers)
+        text += f" ({workers} workers, {each} each)"
+    return text
 
 
 def status_word(end) -> str:
@@ -449,8 +467,7 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
         _print_recording(console, run)
         return
     console.print(
-        f"[bold]{_escape(start.model)}[/] on {start.num_replicas} x "
-        f"{_escape(_platform(start.platform, start.num_replicas))}: {_escape(_strategy(start))}"
+        f"[bold]{_escape(start.model)}[/] on {_escape(_devices(start))}: {_escape(_strategy(start))}"
     )
     console.print(f"  {_scaling(start)}")
     status = end.status if end else "unknown"

@@ -149,6 +149,20 @@ def parse_tf_config(text: str) -> ClusterInfo:
     )
 
 
+def strategy_note(info: ClusterInfo, on_gpu: bool) -> str:
+    """The start note's words on a multi-worker run: how many workers, which this is,
+    and the all-reduce; a lone CPU worker (one replica) exchanges nothing."""
+    from gpuscale.formatting import plural
+
+    text = (
+        f"multi-worker: {plural(info.num_workers, 'worker')} from {info.source}, "
+        f"this is worker {info.index}; "
+    )
+    if info.num_workers == 1 and not on_gpu:
+        return text + "one replica, nothing to all-reduce."
+    return text + f"collective all-reduce ({'NCCL' if on_gpu else 'ring over gRPC'})."
+
+
 def expand_hostlist(text: str) -> list[str]:
     """Expand a Slurm host list: ``"node[01-03,07],gpu5"`` -> ``node01 node02 node03 node07 gpu5``."""
     hosts: list[str] = []

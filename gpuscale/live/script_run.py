@@ -1408,6 +1408,7 @@ def script_run_from_args(args: Any, record: Any, **kwargs: Any) -> ScriptRun:
         from gpuscale.trainer.options import config_from_args, to_json
 
         config = config_from_args(args)
+        _check_builtin_workers(config, kwargs.get("env") or os.environ)
         argv = [sys.executable, "-m", "gpuscale.trainer", "--config", to_json(config)]
         kwargs.setdefault("start_timeout_s", TRAINER_START_TIMEOUT_S)
     info = None
@@ -1420,3 +1421,24 @@ def script_run_from_args(args: Any, record: Any, **kwargs: Any) -> ScriptRun:
         cluster_info=info,
         **kwargs,
     )
+
+
+def _check_builtin_workers(config: Any, env: Mapping[str, str]) -> None:
+    """The built-in trainer's own checks of a multi-worker configuration, made here
+    before any worker starts (each worker would find them only after loading
+    TensorFlow, and the run would be recorded as lost): the preflight of a
+    single-process run, and :func:`gpuscale.trainer.preflight.check_multi_worker_devices`
+    with the GPUs the workers will see (NVML's, or none where ``CUDA_VISIBLE_DEVICES``
+    is empty; not told where it narrows them)."""
+    from gpuscale.trainer import preflight
+
+    preflight.check_config(config)
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and not visible.strip():
+        gpus: int | None = 0
+    elif visible is not None or config.gpus is not None:
+        gpus = None  # narrowed: the trainer counts what TensorFlow sees
+    else:
+        found = preflight.gpu_indices()
+        gpus = None if found is None else len(found)
+    preflight.check_multi_worker_devices(config.devices, gpus)

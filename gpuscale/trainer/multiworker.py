@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from gpuscale.errors import GpuscaleError
 from gpuscale.events.schema import DeviceInfo
 from gpuscale.live import cluster
 from gpuscale.trainer.plan import DevicePlan
+from gpuscale.trainer.preflight import check_multi_worker_devices
 
 
 def num_workers() -> int:
@@ -45,10 +45,7 @@ def make_strategy(on_gpu: bool) -> tuple[tf.distribute.Strategy, str, str]:
             implementation=implementation
         ),
     )
-    note = (
-        f"multi-worker: {info.num_workers} workers from {info.source}, this is worker "
-        f"{info.index}; collective all-reduce ({'NCCL' if on_gpu else 'ring over gRPC'})."
-    )
+    note = cluster.strategy_note(info, on_gpu)
     return strategy, "collective", note
 
 
@@ -63,16 +60,7 @@ def setup(config) -> tuple[object, tf.distribute.Strategy, str, str]:
     :func:`strategy_for` (the trainer asks for it once more when it builds)."""
     global _made
     gpus = tf.config.list_physical_devices("GPU")
-    if config.devices is not None and gpus and config.devices != len(gpus):
-        raise GpuscaleError(
-            "--strategy multi-worker uses every GPU a worker sees; choose them with --gpus "
-            "or CUDA_VISIBLE_DEVICES, not --devices"
-        )
-    if config.devices not in (None, 1) and not gpus:
-        raise GpuscaleError(
-            "--strategy multi-worker uses one CPU device per worker (TensorFlow's "
-            "MultiWorkerMirroredStrategy); more replicas need more workers (--local-workers N)"
-        )
+    check_multi_worker_devices(config.devices, len(gpus))
     for gpu in gpus:
         tf.config.experimental.set_memory_growth(gpu, True)
     _made = make_strategy(bool(gpus))

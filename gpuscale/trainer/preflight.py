@@ -73,6 +73,25 @@ def check_machine(
         )
 
 
+def check_multi_worker_devices(devices: int | None, gpus: int | None) -> None:
+    """Refuse a ``--devices`` that ``--strategy multi-worker`` cannot give, on a
+    worker that sees ``gpus`` GPUs (``None``: cannot tell, nothing refused). The
+    trainer asks it with TensorFlow's GPUs; gpuscale's own process with NVML's
+    before it starts any worker (:func:`gpuscale.live.script_run.script_run_from_args`)."""
+    if gpus is None:
+        return
+    if devices is not None and gpus and devices != gpus:
+        raise GpuscaleError(
+            "--strategy multi-worker uses every GPU a worker sees; choose them with --gpus "
+            "or CUDA_VISIBLE_DEVICES, not --devices"
+        )
+    if devices not in (None, 1) and not gpus:
+        raise GpuscaleError(
+            "--strategy multi-worker uses one CPU device per worker (TensorFlow's "
+            "MultiWorkerMirroredStrategy); more replicas need more workers (--local-workers N)"
+        )
+
+
 def gpu_indices(probe: Callable[[], object] | None = None) -> list[int] | None:
     """:func:`gpuscale.trainer.options.gpu_indices`, with this module's driver check."""
     return options.gpu_indices(probe, _nvidia_driver_loaded)

@@ -221,6 +221,8 @@ class RunModel:
             self.start = event
             for info in event.devices:
                 self._device(event.worker, info.index).info = info
+            for worker, info in _other_workers_cpus(event):
+                self._device(worker, info.index).info = info
         elif isinstance(event, EndEvent):
             self.end = event
             self.end_last_t = self.last_t  # the latest t up to the end: where elapsed stops
@@ -296,3 +298,25 @@ class RunModel:
                 logs=[line for line in self.logs if line.seq > logs_after],
                 notices=list(self.notices),
             )
+
+
+def _other_workers_cpus(start: StartEvent) -> list[tuple[int, DeviceInfo]]:
+    """The CPU devices of a multi-worker run's other workers, from the start's
+    ``config["workers"]`` (the chief's start lists only its own devices): one replica
+    each, which no sample would otherwise show (GPUs come with their samples)."""
+    if start.platform != "cpu" or start.num_workers <= 1:
+        return []
+    workers = (start.config or {}).get("workers")
+    found = []
+    for entry in workers if isinstance(workers, list) else []:
+        if not isinstance(entry, dict) or entry.get("worker") == start.worker:
+            continue
+        worker, names = entry.get("worker"), entry.get("devices")
+        if not isinstance(worker, int) or not isinstance(names, list):
+            continue
+        for index, name in enumerate(names):
+            if isinstance(name, str) and "GPU" not in name.upper():
+                found.append(
+                    (worker, DeviceInfo(index=index, name="CPU", kind="cpu", tf_name=name))
+                )
+    return found

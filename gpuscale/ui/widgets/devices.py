@@ -202,6 +202,23 @@ class DeviceCard(Vertical):
         body = self.body
         info = device.info
         self.set_class(device.lost, "lost")
+        if device.kind == "cpu":  # one worker's CPU device: its replica over gRPC
+            tf_name = (info.tf_name or "").rsplit("/", 1)[-1] if info else ""
+            body.update(
+                Content.assemble((f"CPU:{device.index}", "bold"), " this worker's replica")
+                if compact
+                else Content("\n").join(
+                    [
+                        Content(f"worker {device.worker}'s replica, on"),
+                        Content("its CPU cores (one CPU device"),
+                        Content("per worker, all-reduce over"),
+                        Content("gRPC): see the host card"),
+                        Content.styled(f"TensorFlow {fmt.visible(tf_name)}", "$text-muted"),
+                    ]
+                )
+            )
+            self.spark.display = False
+            return
         if device.kind != "gpu":
             tf_name = (info.tf_name or "").rsplit("/", 1)[-1] if info else ""
             if compact:
@@ -265,9 +282,12 @@ class DeviceCard(Vertical):
             self.spark.data = history or [0.0]
 
 
-def device_title(device: DeviceState) -> str:
+def device_title(device: DeviceState, workers: int = 1) -> str:
+    """``workers``: the run's workers (with several, every card names its worker)."""
     info = device.info
-    prefix = f"worker {device.worker} · " if device.worker else ""
+    prefix = f"worker {device.worker} · " if device.worker or workers > 1 else ""
+    if device.kind == "cpu":  # a worker's own CPU device (multi-worker), not a logical one
+        return f"{prefix}CPU:{device.index}"
     if device.kind != "gpu":
         return f"{prefix}CPU:{device.index} (logical)"
     name = fmt.visible(info.name, limit=60) if info is not None else ""
@@ -276,6 +296,10 @@ def device_title(device: DeviceState) -> str:
         if name and name != f"GPU {device.index}"
         else f"{prefix}GPU {device.index}"
     )
+
+
+def _workers(snap: Snapshot) -> int:
+    return snap.start.num_workers if snap.start is not None else 1
 
 
 class DeviceGrid(Vertical, can_focus=True):
@@ -326,7 +350,7 @@ class DeviceGrid(Vertical, can_focus=True):
             self.remove_children()  # completes later: never query the cards, keep the list
             cards = [DeviceCard(HOST_KEY, "host")]
             cards += [
-                DeviceCard(key, device_title(d))
+                DeviceCard(key, device_title(d, _workers(snap)))
                 for key, d in zip(keys[1:], snap.devices, strict=False)
             ]
             self._cards = cards
@@ -346,5 +370,5 @@ class DeviceGrid(Vertical, can_focus=True):
             snap.host, snap.host_cpu_history_pct, compact, text_width, ended, snap.host_trainer, who
         )
         for card, device in zip(cards[1:], snap.devices, strict=False):
-            card.border_title = device_title(device)
+            card.border_title = device_title(device, _workers(snap))
             card.show_device(device, compact, text_width, ended, replicas=len(snap.devices))

@@ -19,11 +19,15 @@ def describe_run(snap: Snapshot, waiting: str | None = None) -> str:
         if snap.end is not None or snap.errors:
             return "the run ended before it started training (see the error and the log)"
         return waiting or "waiting for the run to start…"
-    devices = len(start.devices) or start.num_replicas
     platform = {"gpu": "GPU", "cpu-logical": "logical CPU", "cpu": "CPU"}[start.platform]
-    device_text = f"{devices}x {platform}"
-    if start.num_workers > 1:
-        device_text += f" on {start.num_workers} workers"
+    if start.num_workers > 1:  # the start's devices are the chief's; replicas are all
+        per_worker = len(start.devices) or max(1, start.num_replicas // start.num_workers)
+        device_text = (
+            f"{fmt.plural(start.num_replicas, 'replica')} ({per_worker} {platform} per worker, "
+            f"{start.num_workers} workers)"
+        )
+    else:
+        device_text = f"{len(start.devices) or start.num_replicas}x {platform}"
     strategy = start.strategy or "?"
     if strategy == "unknown":  # a script without gpuscale's callback (yet)
         strategy = "strategy unknown"
