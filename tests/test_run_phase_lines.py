@@ -53,6 +53,38 @@ def test_probes_longer_than_the_step_are_said_to_be_unresolved():
     assert "compute not resolved" in text and "apply not resolved" in text
     assert "60.0 ± 2.0" not in text
     assert "add up to 250.0 ms" in text and "not the median step 100.0 ms" in text
+    # 12 probes: not "too few probes"; the reason fits the count
+    assert "(too few probes" not in text
+    assert "(12 probes agree on it: their passes ran longer than the usual steps" in text
+    two = "\n".join(
+        phase_lines(_summary(phase_consistent=False, phase_parts_s=0.25, phase_steps=2), 2)
+    )
+    assert "(too few probes, or probes at unusual steps)" in two
+
+
+def test_with_phase_every_what_would_tell_the_share_is_a_shorter_period_not_a_budget():
+    s = _summary(probe_every=10, share_target=0.02, share_more_steps=1215, steps_total=100)
+    text = "\n".join(phase_lines(s, replicas=2))
+    assert "about 1,315 steps at a probe every 10 steps to tell it" in text
+    assert "(a longer run, or a shorter --phase-every)" in text
+    assert "probe budget" not in text
+    budgeted = _summary(
+        probe_budget=0.02, share_target=0.02, share_more_steps=1215, steps_total=100
+    )
+    text = "\n".join(phase_lines(budgeted, replicas=2))
+    assert "about 1,315 steps at this probe budget to tell it (a longer run, or a larger" in text
+
+
+def test_probes_turned_off_are_said_so_not_missing():
+    from gpuscale.commands.run import no_probe_why
+
+    assert no_probe_why({"phase_every": 0}) == "probes turned off: --phase-every 0"
+    off = {"phase_every": None, "probe_budget": 0.0}
+    assert no_probe_why(off) == "probes turned off: --probe-budget 0"
+    assert no_probe_why({"phase_every": None, "probe_budget": 0.02}).startswith(
+        "no probe after the warm-up"
+    )
+    assert no_probe_why({"argv": ["train.py"]}).startswith("no probe after the warm-up")
 
 
 def test_a_precision_not_reached_is_said_with_the_steps_still_needed():

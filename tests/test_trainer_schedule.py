@@ -3,6 +3,7 @@ no clock: every duration is made up, so the tests are deterministic)."""
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -343,3 +344,75 @@ def test_a_usual_step_comes_between_probes_so_the_reference_follows_the_run():
     assert len(splits) >= 5
     for a, b in zip(splits, splits[1:], strict=False):
         assert "usual" in kinds[a + 1 : b], kinds[a : b + 1]
+
+
+def _precision_run(budget: float, *, precision=0.05, steps=395, every=None, stop=None):
+    """A new user's ``--model mlp --precision 5% --steps 400``: split-step probes of
+    about 1.4 steps as counted, a share steady to a few points (known to ±5 % after 3
+    probes), the loop's stop rule. The scheduler and the counted steps it ran."""
+    scheduler = ProbeScheduler(
+        budget, every=every, horizon_steps=steps, precision=precision, first_probe_steps=1.5
+    )
+    rng = random.Random(3)
+    split_next = slow_next = False
+    for i in range(stop or steps):
+        step = 0.1 * rng.uniform(0.95, 1.05)
+        step += 0.05 if split_next else 0.04 if slow_next else 0.0
+        scheduler.add_step(step, split=split_next)
+        slow_next = split_next
+        if split_next:
+            scheduler.add_probe(0.05, 0.12 + rng.uniform(-0.02, 0.02))
+        split_next = scheduler.due()
+        if scheduler.precision_reached(precision):
+            return scheduler, i + 1
+    return scheduler, stop or steps
+
+
+@pytest.mark.parametrize(("budget", "steps"), [(0.02, 1000), (0.05, 395)])
+def test_a_run_that_precision_ends_early_keeps_the_budget(budget, steps):
+    """The early allowance spends the whole run's probes at its start; --precision
+    then ended the run at 25 steps with 21 % of its wall in probes (budget 5 %). It
+    stops only once the steps run pay for the probes, whatever ended it."""
+    scheduler, ran = _precision_run(budget, steps=steps)
+    assert ran < steps  # the precision was reached before --steps
+    assert scheduler.probes >= 3
+    assert scheduler.probe_wall_s <= scheduler.probe_budget * scheduler.step_wall_s + 1e-9
+    assert scheduler.spent_share <= budget
+    # the probes stopped coming densely once the share was known to the ±5 % asked
+    # (not the default ±2 points, which would have bought probes the run must pay for)
+    assert scheduler.resolved and scheduler.precision == 0.05
+
+
+def test_known_is_not_enough_to_stop_while_the_probes_are_unpaid():
+    scheduler, ran = _precision_run(0.05, stop=60)  # stopped at 60 steps of 395
+    assert ran == 60 and scheduler.resolved  # the breakdown is known (3 probes early)...
+    assert scheduler.probe_wall_s > scheduler.probe_budget * scheduler.step_wall_s
+    assert not scheduler.precision_reached(0.05)  # ...but 60 steps do not pay for it
+
+
+def test_phase_every_stops_as_soon_as_known_whatever_the_probes_cost():
+    scheduler, ran = _precision_run(0.02, every=2)
+    assert ran < 60 and scheduler.spent_share > 0.02  # --phase-every: no budget applies
+
+
+def test_the_precision_warning_agrees_with_when_the_run_stops():
+    """The warning said 15 probes and 520 steps (more than --steps) from a width
+    floored at 4 probes' range; the run knew the share at 6. Below 6 probes it counts
+    on the fewest the run could need; its estimate is when the stop rule lets the run
+    end (the probes paid for)."""
+    scheduler = ProbeScheduler(0.05, horizon_steps=395, first_probe_steps=1.5)
+    for share in (0.164, 0.047, 0.153, 0.067):  # the trial's first 4 probes
+        for _ in range(3):
+            scheduler.add_step(0.037)
+        scheduler.add_probe(0.033, share)
+    assert scheduler.share_halfwidth > 0.05  # floored at the range: not known yet
+    assert scheduler.steps_for_precision(0.05) == math.ceil(5 * 0.033 / (0.025 * 0.037))
+    assert scheduler.precision_outlook(0.05) is None  # 179 steps fit in 395
+    # a run that stops for precision ends about when the estimate said, and was not warned
+    run, ran = _precision_run(0.05)
+    assert ran < 395 and run.precision_outlook(0.05) is None
+    assert abs(run.steps_for_precision(0.05) - ran) <= 0.05 * ran
+    # one that cannot (1 % for probes pays for 3 probes in 426 steps) is warned
+    short, ran = _precision_run(0.02)
+    assert ran == 395 and not short.precision_reached(0.05)
+    assert "at least 3 probes, about 426 counted steps" in short.precision_outlook(0.05)

@@ -53,11 +53,17 @@ def test_phases_adding_up_to_more_than_the_step_are_said_not_to():
     # compute alone longer than compute + all-reduce: the note names the contradiction
     # (before it did, it said the parts add up to 1.3 s against the 695.6 ms step)
     assert "compute alone 803.8 ms is longer than compute + all-reduce 505.5 ms" in parts_note(s)
-    # "compute ≈ the whole step" followed by "apply 136.3 ms" on top of it
+    # "compute ≈ the whole step" followed by "apply 136.3 ms" on top of it; then (one
+    # probe) "compute ≈ the whole step (1 probe…)" beside "the probes contradict each
+    # other … no figure is taken from it": a contradiction makes compute no figure too
     s = _summary("20261123-153729_mnist-cnn-w32_2xcpu")
     items = _items(s)
-    assert items["compute"].startswith("\u2248 the whole step")
+    assert s.probes_run == 1 and s.compute_fills_step and s.phase_contradiction
+    assert items["compute"] == "not resolved"
     assert "136.3" not in items["apply"] and items["apply"] == "not resolved"
+    note = parts_note(s)
+    assert note.startswith("the probe contradicts itself, its parts do not add up: compute alone")
+    assert "contradict each other" not in note and "(1 probe; a busy machine?)" in note
 
 
 def test_a_probe_against_an_outlier_step_does_not_split_the_median_step():

@@ -39,11 +39,13 @@ def parts_note(s: RunSummary) -> str | None:
     apply 0.0, input 0.0 ms), not the median step 4.4 ms: the breakdown is not
     resolved``; ``None`` where they add up (or nothing was probed)."""
     if s.phase_contradiction is not None:
-        return (
-            f"the probes contradict each other: {s.phase_contradiction} "
-            f"({plural(s.probes_run, 'probe')}; a busy machine?): the breakdown is not "
-            "resolved and no figure is taken from it"
-        )
+        if s.probes_run == 1:  # nothing else to contradict: its own parts
+            who = f"the probe contradicts itself, its parts do not add up: {s.phase_contradiction} "
+            who += "(1 probe; a busy machine?)"
+        else:
+            who = f"the probes contradict each other: {s.phase_contradiction} "
+            who += f"({plural(s.probes_run, 'probe')}; a busy machine?)"
+        return f"{who}: the breakdown is not resolved and no figure is taken from it"
     if s.phase_consistent is not False or s.phase_parts_s is None:
         return PASSES_LONGER_NOTE if s.phase_consistent is False else None
     ms = [
@@ -54,10 +56,18 @@ def parts_note(s: RunSummary) -> str | None:
     ]
     if s.devices <= 1:
         del ms[1]
+    if s.probes_run < MIN_SAMPLES_FOR_UNCERTAINTY:
+        why = "too few probes, or probes at unusual steps"
+    else:  # not for want of probes: their passes and the usual steps ran apart
+        longer = "longer" if s.phase_parts_s > (s.step_time_s or 0.0) else "shorter"
+        why = (
+            f"{plural(s.probes_run, 'probe')} agree on it: their passes ran {longer} "
+            "than the usual steps (a busy machine, or probes at unusual steps)"
+        )
     return (
         f"the probes' phases add up to {format_duration_s(s.phase_parts_s)} "
         f"({', '.join(ms)}), not the median step {format_duration_s(s.step_time_s)}: "
-        "the breakdown is not resolved (too few probes, or probes at unusual steps)"
+        f"the breakdown is not resolved ({why})"
     )
 
 
@@ -101,7 +111,8 @@ def phase_items(s: RunSummary) -> list[PhaseItem]:
     apart = s.phase_consistent is False
     compute = format_phase_in_step_s(s.compute_s, s.compute_err_s, step, n, s.devices)
     whole = s.compute_fills_step  # nothing left of the step to split
-    if apart and not whole:
+    if apart and (not whole or s.phase_contradiction is not None):
+        # a contradiction is no figure at all (parts_note says so), whole step or not
         compute = "not resolved"
     notable = False
     if s.devices <= 1:
@@ -173,7 +184,8 @@ def probes_text(s: RunSummary) -> str:
     elif over:  # the scheduler checks each probe's expected cost against the run's length
         text += (
             ", over the budget: the probes cost more than their median so far (a busy "
-            "machine), or the run ended before --steps after probing early"
+            "machine), or the run was stopped before --steps after probing early (a "
+            "--precision run waits until its steps pay for its probes)"
         )
     known = share_known_text(s)
     return f"{text}; {known}" if known else text
@@ -212,10 +224,12 @@ def share_known_text(s: RunSummary) -> str | None:
         steps = s.steps_total + s.share_more_steps
         # below 3 probes the noise is unknown: 3 probes' steps are a lower bound
         about = "at least" if err is None else "about"
-        text += (
-            f": {about} {steps:,} steps at this probe budget to tell it "
-            "(a longer run, or a larger probe budget)"
-        )
+        if s.probe_every:  # --phase-every: no budget applies, the period does
+            pace = f"at a probe every {plural(s.probe_every, 'step')}"
+            helps = "a longer run, or a shorter --phase-every"
+        else:
+            pace, helps = "at this probe budget", "a longer run, or a larger probe budget"
+        text += f": {about} {steps:,} steps {pace} to tell it ({helps})"
     return text
 
 

@@ -514,9 +514,7 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
             "  phases: not measured (no tf.distribute strategy: the model exchanges nothing)"
         )
     elif counted:
-        console.print(
-            "  phases: not measured (no probe after the warm-up; see --probe-budget, --phase-every)"
-        )
+        console.print(f"  phases: not measured ({no_probe_why(start.config or {})})")
     line = precision_line(s, start.num_replicas)
     if line:
         console.print(line)
@@ -529,6 +527,17 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
 def _asked_strategy(strategy: str | None) -> str:
     """A provisional start's strategy; a script's is not known before its callback."""
     return "strategy unknown" if strategy in (None, "", "?", "unknown") else strategy
+
+
+def no_probe_why(config: dict) -> str:
+    """Why a run that counted steps has no phases: probes turned off by the option
+    that did it (``--phase-every 0``, ``--probe-budget 0``), else none came after the
+    warm-up."""
+    if config.get("phase_every") == 0:
+        return "probes turned off: --phase-every 0"
+    if config.get("phase_every") is None and config.get("probe_budget") == 0:
+        return "probes turned off: --probe-budget 0"
+    return "no probe after the warm-up; see --probe-budget, --phase-every"
 
 
 def _print_recording(console, run: Any) -> None:

@@ -124,6 +124,7 @@ from gpuscale.trainer.probe import (
     split_to_usual,
 )
 from gpuscale.trainer.schedule import (
+    DEFAULT_PRECISION,
     FIRST_PROBE_STEPS,
     FIRST_SPLIT_PROBE_STEPS,
     ProbeScheduler,
@@ -391,6 +392,9 @@ class Trainer:
             0.0 if every == 0 else config.probe_budget,
             every=every or None,
             horizon_steps=max(1, config.steps - config.warmup_steps),
+            # --precision: the breakdown known to it is resolved (probes spaced out), so
+            # the run stops once its steps pay for the probes it needed, not more
+            precision=DEFAULT_PRECISION if config.precision is None else config.precision,
             first_probe_steps=FIRST_SPLIT_PROBE_STEPS if split else FIRST_PROBE_STEPS,
         )
 
@@ -551,8 +555,8 @@ class Trainer:
                         yield LogEvent(
                             t=time.time(), message=said, source="precision", level="warning"
                         )
-            if config.precision is not None and schedule.known_to(config.precision):
-                return  # known well enough (--precision): the rest of --steps is not needed
+            if config.precision is not None and schedule.precision_reached(config.precision):
+                return  # known well enough (--precision), the probes paid for: no more steps
 
     def _voting_step(self, batch, ballot: tf.Tensor) -> float:
         """One training step with the workers' probe ballots summed in it, synchronised;

@@ -51,10 +51,19 @@ the overhead a user sees (``wall with gpuscale / wall without - 1``). Every
 rule is checked before a probe, with its cost counted in, so at any time after
 the first probe ``spent <= budget x (1 - reserve) x max(steps' wall, projected
 run)``: the probes leave ``reserve`` of the budget (:data:`DEFAULT_RESERVE`)
-for the cost of every step that no timing inside the run can see. (A run that
-stops before its ``horizon_steps``, ``--precision`` reached or stopped by hand,
-may have spent the early allowance over fewer steps: its summary says what the
-probes cost against the steps it ran.)
+for the cost of every step that no timing inside the run can see.
+* **A run that ends early keeps the budget too.** The early allowance is spent on
+  the assumption that the run lasts ``horizon_steps``; ``--precision`` ends it as
+  soon as the step time and breakdown are known well enough
+  (:meth:`ProbeScheduler.precision_reached`), which is only once the steps run
+  so far pay for the probes spent (``spent <= budget x (1 - reserve) x steps'
+  wall``): a precision within the budget, ``--steps`` at the most. The probes
+  then stop coming densely (the breakdown is resolved to the ``precision`` asked),
+  and the run goes on, unprobed, only as long as it takes to pay for them, the
+  steps :meth:`ProbeScheduler.steps_for_precision` estimates (and the early warning
+  says, :meth:`ProbeScheduler.precision_outlook`). (A run stopped by hand may have
+  spent the early allowance over fewer steps: its summary says what the probes cost
+  against the steps it ran.)
 The one exception is the first probe, asked for after the third counted step
 (the built-in trainer's runs on the next step, split): without it there is no
 breakdown at all. On a run shorter than about ``first_probe_steps / budget``
@@ -108,6 +117,11 @@ arms; the usual steps are the same ``train_fn`` in both): median 0.9 %, so half
 the default 2 %. The
 probes aim at ``budget x (1 - reserve)`` (1 % by default); a split-step probe
 costing half a two-pass one, they still probe more often than before."""
+RANGE_FLOOR_PROBES = 6
+"""Below this many probes the probed share's half-width is floored at 0.8 x the
+probes' range (:attr:`ProbeScheduler.share_halfwidth`): a pessimistic width that
+estimates of the probes still needed do not build on (the median absolute deviation
+of a few probes swings either way)."""
 FIRST_PROBE_AFTER = 3
 """Counted steps before the first probe (by budget): the probe's reference step is
 the median of these, not one step that may be a one-off."""
@@ -287,7 +301,7 @@ class ProbeScheduler:
         at least 0.8 x the range of the probes then (for 3 normal samples the 95 %
         half-width of the median is about 0.84 x their expected range)."""
         width = metrics.median_halfwidth(self._shares)
-        if width is not None and len(self._shares) < 6:
+        if width is not None and len(self._shares) < RANGE_FLOOR_PROBES:
             width = max(width, 0.8 * (max(self._shares) - min(self._shares)))
         return width
 
@@ -356,6 +370,17 @@ class ProbeScheduler:
         share = self.share_halfwidth
         return len(self._shares) >= self.min_probes and share is not None and share <= precision
 
+    def precision_reached(self, precision: float) -> bool:
+        """Whether a ``--precision`` run may stop now: :meth:`known_to` ``precision``,
+        and the probes spent so far within the probes' budget of the counted steps'
+        wall clock (``probe_wall_s <= probe_budget x step_wall_s``), so a run that
+        probed early on the assumption that it lasts ``horizon_steps`` goes on
+        (unprobed) until its steps pay for them, whatever ends it. ``every=K``
+        (``--phase-every``) is no budget: its runs stop as soon as they are known."""
+        if self.every is None and self.probe_wall_s > self.probe_budget * self.step_wall_s:
+            return False  # checked first: known_to's own check every few steps is kept for later
+        return self.known_to(precision)
+
     def expected_cost_s(self) -> float:
         """What the next probe will likely cost: the median of the last passes plus
         the mean excess of the split steps and of the steps after probes (a guess
@@ -406,21 +431,37 @@ class ProbeScheduler:
 
     def steps_for_precision(self, precision: float) -> int | None:
         """Counted steps in all this run would likely need to know the probed share to
-        ``± precision`` at its budget: the probes that takes
-        (:func:`~gpuscale.analysis.metrics.probes_for_precision`; at least 3) at the
-        pace the budget pays for them (:func:`~gpuscale.analysis.metrics.steps_per_probe`,
+        ``± precision`` at its budget: the probes that takes (:meth:`_probes_needed`;
+        at least 3) at the pace the budget pays for them (however early they ran: a
+        ``--precision`` run stops only once its steps pay for its probes,
+        :meth:`precision_reached`) (:func:`~gpuscale.analysis.metrics.steps_per_probe`,
         at the probes' mean cost so far and the median step: the run's summary
         estimates the same way), or at the fixed period.
         ``None`` before the first probe (its cost is not known) or without probes."""
         if not self.probes or not self._counted:
             return None
-        needed = metrics.probes_for_precision(len(self._shares), self.share_halfwidth, precision)
+        needed = self._probes_needed(precision)
         if self.every is not None:
             return needed * self.every
         per_probe = metrics.steps_per_probe(  # the mean cost so far, as the summary says it
             self.probe_wall_s / self.probes, metrics.median(self._counted), self.probe_budget
         )
         return None if per_probe is None else math.ceil(needed * per_probe)
+
+    def _probes_needed(self, precision: float) -> int:
+        """Probes in all for the probed share to ``± precision``: from the half-width
+        once :data:`RANGE_FLOOR_PROBES` probes give one not floored at their range;
+        before, a lower bound (at least 3, and one more than so far while the share
+        is not known to ``precision``), which a pessimistic floored width would
+        overstate (a new user was warned of 15 probes; 6 did)."""
+        shares = len(self._shares)
+        width = self.share_halfwidth
+        if shares >= RANGE_FLOOR_PROBES:
+            return metrics.probes_for_precision(shares, width, precision)
+        needed = metrics.probes_for_precision(0, None, precision)
+        if width is None or width > precision:
+            needed = max(needed, shares + 1)
+        return needed
 
     def precision_outlook(self, precision: float) -> str | None:
         """What to tell a user early where ``± precision`` cannot be reached within the
@@ -429,8 +470,8 @@ class ProbeScheduler:
         need = self.steps_for_precision(precision)
         if need is None or not self.horizon_steps or need <= self.horizon_steps:
             return None
-        known = len(self._shares) >= self.min_probes and self.share_halfwidth is not None
-        probes = metrics.probes_for_precision(len(self._shares), self.share_halfwidth, precision)
+        known = len(self._shares) >= RANGE_FLOOR_PROBES
+        probes = self._probes_needed(precision)
         step = metrics.median(self._counted)
         if self.every is not None:
             pace = f"a probe every {self.every} steps"
