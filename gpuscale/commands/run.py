@@ -182,13 +182,17 @@ def main(args: argparse.Namespace) -> int:
     if interrupted:
         return EXIT_INTERRUPTED
     if run.error is not None or (end is not None and end.status in ("failed", "lost")):
-        if run.error is not None:
-            print(
-                f"gpuscale: error: {visible(run.error.message, keep_newlines=True)}",
-                file=sys.stderr,
-            )
+        print_run_error(run)
         return EXIT_USAGE if is_configuration_error(run) else EXIT_FAILED
     return 0
+
+
+def print_run_error(run: Any) -> None:
+    """The run's error as one ``gpuscale: error:`` line on stderr (nothing without one):
+    what `run` says after its summary, and `watch` after its screen closes."""
+    error = getattr(run, "error", None)
+    if error is not None:
+        print(f"gpuscale: error: {visible(error.message, keep_newlines=True)}", file=sys.stderr)
 
 
 class _JsonView:
