@@ -726,3 +726,16 @@ def summarize(events: Iterable[object]) -> RunSummary:
     acc = RunAccumulator()
     acc.extend(events)
     return acc.summary()
+
+
+def with_defaults(summary: dict) -> dict:
+    """A summary as recorded (``omit_defaults`` drops a field equal to its default:
+    ``scaling`` when ``weak``, ``devices`` when 1) with every such field said, so a
+    number read alone (``--json``) says what it is of; ``None`` fields ("not
+    measured") stay out, and keys the summary has are kept as they are."""
+    said = {
+        f.name: f.default
+        for f in msgspec.structs.fields(RunSummary)
+        if f.default is not None and f.default is not msgspec.NODEFAULT
+    }
+    return {**said, **summary}

@@ -167,7 +167,10 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         import json
 
-        summary = dict(end.summary or {}) if end else {}
+        from gpuscale.analysis.summary import with_defaults
+
+        # every field said, defaults included: `"scaling": "weak"` as well as "strong"
+        summary = with_defaults(end.summary) if end and end.summary else {}
         summary["recording"] = str(run.recording_path) if run.recording_path else None
         summary["note"] = run.start_event.note if run.start_event else None
         if getattr(run, "forwarding_to", None):
