@@ -218,7 +218,7 @@ def test_the_measured_exchange_in_the_reasons_carries_its_range_and_probes():
     rec = recommend(_probed_pair(0.15, 0.01))
     text = " ".join(rec.reasons)
     assert "Gradient exchange takes 60% of each step at 2 devices" in text
-    assert "measured (±4%, 12 probes)" in text
+    assert "measured (±4 points, 12 probes)" in text
 
 
 def test_an_exchange_within_its_noise_is_not_given_as_a_reason():

@@ -198,7 +198,9 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[
                     f"step, {plural(probes, 'probe')}): not resolved; measure longer to know it."
                 )
                 return
-            how = f"measured (±{format_fraction_pct(err / step_t)}, {plural(probes, 'probe')})"
+            # the share's half-width is in points of the step, as the table prints it
+            points = f"{100 * err / step_t:.0f}"
+            how = f"measured (±{points} points, {plural(probes, 'probe')})"
     else:
         step_t = m.step_time_s(n2)
         how = f"estimated by the model from {m.basis}"
