@@ -74,6 +74,10 @@ async def test_the_dashboard_replays_it_with_its_samples_and_no_waiting():
         screen = app.export_screenshot().replace("&#160;", " ")  # the SVG's spaces
         assert "Utilization (%)" in screen and "s since start" in screen  # the chart
         assert "utilization appears after the first samples" not in screen
+        # the run ended without step times: the step and phase charts say so, never
+        # that step times will appear
+        assert "after the first steps" not in screen and "after the first probe" not in screen
+        assert screen.count("no step times in this run (telemetry") == 2  # wraps at 120x36
         assert "GPM" in screen  # the GPU's card
 
 

@@ -752,3 +752,15 @@ def with_defaults(summary: dict) -> dict:
         if f.default is not None and f.default is not msgspec.NODEFAULT
     }
     return {**said, **summary}
+
+
+NO_STEP_TIMES_IN_RUN = "no step times in this run (telemetry only)"
+"""What the views say where step times would be, for a run :func:`without_step_times`."""
+
+
+def without_step_times(summary: RunSummary | None) -> bool:
+    """Whether the run has no step times and will have none: a script without
+    gpuscale's callback, or a run that ended before its first step."""
+    if summary is None or summary.steps_total:
+        return False
+    return summary.no_step_times or summary.status != "running"
