@@ -51,11 +51,11 @@ def test_a_script_without_the_callback_is_summed_up_by_its_telemetry():
     ]
     s = summarize(events)
     assert s.no_step_times
-    assert s.gpu_util_median_pct == 100.0
-    assert s.gpu_sm_activity_median_pct == 48.0
-    assert s.gpu_tensor_activity_median_pct == 46.5
+    assert s.gpu_util_mean_pct == 100.0
+    assert s.gpu_sm_activity_mean_pct == 48.0
+    assert s.gpu_tensor_activity_mean_pct == 46.5
     text = gpu_activity_text(s)
-    assert text == "busy 100% · working SM 48%, tensor 46% (GPM)"
+    assert text == "busy 100% (time average) · working SM 48%, tensor 46% (GPM)"
     assert busy_not_working(s) is not None and "SMs were active 48%" in busy_not_working(s)
 
 
@@ -82,10 +82,10 @@ def test_with_counted_steps_only_their_span_counts_and_the_laggard_is_named():
         *steps,
     ]
     s = summarize(events)
-    assert s.gpu_util_median_pct == 75.0  # the median of two GPUs' averages: 90 and 60
+    assert s.gpu_util_mean_pct == 75.0  # the median of two GPUs' averages: 90 and 60
     assert s.gpu_util_min_pct == 60.0 and s.gpu_util_min_index == 1
-    assert gpu_activity_text(s) == "busy 75% · least busy GPU 1 60%"
-    assert s.gpu_sm_activity_median_pct is None
+    assert gpu_activity_text(s) == "busy 75% (time average) · least busy GPU 1 60%"
+    assert s.gpu_sm_activity_mean_pct is None
     assert "GPM" not in gpu_activity_text(s)
     assert busy_not_working(s) is None  # without GPM nothing tells busy from working
 
@@ -93,3 +93,27 @@ def test_with_counted_steps_only_their_span_counts_and_the_laggard_is_named():
 def test_no_gpu_samples_no_line():
     s = summarize([_script_start()])
     assert gpu_activity_text(s) is None and busy_not_working(s) is None
+
+
+def test_the_median_field_is_a_median_and_the_mean_a_time_average():
+    """A third of the time idle, the rest fully busy: mean 67%, median 100% (the
+    field named median used to hold the time average)."""
+    events = [
+        _script_start(),
+        *_samples(0, T0, T0 + 10, 0.0, sm=0.0, tensor=0.0),
+        *_samples(0, T0 + 10, T0 + 30, 100.0, sm=90.0, tensor=60.0),
+        EndEvent(t=T0 + 30, status="completed", duration_s=30.0),
+    ]
+    s = summarize(events)
+    assert 60 < s.gpu_util_mean_pct < 70 and s.gpu_util_median_pct == 100.0
+    assert 55 < s.gpu_sm_activity_mean_pct < 65 and s.gpu_sm_activity_median_pct == 90.0
+    assert 35 < s.gpu_tensor_activity_mean_pct < 45 and s.gpu_tensor_activity_median_pct == 60.0
+    assert gpu_activity_text(s).startswith("busy 6")  # quotes the time average
+    assert "(time average)" in gpu_activity_text(s)
+
+
+def test_an_older_summary_with_only_the_median_field_says_median():
+    from gpuscale.analysis.summary import RunSummary
+
+    old = RunSummary(gpu_util_median_pct=98.0, gpu_sm_activity_median_pct=80.0)
+    assert gpu_activity_text(old) == "busy 98% (median) · working SM 80% (GPM)"

@@ -41,9 +41,10 @@ def test_the_summary_of_a_real_gpu_script_run():
     s = summarize(run.events)
     assert s.platform == "gpu" and s.no_step_times and s.steps_total == 0
     # a third of the samples idle, the rest busy; the SMs work in two phases of three
-    assert 50 < s.gpu_util_median_pct < 60
-    assert 30 < s.gpu_sm_activity_median_pct < 40
-    assert 12 < s.gpu_tensor_activity_median_pct < 22
+    assert 50 < s.gpu_util_mean_pct < 60
+    assert 30 < s.gpu_sm_activity_mean_pct < 40
+    assert 12 < s.gpu_tensor_activity_mean_pct < 22
+    assert s.gpu_util_median_pct == 98.0  # the median sample, not the time average
     assert 30 < run.end.duration_s < 35  # from the launch, not from the end
 
 
@@ -56,7 +57,7 @@ def test_replay_prints_its_duration_and_what_the_gpu_did():
     )
     assert done.returncode == 0, done.stderr
     assert "status: completed in 31.8 s, 0 steps" in done.stdout
-    assert "GPUs: busy 55% · working SM 36%, tensor 17% (GPM)" in done.stdout
+    assert "GPUs: busy 55% (time average) · working SM 36%, tensor 17% (GPM)" in done.stdout
 
 
 async def test_the_dashboard_replays_it_with_its_samples_and_no_waiting():
@@ -68,11 +69,15 @@ async def test_the_dashboard_replays_it_with_its_samples_and_no_waiting():
         assert "load.py · strategy unknown · 1x GPU · batch unknown" in header
         assert "no step times · elapsed 0:31" in header
         advice = str(app.query_one(AdvicePanel).body.render())
-        assert "busy 55% · working SM 36%" in advice
+        assert "busy 55% (time average) · working SM 36%" in advice
         assert "No step times" in advice and "Waiting" not in advice
         screen = app.export_screenshot().replace("&#160;", " ")  # the SVG's spaces
         assert "Utilization (%)" in screen and "s since start" in screen  # the chart
         assert "utilization appears after the first samples" not in screen
+        # the run ended without step times: the step and phase charts say so, never
+        # that step times will appear
+        assert "after the first steps" not in screen and "after the first probe" not in screen
+        assert screen.count("no step times in this run (telemetry") == 2  # wraps at 120x36
         assert "GPM" in screen  # the GPU's card
 
 

@@ -218,7 +218,7 @@ def test_the_measured_exchange_in_the_reasons_carries_its_range_and_probes():
     rec = recommend(_probed_pair(0.15, 0.01))
     text = " ".join(rec.reasons)
     assert "Gradient exchange takes 60% of each step at 2 devices" in text
-    assert "measured (±4%, 12 probes)" in text
+    assert "measured (±4 points, 12 probes)" in text
 
 
 def test_an_exchange_within_its_noise_is_not_given_as_a_reason():
@@ -226,3 +226,26 @@ def test_an_exchange_within_its_noise_is_not_given_as_a_reason():
     text = " ".join(rec.reasons)
     assert "Gradient exchange takes" not in text
     assert "within its probes' noise" in text and "12 probes): not resolved" in text
+
+
+def test_cpu_logical_devices_on_shared_cores_are_not_told_to_measure_more():
+    """One configuration at 1 CPU logical device, another at 2 (the trial's guessed
+    sweep on a 2-core machine): the model says more cannot pay on shared cores, so it
+    does not say "measure 4 devices to know", which `run` would refuse there."""
+    common = dict(scaling="strong", global_batch=128, platform="cpu-logical", model="m")
+    points = [
+        normalize(SweepPoint(devices=1, step_time_s=0.0966, config="one", **common)),
+        normalize(SweepPoint(devices=2, step_time_s=0.1039, config="two", **common)),
+    ]
+    rec = recommend(points)
+    text = " ".join([*rec.reasons, rec.measure_next or ""])
+    assert "sharing the same cores" in text
+    assert "measure 4" not in text and "GPUs are what the question needs" in text
+
+
+def test_a_lone_shared_cores_count_gets_no_measure_next_count():
+    common = dict(scaling="strong", global_batch=128, platform="cpu-logical", model="m")
+    rec = recommend([normalize(SweepPoint(devices=2, step_time_s=0.1, config="c", **common))])
+    assert rec.verdict == "none"
+    # the 1-device baseline is still worth measuring; a bigger count is not
+    assert rec.measure_next is not None and "measure 4" not in rec.measure_next

@@ -176,6 +176,8 @@ def test_runs_shows_each_sweep_with_whole_file_names(recorded, capsys, monkeypat
     flat = " ".join(out.split())  # the descriptions wrap at the screen's width
     assert re.search(rf"\b[A-C] {STOPPED} [^?]*not measured: 4 \(stopped\), 8 \(not run\)", flat)
     assert re.search(r"\b[A-C]\? guess-\S+ [^:]*a guess", flat)
+    # not only older recordings: runs recorded alone are guessed at too, and it says so
+    assert "runs recorded alone, not by a sweep, or before sweep ids" in flat
 
 
 def test_a_sweep_is_named_by_its_id_a_prefix_or_dir_and_id(recorded, monkeypatch):

@@ -31,7 +31,9 @@ def test_gpus_and_gpu_only_all_reduce_are_refused_without_a_gpu(no_driver):
     with pytest.raises(GpuscaleError, match=r"--gpus: this machine has no NVIDIA GPU.*--devices N"):
         check_machine(model="mlp", gpus=[0, 2], all_reduce="auto", probe=no_driver)
     for choice in ("nccl", "hierarchical-copy"):
-        with pytest.raises(GpuscaleError, match=f"--all-reduce {choice} needs GPUs"):
+        # every choice that runs on CPU is named, collective too
+        hint = "on CPU logical devices use collective, reduce-to-one or auto"
+        with pytest.raises(GpuscaleError, match=f"--all-reduce {choice} needs GPUs.*{hint}"):
             check_machine(model="mlp", gpus=None, all_reduce=choice, probe=no_driver)
     check_machine(model="mlp", gpus=None, all_reduce="reduce-to-one", probe=no_driver)
 

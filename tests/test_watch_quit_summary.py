@@ -63,3 +63,16 @@ def test_q_leaves_the_runs_summary_on_the_terminal(tmp_path):
     assert "stopped after" in after and "no step times (telemetry only)" in after, after
     assert f"recorded to {tmp_path / 'r.ndjson'}" in after
     assert (tmp_path / "r.ndjson").exists()
+
+
+def test_q_after_a_failed_run_leaves_runs_error_line(tmp_path):
+    """A failed run: after the screen closes, `run`'s `gpuscale: error:` line stays too
+    (q used to leave only the summary and exit status 1)."""
+    env = {"GPUSCALE_DATA_DIR": str(tmp_path), "TERM": "xterm-256color"}
+    failing = "raise ValueError('boom in my code')"
+    code, text = _watch_in_a_pty(
+        ["--no-record", "--", sys.executable, "-c", failing], quit_after_s=4.0, env=env
+    )
+    assert code == 1, text[-2000:]
+    after = " ".join(text[text.rfind("status: failed") :].split())  # the summary on, unwrapped
+    assert "gpuscale: error: the script" in after and "exited with status 1" in after, after

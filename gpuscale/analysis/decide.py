@@ -283,14 +283,27 @@ def range_text(low: float | None, value: float, high: float | None) -> str:
     return f"{value:,.0f} ({low:,.0f}\u2013{high:,.0f})"
 
 
+SHARED_CORES_NEXT = (
+    "more CPU logical devices cannot pay on one machine's shared cores (they add no "
+    "compute, and 'gpuscale run' gives no more of them than there are cores), so "
+    "measuring more would not tell: GPUs are what the question needs"
+)
+"""What to measure next said instead of "measure N next" for devices that share one
+machine's cores (the model's ``shared_cores``): no count of them would answer it."""
+
+
 def measure_next(
     rec: Recommendation, groups: Sequence[Group], walk: Sequence[WalkStep]
 ) -> str | None:
     """The one run that would change or settle the answer: a predicted count the
     walk rejected only for its bet bound (or for having none), else (one measured count) the
-    next count the model predicts, else the count below the only one measured."""
+    next count the model predicts, else the count below the only one measured. A
+    predicted count of CPU logical devices sharing the cores is never it
+    (:data:`SHARED_CORES_NEXT` instead)."""
     by_name = {g.config: g for g in groups}
     for step in walk:
+        if step.uncertain and by_name[step.config_to].model.shared_cores:
+            return SHARED_CORES_NEXT
         if step.uncertain:
             row = row_at(by_name[step.config_to], step.devices_to)
             if row is not None:
@@ -305,6 +318,8 @@ def measure_next(
     if n > 1:
         return f"measure 1 device next: the baseline that {dev(n)} must beat"
     nxt = [r for r in g.rows if r.predicted and r.devices > n]
+    if nxt and g.model.predicts and g.model.shared_cores:
+        return SHARED_CORES_NEXT
     if nxt and g.model.predicts:
         r = min(nxt, key=lambda row: row.devices)
         return (

@@ -14,6 +14,7 @@ import msgspec
 from gpuscale.analysis import metrics
 from gpuscale.analysis.confidence import ENOUGH_STEPS, NOISY_SPREAD
 from gpuscale.analysis.decide import (
+    SHARED_CORES_NEXT,
     Group,
     Recommendation,
     WalkStep,
@@ -146,10 +147,16 @@ def _one_count_outlook(rec: Recommendation, g: Group) -> None:
         "phases": "the exposed exchange measured at this count",
         "step times": "the step times",
     }.get(g.model.basis, g.model.basis)
-    rec.reasons.append(
+    expects = (
         f"Only {dev(n)} measured for '{g.config}': the model, from {basis}, expects "
-        f"{n} -> {r.devices} to reach a marginal efficiency of {format_fraction_pct(eff)}; measure "
-        f"{dev(r.devices)} to know (a prediction from one count does not decide)."
+        f"{n} -> {r.devices} to reach a marginal efficiency of {format_fraction_pct(eff)}"
+    )
+    if g.model.shared_cores:  # measuring N there would not answer it (nor can run give N)
+        rec.reasons.append(f"{expects}; {SHARED_CORES_NEXT}.")
+        return
+    rec.reasons.append(
+        f"{expects}; measure {dev(r.devices)} to know (a prediction from one count does not "
+        "decide)."
     )
 
 
@@ -191,7 +198,9 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[
                     f"step, {plural(probes, 'probe')}): not resolved; measure longer to know it."
                 )
                 return
-            how = f"measured (±{format_fraction_pct(err / step_t)}, {plural(probes, 'probe')})"
+            # the share's half-width is in points of the step, as the table prints it
+            points = f"{100 * err / step_t:.0f}"
+            how = f"measured (±{points} points, {plural(probes, 'probe')})"
     else:
         step_t = m.step_time_s(n2)
         how = f"estimated by the model from {m.basis}"

@@ -18,15 +18,33 @@ BUSY_NOT_WORKING = 0.5
 busy, reads as "busy, not working"."""
 
 
+def _activity(s: RunSummary) -> tuple[float | None, float | None, float | None, str]:
+    """Busy, SM and tensor activity and which statistic they are: the time averages
+    (``time average``), or in a summary written before those existed, what it had
+    (``median``)."""
+    if s.gpu_util_mean_pct is not None:
+        return (
+            s.gpu_util_mean_pct,
+            s.gpu_sm_activity_mean_pct,
+            s.gpu_tensor_activity_mean_pct,
+            "time average",
+        )
+    util, sm, tensor = (
+        s.gpu_util_median_pct,
+        s.gpu_sm_activity_median_pct,
+        s.gpu_tensor_activity_median_pct,
+    )
+    return util, sm, tensor, "median"
+
+
 def gpu_activity_text(s: RunSummary) -> str | None:
-    """``busy 99% · working SM 96%, tensor 93% (GPM) · least busy GPU 6 75%``: time
-    averages (several GPUs: the median GPU's), the least busy GPU where it lags by
-    over 10 points; ``None`` without GPU samples. "busy" is NVML's utilization."""
-    util = s.gpu_util_median_pct
+    """``busy 99% (time average) · working SM 96%, tensor 93% (GPM) · least busy GPU 6
+    75%``: time averages (several GPUs: the median GPU's), the least busy GPU where it
+    lags by over 10 points; ``None`` without GPU samples. "busy" is NVML's utilization."""
+    util, sm, tensor, statistic = _activity(s)
     if util is None:
         return None
-    parts = [f"busy {util:.0f}%"]
-    sm, tensor = s.gpu_sm_activity_median_pct, s.gpu_tensor_activity_median_pct
+    parts = [f"busy {util:.0f}% ({statistic})"]
     if sm is not None:
         parts.append(
             f"working SM {sm:.0f}%"
@@ -44,7 +62,7 @@ def gpu_activity_text(s: RunSummary) -> str | None:
 
 def busy_not_working(s: RunSummary) -> str | None:
     """A warning when the GPUs were busy but their SMs mostly idle (GPM only)."""
-    util, sm = s.gpu_util_median_pct, s.gpu_sm_activity_median_pct
+    util, sm, _tensor, _statistic = _activity(s)
     if util is None or sm is None or util < 50 or sm >= BUSY_NOT_WORKING * util:
         return None
     return (

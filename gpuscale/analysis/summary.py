@@ -43,8 +43,8 @@ What is measured and how (formulas in :mod:`gpuscale.analysis.metrics`):
   reported beside them; those are the ones to compare with the link's peak.
 * steps: each worker runs the same steps, so step counts are per worker (the
   worker that has run the most); the step-time statistics pool every worker's steps.
-* imbalance: per GPU, the median utilization; ``gpu_util_min_pct`` against
-  ``gpu_util_median_pct`` shows a GPU that idles while the others work. With
+* imbalance: per GPU, the mean utilization (a time average); ``gpu_util_min_pct``
+  against ``gpu_util_mean_pct`` shows a GPU that idles while the others work. With
   several workers, the slowest worker's median step time over the median of the
   workers' medians (``worker_imbalance``, 1.0 = balanced).
 
@@ -211,16 +211,27 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     busbw_total_bytes_s: float | None = None
     interconnect: Interconnect | None = None
     """The slowest device link's peak, per direction (from the device information)."""
+    gpu_util_mean_pct: float | None = None
+    """Each GPU's mean utilization (NVML: the share of time any kernel ran; copies and
+    NCCL's kernels count), a time average as the samples are evenly spaced; several
+    GPUs: the median GPU's. Taken over the counted steps' span when there are counted
+    steps, else over the whole run. What every view quotes as "busy" (older summaries
+    have only ``gpu_util_median_pct``)."""
     gpu_util_median_pct: float | None = None
-    """Median over GPUs of each GPU's mean utilization (NVML: the share of time any
-    kernel ran; copies and NCCL's kernels count), a time average as the samples are
-    evenly spaced. Taken over the counted steps' span when there are counted steps,
-    else over the whole run."""
+    """Each GPU's median utilization sample over the same span; several GPUs: the
+    median GPU's. A run that idles a third of the time at 100 % otherwise reads
+    mean 67 %, median 100 %. (Summaries written before ``gpu_util_mean_pct`` existed
+    held the mean here for a while: readers prefer the mean field.)"""
+    gpu_sm_activity_mean_pct: float | None = None
+    """The time average for GPM's SM activity (Hopper and newer): the share of SM
+    cycles with a warp resident, what the GPUs worked rather than were busy. ``None``
+    without GPM."""
     gpu_sm_activity_median_pct: float | None = None
-    """The same for GPM's SM activity (Hopper and newer): the share of SM cycles with
-    a warp resident, what the GPUs worked rather than were busy. ``None`` without GPM."""
+    """The median sample of GPM's SM activity (as ``gpu_util_median_pct``)."""
+    gpu_tensor_activity_mean_pct: float | None = None
+    """The time average for GPM's tensor-core activity (Hopper and newer)."""
     gpu_tensor_activity_median_pct: float | None = None
-    """The same for GPM's tensor-core activity (Hopper and newer)."""
+    """The median sample of GPM's tensor-core activity."""
     no_step_times: bool = False
     """The run is a script without gpuscale's callback: no step times will come,
     only telemetry."""
@@ -597,33 +608,35 @@ class RunAccumulator:
         """The median step time's 95 % half-width (``None`` below 3 steps)."""
         return metrics.median_halfwidth(self._step_times) if self._step_times else None
 
-    def _per_gpu_means(
-        self, samples: dict[tuple[int, int], list[tuple[float, float]]]
+    def _per_gpu(
+        self, samples: dict[tuple[int, int], list[tuple[float, float]]], median: bool = False
     ) -> dict[tuple[int, int], float]:
-        """Each GPU's mean (a time average: samples are evenly spaced) over the
-        counted steps' span (start-up and the end's idle left out), or over all its
-        samples when no counted step is known or none falls inside."""
+        """Each GPU's mean (a time average: samples are evenly spaced), or with
+        ``median`` its median sample, over the counted steps' span (start-up and the
+        end's idle left out), or over all its samples when no counted step is known or
+        none falls inside."""
         lo, hi = self._counted_from_t, self._last_step_t
         out: dict[tuple[int, int], float] = {}
         for key, rows in samples.items():
             inside = [v for t, v in rows if lo is not None and hi is not None and lo <= t <= hi]
             values = inside or [v for _, v in rows]
             if values:
-                out[key] = sum(values) / len(values)
+                out[key] = metrics.median(values) if median else sum(values) / len(values)
         return out
 
     def _summarize_imbalance(self, s: RunSummary) -> None:
-        for name, field in (
-            ("sm", "gpu_sm_activity_median_pct"),
-            ("tensor", "gpu_tensor_activity_median_pct"),
+        for samples, field in (
+            (self._gpm["sm"], "gpu_sm_activity"),
+            (self._gpm["tensor"], "gpu_tensor_activity"),
+            (self._gpu_util, "gpu_util"),
         ):
-            medians = self._per_gpu_means(self._gpm[name])
-            if medians:
-                setattr(s, field, metrics.median(list(medians.values())))
+            for stat in ("mean", "median"):
+                per_gpu = self._per_gpu(samples, median=stat == "median")
+                if per_gpu:  # several GPUs: the median GPU's
+                    setattr(s, f"{field}_{stat}_pct", metrics.median(list(per_gpu.values())))
         if self._gpu_util:
-            per_gpu = self._per_gpu_means(self._gpu_util)
+            per_gpu = self._per_gpu(self._gpu_util)
             if per_gpu:
-                s.gpu_util_median_pct = metrics.median(list(per_gpu.values()))
                 key = min(per_gpu, key=lambda k: per_gpu[k])
                 s.gpu_util_min_pct = per_gpu[key]
                 s.gpu_util_min_worker, s.gpu_util_min_index = key
@@ -771,3 +784,28 @@ def summarize(events: Iterable[object]) -> RunSummary:
     acc = RunAccumulator()
     acc.extend(events)
     return acc.summary()
+
+
+def with_defaults(summary: dict) -> dict:
+    """A summary as recorded (``omit_defaults`` drops a field equal to its default:
+    ``scaling`` when ``weak``, ``devices`` when 1) with every such field said, so a
+    number read alone (``--json``) says what it is of; ``None`` fields ("not
+    measured") stay out, and keys the summary has are kept as they are."""
+    said = {
+        f.name: f.default
+        for f in msgspec.structs.fields(RunSummary)
+        if f.default is not None and f.default is not msgspec.NODEFAULT
+    }
+    return {**said, **summary}
+
+
+NO_STEP_TIMES_IN_RUN = "no step times in this run (telemetry only)"
+"""What the views say where step times would be, for a run :func:`without_step_times`."""
+
+
+def without_step_times(summary: RunSummary | None) -> bool:
+    """Whether the run has no step times and will have none: a script without
+    gpuscale's callback, or a run that ended before its first step."""
+    if summary is None or summary.steps_total:
+        return False
+    return summary.no_step_times or summary.status != "running"

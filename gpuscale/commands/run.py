@@ -167,7 +167,10 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         import json
 
-        summary = dict(end.summary or {}) if end else {}
+        from gpuscale.analysis.summary import with_defaults
+
+        # every field said, defaults included: `"scaling": "weak"` as well as "strong"
+        summary = with_defaults(end.summary) if end and end.summary else {}
         summary["recording"] = str(run.recording_path) if run.recording_path else None
         summary["note"] = run.start_event.note if run.start_event else None
         if getattr(run, "forwarding_to", None):
@@ -182,11 +185,7 @@ def main(args: argparse.Namespace) -> int:
     if interrupted:
         return EXIT_INTERRUPTED
     if run.error is not None or (end is not None and end.status in ("failed", "lost")):
-        if run.error is not None:
-            print(
-                f"gpuscale: error: {visible(run.error.message, keep_newlines=True)}",
-                file=sys.stderr,
-            )
+        print_run_error(run)
         return EXIT_USAGE if is_configuration_error(run) else EXIT_FAILED
     return 0
 
@@ -197,6 +196,14 @@ def stopped_program(args: argparse.Namespace) -> str:
     from gpuscale.live.script_run import split_command
 
     return "script" if split_command(getattr(args, "command", None)) else "trainer"
+
+
+def print_run_error(run: Any) -> None:
+    """The run's error as one ``gpuscale: error:`` line on stderr (nothing without one):
+    what `run` says after its summary, and `watch` after its screen closes."""
+    error = getattr(run, "error", None)
+    if error is not None:
+        print(f"gpuscale: error: {visible(error.message, keep_newlines=True)}", file=sys.stderr)
 
 
 class _JsonView:

@@ -253,7 +253,10 @@ def _sweeps_table(groups: list, labels: dict[str, str]):
         if group.missing:
             what += "; not measured: " + ", ".join(group.why_missing())
         if not group.exact:
-            what += " (a guess from times and models: recorded without a sweep id)"
+            what += (
+                " (a guess from times and models: runs recorded alone, not by a sweep, "
+                "or before sweep ids)"
+            )
         table.add_row(labels[group.name], Text(visible(group.name)), Text(visible(what)))
     return table
 

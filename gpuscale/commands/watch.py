@@ -100,10 +100,12 @@ def main(args: argparse.Namespace) -> int:
             print(f"recorded to {run.recording_path}")
         print(f"gpuscale: error: {run.error.message}", file=sys.stderr)
         return EXIT_USAGE
-    from gpuscale.commands.run import print_run_summary
+    from gpuscale.commands.run import print_run_error, print_run_summary
 
-    # the dashboard is gone from the screen with q: what ran stays, as `run` prints it
+    # the dashboard is gone from the screen with q: what ran stays, as `run` prints it,
+    # and so does why it failed (`run`'s error line)
     print_run_summary(run)  # with the recording's path
+    print_run_error(run)
     if end is None or end.status in ("failed", "lost"):
         return EXIT_FAILED  # the run never started (trainer or sampler refused), or failed
     return 0

@@ -92,8 +92,8 @@ class SweepGroup(msgspec.Struct, kw_only=True):
         where = f"{self.model} on {_platform_word(self.platform)}"
         if not self.exact:
             return (
-                f"sweep {self.name} ({where}; grouped by a guess, recorded without a sweep "
-                f"id): measured on {plural(self.measured, 'device') if self.measured else 'none'}"
+                f"sweep {self.name} ({where}; grouped by a guess: recorded alone, not by a "
+                f"sweep, or before sweep ids): measured on {plural(self.measured, 'device') if self.measured else 'none'}"
             )
         line = f"sweep {self.name} ({where}): planned {plural(self.planned, 'device')}, measured {measured}"
         if self.missing:

@@ -114,7 +114,7 @@ import tensorflow as tf
 from gpuscale.errors import GpuscaleError
 from gpuscale.events.schema import DeviceInfo, LogEvent, PhaseEvent, StepEvent
 from gpuscale.trainer.models import BuiltModel, build_model
-from gpuscale.trainer.options import TrainConfig
+from gpuscale.trainer.options import CPU_ALL_REDUCE_HINT, TrainConfig
 from gpuscale.trainer.plan import DevicePlan
 from gpuscale.trainer.probe import (
     PhaseProbe,
@@ -239,9 +239,7 @@ def build_strategy(
         )
         return tf.distribute.MirroredStrategy(plan.names), "collective", note
     if choice in ("nccl", "hierarchical-copy") and not on_gpu:
-        raise GpuscaleError(
-            f"--all-reduce {choice} needs GPUs; on CPU logical devices use reduce-to-one or auto"
-        )
+        raise GpuscaleError(f"--all-reduce {choice} needs GPUs; {CPU_ALL_REDUCE_HINT}")
     ops = {
         "nccl": tf.distribute.NcclAllReduce,
         "hierarchical-copy": tf.distribute.HierarchicalCopyAllReduce,

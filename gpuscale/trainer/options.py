@@ -23,6 +23,9 @@ from gpuscale.formatting import plural
 BUILTIN_MODELS = ("mnist-cnn", "resnet50", "mlp", "transformer")
 STRATEGIES = ("mirrored", "central-storage", "one-device", "multi-worker")
 ALL_REDUCE = ("auto", "collective", "nccl", "hierarchical-copy", "reduce-to-one")
+CPU_ALL_REDUCE_HINT = "on CPU logical devices use collective, reduce-to-one or auto"
+"""What a GPU-only ``--all-reduce`` (nccl, hierarchical-copy) is refused with on CPU:
+every choice that runs there."""
 DATA = ("synthetic", "host")
 _USER_MODEL = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
 

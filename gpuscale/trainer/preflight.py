@@ -69,7 +69,7 @@ def check_machine(
     if all_reduce in GPU_ONLY_ALL_REDUCE and not found:
         raise GpuscaleError(
             f"--all-reduce {all_reduce} needs GPUs and this machine has none; "
-            "on CPU logical devices use reduce-to-one or auto"
+            f"{options.CPU_ALL_REDUCE_HINT}"
         )
 
 

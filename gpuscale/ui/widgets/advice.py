@@ -25,7 +25,7 @@ from gpuscale.analysis.phase_report import (
 )
 from gpuscale.analysis.recommend import Recommendation
 from gpuscale.analysis.recommend import recommend_from_run as predict_from_run
-from gpuscale.analysis.summary import RunSummary
+from gpuscale.analysis.summary import NO_STEP_TIMES_IN_RUN, RunSummary, without_step_times
 from gpuscale.formatting import (
     format_bytes,
     format_fraction_pct,
@@ -159,6 +159,8 @@ def advice_parts(
     if summary is None or summary.steps_total == 0:
         if summary is not None and summary.no_step_times:
             return gpus, [_text(NO_STEP_TIMES, "$text-warning"), *warnings]
+        if without_step_times(summary):  # ended before its first step: none will come
+            return gpus, [Content.styled(NO_STEP_TIMES_IN_RUN, "$text-muted"), *warnings]
         return gpus, [Content.styled("Waiting for the first steps…", "$text-muted"), *warnings]
     s = summary
     notes: list[Content] = [*warnings]

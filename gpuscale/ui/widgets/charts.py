@@ -13,7 +13,7 @@ from textual_plotext.plot import Plot
 
 from gpuscale.analysis.metrics import PARTS_TOLERANCE
 from gpuscale.analysis.phase_report import parts_note, phase_items
-from gpuscale.analysis.summary import RunSummary
+from gpuscale.analysis.summary import NO_STEP_TIMES_IN_RUN, RunSummary, without_step_times
 from gpuscale.events.schema import PhaseEvent
 from gpuscale.formatting import format_duration_s
 from gpuscale.plots.terminal import legend_text
@@ -136,13 +136,17 @@ def _whole_xticks(plot: Plot, xs: list[float], width: int) -> None:
         plot.xticks(ticks, [str(t) for t in ticks])
 
 
-def build_step_chart(snap: Snapshot, width: int, height: int) -> Text:
+def build_step_chart(
+    snap: Snapshot, width: int, height: int, summary: RunSummary | None = None
+) -> Text:
     """Step time against the step number (the last steps kept by the model,
     warm-up steps left out once there are others, and labelled as warm-up while
     there are no others; averaged in groups when there are more than two per
     column). Throughput is not drawn in the same area (a second y axis on a
     narrow panel is unreadable): the recommendation panel has it."""
     if len(snap.steps_t) < 2:
+        if not snap.steps_t and without_step_times(summary):
+            return _empty(width, NO_STEP_TIMES_IN_RUN)
         return _empty(width, "step times appear here after the first steps")
     plot = _new_plot(width, height)
     keep = [i for i, warm in enumerate(snap.steps_warmup) if not warm]
@@ -210,6 +214,8 @@ def build_breakdown_chart(
     than the median step is not drawn (the axis says how many), and a phase the
     text calls not resolved is drawn grey, its legend saying so."""
     phases = snap.phases[-max(4, (width - 10) // 2) :]
+    if not phases and without_step_times(summary):
+        return _empty(width, NO_STEP_TIMES_IN_RUN)
     if not phases:
         return _empty(
             width, "the phase breakdown appears after the first probe (after the warm-up)"
@@ -388,10 +394,11 @@ def render_charts(
     """Every chart of ``sizes`` drawn from ``snap`` at its (width, height), the phase
     breakdown agreeing with the run's ``summary`` (see :func:`build_breakdown_chart`):
     call it off the UI thread, and show the result with :class:`ChartPanel`."""
+    with_summary = (STEP_CHART, BREAKDOWN_CHART)  # what they say when no step will come
     texts = {
         chart_id: (
-            build_breakdown_chart(snap, width, height, summary)
-            if chart_id == BREAKDOWN_CHART
+            BUILDERS[chart_id](snap, width, height, summary)
+            if chart_id in with_summary
             else BUILDERS[chart_id](snap, width, height)
         )
         for chart_id, (width, height) in sizes.items()
