@@ -5,6 +5,7 @@ gpuscale's callback. Real NVML samples, GPM included, read back by every view.""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -107,3 +108,22 @@ def test_a_recording_by_0_1_0_with_its_made_up_start_at_the_end_reads_from_the_l
         timeout=60,
     )
     assert "status: completed in 3" in done.stdout, done.stdout  # 31.8 s, not 0.2 ms
+
+
+async def test_the_callback_hint_keeps_its_code_whole_at_80x24():
+    """A script run without the callback: at 80x24 the summary pane (30 columns)
+    once broke ``callbacks=[gpuscale.keras.Scal`` / ``ingMonitor()]``."""
+    app = build_app(ReplaySource(H100, end=True))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        screen = app.export_screenshot().replace("&#160;", " ")  # the SVG's spaces
+        # the SVG has one text run per line (and style): a word broken across
+        # lines shows as a run ending, or starting, inside it
+        runs = re.findall(r">([^<>]*)</text>", screen)
+        pieces = [r.strip() for r in runs if "Monitor" in r or "Scal" in r]
+        assert any("callbacks=[ScalingMonitor()]" in r for r in pieces), pieces
+        # every piece of the name is the whole name (no "...keras.Scal" / "ingMonitor()]")
+        assert all(
+            r.count("Scal") == r.count("ScalingMonitor") == r.count("Monitor") for r in pieces
+        ), pieces

@@ -694,3 +694,41 @@ async def test_a_one_device_run_leaves_the_step_chart_room_at_80x24():
             chart = app.charts[STEP_CHART]
             assert chart.content_size.height - PLOT_FRAME_ROWS >= 4, size
             assert "┤" in str(chart.render())
+
+
+class _AskedRun(FakeLiveRun):
+    """A live run that begins as LiveRun does: its provisional start (what was
+    asked) goes to the run base, and TensorFlow has not said anything yet."""
+
+    def __init__(self) -> None:
+        super().__init__([], finish=False)
+        self.record = None  # nothing written
+
+    def start(self) -> _AskedRun:
+        super().start()
+        asked = StartEvent(
+            t=1.0,
+            gpuscale_version="0",
+            host="h",
+            pid=1,
+            provisional=True,
+            model="mlp",
+            strategy="mirrored",
+            num_replicas=2,
+            platform="gpu",
+        )
+        self._begin_recording(asked, "mlp")
+        return self
+
+
+async def test_the_header_says_what_is_starting_before_the_run_does():
+    run = _AskedRun()
+    app = build_app(LiveSource(run))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        header = text_of(app.query_one(RunHeader))
+        assert "starting mlp on 2 GPUs (as asked)…" in header
+        assert "waiting for the run to start" not in header
+        await pilot.press("q")
+        await pilot.pause(0.2)

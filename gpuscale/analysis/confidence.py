@@ -28,6 +28,14 @@ CPU_LOGICAL_CAVEAT = (
 )
 """Said next to predictions made from runs on CPU logical devices."""
 
+LOCAL_WORKERS_CAVEAT = (
+    "the workers all ran on one machine and share its cores, so more of them add no "
+    "compute: this shows the mechanism (the exchange between workers), not what "
+    "separate machines would do"
+)
+"""Said next to predictions made from several workers on one machine's CPUs
+(``--local-workers N``, :attr:`gpuscale.analysis.sweep.SweepPoint.local_cpu_workers`)."""
+
 
 class RunConfidence(msgspec.Struct, kw_only=True):
     """How far to trust one run's numbers."""

@@ -291,6 +291,19 @@ SHARED_CORES_NEXT = (
 """What to measure next said instead of "measure N next" for devices that share one
 machine's cores (the model's ``shared_cores``): no count of them would answer it."""
 
+LOCAL_WORKERS_NEXT = (
+    "more workers on this machine cannot pay on its shared cores (they add no compute), "
+    "so measuring more would not tell: workers on separate machines (a TF_CONFIG "
+    "cluster) or GPUs are what the question needs"
+)
+""":data:`SHARED_CORES_NEXT` for several workers on one machine's CPUs (the
+model's ``local_workers``)."""
+
+
+def shared_cores_next(model: ScalingModel) -> str:
+    """What to measure next instead of more devices sharing one machine's cores."""
+    return LOCAL_WORKERS_NEXT if model.local_workers else SHARED_CORES_NEXT
+
 
 def measure_next(
     rec: Recommendation, groups: Sequence[Group], walk: Sequence[WalkStep]
@@ -303,7 +316,7 @@ def measure_next(
     by_name = {g.config: g for g in groups}
     for step in walk:
         if step.uncertain and by_name[step.config_to].model.shared_cores:
-            return SHARED_CORES_NEXT
+            return shared_cores_next(by_name[step.config_to].model)
         if step.uncertain:
             row = row_at(by_name[step.config_to], step.devices_to)
             if row is not None:
@@ -319,7 +332,7 @@ def measure_next(
         return f"measure 1 device next: the baseline that {dev(n)} must beat"
     nxt = [r for r in g.rows if r.predicted and r.devices > n]
     if nxt and g.model.predicts and g.model.shared_cores:
-        return SHARED_CORES_NEXT
+        return shared_cores_next(g.model)
     if nxt and g.model.predicts:
         r = min(nxt, key=lambda row: row.devices)
         return (

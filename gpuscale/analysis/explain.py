@@ -14,7 +14,6 @@ import msgspec
 from gpuscale.analysis import metrics
 from gpuscale.analysis.confidence import ENOUGH_STEPS, NOISY_SPREAD
 from gpuscale.analysis.decide import (
-    SHARED_CORES_NEXT,
     Group,
     Recommendation,
     WalkStep,
@@ -23,6 +22,7 @@ from gpuscale.analysis.decide import (
     passes_floor,
     range_text,
     row_at,
+    shared_cores_next,
     speedup_text,
 )
 from gpuscale.analysis.model import ScalingModel, compute_scale_for, threshold_compute_scale
@@ -152,7 +152,7 @@ def _one_count_outlook(rec: Recommendation, g: Group) -> None:
         f"{n} -> {r.devices} to reach a marginal efficiency of {format_fraction_pct(eff)}"
     )
     if g.model.shared_cores:  # measuring N there would not answer it (nor can run give N)
-        rec.reasons.append(f"{expects}; {SHARED_CORES_NEXT}.")
+        rec.reasons.append(f"{expects}; {shared_cores_next(g.model)}.")
         return
     rec.reasons.append(
         f"{expects}; measure {dev(r.devices)} to know (a prediction from one count does not "
@@ -289,9 +289,14 @@ def _shared_cores_reason(m: ScalingModel) -> str:
             f"{since}the same global batch takes as long whatever N (strong scaling: about "
             f"{format_duration_s(m.compute_time_s(1))} of compute per step, {at})"
         )
+    who = (
+        "The workers all ran on one machine's CPUs, sharing its cores"
+        if m.local_workers
+        else "The devices are CPU logical devices sharing the same cores"
+    )
     return (
-        f"The devices are CPU logical devices sharing the same cores: {how}, so neither "
-        f"the exchange nor a bigger batch makes more of them pay on this machine."
+        f"{who}: {how}, so neither the exchange nor a bigger batch makes more of them "
+        "pay on this machine."
     )
 
 

@@ -27,6 +27,10 @@ machine NCCL beats the collective implementation (1.26 vs 1.06 steps/s); across
 machines each worker adds little (``inter`` is small next to ``t_node``), so
 throughput grows almost linearly with workers.
 
+Workers that all ran on one machine's CPUs (``--local-workers N``) are not
+machines: they share its cores, and the one-machine model with shared cores
+stands for them (:func:`gpuscale.analysis.model.shares_cores`).
+
 What it ignores: overlap that changes with W, stragglers, a network shared
 with other jobs, machines with different G; strong scaling (the batch per
 device shrinking with W) is not modelled here.
@@ -40,7 +44,7 @@ from collections.abc import Sequence
 import msgspec
 
 from gpuscale.analysis import metrics
-from gpuscale.analysis.model import ScalingModel, fit, nnls
+from gpuscale.analysis.model import ScalingModel, fit, nnls, shares_cores
 from gpuscale.analysis.sweep import SweepPoint
 from gpuscale.formatting import (
     format_duration_s,
@@ -108,8 +112,11 @@ def _node_model(single: Sequence[SweepPoint]) -> ScalingModel | None:
 def fit_two_level(points: Sequence[SweepPoint]) -> TwoLevelModel | None:
     """Fit the model to the normalized points of ONE configuration. ``None`` when it
     does not apply: no multi-worker point, no single-worker point with the same
-    devices per machine to stand for ``t_node``, strong scaling, or machines of
-    different sizes."""
+    devices per machine to stand for ``t_node``, strong scaling, machines of
+    different sizes, or workers that all ran on one machine's CPUs (they share its
+    cores: no second level, :func:`gpuscale.analysis.model.shares_cores`)."""
+    if shares_cores(points):
+        return None
     multi = [p for p in points if p.workers > 1 and p.step_time_s]
     single = [p for p in points if p.workers == 1 and p.step_time_s]
     if not multi or not single or any(p.scaling != "weak" for p in points):

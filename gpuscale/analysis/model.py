@@ -13,7 +13,10 @@ The model::
 
     CPU logical devices (``platform: cpu-logical``) are not separate processors:
     TensorFlow runs every CPU device's ops on one process-wide thread pool, so
-    all N devices share the same cores and the work per step is what counts:
+    all N devices share the same cores and the work per step is what counts.
+    Several workers on one machine's CPUs (``--local-workers N``: every worker
+    of a multi-worker point on one host, ``SweepPoint.local_cpu_workers``) share
+    its cores the same way and are modelled alike:
 
     compute(N) = q N                   weak: N devices' work on the same cores
     compute(N) = s                     strong: the same global batch on the same cores
@@ -53,7 +56,8 @@ How it is fitted (weighted least squares on relative error, all terms >= 0):
   its peak); otherwise nothing is predicted.
 
 What it accounts for: the compute split (strong) or constant per-device work
-plus measured drift (weak), CPU logical devices sharing one machine's cores,
+plus measured drift (weak), CPU logical devices (and workers on one machine's
+CPUs, ``--local-workers N``) sharing one machine's cores,
 ring versus gather versus host traffic, per-hop latency, the measured
 effective bandwidth.
 
@@ -215,8 +219,12 @@ class ScalingModel(msgspec.Struct, kw_only=True, omit_defaults=True):
     compute_scale: float = 1.0
     """Multiplier on compute (1.0 as fitted; :meth:`with_compute_scale` changes it)."""
     shared_cores: bool = False
-    """The devices share one pool of cores (CPU logical devices): compute is
-    ``q N`` (weak) or constant (strong), see the module docstring."""
+    """The devices share one pool of cores (CPU logical devices, or workers that
+    all ran on one machine's CPUs: :func:`shares_cores`): compute is ``q N``
+    (weak) or constant (strong), see the module docstring."""
+    local_workers: bool = False
+    """With ``shared_cores``: the cores are shared by several workers on one
+    machine (``--local-workers N``), not by CPU logical devices (for the wording)."""
 
     def compute_time_s(self, devices: int) -> float:
         """``compute(N)``."""
@@ -353,6 +361,18 @@ def _by_count(points: Sequence[SweepPoint]) -> list[_Count]:
     return counts
 
 
+def shares_cores(points: Sequence[SweepPoint]) -> bool:
+    """Whether the devices of one configuration share one machine's cores: every
+    point is on CPU logical devices, or its multi-worker points are workers on
+    CPUs that all ran on one host (:attr:`SweepPoint.local_cpu_workers`) and its
+    other points single workers on CPUs."""
+    if all(p.platform == "cpu-logical" for p in points):
+        return True
+    return any(p.local_cpu_workers for p in points) and all(
+        p.local_cpu_workers or (p.workers == 1 and p.platform == "cpu") for p in points
+    )
+
+
 def fit(points: Sequence[SweepPoint]) -> ScalingModel:
     """Fit the model to the measured, normalized points of ONE configuration (same
     label and scaling). See the module docstring for what is fitted when."""
@@ -372,7 +392,8 @@ def fit(points: Sequence[SweepPoint]) -> ScalingModel:
         global_batch=smallest.global_batch or 1,
         payload_bytes=payload,
         fitted_devices=[c.devices for c in counts],
-        shared_cores=all(p.platform == "cpu-logical" for p in points),
+        shared_cores=shares_cores(points),
+        local_workers=any(p.local_cpu_workers for p in points) and shares_cores(points),
     )
     exchanging = [c for c in counts if c.devices > 1 or exchange == "host"]
     with_phases = [c for c in exchanging if c.allreduce_s is not None]
@@ -525,6 +546,7 @@ def predicted_like(template: SweepPoint, **fields: object) -> SweepPoint:
         config=template.config,
         exchange=template.exchange,
         platform=template.platform,
+        hosts=template.hosts,
         device_name=template.device_name,
         mixed_precision=template.mixed_precision,
         predicted=True,
@@ -536,8 +558,13 @@ def predict(model: ScalingModel, devices: int, template: SweepPoint) -> SweepPoi
     """A predicted point at ``devices`` (``predicted`` set; timing from the model)."""
     step = model.step_time_s(devices)
     samples = model.samples_per_step(devices)
+    extra: dict[str, object] = {}
+    if template.local_cpu_workers:  # more workers on the same machine
+        per_worker = max(1, template.devices // template.workers)
+        extra["workers"] = max(1, devices // per_worker)
     return predicted_like(
         template,
+        **extra,
         devices=devices,
         scaling=template.scaling,
         per_replica_batch=max(1, round(samples / devices)),

@@ -86,8 +86,8 @@ only (no phase breakdowns) and no measured topology, so a sweep with phases or a
 topology read through NVML uses the same step-time strata, its class from the
 topology's label (the three PCIe paths, switch, host bridge and cross-socket, are
 one class: the corpus names PCIe machines, rarely their switches and sockets).
-CPU logical devices and multi-worker sweeps (classes ``host`` and ``network``) are
-not in the corpus: they get no factor and the all-class stratum's range, which
+CPU logical devices, workers on one machine's CPUs and multi-worker sweeps (classes
+``host``, ``local`` and ``network``) are not in the corpus: they get no factor and the all-class stratum's range, which
 says nothing specific about them (:func:`two_level_point` for several workers).
 No factor is applied to counts below the largest measured (interpolation).
 
@@ -143,11 +143,15 @@ alone (a 10 % risk) made 15 of 880 recommendations of a predicted count wrong
 under grouped cross-validation; the bound at 5 % makes 4 (``benchmarks/prediction.py``),
 at the price of recommending the measured count (and "measure N next") more often."""
 
-CLASSES = ("nvswitch", "nvlink", "pcie", "host", "network", "unknown")
+CLASSES = ("nvswitch", "nvlink", "pcie", "host", "local", "network", "unknown")
 
 GPU_CLASSES = ("nvswitch", "nvlink", "pcie", "unknown")
 """The classes the corpus has tables of (single machines of GPUs)."""
-BORROWED = {"host": "CPU logical devices", "network": "several machines"}
+BORROWED = {
+    "host": "CPU logical devices",
+    "local": "several workers on one machine's CPUs",
+    "network": "several machines",
+}
 """The classes the corpus has no tables of, in words: their ranges are borrowed."""
 
 
@@ -248,7 +252,7 @@ class Calibration(msgspec.Struct, kw_only=True, dict=True):
 
     def statement(self, interconnect: str | None = None) -> str:
         """The coverage statement of a prediction ranged by the corpus strata; for a
-        link the published tables have none of (``host``, ``network``), it says the
+        link the published tables have none of (``host``, ``local``, ``network``), it says the
         range is borrowed from every GPU link at the same exchange load."""
         said = f"{self.coverage:.0%} nominal, calibrated on {self.source}"
         lacking = BORROWED.get(interconnect or "")
@@ -322,10 +326,14 @@ names PCIe machines, rarely their switches and sockets)."""
 
 def interconnect_class(point: SweepPoint) -> str:
     """``nvswitch``, ``nvlink``, ``pcie``, ``host`` (CPU logical devices, one
-    machine's memory), ``network`` (several workers) or ``unknown``, from the
+    machine's memory), ``local`` (several workers on one machine's CPUs, sharing
+    its cores and memory: :attr:`SweepPoint.local_cpu_workers`, no network),
+    ``network`` (several workers otherwise) or ``unknown``, from the
     point's platform, workers and ``interconnect``: a measured topology's class
     label first (``cross-socket: PCIe across CPU sockets ...``, as
     :func:`gpuscale.analysis.sweep.point_from_summary` writes it), else free text."""
+    if point.local_cpu_workers:
+        return "local"
     if point.workers > 1:
         return "network"
     if point.platform != "gpu":

@@ -21,7 +21,7 @@ from typing import Literal
 import msgspec
 
 from gpuscale.analysis import metrics
-from gpuscale.analysis.confidence import CPU_LOGICAL_CAVEAT
+from gpuscale.analysis.confidence import CPU_LOGICAL_CAVEAT, LOCAL_WORKERS_CAVEAT
 from gpuscale.analysis.cost import Cost, cost_line, cost_of, per_million_samples, relative_text
 from gpuscale.analysis.decide import (
     DEFAULT_MIN_EFFICIENCY,
@@ -201,6 +201,8 @@ def recommend(
     rec.measure_next = measure_next(rec, groups, walk)
     if any(p.platform == "cpu-logical" for p in measured_points):
         rec.platform_note = CPU_LOGICAL_CAVEAT
+    elif any(g.model.local_workers for g in groups):
+        rec.platform_note = LOCAL_WORKERS_CAVEAT
     if price_per_device_hour is not None and not (
         math.isfinite(price_per_device_hour) and price_per_device_hour > 0
     ):
@@ -426,12 +428,15 @@ def _fill_rows(g: Group, limit: int, calibration: Calibration | None, warnings: 
     combined = {n: combine_runs(ps, g.config, warnings) for n, ps in per_n.items()}
     g.measured = {n: p.throughput or 0.0 for n, p in combined.items()}
     template = g.points[0]
+    if g.model.local_workers:  # predicted counts are more workers on the same machine
+        template = max((p for p in g.points if p.local_cpu_workers), key=lambda p: p.devices)
     rows = list(combined.values())
     top = max(per_n)
     klass = interconnect_class(template)
     # Several workers: the exposed exchange is the two-level model's, the same one
     # the explanation quotes (one model, one set of numbers); the flat ring over
-    # all devices would put the whole step into "communication".
+    # all devices would put the whole step into "communication". Not for workers
+    # sharing one machine's cores (fit_two_level: None): the one-machine model is theirs.
     several_workers = any(p.workers > 1 for p in g.points)
     two_level = fit_two_level(g.points) if several_workers else None
     if two_level is not None:
@@ -469,7 +474,7 @@ def _fill_rows(g: Group, limit: int, calibration: Calibration | None, warnings: 
             share = 0.0  # one device exchanges nothing, probed or not (a script's run)
         if share is None and r.allreduce_s is not None and r.step_time_s:
             share = metrics.share(r.allreduce_s, r.step_time_s)
-        elif share is None and several_workers:
+        elif share is None and several_workers and not g.model.local_workers:
             if two_level is not None and r.workers > 1 and not r.predicted:
                 share = metrics.share(
                     two_level.inter_s(r.workers), two_level.step_time_s(r.workers)

@@ -127,6 +127,13 @@ class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknow
     exchange: Exchange | None = None
     """Default ``ring``."""
     workers: _Devices = 1
+    hosts: _Devices | None = None
+    """Machines (host names) the workers ran on, when known (from a recording's
+    start event, ``config.workers[*].host``; written for several workers only).
+    Several workers on CPUs (``platform: cpu``) and one host share that host's
+    cores (``--local-workers N``): the model treats them as it treats CPU logical
+    devices (:attr:`local_cpu_workers`). ``None``: not known (older files), taken
+    as separate machines."""
     platform: Literal["gpu", "cpu-logical", "cpu"] = "gpu"
     device_name: str | None = None
     interconnect: str | None = None
@@ -177,6 +184,14 @@ class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknow
     @property
     def exchange_kind(self) -> str:
         return self.exchange or "ring"
+
+    @property
+    def local_cpu_workers(self) -> bool:
+        """Several workers on CPUs that all ran on one machine (``--local-workers N``
+        on a machine without GPUs): they share its cores, so more of them add no
+        compute, like CPU logical devices. GPU workers and workers on several hosts
+        are not."""
+        return self.workers > 1 and self.hosts == 1 and self.platform == "cpu"
 
 
 class SweepFile(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
@@ -443,6 +458,7 @@ def point_from_summary(summary: Any, start: Any, source: str) -> SweepPoint:
         payload_bytes=summary.payload_bytes or None,
         exchange=exchange_of(cfg.get("strategy") or start.strategy, cfg.get("all_reduce")),
         workers=summary.workers,
+        hosts=hosts_of(start) if summary.workers > 1 else None,
         platform=start.platform,
         device_name=device_name,
         interconnect=interconnect_text,
@@ -451,6 +467,20 @@ def point_from_summary(summary: Any, start: Any, source: str) -> SweepPoint:
         source=source,
     )
     return normalize(point, source)
+
+
+def hosts_of(start: Any) -> int | None:
+    """How many machines a multi-worker run's workers ran on: the distinct host
+    names of its start event's ``config.workers`` (each worker names its own
+    host); ``None`` when the recording does not list them (older recordings, a
+    user's script)."""
+    listed = (start.config or {}).get("workers")
+    if not isinstance(listed, list):
+        return None
+    names = {w.get("host") for w in listed if isinstance(w, dict)}
+    if not names or None in names or "" in names:
+        return None
+    return len(names)
 
 
 def _interconnect_of(summary: Any, start: Any) -> tuple[str | None, float | None]:

@@ -34,6 +34,10 @@ class RunBase:
         self.queue: queue.Queue[Event | None] = queue.Queue()
         """Every event of the run, in order, for the consumer; ``None`` after the EndEvent."""
         self.start_event: StartEvent | None = None
+        self.asked: StartEvent | None = None
+        """The provisional start once the run began (what was asked: model, devices),
+        until the run's own start says what runs where; what the header shows
+        while it waits (:func:`gpuscale.ui.sources.waiting_text`)."""
         self.sweep_ref: SweepRef | None = None
         """The sweep this run is one count of (set before :meth:`start`): every start
         event of the run, provisional or its own, recorded or handed on, carries it."""
@@ -133,6 +137,7 @@ class RunBase:
         start, so every event is on disk within a flush interval even before the
         run's own start (see docs/recording-format.md)."""
         self._stamp_sweep(provisional)
+        self.asked = provisional
         if self.record is None or self._recorder is not None:
             return
         self._open_recorder(provisional, model)

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from gpuscale.errors import GpuscaleError
 from gpuscale.events.schema import EndEvent, Event, StartEvent
+from gpuscale.formatting import plural
 
 MAX_BATCH = 20_000
 """Most events handed over in one read, so a jump through a long recording
@@ -320,9 +321,23 @@ def waiting_text(run: Any) -> str | None:
     sample: see gpuscale.live.script_run)."""
     timeout_s = getattr(run, "start_timeout_s", None)
     name = getattr(run, "name", None)
-    if timeout_s is None or not name:
+    if timeout_s is not None and name:
+        return f"{name}: starting (its output shows with its first step, or in {timeout_s:g} s)"
+    return asked_text(getattr(run, "asked", None))
+
+
+_ASKED_DEVICES = {"gpu": "GPU", "cpu-logical": "CPU logical device", "cpu": "CPU"}
+
+
+def asked_text(asked: StartEvent | None) -> str | None:
+    """``starting mlp on 2 GPUs…``: what a built-in run was asked for (its provisional
+    start, :attr:`gpuscale.live.base.RunBase.asked`), said while TensorFlow starts;
+    ``None`` when nothing was asked yet."""
+    if not isinstance(asked, StartEvent) or not asked.model:
         return None
-    return f"{name}: starting (its output shows with its first step, or in {timeout_s:g} s)"
+    devices = plural(max(1, asked.num_replicas), _ASKED_DEVICES.get(asked.platform, "device"))
+    workers = f", {asked.num_workers} workers" if asked.num_workers > 1 else ""
+    return f"starting {asked.model} on {devices}{workers} (as asked)…"
 
 
 class LiveSource(EventSource):
@@ -356,8 +371,11 @@ class LiveSource(EventSource):
 
     def start(self) -> None:
         self.run.start()
+        self.info.waiting = waiting_text(self.run)  # what was asked, once it began
 
     def read(self, timeout_s: float) -> Batch | None:
+        if self.info.waiting is None:  # a sweep's count begins after the sweep does
+            self.info.waiting = waiting_text(self.run)
         if self._ended:
             time.sleep(timeout_s)
             return None

@@ -95,12 +95,15 @@ def advice_content(summary: RunSummary | None, rec: Recommendation | None = None
 
 
 LABEL_WIDTH = 13
+"""Columns of a fact's label in the one-fact-a-line form (``_row``)."""
 
 NO_STEP_TIMES = (
     "No step times: the script does not use gpuscale's callback. Add it to model.fit: "
-    "callbacks=[gpuscale.keras.ScalingMonitor()]"
+    "from gpuscale.keras import ScalingMonitor, then callbacks=[ScalingMonitor()]"
 )
-"""Columns of a fact's label in the one-fact-a-line form (``_row``)."""
+"""Said in the summary pane of a script run without gpuscale's callback. The code
+is in words of at most 28 columns (``callbacks=[ScalingMonitor()]``), so the pane
+(30 columns at 80x24) wraps between them, never inside one."""
 SEPARATOR = " · "
 
 
