@@ -63,9 +63,6 @@ def test_a_stopped_two_worker_run_stops_every_worker_after_the_same_step(tmp_pat
     assert run.end is not None, (out, err[-2000:])
     if whom == "gpuscale":
         assert run.end.status == "stopped", (out, err[-2000:])
-    # each worker's own end (gpuscale logs it): stopped, after the same number of steps
-    ends = {e.message for e in run.events if isinstance(e, LogEvent) and "training " in e.message}
-    assert ends == {f"worker {w}: training stopped after {run.end.steps} steps" for w in (0, 1)}
     last = {}
     for worker in (0, 1):
         mine = [e for e in run.events if isinstance(e, StepEvent) and e.worker == worker]
@@ -75,3 +72,6 @@ def test_a_stopped_two_worker_run_stops_every_worker_after_the_same_step(tmp_pat
         last[worker] = mine[-1].step
     assert last[0] == last[1]
     assert run.end.steps == last[0] + 1
+    # each worker's own end (gpuscale logs it): stopped, after the same number of steps
+    ends = {e.message for e in run.events if isinstance(e, LogEvent) and "training " in e.message}
+    assert ends == {f"worker {w}: training stopped after {run.end.steps} steps" for w in (0, 1)}
