@@ -582,9 +582,10 @@ class Trainer:
     def _voting_step(self, batch, ballot: tf.Tensor) -> tuple[float, float]:
         """One training step with the workers' ballots (``[probe, stop]``,
         :func:`~gpuscale.trainer.vote.step_ballot`) summed in it, synchronised; the
-        sum, ``(the chief's probe ballot, stops)``. Before its first run, checks that the optimizer really skipped its own
-        sum while the step was traced (as :meth:`SplitStep.prepare` does), else the
-        ballot gets an all-reduce of its own (another Keras version)."""
+        sum, ``(the chief's probe ballot, stops)``. Before its first run, checks that
+        the optimizer really skipped its own sum while the step was traced (as
+        :meth:`SplitStep.prepare` does), else the ballot gets an all-reduce of its
+        own (another Keras version)."""
         if not self._voting_checked:
             self._voting_checked = True
             summing = inner_optimizer(self.optimizer)
