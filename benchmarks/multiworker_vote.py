@@ -7,9 +7,9 @@ Every worker runs, in lockstep, ``--rounds`` rounds of ``--steps`` steps of two
 arms taking turns step by step (A B B A, so what one step leaves to the next
 falls on both alike), each step timed on the host until its values arrive:
 
-* ``plain``: the trainer's ``train_fn`` (what a run with ``--phase-every`` runs);
-* ``vote``: ``voting_train_fn``, the same step with the ballot's scalar summed
-  in it (what a budgeted multi-worker run runs: it rides the gradients' own
+* ``plain``: the trainer's ``train_fn`` (the step without a ballot);
+* ``vote``: ``voting_train_fn``, the same step with the ballot's two numbers (probe,
+  stop) summed in it (what a multi-worker run runs: it rides the gradients' own
   all-reduce), its sum read on the host;
 * ``separate``: the step with the ballot in an all-reduce of its own (the
   fallback where the optimizer cannot skip its sum).
@@ -59,7 +59,7 @@ def worker(args: argparse.Namespace) -> None:
     trainer = loop.Trainer(config, plan)
     strategy = trainer.strategy
     batches = trainer.batches()
-    ballot = tf.constant(0.0, tf.float32)
+    ballot = tf.constant([0.0, 0.0], tf.float32)  # [probe ballot, stop]
 
     def plain() -> None:
         trainer._sync(trainer.train_fn(next(batches)))

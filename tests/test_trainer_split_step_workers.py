@@ -92,16 +92,18 @@ trainer._sync(trainer.train_fn(batch))
 fused = [local(loop._variable(v))[0].numpy() for v in state]
 for v, value in zip(state, start):
     v.assign(value)
-total = trainer._voting_step(batch, tf.constant(1.0))  # every worker casts 1: one counts
+total = trainer._voting_step(batch, tf.constant([1.0, 0.0]))  # every worker casts 1: one counts
 assert trainer.voting_train_fn is not trainer._separate_voting_fn, "the ballot did not ride"
-assert total == 1.0, total
+assert total == (1.0, 0.0), total
 after = [local(loop._variable(v))[0].numpy() for v in state]
 moved = 0
 for v, s, f, a in zip(state, start, fused, after):
     assert np.allclose(a, f, rtol=1e-6, atol=1e-7), ("voting", v.name, a.ravel()[:3], f.ravel()[:3])
     moved += not np.array_equal(f, s)
 assert moved >= len(trainer.variables), ("voting", "the step moved too few variables")
-assert trainer._voting_step(batch, tf.constant(0.0)) == 0.0
+assert trainer._voting_step(batch, tf.constant([0.0, 0.0])) == (0.0, 0.0)
+# every worker's stop counts (each worker asked: 2), the probe ballot still worker 0's alone
+assert trainer._voting_step(batch, tf.constant([1.0, 1.0])) == (1.0, 2.0)
 report["voting"] = "ok"
 print(json.dumps(report))
 """
@@ -142,6 +144,6 @@ def test_the_split_step_on_two_workers_trains_as_the_fused_step_on_both(reports)
 def test_the_voting_step_trains_as_the_fused_step_and_counts_worker_0s_ballot(reports):
     """On each worker: the step with the ballot riding the gradients' all-reduce
     moves every variable as the fused step does, and the sum of every worker's
-    ballot of 1 is 1 (worker 0's alone), of 0 is 0."""
+    ballot of 1 is 1 (worker 0's alone), of 0 is 0; every worker's stop is summed."""
     for report, err in reports:
         assert report is not None and report.get("voting") == "ok", err

@@ -8,7 +8,14 @@ from __future__ import annotations
 import random
 
 from gpuscale.trainer.schedule import FIRST_PROBE_AFTER, ProbeScheduler, period_for_budget
-from gpuscale.trainer.vote import MAX_GAP, GapVote, StepVote
+from gpuscale.trainer.vote import (
+    MAX_GAP,
+    OTHER_REPLICAS_SHARE,
+    GapVote,
+    StepVote,
+    step_ballot,
+    stop_agreed,
+)
 
 
 def step_votes(
@@ -147,3 +154,27 @@ def test_the_votes_cost_rides_the_next_probe_event():
     vote.cost(0.002)
     assert abs(vote.take_cost() - 0.005) < 1e-12 and vote.take_cost() == 0.0
     assert abs(schedule.overhead_s - 0.005) < 1e-12
+
+
+def _step_sum(ballots: list[tuple[float, float]]) -> tuple[float, float]:
+    """The step's sum as the trainer's graph makes it: replica 0's ballot whole,
+    every other replica's times OTHER_REPLICAS_SHARE."""
+    shared = [ballots[0]] + [
+        tuple(b * s for b, s in zip(ballot, OTHER_REPLICAS_SHARE, strict=True))
+        for ballot in ballots[1:]
+    ]
+    return tuple(sum(column) for column in zip(*shared, strict=True))
+
+
+def test_a_stop_of_any_worker_rides_the_step_with_the_chiefs_probe_ballot_alone():
+    """Every worker casts a probe ballot of 1: the sum keeps the chief's alone; a stop
+    asked of any one worker (the chief or not) reaches every worker in the same sum,
+    and does not change the probe decision."""
+    assert step_ballot(1.0, False) == (1.0, 0.0) and step_ballot(0.0, True) == (0.0, 1.0)
+    for stopped in (set(), {0}, {2}, {0, 1, 2}):
+        total = _step_sum([step_ballot(1.0, w in stopped) for w in range(3)])
+        assert total[0] == 1.0
+        assert stop_agreed(total) == bool(stopped)
+        assert StepVote(ProbeScheduler(0.02), chief=True).received(total[0])
+    total = _step_sum([step_ballot(0.0, w == 1) for w in range(2)])
+    assert total == (0.0, 1.0) and stop_agreed(total)

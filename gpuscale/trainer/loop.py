@@ -71,7 +71,9 @@ the step's own all-reduce (``voting_train_fn``: the same step, the optimizer's
 sum done once, by the step, as the split step's *reduce* does), so every
 worker learns after step k what worker 0 asked for after step k - 1 and splits
 step k + 1 (:mod:`gpuscale.trainer.vote`; the split step carries no ballot, and
-none is read after it). ``--phase-every K`` runs ``train_fn``.
+none is read after it). Every step but a split one of a multi-worker run
+(``--phase-every K`` too) carries each worker's stop in the same sum, so a stop
+asked of any worker ends every worker's run after the same step.
 
 With one replica nothing is exchanged: the split step alone is the probe
 (T(compute) = T(reduce)), the exposed all-reduce is 0 and ``allreduce_total_s``
@@ -136,7 +138,7 @@ from gpuscale.trainer.split_step import (
     inner_optimizer,
     with_skippable_sum,
 )
-from gpuscale.trainer.vote import StepVote
+from gpuscale.trainer.vote import OTHER_REPLICAS_SHARE, StepVote, step_ballot, stop_agreed
 
 
 def setup_devices(config: TrainConfig) -> DevicePlan:
@@ -335,17 +337,20 @@ class Trainer:
 
         self.train_fn = tf.function(lambda batch: strategy.run(train_replica, args=batch))
         self.voting_train_fn = None
-        """Several workers: the step with the probe ballot summed in it (:meth:`_voting_step`)."""
+        """Several workers: the step with the probe ballot and the stop summed in it
+        (:meth:`_voting_step`)."""
         self._voting_checked = False
         if self.config.strategy == "multi-worker":
             sum_op = tf.distribute.ReduceOp.SUM
             summing = inner_optimizer(self.optimizer)
 
             def ballot_of(ballot):
-                # replica 0's ballot alone (worker 0's first device): one schedule decides
+                # replica 0's probe ballot alone (worker 0's first device): one schedule
+                # decides; every replica's stop: any worker's stop stops them all
                 context = tf.distribute.get_replica_context()
-                mine = tf.where(context.replica_id_in_sync_group == 0, ballot, 0.0)
-                return context, tf.reshape(mine, [1])
+                others = ballot * tf.constant(OTHER_REPLICAS_SHARE, ballot.dtype)
+                mine = tf.where(context.replica_id_in_sync_group == 0, ballot, others)
+                return context, mine
 
             def riding_replica(x, y, ballot):
                 # the ballot rides the gradients' own all-reduce (one packed collective:
@@ -355,11 +360,11 @@ class Trainer:
                 summed = context.all_reduce(sum_op, [*grads, tf.cast(mine, grads[0].dtype)])
                 with summing.gradients_summed():
                     done = self.apply_replica(summed[:-1])
-                return done, summed[-1][0]
+                return done, summed[-1]
 
             def separate_replica(x, y, ballot):  # an optimizer that cannot skip its sum
                 context, mine = ballot_of(ballot)
-                return train_replica(x, y), context.all_reduce(sum_op, mine)[0]
+                return train_replica(x, y), context.all_reduce(sum_op, mine)
 
             riding = isinstance(summing, SkippableSum)
             self.voting_train_fn = tf.function(
@@ -463,6 +468,11 @@ class Trainer:
     ) -> Iterator[StepEvent | PhaseEvent | LogEvent]:
         """Train ``config.steps`` steps (fewer if ``stop`` is set), yielding events.
 
+        Several workers: a stop rides the next step that can carry it (not a split
+        step) in the workers' sum, every worker leaves after that step and does not
+        report it (it ran after the stop was asked), and ``stop`` is set on the
+        workers that were not asked themselves.
+
         ``probe_method``: ``"split-step"`` (the probed step runs split, where
         :attr:`split_step` can) or ``"differenced"`` (the two-pass probe after the
         step, as the Keras callback does; ``benchmarks/overhead.py`` compares them)."""
@@ -477,10 +487,18 @@ class Trainer:
         split = split and probing
         split_next = False  # the scheduler asked for a probe: the next step runs split
         vote = self._vote(schedule) if probing else None
+        carrying = self.voting_train_fn is not None  # several workers: a stop rides the step
+        if carrying:
+            self._ballots = {
+                (probe, asked): tf.constant(step_ballot(probe, asked), tf.float32)
+                for probe in (0.0, 1.0)
+                for asked in (False, True)
+            }
         # --precision out of reach at this budget: said once, as soon as it is clear
         outlook = config.precision is not None and probing and self.num_replicas > 1
         for step in range(config.steps):
-            if stop is not None and stop.is_set():
+            asked = stop is not None and stop.is_set()
+            if asked and not carrying:
                 return
             start = time.perf_counter()
             batch = next(batches)
@@ -489,10 +507,15 @@ class Trainer:
             if split_next:
                 times, train_s = self.probe.measure_split(batch, self.split_step.run)
                 step_s = got_batch - start + train_s  # the compute pass is no part of it
-            elif vote is not None:  # several workers: the chief's decision rides the step
-                voted = self._voting_step(batch, self._ballots[vote.ballot()])
+            elif carrying:  # several workers: the chief's decision and the stops ride the step
+                cast = (vote.ballot() if vote is not None else 0.0, asked)
+                voted = self._voting_step(batch, self._ballots[cast])
                 train_s = time.perf_counter() - got_batch
                 step_s = got_batch - start + train_s
+                if stop_agreed(voted):  # every worker leaves after this same step, unreported
+                    if stop is not None:
+                        stop.set()
+                    return
             else:
                 self._sync(self.train_fn(batch))
                 train_s = time.perf_counter() - got_batch
@@ -534,7 +557,7 @@ class Trainer:
                     outlook = False
                     yield LogEvent(t=time.time(), message=said, source="precision", level="warning")
             if vote is not None and not probed:  # the chief's ballot cast before this step
-                due = vote.received(voted)
+                due = vote.received(voted[0])
             elif vote is not None:  # a split step carries no ballot: nothing to read
                 due = False
             else:
@@ -556,11 +579,13 @@ class Trainer:
             if config.precision is not None and schedule.precision_reached(config.precision):
                 return  # known well enough (--precision), the probes paid for: no more steps
 
-    def _voting_step(self, batch, ballot: tf.Tensor) -> float:
-        """One training step with the workers' probe ballots summed in it, synchronised;
-        the sum. Before its first run, checks that the optimizer really skipped its own
-        sum while the step was traced (as :meth:`SplitStep.prepare` does), else the
-        ballot gets an all-reduce of its own (another Keras version)."""
+    def _voting_step(self, batch, ballot: tf.Tensor) -> tuple[float, float]:
+        """One training step with the workers' ballots (``[probe, stop]``,
+        :func:`~gpuscale.trainer.vote.step_ballot`) summed in it, synchronised; the
+        sum, ``(the chief's probe ballot, stops)``. Before its first run, checks that
+        the optimizer really skipped its own sum while the step was traced (as
+        :meth:`SplitStep.prepare` does), else the ballot gets an all-reduce of its
+        own (another Keras version)."""
         if not self._voting_checked:
             self._voting_checked = True
             summing = inner_optimizer(self.optimizer)
@@ -570,7 +595,8 @@ class Trainer:
                 self.voting_train_fn = self._separate_voting_fn
         done, total = self.voting_train_fn(batch, ballot)
         self._sync(done)
-        return float(self.strategy.experimental_local_results(total)[0].numpy())
+        probe, stops = self.strategy.experimental_local_results(total)[0].numpy()
+        return float(probe), float(stops)
 
     def _vote(self, schedule: ProbeScheduler) -> StepVote | None:
         """Several workers probing by budget: the chief's schedule decides for all,
@@ -578,7 +604,6 @@ class Trainer:
         otherwise (one worker, or ``--phase-every K``: every worker counts alike)."""
         if self.voting_train_fn is None or schedule.every is not None or schedule.budget <= 0:
             return None
-        self._ballots = {b: tf.constant(b, tf.float32) for b in (0.0, 1.0)}
         # every worker casts its own ballot; the step keeps replica 0's (worker 0's) alone
         return StepVote(schedule, chief=True)
 

@@ -13,6 +13,11 @@ and that sum, which every worker takes part in, is the decision every worker
 reads. Every worker keeps feeding its own scheduler its own steps and probes
 (its events' reference step comes from it).
 
+The step's sum carries a stop too (:func:`step_ballot`, :func:`stop_agreed`): every
+replica adds 1 when its worker was asked to stop (SIGTERM, SIGINT), so every
+worker learns in the same step that one was, and all leave after it; a worker
+that left alone would leave the others waiting in the next step's all-reduce.
+
 Two ways to carry the sum:
 
 * :class:`StepVote` (the built-in trainer, which owns the step): the ballot is
@@ -47,6 +52,25 @@ VOTE_SHARE = 0.1
 """The part of the probe budget the votes between steps (:class:`GapVote`) may take."""
 MAX_GAP = 100
 """The most steps between two votes (what the fixed period was at the default 2 %)."""
+
+
+STOP = 1
+"""Where a step's ballot holds the stop (at 0: the probe ballot)."""
+OTHER_REPLICAS_SHARE = (0.0, 1.0)
+"""What the step sums of every replica's ballot but replica 0's: its stop alone
+(replica 0's counts whole), so the sum is ``(the chief's probe ballot, stops)``."""
+
+
+def step_ballot(probe: float, stop: bool) -> tuple[float, float]:
+    """What a worker casts into a step: its probe ballot (:meth:`StepVote.ballot`,
+    0.0 where no vote is held) and whether it was asked to stop."""
+    return probe, 1.0 if stop else 0.0
+
+
+def stop_agreed(total: tuple[float, float]) -> bool:
+    """Whether a step's sum says some worker was asked to stop: then every worker
+    leaves after that same step."""
+    return total[STOP] > 0.5
 
 
 class StepVote:

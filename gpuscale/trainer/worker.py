@@ -8,7 +8,9 @@ probe, LogEvents for Python and TensorFlow warnings, an ErrorEvent with the
 traceback on any failure, and an EndEvent last. Without an event server in the
 environment it prints the events as JSON lines on stdout.
 
-SIGTERM or SIGINT finishes the current step and ends with status ``stopped``.
+SIGTERM or SIGINT finishes the current step and ends with status ``stopped``
+(several workers: every worker stops after the same step, the first that
+carried a worker's stop; :meth:`gpuscale.trainer.loop.Trainer.run`).
 Exit status: 0 completed or stopped, 1 failed, 2 bad configuration.
 """
 
@@ -306,6 +308,19 @@ class _Devices:
         gc.collect()
 
 
+def _reclaim_stop_signals() -> None:
+    """Install this process's SIGTERM and SIGINT handlers again. A multi-worker
+    strategy's coordination service installs TensorFlow's own SIGTERM handler
+    (``tsl::SigtermNotifier``, for preemption notices: it only notes the time and
+    logs "SIGTERM caught at"), which replaces Python's at the C level: a worker
+    then trained on after gpuscale's SIGTERM until it was killed. Python still
+    names its own handler, and setting it again installs it again."""
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        handler = signal.getsignal(signum)
+        if callable(handler):
+            signal.signal(signum, handler)
+
+
 def _num_workers(config: TrainConfig) -> int:
     if config.strategy != "multi-worker":
         return 1
@@ -334,6 +349,7 @@ def _train(
 
     tf.get_logger().setLevel(logging.WARNING)
     plan = loop.setup_devices(config) if devices is None else devices.plan_for(config)
+    _reclaim_stop_signals()
     if plan.warning:
         emit.log(plan.warning, "warning")
     trainer = loop.Trainer(config, plan)
