@@ -416,3 +416,30 @@ def test_the_precision_warning_agrees_with_when_the_run_stops():
     short, ran = _precision_run(0.02)
     assert ran == 395 and not short.precision_reached(0.05)
     assert "at least 3 probes, about 426 counted steps" in short.precision_outlook(0.05)
+
+
+def test_the_precision_outlook_is_looked_at_again_between_probes():
+    """A trial's run was not warned: after its 4 probes the steps sped up, the steps
+    the precision needs grew from about 340 to 1,191 (over its 400), and the outlook
+    was only looked at right after a probe. outlook_due() asks for a look between
+    probes (every 25 counted steps at first, then every tenth of the steps so far),
+    and the look then warns."""
+    scheduler = ProbeScheduler(0.02, horizon_steps=400, precision=0.05, first_probe_steps=1.5)
+    for share in (0.30, 0.05, 0.25, 0.10):
+        for _ in range(3):
+            scheduler.add_step(0.1)
+        scheduler.add_probe(0.05, share)
+    assert scheduler.precision_outlook(0.05) is None  # after the last probe: fits in 400
+    said = None
+    looks = []
+    for i in range(300):  # no more probes; the steps five times faster
+        scheduler.add_step(0.02)
+        if scheduler.outlook_due():
+            looks.append(i)
+            said = said or scheduler.precision_outlook(0.05)
+    assert said and "more than this run's 400" in said
+    assert looks[:2] == [12, 37]  # counted steps 25 and 50 (12 before these)
+    fresh = ProbeScheduler(0.02, horizon_steps=400)
+    for _ in range(50):
+        fresh.add_step(0.1)
+        assert not fresh.outlook_due()  # nothing to say before a probe

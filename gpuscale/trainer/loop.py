@@ -533,6 +533,10 @@ class Trainer:
             if probing and not (split and self.num_replicas == 1):  # (one replica: split only)
                 self.probe.prepare(batch)  # compile the probe's passes once, untimed
             schedule.add_step(step_s, warmup=warmup, split=split_next)
+            if outlook and not split_next and schedule.outlook_due():  # between probes too
+                if said := schedule.precision_outlook(config.precision):
+                    outlook = False
+                    yield LogEvent(t=time.time(), message=said, source="precision", level="warning")
             if split_next:
                 split_next = False
                 # the phases split the usual step's training part (the schedule's reference),
