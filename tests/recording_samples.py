@@ -91,3 +91,30 @@ def write_run(path: Path, events: list[Event] | None = None) -> Path:
             recorder.write(event)
     assert not problems, problems
     return path
+
+
+def steady_steps(
+    start: StartEvent, steps: int, step_s: float, allreduce_s: float, *, probe_every: int | None
+) -> list[Event]:
+    """After ``start``: ``steps`` steps of ``step_s`` (the first 2 warm-up), a probe
+    splitting ``allreduce_s`` off every ``probe_every``-th (``None``: no probes), the end."""
+    t = start.t
+    events: list[Event] = []
+    for i in range(steps):
+        events.append(
+            StepEvent(t=t + i, step=i, step_time_s=step_s, samples=start.global_batch, warmup=i < 2)
+        )
+        if probe_every and i % probe_every == probe_every - 1:
+            events.append(
+                PhaseEvent(
+                    t=t + i,
+                    step=i,
+                    step_time_s=step_s,
+                    compute_s=step_s - allreduce_s - 0.001,
+                    allreduce_s=allreduce_s,
+                    apply_s=0.001,
+                    payload_bytes=start.payload_bytes,
+                )
+            )
+    events.append(EndEvent(t=t + steps + 1, status="completed", steps=steps))
+    return events

@@ -15,7 +15,8 @@ from gpuscale.analysis.predict import interconnect_class
 from gpuscale.analysis.recommend import recommend
 from gpuscale.analysis.sweep import SweepPoint, load_inputs, normalize, points_from_recordings
 from gpuscale.cli import main
-from gpuscale.events.schema import EndEvent, PhaseEvent, StartEvent, StepEvent, encode
+from gpuscale.events.schema import StartEvent, encode
+from tests.recording_samples import steady_steps
 
 CONFIG = "mlp, multi-worker, batch 64/replica, CPU"
 
@@ -49,23 +50,9 @@ def _record(path: Path, workers: int, step_s: float, allreduce_s: float, hosts: 
             platform="cpu",
         )
     ]
-    for i in range(30):
-        events.append(
-            StepEvent(t=t + i, step=i, step_time_s=step_s, samples=64 * workers, warmup=i < 2)
-        )
-        if workers > 1 and i % 10 == 9:
-            events.append(
-                PhaseEvent(
-                    t=t + i,
-                    step=i,
-                    step_time_s=step_s,
-                    compute_s=step_s - allreduce_s - 0.001,
-                    allreduce_s=allreduce_s,
-                    apply_s=0.001,
-                    payload_bytes=11_653_160,
-                )
-            )
-    events.append(EndEvent(t=t + 31, status="completed", steps=30))
+    events += steady_steps(
+        events[0], 30, step_s, allreduce_s, probe_every=10 if workers > 1 else None
+    )
     path.write_bytes(b"".join(encode(e) + b"\n" for e in events))
     return path
 

@@ -21,8 +21,8 @@ ARGV = ["recommend", "--sweep", "1,2", "--steps", "6", "--warmup-steps", "1"]
 ARGV += ["--global-batch", "16", "--no-record", "--no-chart"]
 
 
-@pytest.fixture
-def fake_sweep(tmp_path, monkeypatch):
+def _stand_in_sweep(tmp_path, monkeypatch, env: dict[str, str] | None = None) -> None:
+    """`recommend`'s live sweep of 1 and 2 devices, run by the stand-in trainer."""
     python = tmp_path / "python"
     python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE}" "$@"\n')
     python.chmod(python.stat().st_mode | stat.S_IEXEC)
@@ -31,9 +31,14 @@ def fake_sweep(tmp_path, monkeypatch):
         recommend_live,
         "shared_process",
         lambda configs, record, no_reuse=False: TrainerSweep(
-            configs, record=record, sampler=False, python=str(python), env={"FAKE_SWEEP": "slow"}
+            configs, record=record, sampler=False, python=str(python), env=env
         ),
     )
+
+
+@pytest.fixture
+def fake_sweep(tmp_path, monkeypatch):
+    _stand_in_sweep(tmp_path, monkeypatch, {"FAKE_SWEEP": "slow"})
     # pytest's own SIGINT handler stays
     monkeypatch.setattr(recommend_live, "ignore_stop_signals", lambda: None, raising=False)
 
@@ -148,17 +153,7 @@ def test_a_live_sweep_and_its_recording_re_judged_stop_at_the_same_count(
     """The live sweep knows the machine has 2 devices and predicts nothing past them;
     its recordings say so (their sweep's available_devices), so `--from` of the sweep
     prints the same points, not predictions for 4 and 8."""
-    python = tmp_path / "python"
-    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE}" "$@"\n')
-    python.chmod(python.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setattr(recommend_live, "plan", lambda args: ([1, 2], "CPU", None, 2))
-    monkeypatch.setattr(
-        recommend_live,
-        "shared_process",
-        lambda configs, record, no_reuse=False: TrainerSweep(
-            configs, record=record, sampler=False, python=str(python)
-        ),
-    )
+    _stand_in_sweep(tmp_path, monkeypatch)
     argv = [a for a in ARGV if a not in ("--no-record", "--no-chart")]
     assert main([*argv, "--json"]) == 0
     live = json.loads(capsys.readouterr().out)

@@ -10,7 +10,8 @@ import pytest
 
 from gpuscale.analysis.sweep import load_inputs, points_from_recordings
 from gpuscale.cli import main
-from gpuscale.events.schema import EndEvent, PhaseEvent, StartEvent, StepEvent, encode
+from gpuscale.events.schema import StartEvent, encode
+from tests.recording_samples import steady_steps
 
 
 def _record(path: Path, devices: int, step_s: float, allreduce_s: float) -> Path:
@@ -34,23 +35,7 @@ def _record(path: Path, devices: int, step_s: float, allreduce_s: float) -> Path
             platform="cpu-logical",
         )
     ]
-    for i in range(12):
-        events.append(
-            StepEvent(t=t + i, step=i, step_time_s=step_s, samples=32 * devices, warmup=i < 2)
-        )
-        if i % 4 == 3:
-            events.append(
-                PhaseEvent(
-                    t=t + i,
-                    step=i,
-                    step_time_s=step_s,
-                    compute_s=step_s - allreduce_s - 0.001,
-                    allreduce_s=allreduce_s,
-                    apply_s=0.001,
-                    payload_bytes=265_384,
-                )
-            )
-    events.append(EndEvent(t=t + 13, status="completed", steps=12))
+    events += steady_steps(events[0], 12, step_s, allreduce_s, probe_every=4)
     path.write_bytes(b"".join(encode(e) + b"\n" for e in events))
     return path
 

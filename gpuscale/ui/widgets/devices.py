@@ -202,53 +202,41 @@ class DeviceCard(Vertical):
         body = self.body
         info = device.info
         self.set_class(device.lost, "lost")
-        if device.kind == "cpu":  # one worker's CPU device: its replica over gRPC
+        if device.kind != "gpu":
+            if device.kind == "cpu":  # one worker's CPU device: its replica over gRPC
+                short = " this worker's replica"
+                lines = [
+                    f"worker {device.worker}'s replica, on",
+                    "its CPU cores (one CPU device",
+                    "per worker, all-reduce over",
+                    "gRPC): see the host card",
+                ]
+            else:  # a CPU logical device
+                short = " logical device, uses host cores"
+                lines = (
+                    [
+                        "one replica on the host's CPU",
+                        "cores, shared with the other",
+                        "replicas: no per-device numbers,",
+                    ]
+                    if replicas > 1
+                    else [
+                        "the run's only replica, on",
+                        "the host's CPU cores: no per-",
+                        "device numbers,",
+                    ]
+                ) + ["see the host card"]
             tf_name = (info.tf_name or "").rsplit("/", 1)[-1] if info else ""
             body.update(
-                Content.assemble((f"CPU:{device.index}", "bold"), " this worker's replica")
+                Content.assemble((f"CPU:{device.index}", "bold"), short)
                 if compact
                 else Content("\n").join(
                     [
-                        Content(f"worker {device.worker}'s replica, on"),
-                        Content("its CPU cores (one CPU device"),
-                        Content("per worker, all-reduce over"),
-                        Content("gRPC): see the host card"),
+                        *map(Content, lines),
                         Content.styled(f"TensorFlow {fmt.visible(tf_name)}", "$text-muted"),
                     ]
                 )
             )
-            self.spark.display = False
-            return
-        if device.kind != "gpu":
-            tf_name = (info.tf_name or "").rsplit("/", 1)[-1] if info else ""
-            if compact:
-                body.update(
-                    Content.assemble(
-                        (f"CPU:{device.index}", "bold"), " logical device, uses host cores"
-                    )
-                )
-            else:
-                body.update(
-                    Content("\n").join(
-                        [
-                            *(
-                                [
-                                    Content("one replica on the host's CPU"),
-                                    Content("cores, shared with the other"),
-                                    Content("replicas: no per-device numbers,"),
-                                ]
-                                if replicas > 1
-                                else [
-                                    Content("the run's only replica, on"),
-                                    Content("the host's CPU cores: no per-"),
-                                    Content("device numbers,"),
-                                ]
-                            ),
-                            Content("see the host card"),
-                            Content.styled(f"TensorFlow {fmt.visible(tf_name)}", "$text-muted"),
-                        ]
-                    )
-                )
             self.spark.display = False
             return
         if compact:
