@@ -609,19 +609,18 @@ class RunAccumulator:
         return metrics.median_halfwidth(self._step_times) if self._step_times else None
 
     def _per_gpu(
-        self, samples: dict[tuple[int, int], list[tuple[float, float]]], median: bool = False
-    ) -> dict[tuple[int, int], float]:
-        """Each GPU's mean (a time average: samples are evenly spaced), or with
-        ``median`` its median sample, over the counted steps' span (start-up and the
-        end's idle left out), or over all its samples when no counted step is known or
-        none falls inside."""
+        self, samples: dict[tuple[int, int], list[tuple[float, float]]]
+    ) -> dict[tuple[int, int], tuple[float, float]]:
+        """Each GPU's (mean, median sample) over the counted steps' span (start-up and
+        the end's idle left out), or over all its samples when no counted step is known
+        or none falls inside; the mean is a time average (samples are evenly spaced)."""
         lo, hi = self._counted_from_t, self._last_step_t
-        out: dict[tuple[int, int], float] = {}
+        out: dict[tuple[int, int], tuple[float, float]] = {}
         for key, rows in samples.items():
             inside = [v for t, v in rows if lo is not None and hi is not None and lo <= t <= hi]
             values = inside or [v for _, v in rows]
             if values:
-                out[key] = metrics.median(values) if median else sum(values) / len(values)
+                out[key] = (sum(values) / len(values), metrics.median(values))
         return out
 
     def _summarize_imbalance(self, s: RunSummary) -> None:
@@ -630,15 +629,15 @@ class RunAccumulator:
             (self._gpm["tensor"], "gpu_tensor_activity"),
             (self._gpu_util, "gpu_util"),
         ):
-            for stat in ("mean", "median"):
-                per_gpu = self._per_gpu(samples, median=stat == "median")
-                if per_gpu:  # several GPUs: the median GPU's
-                    setattr(s, f"{field}_{stat}_pct", metrics.median(list(per_gpu.values())))
-        if self._gpu_util:
-            per_gpu = self._per_gpu(self._gpu_util)
-            if per_gpu:
-                key = min(per_gpu, key=lambda k: per_gpu[k])
-                s.gpu_util_min_pct = per_gpu[key]
+            per_gpu = self._per_gpu(samples)  # several GPUs: the median GPU's
+            if not per_gpu:
+                continue
+            for at, stat in enumerate(("mean", "median")):
+                values = [both[at] for both in per_gpu.values()]
+                setattr(s, f"{field}_{stat}_pct", metrics.median(values))
+            if field == "gpu_util":  # the least busy GPU, by its time average
+                key = min(per_gpu, key=lambda k: per_gpu[k][0])
+                s.gpu_util_min_pct = per_gpu[key][0]
                 s.gpu_util_min_worker, s.gpu_util_min_index = key
         if len(self._worker_times) > 1:
             per_worker = {w: metrics.median(v) for w, v in self._worker_times.items() if v}
