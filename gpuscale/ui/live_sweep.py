@@ -15,7 +15,6 @@ measured stay, and the view says the recommendation rests on them.
 from __future__ import annotations
 
 import bisect
-import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -148,9 +147,10 @@ class LiveSweep:
             status = f"{n} device{'s' if n > 1 else ''}: {starting}"
             on_status(replace(self.view, status_line=status))
             steps = getattr(config, "steps", None)
-            # the counted steps' times, kept sorted (the median of each step is then
-            # linear): the step the line shows, and the probes' check
+            # the counted steps' times, kept sorted (the median is then the middle one):
+            # the step the line shows, and the probes' check
             counted_s: list[float] = []
+            median_s: float | None = None
             steps_done = 0
             while True:
                 finished = run.done  # then what is queued is all there is
@@ -161,7 +161,8 @@ class LiveSweep:
                         steps_done = max(steps_done, event.step + 1)
                     if isinstance(event, StepEvent) and not event.warmup:
                         bisect.insort(counted_s, event.step_time_s)
-                    median_s = statistics.median(counted_s) if counted_s else None
+                    if isinstance(event, (StepEvent, PhaseEvent)):  # the lines that use it
+                        median_s = _sorted_median(counted_s)
                     status = _status(n, event, status, steps, median_s)
                     if time.monotonic() - last >= self.status_interval_s:
                         last = time.monotonic()
@@ -202,6 +203,14 @@ class LiveSweep:
         self.cut_short = f"{which} ({plural(n, 'device')}, {done})"
         path = getattr(run, "recording_path", None)
         self.cut_short_recording = str(path) if path else None
+
+
+def _sorted_median(values: list[float]) -> float | None:
+    """The median of ``values``, already sorted (``None`` for none)."""
+    if not values:
+        return None
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
 
 
 def _status(
