@@ -534,9 +534,9 @@ class Trainer:
                 self.probe.prepare(batch)  # compile the probe's passes once, untimed
             schedule.add_step(step_s, warmup=warmup, split=split_next)
             if outlook and not split_next and schedule.outlook_due():  # between probes too
-                if said := schedule.precision_outlook(config.precision):
+                if warned := _outlook(schedule, config.precision):
                     outlook = False
-                    yield LogEvent(t=time.time(), message=said, source="precision", level="warning")
+                    yield warned
             if split_next:
                 split_next = False
                 # the phases split the usual step's training part (the schedule's reference),
@@ -557,9 +557,9 @@ class Trainer:
                     "split-step",
                     split_excess_s=schedule.last_split_excess_s,
                 )
-                if outlook and (said := schedule.precision_outlook(config.precision)):
+                if outlook and (warned := _outlook(schedule, config.precision)):
                     outlook = False
-                    yield LogEvent(t=time.time(), message=said, source="precision", level="warning")
+                    yield warned
             if vote is not None and not probed:  # the chief's ballot cast before this step
                 due = vote.received(voted[0])
             elif vote is not None:  # a split step carries no ballot: nothing to read
@@ -575,11 +575,9 @@ class Trainer:
                     train_s = max(0.0, schedule.reference_step_s(step_s) - (got_batch - start))
                     schedule.add_probe(times.cost_s, exposed_share(times, train_s))
                     yield self._phase_event(times, step, train_s, got_batch - start, "differenced")
-                    if outlook and (said := schedule.precision_outlook(config.precision)):
+                    if outlook and (warned := _outlook(schedule, config.precision)):
                         outlook = False
-                        yield LogEvent(
-                            t=time.time(), message=said, source="precision", level="warning"
-                        )
+                        yield warned
             if config.precision is not None and schedule.precision_reached(config.precision):
                 return  # known well enough (--precision), the probes paid for: no more steps
 
@@ -631,3 +629,12 @@ class Trainer:
             method=method,
             split_excess_s=split_excess_s,
         )
+
+
+def _outlook(schedule: ProbeScheduler, precision: float) -> LogEvent | None:
+    """The warning that ``--precision`` will likely not be reached in this run
+    (:meth:`ProbeScheduler.precision_outlook`), as an event; ``None`` while it can be."""
+    said = schedule.precision_outlook(precision)
+    return (
+        LogEvent(t=time.time(), message=said, source="precision", level="warning") if said else None
+    )
