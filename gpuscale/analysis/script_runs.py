@@ -28,6 +28,17 @@ def is_callback_start(start: Any) -> bool:
     return getattr(start, "source", None) == "script" and "every" in cfg
 
 
+def is_callbackless_start(start: Any) -> bool:
+    """The start gpuscale made up for a script without ``ScalingMonitor`` (its
+    settled one, not the provisional start): no step time will come."""
+    cfg = getattr(start, "config", None) or {}
+    return (
+        getattr(start, "source", None) == "script"
+        and cfg.get("callback") is False
+        and not getattr(start, "provisional", False)
+    )
+
+
 SCRIPT_BATCH_NOTE = (
     "the batch is the script's own: Keras splits it across the replicas (strong scaling); "
     "a script that multiplies it by the replicas is weak scaling, which runs at several "

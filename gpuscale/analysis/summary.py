@@ -69,7 +69,7 @@ import msgspec
 from gpuscale.analysis import metrics
 from gpuscale.analysis.exchange import exchange_of
 from gpuscale.analysis.interconnect import Interconnect, slowest_interconnect
-from gpuscale.analysis.script_runs import scaling_of
+from gpuscale.analysis.script_runs import is_callbackless_start, scaling_of
 from gpuscale.events.schema import (
     EndEvent,
     ErrorEvent,
@@ -383,11 +383,7 @@ class RunAccumulator:
             s.per_replica_batch = start.per_replica_batch
             s.global_batch = start.global_batch
             s.payload_bytes = start.payload_bytes
-            s.no_step_times = (
-                start.source == "script"
-                and (start.config or {}).get("callback") is False
-                and not start.provisional
-            )
+            s.no_step_times = is_callbackless_start(start)
             if start.devices:
                 s.interconnect = slowest_interconnect(start.devices)
         if self.end is not None:

@@ -6,7 +6,7 @@ from textual.content import Content
 from textual.widgets import Static
 
 from gpuscale import formatting as fmt
-from gpuscale.analysis.script_runs import scaling_of
+from gpuscale.analysis.script_runs import is_callbackless_start, scaling_of
 from gpuscale.ui.model import Snapshot
 from gpuscale.ui.sources import ReplayStatus, SourceInfo
 
@@ -74,12 +74,8 @@ class RunHeader(Static):
                 state, style = "interrupted (no end event)", "$text-error"
         elif snap.start is None:
             state, style = "starting", "$text-warning"
-        no_steps = (
-            snap.start is not None
-            and snap.steps_done == 0
-            and (snap.start.config or {}).get("callback") is False
-            and not snap.start.provisional
-        )  # a script without gpuscale's callback: no step will come
+        # a script without gpuscale's callback: no step will come
+        no_steps = snap.steps_done == 0 and is_callbackless_start(snap.start)
         parts = [
             "no step times" if no_steps else f"step {snap.steps_done}",
             f"elapsed {fmt.format_clock_s(snap.elapsed_s)}",
