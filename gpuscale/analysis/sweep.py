@@ -551,7 +551,7 @@ def load_inputs(paths: Sequence[str | Path]) -> Sweep:
     warning: two copies of one measurement are not two runs.
 
     The machine's device count (:attr:`Sweep.available_devices`, where predictions
-    stop) is the smallest any input says: a sweep file's ``available_devices``, a
+    stop) is the largest any input says: a sweep file's ``available_devices``, a
     recording's sweep's (format 1.4 on); ``None`` when none says.
 
     What the readers forgave (damaged lines skipped, a cut last line) is in the

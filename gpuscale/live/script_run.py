@@ -104,12 +104,12 @@ from gpuscale.telemetry.topology import probe_topology
 CALLBACK_SOURCE = "keras-callback"
 """Source of the LogEvent that ``import gpuscale.keras`` sends (see :mod:`gpuscale.keras`)."""
 TELEMETRY_SOURCE = "telemetry"
+"""Source of the sampler's own LogEvents (:mod:`gpuscale.telemetry.sampler`): shown
+from the launch, with the samples."""
 AWAITED_FIRST_S = 15.0
 """A multi-host run's chief says which workers it still awaits this long after launch..."""
 AWAITED_EVERY_S = 60.0
 """...and again this often while none has started training."""
-"""Source of the sampler's own LogEvents (:mod:`gpuscale.telemetry.sampler`): shown
-from the launch, with the samples."""
 ADD_CALLBACK_HINT = (
     "step times are unavailable: the script does not use gpuscale's callback. "
     "Add it with one line: model.fit(..., callbacks=[gpuscale.keras.ScalingMonitor()])"
@@ -699,10 +699,10 @@ class _PumpState:
         """The script's output shows Keras beginning a second epoch."""
         self.t0 = time.monotonic()
         self.launched_at = time.time()
-        self.awaited_said = 0.0
-        """Seconds after the launch when the chief last said whom it awaits (0: never)."""
         """When the run began (wall clock): a run stopped before its own start lasted
         from here."""
+        self.awaited_said = 0.0
+        """Seconds after the launch when the chief last said whom it awaits (0: never)."""
 
     # what the recording and the consumer see --------------------------------------------
     def begin_recording(self) -> None:
@@ -931,8 +931,7 @@ class _PumpState:
     def stopped_start(self) -> StartEvent:
         """The start of a run stopped before its own: what was asked (``--devices N``,
         the script's name), provisional, from the launch (so its duration is the run's)."""
-        start = self.provisional_start(STOPPED_NOTE)
-        return msgspec.structs.replace(start, t=min(start.t, self.launched_at))
+        return self.provisional_start(STOPPED_NOTE)  # made-up starts are stamped at the launch
 
     def provisional_start(self, note: str | None = None) -> StartEvent:
         """A made-up start (``provisional=True``) from what gpuscale knows: the command,
