@@ -82,15 +82,13 @@ def relative_text(cost: Cost) -> str:
     return format_with_range(cost.relative, cost.relative_low, cost.relative_high, ".2f", "x")
 
 
-def cost_line(
-    speedup: str, devices: int, base_devices: int, cost: Cost, what: str, predicted: bool = False
-) -> str:
+def cost_line(speedup: str, base_devices: int, cost: Cost, what: str) -> str:
     """``8 devices: 5.07x faster than 1, 1.58x the cost per million samples (0.41
     per million at 1.2 per device-hour)`` (``what``: the part in brackets); a
     predicted count says so and gives the ranges (``speedup`` comes formatted, with
     its range)."""
-    pred = " (predicted)" if predicted else ""
+    pred = " (predicted)" if cost.predicted else ""
     return (
-        f"{plural(devices, 'device')}{pred}: {speedup} faster than "
+        f"{plural(cost.devices, 'device')}{pred}: {speedup} faster than "
         f"{base_devices}, {relative_text(cost)} the cost per million samples ({what})"
     )

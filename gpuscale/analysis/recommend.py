@@ -269,12 +269,7 @@ def _costs(rec: Recommendation, groups: Sequence[Group], prices: dict[str, float
         rec.reasons.append(
             label
             + cost_line(
-                speedup,
-                cost.devices,
-                base.devices,
-                cost,
-                f"{_per_million(cost)} at {price:g} per device-hour",
-                predicted=cost.predicted,
+                speedup, base.devices, cost, f"{_per_million(cost)} at {price:g} per device-hour"
             )
             + "."
         )

@@ -490,7 +490,8 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
         console.print(f"  step time:  {_ms(s['step_time_s'])} median{spread}")
     if s.get("throughput_samples_s") is not None:
         console.print(f"  throughput: {format_samples_s(s['throughput_samples_s'])}")
-    gpus = gpu_activity_lines(run_summary_of(s, start.num_replicas))
+    summary = run_summary_of(s, start.num_replicas)
+    gpus = gpu_activity_lines(summary)
     for line in gpus:
         console.print(line)
     if s.get("phase_steps"):
@@ -502,9 +503,7 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
             )
             exposed, alone = s.get("allreduce_s"), s["allreduce_total_s"]
             shown = next(
-                i.value
-                for i in phase_items(run_summary_of(s, start.num_replicas))
-                if i.label == "exposed all-reduce"
+                i.value for i in phase_items(summary) if i.label == "exposed all-reduce"
             )  # a figure not printed (not resolved) is not compared either
             if exposed is not None and exposed > 2 * alone + 0.001 and "not resolved" not in shown:
                 console.print(

@@ -95,12 +95,13 @@ def main(args: argparse.Namespace) -> int:
         print(f"gpuscale: stopped ({stopped_by})", file=sys.stderr)
         return EXIT_INTERRUPTED
     end = getattr(run, "end", None) or source.end
+    from gpuscale.commands.run import print_run_error, print_run_summary
+
     if is_configuration_error(run):  # the dashboard said why; say it where it stays, too
         if run.recording_path:
             print(f"recorded to {run.recording_path}")
-        print(f"gpuscale: error: {run.error.message}", file=sys.stderr)
+        print_run_error(run)
         return EXIT_USAGE
-    from gpuscale.commands.run import print_run_error, print_run_summary
 
     # the dashboard is gone from the screen with q: what ran stays, as `run` prints it,
     # and so does why it failed (`run`'s error line)
