@@ -42,7 +42,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchmarks.processes import in_processes  # noqa: E402
+from benchmarks.processes import add_processes_argument, in_processes  # noqa: E402
 
 
 def main() -> int:
@@ -60,13 +60,7 @@ def main() -> int:
     parser.add_argument("--dense-steps", type=int, default=100, help="steps of the dense epoch")
     parser.add_argument("--probe-budget", type=parse_budget, default=0.02)
     parser.add_argument("--batch", type=int, default=64, help="global batch")
-    parser.add_argument(
-        "--processes",
-        type=int,
-        default=3,
-        help="run the rounds in this many fresh processes, one after the other, and "
-        "report the median of their figures (1: this process alone)",
-    )
+    add_processes_argument(parser)
     args = parser.parse_args()
     if args.processes > 1:
         return in_processes(

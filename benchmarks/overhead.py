@@ -55,7 +55,7 @@ import time
 import msgspec
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchmarks.processes import in_processes  # noqa: E402
+from benchmarks.processes import add_processes_argument, in_processes  # noqa: E402
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -85,14 +85,7 @@ def main() -> int:
         help="the trainer's probe: the split step (default), the two-pass probe, or both side by side",
     )
     parser.add_argument("--global-batch", type=int, default=32)
-    parser.add_argument(
-        "--processes",
-        type=int,
-        default=3,
-        help="run the rounds in this many fresh processes, one after the other, and "
-        "report the median of their figures (a compiled function's speed differs from "
-        "process to process by a few percent; 1: this process alone)",
-    )
+    add_processes_argument(parser)
     args = parser.parse_args()
     if args.processes > 1:
         return in_processes(__file__, args.processes, ("step-time-only overhead", "wall overhead"))

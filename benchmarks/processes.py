@@ -9,10 +9,23 @@ several says what a user meets."""
 
 from __future__ import annotations
 
+import argparse
 import re
 import statistics
 import subprocess
 import sys
+
+
+def add_processes_argument(parser: argparse.ArgumentParser) -> None:
+    """``--processes P`` (default 3), what :func:`in_processes` runs."""
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=3,
+        help="run the rounds in this many fresh processes, one after the other, and "
+        "report the median of their figures (a compiled function's speed differs from "
+        "process to process by a few percent; 1: this process alone)",
+    )
 
 
 def in_processes(script: str, count: int, figures: tuple[str, ...]) -> int:
