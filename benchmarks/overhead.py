@@ -4,9 +4,11 @@ Same model, same devices, same batch, same optimizer and variables, in one
 process: by default a small mnist-cnn (8 channels, global batch 32) on 2 logical
 CPU devices with MirroredStrategy. Each round runs:
 
-* ``plain``: ``--steps`` steps of a fused ``strategy.run`` step in one
-  ``tf.function`` (forward, backward, ``optimizer.apply``), the loss fetched
-  each step, as a hand-written custom loop does;
+* ``plain``: ``--steps`` steps of the same trainer with gpuscale's measurement
+  off: its own compiled step (``Trainer.train_fn``), synchronised each step as a
+  loop that fetches its loss is, no events, no probes (``--phase-every 0``
+  without the step timing). Both arms run one compiled step, so the process's
+  offset of one compiled function against another (below) is not in the figure;
 * ``gpuscale``: ``--steps`` steps of :meth:`gpuscale.trainer.loop.Trainer.run`,
   the loop the trainer process runs: synchronised step timing, StepEvents, and
   the phase probes at the default budget (``--probe-budget``), a fresh schedule
@@ -35,7 +37,13 @@ the slower step after it; in ms and in plain steps), the median step times
 (step-time-only overhead, probes left out) and ``wall overhead (method)`` =
 median over rounds of wall(gpuscale) / wall(plain) - 1; last, for the default
 method (with ``both``: the split step), ``step-time-only overhead`` and
-``wall overhead: X%``. Compiling the probe's functions and the split step (once
+``wall overhead: X%``. Above them, ``trainer's step against a hand-written
+one``: each round also runs ``--steps`` steps of a hand-written fused step
+(``strategy.run`` of forward, backward and ``optimizer.apply`` in one
+``tf.function``, the loss fetched) against the trainer's own step, A B B A, no
+gpuscale code in either: what the trainer's step itself costs against the one a
+user would write (the two compiled functions' offset in this process included).
+Compiling the probe's functions and the split step (once
 per process) is done before the rounds. By default all of it runs in 3 fresh
 processes, one after the other (``--processes``), and the last two lines are the
 medians over them (:mod:`benchmarks.processes` says why).
@@ -88,7 +96,15 @@ def main() -> int:
     add_processes_argument(parser)
     args = parser.parse_args()
     if args.processes > 1:
-        return in_processes(__file__, args.processes, ("step-time-only overhead", "wall overhead"))
+        return in_processes(
+            __file__,
+            args.processes,
+            (
+                "trainer's step against a hand-written one",
+                "step-time-only overhead",
+                "wall overhead",
+            ),
+        )
 
     import tensorflow as tf
 
@@ -133,10 +149,19 @@ def main() -> int:
         events = list(trainer.run(probe_method=method))
         return time.perf_counter() - start, events
 
+    def off_step() -> None:
+        """One step of the same trainer with gpuscale's measurement off: its own compiled
+        step, synchronised (as every loop that fetches its loss is), no events, no probes."""
+        trainer._sync(trainer.train_fn(next(batches)))
+
+    def handwritten_step() -> None:
+        plain_step(next(batches)).numpy()
+
     def lockstep_round(steps: int, method: str) -> tuple[float, float, list[float], list]:
-        """``steps`` plain steps and a whole ``steps``-step gpuscale run, interleaved
-        step by step, the two taking turns A B B A (so what one step leaves to the
-        next falls on both alike)."""
+        """``steps`` steps of the trainer with its measurement off and a whole
+        ``steps``-step gpuscale run of the same trainer, interleaved step by step, the
+        two taking turns A B B A (so what one step leaves to the next falls on both
+        alike; a probe runs in the gpuscale arm's turn, before its next step)."""
         trainer.config = msgspec.structs.replace(config, steps=steps, phase_every=None)
         run = trainer.run(probe_method=method)
         events: list = []
@@ -146,7 +171,7 @@ def main() -> int:
             for arm in ("plain", "gpuscale") if i % 2 == 0 else ("gpuscale", "plain"):
                 t0 = time.perf_counter()
                 if arm == "plain":
-                    plain_step(next(batches)).numpy()
+                    off_step()
                     t1 = time.perf_counter()
                     times.append(t1 - t0)
                     plain_wall += t1 - t0
@@ -162,9 +187,21 @@ def main() -> int:
         counted[method].append(trainer.schedule)
         return plain_wall, inst_wall, times, events
 
+    def handwritten_round(steps: int) -> float:
+        """``steps`` steps of a hand-written fused step against as many of the trainer's
+        own step (measurement off), A B B A: wall(trainer) / wall(hand-written)."""
+        walls_ = {"own": 0.0, "handwritten": 0.0}
+        for i in range(steps):
+            for arm in ("own", "handwritten") if i % 2 == 0 else ("handwritten", "own"):
+                t0 = time.perf_counter()
+                off_step() if arm == "own" else handwritten_step()
+                walls_[arm] += time.perf_counter() - t0
+        return walls_["own"] / walls_["handwritten"]
+
     # Compile everything (the probe's passes and the split step included) before measuring.
     for _ in range(5):
-        plain_step(next(batches)).numpy()
+        handwritten_step()
+        off_step()
     for m in methods:
         gpuscale_block(5, 1, m)
 
@@ -175,7 +212,9 @@ def main() -> int:
     inst_steps: dict[str, list[float]] = {m: [] for m in methods}
     budget_rounds: dict[str, list[list]] = {m: [] for m in methods}
     dense_rounds: dict[str, list[list]] = {m: [] for m in methods}
+    own_vs_handwritten: list[float] = []
     for r in range(args.rounds):
+        own_vs_handwritten.append(handwritten_round(args.steps))
         for m in methods if r % 2 == 0 else methods[::-1]:
             plain_wall, inst_wall, times, events = lockstep_round(args.steps, m)
             plain_walls[m].append(plain_wall)
@@ -288,6 +327,14 @@ def main() -> int:
             f"{statistics.fmean(plain_steps[m]) * 1000:.2f} ms"
         )
         print(f"  wall overhead ({label}): {overheads[m]:.1f}%")
+    print(
+        "  trainer's step against a hand-written one, per round: "
+        + " ".join(f"{(r - 1) * 100:+.1f}%" for r in own_vs_handwritten)
+    )
+    print(
+        "trainer's step against a hand-written one: "
+        f"{(statistics.median(own_vs_handwritten) - 1) * 100:.1f}%"
+    )
     shown = methods[-1]
     print(
         "step-time-only overhead: "
