@@ -565,3 +565,53 @@ def test_the_builtin_trainer_as_a_worker_program_is_named_by_its_model():
     assert script_name([sys.executable, "-m", "pkg.train"]) == "pkg.train"
     broken = [sys.executable, "-m", "gpuscale.trainer", "--config", "{not json"]
     assert builtin_trainer_model(broken) is None
+
+
+# a stand-in for the built-in trainer as a worker: 3 steps, then its end says `stopped`
+# and it exits 0, as every worker does when one of them was stopped alone (kill)
+STOPPED_WORKER = """
+import os, sys, time
+from gpuscale.events.schema import EndEvent, LogEvent, StartEvent, StepEvent
+from gpuscale.events.transport import EventClient
+from gpuscale.trainer.vote import stop_asked_message
+
+client = EventClient.from_env()
+w = client.worker
+client.send(StartEvent(t=time.time(), worker=w, gpuscale_version="test", host="here", pid=os.getpid()))
+for step in range(3):
+    client.send(StepEvent(t=time.time(), worker=w, step=step, step_time_s=0.01, samples=8))
+if str(w) in sys.argv[1:]:  # this one was asked to stop
+    client.send(LogEvent(t=time.time(), worker=w, message=stop_asked_message("SIGTERM")))
+client.send(EndEvent(t=time.time(), worker=w, status="stopped", steps=3))
+client.close()
+"""
+
+
+@pytest.mark.parametrize(
+    ("asked", "why"),
+    [
+        (["1"], "worker 1 was asked to stop (SIGTERM)"),
+        ([], "worker 0 and worker 1 ended stopped"),
+    ],
+)
+def test_workers_that_stopped_on_their_own_end_the_run_stopped_not_completed(tmp_path, asked, why):
+    path = tmp_path / "run.ndjson"
+    run = ScriptRun(
+        [sys.executable, "-c", STOPPED_WORKER, *asked],
+        record=path,
+        local_workers=2,
+        sampler=False,
+        env=_env(),
+    ).start()
+    events = _collect(run, timeout_s=60)
+    assert run.status == "stopped" and run.returncode == 0
+    end = events[-1]
+    assert isinstance(end, EndEvent) and end.status == "stopped" and end.steps == 3
+    said = [e for e in events if isinstance(e, LogEvent) and e.source == "gpuscale"]
+    assert (said[-1].level, said[-1].message) == (
+        "warning",
+        f"the run stopped after 3 steps, not through gpuscale: {why}",
+    )
+    loaded = load_run(path)
+    assert loaded.end.status == "stopped" and loaded.end.summary["status"] == "stopped"
+    assert said[-1].message in [e.message for e in loaded.events if isinstance(e, LogEvent)]

@@ -1,9 +1,11 @@
 """Stopping a built-in multi-worker run (``gpuscale run --strategy multi-worker
 --local-workers 2``): every worker stops after the same step, within a step or two
-of the signal, and the run ends ``stopped``. Ctrl-C reaches gpuscale, which
-SIGTERMs the workers (TensorFlow's own SIGTERM handler must not swallow it); a
-worker stopped alone takes the others with it (its stop rides the step's sum,
-gpuscale/trainer/vote.py), rather than leaving them in the next step's all-reduce."""
+of the signal, and the run ends ``stopped`` (``gpuscale run`` exits 130). Ctrl-C
+reaches gpuscale, which SIGTERMs the workers (TensorFlow's own SIGTERM handler must
+not swallow it); a worker stopped alone takes the others with it (its stop rides the
+step's sum, gpuscale/trainer/vote.py), rather than leaving them in the next step's
+all-reduce, and the run ends ``stopped`` too (not ``completed``: every worker exits
+0), with a warning that names the worker asked to stop."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import time
 
 import pytest
 
+from gpuscale.errors import EXIT_INTERRUPTED
 from gpuscale.events.schema import LogEvent, StepEvent
 from gpuscale.recording.reader import load_run
 
@@ -61,8 +64,11 @@ def test_a_stopped_two_worker_run_stops_every_worker_after_the_same_step(tmp_pat
             proc.wait()
     run = load_run(path)
     assert run.end is not None, (out, err[-2000:])
-    if whom == "gpuscale":
-        assert run.end.status == "stopped", (out, err[-2000:])
+    assert run.end.status == "stopped", (out, err[-2000:])
+    assert run.end.summary["status"] == "stopped"
+    # what `run` says and exits with is what a Ctrl-C'd run gives
+    assert proc.returncode == EXIT_INTERRUPTED, (out, err[-2000:])
+    assert "status: stopped" in out
     last = {}
     for worker in (0, 1):
         mine = [e for e in run.events if isinstance(e, StepEvent) and e.worker == worker]
@@ -75,3 +81,19 @@ def test_a_stopped_two_worker_run_stops_every_worker_after_the_same_step(tmp_pat
     # each worker's own end (gpuscale logs it): stopped, after the same number of steps
     ends = {e.message for e in run.events if isinstance(e, LogEvent) and "training " in e.message}
     assert ends == {f"worker {w}: training stopped after {run.end.steps} steps" for w in (0, 1)}
+    # a worker stopped alone is named (gpuscale stopped the others: nothing more to say)
+    said = [
+        e for e in run.events if isinstance(e, LogEvent) and "not through gpuscale" in e.message
+    ]
+    if whom == "gpuscale":
+        assert said == []
+    else:
+        assert [(e.source, e.level, e.message) for e in said] == [
+            (
+                "gpuscale",
+                "warning",
+                f"the run stopped after {run.end.steps} steps, not through gpuscale: "
+                "worker 1 was asked to stop (SIGTERM)",
+            )
+        ]
+        assert said[0].message in out + err

@@ -48,9 +48,10 @@ FAKE_TRAINER = textwrap.dedent(
                            model="fake", num_replicas=2, pids=[os.getpid()]))
     for step in range(2):
         client.send(StepEvent(t=time.time(), step=step, step_time_s=0.01, samples=8))
-    if mode == "complete":
+    if mode in ("complete", "stopped-alone"):  # stopped-alone: SIGTERMed, not by gpuscale
         from gpuscale.events.schema import EndEvent
-        client.send(EndEvent(t=time.time(), status="completed", steps=2, duration_s=0.1))
+        status = "completed" if mode == "complete" else "stopped"
+        client.send(EndEvent(t=time.time(), status=status, steps=2, duration_s=0.1))
     client.close()
     if mode == "die":
         print("about to crash hard", file=sys.stderr, flush=True)
@@ -458,6 +459,20 @@ def test_a_configuration_error_only_the_trainer_finds_is_one_line_and_exit_2(
     lines = capsys.readouterr().err.splitlines()
     assert lines[-1] == "gpuscale: error: --model json:nope: no function 'nope'"
     assert "" not in lines and sum(line.startswith("gpuscale: error") for line in lines) == 1
+
+
+@pytest.mark.parametrize(("mode", "code"), [("complete", 0), ("stopped-alone", 130)])
+def test_a_trainer_stopped_on_its_own_exits_as_a_ctrl_c_run_does(
+    fake_python, monkeypatch, capsys, mode, code
+):
+    """A trainer stopped by a signal that did not come through gpuscale (``kill`` of
+    the trainer, or of one worker) ends ``stopped``: ``run`` exits 130, as after Ctrl-C."""
+    from gpuscale.cli import main
+
+    _with_fake_trainer(monkeypatch, fake_python, mode)
+    assert main(["run", "--no-record", "--steps", "10"]) == code
+    status = "completed" if mode == "complete" else "stopped"
+    assert f"status: {status}" in capsys.readouterr().out
 
 
 async def test_the_dashboard_says_why_a_run_failed_before_its_first_step(fake_python, monkeypatch):

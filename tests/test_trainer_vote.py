@@ -15,6 +15,8 @@ from gpuscale.trainer.vote import (
     StepVote,
     step_ballot,
     stop_agreed,
+    stop_asked_message,
+    stop_asked_signal,
 )
 
 
@@ -178,3 +180,10 @@ def test_a_stop_of_any_worker_rides_the_step_with_the_chiefs_probe_ballot_alone(
         assert StepVote(ProbeScheduler(0.02), chief=True).received(total[0])
     total = _step_sum([step_ballot(0.0, w == 1) for w in range(2)])
     assert total == (0.0, 1.0) and stop_agreed(total)
+
+
+def test_a_workers_stop_line_names_its_signal_and_nothing_else_does():
+    assert stop_asked_signal(stop_asked_message("SIGTERM")) == "SIGTERM"
+    assert stop_asked_signal(stop_asked_message("SIGINT")) == "SIGINT"
+    for other in ("received : stopping after the current step", "received SIGTERM", "hello"):
+        assert stop_asked_signal(other) is None

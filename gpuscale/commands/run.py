@@ -4,7 +4,9 @@ The trainer runs in a child process (TensorFlow is never imported here); its
 events are recorded (unless ``--no-record``) and summarised at the end.
 ``--json`` prints only the summary, as JSON, on stdout.
 Exit status: 0 completed, 1 the trainer failed, 2 bad options, 130 interrupted
-(Ctrl-C, or SIGTERM/SIGHUP: the trainer is stopped and the recording ends the same way).
+(Ctrl-C, or SIGTERM/SIGHUP: the trainer is stopped and the recording ends the same way)
+or stopped without gpuscale (a worker, or the trainer, killed on its own: the run
+ends ``stopped`` all the same).
 """
 
 from __future__ import annotations
@@ -182,7 +184,8 @@ def main(args: argparse.Namespace) -> int:
         # the same block as watch's and replay's; a start note already printed above the
         # progress bar is not printed twice (watch's screen is gone, so it prints it here)
         print_run_summary(run, shown_notes=getattr(view, "notes_shown", ()))
-    if interrupted:
+    if interrupted or (end is not None and end.status == "stopped"):
+        # stopped, through gpuscale or not (a worker or the trainer killed alone): cut short
         return EXIT_INTERRUPTED
     if run.error is not None or (end is not None and end.status in ("failed", "lost")):
         print_run_error(run)

@@ -43,7 +43,9 @@ The end of the run
 The callback's EndEvent (one per ``fit``) becomes a log line; the run ends when
 the script's processes have exited: ``completed`` (all exit 0), ``failed`` (an
 ErrorEvent with the exit status and the last lines of stderr), ``stopped``
-(:meth:`stop`), or ``lost``: a worker that disconnected without finishing
+(:meth:`stop`; or a worker's own end said ``stopped``, as every worker of the built-in
+trainer's does when one was stopped alone: a warning names the worker asked to stop),
+or ``lost``: a worker that disconnected without finishing
 (killed, crashed host) is named in an ErrorEvent, the other workers of a local
 cluster are stopped (a synchronous all-reduce cannot go on without it) and
 everything received so far stays in the recording.
@@ -100,6 +102,7 @@ from gpuscale.live.child import STOP_DEADLINE_S, describe_exit, read_lines, rele
 from gpuscale.live.devices import ENV_DEVICES, device_env
 from gpuscale.live.terminal import settle_line
 from gpuscale.telemetry.topology import probe_topology
+from gpuscale.trainer.vote import stop_asked_signal
 
 CALLBACK_SOURCE = "keras-callback"
 """Source of the LogEvent that ``import gpuscale.keras`` sends (see :mod:`gpuscale.keras`)."""
@@ -681,6 +684,12 @@ class _PumpState:
         self.disconnected: set[int] = set()
         self.connected: set[int] = set()
         self.ended_workers: dict[int, int] = {}
+        self.stopped_workers: set[int] = set()
+        """Workers whose own end said ``stopped`` (a multi-worker trainer's stop takes
+        every worker with it, and each still exits 0)."""
+        self.asked_to_stop: dict[int, str] = {}
+        """Workers that said they were asked to stop, with the signal
+        (:func:`~gpuscale.trainer.vote.stop_asked_message`)."""
         self.steps: dict[int, int] = collections.defaultdict(int)
         self.analysis_events: list[Event] = []
         self.lost: list[int] = []
@@ -1044,6 +1053,8 @@ class _PumpState:
             return
         if isinstance(event, EndEvent):
             self.ended_workers[event.worker] = event.steps
+            if event.status == "stopped":
+                self.stopped_workers.add(event.worker)
             self.publish(
                 LogEvent(
                     t=event.t,
@@ -1064,6 +1075,9 @@ class _PumpState:
             and KERAS_LATER_EPOCH.search(event.message)
         ):
             self.later_epoch = True
+        if isinstance(event, LogEvent) and event.source == "trainer":
+            if (asked := stop_asked_signal(event.message)) is not None:
+                self.asked_to_stop.setdefault(event.worker, asked)
         if isinstance(event, LogEvent) and event.source == CALLBACK_SOURCE:
             if self.announced_at is None:
                 self.announced_at = time.monotonic()
@@ -1208,12 +1222,16 @@ class _PumpState:
                     source="script",
                 )
             )
+        elif self.stopped_workers:  # a worker stopped alone (kill), the others with it
+            status = "stopped"
         else:
             status = "completed"
         if run.cluster_info is not None and run._forward is None:
             self.name_missing_workers()
         run.returncode = next(iter(failed.values()), 0) if failed else 0
         steps = max(self.steps.values(), default=0)
+        if status == "stopped" and not run._stopping.is_set():
+            self.publish(self.stopped_alone(steps))
         run.status = status
         now = time.time()
         starts = [e for e in self.analysis_events if isinstance(e, StartEvent)]
@@ -1235,6 +1253,25 @@ class _PumpState:
         except Exception:  # the summary is a convenience; the events are recorded
             pass
         self.publish(end)
+
+    def stopped_alone(self, steps: int) -> LogEvent:
+        """Why a run that gpuscale did not stop ends ``stopped``: the worker asked to
+        stop (and by which signal) where it said so, else the workers whose end said
+        ``stopped``."""
+        if self.asked_to_stop:
+            who = " and ".join(
+                f"worker {w} was asked to stop ({name})"
+                for w, name in sorted(self.asked_to_stop.items())
+            )
+        else:
+            names = " and ".join(f"worker {w}" for w in sorted(self.stopped_workers))
+            who = f"{names} ended stopped"
+        return LogEvent(
+            t=time.time(),
+            source="gpuscale",
+            level="warning",
+            message=f"the run stopped after {plural(steps, 'step')}, not through gpuscale: {who}",
+        )
 
     def say_who_is_awaited(self) -> None:
         """The chief of a multi-host run, while no worker has started training: which

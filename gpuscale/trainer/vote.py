@@ -17,6 +17,9 @@ The step's sum carries a stop too (:func:`step_ballot`, :func:`stop_agreed`): ev
 replica adds 1 when its worker was asked to stop (SIGTERM, SIGINT), so every
 worker learns in the same step that one was, and all leave after it; a worker
 that left alone would leave the others waiting in the next step's all-reduce.
+The worker asked says so in a log line (:func:`stop_asked_message`), by which the
+chief's gpuscale names it when the stop did not come through gpuscale
+(:func:`stop_asked_signal`).
 
 Two ways to carry the sum:
 
@@ -65,6 +68,23 @@ def step_ballot(probe: float, stop: bool) -> tuple[float, float]:
     """What a worker casts into a step: its probe ballot (:meth:`StepVote.ballot`,
     0.0 where no vote is held) and whether it was asked to stop."""
     return probe, 1.0 if stop else 0.0
+
+
+_STOP_ASKED = ("received ", ": stopping after the current step")
+
+
+def stop_asked_message(signal_name: str) -> str:
+    """What a worker logs when it is asked to stop (``signal_name``: ``SIGTERM``...)."""
+    head, tail = _STOP_ASKED
+    return f"{head}{signal_name}{tail}"
+
+
+def stop_asked_signal(message: str) -> str | None:
+    """The signal a worker's :func:`stop_asked_message` names; None for any other line."""
+    head, tail = _STOP_ASKED
+    if len(message) <= len(head) + len(tail) or not message.startswith(head):
+        return None
+    return message[len(head) : -len(tail)] if message.endswith(tail) else None
 
 
 def stop_agreed(total: tuple[float, float]) -> bool:

@@ -51,6 +51,7 @@ from gpuscale.trainer.options import (
     widest,
 )
 from gpuscale.trainer.plan import DevicePlan
+from gpuscale.trainer.vote import stop_asked_message
 
 ENV_CONFIG = "GPUSCALE_TRAIN_CONFIG"
 
@@ -181,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         if not training.is_set():  # still loading TensorFlow or building: leave now
             raise _StoppedEarly
         if first:
-            emit.log(f"received {signal.Signals(signum).name}: stopping after the current step")
+            emit.log(stop_asked_message(signal.Signals(signum).name))
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
