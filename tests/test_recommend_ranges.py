@@ -65,6 +65,25 @@ def test_a_wide_range_leads_to_measure_next_not_to_a_predicted_recommendation():
     assert any("not a safe bet" in r for r in rec.reasons)
 
 
+def test_measure_next_and_the_reasons_print_a_predicted_number_one_way():
+    """``measure 4 next: predicted 12,470 (6,235\u201313,717) samples/s`` and the
+    reasons' predicted throughput come from ``format_with_range``, the one way every
+    predicted number is printed (once a copy of it, ``decide.range_text``)."""
+    from gpuscale.analysis import decide
+    from gpuscale.formatting import format_with_range
+
+    assert not hasattr(decide, "range_text")
+    rec = recommend(_points(ALEXNET), calibration=_calibration(-0.5, 0.1))
+    row = next(r for r in rec.table if r.predicted and r.devices == 4)
+    said = format_with_range(row.throughput, row.throughput_low, row.throughput_high, ",.0f")
+    assert rec.measure_next == f"measure 4 next: predicted {said} samples/s"
+    assert re.fullmatch(r"[\d,]+ \([\d,]+\u2013[\d,]+\)", said), said  # README's shape
+    chosen = recommend(_points(ALEXNET), calibration=_calibration(-0.01, 0.01))
+    top = next(r for r in chosen.table if r.devices == chosen.devices)
+    shown = format_with_range(chosen.throughput, top.throughput_low, top.throughput_high, ",.0f")
+    assert any(f": {shown} samples/s" in r for r in chosen.reasons), chosen.reasons
+
+
 def test_the_same_sweep_with_a_narrow_range_recommends_the_predicted_count():
     rec = recommend(_points(ALEXNET), calibration=_calibration(-0.01, 0.01))
     assert rec.predicted and rec.devices == 8

@@ -343,6 +343,34 @@ def test_recommend_json_writes_null_where_the_table_says_not_resolved(capsys, tm
     assert second["recommendation"] == first["recommendation"]
 
 
+def test_predicted_rows_do_not_model_an_exposed_share_the_measured_ones_did_not_resolve(
+    capsys,
+):
+    # the table said "0% (model)" at 4 and 8 devices right beside the 2-device
+    # row's "not resolved (1 probe)": a modelled 0% where nothing measured the exchange
+    import io
+    import json
+
+    from rich.console import Console
+
+    from gpuscale.cli import main
+    from gpuscale.commands.recommend_render import render
+
+    sweep = load_inputs(SWEEP_1126)
+    rec = recommend(sweep.points)
+    predicted = [r for r in rec.table if r.predicted]
+    assert predicted and all(r.comm_share is None for r in predicted)
+    out = io.StringIO()
+    render(rec, sweep, console=Console(file=out, width=160, color_system=None), chart=False)
+    text = out.getvalue()
+    assert "(model)" not in text, text
+    rows = {line.split("\u2502")[1].strip(): line for line in text.splitlines() if "\u2502" in line}
+    assert "not resolved" in rows["4"] and "predicted" in rows["4"], rows
+    assert main(["recommend", "--from", *SWEEP_1126, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [p["comm_share"] for p in doc["points"] if p.get("predicted")] == [None, None]
+
+
 def test_json_nulls_a_share_within_its_noise_beside_its_measured_value():
     from gpuscale.analysis.sweep import sweep_document
 

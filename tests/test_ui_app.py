@@ -700,9 +700,11 @@ class _AskedRun(FakeLiveRun):
     """A live run that begins as LiveRun does: its provisional start (what was
     asked) goes to the run base, and TensorFlow has not said anything yet."""
 
-    def __init__(self) -> None:
+    def __init__(self, config: dict | None = None, platform: str = "gpu") -> None:
         super().__init__([], finish=False)
         self.record = None  # nothing written
+        self.config = config or {}
+        self.platform = platform
 
     def start(self) -> _AskedRun:
         super().start()
@@ -715,7 +717,8 @@ class _AskedRun(FakeLiveRun):
             model="mlp",
             strategy="mirrored",
             num_replicas=2,
-            platform="gpu",
+            platform=self.platform,
+            config=self.config,
         )
         self._begin_recording(asked, "mlp")
         return self
@@ -730,5 +733,29 @@ async def test_the_header_says_what_is_starting_before_the_run_does():
         header = text_of(app.query_one(RunHeader))
         assert "starting mlp on 2 GPUs (as asked)…" in header
         assert "waiting for the run to start" not in header
+        await pilot.press("q")
+        await pilot.pause(0.2)
+
+
+@pytest.mark.parametrize(
+    ("devices", "platform", "said"),
+    [
+        (None, "cpu-logical", "starting mlp on 2 CPU logical devices (the default)…"),
+        (None, "gpu", "starting mlp on 2 GPUs (all GPUs found)…"),
+        (2, "cpu-logical", "starting mlp on 2 CPU logical devices (as asked)…"),
+    ],
+)
+async def test_the_header_says_as_asked_only_for_a_count_the_user_gave(devices, platform, said):
+    """The run's options (the trainer's TrainConfig) leave ``devices`` at None
+    where no --devices was given: the count is the default's, not "as asked"."""
+    from gpuscale.trainer.options import TrainConfig
+
+    config = {"devices": devices, "gpus": None, "model": "mlp", "strategy": "mirrored"}
+    assert set(config) <= set(TrainConfig.__struct_fields__)
+    app = build_app(LiveSource(_AskedRun(config, platform)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        assert said in text_of(app.query_one(RunHeader))
         await pilot.press("q")
         await pilot.pause(0.2)

@@ -277,12 +277,6 @@ class Group(msgspec.Struct):
     """Median measured throughput per device count."""
 
 
-def range_text(low: float | None, value: float, high: float | None) -> str:
-    if low is None or high is None:
-        return f"{value:,.0f}"
-    return f"{value:,.0f} ({low:,.0f}\u2013{high:,.0f})"
-
-
 SHARED_CORES_NEXT = (
     "more CPU logical devices cannot pay on one machine's shared cores (they add no "
     "compute, and 'gpuscale run' gives no more of them than there are cores), so "
@@ -322,7 +316,7 @@ def measure_next(
             if row is not None:
                 return (
                     f"measure {step.devices_to} next: predicted "
-                    f"{range_text(row.throughput_low, row.throughput or 0.0, row.throughput_high)} samples/s"
+                    f"{format_with_range(row.throughput, row.throughput_low, row.throughput_high, ',.0f')} samples/s"
                 )
     if rec.verdict != "none":
         return None
@@ -337,7 +331,7 @@ def measure_next(
         r = min(nxt, key=lambda row: row.devices)
         return (
             f"measure {r.devices} next: predicted "
-            f"{range_text(r.throughput_low, r.throughput or 0.0, r.throughput_high)} samples/s"
+            f"{format_with_range(r.throughput, r.throughput_low, r.throughput_high, ',.0f')} samples/s"
         )
     return "measure 2 devices next: one count alone has nothing to compare with"
 

@@ -20,7 +20,6 @@ from gpuscale.analysis.decide import (
     dev,
     own_speedup,
     passes_floor,
-    range_text,
     row_at,
     shared_cores_next,
     speedup_text,
@@ -33,6 +32,7 @@ from gpuscale.formatting import (
     format_fraction_pct,
     format_pct_against_floor,
     format_rate_bytes_s,
+    format_with_range,
     plural,
 )
 
@@ -65,7 +65,7 @@ def explain(
     elif rec.predicted and chosen_row is not None and chosen_row.throughput_low is not None:
         rec.reasons.append(
             f"{what}{pred}: "
-            f"{range_text(chosen_row.throughput_low, rec.throughput, chosen_row.throughput_high)} "
+            f"{format_with_range(rec.throughput, chosen_row.throughput_low, chosen_row.throughput_high, ',.0f')} "
             f"samples/s ({format_fraction_pct(rec.coverage or 0)} range), {speedup_text(rec)} "
             f"over {rec.baseline} (efficiency {format_fraction_pct(rec.efficiency or 0)}){_own(rec)}."
         )

@@ -54,7 +54,7 @@ from gpuscale.analysis.predict import (
     with_ratios,
 )
 from gpuscale.analysis.summary import RunSummary
-from gpuscale.analysis.sweep import SweepPoint
+from gpuscale.analysis.sweep import SweepPoint, phases_unresolved
 from gpuscale.errors import GpuscaleError
 from gpuscale.events.schema import StartEvent
 from gpuscale.formatting import format_fraction_pct, format_range, format_with_range
@@ -479,6 +479,10 @@ def _fill_rows(g: Group, limit: int, calibration: Calibration | None, warnings: 
         elif share is None and g.model.predicts and g.model.basis != "none":
             share = g.model.comm_share(r.devices)  # estimated: shown as "(model)"
         filled.append(with_ratios(msgspec.structs.replace(r, comm_share=share), base_x, base_n))
+    if two_level is None and phases_unresolved(filled):
+        # nothing measured says what the exchange exposes: neither does the model
+        # (a modelled 0 % beside "not resolved" is false precision)
+        filled = [msgspec.structs.replace(r, comm_share=None) if r.predicted else r for r in filled]
     g.rows = filled
 
 

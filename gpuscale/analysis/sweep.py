@@ -641,18 +641,34 @@ def exposed_unresolved(point: SweepPoint) -> bool:
     return point.comm_share is None or not resolved(point.allreduce_s, point.allreduce_err_s)
 
 
+def phases_unresolved(points: Iterable[SweepPoint | None]) -> bool:
+    """Every measured count of several devices among ``points`` was probed and its
+    exposed share is not resolved (:func:`exposed_unresolved`): then the model has
+    no exposed all-reduce to go on, and its predicted rows' exposed share is not
+    resolved either (``recommend``'s table says so, ``--json`` writes ``null``),
+    never a modelled number (a 0 % beside "not resolved" is false precision).
+    ``None`` entries (rows a table does not show) are skipped."""
+    several = [p for p in points if p is not None and not p.predicted and p.devices > 1]
+    return bool(several) and all(exposed_unresolved(p) for p in several)
+
+
 _UNRESOLVED_NULLS = ("compute_s", "allreduce_s", "apply_s", "input_s")
 """The phases a probed point keeps no number for when they did not split the step
 (:func:`point_from_summary`): written as ``null`` so that the file says "probed,
 not resolved" rather than leaving them out as if nothing was measured."""
 
 
-def _point_document(point: SweepPoint) -> dict[str, Any]:
+def _point_document(point: SweepPoint, unresolved: bool = False) -> dict[str, Any]:
     """One point as ``--json`` writes it: ``null`` for what its table row calls not
     resolved (:func:`exposed_unresolved`): the exposed share, and the phases of a
-    probed point that kept none. Both read back the same: ``comm_share`` is
-    recomputed on reading, and a ``null`` phase is one not given."""
+    probed point that kept none; and a predicted point's exposed share where
+    ``unresolved`` (:func:`phases_unresolved` for its configuration: the model had
+    none to go on). All
+    read back the same: ``comm_share`` is recomputed on reading, and a ``null``
+    phase is one not given."""
     doc = msgspec.to_builtins(point)
+    if unresolved and point.predicted and point.comm_share is None:
+        doc["comm_share"] = None
     if exposed_unresolved(point):
         doc["comm_share"] = None
         if point.compute_s is None and point.allreduce_s is None:
@@ -672,11 +688,13 @@ def sweep_document(
     sweep_wall_s: float | None = None,
 ) -> dict[str, Any]:
     """The sweep file as plain data (what ``--json`` prints and ``--from`` reads)."""
+    configs = {p.config for p in points}
+    unresolved = {c for c in configs if phases_unresolved(p for p in points if p.config == c)}
     doc = SweepFile(
         source=source,
         note=note,
         available_devices=available_devices,
-        points=[_point_document(p) for p in points],
+        points=[_point_document(p, p.config in unresolved) for p in points],
         models=models,
         recommendation=recommendation,
         sweep_wall_s=sweep_wall_s,

@@ -14,7 +14,7 @@ from gpuscale.analysis.decide import MIN_GAIN_PER_DOUBLING, expected_speedup, ta
 from gpuscale.analysis.phase_report import count_precision_text, precision_meaning
 from gpuscale.analysis.predict import borrowed
 from gpuscale.analysis.recommend import Recommendation
-from gpuscale.analysis.sweep import Sweep, exposed_unresolved
+from gpuscale.analysis.sweep import Sweep, exposed_unresolved, phases_unresolved
 from gpuscale.commands.console import layout_width, print_at_width, text_console
 from gpuscale.commands.recommend_chart import print_chart
 from gpuscale.formatting import (
@@ -193,6 +193,7 @@ def table_columns(
     long = layout.long_marks
     n, step, tput, rng, speed, eff, comm, cost, mark = ([] for _ in range(9))
     legend: dict[str, None] = {}
+    unresolved = phases_unresolved(rows)
     for r in rows:
         if r is None:  # rows not shown
             for cells in (n, step, tput, rng, speed, eff, comm, cost, mark):
@@ -223,6 +224,8 @@ def table_columns(
             else:
                 share = "~" + share
                 legend["~ exposed comm estimated by the model"] = None
+        elif layout.exposed_comm and r.predicted and r.comm_share is None and unresolved:
+            share = "not resolved"  # as the measured counts it rests on
         elif layout.exposed_comm and (r.comm_share is not None or (r.probes and r.devices > 1)):
             share = measured_share(r, long)
             if not long and r.probes:

@@ -329,15 +329,32 @@ def waiting_text(run: Any) -> str | None:
 _ASKED_DEVICES = {"gpu": "GPU", "cpu-logical": "CPU logical device", "cpu": "CPU"}
 
 
+def _count_chosen(asked: StartEvent) -> str:
+    """Who chose the provisional start's device count: its run's options (the
+    trainer's ``TrainConfig`` in ``config``) leave ``devices`` and ``gpus`` at
+    ``None`` where the user gave neither and the default was picked (all GPUs
+    found, else :data:`gpuscale.trainer.options.DEFAULT_CPU_DEVICES` CPU logical devices)."""
+    cfg = asked.config or {}
+    if (
+        cfg.get("devices") is not None
+        or cfg.get("gpus") is not None
+        or asked.strategy == "one-device"
+        or "devices" not in cfg  # not the trainer's options: nothing says it was not asked
+    ):
+        return "as asked"
+    return "all GPUs found" if asked.platform == "gpu" else "the default"
+
+
 def asked_text(asked: StartEvent | None) -> str | None:
-    """``starting mlp on 2 GPUs…``: what a built-in run was asked for (its provisional
-    start, :attr:`gpuscale.live.base.RunBase.asked`), said while TensorFlow starts;
-    ``None`` when nothing was asked yet."""
+    """``starting mlp on 2 GPUs (as asked)…``: what a built-in run was asked for (its
+    provisional start, :attr:`gpuscale.live.base.RunBase.asked`), said while
+    TensorFlow starts, with ``the default`` (or ``all GPUs found``) in place of
+    ``as asked`` where no count was given; ``None`` when nothing was asked yet."""
     if not isinstance(asked, StartEvent) or not asked.model:
         return None
     devices = plural(max(1, asked.num_replicas), _ASKED_DEVICES.get(asked.platform, "device"))
     workers = f", {asked.num_workers} workers" if asked.num_workers > 1 else ""
-    return f"starting {asked.model} on {devices}{workers} (as asked)…"
+    return f"starting {asked.model} on {devices}{workers} ({_count_chosen(asked)})…"
 
 
 class LiveSource(EventSource):
