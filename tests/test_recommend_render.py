@@ -12,7 +12,8 @@ from rich.console import Console
 
 from gpuscale.analysis.recommend import recommend
 from gpuscale.analysis.sweep import load_inputs
-from gpuscale.commands.recommend_render import range_text, render
+from gpuscale.commands.recommend_render import render
+from gpuscale.formatting import format_range
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_runs"
 
@@ -54,7 +55,7 @@ def test_no_cell_is_clipped_and_every_number_is_whole(names, width, kw):
         number = f"{point.throughput:,.0f}"
         assert any(r[0] == str(point.devices) and number in " ".join(r) for r in rows)
         if point.throughput_low is not None:
-            span = range_text(point.throughput_low, point.throughput_high, ",.0f")
+            span = format_range(point.throughput_low, point.throughput_high, ",.0f")
             assert any(r[0] == str(point.devices) and span in " ".join(r) for r in rows)
 
 

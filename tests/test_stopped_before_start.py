@@ -47,7 +47,7 @@ def test_a_run_stopped_while_loading_is_recorded_as_asked(tmp_path, _isolated_da
     fake.write_text(STILL_LOADING)
     fake.chmod(0o755)
     run = LiveRun(
-        TrainConfig(),  # devices not given: 2 CPU logical devices on a machine without a GPU
+        TrainConfig(),  # devices not given: 2 CPU logical devices on a machine without a GPU, "the default"
         record="default",
         python=str(fake),
         nvml=FakeNvml.scenario("no-driver"),
@@ -73,7 +73,7 @@ def test_a_run_stopped_while_loading_is_recorded_as_asked(tmp_path, _isolated_da
 
     assert main(["replay", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "mnist-cnn on 2 x CPU logical devices (as asked): mirrored" in out
+    assert "mnist-cnn on 2 x CPU logical devices (the default): mirrored" in out
     assert "stopped before it started" in out and "weak scaling (0" not in out
     assert main(["runs", "--json"]) == 0
     assert '"devices": 2' in capsys.readouterr().out

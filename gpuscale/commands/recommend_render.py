@@ -21,12 +21,12 @@ from gpuscale.formatting import (
     format_duration_s,
     format_fraction_pct,
     format_number,
+    format_range,
     format_rate_bytes_s,
     markup_literal,
     plural,
     visible,
 )
-from gpuscale.formatting import format_range as range_text
 from gpuscale.formatting import format_with_range as with_range
 
 
@@ -208,7 +208,7 @@ def table_columns(
             eff.append(pct_with_range(r.efficiency, r.efficiency_low, r.efficiency_high))
         else:
             tput.append(format_number(r.throughput, ",.0f"))
-            rng.append(range_text(r.throughput_low, r.throughput_high, ",.0f"))
+            rng.append(format_range(r.throughput_low, r.throughput_high, ",.0f"))
             speed.append(format_number(r.speedup, ".2f", "x"))
             eff.append(format_fraction_pct(r.efficiency))
         share = format_fraction_pct(r.comm_share)
@@ -237,7 +237,7 @@ def table_columns(
                 cost.append("")
             elif long and layout.ranges_inline and c.relative_low is not None:
                 cost.append(
-                    f"{c.per_million_samples:,.2f} ({c.relative:.2f}x, {range_text(c.relative_low, c.relative_high, '.2f', 'x')})"
+                    f"{c.per_million_samples:,.2f} ({c.relative:.2f}x, {format_range(c.relative_low, c.relative_high, '.2f', 'x')})"
                 )
             elif long:
                 cost.append(f"{c.per_million_samples:,.2f} ({c.relative:.2f}x)")

@@ -43,6 +43,7 @@ from gpuscale.formatting import (
 from gpuscale.live.terminal import settle_visible
 from gpuscale.trainer.options import add_trainer_arguments, config_from_args
 from gpuscale.ui.model import MAX_DISPLAY_LINE
+from gpuscale.ui.sources import count_chosen
 
 
 def register(sub) -> None:
@@ -449,7 +450,7 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
     ):  # the trainer never said what runs where: what was asked
         console.print(
             f"[bold]{_escape(start.model)}[/] on {start.num_replicas} x "
-            f"{_escape(_platform(start.platform, start.num_replicas))} (as asked): {_escape(_asked_strategy(start.strategy))}"
+            f"{_escape(_platform(start.platform, start.num_replicas))} ({count_chosen(start)}): {_escape(_asked_strategy(start.strategy))}"
         )
         steps = s.get("steps_total", 0)
         duration = getattr(end, "duration_s", None)

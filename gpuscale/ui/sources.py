@@ -329,7 +329,7 @@ def waiting_text(run: Any) -> str | None:
 _ASKED_DEVICES = {"gpu": "GPU", "cpu-logical": "CPU logical device", "cpu": "CPU"}
 
 
-def _count_chosen(asked: StartEvent) -> str:
+def count_chosen(asked: StartEvent) -> str:
     """Who chose the provisional start's device count: its run's options (the
     trainer's ``TrainConfig`` in ``config``) leave ``devices`` and ``gpus`` at
     ``None`` where the user gave neither and the default was picked (all GPUs
@@ -354,7 +354,7 @@ def asked_text(asked: StartEvent | None) -> str | None:
         return None
     devices = plural(max(1, asked.num_replicas), _ASKED_DEVICES.get(asked.platform, "device"))
     workers = f", {asked.num_workers} workers" if asked.num_workers > 1 else ""
-    return f"starting {asked.model} on {devices}{workers} ({_count_chosen(asked)})…"
+    return f"starting {asked.model} on {devices}{workers} ({count_chosen(asked)})…"
 
 
 class LiveSource(EventSource):
