@@ -106,6 +106,11 @@ class Snapshot:
     logs: list[LogLine]
     notices: list[str]
 
+    @property
+    def gpus_sampled(self) -> int:
+        """The GPUs whose samples came so far (telemetry flows from them)."""
+        return sum(1 for d in self.devices if d.last is not None)
+
 
 class RunModel:
     """Absorbs events (any thread) and hands out snapshots (UI thread)."""
