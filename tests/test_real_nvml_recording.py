@@ -127,3 +127,36 @@ async def test_the_callback_hint_keeps_its_code_whole_at_80x24():
         assert all(
             r.count("Scal") == r.count("ScalingMonitor") == r.count("Monitor") for r in pieces
         ), pieces
+
+
+async def test_playing_it_says_telemetry_without_step_times_not_waiting():
+    """Playing (not --end): the GPU's samples stream from the launch, under gpuscale's
+    provisional start, while the script's own start comes only at the end. The header
+    and the panel said "step 0" and "Waiting for the first steps…" beside a busy GPU
+    card: they say what is true then, telemetry and no step times yet."""
+    from ui_fixtures import FakeClock
+
+    clock = FakeClock()
+    source = ReplaySource(H100, clock=clock)
+    app = build_app(source)
+    async with app.run_test(size=(120, 36)) as pilot:
+        clock.now += 15.0  # mid-run: the matrix products, the GPU busy
+        await app.settle()
+        await pilot.pause()
+        assert app.model.start.provisional and app.model.end is None
+        header = str(app.query_one(RunHeader).render())
+        assert "RUNNING" in header and "no step times yet · elapsed 0:1" in header, header
+        assert "step 0" not in header
+        advice = str(app.query_one(AdvicePanel).body.render())
+        assert "Waiting for the first steps" not in advice
+        assert (
+            "Telemetry from 1 GPU, no step times yet: waiting for the script's start "
+            "from gpuscale's callback" in " ".join(advice.split())
+        ), advice
+        clock.now += 60.0  # the made-up start, then the end: none will come
+        await app.settle()
+        await pilot.pause()
+        header = str(app.query_one(RunHeader).render())
+        assert "COMPLETED" in header and "no step times · elapsed 0:31" in header
+        advice = str(app.query_one(AdvicePanel).body.render())
+        assert "No step times" in advice and "yet" not in advice

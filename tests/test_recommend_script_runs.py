@@ -185,3 +185,26 @@ def test_a_custom_loops_batch_is_split_by_tf_distribute_not_keras():
     assert note_of(old) == CUSTOM_LOOP_BATCH_NOTE
     fit = msgspec.structs.replace(old, config={"every": None})
     assert note_of(fit) == SCRIPT_BATCH_NOTE
+
+
+def test_before_its_own_start_a_run_says_telemetry_and_no_step_times_yet():
+    """Under gpuscale's provisional start (a script's first sample, a trainer's launch)
+    telemetry flows but no step time comes before the run's own start: said as such,
+    never as "waiting for the first steps" beside busy GPU cards."""
+    from gpuscale.analysis.script_runs import before_own_start
+
+    common = {"t": 1.0, "gpuscale_version": "t", "host": "h", "pid": 1}
+    script = StartEvent(source="script", provisional=True, config={"callback": False}, **common)
+    assert before_own_start(script, 1) == (
+        "telemetry from 1 GPU, no step times yet: waiting for the script's start "
+        "from gpuscale's callback"
+    )
+    trainer = StartEvent(source="trainer", provisional=True, model="mlp", **common)
+    assert before_own_start(trainer, 0) == (
+        "telemetry only, no step times yet: waiting for the trainer's start "
+        "(TensorFlow is starting)"
+    )
+    assert before_own_start(StartEvent(source="trainer", model="mlp", **common), 2) is None
+    settled = StartEvent(source="script", config={"callback": False}, **common)
+    assert before_own_start(settled, 1) is None  # no step times, and none will come
+    assert before_own_start(None, 1) is None

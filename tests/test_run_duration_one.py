@@ -49,3 +49,50 @@ def test_a_trainer_end_composed_before_its_last_samples_stops_at_the_latest():
     before_end = model.snapshot().elapsed_s
     model.absorb([end, after])  # a sample after the end event is not the run's
     assert before_end == model.snapshot().elapsed_s == run_duration_s(100.0, 112.0)
+
+
+def _trainer_recording(path: Path) -> list:
+    """As gpuscale records a built-in run: its provisional start at the launch, the
+    start-up's samples, then the trainer's own start 2.5 s later, steps, the end."""
+    import msgspec
+
+    common = {"gpuscale_version": "t", "host": "h", "pid": 1, "model": "mlp"}
+    events = [
+        StartEvent(t=100.0, provisional=True, **common),
+        *(
+            HostSample(t=100.0 + 0.5 * i, cpu_pct=5.0, mem_used_bytes=1, mem_total_bytes=2)
+            for i in range(1, 5)
+        ),
+        StartEvent(t=102.5, **common),
+        *(StepEvent(t=103.0 + i, step=i, step_time_s=0.1, samples=64) for i in range(5)),
+        EndEvent(t=107.5, status="completed", steps=5),
+    ]
+    path.write_bytes(b"\n".join(msgspec.json.encode(e) for e in events) + b"\n")
+    return events
+
+
+def test_the_elapsed_time_counts_from_the_launch_not_back_from_the_trainers_start(tmp_path):
+    """The header's clock counted from the provisional start, then jumped back by
+    TensorFlow's start-up (2.5 s to 0.0 s) when the trainer's own start replaced it.
+    It counts from the launch the user saw and never goes back; the log's (and the
+    toast's) duration at the end is the same figure."""
+    from gpuscale.formatting import format_duration_s
+    from gpuscale.ui.sources import ReplaySource
+
+    events = _trainer_recording(tmp_path / "run.ndjson")
+    source = ReplaySource(tmp_path / "run.ndjson", end=True)
+    played = source.events
+    assert played[0].provisional  # the replay's clock starts at the launch too
+    assert source.duration_s == pytest.approx(7.5)
+    model = RunModel()
+    shown = []
+    for event in played:
+        model.absorb([event])
+        shown.append(model.snapshot().elapsed_s)
+    assert shown == sorted(shown), f"the elapsed time went back: {shown}"
+    at_own_start = shown[[e.t for e in played].index(102.5)]
+    assert at_own_start == pytest.approx(2.5)  # not 0.0
+    assert model.start is not None and not model.start.provisional  # it describes the run
+    assert shown[-1] == pytest.approx(run_duration_s(events[0].t, 107.5))
+    ended = [line.message for line in model.snapshot().logs if "run completed" in line.message]
+    assert ended == [f"run completed after 5 steps, {format_duration_s(7.5)}"]

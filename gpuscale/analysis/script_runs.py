@@ -21,6 +21,8 @@ from typing import Any
 
 import msgspec
 
+from gpuscale.formatting import plural
+
 
 def is_callback_start(start: Any) -> bool:
     """A start sent by ``gpuscale.keras.ScalingMonitor`` (not made up by gpuscale)."""
@@ -37,6 +39,22 @@ def is_callbackless_start(start: Any) -> bool:
         and cfg.get("callback") is False
         and not getattr(start, "provisional", False)
     )
+
+
+def before_own_start(start: Any, gpus_sampled: int) -> str | None:
+    """What is true of a run shown with gpuscale's provisional start (the script's
+    first sample, a trainer's launch): telemetry flows, but no step time comes before
+    the run's own start (the callback's with its first step, the trainer's once
+    TensorFlow has started). ``None`` for any other start. ``gpus_sampled``: the GPUs
+    whose samples came so far."""
+    if not getattr(start, "provisional", False):
+        return None
+    seen = f"telemetry from {plural(gpus_sampled, 'GPU')}" if gpus_sampled else "telemetry only"
+    if getattr(start, "source", None) == "script":
+        awaited = "waiting for the script's start from gpuscale's callback"
+    else:
+        awaited = "waiting for the trainer's start (TensorFlow is starting)"
+    return f"{seen}, no step times yet: {awaited}"
 
 
 SCRIPT_BATCH_NOTE = (

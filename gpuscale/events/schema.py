@@ -394,14 +394,16 @@ class EndEvent(_Event, tag="end", kw_only=True):
 
 
 def run_duration_s(start_t: float, last_t: float) -> float:
-    """A run's duration, the one definition every view uses (the dashboard's
-    elapsed time, its log and toast, ``gpuscale runs``, replay, and the EndEvent's
-    ``duration_s`` that gpuscale records): seconds from the StartEvent (the trainer
-    has loaded TensorFlow and built the model; that start-up is NOT included) to
-    the latest event so far, up to and including the EndEvent (events that arrive
-    after the end are not the run's), warm-up steps included. ``start_t`` is the
-    start event's ``t``, ``last_t`` the latest ``t`` among those events: the
-    elapsed time never goes back, and stops where the run ended."""
+    """A run's duration, the one definition every view uses (``gpuscale runs``,
+    replay, and the EndEvent's ``duration_s`` that gpuscale records): seconds from
+    the StartEvent (the trainer has loaded TensorFlow and built the model; that
+    start-up is NOT included) to the latest event so far, up to and including the
+    EndEvent (events that arrive after the end are not the run's), warm-up steps
+    included. ``start_t`` is the start event's ``t``, ``last_t`` the latest ``t``
+    among those events: the elapsed time never goes back, and stops where the run
+    ended. The dashboard's elapsed time passes its earliest start (the launch,
+    gpuscale's provisional start) as ``start_t``: it goes on, never back, when the
+    run's own start replaces the provisional one."""
     return max(0.0, last_t - start_t)
 
 

@@ -23,6 +23,7 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.worker import get_current_worker
 
+from gpuscale.analysis.script_runs import before_own_start
 from gpuscale.analysis.summary import RunSummary
 from gpuscale.errors import EXIT_INTERRUPTED
 from gpuscale.events.schema import EndEvent
@@ -283,12 +284,18 @@ class GpuscaleApp(App[int]):
         and why there, not "waiting for the first steps"."""
         interrupted = self.model.end is None and self._finished_posted
         failure = self._failed.message if self._failed is not None else None
+        final = self.model.end is not None or interrupted
+        snap = self._last_snap  # the header's: the panel says what it does
+        waiting = None
+        if snap is not None and not final:
+            waiting = before_own_start(snap.start, snap.gpus_sampled)
         self.advice_panel.show(
             summary,
             recommendation,
-            final=self.model.end is not None or interrupted,
+            final=final,
             interrupted=interrupted,
             failure=failure,
+            waiting=waiting,
         )
 
     async def settle(self) -> None:

@@ -77,8 +77,10 @@ class Snapshot:
     epoch: int
     start: StartEvent | None
     elapsed_s: float
-    """The run's duration so far (:func:`gpuscale.events.schema.run_duration_s`:
-    from the start event, start-up not included)."""
+    """The run's duration so far as the dashboard saw it
+    (:func:`gpuscale.events.schema.run_duration_s` from :attr:`RunModel.first_t`: the
+    launch, gpuscale's provisional start, not the run's own start that replaces it,
+    so the clock never jumps back)."""
     last_step: int
     steps_done: int
     """Steps so far, counted from the first step number seen (the trainer numbers
@@ -106,6 +108,11 @@ class Snapshot:
     logs: list[LogLine]
     notices: list[str]
 
+    @property
+    def gpus_sampled(self) -> int:
+        """The GPUs whose samples came so far (telemetry flows from them)."""
+        return sum(1 for d in self.devices if d.last is not None)
+
 
 class RunModel:
     """Absorbs events (any thread) and hands out snapshots (UI thread)."""
@@ -123,6 +130,9 @@ class RunModel:
             self.events_absorbed = getattr(self, "events_absorbed", 0)
             self.start: StartEvent | None = None
             self.first_t: float | None = None
+            """Where the elapsed time counts from: the earliest of the first event and
+            the starts (a provisional start is stamped at the launch; the run's own,
+            which replaces it, comes once TensorFlow has started)."""
             self.last_t: float | None = None
             self.end_last_t: float | None = None
             """``last_t`` when the end event came: where the run's duration stops."""
@@ -211,12 +221,12 @@ class RunModel:
             self.errors.append(event)
             self._log(t, event.source, "error", event.message)
         elif isinstance(event, StartEvent):
-            # One rule for every start: the first sets the run's clock (first_t); a later
-            # one (the run's own start superseding a provisional one, a script's callback
-            # after gpuscale's made-up start) describes the run from then on, and the
-            # duration counts from its t (run_duration_s: start-up not included, as in
-            # the recording, whose start is the superseding one).
-            if self.start is None:
+            # One rule for every start: a later one (the run's own start superseding a
+            # provisional one, a script's callback after gpuscale's made-up start)
+            # describes the run from then on, but the clock keeps counting from the
+            # earliest (first_t: the launch the user saw; from the run's own start, the
+            # elapsed time jumped back by TensorFlow's start-up when it arrived).
+            if self.first_t is None or t < self.first_t:
                 self.first_t = t
             self.start = event
             for info in event.devices:
@@ -226,10 +236,10 @@ class RunModel:
         elif isinstance(event, EndEvent):
             self.end = event
             self.end_last_t = self.last_t  # the latest t up to the end: where elapsed stops
-            start_t = self.start.t if self.start is not None else self.first_t
+            # the header's elapsed time where it stopped (and the toast's)
             duration_s = (
-                run_duration_s(start_t, self.end_last_t or t)
-                if start_t is not None
+                run_duration_s(self.first_t, self.end_last_t or t)
+                if self.first_t is not None
                 else event.duration_s
             )
             self._log(
@@ -251,12 +261,15 @@ class RunModel:
         """Copies of what a frame needs; ``logs_after`` skips log lines already drawn."""
         with self._lock:
             start_t = self.start.t if self.start is not None else self.first_t
-            # ended: to the latest event up to the end event (the log's duration), not
-            # to host samples that still arrive after it (the trial: 10.9 s logged, 11.9
-            # s in the toast), nor back to the end's own t (a trainer composes it before
-            # its last samples are in: elapsed went from 0:21 back to 0:19)
+            # From first_t (the launch, never back to the run's own start when it
+            # comes). Ended: to the latest event up to the end event (the log's
+            # duration), not to host samples that still arrive after it (the trial:
+            # 10.9 s logged, 11.9 s in the toast), nor back to the end's own t (a
+            # trainer composes it before its last samples are in: elapsed went from
+            # 0:21 back to 0:19)
             last_t = self.end_last_t if self.end is not None else self.last_t
-            elapsed = run_duration_s(start_t, last_t) if (last_t and start_t) else 0.0
+            first_t = self.first_t
+            elapsed = run_duration_s(first_t, last_t) if (last_t and first_t) else 0.0
             steps = list(self.steps)
             return Snapshot(
                 version=self.version,

@@ -102,7 +102,10 @@ def load_recording(path: Path) -> tuple[list[Event], list[str]]:
 
     run = load_run(path)
     events: list[Event] = list(run.events)
-    if not events or events[0] is not run.start:
+    if not events or not isinstance(events[0], StartEvent):
+        # (a file that begins with gpuscale's provisional start keeps it first: the
+        # replay's clock starts at the launch, and the run's own start, which
+        # supersedes it, plays where it came)
         events.insert(0, run.start)
     if run.end is not None and events[-1] is not run.end:
         events.append(run.end)

@@ -87,10 +87,12 @@ def _predictions(rec: Recommendation) -> list[Content]:
     return lines
 
 
-def advice_content(summary: RunSummary | None, rec: Recommendation | None = None) -> Content:
+def advice_content(
+    summary: RunSummary | None, rec: Recommendation | None = None, waiting: str | None = None
+) -> Content:
     """The panel's text for a summary (``None``: nothing measured yet): one fact
-    a line, short enough for a 36-column panel."""
-    facts, notes = advice_parts(summary, rec)
+    a line, short enough for a 36-column panel (``waiting``: :func:`advice_parts`)."""
+    facts, notes = advice_parts(summary, rec, waiting)
     return Content("\n").join(facts + notes)
 
 
@@ -118,12 +120,17 @@ def _unpadded(row: Content) -> Content:
     return Content.assemble(row[:end].rstrip(), " ", row[end:])
 
 
-def advice_compact(summary: RunSummary | None, rec: Recommendation | None, width: int) -> Content:
+def advice_compact(
+    summary: RunSummary | None,
+    rec: Recommendation | None,
+    width: int,
+    waiting: str | None = None,
+) -> Content:
     """The panel's text for a row ``width`` columns wide: the short facts (step time,
     phases, ...) one after another, ``label value · label value``, a line broken
     only between two facts (a fact wider than the row wraps, nothing is clipped);
     then the sentences (predictions, the confidence and why) a line each."""
-    facts, notes = advice_parts(summary, rec)
+    facts, notes = advice_parts(summary, rec, waiting)
     notes = [_unpadded(note) if note.plain.startswith(LABELLED) else note for note in notes]
     if len(notes) >= 2 and notes[-2].plain.startswith("confidence "):
         # the level and why on one line (it wraps where it must)
@@ -145,11 +152,13 @@ def advice_compact(summary: RunSummary | None, rec: Recommendation | None, width
 
 
 def advice_parts(
-    summary: RunSummary | None, rec: Recommendation | None = None
+    summary: RunSummary | None, rec: Recommendation | None = None, waiting: str | None = None
 ) -> tuple[list[Content], list[Content]]:
     """The panel's lines in two parts: the short facts (``label value``, a grid can
     set them side by side) and the rest (warnings, predictions, the confidence and
-    why), in reading order."""
+    why), in reading order. ``waiting``: what is true before the first step, said in
+    place of "Waiting for the first steps…" (telemetry before the run's own start:
+    :func:`gpuscale.analysis.script_runs.before_own_start`)."""
     gpus: list[Content] = []
     warnings: list[Content] = []
     if summary is not None:
@@ -164,7 +173,8 @@ def advice_parts(
             return gpus, [_text(NO_STEP_TIMES, "$text-warning"), *warnings]
         if without_step_times(summary):  # ended before its first step: none will come
             return gpus, [Content.styled(NO_STEP_TIMES_IN_RUN, "$text-muted"), *warnings]
-        return gpus, [Content.styled("Waiting for the first steps…", "$text-muted"), *warnings]
+        said = waiting[:1].upper() + waiting[1:] if waiting else "Waiting for the first steps…"
+        return gpus, [Content.styled(said, "$text-muted"), *warnings]
     s = summary
     notes: list[Content] = [*warnings]
     lines = [
@@ -233,20 +243,22 @@ class AdvicePanel(VerticalScroll, can_focus=True):
         self.body = Static(
             Content.styled("Waiting for the first steps…", "$text-muted"), id="advice-body"
         )
-        self._shown: tuple[RunSummary | None, Recommendation | None] | None = None
+        self._shown: tuple[RunSummary | None, Recommendation | None, str | None] | None = None
 
     def on_resize(self) -> None:
         if self._shown is not None:
             self.body.update(self._grid(*self._shown))
 
-    def _grid(self, summary: RunSummary | None, rec: Recommendation | None) -> Content:
+    def _grid(
+        self, summary: RunSummary | None, rec: Recommendation | None, waiting: str | None
+    ) -> Content:
         # A row (wider than a column of facts): the compact form. Two columns are
         # kept for a vertical scrollbar, should the text not fit, and one for the
         # text's own right margin (app.tcss).
         width = self.content_size.width - 3
         if width < 2 * ROW_MIN_FACT:
-            return advice_content(summary, rec)
-        return advice_compact(summary, rec, width)
+            return advice_content(summary, rec, waiting)
+        return advice_compact(summary, rec, width, waiting)
 
     def compose(self):
         yield self.body
@@ -259,10 +271,12 @@ class AdvicePanel(VerticalScroll, can_focus=True):
         *,
         interrupted: bool = False,
         failure: str | None = None,
+        waiting: str | None = None,
     ) -> None:
         """``final``: the run is over (``interrupted``: without an end event);
         ``failure``: why it failed, shown in place of "waiting" when it failed
-        before its first step."""
+        before its first step; ``waiting``: what is true before the first step
+        (:func:`advice_parts`)."""
         if interrupted:
             self.border_title = "Summary (run interrupted)"
         else:
@@ -278,5 +292,5 @@ class AdvicePanel(VerticalScroll, can_focus=True):
                 )
             )
             return
-        self._shown = (summary, recommendation)
-        self.body.update(self._grid(summary, recommendation))
+        self._shown = (summary, recommendation, waiting)
+        self.body.update(self._grid(summary, recommendation, waiting))

@@ -6,7 +6,7 @@ from textual.content import Content
 from textual.widgets import Static
 
 from gpuscale import formatting as fmt
-from gpuscale.analysis.script_runs import is_callbackless_start, scaling_of
+from gpuscale.analysis.script_runs import before_own_start, is_callbackless_start, scaling_of
 from gpuscale.ui.model import Snapshot
 from gpuscale.ui.sources import ReplayStatus, SourceInfo
 
@@ -74,10 +74,17 @@ class RunHeader(Static):
                 state, style = "interrupted (no end event)", "$text-error"
         elif snap.start is None:
             state, style = "starting", "$text-warning"
-        # a script without gpuscale's callback: no step will come
-        no_steps = snap.steps_done == 0 and is_callbackless_start(snap.start)
+        progress = f"step {snap.steps_done}"
+        if snap.steps_done == 0 and is_callbackless_start(snap.start):
+            progress = "no step times"  # a script without gpuscale's callback: none will come
+        elif (
+            snap.steps_done == 0
+            and state == "running"
+            and before_own_start(snap.start, snap.gpus_sampled)
+        ):
+            progress = "no step times yet"  # telemetry only until the run's own start
         parts = [
-            "no step times" if no_steps else f"step {snap.steps_done}",
+            progress,
             f"elapsed {fmt.format_clock_s(snap.elapsed_s)}",
         ]
         if replay is not None:
