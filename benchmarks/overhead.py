@@ -10,8 +10,9 @@ CPU devices with MirroredStrategy. Each round runs:
   without the step timing). Both arms run one compiled step, so the process's
   offset of one compiled function against another (below) is not in the figure;
 * ``gpuscale``: ``--steps`` steps of :meth:`gpuscale.trainer.loop.Trainer.run`,
-  the loop the trainer process runs: synchronised step timing, StepEvents, and
-  the phase probes at the default budget (``--probe-budget``), a fresh schedule
+  the loop the trainer process runs: synchronised step timing, StepEvents sent as
+  the trainer sends them (an EventClient's thread encoding them to an
+  EventServer, in this process here), and the phase probes at the default budget (``--probe-budget``), a fresh schedule
   each round, i.e. a whole run with its dense start;
 * ``dense``: ``--dense-steps`` steps of the same loop probing at every step:
   the reference breakdown (timed for nothing else).
@@ -56,6 +57,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import queue
 import statistics
 import sys
 import time
@@ -110,6 +112,7 @@ def main() -> int:
 
     from gpuscale.analysis.summary import summarize
     from gpuscale.events.schema import PhaseEvent, StepEvent
+    from gpuscale.events.transport import EventClient, EventServer
     from gpuscale.trainer import loop
     from gpuscale.trainer.options import TrainConfig
 
@@ -138,6 +141,13 @@ def main() -> int:
     def plain_step(batch):
         per_replica = strategy.run(plain_replica, args=batch)
         return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+    # Events travel as in a trainer under `gpuscale run`: each one queued on an
+    # EventClient whose thread encodes and sends it to the EventServer (in this
+    # process here; gpuscale's own process under `run`), so their cost is counted.
+    received: queue.SimpleQueue = queue.SimpleQueue()
+    server = EventServer(received.put)
+    client = EventClient.from_env(server.env(0))
 
     batches = trainer.batches()
     trainer._batches = batches  # every loop uses the same (synthetic, on-device) batch
@@ -177,12 +187,15 @@ def main() -> int:
                     plain_wall += t1 - t0
                     continue
                 for event in run:  # up to the next step: a probe after the previous one included
+                    client.send(event)
                     events.append(event)
                     if isinstance(event, StepEvent):
                         break
                 inst_wall += time.perf_counter() - t0
         t1 = time.perf_counter()
-        events += list(run)  # a probe after the last step
+        for event in run:  # a probe after the last step
+            client.send(event)
+            events.append(event)
         inst_wall += time.perf_counter() - t1
         counted[method].append(trainer.schedule)
         return plain_wall, inst_wall, times, events
@@ -237,6 +250,8 @@ def main() -> int:
             return "n/a"
         return f"{value:.1%}" + (f" ± {err * 100:.1f}" if err is not None else "")
 
+    client.close()
+    server.close()
     plain_step_s = statistics.median(s for m in methods for s in plain_steps[m])
     print(
         f"model {trainer.model.name}, {trainer.num_replicas} x {plan.platform}, "
