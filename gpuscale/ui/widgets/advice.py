@@ -151,6 +151,17 @@ def advice_compact(
     return Content("\n").join(lines + notes)
 
 
+def busbw_text(s: RunSummary) -> str | None:
+    """The bus bandwidth of the all-reduce timed alone (``busbw_total_bytes_s``, the
+    figure the run's summary gives), never one from the exposed all-reduce: overlap
+    with the backward pass hides part of the exchange, so a rate from the exposed
+    time reads high. ``None`` where the all-reduce was not timed alone."""
+    if not s.busbw_total_bytes_s:
+        return None
+    rate = format_rate_bytes_s(s.busbw_total_bytes_s, significant=3)
+    return f"{rate} (all-reduce alone, {format_bytes(s.payload_bytes)}/step)"
+
+
 def advice_parts(
     summary: RunSummary | None, rec: Recommendation | None = None, waiting: str | None = None
 ) -> tuple[list[Content], list[Content]]:
@@ -193,17 +204,13 @@ def advice_parts(
         for item in items:  # the words of `gpuscale run`'s summary
             style = "$text-warning" if item.notable else "green" if item.label == "compute" else ""
             lines.append(_row(item.label, item.value, style))
-        # ratio and bandwidth come from the exposed all-reduce: not from noise
+        # the ratio comes from the exposed all-reduce: not from noise
         exchange = next(item.value for item in items if item.label == "exposed all-reduce")
         if s.devices > 1 and "not resolved" not in exchange:
             lines.append(_row("compute:comm", ratio))
-        if s.busbw_bytes_s and "not resolved" not in exchange:
-            lines.append(
-                _row(
-                    "busbw",
-                    f"{format_rate_bytes_s(s.busbw_bytes_s)} ({format_bytes(s.payload_bytes)}/step)",
-                )
-            )
+        busbw = busbw_text(s)
+        if busbw:
+            lines.append(_row("busbw", busbw))
         lines.append(_row("probes", probes_text(s)))
         apart = parts_note(s)
         if apart:
