@@ -14,7 +14,7 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
-from gpuscale.analysis.confidence import run_confidence
+from gpuscale.analysis.confidence import live_predictions, run_confidence
 from gpuscale.analysis.gpu_activity import busy_not_working, gpu_activity_text
 from gpuscale.analysis.phase_report import (
     parts_note,
@@ -227,7 +227,10 @@ def advice_parts(
     if precision is not None:
         text, reached = precision
         notes.append(_text(text, "" if reached else "$text-warning"))
-    if rec is not None:
+    live = live_predictions(s)
+    if live.level == "wait" and s.step_time_s:  # no 1.00x with a narrow range yet
+        notes.append(_text(live.reason[:1].upper() + live.reason[1:], "$text-muted"))
+    elif rec is not None:
         notes += _predictions(rec)
     trust = run_confidence(s)
     style = {"low": "$text-warning", "none": "$text-muted"}.get(trust.level, "$text-success")
