@@ -184,16 +184,37 @@ def format_gb(value_bytes: float | None) -> str:
     return NA if _missing(value_bytes) else f"{value_bytes / 1e9:.1f}"
 
 
-def format_rate_bytes_s(value_bytes_s: float | None) -> str:
+def format_rate_bytes_s(value_bytes_s: float | None, significant: int | None = None) -> str:
     """A transfer rate given in bytes per second, in decimal units:
-    ``850 B/s``, ``1.5 kB/s``, ``320.0 MB/s``, ``45.0 GB/s``; ``n/a`` for None."""
+    ``850 B/s``, ``1.5 kB/s``, ``320.0 MB/s``, ``45.0 GB/s``; ``n/a`` for None.
+    ``significant``: that many significant figures instead of one decimal, for a
+    measured rate that is not known better (``393 MB/s``, ``1.12 GB/s``)."""
     if _missing(value_bytes_s):
         return NA
     value = float(value_bytes_s)
+    if significant is not None:
+        value = _round_significant(value, significant)
     for unit, scale in _DECIMAL_UNITS:
         if abs(value) >= scale:
-            return f"{value / scale:.1f} {unit}/s"
+            scaled = value / scale
+            if significant is None:
+                return f"{scaled:.1f} {unit}/s"
+            return f"{scaled:.{_decimals(scaled, significant)}f} {unit}/s"
     return f"{value:.0f} B/s"
+
+
+def _round_significant(value: float, significant: int) -> float:
+    """``value`` rounded to ``significant`` figures (999.6 at 3 is 1000)."""
+    if value == 0:
+        return 0.0
+    return round(value, significant - 1 - math.floor(math.log10(abs(value))))
+
+
+def _decimals(value: float, significant: int) -> int:
+    """Decimals that show ``value`` (already rounded) to ``significant`` figures."""
+    if value == 0:
+        return 0
+    return max(0, significant - 1 - math.floor(math.log10(abs(value))))
 
 
 def format_gb_s(value_bytes_s: float | None) -> str:

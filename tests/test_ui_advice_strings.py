@@ -15,7 +15,7 @@ HOSTILE = "model '\x1b]0;PWNED\x07\x1b[2J[/bold][link=http://x]m'"
 
 
 def test_sentences_that_quote_names_are_escaped(monkeypatch):
-    events = sample_events(gpus=2)
+    events = sample_events(steps=30, gpus=2)  # enough steps for predictions
     summary = summarize(events)
     rec = predict_from_run(events[0], summary)
     assert rec is not None

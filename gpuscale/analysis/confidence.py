@@ -8,6 +8,7 @@ from typing import Literal
 
 import msgspec
 
+from gpuscale.analysis.metrics import MIN_SAMPLES_FOR_UNCERTAINTY
 from gpuscale.analysis.summary import RunSummary
 from gpuscale.formatting import format_fraction_pct, plural
 
@@ -75,3 +76,55 @@ def run_confidence(summary: RunSummary) -> RunConfidence:
 def comm_share_is_notable(share: float | None) -> bool:
     """Whether an exposed all-reduce share (0-1) is above :data:`NOTABLE_COMM_SHARE`."""
     return share is not None and share > NOTABLE_COMM_SHARE
+
+
+class LivePredictions(msgspec.Struct, kw_only=True):
+    """Whether one run in progress can predict other device counts, and how."""
+
+    level: Literal["wait", "guess", "calibrated"]
+    """``wait``: no prediction yet (too little to fit what it rests on); ``guess``:
+    predictions, but their ranges are no calibrated range; ``calibrated``: the
+    ranges as :func:`gpuscale.analysis.recommend.recommend` gives them."""
+    reason: str = ""
+    """Why not ``calibrated``, in words (``wait``: what the predictions wait for)."""
+
+
+def live_predictions(summary: RunSummary) -> LivePredictions:
+    """The one rule for predictions from a single run (the dashboard's panel,
+    :func:`gpuscale.analysis.recommend.recommend_from_run`). Its predictions rest on
+    the median step time, the spread of the step times (noisy steps widen the range)
+    and, on several devices, the exposed all-reduce's share of the step. Before
+    :data:`ENOUGH_STEPS` counted steps, and before the share is measured (3 probes
+    whose phases split the step), there is nothing to fit: no prediction, never a
+    1.00x with a narrow "calibrated" range. While the share is known only to worse
+    than its target (``share_target``: ``--precision`` or the probes' default) the
+    predictions are a guess. A run with enough of all three is ``calibrated``."""
+    if summary.steps_counted < ENOUGH_STEPS:
+        return LivePredictions(
+            level="wait",
+            reason=f"predictions after {ENOUGH_STEPS} counted steps "
+            f"({summary.steps_counted} so far)",
+        )
+    if summary.devices <= 1:
+        return LivePredictions(level="calibrated")
+    probes = summary.probes_run
+    if probes < MIN_SAMPLES_FOR_UNCERTAINTY or summary.comm_share_err is None:
+        return LivePredictions(
+            level="wait",
+            reason=f"predictions once the exposed all-reduce is measured "
+            f"({probes} of {MIN_SAMPLES_FOR_UNCERTAINTY} probes so far)",
+        )
+    if not summary.phases_split_step:
+        return LivePredictions(
+            level="wait",
+            reason="predictions once the probes' phases split the step (not yet)",
+        )
+    target = summary.share_target
+    if target is not None and summary.comm_share_err > target:
+        return LivePredictions(
+            level="guess",
+            reason=f"a guess, not a calibrated range: the exposed share is known to "
+            f"\u00b1{100 * summary.comm_share_err:.1f} points so far (target "
+            f"\u00b1{100 * target:.0f}), so the range spans the predictions at either end",
+        )
+    return LivePredictions(level="calibrated")

@@ -26,6 +26,7 @@ from gpuscale.analysis.decide import (
 )
 from gpuscale.analysis.model import ScalingModel, compute_scale_for, threshold_compute_scale
 from gpuscale.analysis.predict import BET_RISK
+from gpuscale.analysis.sweep import SweepPoint
 from gpuscale.formatting import (
     format_bytes,
     format_duration_s,
@@ -211,9 +212,15 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[
         rate = metrics.algbw_bytes_s(m.payload_bytes, comm)
         detail = f" ({format_bytes(m.payload_bytes)} per step at an effective {format_rate_bytes_s(rate)}"
         peaks = [p.interconnect_bytes_s for p in measured if p.interconnect_bytes_s]
-        if peaks and n2 > 1:
-            bus = metrics.busbw_bytes_s(rate, n2, m.exchange)
-            detail += f", busbw {format_rate_bytes_s(bus)} against a link peak of {format_rate_bytes_s(min(peaks))}"
+        alone = alone_busbw_bytes_s(measured, m.exchange)
+        if peaks and n2 > 1 and alone:
+            # the link's peak is compared with the all-reduce timed alone, never with a
+            # rate from the exposed part (overlap hides the rest: it would read high)
+            detail += (
+                f"; the all-reduce alone ran at a busbw of "
+                f"{format_rate_bytes_s(alone, significant=3)} against a link peak of "
+                f"{format_rate_bytes_s(min(peaks))}"
+            )
         detail += ")"
     elif m.payload_bytes and m.bandwidth_bytes_s:
         detail = (
@@ -271,6 +278,66 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[
     else:
         text += f", above the {ratio * k:.1f} needed for {n1} -> {n2} to pay (model)"
     rec.reasons.append(text + ".")
+
+
+BUSBW_FACTOR = {"ring": "2(N-1)/N", "gather": "N-1", "host": "N"}
+"""The bus-bandwidth convention of each exchange, in words: ``busbw = payload x
+factor / time`` (:func:`gpuscale.analysis.metrics.link_volume_factor`; a ring's is
+NCCL's ``busbw``)."""
+
+
+def alone_busbw_bytes_s(points: Sequence[SweepPoint], exchange: str) -> float | None:
+    """The busbw of the all-reduce timed alone (``allreduce_total_s``) at the largest
+    of the measured multi-device ``points`` that timed it, as the run's summary and
+    the dashboard give it (``RunSummary.busbw_total_bytes_s``); ``None`` without one."""
+    timed = [p for p in points if p.allreduce_total_s and p.payload_bytes and p.devices > 1]
+    if not timed:
+        return None
+    top = max(p.devices for p in timed)
+    alone = metrics.median([p.allreduce_total_s or 0.0 for p in timed if p.devices == top])
+    payload = metrics.median([p.payload_bytes or 0 for p in timed if p.devices == top])
+    return metrics.busbw_bytes_s(metrics.algbw_bytes_s(payload, alone), top, exchange)
+
+
+def bandwidth_text(model: ScalingModel, points: Sequence[SweepPoint]) -> str | None:
+    """What the model's bandwidth is, in words, beside the all-reduce timed alone
+    where it was (``points``: the configuration's measured points). A model fitted
+    from phases or step times knows the *exposed* exchange: the busbw it gives is what
+    the step effectively pays per byte (at the largest measured multi-device count,
+    in the summary's convention, :data:`BUSBW_FACTOR`), not the link's speed, and
+    differs from the all-reduce alone by the overlap with the backward pass (or by
+    replicas waiting for each other). ``None`` where the payload is not known."""
+    if not model.payload_bytes or not model.bandwidth_bytes_s:
+        return None
+    if model.basis == "link peak":
+        return f"the link assumed at its peak, {format_rate_bytes_s(model.bandwidth_bytes_s)}"
+    multi = [p.devices for p in points if not p.predicted and p.devices > 1]
+    top = max(multi, default=0)
+    comm = model.comm_time_s(top) if top else 0.0
+    if comm <= 0:
+        return None
+    paid = metrics.busbw_bytes_s(
+        metrics.algbw_bytes_s(model.payload_bytes, comm), top, model.exchange
+    )
+    factor = BUSBW_FACTOR.get(model.exchange, "v(N)")
+    text = (
+        f"exposed exchange ≈ {format_rate_bytes_s(paid, significant=3)} effective "
+        f"at {dev(top)} (busbw, payload x {factor} over the fitted exposed time)"
+    )
+    alone = alone_busbw_bytes_s(
+        [p for p in points if not p.predicted and p.devices == top], model.exchange
+    )
+    if alone:
+        why = (
+            "overlap with the backward pass hides part of the exchange"
+            if paid > alone
+            else "the step waits longer than the exchange alone takes (replicas waiting "
+            "for each other, launch overhead)"
+        )
+        text += (
+            f"; the all-reduce alone measured {format_rate_bytes_s(alone, significant=3)}: {why}"
+        )
+    return text
 
 
 def _shared_cores_reason(m: ScalingModel) -> str:

@@ -21,7 +21,11 @@ from typing import Literal
 import msgspec
 
 from gpuscale.analysis import metrics
-from gpuscale.analysis.confidence import CPU_LOGICAL_CAVEAT, LOCAL_WORKERS_CAVEAT
+from gpuscale.analysis.confidence import (
+    CPU_LOGICAL_CAVEAT,
+    LOCAL_WORKERS_CAVEAT,
+    live_predictions,
+)
 from gpuscale.analysis.cost import Cost, cost_line, cost_of, per_million_samples, relative_text
 from gpuscale.analysis.decide import (
     DEFAULT_MIN_EFFICIENCY,
@@ -507,6 +511,53 @@ def recommend_from_run(start: StartEvent | None, summary: RunSummary) -> Recomme
     from gpuscale.analysis.sweep import point_from_summary
 
     try:
-        return recommend([point_from_summary(summary, start, "live")])
+        point = point_from_summary(summary, start, "live")
+        rec = recommend([point])
     except GpuscaleError:
         return None
+    live = live_predictions(summary)
+    if live.level == "wait":  # nothing to fit yet: the measured rows only
+        rec.table = [r for r in rec.table if not r.predicted]
+    elif live.level == "guess":
+        rec.table = _guessed(rec.table, point, live.reason)
+    return rec
+
+
+def _guessed(rows: list[SweepPoint], point: SweepPoint, reason: str) -> list[SweepPoint]:
+    """``rows`` with every predicted one's range spanning the predictions from the
+    exposed all-reduce at either end of its 95 % interval (``point``: the one
+    measured point), stated as a guess (``reason``) with no coverage and no bet bound."""
+    a, err = point.allreduce_s or 0.0, point.allreduce_err_s or 0.0
+    ends = []
+    for shifted in (max(a - err, 0.0), a + err):
+        try:
+            ends.append(recommend([msgspec.structs.replace(point, allreduce_s=shifted)]).table)
+        except GpuscaleError:
+            continue
+    base = [r for r in rows if not r.predicted]
+    out = []
+    for r in rows:
+        if not r.predicted or r.throughput_low is None or r.throughput_high is None:
+            out.append(r)
+            continue
+        at = [e.throughput_low for t in ends for e in t if e.devices == r.devices and e.predicted]
+        up = [e.throughput_high for t in ends for e in t if e.devices == r.devices and e.predicted]
+        low = min([r.throughput_low, *(x for x in at if x is not None)])
+        high = max([r.throughput_high, *(x for x in up if x is not None)])
+        r = msgspec.structs.replace(
+            r,
+            throughput_low=low,
+            throughput_high=high,
+            throughput_safe=None,
+            coverage=None,
+            # already a guess (noisy steps): both reasons, "a guess" once
+            coverage_basis=(
+                f"{r.coverage_basis}; {reason.split(': ', 1)[-1]}"
+                if r.coverage is None and r.coverage_basis
+                else reason
+            ),
+        )
+        if base and base[0].throughput:
+            r = with_ratios(r, base[0].throughput, base[0].devices)
+        out.append(r)
+    return out

@@ -204,11 +204,15 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     algbw_bytes_s: float | None = None
     """``payload / exposed all-reduce``: what the step effectively paid per byte."""
     busbw_bytes_s: float | None = None
-    """``algbw x v(N)``, the exchange's volume factor (``2(N-1)/N`` for a ring):
-    the rate the busiest link carried."""
+    """``algbw x v(N)``, the exchange's volume factor (``2(N-1)/N`` for a ring), of
+    the *exposed* all-reduce: what the step effectively paid, not the link's rate
+    (overlap hides part of the exchange, so it reads high); views show
+    ``busbw_total_bytes_s`` as the busbw."""
     algbw_total_bytes_s: float | None = None
     """``payload / all-reduce timed alone`` (when measured)."""
     busbw_total_bytes_s: float | None = None
+    """``algbw_total x v(N)``: the bus bandwidth of the all-reduce timed alone, the
+    one to compare with the link's peak (the dashboard's ``busbw``)."""
     interconnect: Interconnect | None = None
     """The slowest device link's peak, per direction (from the device information)."""
     gpu_util_mean_pct: float | None = None

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text as _RichText
 
 from gpuscale.analysis.decide import MIN_GAIN_PER_DOUBLING, expected_speedup, table_base
+from gpuscale.analysis.explain import bandwidth_text
 from gpuscale.analysis.phase_report import count_precision_text, precision_meaning
 from gpuscale.analysis.predict import borrowed
 from gpuscale.analysis.recommend import Recommendation
@@ -22,7 +23,6 @@ from gpuscale.formatting import (
     format_fraction_pct,
     format_number,
     format_range,
-    format_rate_bytes_s,
     markup_literal,
     plural,
     visible,
@@ -444,11 +444,8 @@ def render(
             if model.fit_error is None
             else f"within {format_fraction_pct(model.fit_error, 1)} of the measured points"
         )
-        bandwidth = (
-            f", effective bandwidth {format_rate_bytes_s(model.bandwidth_bytes_s)}"
-            if model.bandwidth_bytes_s
-            else ""
-        )
+        rates = bandwidth_text(model, rows)
+        bandwidth = f"; {rates}" if rates else ""
         if model.predicts:
             console.print(
                 Text(

@@ -14,7 +14,7 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
-from gpuscale.analysis.confidence import run_confidence
+from gpuscale.analysis.confidence import live_predictions, run_confidence
 from gpuscale.analysis.gpu_activity import busy_not_working, gpu_activity_text
 from gpuscale.analysis.phase_report import (
     parts_note,
@@ -151,6 +151,17 @@ def advice_compact(
     return Content("\n").join(lines + notes)
 
 
+def busbw_text(s: RunSummary) -> str | None:
+    """The bus bandwidth of the all-reduce timed alone (``busbw_total_bytes_s``, the
+    figure the run's summary gives), never one from the exposed all-reduce: overlap
+    with the backward pass hides part of the exchange, so a rate from the exposed
+    time reads high. ``None`` where the all-reduce was not timed alone."""
+    if not s.busbw_total_bytes_s:
+        return None
+    rate = format_rate_bytes_s(s.busbw_total_bytes_s, significant=3)
+    return f"{rate} (all-reduce alone, {format_bytes(s.payload_bytes)}/step)"
+
+
 def advice_parts(
     summary: RunSummary | None, rec: Recommendation | None = None, waiting: str | None = None
 ) -> tuple[list[Content], list[Content]]:
@@ -193,17 +204,13 @@ def advice_parts(
         for item in items:  # the words of `gpuscale run`'s summary
             style = "$text-warning" if item.notable else "green" if item.label == "compute" else ""
             lines.append(_row(item.label, item.value, style))
-        # ratio and bandwidth come from the exposed all-reduce: not from noise
+        # the ratio comes from the exposed all-reduce: not from noise
         exchange = next(item.value for item in items if item.label == "exposed all-reduce")
         if s.devices > 1 and "not resolved" not in exchange:
             lines.append(_row("compute:comm", ratio))
-        if s.busbw_bytes_s and "not resolved" not in exchange:
-            lines.append(
-                _row(
-                    "busbw",
-                    f"{format_rate_bytes_s(s.busbw_bytes_s)} ({format_bytes(s.payload_bytes)}/step)",
-                )
-            )
+        busbw = busbw_text(s)
+        if busbw:
+            lines.append(_row("busbw", busbw))
         lines.append(_row("probes", probes_text(s)))
         apart = parts_note(s)
         if apart:
@@ -220,7 +227,10 @@ def advice_parts(
     if precision is not None:
         text, reached = precision
         notes.append(_text(text, "" if reached else "$text-warning"))
-    if rec is not None:
+    live = live_predictions(s)
+    if live.level == "wait" and s.step_time_s:  # no 1.00x with a narrow range yet
+        notes.append(_text(live.reason[:1].upper() + live.reason[1:], "$text-muted"))
+    elif rec is not None:
         notes += _predictions(rec)
     trust = run_confidence(s)
     style = {"low": "$text-warning", "none": "$text-muted"}.get(trust.level, "$text-success")
