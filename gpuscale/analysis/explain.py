@@ -202,7 +202,7 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[
             points = f"{100 * err / step_t:.0f}"
             how = f"measured (±{points} points, {plural(probes, 'probe')})"
     else:
-        step_t = m.step_time_s(n2)
+        comm, step_t = _table_split(g, n2)
         how = f"estimated by the model from {m.basis}"
     if comm <= 0:
         return
@@ -271,6 +271,17 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[
     else:
         text += f", above the {ratio * k:.1f} needed for {n1} -> {n2} to pay (model)"
     rec.reasons.append(text + ".")
+
+
+def _table_split(g: Group, devices: int) -> tuple[float, float]:
+    """``(exchange, step)`` at ``devices`` as the table shows them: the row's step
+    time and its exposed share of it (a prediction's class prior and anchor are in
+    both), so the text quotes the table's figure; the model's own where the table
+    has no share there."""
+    r = row_at(g, devices)
+    if r is not None and r.comm_share is not None and r.step_time_s:
+        return r.comm_share * r.step_time_s, r.step_time_s
+    return g.model.comm_time_s(devices), g.model.step_time_s(devices)
 
 
 def _shared_cores_reason(m: ScalingModel) -> str:
@@ -413,8 +424,8 @@ def _advice(
         and chosen.points[0].platform == "gpu"
         and chosen.model.comm_time_s(rec.devices) > 0
     ):
-        m = chosen.model
-        share = metrics.share(m.compute_time_s(rec.devices), m.step_time_s(rec.devices))
+        comm, step = _table_split(chosen, rec.devices)
+        share = metrics.share(max(step - comm, 0.0), step)
         if share >= 0.5 and not chosen.points[0].mixed_precision:
             rec.advice.append(
                 f"Compute is about {format_fraction_pct(share)} of each step at {dev(rec.devices)} (model): "
