@@ -241,3 +241,40 @@ def test_compute_per_step_is_rounded_like_the_other_durations():
     reasons = " ".join(recommend(points).reasons)
     assert "per step outside the exchange" in reasons
     assert "1290.6 ms" not in reasons and "about 1.3 s per step outside the exchange" in reasons
+
+
+def test_a_combined_rows_exposed_share_says_which_step_it_is_of():
+    # trial 9: two runs at 2 devices (6.2 and 8.3 ms), only the second probed: the
+    # row showed "12% ±3 (9 probes)" beside their 7.2 ms median, 12% being of 8.3 ms
+    from gpuscale.analysis.sweep import Sweep, SweepPoint, normalize
+
+    common = {"scaling": "strong", "global_batch": 64, "config": "c", "platform": "cpu-logical"}
+    points = [
+        normalize(SweepPoint(devices=1, step_time_s=0.0043, **common)),
+        normalize(SweepPoint(devices=2, step_time_s=0.0062, **common)),
+        normalize(
+            SweepPoint(
+                devices=2,
+                step_time_s=0.0083,
+                compute_s=0.0024,
+                allreduce_s=0.001,
+                allreduce_err_s=0.0003,
+                apply_s=0.0039,
+                input_s=0.0,
+                probes=9,
+                comm_share_err=0.0003 / 0.0083,
+                **common,
+            )
+        ),
+    ]
+    rec = recommend(points)
+    (row,) = [r for r in rec.table if r.devices == 2]
+    assert row.share_step_s == pytest.approx(0.0083)
+    out = io.StringIO()
+    render(rec, Sweep(points=points), console=Console(file=out, width=160, color_system=None))
+    text = out.getvalue()
+    assert "12% ±4 (9 probes)" in text and "7.2 ms" in text
+    assert (
+        "exposed comm at 2 devices: 12% of 8.3 ms, the step of the runs that probed it "
+        "(9 probes); its 7.2 ms is the median of all its runs"
+    ) in text

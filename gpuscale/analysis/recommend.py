@@ -408,6 +408,8 @@ def _combined_phases(points: Sequence[SweepPoint], step: float) -> dict:
     for field in (*_PHASE_TIMES, "allreduce_total_s"):
         if phases.get(field) is not None:
             phases[field] *= scale
+    if abs(scale - 1) > 1e-9:  # the share shown is of the probed runs' step: say which
+        phases["share_step_s"] = own_step
     return phases
 
 

@@ -66,6 +66,31 @@ def measured_share(point, long: bool = True) -> str:
     return f"{text} ±{width:.0f}{count}" if width >= 1 else f"{text} ±{width:.1f}{count}"
 
 
+def share_step_lines(rows: list) -> list[str]:
+    """Under the table, for each row whose exposed share is of another step than the
+    one shown beside it (a count of several runs, probed in some: the share is of
+    theirs, :attr:`~gpuscale.analysis.sweep.SweepPoint.share_step_s`), which step
+    it is of; nothing where the two print alike."""
+    lines = []
+    for r in rows:
+        own = r.share_step_s
+        if (
+            own is None
+            or r.predicted
+            or r.comm_share is None
+            or exposed_unresolved(r)
+            or format_duration_s(own) == format_duration_s(r.step_time_s)
+        ):
+            continue
+        lines.append(
+            f"exposed comm at {plural(r.devices, 'device')}: "
+            f"{format_fraction_pct(r.comm_share)} of {format_duration_s(own)}, the step of the "
+            f"runs that probed it ({plural(r.probes or 0, 'probe')}); its "
+            f"{format_duration_s(r.step_time_s)} is the median of all its runs"
+        )
+    return lines
+
+
 def precision_lines(rec: Recommendation, sweep: Sweep) -> list[str]:
     """With ``--precision``: for each measured count, whether its step time and
     exposed share reached it, what they reached (±), in how many counted steps,
@@ -412,6 +437,8 @@ def render(
             console.print(
                 Text(f"  {EXPOSED_SHARE_MEANS}{ONE_DEVICE_SHARE if one else ''}", style="dim")
             )
+            for line in share_step_lines(rows):
+                console.print(Text(f"  {line}", style="dim"))
         coverages = {r.coverage for r in rows if r.predicted and r.coverage is not None}
         guesses = {
             r.coverage_basis
