@@ -12,7 +12,7 @@ The rules:
   recording cannot set the window title or clear the screen) and, where Rich or
   Textual markup is parsed, :func:`markup_literal` (``[bold]`` stays text).
 - Durations take **seconds** and print in ms below one second
-  (``12.3 ms``), in s below a minute (``4.6 s``), then ``3m 05s`` /
+  (``12.3 ms``), in s below a minute (``4.56 s``, ``12.3 s``), then ``3m 05s`` /
   ``2h 03m``. :func:`format_ms` prints always in ms, for columns of step times.
   :func:`format_clock_s` prints an elapsed time as ``m:ss`` / ``h:mm:ss``.
 - Sizes take **bytes** and print in decimal units (1 kB = 1000 B, 1 MB = 10^6 B,
@@ -80,13 +80,17 @@ _DECIMAL_UNITS = (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3))
 
 
 def format_duration_s(value_s: float | None) -> str:
-    """A duration given in seconds: ``12.3 ms`` below 1 s, ``4.6 s`` below
-    60 s, ``3m 05s`` below an hour, else ``2h 03m``; ``n/a`` for None."""
+    """A duration given in seconds: ``12.3 ms`` below 1 s, ``4.56 s`` below 10 s
+    (three significant figures, as ``943.4 ms`` beside it: never ``1.0 s`` for both
+    1.010 and 1.026 s), ``12.3 s`` below 60 s, ``3m 05s`` below an hour, else
+    ``2h 03m``; ``n/a`` for None."""
     if _missing(value_s):
         return NA
     value_s = float(value_s)
     if abs(value_s) < 1:
         return f"{value_s * 1000:.1f} ms"
+    if abs(value_s) < 9.995:  # 9.996 rounds to 10.0 s, not "10.00 s"
+        return f"{value_s:.2f} s"
     if abs(value_s) < 60:
         return f"{value_s:.1f} s"
     minutes, secs = divmod(int(round(value_s)), 60)
@@ -94,6 +98,24 @@ def format_duration_s(value_s: float | None) -> str:
         return f"{minutes}m {secs:02d}s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h {minutes:02d}m"
+
+
+def format_rough_duration_s(value_s: float | None) -> str:
+    """A duration a model estimated, to two significant figures (``64 ms``,
+    ``6.4 ms``, ``640 ms``, ``1.3 s``): never ``64.0 ms`` for a number no
+    measurement gave to a tenth of a millisecond; a minute or more, or 0, as
+    :func:`format_duration_s`."""
+    if _missing(value_s):
+        return NA
+    value = float(value_s)
+    if value == 0 or abs(value) >= 60:
+        return format_duration_s(value)
+    x, unit = (value, "s") if abs(value) >= 1 else (value * 1000, "ms")
+    x = round(x, 1 - math.floor(math.log10(abs(x))))
+    if unit == "ms" and abs(x) >= 1000:  # 999.6 ms rounds to 1.0 s
+        x, unit = x / 1000, "s"
+    digits = max(0, 1 - math.floor(math.log10(abs(x))))
+    return f"{x:.{digits}f} {unit}"
 
 
 def format_ms(value_s: float | None, digits: int = 1) -> str:

@@ -13,13 +13,34 @@ from gpuscale import formatting as f
         (None, "n/a"),
         (0.0123, "12.3 ms"),
         (0.9994, "999.4 ms"),
-        (4.561, "4.6 s"),
+        (4.561, "4.56 s"),
+        # seed004's 16 and 24 devices: three significant figures tell them apart
+        (1.010, "1.01 s"),
+        (1.026, "1.03 s"),
+        (9.996, "10.0 s"),
+        (12.34, "12.3 s"),
         (185, "3m 05s"),
         (2 * 3600 + 3 * 60 + 10, "2h 03m"),
     ],
 )
 def test_durations(value_s, text):
     assert f.format_duration_s(value_s) == text
+
+
+@pytest.mark.parametrize(
+    ("value_s", "text"),
+    [
+        (None, "n/a"),
+        (0.06404, "64 ms"),
+        (0.006404, "6.4 ms"),
+        (0.00052, "0.52 ms"),
+        (0.6404, "640 ms"),
+        (0.9996, "1.0 s"),
+        (1.26, "1.3 s"),
+    ],
+)
+def test_a_modelled_duration_has_two_significant_figures(value_s, text):
+    assert f.format_rough_duration_s(value_s) == text
 
 
 def test_ms_and_clock():
