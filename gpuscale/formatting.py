@@ -324,7 +324,23 @@ def format_with_range(
     text = format_number(value, fmt, suffix)
     if _missing(value) or low is None or high is None:
         return text
+    if format_number(low, fmt) == format_number(high, fmt):
+        return text  # narrower than the digits shown: "1.00x (1.00–1.00x)" says nothing
     return f"{text} ({format_range(low, high, fmt, suffix)})"
+
+
+def format_pct_with_range(value: float | None, low: float | None, high: float | None) -> str:
+    """A fraction and its range as percentages, ``46% (25%–52%)``, with the
+    decimals (0 or 1) that print the range's ends apart, ``1.2% (0.8%–1.3%)``
+    (never ``1% (1%–1%)``); the value alone where even one decimal does not
+    (a range narrower than the printed precision says nothing)."""
+    if _missing(value) or low is None or high is None:
+        return format_fraction_pct(value)
+    for digits in (0, 1):
+        ends = format_fraction_pct(low, digits), format_fraction_pct(high, digits)
+        if ends[0] != ends[1]:
+            return f"{format_fraction_pct(value, digits)} ({ends[0]}–{ends[1]})"
+    return format_fraction_pct(value)
 
 
 def text_gauge(pct: float | None, width: int) -> str:

@@ -278,3 +278,14 @@ def test_a_combined_rows_exposed_share_says_which_step_it_is_of():
         "exposed comm at 2 devices: 12% of 8.3 ms, the step of the runs that probed it "
         "(9 probes); its 7.2 ms is the median of all its runs"
     ) in text
+
+
+def test_no_efficiency_range_collapses_to_one_printed_value():
+    # seed002 predicted to 1024 devices printed "0% (0%\u20130%)" in the efficiency column
+    sweep = load_inputs([str(SAMPLES / "seed002_mnist.json")])
+    rec = recommend(sweep.points, max_devices=1024)
+    out = io.StringIO()
+    render(rec, sweep, console=Console(file=out, width=200, color_system=None), chart=False)
+    text = out.getvalue()
+    assert not re.search(r"(\d+(?:\.\d+)?%) \(\1\u2013\1\)", text), text
+    assert re.search(r"\d\.\d% \(\d\.\d%\u2013\d\.\d%\)", text)

@@ -138,3 +138,16 @@ def test_a_one_device_recording_is_described_without_an_all_reduce(capsys):
     model.absorb(load_run(one).events)
     header = describe_run(model.snapshot())
     assert "mirrored (1 replica, no all-reduce) · 1x logical CPU" in header, header
+
+
+def test_a_percentage_range_has_the_decimals_that_print_its_ends_apart():
+    assert f.format_pct_with_range(0.46, 0.25, 0.52) == "46% (25%\u201352%)"
+    # trial 9: "10% (10%\u201310%)" said nothing
+    assert f.format_pct_with_range(0.0118, 0.0081, 0.0128) == "1.2% (0.8%\u20131.3%)"
+    assert f.format_pct_with_range(0.1001, 0.09996, 0.1003) == "10%"  # narrower than 0.1 point
+    assert f.format_pct_with_range(0.5, None, None) == "50%"
+
+
+def test_a_range_narrower_than_its_digits_is_left_out():
+    assert f.format_with_range(1.0, 0.9991, 1.0004, ".2f", "x") == "1.00x"
+    assert f.format_with_range(7.09, 6.56, 7.61, ".2f", "x") == "7.09x (6.56\u20137.61x)"

@@ -21,6 +21,7 @@ from gpuscale.formatting import (
     format_duration_s,
     format_fraction_pct,
     format_number,
+    format_pct_with_range,
     format_range,
     format_rate_bytes_s,
     markup_literal,
@@ -28,14 +29,6 @@ from gpuscale.formatting import (
     visible,
 )
 from gpuscale.formatting import format_with_range as with_range
-
-
-def pct_with_range(value: float | None, low: float | None, high: float | None) -> str:
-    text = format_fraction_pct(value)
-    if value is None or low is None or high is None:
-        return text
-    return f"{text} ({format_fraction_pct(low)}\u2013{format_fraction_pct(high)})"
-
 
 EXPOSED_SHARE_MEANS = (
     "exposed comm: the exposed all-reduce over the median step (the share run and replay say)"
@@ -230,7 +223,7 @@ def table_columns(
         if layout.ranges_inline:
             tput.append(with_range(r.throughput, r.throughput_low, r.throughput_high, ",.0f"))
             speed.append(with_range(r.speedup, r.speedup_low, r.speedup_high, ".2f", "x"))
-            eff.append(pct_with_range(r.efficiency, r.efficiency_low, r.efficiency_high))
+            eff.append(format_pct_with_range(r.efficiency, r.efficiency_low, r.efficiency_high))
         else:
             tput.append(format_number(r.throughput, ",.0f"))
             rng.append(format_range(r.throughput_low, r.throughput_high, ",.0f"))
