@@ -308,6 +308,34 @@ def format_number(value: float | None, fmt: str = ".0f", suffix: str = "") -> st
     return NA if _missing(value) else f"{value:{fmt}}{suffix}"
 
 
+def _cost_digits(value: float) -> int:
+    """Decimals of a cost: two, or as many as give two significant figures."""
+    if value == 0:
+        return 2
+    return max(2, 1 - math.floor(math.log10(abs(value))))
+
+
+def format_cost(value: float | None) -> str:
+    """Money (any currency) with two decimals, or as many as give it two
+    significant figures: ``0.47``, ``2.31``, ``1,234.50``, but ``0.018`` and
+    ``0.060``, never ``0.02`` and ``0.06`` that make 3.38x the cost look like 3x;
+    ``n/a`` for None."""
+    if _missing(value):
+        return NA
+    digits = _cost_digits(value)
+    digits = _cost_digits(round(value, digits))  # 0.00996 rounds to 0.010, not 0.0100
+    return f"{value:,.{digits}f}"
+
+
+def format_cost_range(low: float | None, high: float | None) -> str:
+    """``0.46–0.55``: a range of costs, both ends with the decimals of the
+    smaller (:func:`format_cost`); empty without one."""
+    if _missing(low) or _missing(high):
+        return ""
+    digits = _cost_digits(min(abs(low), abs(high)))
+    return f"{low:,.{digits}f}–{high:,.{digits}f}"
+
+
 def format_range(low: float | None, high: float | None, fmt: str, suffix: str = "") -> str:
     """``905\u20131,150``: a range on its own (``suffix`` once, after the high
     end); empty without one."""

@@ -57,7 +57,12 @@ from gpuscale.analysis.summary import RunSummary
 from gpuscale.analysis.sweep import SweepPoint, phases_unresolved
 from gpuscale.errors import GpuscaleError
 from gpuscale.events.schema import StartEvent
-from gpuscale.formatting import format_fraction_pct, format_range, format_with_range
+from gpuscale.formatting import (
+    format_cost,
+    format_cost_range,
+    format_fraction_pct,
+    format_with_range,
+)
 
 __all__ = [
     "DEFAULT_MIN_EFFICIENCY",
@@ -278,8 +283,8 @@ def _costs(rec: Recommendation, groups: Sequence[Group], prices: dict[str, float
 def _per_million(cost: Cost) -> str:
     """``0.41 per million``; predicted, with its range: ``0.47 per million, range
     0.46\u20130.55,`` (said inside brackets)."""
-    text = f"{cost.per_million_samples:,.2f} per million"
-    span = format_range(cost.per_million_samples_low, cost.per_million_samples_high, ",.2f")
+    text = f"{format_cost(cost.per_million_samples)} per million"
+    span = format_cost_range(cost.per_million_samples_low, cost.per_million_samples_high)
     return f"{text}, range {span}," if span else text
 
 

@@ -18,6 +18,7 @@ from gpuscale.analysis.sweep import Sweep, exposed_unresolved, phases_unresolved
 from gpuscale.commands.console import layout_width, print_at_width, text_console
 from gpuscale.commands.recommend_chart import print_chart
 from gpuscale.formatting import (
+    format_cost,
     format_duration_s,
     format_fraction_pct,
     format_number,
@@ -255,12 +256,12 @@ def table_columns(
                 cost.append("")
             elif long and layout.ranges_inline and c.relative_low is not None:
                 cost.append(
-                    f"{c.per_million_samples:,.2f} ({c.relative:.2f}x, {format_range(c.relative_low, c.relative_high, '.2f', 'x')})"
+                    f"{format_cost(c.per_million_samples)} ({c.relative:.2f}x, {format_range(c.relative_low, c.relative_high, '.2f', 'x')})"
                 )
             elif long:
-                cost.append(f"{c.per_million_samples:,.2f} ({c.relative:.2f}x)")
+                cost.append(f"{format_cost(c.per_million_samples)} ({c.relative:.2f}x)")
             else:
-                cost.append(f"{c.per_million_samples:,.2f}")
+                cost.append(format_cost(c.per_million_samples))
         if r.predicted:
             text = "predicted" if long else "pred."
         elif limit is not None and r.devices > limit:
