@@ -12,7 +12,7 @@ The rules:
   recording cannot set the window title or clear the screen) and, where Rich or
   Textual markup is parsed, :func:`markup_literal` (``[bold]`` stays text).
 - Durations take **seconds** and print in ms below one second
-  (``12.3 ms``), in s below a minute (``4.6 s``), then ``3m 05s`` /
+  (``12.3 ms``), in s below a minute (``4.56 s``, ``12.3 s``), then ``3m 05s`` /
   ``2h 03m``. :func:`format_ms` prints always in ms, for columns of step times.
   :func:`format_clock_s` prints an elapsed time as ``m:ss`` / ``h:mm:ss``.
 - Sizes take **bytes** and print in decimal units (1 kB = 1000 B, 1 MB = 10^6 B,
@@ -80,13 +80,17 @@ _DECIMAL_UNITS = (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3))
 
 
 def format_duration_s(value_s: float | None) -> str:
-    """A duration given in seconds: ``12.3 ms`` below 1 s, ``4.6 s`` below
-    60 s, ``3m 05s`` below an hour, else ``2h 03m``; ``n/a`` for None."""
+    """A duration given in seconds: ``12.3 ms`` below 1 s, ``4.56 s`` below 10 s
+    (three significant figures, as ``943.4 ms`` beside it: never ``1.0 s`` for both
+    1.010 and 1.026 s), ``12.3 s`` below 60 s, ``3m 05s`` below an hour, else
+    ``2h 03m``; ``n/a`` for None."""
     if _missing(value_s):
         return NA
     value_s = float(value_s)
     if abs(value_s) < 1:
         return f"{value_s * 1000:.1f} ms"
+    if abs(value_s) < 9.995:  # 9.996 rounds to 10.0 s, not "10.00 s"
+        return f"{value_s:.2f} s"
     if abs(value_s) < 60:
         return f"{value_s:.1f} s"
     minutes, secs = divmod(int(round(value_s)), 60)
@@ -94,6 +98,24 @@ def format_duration_s(value_s: float | None) -> str:
         return f"{minutes}m {secs:02d}s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h {minutes:02d}m"
+
+
+def format_rough_duration_s(value_s: float | None) -> str:
+    """A duration a model estimated, to two significant figures (``64 ms``,
+    ``6.4 ms``, ``640 ms``, ``1.3 s``): never ``64.0 ms`` for a number no
+    measurement gave to a tenth of a millisecond; a minute or more, or 0, as
+    :func:`format_duration_s`."""
+    if _missing(value_s):
+        return NA
+    value = float(value_s)
+    if value == 0 or abs(value) >= 60:
+        return format_duration_s(value)
+    x, unit = (value, "s") if abs(value) >= 1 else (value * 1000, "ms")
+    x = round(x, 1 - math.floor(math.log10(abs(x))))
+    if unit == "ms" and abs(x) >= 1000:  # 999.6 ms rounds to 1.0 s
+        x, unit = x / 1000, "s"
+    digits = max(0, 1 - math.floor(math.log10(abs(x))))
+    return f"{x:.{digits}f} {unit}"
 
 
 def format_ms(value_s: float | None, digits: int = 1) -> str:
@@ -307,6 +329,34 @@ def format_number(value: float | None, fmt: str = ".0f", suffix: str = "") -> st
     return NA if _missing(value) else f"{value:{fmt}}{suffix}"
 
 
+def _cost_digits(value: float) -> int:
+    """Decimals of a cost: two, or as many as give two significant figures."""
+    if value == 0:
+        return 2
+    return max(2, 1 - math.floor(math.log10(abs(value))))
+
+
+def format_cost(value: float | None) -> str:
+    """Money (any currency) with two decimals, or as many as give it two
+    significant figures: ``0.47``, ``2.31``, ``1,234.50``, but ``0.018`` and
+    ``0.060``, never ``0.02`` and ``0.06`` that make 3.38x the cost look like 3x;
+    ``n/a`` for None."""
+    if _missing(value):
+        return NA
+    digits = _cost_digits(value)
+    digits = _cost_digits(round(value, digits))  # 0.00996 rounds to 0.010, not 0.0100
+    return f"{value:,.{digits}f}"
+
+
+def format_cost_range(low: float | None, high: float | None) -> str:
+    """``0.46–0.55``: a range of costs, both ends with the decimals of the
+    smaller (:func:`format_cost`); empty without one."""
+    if _missing(low) or _missing(high):
+        return ""
+    digits = _cost_digits(min(abs(low), abs(high)))
+    return f"{low:,.{digits}f}–{high:,.{digits}f}"
+
+
 def format_range(low: float | None, high: float | None, fmt: str, suffix: str = "") -> str:
     """``905\u20131,150``: a range on its own (``suffix`` once, after the high
     end); empty without one."""
@@ -323,7 +373,23 @@ def format_with_range(
     text = format_number(value, fmt, suffix)
     if _missing(value) or low is None or high is None:
         return text
+    if format_number(low, fmt) == format_number(high, fmt):
+        return text  # narrower than the digits shown: "1.00x (1.00–1.00x)" says nothing
     return f"{text} ({format_range(low, high, fmt, suffix)})"
+
+
+def format_pct_with_range(value: float | None, low: float | None, high: float | None) -> str:
+    """A fraction and its range as percentages, ``46% (25%–52%)``, with the
+    decimals (0 or 1) that print the range's ends apart, ``1.2% (0.8%–1.3%)``
+    (never ``1% (1%–1%)``); the value alone where even one decimal does not
+    (a range narrower than the printed precision says nothing)."""
+    if _missing(value) or low is None or high is None:
+        return format_fraction_pct(value)
+    for digits in (0, 1):
+        ends = format_fraction_pct(low, digits), format_fraction_pct(high, digits)
+        if ends[0] != ends[1]:
+            return f"{format_fraction_pct(value, digits)} ({ends[0]}–{ends[1]})"
+    return format_fraction_pct(value)
 
 
 def text_gauge(pct: float | None, width: int) -> str:

@@ -4,6 +4,7 @@ floor" beside a step that passed it), and a speedup says what it is over."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -139,3 +140,36 @@ def test_a_probed_compute_longer_than_the_step_is_not_a_share_above_100_percent(
     text = "\n".join(recommend(points).advice)
     assert "Compute is about all of each step at 2 devices" in text
     assert "112%" not in text and "107%" not in text
+
+
+R50 = (
+    '{"format":"gpuscale-sweep","version":1,"source":"published table","available_devices":8,'
+    '"defaults":{"model":"resnet50","scaling":"weak","per_replica_batch":256},'
+    '"points":[{"devices":1,"throughput":360},{"devices":2,"throughput":700},'
+    '{"devices":4,"throughput":1350}]}'
+)
+
+
+def test_the_why_quotes_the_tables_exposed_share_of_a_predicted_row(tmp_path, capsys):
+    # trial 9's r50.json: the table said "11% (model)" at 8 devices (the class
+    # prior in its step), the Why "12%" and "Compute is about 88%" (the bare model)
+    sweep = tmp_path / "r50.json"
+    sweep.write_text(R50)
+    assert main(["recommend", "--from", str(sweep), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (row,) = [p for p in doc["points"] if p["devices"] == 8]
+    share = round(100 * row["comm_share"])
+    assert main(["recommend", "--from", str(sweep)]) == 0
+    out = capsys.readouterr().out
+    assert f"{share}% (model)" in out
+    assert f"Gradient exchange takes {share}% of each step at 8 devices" in out
+    assert f"About {100 - share}% of each step at 8 devices" in out
+
+
+def test_the_models_compute_is_named_the_step_outside_the_exchange():
+    # trial 9: run said "compute 2.4 ms" (probed forward and backward), recommend
+    # "about 6.2 ms of compute per step" (the step less the exchange: apply too)
+    rec = recommend(_points([(1, 0.1, None, None), (2, 0.105, None, None), (4, 0.11, None, None)]))
+    text = " ".join(rec.advice)
+    assert "of each step at" in text and "is outside the exchange, compute, apply and input" in text
+    assert "Compute is about" not in text

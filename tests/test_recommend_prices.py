@@ -162,3 +162,34 @@ def test_the_price_options_help_quotes_what_seed002_prints(capsys):
     seed002 = str(Path(__file__).resolve().parent.parent / "sample_runs" / "seed002_mnist.json")
     assert main(["recommend", "--from", seed002, "--price-per-device-hour", "2.5"]) == 0
     assert example in capsys.readouterr().out
+
+
+def test_small_costs_keep_two_significant_figures(capsys, tmp_path):
+    # trial 9: "0.02 (1.00x)" beside "0.06 (3.38x)": two decimals made 3.38x read 3x
+    points = [
+        {"devices": 1, "throughput": 1000.0},
+        {"devices": 2, "throughput": 1200.0},
+    ]
+    path = _sweep(tmp_path, points, {"price_per_device_hour": 0.0648})
+    assert main(["recommend", "--max-devices", "2", "--from", path]) == 0
+    out = capsys.readouterr().out
+    # 0.0648 per hour: 0.018 per million at 1 device, 2 x 0.018 / 1.2 = 0.030 at 2
+    assert "0.018 (1.00x)" in out and "0.030 (1.67x)" in out
+    assert "0.02 (1.00x)" not in out and "0.03 (1.67x)" not in out
+    assert "(0.030 per million at 0.0648 per device-hour)" in out
+
+
+def test_costs_print_with_two_decimals_or_two_significant_figures():
+    from gpuscale.formatting import format_cost, format_cost_range
+
+    assert [format_cost(v) for v in (0.468, 2.31, 0.0178, 0.0602, 0.00996, 1234.5)] == [
+        "0.47",
+        "2.31",
+        "0.018",
+        "0.060",
+        "0.010",
+        "1,234.50",
+    ]
+    assert format_cost_range(0.0165, 0.0199) == "0.017\u20130.020"
+    assert format_cost_range(0.46, 0.55) == "0.46\u20130.55"
+    assert format_cost_range(None, 0.5) == ""

@@ -239,5 +239,53 @@ def test_compute_per_step_is_rounded_like_the_other_durations():
         normalize(SweepPoint(devices=4, step_time_s=1.2916, **common)),
     ]
     reasons = " ".join(recommend(points).reasons)
-    assert "of compute per step" in reasons
-    assert "1290.6 ms" not in reasons and "about 1.3 s of compute per step" in reasons
+    assert "per step outside the exchange" in reasons
+    assert "1290.6 ms" not in reasons and "about 1.29 s per step outside the exchange" in reasons
+
+
+def test_a_combined_rows_exposed_share_says_which_step_it_is_of():
+    # trial 9: two runs at 2 devices (6.2 and 8.3 ms), only the second probed: the
+    # row showed "12% ±3 (9 probes)" beside their 7.2 ms median, 12% being of 8.3 ms
+    from gpuscale.analysis.sweep import Sweep, SweepPoint, normalize
+
+    common = {"scaling": "strong", "global_batch": 64, "config": "c", "platform": "cpu-logical"}
+    points = [
+        normalize(SweepPoint(devices=1, step_time_s=0.0043, **common)),
+        normalize(SweepPoint(devices=2, step_time_s=0.0062, **common)),
+        normalize(
+            SweepPoint(
+                devices=2,
+                step_time_s=0.0083,
+                compute_s=0.0024,
+                allreduce_s=0.001,
+                allreduce_err_s=0.0003,
+                apply_s=0.0039,
+                input_s=0.0,
+                probes=9,
+                comm_share_err=0.0003 / 0.0083,
+                **common,
+            )
+        ),
+    ]
+    rec = recommend(points)
+    (row,) = [r for r in rec.table if r.devices == 2]
+    assert row.share_step_s == pytest.approx(0.0083)
+    out = io.StringIO()
+    render(rec, Sweep(points=points), console=Console(file=out, width=160, color_system=None))
+    text = out.getvalue()
+    assert "12% ±4 (9 probes)" in text and "7.2 ms" in text
+    assert (
+        "exposed comm at 2 devices: 12% of 8.3 ms, the step of the runs that probed it "
+        "(9 probes); its 7.2 ms is the median of all its runs"
+    ) in text
+
+
+def test_no_efficiency_range_collapses_to_one_printed_value():
+    # seed002 predicted to 1024 devices printed "0% (0%\u20130%)" in the efficiency column
+    sweep = load_inputs([str(SAMPLES / "seed002_mnist.json")])
+    rec = recommend(sweep.points, max_devices=1024)
+    out = io.StringIO()
+    render(rec, sweep, console=Console(file=out, width=200, color_system=None), chart=False)
+    text = out.getvalue()
+    assert not re.search(r"(\d+(?:\.\d+)?%) \(\1\u2013\1\)", text), text
+    assert re.search(r"\d\.\d% \(\d\.\d%\u2013\d\.\d%\)", text)

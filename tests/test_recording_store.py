@@ -123,7 +123,7 @@ def test_cli_runs_table(capsys):
     assert cli_main(["runs"]) == 0
     out = capsys.readouterr().out
     assert str(runs_dir()) in out
-    assert "mnist-cnn" in out and "2xgpu" in out and "completed" in out and "7.0 s" in out
+    assert "mnist-cnn" in out and "2xgpu" in out and "completed" in out and "7.00 s" in out
 
 
 def test_cli_runs_json(capsys):

@@ -33,7 +33,7 @@ def test_an_exchange_within_its_noise_is_not_resolved():
     assert "compute 60.0 ± 2.0 ms" in text
     assert "exposed all-reduce < 3.0 ms (not resolved)" in text
     assert "0.0 ms (0" not in text
-    assert "probes: 12, 2.5 s" in text
+    assert "probes: 12, 2.50 s" in text
 
 
 def test_a_resolved_exchange_shows_its_share_with_points():
@@ -115,12 +115,12 @@ def test_the_probes_cost_is_said_against_the_wall_clock_and_the_budget():
     s = _summary(counted_wall_s=125.0, probe_wall_share=0.02, probe_budget=0.02, share_target=0.02)
     text = "\n".join(phase_lines(s, replicas=2))
     assert (
-        "probes: 12, 2.0% of wall (2.5 s with the steps they slowed; budget 2%, 1% of it for probes); "
+        "probes: 12, 2.0% of wall (2.50 s with the steps they slowed; budget 2%, 1% of it for probes); "
     ) in text
     assert "exposed share not yet known to \u00b12 points (\u00b13 so far)" in text
     fixed = _summary(probe_every=10, probe_wall_share=0.2, comm_share_err=0.011, share_target=0.03)
     text = "\n".join(phase_lines(fixed, replicas=2))
-    assert "probes: 12, 20.0% of wall (2.5 s with the steps they slowed; every 10 steps); " in text
+    assert "probes: 12, 20.0% of wall (2.50 s with the steps they slowed; every 10 steps); " in text
     assert "exposed share known to \u00b13 points (\u00b11.1)" in text
 
 

@@ -13,13 +13,34 @@ from gpuscale import formatting as f
         (None, "n/a"),
         (0.0123, "12.3 ms"),
         (0.9994, "999.4 ms"),
-        (4.561, "4.6 s"),
+        (4.561, "4.56 s"),
+        # seed004's 16 and 24 devices: three significant figures tell them apart
+        (1.010, "1.01 s"),
+        (1.026, "1.03 s"),
+        (9.996, "10.0 s"),
+        (12.34, "12.3 s"),
         (185, "3m 05s"),
         (2 * 3600 + 3 * 60 + 10, "2h 03m"),
     ],
 )
 def test_durations(value_s, text):
     assert f.format_duration_s(value_s) == text
+
+
+@pytest.mark.parametrize(
+    ("value_s", "text"),
+    [
+        (None, "n/a"),
+        (0.06404, "64 ms"),
+        (0.006404, "6.4 ms"),
+        (0.00052, "0.52 ms"),
+        (0.6404, "640 ms"),
+        (0.9996, "1.0 s"),
+        (1.26, "1.3 s"),
+    ],
+)
+def test_a_modelled_duration_has_two_significant_figures(value_s, text):
+    assert f.format_rough_duration_s(value_s) == text
 
 
 def test_ms_and_clock():
@@ -117,3 +138,16 @@ def test_a_one_device_recording_is_described_without_an_all_reduce(capsys):
     model.absorb(load_run(one).events)
     header = describe_run(model.snapshot())
     assert "mirrored (1 replica, no all-reduce) · 1x logical CPU" in header, header
+
+
+def test_a_percentage_range_has_the_decimals_that_print_its_ends_apart():
+    assert f.format_pct_with_range(0.46, 0.25, 0.52) == "46% (25%\u201352%)"
+    # trial 9: "10% (10%\u201310%)" said nothing
+    assert f.format_pct_with_range(0.0118, 0.0081, 0.0128) == "1.2% (0.8%\u20131.3%)"
+    assert f.format_pct_with_range(0.1001, 0.09996, 0.1003) == "10%"  # narrower than 0.1 point
+    assert f.format_pct_with_range(0.5, None, None) == "50%"
+
+
+def test_a_range_narrower_than_its_digits_is_left_out():
+    assert f.format_with_range(1.0, 0.9991, 1.0004, ".2f", "x") == "1.00x"
+    assert f.format_with_range(7.09, 6.56, 7.61, ".2f", "x") == "7.09x (6.56\u20137.61x)"

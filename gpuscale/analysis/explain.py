@@ -40,6 +40,11 @@ from gpuscale.formatting import (
 WALK_SHOWN = 4
 """Steps of the walk told at each end when it is long (the rest are all accepted)."""
 
+OUTSIDE = "outside the exchange, compute, apply and input together"
+"""What a model's ``compute`` is (the step less the exposed exchange, fitted from
+step times or phases): said so, since ``run``'s "compute" is the probes' forward and
+backward pass alone, a part of it."""
+
 EDGE_SCALE = 1.10
 """A batch that would have to grow by less than this (10 %) to pass the floor is
 not advice: the step is at the floor's edge, where the noise of one more
@@ -203,7 +208,7 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[
             points = f"{100 * err / step_t:.0f}"
             how = f"measured (±{points} points, {plural(probes, 'probe')})"
     else:
-        step_t = m.step_time_s(n2)
+        comm, step_t = _table_split(g, n2)
         how = f"estimated by the model from {m.basis}"
     if comm <= 0:
         return
@@ -340,6 +345,17 @@ def bandwidth_text(model: ScalingModel, points: Sequence[SweepPoint]) -> str | N
     return text
 
 
+def _table_split(g: Group, devices: int) -> tuple[float, float]:
+    """``(exchange, step)`` at ``devices`` as the table shows them: the row's step
+    time and its exposed share of it (a prediction's class prior and anchor are in
+    both), so the text quotes the table's figure; the model's own where the table
+    has no share there."""
+    r = row_at(g, devices)
+    if r is not None and r.comm_share is not None and r.step_time_s:
+        return r.comm_share * r.step_time_s, r.step_time_s
+    return g.model.comm_time_s(devices), g.model.step_time_s(devices)
+
+
 def _shared_cores_reason(m: ScalingModel) -> str:
     """Why devices that share one machine's cores do not pay (the model's
     ``shared_cores`` compute, :mod:`gpuscale.analysis.model`)."""
@@ -349,12 +365,12 @@ def _shared_cores_reason(m: ScalingModel) -> str:
     if m.scaling == "weak":
         how = (
             f"{since}N devices' batches take N times as long (weak scaling: about "
-            f"{format_duration_s(m.compute_time_s(1))} of compute per device per step, {at})"
+            f"{format_duration_s(m.compute_time_s(1))} per device per step {OUTSIDE}; {at})"
         )
     else:
         how = (
             f"{since}the same global batch takes as long whatever N (strong scaling: about "
-            f"{format_duration_s(m.compute_time_s(1))} of compute per step, {at})"
+            f"{format_duration_s(m.compute_time_s(1))} per step {OUTSIDE}; {at})"
         )
     who = (
         "The workers all ran on one machine's CPUs, sharing its cores"
@@ -480,13 +496,13 @@ def _advice(
         and chosen.points[0].platform == "gpu"
         and chosen.model.comm_time_s(rec.devices) > 0
     ):
-        m = chosen.model
-        share = metrics.share(m.compute_time_s(rec.devices), m.step_time_s(rec.devices))
+        comm, step = _table_split(chosen, rec.devices)
+        share = metrics.share(max(step - comm, 0.0), step)
         if share >= 0.5 and not chosen.points[0].mixed_precision:
             rec.advice.append(
-                f"Compute is about {format_fraction_pct(share)} of each step at {dev(rec.devices)} (model): "
-                f"mixed precision shortens it on GPUs with Tensor Cores (V100 and newer); the "
-                f"exchange then weighs more, so measure again."
+                f"About {format_fraction_pct(share)} of each step at {dev(rec.devices)} is "
+                f"{OUTSIDE} (model): mixed precision shortens its compute on GPUs with Tensor "
+                f"Cores (V100 and newer); the exchange then weighs more, so measure again."
             )
 
 

@@ -47,9 +47,9 @@ from gpuscale.analysis import metrics
 from gpuscale.analysis.model import ScalingModel, fit, nnls, shares_cores
 from gpuscale.analysis.sweep import SweepPoint
 from gpuscale.formatting import (
-    format_duration_s,
     format_fraction_pct,
     format_rate_bytes_s,
+    format_rough_duration_s,
     plural,
 )
 
@@ -217,8 +217,9 @@ def explain(points: Sequence[SweepPoint], max_workers: int = 4) -> list[str]:
         )
         lines.append(
             f"Across machines ('{config}', {plural(model.devices_per_worker, 'device')} each): the "
-            f"inter-node exchange costs {format_duration_s(model.inter_s(2))} per step at 2 workers "
-            f"({format_fraction_pct(model.inter_s(2) / model.step_time_s(2))} of the step{network}); "
+            f"inter-node exchange costs about {format_rough_duration_s(model.inter_s(2))} per step "
+            f"at 2 workers, modelled from step times ({format_fraction_pct(model.inter_s(2) / model.step_time_s(2))} "
+            f"of the step{network}); "
             f"efficiency against linear: {measured} (measured)"
             + (f", {predicted} (predicted)" if predicted else "")
             + "."

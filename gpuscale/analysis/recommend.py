@@ -61,7 +61,12 @@ from gpuscale.analysis.summary import RunSummary
 from gpuscale.analysis.sweep import SweepPoint, phases_unresolved
 from gpuscale.errors import GpuscaleError
 from gpuscale.events.schema import StartEvent
-from gpuscale.formatting import format_fraction_pct, format_range, format_with_range
+from gpuscale.formatting import (
+    format_cost,
+    format_cost_range,
+    format_fraction_pct,
+    format_with_range,
+)
 
 __all__ = [
     "DEFAULT_MIN_EFFICIENCY",
@@ -282,8 +287,8 @@ def _costs(rec: Recommendation, groups: Sequence[Group], prices: dict[str, float
 def _per_million(cost: Cost) -> str:
     """``0.41 per million``; predicted, with its range: ``0.47 per million, range
     0.46\u20130.55,`` (said inside brackets)."""
-    text = f"{cost.per_million_samples:,.2f} per million"
-    span = format_range(cost.per_million_samples_low, cost.per_million_samples_high, ",.2f")
+    text = f"{format_cost(cost.per_million_samples)} per million"
+    span = format_cost_range(cost.per_million_samples_low, cost.per_million_samples_high)
     return f"{text}, range {span}," if span else text
 
 
@@ -412,6 +417,8 @@ def _combined_phases(points: Sequence[SweepPoint], step: float) -> dict:
     for field in (*_PHASE_TIMES, "allreduce_total_s"):
         if phases.get(field) is not None:
             phases[field] *= scale
+    if abs(scale - 1) > 1e-9:  # the share shown is of the probed runs' step: say which
+        phases["share_step_s"] = own_step
     return phases
 
 

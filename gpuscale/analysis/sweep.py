@@ -108,6 +108,11 @@ class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknow
     comm_share_err: _Share | None = None
     """95 % half-width of the measured exposed share over the probes (a fraction of
     the step, like ``comm_share``; from a recording, 3 probes or more)."""
+    share_step_s: _StepTime | None = None
+    """The step the exposed share (``allreduce_s`` over the step, ``comm_share_err``)
+    was measured against, where it is not ``step_time_s``: a row combining several
+    runs whose probes came from runs of another step (the median of all of them is
+    ``step_time_s``; the phases are laid over it, the share kept)."""
     step_time_err: _Share | None = None
     """95 % half-width of ``step_time_s`` over it (a fraction; from a recording
     made with ``--precision``)."""

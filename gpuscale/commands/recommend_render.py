@@ -19,23 +19,17 @@ from gpuscale.analysis.sweep import Sweep, exposed_unresolved, phases_unresolved
 from gpuscale.commands.console import layout_width, print_at_width, text_console
 from gpuscale.commands.recommend_chart import print_chart
 from gpuscale.formatting import (
+    format_cost,
     format_duration_s,
     format_fraction_pct,
     format_number,
+    format_pct_with_range,
     format_range,
     markup_literal,
     plural,
     visible,
 )
 from gpuscale.formatting import format_with_range as with_range
-
-
-def pct_with_range(value: float | None, low: float | None, high: float | None) -> str:
-    text = format_fraction_pct(value)
-    if value is None or low is None or high is None:
-        return text
-    return f"{text} ({format_fraction_pct(low)}\u2013{format_fraction_pct(high)})"
-
 
 EXPOSED_SHARE_MEANS = (
     "exposed comm: the exposed all-reduce over the median step (the share run and replay say)"
@@ -64,6 +58,31 @@ def measured_share(point, long: bool = True) -> str:
         return text + count
     width = err / step * 100
     return f"{text} ±{width:.0f}{count}" if width >= 1 else f"{text} ±{width:.1f}{count}"
+
+
+def share_step_lines(rows: list) -> list[str]:
+    """Under the table, for each row whose exposed share is of another step than the
+    one shown beside it (a count of several runs, probed in some: the share is of
+    theirs, :attr:`~gpuscale.analysis.sweep.SweepPoint.share_step_s`), which step
+    it is of; nothing where the two print alike."""
+    lines = []
+    for r in rows:
+        own = r.share_step_s
+        if (
+            own is None
+            or r.predicted
+            or r.comm_share is None
+            or exposed_unresolved(r)
+            or format_duration_s(own) == format_duration_s(r.step_time_s)
+        ):
+            continue
+        lines.append(
+            f"exposed comm at {plural(r.devices, 'device')}: "
+            f"{format_fraction_pct(r.comm_share)} of {format_duration_s(own)}, the step of the "
+            f"runs that probed it ({plural(r.probes or 0, 'probe')}); its "
+            f"{format_duration_s(r.step_time_s)} is the median of all its runs"
+        )
+    return lines
 
 
 def precision_lines(rec: Recommendation, sweep: Sweep) -> list[str]:
@@ -205,7 +224,7 @@ def table_columns(
         if layout.ranges_inline:
             tput.append(with_range(r.throughput, r.throughput_low, r.throughput_high, ",.0f"))
             speed.append(with_range(r.speedup, r.speedup_low, r.speedup_high, ".2f", "x"))
-            eff.append(pct_with_range(r.efficiency, r.efficiency_low, r.efficiency_high))
+            eff.append(format_pct_with_range(r.efficiency, r.efficiency_low, r.efficiency_high))
         else:
             tput.append(format_number(r.throughput, ",.0f"))
             rng.append(format_range(r.throughput_low, r.throughput_high, ",.0f"))
@@ -237,12 +256,12 @@ def table_columns(
                 cost.append("")
             elif long and layout.ranges_inline and c.relative_low is not None:
                 cost.append(
-                    f"{c.per_million_samples:,.2f} ({c.relative:.2f}x, {format_range(c.relative_low, c.relative_high, '.2f', 'x')})"
+                    f"{format_cost(c.per_million_samples)} ({c.relative:.2f}x, {format_range(c.relative_low, c.relative_high, '.2f', 'x')})"
                 )
             elif long:
-                cost.append(f"{c.per_million_samples:,.2f} ({c.relative:.2f}x)")
+                cost.append(f"{format_cost(c.per_million_samples)} ({c.relative:.2f}x)")
             else:
-                cost.append(f"{c.per_million_samples:,.2f}")
+                cost.append(format_cost(c.per_million_samples))
         if r.predicted:
             text = "predicted" if long else "pred."
         elif limit is not None and r.devices > limit:
@@ -412,6 +431,8 @@ def render(
             console.print(
                 Text(f"  {EXPOSED_SHARE_MEANS}{ONE_DEVICE_SHARE if one else ''}", style="dim")
             )
+            for line in share_step_lines(rows):
+                console.print(Text(f"  {line}", style="dim"))
         coverages = {r.coverage for r in rows if r.predicted and r.coverage is not None}
         guesses = {
             r.coverage_basis
