@@ -101,3 +101,19 @@ async def test_phases_short_of_the_step_are_drawn_grey_as_not_resolved():
     assert "phases not resolved (see the summary)" in chart.plain
     assert "compute" not in chart.plain and "input" in chart.plain
     assert not [span for span in chart.spans if "green" in str(span.style)]
+
+
+async def test_the_callbacks_unmeasured_input_wait_is_said_so_in_the_legend():
+    """The Keras callback's probe cannot see the input wait: the legend says "input:
+    not measured" (no bar of it), as the summary's text does, never a plain "input"."""
+    events = [
+        msgspec.structs.replace(e, method="callback-probe", input_s=0.0)
+        if isinstance(e, PhaseEvent)
+        else e
+        for e in cpu_run()
+    ]
+    app, snap, summary, shown = await _final(events)
+    assert summary.input_s is None
+    assert "input: not measured" in " ".join(shown.split()), shown
+    measured = build_breakdown_chart(snap, 80, 16, msgspec.structs.replace(summary, input_s=0.0))
+    assert "not measured" not in measured.plain

@@ -1,4 +1,5 @@
-"""How a run's phase breakdown, its probes and its precision are said in words:
+"""How a run's throughput, its phase breakdown, its probes and its precision are
+said in words:
 one wording for ``gpuscale run``'s final summary and the dashboard (``watch``,
 ``replay``, a sweep's run panels), so the two never tell the same run apart, and
 for ``recommend``'s per-count precision (its text and ``--watch``'s panel).
@@ -24,7 +25,53 @@ from gpuscale.formatting import (
     format_ms,
     format_phase_in_step_s,
     format_phase_s,
+    format_samples_s,
 )
+
+BETWEEN_STEPS_NOTABLE = 0.10
+"""Above this share of the counted steps' wall clock between the steps
+(:attr:`RunSummary.between_steps_share`), the throughput is said as a rate in
+steps and the rate over the wall clock is said beside it. The built-in trainer's
+steps run back to back (a few % between them: its probes' extra passes)."""
+
+
+def between_steps_notable(s: RunSummary) -> bool:
+    """Whether so much of the wall clock falls between the counted steps that the
+    step throughput alone would overstate the rate the run got."""
+    share = s.between_steps_share
+    return share is not None and share > BETWEEN_STEPS_NOTABLE and bool(s.wall_throughput_samples_s)
+
+
+def throughput_text(s: RunSummary) -> str:
+    """The step throughput: ``8,041 samples/s``, or ``8,041 samples/s in steps``
+    where :func:`wall_clock_text` says the rate over the wall clock beside it."""
+    rate = format_samples_s(s.throughput_samples_s)
+    return f"{rate} in steps" if between_steps_notable(s) else rate
+
+
+def wall_clock_text(s: RunSummary, *, causes: bool = True) -> str | None:
+    """The rate over the wall clock the counted steps span, where much of it falls
+    between them (:func:`between_steps_notable`): ``2,678 samples/s (66% of it
+    between steps: e.g. epoch starts, evaluation, checkpoints)``; ``None`` where
+    not. ``causes`` False: shorter, ``2,678 samples/s (66% between steps)``. Probes are named among them
+    where they may be one: uncosted (an older recording) or half of the share or
+    more. ``run`` says it after the step throughput (``; over the wall clock
+    ...``), the dashboard as a fact of its own (``wall clock ...``)."""
+    if not between_steps_notable(s):
+        return None
+    share = s.between_steps_share or 0.0
+    rate, pct = format_samples_s(s.wall_throughput_samples_s), format_fraction_pct(share)
+    if not causes:
+        return f"{rate} ({pct} between steps)"
+    why = "epoch starts, evaluation, checkpoints"
+    if s.probes_run and (s.probe_wall_share is None or s.probe_wall_share >= share / 2):
+        why = f"the probes, {why}"
+    return f"{rate} ({pct} of it between steps: e.g. {why})"
+
+
+INPUT_NOT_MEASURED = "not measured"
+"""The input wait where no probe measured it (the Keras callback's cannot)."""
+
 
 PASSES_LONGER_NOTE = (
     "the probes' phases do not add up to the median step: the breakdown is not resolved"
@@ -54,6 +101,9 @@ def parts_note(s: RunSummary) -> str | None:
         f"apply {(s.apply_s or 0.0) * 1000:.1f}",
         f"input {(s.input_s or 0.0) * 1000:.1f} ms",
     ]
+    if s.input_s is None:  # not measured: no part of the sum
+        ms[-2] += " ms"
+        del ms[-1]
     if s.devices <= 1:
         del ms[1]
     if s.probes_run < MIN_SAMPLES_FOR_UNCERTAINTY:
@@ -134,8 +184,8 @@ def phase_items(s: RunSummary) -> list[PhaseItem]:
         if apart or whole
         else format_phase_in_step_s(s.apply_s, s.apply_err_s, step, n)
     )
-    input_wait = format_ms(s.input_s)
-    if s.input_share is not None:
+    input_wait = INPUT_NOT_MEASURED if s.input_s is None else format_ms(s.input_s)
+    if s.input_s is not None and s.input_share is not None:
         input_wait += f" ({format_fraction_pct(s.input_share)} of the median step)"
     return [
         PhaseItem("compute", compute),

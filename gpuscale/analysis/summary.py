@@ -5,8 +5,18 @@ What is measured and how (formulas in :mod:`gpuscale.analysis.metrics`):
 * step time: median of the ``StepEvent.step_time_s`` of the steps that are not
   warm-up; spread ``(p90 - p10) / median``.
 * throughput: ``median samples per step / median step time`` (samples/s).
+* wall clock: the counted steps' own times add up to less than the wall clock
+  from the first counted step's start to the last one's end (``counted_wall_s``)
+  where the run does other things between steps (a Keras epoch's start, evaluation,
+  checkpoints, a probe's passes): ``between_steps_share = 1 - sum of the step
+  times / that span`` and ``wall_throughput_samples_s = samples of the counted
+  steps / that span`` (per worker, pooled; an event that stands for several steps,
+  ``steps_per_execution``, counts as that many). The step throughput above is what
+  scaling compares per step; this is the rate the run got.
 * phases: medians over the non-warm-up ``PhaseEvent``s of compute, exposed
-  all-reduce, apply and input wait. A ``PhaseEvent.step_time_s`` is the training
+  all-reduce, apply and input wait (the input wait only from the probes that
+  measure it: the Keras callback's, ``callback-probe``, cannot, and then it is
+  ``None``, not 0). A ``PhaseEvent.step_time_s`` is the training
   part of the step (from holding the batch to the updated variables), without the
   input wait, so the whole probed step is ``step_time_s + input_s``
   (``phase_full_step_s``, its median). Both shares are over the *median step*
@@ -128,6 +138,14 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     """``(p90 - p10) / median`` of the counted step times."""
     throughput_samples_s: float | None = None
     """``median samples per step / median step time``."""
+    wall_throughput_samples_s: float | None = None
+    """Samples of the counted steps over the wall clock they span (from the first
+    counted step's start to the last one's end, per worker; several workers: their
+    mean): the rate the run got, what falls between the steps included."""
+    between_steps_share: float | None = None
+    """The share of that wall clock outside the counted steps' own times (a Keras
+    epoch's start, evaluation, checkpoints, probes between steps): ``1 - sum of the
+    step times / span``, the workers' spans and times pooled, never below 0."""
     phase_steps: int = 0
     """Phase breakdowns in the statistics (warm-up excluded): the samples the medians
     and their half-widths are of, one per probed step (the workers of a multi-worker
@@ -149,11 +167,14 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     """Median all-reduce timed alone, when the trainer measures it."""
     apply_s: float | None = None
     input_s: float | None = None
+    """Median input wait of the probes that measure it (the built-in trainer's);
+    ``None`` where no probe did (the Keras callback's cannot: the batch is fetched
+    inside the step it times), never a 0 that was not measured."""
     comm_share: float | None = None
     """Exposed all-reduce over the median step (``step_time_s``): the one exposed
     share every view says (``recommend``'s, a sweep point's, the dashboard's)."""
     input_share: float | None = None
-    """Input wait over the median step (``step_time_s``)."""
+    """Input wait over the median step (``step_time_s``); ``None`` where not measured."""
     compute_err_s: float | None = None
     """95 % half-width of ``compute_s`` (``None``: fewer than 3 probes)."""
     allreduce_err_s: float | None = None
@@ -330,14 +351,22 @@ class RunAccumulator:
         self._last_step_t: float | None = None
         self._step_at: dict[tuple[int, int], float] = {}
         """Counted steps' times by (worker, step): the step after a probe is the probe's."""
+        self._last_index: dict[int, int] = {}
+        """Each worker's last step index seen, warm-up included (an event after a gap
+        of indices stands for that many steps: ``steps_per_execution``)."""
+        self._stepping: dict[int, list[float]] = {}
+        """Per worker: [time in counted steps, their samples, first start, last end]."""
 
     def add(self, event: object) -> None:
         """Take one event of the run (unknown kinds are ignored)."""
         if isinstance(event, StepEvent):
             self._steps_seen[event.worker] += 1
+            before = self._last_index.get(event.worker)
+            self._last_index[event.worker] = event.step
             if event.warmup:
                 self._warmup_steps.add((event.worker, event.step))
                 return
+            self._add_stepping(event, event.step - before if before is not None else 1)
             self._step_times.append(event.step_time_s)
             self._step_at[(event.worker, event.step)] = event.step_time_s
             began = event.t - event.step_time_s
@@ -365,6 +394,16 @@ class RunAccumulator:
             self.end = event
         elif isinstance(event, ErrorEvent):
             self.failed = True
+
+    def _add_stepping(self, event: StepEvent, steps: int) -> None:
+        """Count a counted step event, standing for ``steps`` steps (its time is
+        their mean), into its worker's time in steps and the span they cover."""
+        steps = max(1, steps)
+        began = event.t - event.step_time_s * steps
+        row = self._stepping.setdefault(event.worker, [0.0, 0.0, began, event.t])
+        row[0] += event.step_time_s * steps
+        row[1] += event.samples * steps
+        row[2], row[3] = min(row[2], began), max(row[3], event.t)
 
     def extend(self, events: Iterable[object]) -> None:
         for event in events:
@@ -407,6 +446,7 @@ class RunAccumulator:
                 s.throughput_samples_s = metrics.throughput(samples, s.step_time_s)
             if not s.global_batch:
                 s.global_batch = int(samples)
+            self._summarize_wall(s)
         self._summarize_phases(s)
         self._summarize_probing(s)
         self._summarize_share_steps(s)
@@ -417,6 +457,20 @@ class RunAccumulator:
         if isinstance(asked, (int, float)) and 0 < asked < 1:
             self._summarize_precision(s, float(asked))
         return s
+
+    def _summarize_wall(self, s: RunSummary) -> None:
+        """The rate over the wall clock the counted steps span, and the share of
+        that wall clock between the steps (module docstring)."""
+        spans = [(row, row[3] - row[2]) for row in self._stepping.values()]
+        spans = [(row, span) for row, span in spans if span > 0]
+        if not spans:
+            return
+        inside = sum(row[0] for row, _ in spans)
+        wall = sum(span for _, span in spans)
+        s.between_steps_share = max(0.0, 1.0 - inside / wall)
+        rates = [row[1] / span for row, span in spans]
+        if any(rates):
+            s.wall_throughput_samples_s = sum(rates) / len(rates)
 
     def _summarize_precision(self, s: RunSummary, asked: float) -> None:
         """How close the run came to ``--precision`` (only then: it sorts the steps again)."""
@@ -512,7 +566,9 @@ class RunAccumulator:
         s.allreduce_err_s = metrics.median_halfwidth(exchanges)
         s.apply_s = max(0.0, metrics.median(applies))
         s.apply_err_s = metrics.median_halfwidth(applies)
-        s.input_s = metrics.median([p.input_s for p in phases])
+        # the Keras callback's probe cannot see the input wait: not measured, not 0
+        waits = [p.input_s for p in phases if p.method != "callback-probe"]
+        s.input_s = metrics.median(waits) if waits else None
         totals = [t for p in phases if (t := getattr(p, "allreduce_total_s", None)) is not None]
         if totals:
             s.allreduce_total_s = metrics.median(totals)
@@ -529,7 +585,7 @@ class RunAccumulator:
             s.payload_bytes = int(metrics.median(payloads))
         s.phase_full_step_s = metrics.median([p.step_time_s + p.input_s for p in phases])
         whole = s.step_time_s or s.phase_full_step_s
-        s.phase_parts_s = s.compute_s + s.allreduce_s + s.apply_s + s.input_s
+        s.phase_parts_s = s.compute_s + s.allreduce_s + s.apply_s + (s.input_s or 0.0)
         s.phase_consistent = metrics.parts_fit_whole(
             s.phase_parts_s,
             whole,
@@ -557,7 +613,8 @@ class RunAccumulator:
         s.comm_share = metrics.share(s.allreduce_s, whole)
         if s.allreduce_err_s is not None and whole:
             s.comm_share_err = s.allreduce_err_s / whole
-        s.input_share = metrics.share(s.input_s, whole)
+        if s.input_s is not None:
+            s.input_share = metrics.share(s.input_s, whole)
         if s.allreduce_s > 0:
             s.compute_comm_ratio = s.compute_s / s.allreduce_s
         if s.payload_bytes and s.devices > 1:
@@ -789,13 +846,21 @@ def with_defaults(summary: dict) -> dict:
     """A summary as recorded (``omit_defaults`` drops a field equal to its default:
     ``scaling`` when ``weak``, ``devices`` when 1) with every such field said, so a
     number read alone (``--json``) says what it is of; ``None`` fields ("not
-    measured") stay out, and keys the summary has are kept as they are."""
+    measured") stay out, except the input wait of a probed run (``null``: the
+    probes ran but did not measure it), and keys the summary has are kept as they are."""
     said = {
         f.name: f.default
         for f in msgspec.structs.fields(RunSummary)
         if f.default is not None and f.default is not msgspec.NODEFAULT
     }
+    if summary.get("phase_steps"):  # probed, but the input wait not measured: null
+        said.update(dict.fromkeys(_NULL_WHEN_PROBED))
     return {**said, **summary}
+
+
+_NULL_WHEN_PROBED = ("input_s", "input_share")
+"""Fields :func:`with_defaults` says as ``None`` (JSON ``null``) where the run was
+probed but left them out: the input wait the Keras callback's probe cannot see."""
 
 
 NO_STEP_TIMES_IN_RUN = "no step times in this run (telemetry only)"

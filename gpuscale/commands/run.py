@@ -27,6 +27,8 @@ from gpuscale.analysis.phase_report import (
     phases_heading,
     precision_text,
     probes_text,
+    throughput_text,
+    wall_clock_text,
 )
 from gpuscale.analysis.script_runs import note_of, scaling_of
 from gpuscale.analysis.summary import RunSummary
@@ -492,9 +494,11 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
     if s.get("step_time_s") is not None:
         spread = f" (p10 {_ms(s.get('step_time_p10_s'))}, p90 {_ms(s.get('step_time_p90_s'))})"
         console.print(f"  step time:  {_ms(s['step_time_s'])} median{spread}")
-    if s.get("throughput_samples_s") is not None:
-        console.print(f"  throughput: {format_samples_s(s['throughput_samples_s'])}")
     summary = run_summary_of(s, start.num_replicas)
+    if summary.throughput_samples_s is not None:
+        wall = wall_clock_text(summary)
+        over = f"; over the wall clock {wall}" if wall else ""
+        console.print(f"  throughput: {throughput_text(summary)}{over}")
     gpus = gpu_activity_lines(summary)
     for line in gpus:
         console.print(line)

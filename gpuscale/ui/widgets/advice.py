@@ -22,6 +22,8 @@ from gpuscale.analysis.phase_report import (
     phases_heading,
     precision_text,
     probes_text,
+    throughput_text,
+    wall_clock_text,
 )
 from gpuscale.analysis.recommend import Recommendation
 from gpuscale.analysis.recommend import recommend_from_run as predict_from_run
@@ -190,9 +192,12 @@ def advice_parts(
     notes: list[Content] = [*warnings]
     lines = [
         _row("step time", f"{format_ms(s.step_time_s)} median"),
-        _row("throughput", f"{format_number(s.throughput_samples_s, ',.0f')} samples/s"),
+        _row("throughput", throughput_text(s)),
         *gpus,
     ]
+    wall = wall_clock_text(s, causes=False)
+    if wall:  # much of the wall clock between steps: the rate the run got
+        lines.insert(2, _row("wall clock", wall, "$text-warning"))
     if s.phase_steps:
         ratio = (
             format_number(s.compute_comm_ratio, ".1f")

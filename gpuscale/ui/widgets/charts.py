@@ -240,15 +240,19 @@ def build_breakdown_chart(
     ]
     legend = None
     if height >= 8:
+        # the Keras callback's probe cannot see the input wait: no bar, said so
+        unmeasured = summary is not None and summary.input_s is None
         if unresolved >= set(PHASE_NAMES) - {"input"}:  # nothing of the split is known
             entries = [("█", UNRESOLVED_COLOR, "phases not resolved (see the summary)")]
-            if "input" not in unresolved:  # the input wait is timed apart: still its own
+            if "input" not in unresolved and not unmeasured:  # timed apart: still its own
                 entries.append(("█", PHASE_COLORS[-1], "input"))
         else:
             entries = [
                 ("█", color, f"{name}: not resolved" if name in unresolved else name)
                 for name, color in zip(PHASE_NAMES, colors, strict=True)
             ]
+            if unmeasured:
+                entries[-1] = ("█", UNRESOLVED_COLOR, "input: not measured")
         legend = legend_text(entries, width)
     plot = _new_plot(width, height - (len(legend.split()) if legend is not None else 0))
     series = [
