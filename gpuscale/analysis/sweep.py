@@ -218,6 +218,8 @@ class Sweep(msgspec.Struct, kw_only=True):
 
     points: list[SweepPoint]
     sources: list[str] = []
+    titles: list[str] = []
+    """The sweep files' ``title``s, written back by ``--json``."""
     notes: list[str] = []
     warnings: list[str] = []
     """One line each, already naming the file: what the readers forgave (a cut last
@@ -358,6 +360,7 @@ def read_sweep_file(path: str | Path) -> Sweep:
     return Sweep(
         points=points,
         sources=[sweep.source or str(path)],
+        titles=[sweep.title] if sweep.title else [],
         notes=[sweep.note] if sweep.note else [],
         available_devices=sweep.available_devices,
     )
@@ -569,6 +572,7 @@ def _load_inputs(paths: Sequence[str | Path], warnings: list[str]) -> Sweep:
     """:func:`load_inputs`, adding what the readers forgave to ``warnings`` as it reads."""
     points: list[SweepPoint] = []
     sources: list[str] = []
+    titles: list[str] = []
     notes: list[str] = []
     available: list[int] = []
     seen_files: dict[tuple[int, int], str] = {}  # the names as given (./X and X apart)
@@ -614,6 +618,7 @@ def _load_inputs(paths: Sequence[str | Path], warnings: list[str]) -> Sweep:
         else:
             points += sweep.points
             sources += sweep.sources
+            titles += sweep.titles
             notes += sweep.notes
             if sweep.available_devices:
                 available.append(sweep.available_devices)
@@ -621,6 +626,7 @@ def _load_inputs(paths: Sequence[str | Path], warnings: list[str]) -> Sweep:
     return Sweep(
         points=points,
         sources=sources,
+        titles=titles,
         notes=notes,
         warnings=warnings,
         # the largest any input could use: sweeps of one machine with --devices 2 and
@@ -680,6 +686,7 @@ def _point_document(point: SweepPoint, unresolved: bool = False) -> dict[str, An
 def sweep_document(
     points: Sequence[SweepPoint],
     *,
+    title: str | None = None,
     source: str | None = None,
     note: str | None = None,
     available_devices: int | None = None,
@@ -691,6 +698,7 @@ def sweep_document(
     configs = {p.config for p in points}
     unresolved = {c for c in configs if phases_unresolved(p for p in points if p.config == c)}
     doc = SweepFile(
+        title=title,
         source=source,
         note=note,
         available_devices=available_devices,
