@@ -39,6 +39,7 @@ from gpuscale.events.bounded import (
     JsonInputError,
     decode_json,
     open_untrusted,
+    plain_validation_message,
     read_bounded,
     strip_bom,
 )
@@ -333,7 +334,8 @@ def read_sweep_file(path: str | Path) -> Sweep:
     try:
         sweep = msgspec.convert(raw, SweepFile)
     except msgspec.ValidationError as exc:
-        raise GpuscaleError(f"{path}: {_plain(exc)}") from None
+        text = plain_validation_message(exc, raw, type=SweepFile)
+        raise GpuscaleError(f"{path}: {text}") from None
     if sweep.version > FORMAT_VERSION:
         raise GpuscaleError(
             f"{path}: sweep format version {sweep.version} is newer than this gpuscale "
@@ -347,7 +349,8 @@ def read_sweep_file(path: str | Path) -> Sweep:
         try:
             point = msgspec.convert(merged, SweepPoint)
         except msgspec.ValidationError as exc:
-            raise GpuscaleError(f"{where}: {_plain(exc)}") from None
+            text = plain_validation_message(exc, merged, at=f"points[{i}]", type=SweepPoint)
+            raise GpuscaleError(f"{path}: {text}") from None
         if point.predicted:
             continue
         # Output-only values are recomputed, never trusted from a file.
@@ -376,11 +379,6 @@ def corpus_not_a_sweep(raw: dict) -> str:
         "one table, type its throughputs into a sweep file (docs/sweep-format.md: a point per "
         "GPU count with devices, throughput, scaling and per_replica_batch)"
     )
-
-
-def _plain(exc: msgspec.ValidationError) -> str:
-    """msgspec's message with ``$.`` paths made readable and on one line."""
-    return " ".join(str(exc).replace("`$.", "`").replace("`$`", "the file").split())
 
 
 def config_label(start: Any) -> str:
