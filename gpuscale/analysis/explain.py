@@ -99,7 +99,7 @@ def explain(
                 f"(what {format_fraction_pct(1 - BET_RISK)} of such predictions reached)"
             )
         if step.uncalibrated:
-            low = f", its range a guess ({_why_guessed(by_name[step.config_to])})"
+            low = f", its range a guess{_why_guessed(by_name[step.config_to])}"
         if step.uncertain:
             verdict = "not a safe bet: " + (rec.measure_next or f"measure {step.devices_to} next")
         rec.reasons.append(
@@ -453,10 +453,10 @@ def _why_guessed(g: Group) -> str:
     measurements are superlinear or noisy, or its exchange is one the published
     tables lack (:mod:`gpuscale.analysis.predict`)."""
     if (superlinear := measured_superlinear(g.points)) is not None:
-        return f"superlinear measurements: {superlinear.text()}"
+        return f" (superlinear measurements: {superlinear.text()})"
     if measured_noise(g.points) is not None:
-        return "noisy measurements"
-    return f"for a {g.model.exchange} exchange"
+        return " (noisy measurements)"
+    return f" for a {g.model.exchange} exchange"
 
 
 def _confidence(rec: Recommendation, groups: Sequence[Group], walk: Sequence[WalkStep]) -> None:
