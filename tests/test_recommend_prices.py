@@ -193,3 +193,29 @@ def test_costs_print_with_two_decimals_or_two_significant_figures():
     assert format_cost_range(0.0165, 0.0199) == "0.017\u20130.020"
     assert format_cost_range(0.46, 0.55) == "0.46\u20130.55"
     assert format_cost_range(None, 0.5) == ""
+
+
+def test_a_json_output_read_back_keeps_the_price_and_the_title(capsys, tmp_path):
+    """The trial's round trip: ``--price-per-device-hour 3.06 --json > out.json``, then
+    ``--from out.json`` without the flag gives the same table (cost column included)
+    and answer, and the file's title is written back."""
+    f = tmp_path / "r50.json"
+    f.write_text(json.dumps({"title": "ResNet-50 on 8x V100", **A6000}))
+    assert main(["recommend", "--from", str(f), "--price-per-device-hour", "3.06"]) == 0
+    direct = capsys.readouterr().out
+    assert main(["recommend", "--from", str(f), "--price-per-device-hour", "3.06", "--json"]) == 0
+    written = capsys.readouterr().out
+    doc = json.loads(written)
+    assert doc["title"] == "ResNet-50 on 8x V100"
+    assert {p["price_per_device_hour"] for p in doc["points"]} == {3.06}
+    out = tmp_path / "out.json"
+    out.write_text(written)
+    assert main(["recommend", "--from", str(out)]) == 0
+    read_back = capsys.readouterr().out
+    assert "cost/M" in read_back
+    # the same table and answer (the file wrote its source back: the same "from" line)
+    assert read_back == direct
+    assert main(["recommend", "--from", str(out), "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["title"] == doc["title"]
+    assert again["recommendation"] == doc["recommendation"]

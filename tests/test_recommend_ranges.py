@@ -618,3 +618,45 @@ def test_noisy_measurements_widen_the_range_say_it_is_a_guess_and_are_never_bet_
     assert n4.coverage_basis.startswith("a guess, not a calibrated range")
     assert "spread up to 94%" in n4.coverage_basis
     assert not noisy.predicted and noisy.devices == 2  # never a bet on a noisy prediction
+
+
+def test_superlinear_measurements_are_a_guess_and_never_bet_on(capsys, tmp_path):
+    """The trial's odd.json: 360 samples/s at 3 devices, 700 at 5 (117% efficiency,
+    weak scaling) had 8 devices predicted at 117% with a "calibrated" 80% range and
+    recommended. Superlinear scaling is outside what the calibration saw: the range
+    is a guess, with no coverage and no bet bound; the output says superlinear."""
+    odd = tmp_path / "odd.json"
+    odd.write_text(
+        json.dumps(
+            {
+                "defaults": {"model": "x", "scaling": "weak", "per_replica_batch": 32},
+                "points": [{"devices": 3, "throughput": 360}, {"devices": 5, "throughput": 700}],
+            }
+        )
+    )
+    assert main(["recommend", "--from", str(odd), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    predicted = [p for p in doc["points"] if p.get("predicted")]
+    assert predicted and all("coverage" not in p and "throughput_safe" not in p for p in predicted)
+    assert all("superlinear" in p["coverage_basis"] for p in predicted)
+    rec = doc["recommendation"]
+    assert not rec.get("predicted") and rec["devices"] == 5  # no bet on 8
+    assert main(["recommend", "--from", str(odd), "--no-chart"]) == 0
+    out = capsys.readouterr().out
+    assert "Recommendation: MULTI: 5 devices\n" in out
+    assert "superlinear (117% efficiency from 3 to 5 devices)" in out
+    assert "a guess, not a calibrated range: the measurements scale superlinearly" in out
+    assert "80% ranges calibrated" not in out
+
+
+def test_near_linear_measurements_keep_their_calibrated_range():
+    """Within 5% of linear is noise on a workload that scales well: the range stays
+    calibrated, and a predicted count can still be bet on."""
+    cal = _calibration(-0.05, 0.05)
+    rec = recommend(_points({1: 1000.0, 2: 2080.0}), calibration=cal, max_devices=8)  # 104%
+    (r4,) = [r for r in rec.table if r.devices == 4 and r.predicted]
+    assert r4.coverage == pytest.approx(0.8) and r4.throughput_safe is not None
+    superlinear = recommend(_points({1: 1000.0, 2: 2200.0}), calibration=cal, max_devices=8)
+    (s4,) = [r for r in superlinear.table if r.devices == 4 and r.predicted]
+    assert s4.coverage is None and s4.throughput_safe is None
+    assert not superlinear.predicted

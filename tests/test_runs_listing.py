@@ -131,6 +131,28 @@ def test_the_runs_folder_fits_80_columns_one_line_per_run(capsys, monkeypatch, t
         assert re.search(rf"(completed|interrupted) +{path.name} *$", out, re.MULTILINE), out
 
 
+@pytest.mark.parametrize("columns", [80, 70])
+def test_names_without_their_time_keep_the_when_column(capsys, monkeypatch, columns):
+    """The trial's ``COLUMNS=80 gpuscale runs --dir sample_runs``: the file names
+    (``mnist-cnn_1xcpu.ndjson``) move under their runs, but carry no time, so When
+    stays (only what the names already say is dropped)."""
+    import rich.console
+
+    real = rich.console.Console
+    monkeypatch.setattr(
+        rich.console,
+        "Console",
+        lambda **kw: real(**{**kw, "force_terminal": True, "width": columns}),
+    )
+    assert main(["runs", "--dir", str(SAMPLES)]) == 0
+    out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
+    assert max(len(line.rstrip()) for line in out.splitlines()) <= columns
+    assert "…" not in out, out
+    table = out.split("\n\n")[0]
+    assert table.splitlines()[1].split()[0] == "When", out
+    assert re.search(r"^2026-11-21 20:48 .*completed$\n  mnist-cnn_1xcpu\.ndjson$", table, re.M)
+
+
 def test_a_pipe_gets_no_padding(capsys, tmp_path):
     assert main(["runs", "--dir", str(_default_named(tmp_path))]) == 0  # capsys: not a terminal
     out = capsys.readouterr().out
@@ -140,7 +162,8 @@ def test_a_pipe_gets_no_padding(capsys, tmp_path):
 
 def test_a_sweep_and_a_multi_worker_run_fit_80_columns(capsys, monkeypatch, runs_dir):
     """The Strategy column with the Sw column: the strategy is shortened, so that
-    time, size and status stay whole; the sweeps' lines end without spaces."""
+    time and status stay whole; the names do not all carry their time, so When
+    stays and Size goes; the sweeps' lines end without spaces."""
     import rich.console
 
     _multi_worker_copy(SAMPLES / "mlp_2xcpu.ndjson", runs_dir / "mlp_2xcpu_mw.ndjson")
@@ -152,6 +175,8 @@ def test_a_sweep_and_a_multi_worker_run_fit_80_columns(capsys, monkeypatch, runs
     out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
     assert "…" not in out, out
     assert max(len(line) for line in out.splitlines()) <= 80
-    assert re.search(r"mlp +2xcpu +mw×2 +100 +[\d.]+ m?s +[\d.]+ kB +completed$", out, re.M), out
+    assert re.search(
+        r"^2026-11-21 \d\d:\d\d +mlp +2xcpu +mw×2 +100 +[\d.]+ m?s +completed$", out, re.M
+    )
     assert "mw×N = multi-worker, N workers" in out
     assert all(line == line.rstrip() for line in out.splitlines()), out

@@ -455,7 +455,7 @@ async def test_a_finished_run_says_so_in_a_toast_and_a_cut_one_warns():
         await app.settle()
         await pilot.pause()
         messages = [n.message for n in app._notifications]
-        assert any(m.startswith("Run completed") and "q quits" in m for m in messages), messages
+        assert any(m.startswith("Run completed: 144 steps in ") for m in messages), messages
     cut = [e for e in cpu_run() if not isinstance(e, EndEvent)]
     app = build_app(replay(cut, end=True))
     async with app.run_test(size=(100, 30)) as pilot:
@@ -758,3 +758,70 @@ async def test_the_header_says_as_asked_only_for_a_count_the_user_gave(devices, 
         assert said in text_of(app.query_one(RunHeader))
         await pilot.press("q")
         await pilot.pause(0.2)
+
+
+TRIAL_RECORDING = Path("/tmp/trial9/data/runs/20261126-144038_train.py_2xcpu.ndjson")
+
+
+def _header_lines(app) -> list[str]:
+    return str(app.header_panel.render()).splitlines()
+
+
+async def test_the_header_keeps_the_recordings_file_name_at_80_columns():
+    """The trial at 80x24: "recording /tmp/trial9/data/runs/20261126-14…" cut the
+    file name, the part that says which run; its folders go instead, and the whole
+    path comes back on a wider screen."""
+    run = FakeLiveRun(cpu_run()[:5], finish=False)
+    run.recording_path = TRIAL_RECORDING
+    app = build_app(LiveSource(run))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        line = _header_lines(app)[1]
+        # no room for the word too: the path's tail alone, the file name whole
+        assert line.endswith(f"  …/runs/{TRIAL_RECORDING.name}"), line
+        assert len(line) <= 78  # the header's padding leaves 78 cells
+        await pilot.resize_terminal(160, 30)
+        await pilot.pause()
+        assert _header_lines(app)[1].endswith(f"recording {TRIAL_RECORDING}")
+
+
+async def test_a_replayed_files_name_ends_the_header_however_narrow(tmp_path):
+    folder = tmp_path / ("deep" * 10)
+    folder.mkdir()
+    path = write_run(folder / "20261126-144038_train.py_2xcpu.ndjson", cpu_run())
+    app = build_app(ReplaySource(path, end=True))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        line = _header_lines(app)[1]
+        assert line.endswith("_2xcpu.ndjson") and "…" in line and len(line) <= 78, line
+
+
+def test_path_tail_keeps_the_end():
+    from gpuscale.ui.widgets.header import path_tail
+
+    path = "/tmp/trial9/data/runs/20261126-144038_train.py_2xcpu.ndjson"
+    assert path_tail(path, 100) == path
+    assert path_tail(path, 45) == "…/runs/20261126-144038_train.py_2xcpu.ndjson"
+    assert path_tail(path, 40) == "…/20261126-144038_train.py_2xcpu.ndjson"
+    assert path_tail(path, 12) == "…xcpu.ndjson"  # the name's end, when it alone is too long
+
+
+async def test_the_run_ended_toast_leaves_the_log_readable_at_80x24():
+    """The trial: "Run ended" covered the log pane's last lines, which say the same,
+    for 5 s. Now one line on the log's bottom border, for a few seconds."""
+    from textual.widgets._toast import Toast
+
+    app = build_app(LiveSource(FakeLiveRun(cpu_run())))
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await app.settle()
+        await pilot.pause()
+        await pilot.pause()
+        (ended,) = [n for n in app._notifications if n.message.startswith("Run completed")]
+        assert ended.timeout <= 3
+        for _ in range(5):
+            await pilot.pause(0.05)
+        (toast,) = [t for t in app.screen.query(Toast) if "Run completed" in str(t.render())]
+        assert toast.region.height == 1, toast.region
+        assert not toast.region.overlaps(app.log_pane.content_region)

@@ -25,7 +25,7 @@ from gpuscale.analysis.decide import (
     speedup_text,
 )
 from gpuscale.analysis.model import ScalingModel, compute_scale_for, threshold_compute_scale
-from gpuscale.analysis.predict import BET_RISK
+from gpuscale.analysis.predict import BET_RISK, measured_noise, measured_superlinear
 from gpuscale.analysis.sweep import SweepPoint
 from gpuscale.formatting import (
     format_bytes,
@@ -105,7 +105,7 @@ def explain(
                 f"(what {format_fraction_pct(1 - BET_RISK)} of such predictions reached)"
             )
         if step.uncalibrated:
-            low = f", its range a guess for a {by_name[step.config_to].model.exchange} exchange"
+            low = f", its range a guess{_why_guessed(by_name[step.config_to])}"
         if step.uncertain:
             verdict = "not a safe bet: " + (rec.measure_next or f"measure {step.devices_to} next")
         rec.reasons.append(
@@ -531,6 +531,17 @@ def _kind_comparison(worse: list[Group], better: list[Group], advice: str) -> st
     return best_line
 
 
+def _why_guessed(g: Group) -> str:
+    """Why a configuration's predicted ranges are a guess, in a few words: its
+    measurements are superlinear or noisy, or its exchange is one the published
+    tables lack (:mod:`gpuscale.analysis.predict`)."""
+    if (superlinear := measured_superlinear(g.points)) is not None:
+        return f" (superlinear measurements: {superlinear.text()})"
+    if measured_noise(g.points) is not None:
+        return " (noisy measurements)"
+    return f" for a {g.model.exchange} exchange"
+
+
 def _confidence(rec: Recommendation, groups: Sequence[Group], walk: Sequence[WalkStep]) -> None:
     lines = rec.confidence
     several = len(groups) > 1
@@ -560,6 +571,12 @@ def _confidence(rec: Recommendation, groups: Sequence[Group], walk: Sequence[Wal
                 )
         else:
             bits.append("spread not given")
+        if (superlinear := measured_superlinear(g.points)) is not None:
+            bits.append(
+                f"superlinear ({superlinear.text()}): cache or memory effects, or a "
+                "measurement error; the calibrated ranges never saw it, so its predictions "
+                "are a guess and never recommended"
+            )
         m = g.model
         if not m.predicts:
             bits.append("nothing predicted (one device count and no link peak to go on)")

@@ -61,9 +61,11 @@ next to this module:
   range's low end is a 10 % risk per predicted step, and the corpus' tails are
   heavy (a collapse at 8 is -60 %, not -15 %): deciding there made 15 of 880
   predicted recommendations wrong under grouped cross-validation, deciding at the
-  5 % bound makes 4 of 791 (all Tacotron 2, input-bound), while 245 of 1,012 cases
-  (171 at the 80 % low end) stop at a measured count with "measure N next" where
-  the published table would have supported more.
+  5 % bound makes 4 of 791 (all Tacotron 2, input-bound), and not betting on
+  superlinear measurements either (:data:`SUPERLINEAR_EFFICIENCY`) 3 of 766, while
+  268 of 1,012 cases (171 at the 80 % low end, 245 at the bound alone) stop at a
+  measured count with "measure N next" where the published table would have
+  supported more.
 
 Strata and their sizes (``benchmarks/calibrate.py`` prints them): by extrapolation
 step ``top -> N`` (2 -> 4: 532 predictions, 2 -> 8: 480, 4 -> 8: 480, 2 -> 16 and
@@ -140,7 +142,8 @@ BET_RISK = 0.05
 the published value: a predicted count is recommended only when its throughput at
 that bound still passes the marginal-efficiency floor. The 80 % range's low end
 alone (a 10 % risk) made 15 of 880 recommendations of a predicted count wrong
-under grouped cross-validation; the bound at 5 % makes 4 (``benchmarks/prediction.py``),
+under grouped cross-validation; the bound at 5 % makes 4, 3 with no bet on superlinear
+measurements (``benchmarks/prediction.py``),
 at the price of recommending the measured count (and "measure N next") more often."""
 
 CLASSES = ("nvswitch", "nvlink", "pcie", "host", "local", "network", "unknown")
@@ -429,15 +432,88 @@ def noise_widened(point: SweepPoint, spread: float) -> SweepPoint:
     )
 
 
+SUPERLINEAR_EFFICIENCY = 1.05
+"""A measured efficiency above this (one measured count over a smaller one) is
+called superlinear: more devices gave more than their share of samples/s. Caches
+or memory that more devices' smaller shares fit in, or a measurement error (a
+busy machine at the smaller count, a throughput typed wrong); the published
+tables the ranges were calibrated on do not show it, and the model cannot say
+whether it lasts (the trial of 2026-11-26: 360 samples/s at 3 devices, 700 at 5,
+117 %, had 8 devices predicted at 117 % with a "calibrated" range and recommended).
+The corpus has a few such tables (29 of its 1,012 cases cross 105 % between the
+rows fitted); the 68 predictions of the tables it flags ``superlinear`` held their
+80 % range 39.7 % of the time (``benchmarks/prediction.py``), and not betting on
+them took one wrong bet of 4 away (3 of 766). Within 5 % of linear is measurement
+noise on a well-scaling workload."""
+
+
+class Superlinear(msgspec.Struct, frozen=True):
+    """The most superlinear pair of measured counts (:func:`measured_superlinear`)."""
+
+    devices_from: int
+    devices_to: int
+    efficiency: float
+    """``(X(to) / X(from)) / (to / from)``: above :data:`SUPERLINEAR_EFFICIENCY`."""
+
+    def text(self) -> str:
+        """``117% efficiency from 3 to 5 devices``."""
+        return (
+            f"{self.efficiency:.0%} efficiency from {self.devices_from} to "
+            f"{self.devices_to} devices"
+        )
+
+
+def measured_superlinear(points: Sequence[SweepPoint]) -> Superlinear | None:
+    """The pair of measured counts of ``points`` (one configuration; each count's
+    median throughput) with the highest efficiency, when it is above
+    :data:`SUPERLINEAR_EFFICIENCY`; else ``None``."""
+    per_n: dict[int, list[float]] = {}
+    for p in points:
+        if not p.predicted and p.throughput:
+            per_n.setdefault(p.devices, []).append(p.throughput)
+    x = {n: metrics.median(xs) for n, xs in per_n.items()}
+    pairs = [(a, b) for a in x for b in x if a < b]
+    if not pairs:
+        return None
+    a, b = max(pairs, key=lambda ab: x[ab[1]] / x[ab[0]] / (ab[1] / ab[0]))
+    eff = x[b] / x[a] / (b / a)
+    return Superlinear(a, b, eff) if eff > SUPERLINEAR_EFFICIENCY else None
+
+
+def superlinear_guessed(point: SweepPoint, superlinear: Superlinear) -> SweepPoint:
+    """``point``'s range where the measurements it was fitted to scale superlinearly
+    (:func:`measured_superlinear`): outside what the calibration saw, so the range
+    is stated as a guess, with no coverage and no bet bound
+    (:mod:`gpuscale.analysis.decide` never recommends such a count), as for noisy
+    measurements (:func:`noise_widened`)."""
+    if point.throughput_low is None or point.throughput_high is None:
+        return point
+    return msgspec.structs.replace(
+        point,
+        throughput_safe=None,
+        coverage=None,
+        coverage_basis=(
+            f"a guess, not a calibrated range: the measurements scale superlinearly "
+            f"({superlinear.text()}: cache or memory effects, or a measurement error), "
+            "unlike the published tables the ranges were calibrated on"
+        ),
+    )
+
+
 def widened_if_noisy(
     rows: Sequence[SweepPoint], measured: Sequence[SweepPoint]
 ) -> list[SweepPoint]:
-    """``rows`` with every predicted one's range :func:`noise_widened` where the
-    ``measured`` points it was fitted to are noisy (:func:`measured_noise`); the
-    one rule for ``recommend`` and the benchmarks."""
+    """``rows`` with every predicted one's range a guess where the ``measured``
+    points it was fitted to are unlike the published tables': superlinear
+    (:func:`superlinear_guessed`) or noisy (:func:`noise_widened`, which also
+    widens it); the one rule for ``recommend`` and the benchmarks."""
+    rows = list(rows)
+    superlinear = measured_superlinear(measured)
+    if superlinear is not None:
+        rows = [superlinear_guessed(r, superlinear) if r.predicted else r for r in rows]
     noise = measured_noise(measured)
     if noise is None:
-        return list(rows)
+        return rows
     return [noise_widened(r, noise) if r.predicted else r for r in rows]
 
 

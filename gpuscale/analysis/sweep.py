@@ -39,6 +39,7 @@ from gpuscale.events.bounded import (
     JsonInputError,
     decode_json,
     open_untrusted,
+    plain_validation_message,
     read_bounded,
     strip_bom,
 )
@@ -223,6 +224,8 @@ class Sweep(msgspec.Struct, kw_only=True):
 
     points: list[SweepPoint]
     sources: list[str] = []
+    titles: list[str] = []
+    """The sweep files' ``title``s, written back by ``--json``."""
     notes: list[str] = []
     warnings: list[str] = []
     """One line each, already naming the file: what the readers forgave (a cut last
@@ -336,7 +339,8 @@ def read_sweep_file(path: str | Path) -> Sweep:
     try:
         sweep = msgspec.convert(raw, SweepFile)
     except msgspec.ValidationError as exc:
-        raise GpuscaleError(f"{path}: {_plain(exc)}") from None
+        text = plain_validation_message(exc, raw, type=SweepFile)
+        raise GpuscaleError(f"{path}: {text}") from None
     if sweep.version > FORMAT_VERSION:
         raise GpuscaleError(
             f"{path}: sweep format version {sweep.version} is newer than this gpuscale "
@@ -350,7 +354,8 @@ def read_sweep_file(path: str | Path) -> Sweep:
         try:
             point = msgspec.convert(merged, SweepPoint)
         except msgspec.ValidationError as exc:
-            raise GpuscaleError(f"{where}: {_plain(exc)}") from None
+            text = plain_validation_message(exc, merged, at=f"points[{i}]", type=SweepPoint)
+            raise GpuscaleError(f"{path}: {text}") from None
         if point.predicted:
             continue
         # Output-only values are recomputed, never trusted from a file.
@@ -363,6 +368,7 @@ def read_sweep_file(path: str | Path) -> Sweep:
     return Sweep(
         points=points,
         sources=[sweep.source or str(path)],
+        titles=[sweep.title] if sweep.title else [],
         notes=[sweep.note] if sweep.note else [],
         available_devices=sweep.available_devices,
     )
@@ -378,11 +384,6 @@ def corpus_not_a_sweep(raw: dict) -> str:
         "one table, type its throughputs into a sweep file (docs/sweep-format.md: a point per "
         "GPU count with devices, throughput, scaling and per_replica_batch)"
     )
-
-
-def _plain(exc: msgspec.ValidationError) -> str:
-    """msgspec's message with ``$.`` paths made readable and on one line."""
-    return " ".join(str(exc).replace("`$.", "`").replace("`$`", "the file").split())
 
 
 def config_label(start: Any) -> str:
@@ -574,6 +575,7 @@ def _load_inputs(paths: Sequence[str | Path], warnings: list[str]) -> Sweep:
     """:func:`load_inputs`, adding what the readers forgave to ``warnings`` as it reads."""
     points: list[SweepPoint] = []
     sources: list[str] = []
+    titles: list[str] = []
     notes: list[str] = []
     available: list[int] = []
     seen_files: dict[tuple[int, int], str] = {}  # the names as given (./X and X apart)
@@ -619,6 +621,7 @@ def _load_inputs(paths: Sequence[str | Path], warnings: list[str]) -> Sweep:
         else:
             points += sweep.points
             sources += sweep.sources
+            titles += sweep.titles
             notes += sweep.notes
             if sweep.available_devices:
                 available.append(sweep.available_devices)
@@ -626,6 +629,7 @@ def _load_inputs(paths: Sequence[str | Path], warnings: list[str]) -> Sweep:
     return Sweep(
         points=points,
         sources=sources,
+        titles=titles,
         notes=notes,
         warnings=warnings,
         # the largest any input could use: sweeps of one machine with --devices 2 and
@@ -685,6 +689,7 @@ def _point_document(point: SweepPoint, unresolved: bool = False) -> dict[str, An
 def sweep_document(
     points: Sequence[SweepPoint],
     *,
+    title: str | None = None,
     source: str | None = None,
     note: str | None = None,
     available_devices: int | None = None,
@@ -696,6 +701,7 @@ def sweep_document(
     configs = {p.config for p in points}
     unresolved = {c for c in configs if phases_unresolved(p for p in points if p.config == c)}
     doc = SweepFile(
+        title=title,
         source=source,
         note=note,
         available_devices=available_devices,

@@ -368,8 +368,18 @@ def report(
         body = msgspec.to_builtins(rec)
         body.pop("table")
         body.pop("models")
+        # Each row carries the price it was costed at (--price-per-device-hour's
+        # included): read back, the file gives the same costs without the flag.
+        prices = {c.config: c.price_per_device_hour for c in rec.costs}
+        table = [
+            msgspec.structs.replace(p, price_per_device_hour=prices[p.config])
+            if prices.get(p.config) is not None
+            else p
+            for p in rec.table
+        ]
         doc = sweep_document(
-            rec.table,
+            table,
+            title="; ".join(dict.fromkeys(sweep.titles)) or None,
             source="; ".join(dict.fromkeys(sweep.sources)) or None,
             note=" ".join(dict.fromkeys(sweep.notes)) or None,
             available_devices=sweep.available_devices,

@@ -111,7 +111,8 @@ def main(args: argparse.Namespace) -> int:
     # File names are never broken nor hidden. When the table is too wide, what the
     # file names already say goes first: gpuscale's own names start with the time
     # (When) and carry the model and the devices (Model, Devices); then Size.
-    # Narrower still, each run's file name gets a line of its own under the run.
+    # Narrower still, each run's file name gets a line of its own under the run, and
+    # again only what the names say goes: a name without its time keeps When.
     names = [Path(run.path).name for run in runs]
     said = _said_by_names(runs)
     # Before any of that, the strategy is shortened ("mw×2" for "multi-worker, 2
@@ -122,8 +123,9 @@ def main(args: argparse.Namespace) -> int:
         ({"When"} & said, True),
         (said, True),
         (said | {"Size"}, True),
-        ({"When", "File"}, True),
-        ({"File"}, True),
+        (({"When"} & said) | {"File"}, True),
+        (said | {"File"}, True),
+        (said | {"Size", "File"}, True),
     ]
     for hidden, short in layouts:
         table = _table(

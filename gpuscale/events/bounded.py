@@ -27,12 +27,14 @@ Headless: imports nothing but the standard library and msgspec.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import stat
 from typing import Any
 
 import msgspec
+import msgspec.inspect
 
 MAX_DEPTH = 64
 """Deepest JSON nesting gpuscale accepts anywhere. Its own files nest at most 5
@@ -136,9 +138,122 @@ def decode_json(
         raise JsonInputError(f"not valid JSON ({exc})") from None
 
 
-def plain_validation_message(exc: Exception) -> str:
-    """msgspec's validation message with ``$.`` paths made readable, on one line."""
-    return " ".join(str(exc).replace("`$.", "`").replace("`$`", "the file").split())
+def plain_validation_message(
+    exc: Exception, data: Any = None, *, at: str = "", type: Any = None
+) -> str:
+    """msgspec's validation message (``Expected `float` >= 1e-06 - at `$.throughput```)
+    in a user's words, one line: ``throughput must be a positive number (got 0)``.
+
+    ``data`` is what was validated: the value at fault is quoted from it. ``at``
+    names where ``data`` sits (``points[0]``, so ``points[0].throughput``); ``type``,
+    the struct it was validated as, lists the values an enum takes and names the
+    field an unknown key probably meant. A message of another shape is kept,
+    with its ``$.`` path made readable."""
+    text = " ".join(str(exc).split())
+    match = re.fullmatch(r"(.*?)(?: - at `\$([^`]*)`)?", text)
+    body, path = match.group(1), match.group(2) or ""
+    where = (at + path).lstrip(".") or "the file"
+    value = _value_at(data, path)
+    got = f" (got {_shown(value[0])})" if value else ""
+    field = re.findall(r"\.(\w+)", path)
+    if m := re.fullmatch(r"Expected `([^`]+)`, got `([^`]+)`", body):
+        got = got or f" (got {_KINDS.get(m.group(2), m.group(2))})"
+        return f"{where} must be {_kind(m.group(1))}{got}"
+    if m := re.fullmatch(r"Expected `([^`]+)` (>=|>|<=|<) (\S+)", body):
+        return f"{where} must be {_bound(m.group(2), m.group(3), value)}{got}"
+    if m := re.fullmatch(r"Invalid enum value (.+)", body):
+        values = _field_values(type, field[-1]) if len(field) == 1 else None
+        one_of = _either(values) if values else "a value it takes"
+        return f"{where} must be {one_of}{got or f' (got {m.group(1)})'}"
+    if m := re.fullmatch(r"Object missing required field `([^`]+)`", body):
+        values = _field_values(type, m.group(1)) if not path else None
+        return f"{where} needs {m.group(1)}" + (f" ({_either(values)})" if values else "")
+    if m := re.fullmatch(r"Object contains unknown field `([^`]+)`", body):
+        names = _field_names(type) if not path else []
+        close = difflib.get_close_matches(m.group(1), names, n=1)
+        meant = f" (did you mean {close[0]}?)" if close else ""
+        return f"{where} has an unknown key {_shown(m.group(1))}{meant}"
+    return text.replace("`$.", "`").replace("`$`", "the file")
+
+
+_KINDS = {
+    "int": "a whole number",
+    "float": "a number",
+    "str": "text",
+    "bool": "true or false",
+    "array": "a list",
+    "object": "an object",
+}
+
+
+def _either(values: list[str]) -> str:
+    """``"a", "b" or "c"``."""
+    return " or ".join([", ".join(values[:-1]), values[-1]] if len(values) > 1 else values)
+
+
+def _kind(expected: str) -> str:
+    """``float | null`` -> ``a number``: what msgspec expected, in words."""
+    kinds = [_KINDS.get(k, k) for k in expected.split(" | ") if k != "null"]
+    return " or ".join(dict.fromkeys(kinds)) or "null"
+
+
+def _bound(op: str, bound: str, value: tuple[Any] | None) -> str:
+    """The range a number broke, in words: ``at least 1``, ``a positive number``."""
+    limit = float(bound)
+    shown = f"{int(limit):,}" if limit.is_integer() and abs(limit) < 1e7 else f"{limit:g}"
+    got = value[0] if value and isinstance(value[0], (int, float)) else None
+    if op == ">" and limit == 0 or op == ">=" and 0 < limit < 1 and got is not None and got <= 0:
+        return "a positive number"
+    if op == ">=":
+        return "0 or more" if limit == 0 else f"at least {shown}"
+    if op == ">":
+        return f"more than {shown}"
+    return f"at most {shown}" if op == "<=" else f"less than {shown}"
+
+
+def _value_at(data: Any, path: str) -> tuple[Any] | None:
+    """The value at a msgspec path (``.points[0].devices``) in ``data``, as a
+    1-tuple; ``None`` when there is none to quote."""
+    if data is None or not path:
+        return None
+    item = data
+    for name, index in re.findall(r"\.(\w+)|\[(\d+)\]", path):
+        try:
+            item = item[name] if name else item[int(index)]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return (item,)
+
+
+def _shown(value: Any) -> str:
+    """A value as the JSON that gave it, cut to 40 characters."""
+    try:
+        text = msgspec.json.encode(value).decode()
+    except (TypeError, ValueError, msgspec.EncodeError):
+        text = repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _struct_fields(type: Any) -> list[Any]:
+    try:
+        info = msgspec.inspect.type_info(type)
+    except (TypeError, ValueError):
+        return []
+    return list(getattr(info, "fields", ()))
+
+
+def _field_names(type: Any) -> list[str]:
+    return [f.encode_name for f in _struct_fields(type)]
+
+
+def _field_values(type: Any, name: str) -> list[str] | None:
+    """The values a ``Literal`` field of struct ``type`` takes, quoted as JSON."""
+    for f in _struct_fields(type):
+        if f.encode_name == name:
+            kinds = getattr(f.type, "types", (f.type,))  # ``Literal[...] | None``
+            values = [v for k in kinds for v in getattr(k, "values", ())]
+            return [_shown(v) for v in values] or None
+    return None
 
 
 def _size(n: int) -> str:

@@ -31,6 +31,7 @@ from gpuscale.formatting import format_duration_s, plural
 from gpuscale.recording.store import screenshots_dir
 from gpuscale.ui import keys
 from gpuscale.ui.messages import (
+    RUN_ENDED_TOAST_S,
     AdviceReady,
     ChartsReady,
     ChartTexts,
@@ -318,11 +319,11 @@ class GpuscaleApp(App[int]):
         snap_errors = snap.errors
         took = format_duration_s(snap.elapsed_s)  # the header's elapsed, the log's duration
         if end is not None and end.status != "failed" and not snap_errors:
+            # One line, briefly: at 80x24 a toast covers the log's last lines, which
+            # say the same (and the header says the status, the summary panel the rest).
             self.notify(
-                f"Run {end.status}: {plural(end.steps, 'step')} in {took}. "
-                "The final summary stays on screen; q quits.",
-                title="Run ended",
-                timeout=5,
+                f"Run {end.status}: {plural(end.steps, 'step')} in {took}.",
+                timeout=RUN_ENDED_TOAST_S,
             )
         elif end is None and not snap_errors and self.source.info.still_running:
             self.notify(

@@ -64,6 +64,11 @@ class AdviceReady(Message):
 MAX_TOASTS = 2
 """At most this many toasts at once (at 80x24 more cover the charts and the log)."""
 
+RUN_ENDED_TOAST_S = 3.0
+"""How long the "Run completed: N steps in T." toast stays: it sits over the log's
+last lines at 80x24, which say the same, so briefly (and one line, the toast's
+padding trimmed in ``app.tcss``)."""
+
 
 def toast_kind(title: str, message: str) -> str:
     """What a toast is about, for :func:`make_room_for_toast`: its title, else its

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from textual.content import Content
 from textual.widgets import Static
 
@@ -43,8 +44,34 @@ def describe_run(snap: Snapshot, waiting: str | None = None) -> str:
     return f"{start.model or '?'} · {strategy} · {device_text} · {batch}"
 
 
+def path_tail(path: str, room: int) -> str:
+    """``path`` in at most ``room`` cells, its end kept: the file name says which run
+    (``…/20261126-144038_train.py_2xcpu.ndjson``); the folders go first, from the
+    left, then the start of the name (``…_2xcpu.ndjson``)."""
+    if cell_len(path) <= room:
+        return path
+    parts = path.split("/")
+    for i in range(1, len(parts)):
+        tail = "…/" + "/".join(parts[i:])
+        if cell_len(tail) <= room:
+            return tail
+    name = parts[-1]
+    keep = max(room - 1, 1)
+    while keep > 1 and cell_len(name[-keep:]) > room - 1:
+        keep -= 1
+    return "…" + name[-keep:]
+
+
 class RunHeader(Static):
     """Two lines: the run, then progress, state and the recording."""
+
+    _shown: tuple | None = None
+
+    def on_resize(self) -> None:
+        """Laid out again for the new width (the path's tail is fitted to it)."""
+        if self._shown is not None:
+            args, kwargs = self._shown
+            self.show(*args, **kwargs)
 
     def show(
         self,
@@ -59,6 +86,10 @@ class RunHeader(Static):
         """``display_paused``: frozen with ``p`` (a badge says so, and whether the run
         ended meanwhile: the rest of the screen waits for ``p``); ``over``: the source
         has nothing more (a run without an end event then reads as interrupted)."""
+        self._shown = (
+            (snap, source, replay, display_paused),
+            {"ended_while_paused": ended_while_paused, "over": over},
+        )
         state = "running"
         style = "$text-success"
         if snap.end is not None:
@@ -93,13 +124,22 @@ class RunHeader(Static):
                 0,
                 f"replay {fmt.format_clock_s(replay.position_s)}/{fmt.format_clock_s(replay.duration_s)} {mode}",
             )
-            label = f"file {fmt.visible(source.label)}"
+            what = "file"
         else:
-            label = f"recording {fmt.visible(source.label)}"
+            what = "recording"
         word, _, reason = state.partition(" ")
+        head = word.upper() + (f" {reason}" if reason else "")
+        middle = "  " + " · ".join(parts) + "  "
+        # The path's end says which run: on a narrow screen its folders go, not its
+        # name (then the word before it, then the name's start).
+        room = (self.content_region.width or self.app.size.width - 2) - cell_len(head + middle)
+        path = fmt.visible(source.label)
+        tail = path_tail(path, room - len(what) - 1)
+        whole_name = tail == path or tail.startswith("…/")
+        label = f"{what} {tail}" if whole_name else path_tail(path, room)
         line2 = Content.assemble(
-            (word.upper() + (f" {reason}" if reason else ""), f"bold {style}"),
-            "  " + " · ".join(parts) + "  ",
+            (head, f"bold {style}"),
+            middle,
             (label, "$text-muted"),
         )
         line1 = Content.assemble(
