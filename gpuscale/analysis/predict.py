@@ -471,13 +471,19 @@ def measured_superlinear(points: Sequence[SweepPoint]) -> Superlinear | None:
     for p in points:
         if not p.predicted and p.throughput:
             per_n.setdefault(p.devices, []).append(p.throughput)
-    x = {n: metrics.median(xs) for n, xs in per_n.items()}
-    pairs = [(a, b) for a in x for b in x if a < b]
-    if not pairs:
+    # efficiency from a to b is the ratio of per-device rates, r(b) / r(a): the best
+    # pair pairs each count with the lowest rate below it (one pass, not every pair)
+    best: tuple[float, int, int] | None = None
+    lowest: tuple[float, int] | None = None  # (rate, count) lowest so far
+    for n in sorted(per_n):
+        rate = metrics.median(per_n[n]) / n
+        if lowest is not None and (best is None or rate / lowest[0] > best[0]):
+            best = (rate / lowest[0], lowest[1], n)
+        if lowest is None or rate < lowest[0]:
+            lowest = (rate, n)
+    if best is None or best[0] <= SUPERLINEAR_EFFICIENCY:
         return None
-    a, b = max(pairs, key=lambda ab: x[ab[1]] / x[ab[0]] / (ab[1] / ab[0]))
-    eff = x[b] / x[a] / (b / a)
-    return Superlinear(a, b, eff) if eff > SUPERLINEAR_EFFICIENCY else None
+    return Superlinear(best[1], best[2], best[0])
 
 
 def superlinear_guessed(point: SweepPoint, superlinear: Superlinear) -> SweepPoint:
