@@ -20,7 +20,11 @@ Each ``fit`` is timed on the wall clock from the start of its epoch to its end
 (``fit``'s own set-up, the same for all, is left out); a variant's wall clock is
 the sum of its fits. Printed: the step-time-only overhead
 (``steps`` against ``plain``), the exposed all-reduce share of the budgeted runs
-against the dense reference (pooled over the rounds, and per round), and last
+against the dense reference (pooled over the rounds, and per round; both the
+median exposed time over the plain fits' median step: probed after every step,
+the dense epoch has no step that follows no probe, and its probes' reference
+step, slowed by the probe before it, made its share about half what the same
+exposed time is of a usual step), and last
 ``wall overhead: X%`` = median over rounds of wall(gpuscale) / wall(plain) - 1.
 Tracing the train function and compiling the probe (once per process) are done
 before the rounds. By default all of it runs in 3 fresh processes, one after the
@@ -172,14 +176,23 @@ def main() -> int:
     server.close()
 
     def share(events: list) -> tuple[float | None, float | None, int]:
+        """The median exposed all-reduce of ``events``' probes over the plain arm's
+        median step, with its 95 % half-width, and the probes counted: both
+        breakdowns against the same usual step (a run probed at every step has no
+        step that follows no probe, so its own steps, all slowed by the probe before
+        them, would make its share smaller; the exposed time does not depend on them)."""
         s = summarize(events)
-        return s.comm_share, s.comm_share_err, s.phase_steps
+        if not s.phase_steps or usual_step_s <= 0:
+            return None, None, s.phase_steps
+        err = s.allreduce_err_s / usual_step_s if s.allreduce_err_s is not None else None
+        return s.allreduce_s / usual_step_s, err, s.phase_steps
 
     def pct(value: float | None, err: float | None) -> str:
         if value is None:
             return "n/a"
         return f"{value:.1%}" + (f" ± {err * 100:.1f}" if err is not None else "")
 
+    usual_step_s = statistics.median(w / (chunks * args.chunk) for w in walls["plain"])
     ratio = statistics.median(g / p for g, p in zip(walls["gpuscale"], walls["plain"], strict=True))
     steps_ratio = statistics.median(
         s / p for s, p in zip(walls["steps"], walls["plain"], strict=True)

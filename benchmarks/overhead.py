@@ -33,7 +33,8 @@ alternates from step to step (A B B A ...), so what one step leaves to the next
 one's wall clock is the sum of its slices: the whole run, probes included.
 Printed per method: the wall clock per round, the exposed all-reduce share of
 the budgeted runs against the dense reference (pooled over all rounds, and per
-round), what one probe costs as the scheduler counts it (passes, split step and
+round; both the median exposed time over the plain arm's median step, since a
+run probed at every step has no unprobed step of its own to be a share of), what one probe costs as the scheduler counts it (passes, split step and
 the slower step after it; in ms and in plain steps), the median step times
 (step-time-only overhead, probes left out) and ``wall overhead (method)`` =
 median over rounds of wall(gpuscale) / wall(plain) - 1; last, for the default
@@ -238,8 +239,16 @@ def main() -> int:
             dense_rounds[m].append(gpuscale_block(args.dense_steps, 1, m)[1])
 
     def share(events: list) -> tuple[float | None, float | None, int]:
+        """The median exposed all-reduce of ``events``' probes over the plain arm's
+        median step, with its 95 % half-width, and the probes counted: both
+        breakdowns against the same usual step (a run probed at every step has no
+        step that follows no probe, so its own steps, all slowed by the probe before
+        them, would make its share smaller; the exposed time does not depend on them)."""
         s = summarize(events)
-        return s.comm_share, s.comm_share_err, s.phase_steps
+        if not s.phase_steps or usual_step_s <= 0:
+            return None, None, s.phase_steps
+        err = s.allreduce_err_s / usual_step_s if s.allreduce_err_s is not None else None
+        return s.allreduce_s / usual_step_s, err, s.phase_steps
 
     def pooled(rounds: list[list]) -> list:
         # one step numbering per round; the summary needs no more than the phases
@@ -253,6 +262,7 @@ def main() -> int:
     client.close()
     server.close()
     plain_step_s = statistics.median(s for m in methods for s in plain_steps[m])
+    usual_step_s = plain_step_s  # the step the exposed shares are of (share())
     print(
         f"model {trainer.model.name}, {trainer.num_replicas} x {plan.platform}, "
         f"global batch {trainer.global_batch}, all-reduce {trainer.cross_device_ops}; "
