@@ -65,9 +65,9 @@ MAX_TOASTS = 2
 """At most this many toasts at once (at 80x24 more cover the charts and the log)."""
 
 RUN_ENDED_TOAST_S = 3.0
-"""How long the "Run completed: N steps in T." toast stays: it sits over the log's
-last lines at 80x24, which say the same, so briefly (and one line, the toast's
-padding trimmed in ``app.tcss``)."""
+"""How long the "Run completed: N steps in T." toast stays: one line, its padding
+trimmed in ``app.tcss``, so at 80x24 it sits over the log pane's bottom border (the
+log's last lines, which say the same, stay readable); briefly all the same."""
 
 
 def toast_kind(title: str, message: str) -> str:
