@@ -41,6 +41,22 @@ def is_callbackless_start(start: Any) -> bool:
     )
 
 
+def count_chosen(asked: Any) -> str:
+    """Who chose the provisional start's device count: its run's options (the
+    trainer's ``TrainConfig`` in ``config``) leave ``devices`` and ``gpus`` at
+    ``None`` where the user gave neither and the default was picked (all GPUs
+    found, else :data:`gpuscale.trainer.options.DEFAULT_CPU_DEVICES` CPU logical devices)."""
+    cfg = asked.config or {}
+    if (
+        cfg.get("devices") is not None
+        or cfg.get("gpus") is not None
+        or asked.strategy == "one-device"
+        or "devices" not in cfg  # not the trainer's options: nothing says it was not asked
+    ):
+        return "as asked"
+    return "all GPUs found" if asked.platform == "gpu" else "the default"
+
+
 def before_own_start(start: Any, gpus_sampled: int) -> str | None:
     """What is true of a run shown with gpuscale's provisional start (the script's
     first sample, a trainer's launch): telemetry flows, but no step time comes before

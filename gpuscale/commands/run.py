@@ -30,7 +30,7 @@ from gpuscale.analysis.phase_report import (
     throughput_text,
     wall_clock_text,
 )
-from gpuscale.analysis.script_runs import note_of, scaling_of
+from gpuscale.analysis.script_runs import count_chosen, note_of, scaling_of
 from gpuscale.analysis.summary import RunSummary
 from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from gpuscale.events.schema import ErrorEvent, LogEvent, StartEvent, StepEvent
@@ -45,7 +45,6 @@ from gpuscale.formatting import (
 from gpuscale.live.terminal import settle_visible
 from gpuscale.trainer.options import add_trainer_arguments, config_from_args
 from gpuscale.ui.model import MAX_DISPLAY_LINE
-from gpuscale.ui.sources import count_chosen
 
 
 def register(sub) -> None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from gpuscale.analysis.script_runs import count_chosen
 from gpuscale.errors import GpuscaleError
 from gpuscale.events.schema import EndEvent, Event, StartEvent
 from gpuscale.formatting import plural
@@ -330,22 +331,6 @@ def waiting_text(run: Any) -> str | None:
 
 
 _ASKED_DEVICES = {"gpu": "GPU", "cpu-logical": "CPU logical device", "cpu": "CPU"}
-
-
-def count_chosen(asked: StartEvent) -> str:
-    """Who chose the provisional start's device count: its run's options (the
-    trainer's ``TrainConfig`` in ``config``) leave ``devices`` and ``gpus`` at
-    ``None`` where the user gave neither and the default was picked (all GPUs
-    found, else :data:`gpuscale.trainer.options.DEFAULT_CPU_DEVICES` CPU logical devices)."""
-    cfg = asked.config or {}
-    if (
-        cfg.get("devices") is not None
-        or cfg.get("gpus") is not None
-        or asked.strategy == "one-device"
-        or "devices" not in cfg  # not the trainer's options: nothing says it was not asked
-    ):
-        return "as asked"
-    return "all GPUs found" if asked.platform == "gpu" else "the default"
 
 
 def asked_text(asked: StartEvent | None) -> str | None:
