@@ -6,7 +6,10 @@ effective rate and gives the all-reduce alone beside it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import pytest
 
 from gpuscale.analysis.recommend import recommend
 from gpuscale.analysis.summary import summarize
@@ -64,3 +67,104 @@ def test_recommend_prints_the_bandwidth_line(capsys):
     out = capsys.readouterr().out
     assert "effective bandwidth" not in out
     assert "exposed exchange \u2248 921 MB/s effective" in " ".join(out.split())
+
+
+def _recommend_out(capsys, tmp_path, doc: dict, *args: str) -> str:
+    from gpuscale.cli import main
+
+    f = tmp_path / "sweep.json"
+    f.write_text(json.dumps(doc))
+    assert main(["recommend", "--from", str(f), "--no-chart", *args]) == 0
+    return " ".join(capsys.readouterr().out.split())
+
+
+def _phased(devices: int, step: float, compute: float, exposed: float, err: float, **kw) -> dict:
+    apply = round(step - compute - exposed, 6)
+    return {
+        "devices": devices,
+        "step_time_s": step,
+        "compute_s": compute,
+        "allreduce_s": exposed,
+        "allreduce_err_s": err,
+        "apply_s": apply,
+        **kw,
+    }
+
+
+STRONG = {"scaling": "strong", "global_batch": 256, "config": "nccl", "payload_bytes": 100_000_000}
+
+
+def test_no_exchange_figure_where_the_table_says_not_resolved(capsys, tmp_path):
+    """Every measured count probed, none resolved (the table's predicted rows say
+    "not resolved"): the Why said "Gradient exchange takes 2% of each step at 8
+    devices ... estimated by the model" and the footnote "exposed exchange ≈ 75.0
+    GB/s effective at 4 devices", both read from noise."""
+    from gpuscale.analysis.explain import bandwidth_text
+
+    doc = {
+        "defaults": {"scaling": "weak", "per_replica_batch": 128, "config": "nccl"}
+        | {"payload_bytes": 100_000_000},
+        "points": [
+            {"devices": 1, "step_time_s": 0.100},
+            _phased(2, 0.115, 0.100, 0.001, 0.003, probes=5),
+            _phased(4, 0.125, 0.100, 0.002, 0.004, probes=5),
+        ],
+    }
+    out = _recommend_out(capsys, tmp_path, doc)
+    assert "not resolved" in out
+    assert "GB/s" not in out and "Gradient exchange takes" not in out
+    assert "The exposed gradient exchange is not resolved at any measured count" in out
+    assert "what it takes at 8 devices is not known" in out
+    f = tmp_path / "sweep.json"
+    rec = recommend(load_inputs([f]).points)
+    (model,) = rec.models
+    assert bandwidth_text(model, rec.table) is None
+
+
+def test_the_why_and_the_footnote_give_one_bandwidth_for_one_fitted_exchange(capsys, tmp_path):
+    """The Why said "over a link the model puts at 21.4 GB/s" (payload over the fitted
+    beta) where the footnote said "exposed exchange ≈ 18.7 GB/s effective at 4
+    devices (busbw)": one exchange, one figure, and it is not the link's."""
+    doc = {
+        "defaults": STRONG,
+        "points": [
+            {"devices": 1, "step_time_s": 0.100},
+            _phased(2, 0.056, 0.048, 0.005, 0.001, probes=10),
+            _phased(4, 0.036, 0.024, 0.010, 0.002, probes=3),
+            _phased(4, 0.040, 0.032, 0.006, 0.001, probes=30),
+        ],
+    }
+    out = _recommend_out(capsys, tmp_path, doc)
+    rate = "exposed exchange \u2248 18.7 GB/s effective at 4 devices"
+    assert f"{rate} (busbw, payload x 2(N-1)/N" in out  # the footnote
+    why = out[out.index("Gradient exchange takes") :]
+    assert f"(100.0 MB per step; {rate}, busbw)" in why
+    assert "link" not in why.split(".")[0] and "21.4" not in out
+
+
+def test_two_runs_timing_the_all_reduce_alone_alike_give_that_busbw_everywhere(capsys, tmp_path):
+    """Two runs at 2 devices both timed the all-reduce alone at 20 ms (5.00 GB/s for
+    100 MB): the footnote printed 4.92 GB/s (the timing scaled by the ratio of step
+    times, as if it were part of the step) while the Why said 5.00 GB/s."""
+    from gpuscale.analysis.recommend import combine_runs
+    from gpuscale.analysis.sweep import SweepPoint, normalize
+
+    runs = [
+        _phased(2, 0.050, 0.038, 0.010, 0.002, probes=3, allreduce_total_s=0.020),
+        _phased(2, 0.060, 0.052, 0.006, 0.001, probes=30, allreduce_total_s=0.020),
+    ]
+    doc = {
+        "defaults": STRONG | {"interconnect_bytes_s": 50e9},
+        "points": [
+            {"devices": 1, "step_time_s": 0.100},
+            *runs,
+            {"devices": 2, "step_time_s": 0.070},
+        ],
+    }
+    points = [normalize(SweepPoint(**(STRONG | r))) for r in runs]
+    alone = combine_runs(points, "nccl", []).allreduce_total_s
+    assert alone == pytest.approx(0.020)  # timed alone, not a part of the step: as timed
+    out = _recommend_out(capsys, tmp_path, doc, "--max-devices", "2")
+    assert "the all-reduce alone measured 5.00 GB/s" in out  # the footnote
+    assert "the all-reduce alone ran at a busbw of 5.00 GB/s" in out  # the Why
+    assert "4.92" not in out

@@ -660,3 +660,32 @@ def test_near_linear_measurements_keep_their_calibrated_range():
     (s4,) = [r for r in superlinear.table if r.devices == 4 and r.predicted]
     assert s4.coverage is None and s4.throughput_safe is None
     assert not superlinear.predicted
+
+
+def test_superlinear_and_noisy_measurements_give_both_reasons_for_the_guess(capsys, tmp_path):
+    """Superlinear and noisy at once: the range's basis (the footer's words) named only
+    the noise, while Why and Confidence said superlinear; both reasons, "a guess" once."""
+    cal = _calibration(-0.05, 0.05)
+    rec = recommend(_points({1: 1000.0, 2: 2200.0}, spread=0.94), calibration=cal, max_devices=8)
+    (r4,) = [r for r in rec.table if r.devices == 4 and r.predicted]
+    assert r4.coverage is None and r4.throughput_safe is None
+    basis = r4.coverage_basis
+    assert basis.startswith("a guess, not a calibrated range: the measurements scale superlinearly")
+    assert "110% efficiency from 1 to 2 devices" in basis
+    assert "spread up to 94%" in basis and "widened by half that each way" in basis
+    assert basis.count("a guess") == 1
+    f = tmp_path / "sn.json"
+    f.write_text(
+        json.dumps(
+            {
+                "defaults": {"model": "x", "scaling": "weak", "per_replica_batch": 32},
+                "points": [
+                    {"devices": 1, "throughput": 1000, "spread": 0.94},
+                    {"devices": 2, "throughput": 2200, "spread": 0.94},
+                ],
+            }
+        )
+    )
+    assert main(["recommend", "--from", str(f), "--no-chart"]) == 0
+    footer = next(line for line in capsys.readouterr().out.splitlines() if "a guess" in line)
+    assert "scale superlinearly" in footer and "spread up to 94%" in footer

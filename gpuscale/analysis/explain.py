@@ -26,7 +26,7 @@ from gpuscale.analysis.decide import (
 )
 from gpuscale.analysis.model import ScalingModel, compute_scale_for, threshold_compute_scale
 from gpuscale.analysis.predict import BET_RISK, measured_noise, measured_superlinear
-from gpuscale.analysis.sweep import SweepPoint
+from gpuscale.analysis.sweep import SweepPoint, phases_unresolved
 from gpuscale.formatting import (
     format_bytes,
     format_duration_s,
@@ -208,7 +208,16 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[
             points = f"{100 * err / step_t:.0f}"
             how = f"measured (±{points} points, {plural(probes, 'probe')})"
     else:
-        comm, step_t = _table_split(g, n2)
+        split = _table_split(g, n2)
+        if split is None:  # the table says "not resolved" there: so does the text
+            rec.reasons.append(
+                "The exposed gradient exchange is not resolved at any measured count (within "
+                "its probes' noise, or the phases did not split the step): the model has none "
+                f"to go on, so what it takes at {dev(n2)} is not known, as the table says; "
+                "measure longer to know it."
+            )
+            return
+        comm, step_t = split
         how = f"estimated by the model from {m.basis}"
     if comm <= 0:
         return
@@ -217,7 +226,8 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[
         rate = metrics.algbw_bytes_s(m.payload_bytes, comm)
         detail = f" ({format_bytes(m.payload_bytes)} per step at an effective {format_rate_bytes_s(rate)}"
         peaks = [p.interconnect_bytes_s for p in measured if p.interconnect_bytes_s]
-        alone = alone_busbw_bytes_s(measured, m.exchange)
+        # the table's row (runs combined), as the footnote under the table gives it
+        alone = alone_busbw_bytes_s([r for r in g.rows if r.devices == n2], m.exchange)
         if peaks and n2 > 1 and alone:
             # the link's peak is compared with the all-reduce timed alone, never with a
             # rate from the exposed part (overlap hides the rest: it would read high)
@@ -227,11 +237,10 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[
                 f"{format_rate_bytes_s(min(peaks))}"
             )
         detail += ")"
-    elif m.payload_bytes and m.bandwidth_bytes_s:
-        detail = (
-            f" ({format_bytes(m.payload_bytes)} per step over a link the model puts at "
-            f"{format_rate_bytes_s(m.bandwidth_bytes_s)})"
-        )
+    elif m.payload_bytes and (rate_text := exposed_rate_text(m, g.rows)):
+        # the figure and the words of the footnote under the table (bandwidth_text)
+        busbw = "" if m.basis == "link peak" else ", busbw"
+        detail = f" ({format_bytes(m.payload_bytes)} per step; {rate_text}{busbw})"
     compute = max(step_t - comm, 0.0)
     ratio = compute / comm
     k = threshold_compute_scale(m, n1, n2, rec.floor)
@@ -304,31 +313,57 @@ def alone_busbw_bytes_s(points: Sequence[SweepPoint], exchange: str) -> float | 
     return metrics.busbw_bytes_s(metrics.algbw_bytes_s(payload, alone), top, exchange)
 
 
-def bandwidth_text(model: ScalingModel, points: Sequence[SweepPoint]) -> str | None:
-    """What the model's bandwidth is, in words, beside the all-reduce timed alone
-    where it was (``points``: the configuration's measured points). A model fitted
-    from phases or step times knows the *exposed* exchange: the busbw it gives is what
-    the step effectively pays per byte (at the largest measured multi-device count,
-    in the summary's convention, :data:`BUSBW_FACTOR`), not the link's speed, and
-    differs from the all-reduce alone by the overlap with the backward pass (or by
-    replicas waiting for each other). ``None`` where the payload is not known."""
-    if not model.payload_bytes or not model.bandwidth_bytes_s:
+def _exposed_busbw(model: ScalingModel, points: Sequence[SweepPoint]) -> tuple[float, int] | None:
+    """``(busbw, devices)``: what the step effectively pays per byte for the model's
+    fitted *exposed* exchange at the largest measured multi-device count of
+    ``points``, in the summary's convention (:data:`BUSBW_FACTOR`); ``None`` where
+    the payload is not known, nothing is exchanged, or the exposed share is not
+    resolved (:func:`~gpuscale.analysis.sweep.phases_unresolved`: the table says
+    "not resolved", so no rate is read from it)."""
+    if not model.payload_bytes or not model.bandwidth_bytes_s or phases_unresolved(points):
         return None
-    if model.basis == "link peak":
-        return f"the link assumed at its peak, {format_rate_bytes_s(model.bandwidth_bytes_s)}"
     multi = [p.devices for p in points if not p.predicted and p.devices > 1]
     top = max(multi, default=0)
     comm = model.comm_time_s(top) if top else 0.0
     if comm <= 0:
         return None
-    paid = metrics.busbw_bytes_s(
-        metrics.algbw_bytes_s(model.payload_bytes, comm), top, model.exchange
-    )
+    algbw = metrics.algbw_bytes_s(model.payload_bytes, comm)
+    return metrics.busbw_bytes_s(algbw, top, model.exchange), top
+
+
+def exposed_rate_text(model: ScalingModel, points: Sequence[SweepPoint]) -> str | None:
+    """The model's bandwidth in a few words, the same in the footnote under the
+    table (:func:`bandwidth_text`) and in the Why: ``the link assumed at its peak,
+    X``, or ``exposed exchange ≈ X effective at N devices`` (:func:`_exposed_busbw`:
+    a busbw, never called a link's); ``None`` where there is none to give."""
+    if not model.payload_bytes or not model.bandwidth_bytes_s:
+        return None
+    if model.basis == "link peak":
+        return f"the link assumed at its peak, {format_rate_bytes_s(model.bandwidth_bytes_s)}"
+    exposed = _exposed_busbw(model, points)
+    if exposed is None:
+        return None
+    paid, top = exposed
+    return f"exposed exchange ≈ {format_rate_bytes_s(paid, significant=3)} effective at {dev(top)}"
+
+
+def bandwidth_text(model: ScalingModel, points: Sequence[SweepPoint]) -> str | None:
+    """What the model's bandwidth is, in words (:func:`exposed_rate_text`), beside
+    the all-reduce timed alone where it was (``points``: the configuration's table
+    rows). A model fitted from phases or step times knows the *exposed* exchange: the
+    busbw it gives is what the step effectively pays per byte (at the largest
+    measured multi-device count, in the summary's convention, :data:`BUSBW_FACTOR`),
+    not the link's speed, and differs from the all-reduce alone by the overlap with
+    the backward pass (or by replicas waiting for each other). ``None`` where the
+    payload is not known, or where the exposed share is not resolved (the table says
+    so: no rate is read from noise)."""
+    text = exposed_rate_text(model, points)
+    exposed = _exposed_busbw(model, points)
+    if text is None or exposed is None or model.basis == "link peak":
+        return text
+    paid, top = exposed
     factor = BUSBW_FACTOR.get(model.exchange, "v(N)")
-    text = (
-        f"exposed exchange ≈ {format_rate_bytes_s(paid, significant=3)} effective "
-        f"at {dev(top)} (busbw, payload x {factor} over the fitted exposed time)"
-    )
+    text += f" (busbw, payload x {factor} over the fitted exposed time)"
     alone = alone_busbw_bytes_s(
         [p for p in points if not p.predicted and p.devices == top], model.exchange
     )
@@ -345,14 +380,18 @@ def bandwidth_text(model: ScalingModel, points: Sequence[SweepPoint]) -> str | N
     return text
 
 
-def _table_split(g: Group, devices: int) -> tuple[float, float]:
+def _table_split(g: Group, devices: int) -> tuple[float, float] | None:
     """``(exchange, step)`` at ``devices`` as the table shows them: the row's step
     time and its exposed share of it (a prediction's class prior and anchor are in
     both), so the text quotes the table's figure; the model's own where the table
-    has no share there."""
+    has no share there; ``None`` where the table says "not resolved" (every measured
+    share within its probes' noise, :func:`~gpuscale.analysis.sweep.phases_unresolved`):
+    no figure where the table has none."""
     r = row_at(g, devices)
     if r is not None and r.comm_share is not None and r.step_time_s:
         return r.comm_share * r.step_time_s, r.step_time_s
+    if phases_unresolved(g.rows):
+        return None
     return g.model.comm_time_s(devices), g.model.step_time_s(devices)
 
 
@@ -496,8 +535,9 @@ def _advice(
         and chosen.points[0].platform == "gpu"
         and chosen.model.comm_time_s(rec.devices) > 0
     ):
-        comm, step = _table_split(chosen, rec.devices)
-        share = metrics.share(max(step - comm, 0.0), step)
+        split = _table_split(chosen, rec.devices)
+        comm, step = split or (0.0, 0.0)
+        share = metrics.share(max(step - comm, 0.0), step) if split else 0.0
         if share >= 0.5 and not chosen.points[0].mixed_precision:
             rec.advice.append(
                 f"About {format_fraction_pct(share)} of each step at {dev(rec.devices)} is "

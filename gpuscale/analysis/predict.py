@@ -393,6 +393,11 @@ def seed_ranged(point: SweepPoint, seeds: SeedRange | None, top: int) -> SweepPo
     )
 
 
+GUESS = "a guess, not a calibrated range"
+"""How a range's :attr:`~gpuscale.analysis.sweep.SweepPoint.coverage_basis` begins
+where it is a guess (noisy or superlinear measurements), followed by why."""
+
+
 def measured_noise(points: Sequence[SweepPoint]) -> float | None:
     """The largest step-time spread (``(p90 - p10) / median``) of the measured
     ``points`` when it is above :data:`~gpuscale.analysis.confidence.NOISY_SPREAD`
@@ -418,17 +423,19 @@ def noise_widened(point: SweepPoint, spread: float) -> SweepPoint:
     lacking = next((w for w in BORROWED.values() if w in (point.coverage_basis or "")), None)
     if lacking:  # CPU logical devices, several machines: the range was borrowed too
         nominal += f" (borrowed: none has {lacking})"
+    why = (
+        f"the measured step times spread up to {spread:.0%} (p10-p90; noisy), unlike the "
+        f"published tables' measurements, so {nominal} is widened by half that each way"
+    )
+    # already a guess (superlinear, :func:`superlinear_guessed`): both reasons, "a guess" once
+    already = point.coverage is None and (point.coverage_basis or "").startswith(GUESS)
     return msgspec.structs.replace(
         point,
         throughput_low=point.throughput_low * max(1.0 - half, 0.05),
         throughput_high=point.throughput_high * (1.0 + half),
         throughput_safe=None,
         coverage=None,
-        coverage_basis=(
-            "a guess, not a calibrated range: the measured step times spread up to "
-            f"{spread:.0%} (p10-p90; noisy), unlike the published tables' measurements, so "
-            f"{nominal} is widened by half that each way"
-        ),
+        coverage_basis=f"{point.coverage_basis}; {why}" if already else f"{GUESS}: {why}",
     )
 
 
@@ -499,7 +506,7 @@ def superlinear_guessed(point: SweepPoint, superlinear: Superlinear) -> SweepPoi
         throughput_safe=None,
         coverage=None,
         coverage_basis=(
-            f"a guess, not a calibrated range: the measurements scale superlinearly "
+            f"{GUESS}: the measurements scale superlinearly "
             f"({superlinear.text()}: cache or memory effects, or a measurement error), "
             "unlike the published tables the ranges were calibrated on"
         ),

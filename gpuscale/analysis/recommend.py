@@ -414,7 +414,8 @@ def _combined_phases(points: Sequence[SweepPoint], step: float) -> dict:
     else:
         phases = pooled_phases(probed, own_step) or {}
     scale = step / own_step
-    for field in (*_PHASE_TIMES, "allreduce_total_s"):
+    # allreduce_total_s is the all-reduce timed alone, not a part of the step: as timed
+    for field in _PHASE_TIMES:
         if phases.get(field) is not None:
             phases[field] *= scale
     if abs(scale - 1) > 1e-9:  # the share shown is of the probed runs' step: say which
