@@ -248,6 +248,13 @@ def format_gb_s(value_bytes_s: float | None) -> str:
     return f"{value:.1f}" if abs(value) < 10 else f"{value:.0f}"
 
 
+def format_share_halfwidth(err_s: float, step_s: float) -> str:
+    """A share's 95 % half-width in points of the step, as the tables print it:
+    ``2`` (``0.4`` below one point)."""
+    width = 100 * err_s / step_s
+    return f"{width:.0f}" if width >= 1 else f"{width:.1f}"
+
+
 def format_pct(value_pct: float | None, digits: int = 0) -> str:
     """A percentage given on the 0-100 scale: ``42%``; ``n/a`` for None."""
     return NA if _missing(value_pct) else f"{value_pct:.{digits}f}%"

@@ -26,13 +26,14 @@ from gpuscale.analysis.decide import (
 )
 from gpuscale.analysis.model import ScalingModel, compute_scale_for, threshold_compute_scale
 from gpuscale.analysis.predict import BET_RISK, measured_noise, measured_superlinear
-from gpuscale.analysis.sweep import SweepPoint, phases_unresolved
+from gpuscale.analysis.sweep import SweepPoint, exposed_unresolved, phases_unresolved
 from gpuscale.formatting import (
     format_bytes,
     format_duration_s,
     format_fraction_pct,
     format_pct_against_floor,
     format_rate_bytes_s,
+    format_share_halfwidth,
     format_with_range,
     plural,
 )
@@ -186,46 +187,56 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[
     if not m.predicts or m.beta_s == 0 and m.alpha_s == 0:
         return
     n1, n2 = step.devices_from, step.devices_to
-    comm = m.comm_time_s(n2)
-    measured = [p for p in g.points if p.devices == n2 and p.allreduce_s is not None]
+    row = row_at(g, n2)
+    # a measured count: the table's row (its runs combined, their probes pooled)
+    measured = row is not None and not row.predicted and row.allreduce_s is not None
     if not measured and any(p.workers > 1 for p in g.points):
         return  # one ring over all devices misreads machines; explain_multi_worker says it
-    if measured:
-        comm = metrics.median([p.allreduce_s or 0.0 for p in measured])
-        step_t = metrics.median([p.step_time_s or 0.0 for p in measured])
+    if measured and row is not None and exposed_unresolved(row):
+        # noise, not an exchange: say so, as the table does, never a 0 %
+        err, step_t = row.allreduce_err_s, row.step_time_s or 0.0
+        under = (
+            f"under {format_fraction_pct(metrics.share((row.allreduce_s or 0) + err, step_t))} "
+            "of each step, "
+            if err is not None and step_t
+            else ""
+        )
+        rec.reasons.append(
+            f"The exposed gradient exchange at {dev(n2)} is within its probes' noise "
+            f"({under}{plural(row.probes or 0, 'probe')}): not resolved; measure longer to "
+            "know it."
+        )
+        return
+    split = _table_split(g, n2)
+    if split is None:  # the table says "not resolved" there: so does the text
+        rec.reasons.append(
+            "The exposed gradient exchange is not resolved at any measured count (within "
+            "its probes' noise, or the phases did not split the step): the model has none "
+            f"to go on, so what it takes at {dev(n2)} is not known, as the table says; "
+            "measure longer to know it."
+        )
+        return
+    comm, step_t = split
+    how = f"estimated by the model from {m.basis}"
+    if measured and row is not None:
         how = "measured"
-        one = measured[0]
-        if len(measured) == 1 and one.probes and one.allreduce_err_s is not None and step_t:
-            err, probes = one.allreduce_err_s, one.probes
-            if not metrics.resolved(comm, err):  # noise, not an exchange: say so, never a 0 %
-                rec.reasons.append(
-                    f"The exposed gradient exchange at {dev(n2)} is within its probes' noise "
-                    f"(under {format_fraction_pct(metrics.share(comm + err, step_t))} of each "
-                    f"step, {plural(probes, 'probe')}): not resolved; measure longer to know it."
-                )
-                return
-            # the share's half-width is in points of the step, as the table prints it
-            points = f"{100 * err / step_t:.0f}"
-            how = f"measured (±{points} points, {plural(probes, 'probe')})"
-    else:
-        split = _table_split(g, n2)
-        if split is None:  # the table says "not resolved" there: so does the text
-            rec.reasons.append(
-                "The exposed gradient exchange is not resolved at any measured count (within "
-                "its probes' noise, or the phases did not split the step): the model has none "
-                f"to go on, so what it takes at {dev(n2)} is not known, as the table says; "
-                "measure longer to know it."
-            )
-            return
-        comm, step_t = split
-        how = f"estimated by the model from {m.basis}"
+        if row.probes and row.allreduce_err_s is not None and row.step_time_s:
+            # the share's half-width in points of the step, as the table prints it
+            points = format_share_halfwidth(row.allreduce_err_s, row.step_time_s)
+            how = f"measured (±{points} points, {plural(row.probes, 'probe')})"
     if comm <= 0:
         return
     detail = ""
     if m.payload_bytes and measured:
-        rate = metrics.algbw_bytes_s(m.payload_bytes, comm)
-        detail = f" ({format_bytes(m.payload_bytes)} per step at an effective {format_rate_bytes_s(rate)}"
-        peaks = [p.interconnect_bytes_s for p in measured if p.interconnect_bytes_s]
+        # the footnote's measure (busbw) of the exposed exchange the table gives here
+        rate = metrics.busbw_bytes_s(metrics.algbw_bytes_s(m.payload_bytes, comm), n2, m.exchange)
+        detail = (
+            f" ({format_bytes(m.payload_bytes)} per step; exposed exchange ≈ "
+            f"{format_rate_bytes_s(rate, significant=3)} effective, busbw"
+        )
+        peaks = [
+            p.interconnect_bytes_s for p in g.points if p.devices == n2 and p.interconnect_bytes_s
+        ]
         # the table's row (runs combined), as the footnote under the table gives it
         alone = alone_busbw_bytes_s([r for r in g.rows if r.devices == n2], m.exchange)
         if peaks and n2 > 1 and alone:

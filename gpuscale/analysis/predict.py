@@ -407,6 +407,12 @@ def measured_noise(points: Sequence[SweepPoint]) -> float | None:
     return worst if worst > NOISY_SPREAD else None
 
 
+def _borrowed_in(point: SweepPoint) -> str | None:
+    """What the published tables lack (:data:`BORROWED`) where ``point``'s
+    ``coverage_basis`` says its range is borrowed; else ``None``."""
+    return next((w for w in BORROWED.values() if w in (point.coverage_basis or "")), None)
+
+
 def noise_widened(point: SweepPoint, spread: float) -> SweepPoint:
     """``point``'s range where the measurements it was fitted to were noisy
     (``spread``: :func:`measured_noise`). The published tables the ranges were
@@ -420,7 +426,7 @@ def noise_widened(point: SweepPoint, spread: float) -> SweepPoint:
         return point
     half = spread / 2
     nominal = f"their {point.coverage:.0%} range" if point.coverage else "the range"
-    lacking = next((w for w in BORROWED.values() if w in (point.coverage_basis or "")), None)
+    lacking = _borrowed_in(point)
     if lacking:  # CPU logical devices, several machines: the range was borrowed too
         nominal += f" (borrowed: none has {lacking})"
     why = (
@@ -501,15 +507,15 @@ def superlinear_guessed(point: SweepPoint, superlinear: Superlinear) -> SweepPoi
     measurements (:func:`noise_widened`)."""
     if point.throughput_low is None or point.throughput_high is None:
         return point
+    why = (
+        f"the measurements scale superlinearly "
+        f"({superlinear.text()}: cache or memory effects, or a measurement error), "
+        "unlike the published tables the ranges were calibrated on"
+    )
+    if lacking := _borrowed_in(point):  # CPU logical devices, several machines: both reasons
+        why += f"; the range itself is borrowed (none has {lacking})"
     return msgspec.structs.replace(
-        point,
-        throughput_safe=None,
-        coverage=None,
-        coverage_basis=(
-            f"{GUESS}: the measurements scale superlinearly "
-            f"({superlinear.text()}: cache or memory effects, or a measurement error), "
-            "unlike the published tables the ranges were calibrated on"
-        ),
+        point, throughput_safe=None, coverage=None, coverage_basis=f"{GUESS}: {why}"
     )
 
 

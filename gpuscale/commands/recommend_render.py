@@ -25,6 +25,7 @@ from gpuscale.formatting import (
     format_number,
     format_pct_with_range,
     format_range,
+    format_share_halfwidth,
     markup_literal,
     plural,
     visible,
@@ -56,8 +57,7 @@ def measured_share(point, long: bool = True) -> str:
         return "not resolved" + count
     if err is None or not step:  # fewer than 3 probes: no range
         return text + count
-    width = err / step * 100
-    return f"{text} ±{width:.0f}{count}" if width >= 1 else f"{text} ±{width:.1f}{count}"
+    return f"{text} ±{format_share_halfwidth(err, step)}{count}"
 
 
 def share_step_lines(rows: list) -> list[str]:
