@@ -248,7 +248,8 @@ class GpuscaleApp(App[int]):
         """(model version, RunSummary, Recommendation or None) for the panel; the
         recommendation from this one run predicts other device counts."""
         version, summary = self.model.summary()
-        return version, summary, predict_from_run(self.model.start, summary)
+        final = self.model.end is not None or self._finished_posted
+        return version, summary, predict_from_run(self.model.start, summary, final=final)
 
     def compute_charts(
         self, sizes: dict[str, tuple[int, int]], summary: RunSummary | None = None
