@@ -318,7 +318,9 @@ class GpuscaleApp(App[int]):
         self.redraw(force=True)
         snap = self.model.snapshot(logs_after=2**62)
         snap_errors = snap.errors
-        took = format_duration_s(snap.elapsed_s)  # the header's elapsed, the log's duration
+        # the run's recorded duration (the log's, `gpuscale runs`'), not the header's
+        # clock from the launch
+        took = format_duration_s(snap.duration_s)
         if end is not None and end.status != "failed" and not snap_errors:
             # One line, briefly: at 80x24 a toast covers the log's last lines, which
             # say the same (and the header says the status, the summary panel the rest).
