@@ -267,6 +267,18 @@ def format_fraction_pct(fraction: float | None, digits: int = 0) -> str:
     return NA if _missing(pct) else f"{pct:.{digits}f}%"
 
 
+def format_points(share: float) -> str:
+    """A share's half-width (0-1 scale) in percentage points, with the decimals it
+    needs: ``±2``, ``±2.5``, ``±0.4``, ``±0.04`` (never a ``±0`` for a share above 0)."""
+    value = share * 100
+    if abs(value - round(value)) < 0.05 and (round(value) or not value):
+        return f"\u00b1{value:.0f}"
+    digits = 1
+    while digits < 3 and value and not float(f"{value:.{digits}f}"):
+        digits += 1
+    return f"\u00b1{value:.{digits}f}"
+
+
 def format_pct_against_floor(fraction: float | None, floor: float, passes: bool) -> str:
     """A fraction compared with a floor (both on the 0-1 scale; ``passes``: whether
     it was judged to pass), as a percentage with as few decimals (0 to 3) as keep

@@ -588,13 +588,18 @@ client.close()
 
 
 @pytest.mark.parametrize(
-    ("asked", "why"),
+    ("asked", "builtin", "why"),
     [
-        (["1"], "worker 1 was asked to stop (SIGTERM)"),
-        ([], "worker 0 and worker 1 ended stopped"),
+        (["1"], False, "worker 1 was asked to stop (SIGTERM)"),
+        # the built-in trainer's workers end stopped only when one of them was asked
+        ([], True, "worker 0 and worker 1 ended stopped"),
     ],
 )
-def test_workers_that_stopped_on_their_own_end_the_run_stopped_not_completed(tmp_path, asked, why):
+def test_workers_that_stopped_on_their_own_end_the_run_stopped_not_completed(
+    tmp_path, monkeypatch, asked, builtin, why
+):
+    if builtin:  # the stand-in run as the built-in trainer's workers
+        monkeypatch.setattr("gpuscale.live.script_run.builtin_trainer_model", lambda argv: "mlp")
     path = tmp_path / "run.ndjson"
     run = ScriptRun(
         [sys.executable, "-c", STOPPED_WORKER, *asked],
@@ -615,3 +620,41 @@ def test_workers_that_stopped_on_their_own_end_the_run_stopped_not_completed(tmp
     loaded = load_run(path)
     assert loaded.end.status == "stopped" and loaded.end.summary["status"] == "stopped"
     assert said[-1].message in [e.message for e in loaded.events if isinstance(e, LogEvent)]
+    assert not run.stopped_by_script
+
+
+def test_a_scripts_own_early_stop_is_recorded_stopped_without_a_signal_warning(tmp_path):
+    # a custom loop's close("stopped") on every worker, no worker asked to stop: the
+    # script's own choice, not "worker 0 and worker 1 ended stopped" (and no exit 130)
+    path = tmp_path / "run.ndjson"
+    run = ScriptRun(
+        [sys.executable, "-c", STOPPED_WORKER],
+        record=path,
+        local_workers=2,
+        sampler=False,
+        env=_env(),
+    ).start()
+    events = _collect(run, timeout_s=60)
+    assert run.status == "stopped" and run.returncode == 0 and run.stopped_by_script
+    end = events[-1]
+    assert isinstance(end, EndEvent) and end.status == "stopped" and end.steps == 3
+    said = [e.message for e in events if isinstance(e, LogEvent)]
+    assert not any("not through gpuscale" in m or "ended stopped" in m for m in said)
+    assert load_run(path).end.status == "stopped"
+
+
+def test_run_exits_0_after_a_scripts_own_early_stop(tmp_path):
+    # `gpuscale run` of a script whose own loop ends close("stopped"): 0, not 130, no warning
+    path = tmp_path / "run.ndjson"
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpuscale", "run", "--record", str(path), "--"]
+        + [sys.executable, "-c", STOPPED_WORKER],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env={**_env(), "GPUSCALE_DATA_DIR": str(tmp_path)},
+        timeout=120,
+    )
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert "not through gpuscale" not in proc.stdout + proc.stderr
+    assert load_run(path).end.status == "stopped"

@@ -74,8 +74,8 @@ def _trainer_recording(path: Path) -> list:
 def test_the_elapsed_time_counts_from_the_launch_not_back_from_the_trainers_start(tmp_path):
     """The header's clock counted from the provisional start, then jumped back by
     TensorFlow's start-up (2.5 s to 0.0 s) when the trainer's own start replaced it.
-    It counts from the launch the user saw and never goes back; the log's (and the
-    toast's) duration at the end is the same figure."""
+    It counts from the launch the user saw and never goes back. The log's (and the
+    toast's) duration at the end is the run's recorded one, from its own start."""
     from gpuscale.formatting import format_duration_s
     from gpuscale.ui.sources import ReplaySource
 
@@ -95,4 +95,22 @@ def test_the_elapsed_time_counts_from_the_launch_not_back_from_the_trainers_star
     assert model.start is not None and not model.start.provisional  # it describes the run
     assert shown[-1] == pytest.approx(run_duration_s(events[0].t, 107.5))
     ended = [line.message for line in model.snapshot().logs if "run completed" in line.message]
-    assert ended == [f"run completed after 5 steps, {format_duration_s(7.5)}"]
+    assert ended == [f"run completed after 5 steps, {format_duration_s(5.0)}"]
+    assert model.snapshot().duration_s == pytest.approx(5.0)  # the toast's
+
+
+def test_the_logs_end_line_says_the_duration_runs_lists_for_the_recording(tmp_path):
+    """A run whose own start came 2.5 s after the launch: the log's end line said
+    "run completed after 5 steps, 7.5 s" (from the launch) while `gpuscale runs` and
+    the end's duration_s said 5.0 s. One recording, one duration."""
+    from gpuscale.formatting import format_duration_s
+
+    events = _trainer_recording(tmp_path / "run.ndjson")
+    (listed,) = list_runs(tmp_path)
+    model = RunModel()
+    model.absorb(events)
+    snap = model.snapshot()
+    (ended,) = [line.message for line in snap.logs if "run completed" in line.message]
+    assert ended == f"run completed after 5 steps, {format_duration_s(listed.duration_s)}"
+    assert snap.duration_s == pytest.approx(listed.duration_s)  # the toast says it too
+    assert snap.elapsed_s == pytest.approx(7.5)  # the header's clock: from the launch

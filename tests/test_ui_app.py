@@ -449,6 +449,27 @@ async def test_debug_log_lines_are_hidden_until_asked_for():
         assert "cuInit" not in text()
 
 
+async def test_the_end_toast_gives_the_runs_recorded_duration_not_the_clock_since_launch(
+    tmp_path,
+):
+    # the run's own start 2.5 s after the launch: the header's clock says 0:07, the
+    # toast the run's 5.0 s (`gpuscale runs`', the log's), not "in 7.5 s"
+    from test_run_duration_one import _trainer_recording
+
+    from gpuscale.formatting import format_duration_s
+    from gpuscale.recording.store import list_runs
+
+    _trainer_recording(tmp_path / "run.ndjson")
+    (listed,) = list_runs(tmp_path)
+    app = build_app(ReplaySource(tmp_path / "run.ndjson", end=True))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        messages = [n.message for n in app._notifications if n.message.startswith("Run ")]
+    assert listed.duration_s == pytest.approx(5.0)
+    assert messages == [f"Run completed: 5 steps in {format_duration_s(listed.duration_s)}."]
+
+
 async def test_a_finished_run_says_so_in_a_toast_and_a_cut_one_warns():
     app = build_app(replay(cpu_run(), end=True))
     async with app.run_test(size=(100, 30)) as pilot:

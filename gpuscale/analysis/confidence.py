@@ -10,7 +10,7 @@ import msgspec
 
 from gpuscale.analysis.metrics import MIN_SAMPLES_FOR_UNCERTAINTY
 from gpuscale.analysis.summary import RunSummary
-from gpuscale.formatting import format_fraction_pct, plural
+from gpuscale.formatting import format_fraction_pct, format_points, plural
 
 ENOUGH_STEPS = 20
 """Fewer counted steps (of one worker) than this and the medians are preliminary."""
@@ -79,52 +79,81 @@ def comm_share_is_notable(share: float | None) -> bool:
 
 
 class LivePredictions(msgspec.Struct, kw_only=True):
-    """Whether one run in progress can predict other device counts, and how."""
+    """Whether one run (in progress or over) can predict other device counts, and how."""
 
-    level: Literal["wait", "guess", "calibrated"]
-    """``wait``: no prediction yet (too little to fit what it rests on); ``guess``:
-    predictions, but their ranges are no calibrated range; ``calibrated``: the
-    ranges as :func:`gpuscale.analysis.recommend.recommend` gives them."""
+    level: Literal["wait", "guess", "step-times", "calibrated"]
+    """``wait``: no prediction (too little to fit what it rests on; a run in progress
+    may still get it); ``guess``: predictions, but their ranges are no calibrated
+    range; ``step-times``: a run on several devices that probes nothing (its probes
+    turned off): the predictions and ranges :func:`gpuscale.analysis.recommend.recommend`
+    gives from the step times alone, no phase breakdown behind them; ``calibrated``:
+    the ranges as :func:`gpuscale.analysis.recommend.recommend` gives them."""
     reason: str = ""
-    """Why not ``calibrated``, in words (``wait``: what the predictions wait for)."""
+    """Why not ``calibrated``, in words (``wait``: what the predictions wait for,
+    or, on a run that is over, what they lacked)."""
 
 
-def live_predictions(summary: RunSummary) -> LivePredictions:
+def live_predictions(summary: RunSummary, *, final: bool = False) -> LivePredictions:
     """The one rule for predictions from a single run (the dashboard's panel,
     :func:`gpuscale.analysis.recommend.recommend_from_run`). Its predictions rest on
     the median step time, the spread of the step times (noisy steps widen the range)
     and, on several devices, the exposed all-reduce's share of the step. Before
     :data:`ENOUGH_STEPS` counted steps, and before the share is measured (3 probes
     whose phases split the step), there is nothing to fit: no prediction, never a
-    1.00x with a narrow "calibrated" range. While the share is known only to worse
-    than its target (``share_target``: ``--precision`` or the probes' default) the
-    predictions are a guess. A run with enough of all three is ``calibrated``."""
+    1.00x with a narrow "calibrated" range. A run whose probes are turned off
+    (:attr:`RunSummary.probes_off`) waits for none: its predictions rest on the step
+    times alone, and say so. While the share is known only to worse than its target
+    (``share_target``: ``--precision`` or the probes' default) the predictions are a
+    guess. A run with enough of all three is ``calibrated``. ``final``: the run is
+    over (finished, stopped, replayed; a summary whose run has ended is final
+    either way): the reasons say what it lacked, not what it waits for."""
+    final = final or summary.status != "running"
     if summary.steps_counted < ENOUGH_STEPS:
         return LivePredictions(
             level="wait",
-            reason=f"predictions after {ENOUGH_STEPS} counted steps "
-            f"({summary.steps_counted} so far)",
+            reason=(
+                f"no predictions: fewer than {ENOUGH_STEPS} counted steps ({summary.steps_counted})"
+                if final
+                else f"predictions after {ENOUGH_STEPS} counted steps "
+                f"({summary.steps_counted} so far)"
+            ),
         )
     if summary.devices <= 1:
         return LivePredictions(level="calibrated")
     probes = summary.probes_run
+    if summary.probes_off and not probes:
+        return LivePredictions(
+            level="step-times",
+            reason="probes turned off: no phase breakdown; the predictions rest on the "
+            "step times alone",
+        )
     if probes < MIN_SAMPLES_FOR_UNCERTAINTY or summary.comm_share_err is None:
         return LivePredictions(
             level="wait",
-            reason=f"predictions once the exposed all-reduce is measured "
-            f"({probes} of {MIN_SAMPLES_FOR_UNCERTAINTY} probes so far)",
+            reason=(
+                f"no predictions: the exposed all-reduce was not measured "
+                f"({probes} of {MIN_SAMPLES_FOR_UNCERTAINTY} probes)"
+                if final
+                else f"predictions once the exposed all-reduce is measured "
+                f"({probes} of {MIN_SAMPLES_FOR_UNCERTAINTY} probes so far)"
+            ),
         )
     if not summary.phases_split_step:
         return LivePredictions(
             level="wait",
-            reason="predictions once the probes' phases split the step (not yet)",
+            reason=(
+                "no predictions: the probes' phases did not split the step"
+                if final
+                else "predictions once the probes' phases split the step (not yet)"
+            ),
         )
     target = summary.share_target
     if target is not None and summary.comm_share_err > target:
         return LivePredictions(
             level="guess",
             reason=f"a guess, not a calibrated range: the exposed share is known to "
-            f"\u00b1{100 * summary.comm_share_err:.1f} points so far (target "
-            f"\u00b1{100 * target:.0f}), so the range spans the predictions at either end",
+            f"\u00b1{100 * summary.comm_share_err:.1f} points{'' if final else ' so far'} "
+            f"(target {format_points(target)}), so the range spans the predictions at "
+            "either end",
         )
     return LivePredictions(level="calibrated")

@@ -25,6 +25,7 @@ from gpuscale.formatting import (
     format_ms,
     format_phase_in_step_s,
     format_phase_s,
+    format_points,
     format_samples_s,
 )
 
@@ -195,12 +196,6 @@ def phase_items(s: RunSummary) -> list[PhaseItem]:
     ]
 
 
-def _points(share: float) -> str:
-    """A share's half-width in percentage points: ``±2``, ``±2.5``."""
-    value = share * 100
-    return f"\u00b1{value:.0f}" if abs(value - round(value)) < 0.05 else f"\u00b1{value:.1f}"
-
-
 def probes_text(s: RunSummary) -> str:
     """How many probes ran, what they cost against the wall clock and the budget
     they had, and whether the exposed share is known to the target precision:
@@ -252,7 +247,7 @@ def precision_meaning(asked: float) -> str:
     (95% ranges)`` (the share is a part of the step, so its precision is in points)."""
     return (
         f"the median step time to \u00b1{format_fraction_pct(asked, 1)} of itself and the "
-        f"exposed share to {_points(asked)} points of the step (95% ranges)"
+        f"exposed share to {format_points(asked)} points of the step (95% ranges)"
     )
 
 
@@ -263,12 +258,12 @@ def share_known_text(s: RunSummary) -> str | None:
     (nothing is exchanged) or without a probe."""
     if s.devices <= 1 or not s.phase_steps or s.share_target is None:
         return None
-    target = f"{_points(s.share_target)} points"
+    target = f"{format_points(s.share_target)} points"
     err = s.comm_share_err
     if err is not None and err <= s.share_target:
-        return f"exposed share known to {target} ({_points(err)})"
+        return f"exposed share known to {target} ({format_points(err)})"
     text = f"exposed share not yet known to {target} " + (
-        "(fewer than 3 probes)" if err is None else f"({_points(err)} so far)"
+        "(fewer than 3 probes)" if err is None else f"({format_points(err)} so far)"
     )
     if s.share_more_steps and s.status != "running":
         steps = s.steps_total + s.share_more_steps
@@ -303,7 +298,7 @@ def precision_text(s: RunSummary) -> tuple[str, bool] | None:
     if several:
         target += (
             f" (step time \u00b1{format_fraction_pct(asked, 1)}, "
-            f"exposed share {_points(asked)} points)"
+            f"exposed share {format_points(asked)} points)"
         )
         if s.precision_reached is not None and s.step_time_rel_err is not None:
             share = s.comm_share_err if s.comm_share_err is not None else 0.0

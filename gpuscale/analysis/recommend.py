@@ -509,11 +509,14 @@ def anchor_of_two_level(model: TwoLevelModel, at_top: SweepPoint) -> float:
     return at_top.throughput / modelled if modelled > 0 else 1.0
 
 
-def recommend_from_run(start: StartEvent | None, summary: RunSummary) -> Recommendation | None:
+def recommend_from_run(
+    start: StartEvent | None, summary: RunSummary, *, final: bool = False
+) -> Recommendation | None:
     """What :func:`recommend` says from one run alone (its predictions for other
-    device counts rest on this one count); ``None`` while there is not enough to
-    say anything (no start, no counted step, no usable timing). Errors other than
-    "not enough evidence" (:class:`GpuscaleError`) are bugs and propagate."""
+    device counts rest on this one count, as :func:`live_predictions` rules;
+    ``final``: the run is over); ``None`` while there is not enough to say anything
+    (no start, no counted step, no usable timing). Errors other than "not enough
+    evidence" (:class:`GpuscaleError`) are bugs and propagate."""
     if start is None or not summary.steps_counted or not summary.step_time_s:
         return None
     from gpuscale.analysis.sweep import point_from_summary
@@ -523,7 +526,7 @@ def recommend_from_run(start: StartEvent | None, summary: RunSummary) -> Recomme
         rec = recommend([point])
     except GpuscaleError:
         return None
-    live = live_predictions(summary)
+    live = live_predictions(summary, final=final)
     if live.level == "wait":  # nothing to fit yet: the measured rows only
         rec.table = [r for r in rec.table if not r.predicted]
     elif live.level == "guess":

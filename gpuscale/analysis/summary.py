@@ -216,6 +216,10 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     probe_every: int | None = None
     """A fixed probe period (``--phase-every K``, ``ScalingMonitor(every=K)``) that
     overrides the budget; 0: no probes."""
+    probes_off: bool = False
+    """The run asked for no probes (``--phase-every 0``, ``--probe-budget 0``,
+    ``ScalingMonitor(phases=False)`` or ``budget=0``): it will have no phase
+    breakdown, and nothing should wait for one."""
     share_target: float | None = None
     """The half-width the exposed share is to be known to: ``--precision`` when
     asked, else the probe scheduler's default (:data:`DEFAULT_SHARE_PRECISION`)."""
@@ -478,10 +482,7 @@ class RunAccumulator:
         width = metrics.median_halfwidth(self._step_times)
         step_rel = width / s.step_time_s if width is not None and s.step_time_s else None
         s.step_time_rel_err = step_rel
-        cfg = (self.start.config or {}) if self.start is not None else {}
-        probing = s.devices > 1 and (
-            s.phase_steps > 0 or (cfg.get("phase_every") != 0 and cfg.get("probe_budget") != 0)
-        )
+        probing = s.devices > 1 and (s.phase_steps > 0 or not s.probes_off)
         share_err = s.comm_share_err if probing else 0.0
         if step_rel is not None and share_err is not None:
             s.precision_reached = max(step_rel, share_err)
@@ -535,6 +536,7 @@ class RunAccumulator:
         budget = cfg.get("probe_budget")
         if s.probe_every is None and isinstance(budget, (int, float)) and 0 <= budget < 1:
             s.probe_budget = float(budget)
+        s.probes_off = s.probe_every == 0 or s.probe_budget == 0 or cfg.get("phases") is False
         asked = cfg.get("precision")
         s.share_target = (
             float(asked)

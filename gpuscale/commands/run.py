@@ -6,7 +6,8 @@ events are recorded (unless ``--no-record``) and summarised at the end.
 Exit status: 0 completed, 1 the trainer failed, 2 bad options, 130 interrupted
 (Ctrl-C, or SIGTERM/SIGHUP: the trainer is stopped and the recording ends the same way)
 or stopped without gpuscale (a worker, or the trainer, killed on its own: the run
-ends ``stopped`` all the same).
+ends ``stopped`` all the same). A script's own early stop (its custom loop's
+``close("stopped")``, no signal) is recorded ``stopped`` and exits 0.
 """
 
 from __future__ import annotations
@@ -186,8 +187,10 @@ def main(args: argparse.Namespace) -> int:
         # the same block as watch's and replay's; a start note already printed above the
         # progress bar is not printed twice (watch's screen is gone, so it prints it here)
         print_run_summary(run, shown_notes=getattr(view, "notes_shown", ()))
-    if interrupted or (end is not None and end.status == "stopped"):
-        # stopped, through gpuscale or not (a worker or the trainer killed alone): cut short
+    stopped = end is not None and end.status == "stopped" and not run.stopped_by_script
+    if interrupted or stopped:
+        # stopped, through gpuscale or not (a worker or the trainer killed alone): cut short;
+        # a script's own early stop (its custom loop's close("stopped")) is no interruption
         return EXIT_INTERRUPTED
     if run.error is not None or (end is not None and end.status in ("failed", "lost")):
         print_run_error(run)

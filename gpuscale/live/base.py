@@ -45,6 +45,10 @@ class RunBase:
         """The final EndEvent (with ``summary``) once the run is over."""
         self.error: ErrorEvent | None = None
         self.returncode: int | None = None
+        self.stopped_by_script = False
+        """The run ended ``stopped`` because the script itself said so (a custom loop's
+        ``close("stopped")``, its own early stop): neither gpuscale nor a signal cut it
+        short, so ``gpuscale run`` exits 0, not 130, and warns of nothing."""
         self.recording_path: Path | None = None
         self.recording_problem: str | None = None
         self._recorder: Recorder | None = None

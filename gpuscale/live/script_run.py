@@ -44,7 +44,9 @@ The callback's EndEvent (one per ``fit``) becomes a log line; the run ends when
 the script's processes have exited: ``completed`` (all exit 0), ``failed`` (an
 ErrorEvent with the exit status and the last lines of stderr), ``stopped``
 (:meth:`stop`; or a worker's own end said ``stopped``, as every worker of the built-in
-trainer's does when one was stopped alone: a warning names the worker asked to stop),
+trainer's does when one was stopped alone: a warning names the worker asked to stop;
+a script's own early stop, a custom loop's ``close("stopped")`` with no worker asked to
+stop, is recorded ``stopped`` too, with no warning: ``stopped_by_script``),
 or ``lost``: a worker that disconnected without finishing
 (killed, crashed host) is named in an ErrorEvent, the other workers of a local
 cluster are stopped (a synchronous all-reduce cannot go on without it) and
@@ -1223,14 +1225,15 @@ class _PumpState:
                 )
             )
         elif self.stopped_workers:  # a worker stopped alone (kill), the others with it
-            status = "stopped"
+            status = "stopped"  # or the script's own early stop: what it said is recorded
+            run.stopped_by_script = not self.signalled()
         else:
             status = "completed"
         if run.cluster_info is not None and run._forward is None:
             self.name_missing_workers()
         run.returncode = next(iter(failed.values()), 0) if failed else 0
         steps = max(self.steps.values(), default=0)
-        if status == "stopped" and not run._stopping.is_set():
+        if status == "stopped" and not run._stopping.is_set() and not run.stopped_by_script:
             self.publish(self.stopped_alone(steps))
         run.status = status
         now = time.time()
@@ -1253,6 +1256,16 @@ class _PumpState:
         except Exception:  # the summary is a convenience; the events are recorded
             pass
         self.publish(end)
+
+    def signalled(self) -> bool:
+        """Whether the workers whose end said ``stopped`` were stopped by a signal, not
+        by the script's own choice (a custom loop's ``close("stopped")``): one of them
+        said it was asked to stop (:func:`~gpuscale.trainer.vote.stop_asked_message`),
+        or they are the built-in trainer, whose workers end ``stopped`` only when one
+        of them was (a stop rides the step's all-reduce to every worker)."""
+        if builtin_trainer_model(self.run_.argv) is not None:
+            return True
+        return any(w in self.asked_to_stop for w in self.stopped_workers)
 
     def stopped_alone(self, steps: int) -> LogEvent:
         """Why a run that gpuscale did not stop ends ``stopped``: the worker asked to

@@ -248,7 +248,8 @@ class GpuscaleApp(App[int]):
         """(model version, RunSummary, Recommendation or None) for the panel; the
         recommendation from this one run predicts other device counts."""
         version, summary = self.model.summary()
-        return version, summary, predict_from_run(self.model.start, summary)
+        final = self.model.end is not None or self._finished_posted
+        return version, summary, predict_from_run(self.model.start, summary, final=final)
 
     def compute_charts(
         self, sizes: dict[str, tuple[int, int]], summary: RunSummary | None = None
@@ -317,7 +318,9 @@ class GpuscaleApp(App[int]):
         self.redraw(force=True)
         snap = self.model.snapshot(logs_after=2**62)
         snap_errors = snap.errors
-        took = format_duration_s(snap.elapsed_s)  # the header's elapsed, the log's duration
+        # the run's recorded duration (the log's, `gpuscale runs`'), not the header's
+        # clock from the launch
+        took = format_duration_s(snap.duration_s)
         if end is not None and end.status != "failed" and not snap_errors:
             # One line, briefly: at 80x24 a toast covers the log's last lines, which
             # say the same (and the header says the status, the summary panel the rest).

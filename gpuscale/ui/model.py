@@ -81,6 +81,12 @@ class Snapshot:
     (:func:`gpuscale.events.schema.run_duration_s` from :attr:`RunModel.first_t`: the
     launch, gpuscale's provisional start, not the run's own start that replaces it,
     so the clock never jumps back)."""
+    duration_s: float
+    """The run's own duration so far, as recorded (``gpuscale runs``, the end event's
+    ``duration_s``): :func:`gpuscale.events.schema.run_duration_s` from
+    :attr:`RunModel.own_start_t`, without the start-up before the run's own start.
+    What the log's end line and the toasts say; shorter than :attr:`elapsed_s` by
+    that start-up."""
     last_step: int
     steps_done: int
     """Steps so far, counted from the first step number seen (the trainer numbers
@@ -133,6 +139,10 @@ class RunModel:
             """Where the elapsed time counts from: the earliest of the first event and
             the starts (a provisional start is stamped at the launch; the run's own,
             which replaces it, comes once TensorFlow has started)."""
+            self.own_start_t: float | None = None
+            """Where the run's recorded duration counts from, as ``gpuscale runs`` reads
+            it (:func:`gpuscale.recording.store.list_runs`): the first start that is
+            not provisional, else the first start."""
             self.last_t: float | None = None
             self.end_last_t: float | None = None
             """``last_t`` when the end event came: where the run's duration stops."""
@@ -228,6 +238,10 @@ class RunModel:
             # elapsed time jumped back by TensorFlow's start-up when it arrived).
             if self.first_t is None or t < self.first_t:
                 self.first_t = t
+            if self.own_start_t is None or (
+                self.start is not None and self.start.provisional and not event.provisional
+            ):
+                self.own_start_t = t
             self.start = event
             for info in event.devices:
                 self._device(event.worker, info.index).info = info
@@ -236,10 +250,11 @@ class RunModel:
         elif isinstance(event, EndEvent):
             self.end = event
             self.end_last_t = self.last_t  # the latest t up to the end: where elapsed stops
-            # the header's elapsed time where it stopped (and the toast's)
+            # the run's recorded duration (`gpuscale runs`'), not the header's clock
+            # from the launch: the same recording says the same number everywhere
             duration_s = (
-                run_duration_s(self.first_t, self.end_last_t or t)
-                if self.first_t is not None
+                run_duration_s(self.own_start_t, self.end_last_t or t)
+                if self.own_start_t is not None
                 else event.duration_s
             )
             self._log(
@@ -262,20 +277,23 @@ class RunModel:
         with self._lock:
             start_t = self.start.t if self.start is not None else self.first_t
             # From first_t (the launch, never back to the run's own start when it
-            # comes). Ended: to the latest event up to the end event (the log's
-            # duration), not to host samples that still arrive after it (the trial:
+            # comes). Ended: to the latest event up to the end event (where the log's
+            # duration stops too), not to host samples that still arrive after it (the trial:
             # 10.9 s logged, 11.9 s in the toast), nor back to the end's own t (a
             # trainer composes it before its last samples are in: elapsed went from
             # 0:21 back to 0:19)
             last_t = self.end_last_t if self.end is not None else self.last_t
             first_t = self.first_t
             elapsed = run_duration_s(first_t, last_t) if (last_t and first_t) else 0.0
+            own_t = self.own_start_t
+            duration = run_duration_s(own_t, last_t) if (last_t and own_t) else 0.0
             steps = list(self.steps)
             return Snapshot(
                 version=self.version,
                 epoch=self.epoch,
                 start=self.start,
                 elapsed_s=elapsed,
+                duration_s=duration,
                 last_step=self.last_step,
                 steps_done=(
                     self.last_step - self.first_step + 1 if self.first_step is not None else 0

@@ -90,11 +90,16 @@ def _predictions(rec: Recommendation) -> list[Content]:
 
 
 def advice_content(
-    summary: RunSummary | None, rec: Recommendation | None = None, waiting: str | None = None
+    summary: RunSummary | None,
+    rec: Recommendation | None = None,
+    waiting: str | None = None,
+    *,
+    final: bool = False,
 ) -> Content:
     """The panel's text for a summary (``None``: nothing measured yet): one fact
-    a line, short enough for a 36-column panel (``waiting``: :func:`advice_parts`)."""
-    facts, notes = advice_parts(summary, rec, waiting)
+    a line, short enough for a 36-column panel (``waiting``, ``final``:
+    :func:`advice_parts`)."""
+    facts, notes = advice_parts(summary, rec, waiting, final=final)
     return Content("\n").join(facts + notes)
 
 
@@ -127,12 +132,14 @@ def advice_compact(
     rec: Recommendation | None,
     width: int,
     waiting: str | None = None,
+    *,
+    final: bool = False,
 ) -> Content:
     """The panel's text for a row ``width`` columns wide: the short facts (step time,
     phases, ...) one after another, ``label value · label value``, a line broken
     only between two facts (a fact wider than the row wraps, nothing is clipped);
     then the sentences (predictions, the confidence and why) a line each."""
-    facts, notes = advice_parts(summary, rec, waiting)
+    facts, notes = advice_parts(summary, rec, waiting, final=final)
     notes = [_unpadded(note) if note.plain.startswith(LABELLED) else note for note in notes]
     if len(notes) >= 2 and notes[-2].plain.startswith("confidence "):
         # the level and why on one line (it wraps where it must)
@@ -165,13 +172,18 @@ def busbw_text(s: RunSummary) -> str | None:
 
 
 def advice_parts(
-    summary: RunSummary | None, rec: Recommendation | None = None, waiting: str | None = None
+    summary: RunSummary | None,
+    rec: Recommendation | None = None,
+    waiting: str | None = None,
+    *,
+    final: bool = False,
 ) -> tuple[list[Content], list[Content]]:
     """The panel's lines in two parts: the short facts (``label value``, a grid can
     set them side by side) and the rest (warnings, predictions, the confidence and
     why), in reading order. ``waiting``: what is true before the first step, said in
     place of "Waiting for the first steps…" (telemetry before the run's own start:
-    :func:`gpuscale.analysis.script_runs.before_own_start`)."""
+    :func:`gpuscale.analysis.script_runs.before_own_start`); ``final``: the run is
+    over (what the predictions lacked, not what they wait for)."""
     gpus: list[Content] = []
     warnings: list[Content] = []
     if summary is not None:
@@ -220,7 +232,7 @@ def advice_parts(
         apart = parts_note(s)
         if apart:
             notes.append(_text(apart, "$text-warning"))
-    else:
+    elif not s.probes_off:  # probes off: the predictions' note says so
         notes.append(_text("phase breakdown: not measured yet", "$text-muted"))
     if s.devices == 1:
         notes.append(
@@ -232,9 +244,14 @@ def advice_parts(
     if precision is not None:
         text, reached = precision
         notes.append(_text(text, "" if reached else "$text-warning"))
-    live = live_predictions(s)
+    live = live_predictions(s, final=final)
+    said = _text(live.reason[:1].upper() + live.reason[1:], "$text-muted")
     if live.level == "wait" and s.step_time_s:  # no 1.00x with a narrow range yet
-        notes.append(_text(live.reason[:1].upper() + live.reason[1:], "$text-muted"))
+        notes.append(said)
+    elif live.level == "step-times":  # probes off: said, then predicted
+        notes.append(said)
+        if rec is not None:
+            notes += _predictions(rec)
     elif rec is not None:
         notes += _predictions(rec)
     trust = run_confidence(s)
@@ -258,22 +275,26 @@ class AdvicePanel(VerticalScroll, can_focus=True):
         self.body = Static(
             Content.styled("Waiting for the first steps…", "$text-muted"), id="advice-body"
         )
-        self._shown: tuple[RunSummary | None, Recommendation | None, str | None] | None = None
+        self._shown: tuple[RunSummary | None, Recommendation | None, str | None, bool] | None = None
 
     def on_resize(self) -> None:
         if self._shown is not None:
             self.body.update(self._grid(*self._shown))
 
     def _grid(
-        self, summary: RunSummary | None, rec: Recommendation | None, waiting: str | None
+        self,
+        summary: RunSummary | None,
+        rec: Recommendation | None,
+        waiting: str | None,
+        final: bool = False,
     ) -> Content:
         # A row (wider than a column of facts): the compact form. Two columns are
         # kept for a vertical scrollbar, should the text not fit, and one for the
         # text's own right margin (app.tcss).
         width = self.content_size.width - 3
         if width < 2 * ROW_MIN_FACT:
-            return advice_content(summary, rec, waiting)
-        return advice_compact(summary, rec, width, waiting)
+            return advice_content(summary, rec, waiting, final=final)
+        return advice_compact(summary, rec, width, waiting, final=final)
 
     def compose(self):
         yield self.body
@@ -307,5 +328,5 @@ class AdvicePanel(VerticalScroll, can_focus=True):
                 )
             )
             return
-        self._shown = (summary, recommendation, waiting)
-        self.body.update(self._grid(summary, recommendation, waiting))
+        self._shown = (summary, recommendation, waiting, final)
+        self.body.update(self._grid(summary, recommendation, waiting, final))
