@@ -41,10 +41,10 @@ from gpuscale.formatting import (
 WALK_SHOWN = 4
 """Steps of the walk told at each end when it is long (the rest are all accepted)."""
 
-OUTSIDE = "outside the exchange, compute, apply and input together"
+ALL_BUT_EXCHANGE = "compute, apply and input"
 """What a model's ``compute`` is (the step less the exposed exchange, fitted from
-step times or phases): said so, since ``run``'s "compute" is the probes' forward and
-backward pass alone, a part of it."""
+step times or phases), always said with "all but the exchange": ``run``'s "compute"
+is the probes' forward and backward pass alone, a part of it."""
 
 EDGE_SCALE = 1.10
 """A batch that would have to grow by less than this (10 %) to pass the floor is
@@ -415,12 +415,12 @@ def _shared_cores_reason(m: ScalingModel) -> str:
     if m.scaling == "weak":
         how = (
             f"{since}N devices' batches take N times as long (weak scaling: about "
-            f"{format_duration_s(m.compute_time_s(1))} per device per step {OUTSIDE}; {at})"
+            f"{format_duration_s(m.compute_time_s(1))} per device per step for {ALL_BUT_EXCHANGE}, all but the exchange; {at})"
         )
     else:
         how = (
             f"{since}the same global batch takes as long whatever N (strong scaling: about "
-            f"{format_duration_s(m.compute_time_s(1))} per step {OUTSIDE}; {at})"
+            f"{format_duration_s(m.compute_time_s(1))} per step for {ALL_BUT_EXCHANGE}, all but the exchange; {at})"
         )
     who = (
         "The workers all ran on one machine's CPUs, sharing its cores"
@@ -552,7 +552,7 @@ def _advice(
         if share >= 0.5 and not chosen.points[0].mixed_precision:
             rec.advice.append(
                 f"About {format_fraction_pct(share)} of each step at {dev(rec.devices)} is "
-                f"{OUTSIDE} (model): mixed precision shortens its compute on GPUs with Tensor "
+                f"{ALL_BUT_EXCHANGE} (all but the exchange; model): mixed precision shortens its compute on GPUs with Tensor "
                 f"Cores (V100 and newer); the exchange then weighs more, so measure again."
             )
 
