@@ -154,6 +154,30 @@ def test_a_missing_field_and_a_misspelt_top_level_key_are_said_plainly(tmp_path,
     assert code == 2 and 'the file has an unknown key "pts" (did you mean points?)' in output
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("scalling", "weak", 'defaults has an unknown key "scalling" (did you mean scaling?)'),
+        ("scaling", "wek", 'defaults.scaling must be "strong" or "weak" (got "wek")'),
+    ],
+)
+def test_a_fault_in_the_defaults_names_the_defaults(tmp_path, capsys, key, value, expected):
+    """Trial 10: a typo in the file's defaults (merged into each point
+    before it is checked) was reported as "points[0] has an unknown key"."""
+    doc = {
+        "defaults": {"model": "m", "scaling": "weak", "per_replica_batch": 32, key: value},
+        "points": [{"devices": 1, "throughput": 360}, {"devices": 2, "throughput": 700}],
+    }
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps(doc))
+    code, output = _cli(["recommend", "--from", str(path)], capsys)
+    assert code == 2 and f"{path}: {expected}" in output and output.count("\n") == 1, output
+    doc["points"][0][key] = value  # the point's own key: the point is named
+    path.write_text(json.dumps(doc))
+    code, output = _cli(["recommend", "--from", str(path)], capsys)
+    assert code == 2 and f"{path}: points[0]" in output, output
+
+
 @pytest.mark.parametrize("version", [0, -1])
 def test_sweep_versions_below_one_are_refused(tmp_path, capsys, version):
     doc = json.loads(SWEEP.read_text())

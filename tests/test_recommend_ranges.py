@@ -620,6 +620,32 @@ def test_noisy_measurements_widen_the_range_say_it_is_a_guess_and_are_never_bet_
     assert not noisy.predicted and noisy.devices == 2  # never a bet on a noisy prediction
 
 
+def test_a_noisy_ring_sweep_is_told_its_range_is_a_guess_for_the_noise(capsys, tmp_path):
+    """Trial 10: a ring sweep with spreads up to 95% had the Why say the
+    published tables have no ring exchange (every one is a ring); the footer blamed
+    the noise. The Why says the noise too."""
+    noisy = tmp_path / "noisy.json"
+    noisy.write_text(
+        json.dumps(
+            {
+                "defaults": {"model": "m", "scaling": "weak", "per_replica_batch": 32},
+                "points": [
+                    {"devices": 1, "throughput": 360, "spread": 0.9},
+                    {"devices": 2, "throughput": 690, "spread": 0.8},
+                    {"devices": 4, "throughput": 1300, "spread": 0.95},
+                ],
+            }
+        )
+    )
+    assert main(["recommend", "--from", str(noisy), "--no-chart"]) == 0
+    out = capsys.readouterr().out
+    assert "no ring exchange" not in out and "seed tables" not in out
+    assert (
+        "whether 4 -> 8 pays is not known: the measured step times spread up to 95% "
+        "(noisy), so its range is a guess." in out
+    )
+
+
 def test_superlinear_measurements_are_a_guess_and_never_bet_on(capsys, tmp_path):
     """The trial's odd.json: 360 samples/s at 3 devices, 700 at 5 (117% efficiency,
     weak scaling) had 8 devices predicted at 117% with a "calibrated" 80% range and

@@ -239,8 +239,8 @@ def test_compute_per_step_is_rounded_like_the_other_durations():
         normalize(SweepPoint(devices=4, step_time_s=1.2916, **common)),
     ]
     reasons = " ".join(recommend(points).reasons)
-    assert "per step outside the exchange" in reasons
-    assert "1290.6 ms" not in reasons and "about 1.29 s per step outside the exchange" in reasons
+    assert "per step for compute, apply and input, all but the exchange" in reasons
+    assert "1290.6 ms" not in reasons and "about 1.29 s per step for compute" in reasons
 
 
 def test_a_combined_rows_exposed_share_says_which_step_it_is_of():

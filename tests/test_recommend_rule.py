@@ -187,7 +187,9 @@ def test_cpu_logical_devices_are_told_they_share_the_cores():
     assert "from 2 devices on, N devices' batches take N times as long" in reason
     # the model's compute is the step less the exchange: named for what it is, since
     # run's "compute" is the probed forward and backward pass alone
-    assert "37.0 ms per device per step outside the exchange, compute, apply and input" in reason
+    assert (
+        "37.0 ms per device per step for compute, apply and input, all but the exchange;" in reason
+    )
     assert "of compute" not in reason
     # predicted rows never gain samples/s on shared cores, and no batch advice is given
     rows = [r for r in rec.table if r.predicted]

@@ -83,6 +83,10 @@ def test_a_gather_prediction_with_a_guessed_range_is_never_a_bet():
         for r in rec.reasons
     )
     assert not any("such predictions of published tables" in r for r in rec.reasons)
+    assert any(
+        "whether 2 -> 4 pays is not known: the published tables have no gather exchange" in r
+        for r in rec.reasons
+    )
 
 
 def test_the_same_table_as_a_ring_or_with_a_calibrated_bound_is_bet_on():

@@ -25,7 +25,13 @@ from gpuscale.analysis.decide import (
     speedup_text,
 )
 from gpuscale.analysis.model import ScalingModel, compute_scale_for, threshold_compute_scale
-from gpuscale.analysis.predict import BET_RISK, measured_noise, measured_superlinear
+from gpuscale.analysis.predict import (
+    BET_RISK,
+    borrowed,
+    measured_noise,
+    measured_superlinear,
+    uncovered,
+)
 from gpuscale.analysis.sweep import SweepPoint, exposed_unresolved, phases_unresolved
 from gpuscale.formatting import (
     format_bytes,
@@ -41,10 +47,10 @@ from gpuscale.formatting import (
 WALK_SHOWN = 4
 """Steps of the walk told at each end when it is long (the rest are all accepted)."""
 
-OUTSIDE = "outside the exchange, compute, apply and input together"
+ALL_BUT_EXCHANGE = "compute, apply and input"
 """What a model's ``compute`` is (the step less the exposed exchange, fitted from
-step times or phases): said so, since ``run``'s "compute" is the probes' forward and
-backward pass alone, a part of it."""
+step times or phases), always said with "all but the exchange": ``run``'s "compute"
+is the probes' forward and backward pass alone, a part of it."""
 
 EDGE_SCALE = 1.10
 """A batch that would have to grow by less than this (10 %) to pass the floor is
@@ -264,11 +270,7 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[
     model_passes = k is not None and k <= 1.0
     floor = format_fraction_pct(rec.floor)
     if step.uncertain and step.uncalibrated:
-        text += (
-            f"; whether {n1} -> {n2} pays is not known: the published tables have no "
-            f"{m.exchange} exchange to calibrate its range on, and a handful of seed "
-            "tables are too few for a bet"
-        )
+        text += f"; whether {n1} -> {n2} pays is not known: {_why_no_bet(g, row)}"
     elif step.uncertain:
         text += (
             f"; whether {n1} -> {n2} pays is not known: more than 1 in "
@@ -415,12 +417,12 @@ def _shared_cores_reason(m: ScalingModel) -> str:
     if m.scaling == "weak":
         how = (
             f"{since}N devices' batches take N times as long (weak scaling: about "
-            f"{format_duration_s(m.compute_time_s(1))} per device per step {OUTSIDE}; {at})"
+            f"{format_duration_s(m.compute_time_s(1))} per device per step for {ALL_BUT_EXCHANGE}, all but the exchange; {at})"
         )
     else:
         how = (
             f"{since}the same global batch takes as long whatever N (strong scaling: about "
-            f"{format_duration_s(m.compute_time_s(1))} per step {OUTSIDE}; {at})"
+            f"{format_duration_s(m.compute_time_s(1))} per step for {ALL_BUT_EXCHANGE}, all but the exchange; {at})"
         )
     who = (
         "The workers all ran on one machine's CPUs, sharing its cores"
@@ -552,7 +554,7 @@ def _advice(
         if share >= 0.5 and not chosen.points[0].mixed_precision:
             rec.advice.append(
                 f"About {format_fraction_pct(share)} of each step at {dev(rec.devices)} is "
-                f"{OUTSIDE} (model): mixed precision shortens its compute on GPUs with Tensor "
+                f"{ALL_BUT_EXCHANGE} (all but the exchange; model): mixed precision shortens its compute on GPUs with Tensor "
                 f"Cores (V100 and newer); the exchange then weighs more, so measure again."
             )
 
@@ -591,6 +593,29 @@ def _why_guessed(g: Group) -> str:
     if measured_noise(g.points) is not None:
         return " (noisy measurements)"
     return f" for a {g.model.exchange} exchange"
+
+
+def _why_no_bet(g: Group, row: SweepPoint | None) -> str:
+    """Why a predicted count of ``g`` has a range but no bet bound, in the words of
+    its ``coverage_basis`` (:mod:`gpuscale.analysis.predict`): superlinear or noisy
+    measurements make it a guess (a borrowed range said too), and an exchange the
+    published tables lack has only the seed tables."""
+    guessed = []
+    if (superlinear := measured_superlinear(g.points)) is not None:
+        guessed.append(f"the measurements scale superlinearly ({superlinear.text()})")
+    if (noise := measured_noise(g.points)) is not None:
+        guessed.append(f"the measured step times spread up to {format_fraction_pct(noise)} (noisy)")
+    said = []
+    if guessed:
+        lacking = borrowed(row) if row is not None else None
+        also = f", and it is borrowed (no published table has {lacking})" if lacking else ""
+        said.append(f"{' and '.join(guessed)}, so its range is a guess{also}")
+    if uncovered(g.points[0]):
+        said.append(
+            f"the published tables have no {g.model.exchange} exchange to calibrate its "
+            "range on, and a handful of seed tables are too few for a bet"
+        )
+    return "; ".join(said) or "its range has no bet bound"
 
 
 def _confidence(rec: Recommendation, groups: Sequence[Group], walk: Sequence[WalkStep]) -> None:

@@ -42,6 +42,7 @@ from gpuscale.events.bounded import (
     plain_validation_message,
     read_bounded,
     strip_bom,
+    validation_key,
 )
 
 FORMAT_NAME = "gpuscale-sweep"
@@ -354,7 +355,11 @@ def read_sweep_file(path: str | Path) -> Sweep:
         try:
             point = msgspec.convert(merged, SweepPoint)
         except msgspec.ValidationError as exc:
-            text = plain_validation_message(exc, merged, at=f"points[{i}]", type=SweepPoint)
+            key = validation_key(exc)
+            if key in defaults and key not in item:  # the file's defaults are at fault
+                text = plain_validation_message(exc, defaults, at="defaults", type=SweepPoint)
+            else:
+                text = plain_validation_message(exc, merged, at=f"points[{i}]", type=SweepPoint)
             raise GpuscaleError(f"{path}: {text}") from None
         if point.predicted:
             continue

@@ -176,6 +176,17 @@ def plain_validation_message(
     return text.replace("`$.", "`").replace("`$`", "the file")
 
 
+def validation_key(exc: Exception) -> str | None:
+    """The top-level key a msgspec validation error is about (the unknown key, or
+    the first field of its ``$.`` path); ``None`` when it names none (a missing
+    field, a fault in the object as a whole)."""
+    text = " ".join(str(exc).split())
+    if m := re.search(r"unknown field `([^`]+)`(?: - at `\$`)?$", text):
+        return m.group(1)
+    m = re.search(r" - at `\$\.(\w+)", text)
+    return m.group(1) if m else None
+
+
 _KINDS = {
     "int": "a whole number",
     "float": "a number",
