@@ -12,14 +12,23 @@ import msgspec
 import pytest
 
 from gpuscale.analysis.confidence import ENOUGH_STEPS, live_predictions
-from gpuscale.analysis.recommend import recommend_from_run
+from gpuscale.analysis.recommend import recommend, recommend_from_run
 from gpuscale.analysis.summary import RunAccumulator, summarize
+from gpuscale.analysis.sweep import load_inputs
 from gpuscale.events.schema import EndEvent, PhaseEvent, StepEvent
-from gpuscale.recording.reader import iter_events
-from gpuscale.ui.widgets.advice import advice_content
+from gpuscale.recording.reader import iter_events, load_run
+from gpuscale.ui.app import build_app
+from gpuscale.ui.sources import ReplaySource
+from gpuscale.ui.widgets.advice import AdvicePanel, advice_content
 from tests.test_analysis_confidence import cpu_run_events
 
-TWO = Path(__file__).parent / "fixtures" / "trial" / "20261126-144001_train.py_2xcpu.ndjson.gz"
+TRIAL = Path(__file__).parent / "fixtures" / "trial"
+TWO = TRIAL / "20261126-144001_train.py_2xcpu.ndjson.gz"
+TWO_PROBES = TRIAL / "20261126-155537_train.py_2xcpu.ndjson.gz"
+"""trial10: a Keras script's 2-device run, 398 counted steps, 2 probes whose phases
+split the step (exposed all-reduce 19%)."""
+UNSPLIT = TRIAL / "20261126-155456_train.py_2xcpu.ndjson.gz"
+"""trial10: the same script, 1 probe whose phases do not add up to the step."""
 
 
 def _at_step(steps: int):
@@ -114,19 +123,89 @@ def test_a_finished_run_says_what_it_lacked_not_what_it_waits_for():
     _, guessed = _at_step(200)
     for s in (few, unsplit, guessed):
         live, over = live_predictions(s), live_predictions(s, final=True)
-        assert live.level == over.level
+        assert live.level in ("wait", "guess")
         assert "so far" in live.reason or "not yet" in live.reason
+        # over: nothing more will come, so what recommend --from predicts, and why
+        assert over.level in ("step-times", "as-recorded")
         assert "so far" not in over.reason and "not yet" not in over.reason
-    assert "fewer than 20 counted steps (3)" in live_predictions(few, final=True).reason
+    assert "only 3 counted steps (fewer than 20)" in live_predictions(few, final=True).reason
+    assert "known to \u00b13.4 points (target" in live_predictions(guessed, final=True).reason
     events = _probes_off({"probe_budget": 0.02}, steps=25)
     ended = summarize([*events, EndEvent(t=25.0, status="completed", steps=25)])
     assert ended.status != "running"
     assert live_predictions(ended).reason == (
-        "no predictions: the exposed all-reduce was not measured (0 of 3 probes)"
+        "no probe measured the exposed all-reduce; the predictions rest on the step times alone"
     )
     lines = advice_content(unsplit, None, final=True).plain.splitlines()
-    assert "No predictions: the probes' phases did not split the step" in lines
-    assert not any(line.startswith("Predictions once") for line in lines)
+    assert (
+        "The probes' phases did not split the step; the predictions rest on the step "
+        "times alone" in lines
+    )
+    assert not any(line.startswith(("Predictions once", "No predictions")) for line in lines)
+
+
+def test_the_live_words_say_how_many_probes_not_that_none_was_measured():
+    # trial10: "0.5 ms (11.8%)" beside "Predictions once the exposed all-reduce is
+    # measured (1 of 3 probes so far)"
+    events = list(iter_events(TWO_PROBES))
+    acc = RunAccumulator()
+    probes = 0
+    for e in events:  # up to the second probe: one probe, and steps after it
+        probes += isinstance(e, PhaseEvent)
+        if probes == 2:
+            break
+        acc.add(e)
+    s = acc.summary()
+    assert s.steps_counted >= ENOUGH_STEPS and s.probes_run == 1
+    live = live_predictions(s)
+    assert live.level == "wait" and live.reason == "predictions after 3 probes (1 so far)"
+    text = advice_content(s, recommend_from_run(events[0], s)).plain
+    assert "Predictions after 3 probes (1 so far)" in text and "is measured" not in text
+
+
+@pytest.mark.parametrize("fixture", [TWO_PROBES, UNSPLIT])
+def test_a_finished_run_predicts_as_recommend_from_its_recording(fixture):
+    """trial10: the dashboard's end panel said "No predictions: the exposed
+    all-reduce was not measured (2 of 3 probes)" beside "exposed all-reduce 0.7 ms
+    (18.8%)", while `recommend --from` on the same recording gave "19% (2 probes)"
+    and predicted 4 and 8 devices. One rule for a finished run."""
+    sweep = load_inputs([fixture])
+    from_file = recommend(sweep.points)
+    run = load_run(fixture)
+    s = summarize(run.events)
+    assert s.status == "completed"
+    live = live_predictions(s)
+    assert live.level in ("as-recorded", "step-times")
+    rec = recommend_from_run(run.start, s, final=True)
+
+    def predicted(r):
+        return [
+            (row.devices, row.throughput, row.throughput_low, row.throughput_high, row.coverage)
+            for row in r.table
+            if row.predicted
+        ]
+
+    assert [n for n, *_ in predicted(from_file)] == [4, 8]
+    assert predicted(rec) == predicted(from_file)
+    text = advice_content(s, rec, final=True).plain
+    assert "No predictions" not in text and "4: " in text and "8: " in text
+    assert live.reason[:1].upper() + live.reason[1:] in text
+
+
+async def test_the_replayed_end_panel_shows_the_predictions_of_recommend_from():
+    app = build_app(ReplaySource(TWO_PROBES, end=True))
+    async with app.run_test(size=(200, 50)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        panel = app.query_one(AdvicePanel)
+        text = str(panel.body.render())
+        assert panel.border_title == "Final summary"
+        assert "No predictions" not in text and "so far" not in text
+        assert "The exposed all-reduce rests on 2 probes, too few for its own range" in text
+        sweep = load_inputs([TWO_PROBES])
+        rows = [r for r in recommend(sweep.points).table if r.predicted]
+        for r in rows:
+            assert f"{r.devices}: {r.speedup:.2f}x ({r.speedup_low:.2f}\u2013" in text
 
 
 def test_the_guess_says_a_small_target_with_its_decimals():

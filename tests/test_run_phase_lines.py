@@ -3,6 +3,10 @@ never shown as 0.0, one device without an exchange."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 from gpuscale.commands.run import phase_lines
 
 
@@ -238,3 +242,54 @@ def test_a_precision_on_several_devices_says_each_number_in_its_own_unit():
     assert "37.2%" not in line
     line = precision_line({**s, "precision_reached": 0.05, "precision_more_steps": 0}, 2)
     assert line.endswith("reached (step time \u00b11.2%, exposed share \u00b137.2 points)")
+
+
+UNSPLIT = (
+    Path(__file__).parent / "fixtures" / "trial" / "20261126-155647_mnist-cnn-w32_2xcpu.ndjson.gz"
+)
+"""trial10: `gpuscale run --devices 2 --steps 300`, 4 probes that agree, whose phases
+add up to 80.7 ms, not the median step 130.7 ms."""
+
+
+def test_a_share_whose_phases_do_not_split_the_step_is_not_called_known():
+    # it said "compute not resolved, exposed all-reduce not resolved, ..." and then
+    # "exposed share known to ±2 points (±1.5)"
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuscale", "replay", str(UNSPLIT), "--end"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    assert "exposed all-reduce not resolved" in text
+    assert "known to" not in text
+    assert (
+        "exposed share spread \u00b11.5 points across probes, but the phases do not add up "
+        "to the step: not resolved"
+    ) in text
+
+
+def test_a_share_whose_compute_fills_the_step_is_not_called_known():
+    s = _summary(compute_s=0.11, share_target=0.05)  # a pass longer than the median step
+    text = "\n".join(phase_lines(s, replicas=2))
+    assert "known to" not in text
+    assert "spread \u00b13 points across probes, but compute alone fills the step" in text
+    # the same probes with a pass inside the step: known
+    assert "exposed share known to \u00b15 points (\u00b13)" in "\n".join(
+        phase_lines(_summary(share_target=0.05), replicas=2)
+    )
+
+
+async def test_the_dashboard_probes_line_says_the_same_of_that_run():
+    from gpuscale.ui.app import build_app
+    from gpuscale.ui.sources import ReplaySource
+    from gpuscale.ui.widgets.advice import AdvicePanel
+
+    app = build_app(ReplaySource(UNSPLIT, end=True))
+    async with app.run_test(size=(200, 50)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        text = str(app.query_one(AdvicePanel).body.render())
+        assert "known to" not in text
+        assert "spread \u00b11.5 points across probes, but the phases do not add up" in text

@@ -81,79 +81,119 @@ def comm_share_is_notable(share: float | None) -> bool:
 class LivePredictions(msgspec.Struct, kw_only=True):
     """Whether one run (in progress or over) can predict other device counts, and how."""
 
-    level: Literal["wait", "guess", "step-times", "calibrated"]
-    """``wait``: no prediction (too little to fit what it rests on; a run in progress
-    may still get it); ``guess``: predictions, but their ranges are no calibrated
-    range; ``step-times``: a run on several devices that probes nothing (its probes
-    turned off): the predictions and ranges :func:`gpuscale.analysis.recommend.recommend`
-    gives from the step times alone, no phase breakdown behind them; ``calibrated``:
-    the ranges as :func:`gpuscale.analysis.recommend.recommend` gives them."""
+    level: Literal["wait", "guess", "step-times", "as-recorded", "calibrated"]
+    """``wait``: no prediction (a run in progress: too little to fit what it rests
+    on yet; a run that is over: no counted step); ``guess``: a run in progress whose
+    predictions' ranges are no calibrated range; ``step-times``: predictions from the
+    step times alone, no phase breakdown behind them (probes turned off; on a run
+    that is over, also: no probe ran, or the probes' phases did not split the step);
+    ``as-recorded``: a run that is over and lacked something (``reason`` says what):
+    the predictions ``gpuscale recommend --from`` gives from its recording;
+    ``calibrated``: the ranges as :func:`gpuscale.analysis.recommend.recommend`
+    gives them. Only ``wait`` and ``guess`` change what
+    :func:`gpuscale.analysis.recommend.recommend` predicts."""
     reason: str = ""
-    """Why not ``calibrated``, in words (``wait``: what the predictions wait for,
-    or, on a run that is over, what they lacked)."""
+    """Why not ``calibrated``, in words (``wait``: what the predictions wait for)."""
+
+
+STEP_TIMES_ALONE = "the predictions rest on the step times alone"
 
 
 def live_predictions(summary: RunSummary, *, final: bool = False) -> LivePredictions:
     """The one rule for predictions from a single run (the dashboard's panel,
     :func:`gpuscale.analysis.recommend.recommend_from_run`). Its predictions rest on
     the median step time, the spread of the step times (noisy steps widen the range)
-    and, on several devices, the exposed all-reduce's share of the step. Before
-    :data:`ENOUGH_STEPS` counted steps, and before the share is measured (3 probes
-    whose phases split the step), there is nothing to fit: no prediction, never a
-    1.00x with a narrow "calibrated" range. A run whose probes are turned off
-    (:attr:`RunSummary.probes_off`) waits for none: its predictions rest on the step
-    times alone, and say so. While the share is known only to worse than its target
-    (``share_target``: ``--precision`` or the probes' default) the predictions are a
-    guess. A run with enough of all three is ``calibrated``. ``final``: the run is
-    over (finished, stopped, replayed; a summary whose run has ended is final
-    either way): the reasons say what it lacked, not what it waits for."""
+    and, on several devices, the exposed all-reduce's share of the step.
+
+    While the run is in progress: before :data:`ENOUGH_STEPS` counted steps, and
+    before the share is measured (3 probes whose phases split the step), there is
+    nothing to fit: no prediction, never a 1.00x with a narrow "calibrated" range.
+    A run whose probes are turned off (:attr:`RunSummary.probes_off`) waits for
+    none: its predictions rest on the step times alone, and say so. While the share
+    is known only to worse than its target (``share_target``: ``--precision`` or the
+    probes' default) the predictions are a guess.
+
+    ``final``: the run is over (finished, stopped, replayed; a summary whose run has
+    ended is final either way). Nothing more will come, so there is one rule for it:
+    what ``gpuscale recommend --from`` says of its recording (its step times, and
+    the exposed all-reduce where the probes' phases split the step, however few
+    probes); the reason says what it lacked. A run with enough of everything is
+    ``calibrated`` either way."""
     final = final or summary.status != "running"
+    if final:
+        return _recorded(summary)
     if summary.steps_counted < ENOUGH_STEPS:
         return LivePredictions(
             level="wait",
-            reason=(
-                f"no predictions: fewer than {ENOUGH_STEPS} counted steps ({summary.steps_counted})"
-                if final
-                else f"predictions after {ENOUGH_STEPS} counted steps "
-                f"({summary.steps_counted} so far)"
-            ),
+            reason=f"predictions after {ENOUGH_STEPS} counted steps "
+            f"({summary.steps_counted} so far)",
         )
     if summary.devices <= 1:
         return LivePredictions(level="calibrated")
     probes = summary.probes_run
     if summary.probes_off and not probes:
-        return LivePredictions(
-            level="step-times",
-            reason="probes turned off: no phase breakdown; the predictions rest on the "
-            "step times alone",
-        )
+        return LivePredictions(level="step-times", reason=_probes_off_reason())
     if probes < MIN_SAMPLES_FOR_UNCERTAINTY or summary.comm_share_err is None:
         return LivePredictions(
             level="wait",
-            reason=(
-                f"no predictions: the exposed all-reduce was not measured "
-                f"({probes} of {MIN_SAMPLES_FOR_UNCERTAINTY} probes)"
-                if final
-                else f"predictions once the exposed all-reduce is measured "
-                f"({probes} of {MIN_SAMPLES_FOR_UNCERTAINTY} probes so far)"
-            ),
+            reason=f"predictions after {MIN_SAMPLES_FOR_UNCERTAINTY} probes ({probes} so far)",
         )
     if not summary.phases_split_step:
         return LivePredictions(
-            level="wait",
-            reason=(
-                "no predictions: the probes' phases did not split the step"
-                if final
-                else "predictions once the probes' phases split the step (not yet)"
-            ),
+            level="wait", reason="predictions once the probes' phases split the step (not yet)"
         )
     target = summary.share_target
     if target is not None and summary.comm_share_err > target:
         return LivePredictions(
             level="guess",
             reason=f"a guess, not a calibrated range: the exposed share is known to "
-            f"\u00b1{100 * summary.comm_share_err:.1f} points{'' if final else ' so far'} "
+            f"\u00b1{100 * summary.comm_share_err:.1f} points so far "
             f"(target {format_points(target)}), so the range spans the predictions at "
             "either end",
+        )
+    return LivePredictions(level="calibrated")
+
+
+def _probes_off_reason() -> str:
+    return f"probes turned off: no phase breakdown; {STEP_TIMES_ALONE}"
+
+
+def _recorded(summary: RunSummary) -> LivePredictions:
+    """:func:`live_predictions` of a run that is over: what ``recommend --from``
+    predicts from its recording (:func:`gpuscale.analysis.sweep.point_from_summary`
+    keeps the phases only where they split the step), and what it lacked."""
+    if summary.steps_counted == 0:
+        return LivePredictions(level="wait", reason="no predictions: no counted steps")
+    lacked = []
+    if summary.steps_counted < ENOUGH_STEPS:
+        lacked.append(
+            f"only {plural(summary.steps_counted, 'counted step')} (fewer than {ENOUGH_STEPS})"
+        )
+    probes = summary.probes_run
+    step_times = None
+    if summary.devices > 1:
+        if summary.probes_off and not probes:
+            step_times = _probes_off_reason()
+        elif not probes or summary.allreduce_s is None:
+            step_times = f"no probe measured the exposed all-reduce; {STEP_TIMES_ALONE}"
+        elif not summary.phases_split_step:
+            step_times = f"the probes' phases did not split the step; {STEP_TIMES_ALONE}"
+        elif probes < MIN_SAMPLES_FOR_UNCERTAINTY or summary.comm_share_err is None:
+            lacked.append(
+                f"the exposed all-reduce rests on {plural(probes, 'probe')}, too few "
+                f"for its own range ({MIN_SAMPLES_FOR_UNCERTAINTY} give one)"
+            )
+        elif summary.share_target is not None and summary.comm_share_err > summary.share_target:
+            lacked.append(
+                f"the exposed share is known to \u00b1{100 * summary.comm_share_err:.1f} "
+                f"points (target {format_points(summary.share_target)})"
+            )
+    if step_times is not None:
+        return LivePredictions(level="step-times", reason="; ".join([*lacked, step_times]))
+    if lacked:
+        return LivePredictions(
+            level="as-recorded",
+            reason="; ".join(lacked) + ": the predictions `gpuscale recommend --from` "
+            "gives from this recording",
         )
     return LivePredictions(level="calibrated")

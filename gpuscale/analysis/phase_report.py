@@ -255,11 +255,24 @@ def share_known_text(s: RunSummary) -> str | None:
     """Whether the exposed share is known to its target (``--precision``, else the
     scheduler's default): ``exposed share known to ±2 points (±1.1)``, ``exposed
     share not yet known to ±2 points (±3.4 so far)``; ``None`` on one device
-    (nothing is exchanged) or without a probe."""
+    (nothing is exchanged) or without a probe. Probes that agree on a share whose
+    phases do not split the step (:attr:`RunSummary.phases_split_step`) do not make
+    it known: ``exposed share spread ±1.5 points across probes, but the phases do not
+    add up to the step: not resolved``."""
     if s.devices <= 1 or not s.phase_steps or s.share_target is None:
         return None
     target = f"{format_points(s.share_target)} points"
     err = s.comm_share_err
+    if err is not None and err <= s.share_target and not s.phases_split_step:
+        why = (
+            "the phases do not add up to the step"
+            if s.phase_consistent is False
+            else "compute alone fills the step"
+        )
+        return (
+            f"exposed share spread {format_points(err)} points across probes, but {why}: "
+            "not resolved"
+        )
     if err is not None and err <= s.share_target:
         return f"exposed share known to {target} ({format_points(err)})"
     text = f"exposed share not yet known to {target} " + (

@@ -514,9 +514,10 @@ def recommend_from_run(
 ) -> Recommendation | None:
     """What :func:`recommend` says from one run alone (its predictions for other
     device counts rest on this one count, as :func:`live_predictions` rules;
-    ``final``: the run is over); ``None`` while there is not enough to say anything
-    (no start, no counted step, no usable timing). Errors other than "not enough
-    evidence" (:class:`GpuscaleError`) are bugs and propagate."""
+    ``final``: the run is over, and then the answer is ``gpuscale recommend --from``'s
+    on its recording); ``None`` while there is not enough to say anything (no start,
+    no counted step, no usable timing). Errors other than "not enough evidence"
+    (:class:`GpuscaleError`) are bugs and propagate."""
     if start is None or not summary.steps_counted or not summary.step_time_s:
         return None
     from gpuscale.analysis.sweep import point_from_summary

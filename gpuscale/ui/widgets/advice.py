@@ -248,7 +248,7 @@ def advice_parts(
     said = _text(live.reason[:1].upper() + live.reason[1:], "$text-muted")
     if live.level == "wait" and s.step_time_s:  # no 1.00x with a narrow range yet
         notes.append(said)
-    elif live.level == "step-times":  # probes off: said, then predicted
+    elif live.level in ("step-times", "as-recorded"):  # what they rest on, then them
         notes.append(said)
         if rec is not None:
             notes += _predictions(rec)
