@@ -43,9 +43,7 @@ def _run(*, setup_after: int, setup_s: float = 0.8, worker: int = 0, probe_at=(1
     for step in range(100):
         t += 0.01
         events.append(
-            StepEvent(
-                t=t, worker=worker, step=step, step_time_s=0.01, samples=64, warmup=step < 2
-            )
+            StepEvent(t=t, worker=worker, step=step, step_time_s=0.01, samples=64, warmup=step < 2)
         )
         if step == setup_after:
             t += setup_s
@@ -106,8 +104,7 @@ def test_workers_compiling_together_count_once():
 def test_a_recording_without_setup_says_nothing_of_it():
     events = [_start(), *_run(setup_after=-1)]
     events = [
-        msgspec.structs.replace(e, setup_s=None) if isinstance(e, PhaseEvent) else e
-        for e in events
+        msgspec.structs.replace(e, setup_s=None) if isinstance(e, PhaseEvent) else e for e in events
     ]
     s = summarize(events)
     assert s.probe_setup_s is None and s.probe_setup_wall_share is None
