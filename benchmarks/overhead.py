@@ -216,8 +216,10 @@ def main() -> int:
     for _ in range(5):
         handwritten_step()
         off_step()
+    setups: dict[str, float] = {}  # the one-time compile of each method's probe (setup_s)
     for m in methods:
-        gpuscale_block(5, 1, m)
+        warm = gpuscale_block(5, 1, m)[1]
+        setups[m] = sum(e.setup_s or 0.0 for e in warm if isinstance(e, PhaseEvent))
 
     counted: dict[str, list] = {m: [] for m in methods}  # each budgeted run's scheduler
     walls: dict[str, list[float]] = {m: [] for m in methods}
@@ -352,6 +354,15 @@ def main() -> int:
             f"{statistics.fmean(plain_steps[m]) * 1000:.2f} ms"
         )
         print(f"  wall overhead ({label}): {overheads[m]:.1f}%")
+    run_wall = statistics.median(walls[methods[-1]])
+    compiled = sum(setups.values())
+    print(
+        "one-time compile of the probe (warm-up, untimed, in none of these figures): "
+        f"{compiled:.2f} s ("
+        + ", ".join(f"{LABELS[m]} {s:.2f} s" for m, s in setups.items())
+        + f"), {compiled / run_wall:.0%} of one measured run "
+        f"({run_wall:.2f} s, {LABELS[methods[-1]]})"
+    )
     print(
         "  trainer's step against a hand-written one, per round: "
         + " ".join(f"{(r - 1) * 100:+.1f}%" for r in own_vs_handwritten)

@@ -118,6 +118,9 @@ def test_fit_sends_start_steps_phases_end(reported_events):
         assert phase.compute_s > 0 and phase.allreduce_s >= 0 and phase.apply_s >= 0
         assert phase.payload_bytes == TINY_PARAMS * 4 and phase.num_tensors == 4
         assert phase.method == "callback-probe"
+    # compiling the probe's passes, once, timed apart from the first probe's cost
+    assert phases[0].setup_s is not None and phases[0].setup_s > 0
+    assert phases[1].setup_s is None
 
 
 @pytest.mark.tf
@@ -168,6 +171,7 @@ def test_one_replica_reports_no_exchange(scripts):
     assert start.num_replicas == 1
     phases = [e for e in events if isinstance(e, PhaseEvent)]
     assert [p.step for p in phases] == [3, 5, 7]  # every=2, after the 2 warm-up steps
+    assert phases[0].setup_s and [p.setup_s for p in phases[1:]] == [None, None]
     for p in phases:
         assert p.allreduce_s == 0.0
         assert p.compute_allreduce_s is None and p.allreduce_total_s is None

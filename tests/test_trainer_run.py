@@ -101,6 +101,15 @@ def test_probes_keep_their_raw_timing_and_cost(finished_run):
         assert p.probe_cost_s >= p.compute_s + p.allreduce_total_s
 
 
+def test_compiling_the_probe_is_timed_apart_on_the_first_probe(finished_run):
+    """The split step and the probe's passes compile once, after the first step:
+    not in any probe's cost (the budget's), but said on the first probe after."""
+    _, events = finished_run
+    phases = [e for e in events if isinstance(e, PhaseEvent)]
+    assert phases[0].setup_s is not None and phases[0].setup_s > 0
+    assert all(p.setup_s is None for p in phases[1:])
+
+
 def test_recording_holds_the_run(finished_run):
     run, events = finished_run
     from gpuscale.recording.reader import load_run

@@ -54,10 +54,13 @@ def wall_clock_text(s: RunSummary, *, causes: bool = True) -> str | None:
     """The rate over the wall clock the counted steps span, where much of it falls
     between them (:func:`between_steps_notable`): ``2,678 samples/s (66% of it
     between steps: e.g. epoch starts, evaluation, checkpoints)``; ``None`` where
-    not. ``causes`` False: shorter, ``2,678 samples/s (66% between steps)``. Probes are named among them
-    where they may be one: uncosted (an older recording) or half of the share or
-    more. ``run`` says it after the step throughput (``; over the wall clock
-    ...``), the dashboard as a fact of its own (``wall clock ...``)."""
+    not. ``causes`` False: shorter, ``2,678 samples/s (66% between steps)``. Where
+    the probes' costs are known, their parts of the wall clock are named first:
+    ``(48% of it between steps: compiling the probes 22%, the probes 0.5%, the rest
+    e.g. epoch starts, evaluation, checkpoints)``; probes not costed (an older
+    recording) are named among the examples. ``run`` says it after the step
+    throughput (``; over the wall clock ...``), the dashboard as a fact of its own
+    (``wall clock ...``)."""
     if not between_steps_notable(s):
         return None
     share = s.between_steps_share or 0.0
@@ -65,9 +68,26 @@ def wall_clock_text(s: RunSummary, *, causes: bool = True) -> str | None:
     if not causes:
         return f"{rate} ({pct} between steps)"
     why = "epoch starts, evaluation, checkpoints"
-    if s.probes_run and (s.probe_wall_share is None or s.probe_wall_share >= share / 2):
-        why = f"the probes, {why}"
+    if s.probes_run and s.probe_wall_share is None:
+        return f"{rate} ({pct} of it between steps: e.g. the probes, {why})"
+    parts = []  # (a part that reads 0.0% is left out)
+    if s.probes_run and (s.probe_setup_wall_share or 0.0) >= PART_SHOWN:
+        parts.append(f"compiling the probes {_part_pct(s.probe_setup_wall_share or 0.0)}")
+    if s.probes_run and (s.probe_wall_share or 0.0) >= PART_SHOWN:
+        parts.append(f"the probes {_part_pct(s.probe_wall_share or 0.0)}")
+    if parts:
+        return f"{rate} ({pct} of it between steps: {', '.join(parts)}, the rest e.g. {why})"
     return f"{rate} ({pct} of it between steps: e.g. {why})"
+
+
+PART_SHOWN = 0.0005
+"""A known part of the time between steps is named from this share of the wall
+clock up (below it would read ``0.0%``)."""
+
+
+def _part_pct(share: float) -> str:
+    """A part of the wall clock as said: ``22%``, ``0.5%`` (a decimal below 10%)."""
+    return format_fraction_pct(share, 1 if share < 0.1 else 0)
 
 
 INPUT_NOT_MEASURED = "not measured"
@@ -199,7 +219,8 @@ def phase_items(s: RunSummary) -> list[PhaseItem]:
 def probes_text(s: RunSummary) -> str:
     """How many probes ran, what they cost against the wall clock and the budget
     they had, and whether the exposed share is known to the target precision:
-    ``6, 1.3% of wall (0.9 s; budget 2%); exposed share known to ±2 points (±1.1)``.
+    ``6, 1.3% of wall (0.9 s; budget 2%) plus 780.0 ms compiling them once; exposed
+    share known to ±2 points (±1.1)`` (the compiling, once, is not the budget's).
     A recording from before probes were costed (schema 1.1) says the count alone."""
     probes = s.probes_run
     text = f"{probes:,}"
@@ -219,6 +240,8 @@ def probes_text(s: RunSummary) -> str:
             text += f", {took}"
     if pace:
         text += f" ({pace})"
+    if s.probe_setup_s:  # one-time, not the budget's: said beside the recurring cost
+        text += f" plus {format_duration_s(s.probe_setup_s)} compiling them once"
     over = (
         s.probe_budget is not None
         and s.probe_wall_share is not None

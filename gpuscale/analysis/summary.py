@@ -210,6 +210,15 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     probe_wall_share: float | None = None
     """``probe_cost_s / counted_wall_s``: the probes' share of the wall clock, as
     the scheduler counts it (``None`` before schema 1.2 or without a probe)."""
+    probe_setup_s: float | None = None
+    """Compiling the probes' passes once (schema 1.5, ``PhaseEvent.setup_s``), warm-up
+    included: not in :attr:`probe_cost_s` (the budget pays for the recurring probes
+    only) but in the wall clock, between steps. Several workers compile together:
+    the mean of the workers' sums. ``None`` where no probe said it."""
+    probe_setup_wall_share: float | None = None
+    """The part of :attr:`probe_setup_s` that fell between counted steps (not in the
+    warm-up), over :attr:`counted_wall_s`: the compiling's share of the wall clock
+    :attr:`between_steps_share` is of. ``None`` where no probe said its compiling."""
     probe_budget: float | None = None
     """The probes' budget, a share of the wall clock (``--probe-budget``,
     ``ScalingMonitor(budget=)``); ``None`` when not said or a fixed period overrides it."""
@@ -360,6 +369,11 @@ class RunAccumulator:
         of indices stands for that many steps: ``steps_per_execution``)."""
         self._stepping: dict[int, list[float]] = {}
         """Per worker: [time in counted steps, their samples, first start, last end]."""
+        self._last_end: dict[int, tuple[int, float, bool]] = {}
+        """Per worker: the last step's (index, end, counted)."""
+        self._gaps: dict[int, list[tuple[int, float]]] = defaultdict(list)
+        """Per worker: (counted step, wall clock from its end to the next counted
+        step's start), the time between counted steps."""
 
     def add(self, event: object) -> None:
         """Take one event of the run (unknown kinds are ignored)."""
@@ -367,9 +381,15 @@ class RunAccumulator:
             self._steps_seen[event.worker] += 1
             before = self._last_index.get(event.worker)
             self._last_index[event.worker] = event.step
+            previous = self._last_end.get(event.worker)
+            self._last_end[event.worker] = (event.step, event.t, not event.warmup)
             if event.warmup:
                 self._warmup_steps.add((event.worker, event.step))
                 return
+            steps = max(1, event.step - before) if before is not None else 1
+            if previous is not None and previous[2]:
+                began = event.t - event.step_time_s * steps
+                self._gaps[event.worker].append((previous[0], began - previous[1]))
             self._add_stepping(event, event.step - before if before is not None else 1)
             self._step_times.append(event.step_time_s)
             self._step_at[(event.worker, event.step)] = event.step_time_s
@@ -549,6 +569,8 @@ class RunAccumulator:
                 s.counted_wall_s = wall
                 if s.probe_cost_s is not None:
                     s.probe_wall_share = s.probe_cost_s / wall
+                if s.probe_setup_s is not None:
+                    s.probe_setup_wall_share = self._setup_between_counted_s() / wall
 
     def _summarize_phases(self, s: RunSummary) -> None:
         probed = [p for p in self._phases if (p.worker, p.step) not in self._warmup_steps]
@@ -582,6 +604,12 @@ class RunAccumulator:
             # the workers probe the same steps at once: the run paid one worker's cost
             costs = [self._probes_cost_s(w, ps) for w, ps in by_worker.items()]
             s.probe_cost_s = sum(costs) / len(costs)
+        setups: dict[int, float] = defaultdict(float)
+        for p in self._phases:  # warm-up included: the compiling happened all the same
+            if p.setup_s is not None:
+                setups[p.worker] += p.setup_s
+        if setups:  # the workers compile at once: the run paid one worker's
+            s.probe_setup_s = sum(setups.values()) / len(setups)
         payloads = [p.payload_bytes for p in probed if p.payload_bytes]
         if payloads and not s.payload_bytes:
             s.payload_bytes = int(metrics.median(payloads))
@@ -628,6 +656,23 @@ class RunAccumulator:
                 s.busbw_total_bytes_s = metrics.busbw_bytes_s(
                     s.algbw_total_bytes_s, s.devices, s.exchange
                 )
+
+    def _setup_between_counted_s(self) -> float:
+        """The probes' compiling (``setup_s``) that fell between counted steps, the
+        mean of the workers' sums. A probe's compiling ran between two steps at or
+        before its own (the Keras callback's right before it, the trainer's after the
+        first step, often a warm-up one): it is counted where a gap between counted
+        steps at or before the probe's step is long enough to hold it."""
+        inside: dict[int, float] = defaultdict(float)
+        for p in self._phases:
+            if not p.setup_s:
+                continue
+            gaps = self._gaps.get(p.worker, [])
+            if any(step <= p.step and gap >= 0.9 * p.setup_s for step, gap in gaps):
+                inside[p.worker] += p.setup_s
+            else:
+                inside[p.worker] += 0.0
+        return sum(inside.values()) / len(inside) if inside else 0.0
 
     def _probes_cost_s(self, worker: int, phases: list[PhaseEvent]) -> float:
         """What one worker's probes (``phases``) cost, as its probe scheduler counted

@@ -32,11 +32,12 @@ import msgspec
 
 from gpuscale.events import limits
 
-SCHEMA_VERSION = "1.4"
+SCHEMA_VERSION = "1.5"
 """1.1: StartEvent.topology; 1.2: PhaseEvent.compute_allreduce_s and probe_cost_s (probe
 budget), StartEvent.provisional and the ``source: "clock"`` log marker (write-ahead);
 1.3: StartEvent.sweep (the runs of one ``gpuscale recommend`` sweep); 1.4:
-SweepRef.available_devices (the devices the sweep's machine had)."""
+SweepRef.available_devices (the devices the sweep's machine had); 1.5: PhaseEvent.setup_s
+(compiling the probe's passes once)."""
 SCHEMA_MAJOR = 1
 
 # Plausible ranges (gpuscale.events.limits) for the fields the analysis divides by
@@ -313,6 +314,13 @@ class PhaseEvent(_Event, tag="phase", kw_only=True):
     (noise makes it negative at times; ``probe_cost_s`` holds it floored at 0), so
     a summary can add the probes' excesses up as the scheduler does, letting noise
     cancel. None otherwise and in older recordings."""
+    setup_s: float | None = None
+    """One-time: compiling the probe's passes (and, ``split-step``, the split
+    step's two halves) before this probe, seconds; not part of ``probe_cost_s``
+    (the probe budget pays for recurring probes only), but in the run's wall
+    clock, between steps. On the first probe after the compile: the Keras
+    callback's compiles right before it; the built-in trainer's right after the
+    run's first step. None where nothing was compiled, and before schema 1.5."""
 
 
 class GpuSample(_Event, tag="gpu", kw_only=True):

@@ -61,7 +61,9 @@ forward and backward cost the same to within the loss itself, and the gradients
 (hence the all-reduce payload) have the same shapes. Each probe costs about two
 extra forward+backward passes between steps: step times do not include it, the
 run's wall clock does, and the schedule keeps that within ``budget``
-(``phases=False`` to skip). Under MultiWorkerMirroredStrategy every worker must
+(``phases=False`` to skip). Before the first probe its passes compile once
+(about a second on small models): in the wall clock too, not the budget's, and
+said apart (``PhaseEvent.setup_s``, "plus 709.4 ms compiling them once"). Under MultiWorkerMirroredStrategy every worker must
 probe after the same steps (the probe's all-reduce is a collective that all
 workers join): worker 0's schedule decides for all, by a vote between steps
 (a scalar all-reduce, :class:`gpuscale.trainer.vote.GapVote`), the first when the

@@ -486,6 +486,7 @@ class Trainer:
         probing = schedule.every is not None or schedule.budget > 0
         split = split and probing
         split_next = False  # the scheduler asked for a probe: the next step runs split
+        setup_s = 0.0  # compiling the probe's functions, said on the next PhaseEvent
         vote = self._vote(schedule) if probing else None
         carrying = self.voting_train_fn is not None  # several workers: a stop rides the step
         if carrying:
@@ -528,10 +529,17 @@ class Trainer:
                 samples=self.global_batch,
                 warmup=warmup,
             )
-            if split and not split_next:  # compile the split step once, untimed
+            # compile the split step and the probe's passes once, after the first step, timed
+            # apart (the next PhaseEvent's setup_s): in no probe's cost, so not the budget's
+            if split and not split_next and not self.split_step.ready:
+                began = time.perf_counter()
                 split = self.split_step.prepare(batch)
-            if probing and not (split and self.num_replicas == 1):  # (one replica: split only)
-                self.probe.prepare(batch)  # compile the probe's passes once, untimed
+                setup_s += time.perf_counter() - began
+            # (one replica: split only)
+            if probing and not (split and self.num_replicas == 1) and not self.probe.ready:
+                began = time.perf_counter()
+                self.probe.prepare(batch)
+                setup_s += time.perf_counter() - began
             schedule.add_step(step_s, warmup=warmup, split=split_next)
             if outlook and not split_next and schedule.outlook_due():  # between probes too
                 if warned := _outlook(schedule, config.precision):
@@ -556,7 +564,9 @@ class Trainer:
                     got_batch - start,
                     "split-step",
                     split_excess_s=schedule.last_split_excess_s,
+                    setup_s=setup_s or None,
                 )
+                setup_s = 0.0
                 if outlook and (warned := _outlook(schedule, config.precision)):
                     outlook = False
                     yield warned
@@ -574,7 +584,15 @@ class Trainer:
                     # the training part of the usual step (the schedule's reference), not this one's
                     train_s = max(0.0, schedule.reference_step_s(step_s) - (got_batch - start))
                     schedule.add_probe(times.cost_s, exposed_share(times, train_s))
-                    yield self._phase_event(times, step, train_s, got_batch - start, "differenced")
+                    yield self._phase_event(
+                        times,
+                        step,
+                        train_s,
+                        got_batch - start,
+                        "differenced",
+                        setup_s=setup_s or None,
+                    )
+                    setup_s = 0.0
                     if outlook and (warned := _outlook(schedule, config.precision)):
                         outlook = False
                         yield warned
@@ -617,8 +635,10 @@ class Trainer:
         input_s: float,
         method: str,
         split_excess_s: float | None = None,
+        setup_s: float | None = None,
     ) -> PhaseEvent:
-        """The PhaseEvent of one probe of ``step`` (``train_s``: its training part)."""
+        """The PhaseEvent of one probe of ``step`` (``train_s``: its training part;
+        ``setup_s``: compiling the probe's functions since the last probe)."""
         return phase_event(
             times,
             step=step,
@@ -628,6 +648,7 @@ class Trainer:
             num_tensors=self.num_tensors,
             method=method,
             split_excess_s=split_excess_s,
+            setup_s=setup_s,
         )
 
 

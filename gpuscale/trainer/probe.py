@@ -146,8 +146,14 @@ class PhaseProbe:
         self.sync(fn(arg))
         return time.perf_counter() - start
 
+    @property
+    def ready(self) -> bool:
+        """Whether the passes are compiled (:meth:`prepare` has nothing left to do)."""
+        return self._ready
+
     def prepare(self, batch: tuple) -> None:
-        """Trace and run each pass once, untimed (compilation is not a probe)."""
+        """Trace and run each pass once, not counted in a probe's cost (compilation
+        is not a probe: callers time it apart, ``PhaseEvent.setup_s``)."""
         if self._ready:
             return
         self.sync(self.compute_fn(batch))
@@ -229,6 +235,7 @@ def phase_event(
     num_tensors: int | None = None,
     method: str = "differenced",
     split_excess_s: float | None = None,
+    setup_s: float | None = None,
 ) -> PhaseEvent:
     """The PhaseEvent of one probe against the probed step's time (see the module
     docstring for the differences)."""
@@ -250,6 +257,7 @@ def phase_event(
         compute_allreduce_s=fused_s,
         probe_cost_s=times.cost_s,
         split_excess_s=split_excess_s,
+        setup_s=setup_s,
     )
 
 

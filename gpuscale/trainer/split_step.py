@@ -167,6 +167,11 @@ class SplitStep:
         for value in self.strategy.experimental_local_results(out):
             value.numpy()
 
+    @property
+    def ready(self) -> bool:
+        """Whether both halves are compiled (:meth:`prepare` has nothing left to do)."""
+        return self._ready
+
     def prepare(self, batch: tuple) -> bool:
         """Compile both halves on ``batch`` and run them once, untimed, then put
         every variable of ``state`` back (compiling is not a probe, and must not
