@@ -118,3 +118,24 @@ def steady_steps(
             )
     events.append(EndEvent(t=t + steps + 1, status="completed", steps=steps))
     return events
+
+
+def script_start(workers: int = 1, t: float = 1_800_000_000.0) -> StartEvent:
+    """The start of a Keras script's run on 2 CPU logical devices per worker (strong
+    scaling, global batch 64, probe budget 2 %, 2 warm-up steps)."""
+    return StartEvent(
+        t=t,
+        gpuscale_version="0",
+        host="h",
+        pid=1,
+        source="script",
+        model="train.py",
+        strategy="mirrored",
+        num_replicas=2 * workers,
+        num_workers=workers,
+        scaling="strong",
+        per_replica_batch=32 // workers,
+        global_batch=64,
+        platform="cpu-logical",
+        config={"probe_budget": 0.02, "warmup_steps": 2},
+    )

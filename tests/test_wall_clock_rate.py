@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-from recording_samples import write_run
+from recording_samples import script_start, write_run
 
 from gpuscale.analysis.phase_report import parts_note, phase_items, throughput_text
 from gpuscale.analysis.summary import summarize, with_defaults
@@ -18,22 +18,7 @@ T0 = 1_800_000_000.0
 
 
 def _start(workers: int = 1) -> StartEvent:
-    return StartEvent(
-        t=T0,
-        gpuscale_version="0",
-        host="h",
-        pid=1,
-        source="script",
-        model="train.py",
-        strategy="mirrored",
-        num_replicas=2 * workers,
-        num_workers=workers,
-        scaling="strong",
-        per_replica_batch=32 // workers,
-        global_batch=64,
-        platform="cpu-logical",
-        config={"probe_budget": 0.02, "warmup_steps": 2},
-    )
+    return script_start(workers, T0)
 
 
 def _epochs(
