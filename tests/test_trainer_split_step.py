@@ -90,6 +90,10 @@ for p in phases:  # the phases split the usual step (the schedule's reference), 
     assert p.compute_allreduce_s is not None and p.allreduce_total_s is not None
     assert abs(p.apply_s - max(0.0, p.step_time_s - p.compute_allreduce_s)) < 1e-9
     assert p.probe_cost_s >= p.compute_s
+# a split-step probe never runs the two-pass probe's compute + all-reduce pass: not compiled
+assert trainer.probe.grads_fn.experimental_get_tracing_count() == 0
+assert trainer.probe.compute_fn.experimental_get_tracing_count() == 1
+assert phases[0].setup_s is not None and phases[0].setup_s > 0
 print("ok")
 """
 
@@ -108,6 +112,7 @@ trainer.config = trainer.config.__class__(**{**{f: getattr(config, f) for f in c
 from gpuscale.events.schema import PhaseEvent
 methods = {e.method for e in trainer.run() if isinstance(e, PhaseEvent)}
 assert methods == {"differenced"}, methods
+assert trainer.probe.grads_fn.experimental_get_tracing_count() == 1  # the two-pass probe's
 print("ok")
 """
 

@@ -536,9 +536,13 @@ class Trainer:
                 split = self.split_step.prepare(batch)
                 setup_s += time.perf_counter() - began
             # (one replica: split only)
-            if probing and not (split and self.num_replicas == 1) and not self.probe.ready:
+            if (
+                probing
+                and not (split and self.num_replicas == 1)
+                and not self.probe.ready_for(split=split)
+            ):
                 began = time.perf_counter()
-                self.probe.prepare(batch)
+                self.probe.prepare(batch, split=split)
                 setup_s += time.perf_counter() - began
             schedule.add_step(step_s, warmup=warmup, split=split_next)
             if outlook and not split_next and schedule.outlook_due():  # between probes too

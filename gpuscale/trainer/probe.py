@@ -133,6 +133,9 @@ class PhaseProbe:
             tf.function(lambda: strategy.run(make_buffers))() if self.replicas > 1 else None
         )
         self._ready = False
+        self._grads_ready = False
+        """The two-pass probe's compute + all-reduce pass is compiled (a split-step
+        probe never runs it: :meth:`prepare` with ``split``)."""
         self.probes = 0
         """Probes measured so far (the passes' order alternates between probes)."""
 
@@ -148,19 +151,26 @@ class PhaseProbe:
 
     @property
     def ready(self) -> bool:
-        """Whether the passes are compiled (:meth:`prepare` has nothing left to do)."""
-        return self._ready
+        """Whether every pass is compiled (:meth:`prepare` has nothing left to do)."""
+        return self._ready and (self._grads_ready or self.replicas == 1)
 
-    def prepare(self, batch: tuple) -> None:
+    def ready_for(self, *, split: bool) -> bool:
+        """Whether the passes a probe of this kind runs are compiled."""
+        return self._ready if split else self.ready
+
+    def prepare(self, batch: tuple, *, split: bool = False) -> None:
         """Trace and run each pass once, not counted in a probe's cost (compilation
-        is not a probe: callers time it apart, ``PhaseEvent.setup_s``)."""
-        if self._ready:
-            return
-        self.sync(self.compute_fn(batch))
-        if self.replicas > 1:
+        is not a probe: callers time it apart, ``PhaseEvent.setup_s``). ``split``:
+        only the passes a split-step probe runs (compute, the all-reduce alone), not
+        the two-pass probe's compute + all-reduce pass, which it never runs."""
+        if not self._ready:
+            self.sync(self.compute_fn(batch))
+            if self.replicas > 1:
+                self.sync(self.allreduce_fn(self._buffers))
+            self._ready = True
+        if not split and not self._grads_ready and self.replicas > 1:
             self.sync(self.grads_fn(batch))
-            self.sync(self.allreduce_fn(self._buffers))
-        self._ready = True
+            self._grads_ready = True
 
     def measure_split(
         self, batch: tuple, split_step: Callable[[tuple], tuple[float, float]]
@@ -173,7 +183,7 @@ class PhaseProbe:
         extra passes, and the step's training time T(reduce) + T(apply). With one
         replica nothing extra runs: T(compute) is the split step's first half."""
         if self.replicas > 1:
-            self.prepare(batch)
+            self.prepare(batch, split=True)
         start = time.perf_counter()
         compute_s = alone_s = None
         extra_s = 0.0
