@@ -307,12 +307,6 @@ def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[
     rec.reasons.append(text + ".")
 
 
-BUSBW_FACTOR = {"ring": "2(N-1)/N", "gather": "N-1", "host": "N"}
-"""The bus-bandwidth convention of each exchange, in words: ``busbw = payload x
-factor / time`` (:func:`gpuscale.analysis.metrics.link_volume_factor`; a ring's is
-NCCL's ``busbw``)."""
-
-
 def alone_busbw_bytes_s(points: Sequence[SweepPoint], exchange: str) -> float | None:
     """The busbw of the all-reduce timed alone (``allreduce_total_s``) at the largest
     of the measured multi-device ``points`` that timed it, as the run's summary and
@@ -329,7 +323,7 @@ def alone_busbw_bytes_s(points: Sequence[SweepPoint], exchange: str) -> float | 
 def _exposed_busbw(model: ScalingModel, points: Sequence[SweepPoint]) -> tuple[float, int] | None:
     """``(busbw, devices)``: what the step effectively pays per byte for the model's
     fitted *exposed* exchange at the largest measured multi-device count of
-    ``points``, in the summary's convention (:data:`BUSBW_FACTOR`); ``None`` where
+    ``points``, in the summary's convention (:data:`gpuscale.analysis.metrics.LINK_VOLUME_WORDS`); ``None`` where
     the payload is not known, nothing is exchanged, or the exposed share is not
     resolved (:func:`~gpuscale.analysis.sweep.phases_unresolved`: the table says
     "not resolved", so no rate is read from it)."""
@@ -365,7 +359,7 @@ def bandwidth_text(model: ScalingModel, points: Sequence[SweepPoint]) -> str | N
     the all-reduce timed alone where it was (``points``: the configuration's table
     rows). A model fitted from phases or step times knows the *exposed* exchange: the
     busbw it gives is what the step effectively pays per byte (at the largest
-    measured multi-device count, in the summary's convention, :data:`BUSBW_FACTOR`),
+    measured multi-device count, in the summary's convention, :data:`gpuscale.analysis.metrics.LINK_VOLUME_WORDS`),
     not the link's speed, and differs from the all-reduce alone by the overlap with
     the backward pass (or by replicas waiting for each other). ``None`` where the
     payload is not known, or where the exposed share is not resolved (the table says
@@ -375,7 +369,7 @@ def bandwidth_text(model: ScalingModel, points: Sequence[SweepPoint]) -> str | N
     if text is None or exposed is None or model.basis == "link peak":
         return text
     paid, top = exposed
-    factor = BUSBW_FACTOR.get(model.exchange, "v(N)")
+    factor = metrics.LINK_VOLUME_WORDS.get(model.exchange, "v(N)")
     text += f" (busbw, payload x {factor} over the fitted exposed time)"
     alone = alone_busbw_bytes_s(
         [p for p in points if not p.predicted and p.devices == top], model.exchange

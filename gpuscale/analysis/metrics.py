@@ -101,6 +101,11 @@ def link_volume_factor(exchange: str, devices: int) -> float:
     return float(devices)
 
 
+LINK_VOLUME_WORDS = {"ring": "2(N-1)/N", "gather": "N-1", "host": "N"}
+""":func:`link_volume_factor` in words, the bus-bandwidth convention of each exchange
+as the views name it (``busbw = payload x factor / time``)."""
+
+
 def busbw_bytes_s(algbw: float, devices: int, exchange: str = "ring") -> float:
     """Bus bandwidth: ``algbw x v(N)`` (:func:`link_volume_factor`), the rate the
     busiest link actually carried; comparable with the link's peak. For a ring
