@@ -288,3 +288,36 @@ def test_a_short_run_says_how_many_steps_would_tell_the_exposed_share():
     assert f"at least {100 + s.share_more_steps:,} steps at this probe budget" in text
     s.status = "running"  # while it runs, the run may yet get there
     assert "steps at this probe budget" not in share_known_text(s)
+
+
+def test_a_count_whose_phases_do_not_split_the_step_did_not_reach_the_precision(tmp_path):
+    """Probes steady to a point (±3 asked) over phases that do not add up to the
+    step: the run's summary calls the share not resolved, and --precision is not
+    reached on it (it said "reached", the share's spread taken for a precision)."""
+    import msgspec
+
+    from gpuscale.commands.recommend_render import render
+
+    events = [  # each probe against a 140 ms training part, the steps' median 100 ms
+        msgspec.structs.replace(e, step_time_s=0.14) if isinstance(e, PhaseEvent) else e
+        for e in run_events(2, precision=0.5)
+    ]
+    s = summarize(events)
+    assert s.comm_share_err is not None and s.comm_share_err <= 0.5
+    assert s.unsplit_why == "the phases do not add up to the step"
+    assert s.precision_reached is None and s.precision_more_steps is None
+    sweep = _sweep(tmp_path, {1: run_events(1, precision=0.5), 2: events})
+    sweep.wall_s = 95.0
+    out = io.StringIO()
+    render(
+        recommend(sweep.points),
+        sweep,
+        console=Console(file=out, width=200, color_system=None),
+        chart=False,
+    )
+    two = next(ln for ln in out.getvalue().splitlines() if ln.startswith("  2 devices, 95 st"))
+    assert two.startswith(
+        "  2 devices, 95 steps: not reached within --steps: the phases do not split the "
+        "step: not resolved; step time \u00b1"
+    )
+    assert two.endswith("exposed share from 4 probes, not resolved")

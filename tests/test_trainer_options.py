@@ -265,3 +265,62 @@ def test_99_cpu_devices_are_refused_at_once(tmp_path, argv):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "99 CPU logical devices" in lines[0], result.stderr
     assert "use at most" in lines[0]
+
+
+def _cli_args(*argv: str) -> argparse.Namespace:
+    """``gpuscale ARGV`` as the command line parses it (no TensorFlow)."""
+    from gpuscale.cli import _parse, build_parser
+
+    return _parse(build_parser(), list(argv))
+
+
+@pytest.mark.parametrize("command", ["run", "watch"])
+def test_local_workers_imply_multi_worker_without_a_strategy(command):
+    """`gpuscale run --local-workers 2` was refused ("needs --strategy multi-worker"):
+    two or more local workers of the built-in trainer mean a multi-worker run."""
+    from gpuscale.live.script_run import wants_script_run
+    from gpuscale.trainer.options import strategy_of
+
+    args = _cli_args(command, "--local-workers", "2", "--model", "mlp")
+    assert strategy_of(args) == "multi-worker"
+    assert config_from_args(args).strategy == "multi-worker" and wants_script_run(args)
+    said = _cli_args(command, "--local-workers", "3", "--strategy", "multi-worker")
+    assert config_from_args(said).strategy == "multi-worker"
+    # without --local-workers, or for a script (it picks its own strategy): as before
+    assert config_from_args(_cli_args(command)).strategy == "mirrored"
+    script = _cli_args(command, "--local-workers", "2", "--", "python", "train.py")
+    assert config_from_args(script).strategy == "mirrored" and wants_script_run(script)
+    assert config_from_args(_cli_args("recommend")).strategy == "mirrored"
+
+
+def test_implied_local_workers_start_the_built_in_trainer_as_multi_worker(monkeypatch):
+    from gpuscale.live import script_run
+
+    monkeypatch.setattr(script_run, "_check_builtin_workers", lambda config, env: None)
+    run = script_run.script_run_from_args(_cli_args("run", "--local-workers", "2"), None)
+    assert run.local_workers == 2 and run.argv[1:3] == ["-m", "gpuscale.trainer"]
+    assert from_json(run.argv[-1]).strategy == "multi-worker"
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (
+            ["--local-workers", "2", "--strategy", "mirrored"],
+            "--local-workers 2 starts a multi-worker cluster, not --strategy mirrored: "
+            "leave --strategy out",
+        ),
+        (["--strategy", "one-device", "--local-workers", "4"], "not --strategy one-device"),
+        (["--local-workers", "1"], "--local-workers 1 is a cluster of one worker: say "),
+        (["--local-workers", "2", "--precision", "3%"], "stop together"),
+    ],
+)
+def test_local_workers_with_another_strategy_is_one_line(argv, says):
+    from gpuscale.live.script_run import script_run_from_args
+
+    args = _cli_args("run", *argv)
+    with pytest.raises(GpuscaleError) as info:
+        config_from_args(args)
+        script_run_from_args(args, None)
+    assert says in str(info.value) and "\n" not in str(info.value)
+    assert info.value.exit_code == 2

@@ -443,3 +443,137 @@ def test_the_precision_outlook_is_looked_at_again_between_probes():
     for _ in range(50):
         fresh.add_step(0.1)
         assert not fresh.outlook_due()  # nothing to say before a probe
+
+
+def _probe_phases(step: int, *, train_s: float, compute_s: float, exposed_s: float):
+    """A probe's PhaseEvent as the trainer records it: compute alone, compute +
+    all-reduce, and the step's training part ``train_s`` they split."""
+    from gpuscale.events.schema import PhaseEvent
+
+    fused = compute_s + exposed_s
+    return PhaseEvent(
+        t=0.0,
+        step=step,
+        step_time_s=train_s,
+        compute_s=compute_s,
+        allreduce_s=max(0.0, exposed_s),
+        apply_s=max(0.0, train_s - fused),
+        compute_allreduce_s=fused,
+        probe_cost_s=0.05,
+    )
+
+
+SPLITS = {  # the probe's phases against a median step of about 100 ms
+    "split": dict(train_s=0.1, compute_s=0.07),  # 70 + 12 + 18 ms: the step
+    "add up": dict(train_s=0.14, compute_s=0.07),  # 70 + 12 + 58 ms: 140 ms, not 100
+    "fills": dict(train_s=0.1, compute_s=0.105),  # the compute pass alone: 105 ms
+}
+
+
+def _precision_stream(phases: str | None, *, steps: int = 400, precision: float = 0.05):
+    """A 2-replica run with ``--precision``: 100 ms steps (±5 %), a probe of 50 ms
+    whenever the scheduler asks, its exposed share steady at 12 ± 1 points, its
+    phases as ``SPLITS[phases]`` (``None``: not given to the scheduler, as before).
+    The loop's stop rule; the scheduler, the counted steps it ran and the events."""
+    from gpuscale.events.schema import StepEvent
+
+    scheduler = ProbeScheduler(0.05, horizon_steps=steps, precision=precision, replicas=2)
+    rng = random.Random(5)
+    events: list = []
+    for i in range(steps):
+        step_s = 0.1 * rng.uniform(0.95, 1.05)
+        scheduler.add_step(step_s)
+        events.append(StepEvent(t=float(i), step=i, step_time_s=step_s, samples=64))
+        if scheduler.due():
+            share = 0.12 + rng.uniform(-0.01, 0.01)
+            kind = SPLITS[phases or "split"]
+            exposed = 0.0 if phases == "fills" else share * 0.1
+            event = _probe_phases(i, exposed_s=exposed, **kind)
+            events.append(event)
+            scheduler.add_probe(0.05, exposed / 0.1, phases=event if phases else None)
+        if scheduler.precision_reached(precision):
+            return scheduler, i + 1, events
+    return scheduler, steps, events
+
+
+def test_a_precision_run_stops_on_phases_that_split_the_step():
+    scheduler, ran, _ = _precision_stream("split")
+    assert ran < 400 and scheduler.probes >= 3
+    assert scheduler.unsplit_why is None and scheduler.resolved
+
+
+@pytest.mark.parametrize(
+    ("phases", "why"),
+    [
+        ("add up", "the phases do not add up to the step"),
+        ("fills", "compute alone fills the step"),
+    ],
+)
+def test_a_steady_share_of_phases_that_do_not_split_the_step_is_not_known(phases, why):
+    """The stop rule checked only the probed share's spread: a share steady to a
+    point from phases that did not add up to the step (the summary: "not resolved")
+    ended the run as if known. It is not known to the precision, the breakdown is not
+    resolved (probes come as the budget allows), and the run goes on to --steps."""
+    before, ran_before, _ = _precision_stream(None)  # the same stream, phases not said
+    assert ran_before < 400  # what the old rule did with it: stopped early
+    scheduler, ran, _ = _precision_stream(phases)
+    assert scheduler.share_halfwidth is not None and scheduler.share_halfwidth <= 0.05
+    assert scheduler.unsplit_why == why
+    assert ran == 400
+    assert not scheduler.resolved  # probing on at the full budget, within it
+    assert scheduler.probes > before.probes
+    assert scheduler.spent_share <= 0.05
+
+
+@pytest.mark.parametrize("phases", ["split", "add up", "fills"])
+def test_the_stop_rule_and_the_summary_say_the_same_of_the_breakdown(phases):
+    """The run's summary of the same events judges the phases as the scheduler did,
+    and what the run prints at its end says why it did not reach the precision, in
+    the words of the probes line."""
+    import msgspec
+
+    from gpuscale.analysis.phase_report import precision_text, share_known_text
+    from gpuscale.analysis.summary import summarize
+    from gpuscale.commands.run import precision_line
+    from gpuscale.events.schema import EndEvent, StartEvent
+
+    scheduler, ran, events = _precision_stream(phases)
+    start = StartEvent(
+        t=0.0,
+        gpuscale_version="0.1.0",
+        tensorflow_version="2.21.0",
+        host="testhost",
+        pid=1,
+        model="mlp",
+        platform="cpu-logical",
+        strategy="mirrored",
+        num_replicas=2,
+        global_batch=64,
+        per_replica_batch=32,
+        config={"probe_budget": 0.05, "precision": 0.05, "steps": 400},
+    )
+    end = EndEvent(t=float(ran), status="completed", steps=ran, duration_s=float(ran))
+    s = summarize([start, *events, end])
+    assert s.unsplit_why == scheduler.unsplit_why
+    text, reached = precision_text(s)
+    if phases == "split":
+        assert reached and ran < 400
+        return
+    said = f"but {scheduler.unsplit_why}: not resolved"
+    assert not reached and ran == 400 and s.precision_more_steps is None
+    assert said in share_known_text(s)
+    assert text.endswith(f"not reached by the end: {share_known_text(s)}")  # the probes line's
+    assert said in precision_line(msgspec.to_builtins(s), 2)
+
+
+def test_on_one_replica_the_phases_do_not_hold_the_precision_run_back():
+    """One replica exchanges nothing: the summaries' precision is the step time's
+    alone, so the stop rule does not judge the phases' split there either."""
+    scheduler = ProbeScheduler(0.05, replicas=1)
+    for i in range(30):
+        scheduler.add_step(0.1)
+        if scheduler.due():
+            scheduler.add_probe(
+                0.05, 0.7, phases=_probe_phases(i, exposed_s=0.0, **SPLITS["add up"])
+            )
+    assert scheduler.probes and scheduler.unsplit_why is None

@@ -17,8 +17,8 @@ from typing import NamedTuple
 
 from gpuscale.analysis.confidence import comm_share_is_notable
 from gpuscale.analysis.metrics import MIN_SAMPLES_FOR_UNCERTAINTY, resolved
-from gpuscale.analysis.summary import PROBE_RESERVE, RunSummary
-from gpuscale.analysis.sweep import SweepPoint
+from gpuscale.analysis.summary import PROBE_RESERVE, RunSummary, unsplit_within
+from gpuscale.analysis.sweep import SweepPoint, phases_not_split
 from gpuscale.formatting import (
     format_duration_s,
     format_fraction_pct,
@@ -286,16 +286,8 @@ def share_known_text(s: RunSummary) -> str | None:
         return None
     target = f"{format_points(s.share_target)} points"
     err = s.comm_share_err
-    if err is not None and err <= s.share_target and not s.phases_split_step:
-        why = (
-            "the phases do not add up to the step"
-            if s.phase_consistent is False
-            else "compute alone fills the step"
-        )
-        return (
-            f"exposed share spread {format_points(err)} points across probes, but {why}: "
-            "not resolved"
-        )
+    if unsplit_within(s, s.share_target):
+        return share_spread_text(s)
     if err is not None and err <= s.share_target:
         return f"exposed share known to {target} ({format_points(err)})"
     text = f"exposed share not yet known to {target} " + (
@@ -314,21 +306,31 @@ def share_known_text(s: RunSummary) -> str | None:
     return text
 
 
+def share_spread_text(s: RunSummary) -> str:
+    """Why probes whose share's spread is within its target leave it not resolved
+    (:func:`~gpuscale.analysis.summary.unsplit_within`): ``exposed share spread ±1.5
+    points across probes, but the phases do not add up to the step: not resolved``
+    (:attr:`RunSummary.unsplit_why`)."""
+    return (
+        f"exposed share spread {format_points(s.comm_share_err or 0.0)} points across "
+        f"probes, but {s.unsplit_why}: not resolved"
+    )
+
+
 def precision_text(s: RunSummary) -> tuple[str, bool] | None:
     """With ``--precision``: ``precision: ±3.0% asked (step time ±3.0%, exposed share
     ±3 points), reached (±2.1%)``, or how far it got and about how many more steps
-    would likely reach it; and whether it was reached. ``None``: not asked."""
+    would likely reach it; and whether it was reached. Where the probes' phases do
+    not split the step but their share's spread is within the precision
+    (:func:`~gpuscale.analysis.summary.unsplit_within`), not reached, in the words
+    the probes line says it in (:func:`share_spread_text`): ``..., not reached by the
+    end: exposed share spread ±1.5 points across probes, but the phases do not add up
+    to the step: not resolved`` (the probe scheduler's ``--precision`` stop rule does
+    not stop on such a breakdown). ``None``: not asked."""
     if s.precision_asked is None:
         return None
     several = s.devices > 1  # two numbers in two units: each said in its own
-    got, need, reached = precision_words(
-        s.precision_asked,
-        s.precision_reached,
-        s.precision_more_steps,
-        when="yet" if s.status == "running" else "by the end",
-        unknown=unknown_why(s.step_time_rel_err, s.comm_share_err, s.probes_run, s.devices),
-        say_reached=not several,
-    )
+    when = "yet" if s.status == "running" else "by the end"
     asked = s.precision_asked
     target = f"\u00b1{format_fraction_pct(asked, 1)} asked"
     if several:
@@ -336,6 +338,18 @@ def precision_text(s: RunSummary) -> tuple[str, bool] | None:
             f" (step time \u00b1{format_fraction_pct(asked, 1)}, "
             f"exposed share {format_points(asked)} points)"
         )
+    if unsplit_within(s, asked):  # the share's spread is no precision then
+        # what the probes line says too (share_known_text), and why --precision went on
+        return f"precision: {target}, not reached {when}: {share_spread_text(s)}", False
+    got, need, reached = precision_words(
+        s.precision_asked,
+        s.precision_reached,
+        s.precision_more_steps,
+        when=when,
+        unknown=unknown_why(s.step_time_rel_err, s.comm_share_err, s.probes_run, s.devices),
+        say_reached=not several,
+    )
+    if several:
         if s.precision_reached is not None and s.step_time_rel_err is not None:
             share = s.comm_share_err if s.comm_share_err is not None else 0.0
             got += (
@@ -396,12 +410,20 @@ def precision_words(
     return (f"{head}: {got}" if got else head), need, False
 
 
+UNSPLIT_WORDS = "the phases do not split the step"
+"""Why a sweep's count did not reach ``--precision`` where its phases did not split
+the step (:func:`~gpuscale.analysis.sweep.phases_not_split`): a count keeps no phase
+then, nor which of its summary's reasons it was (:attr:`RunSummary.unsplit_why`)."""
+
+
 def count_precision_text(r: SweepPoint, *, several: bool = False, with_asked: bool = False) -> str:
     """One measured count of a sweep run with ``--precision`` (``r.precision_asked``
     set): ``2 devices, 150 steps: not reached within --steps: reached only ±5.1%;
     step time ±1.2%, exposed share ±5.1 points (4 probes); about 280 more steps
-    would likely reach it``. ``several``: name the configuration; ``with_asked``:
-    say the precision asked (when the counts asked differently)."""
+    would likely reach it``; a count whose phases did not split the step:
+    ``not reached within --steps: the phases do not split the step: not resolved``.
+    ``several``: name the configuration; ``with_asked``: say the precision asked
+    (when the counts asked differently)."""
     label = plural(r.devices, "device")
     if several:
         label += f" ({r.config})"
@@ -409,6 +431,7 @@ def count_precision_text(r: SweepPoint, *, several: bool = False, with_asked: bo
         label += f", {r.steps:,} steps"
     if with_asked:
         label += f", \u00b1{format_fraction_pct(r.precision_asked, 1)} asked"
+    unsplit = phases_not_split(r)
     got, need, _ = precision_words(
         r.precision_asked,
         r.precision_reached,
@@ -423,8 +446,12 @@ def count_precision_text(r: SweepPoint, *, several: bool = False, with_asked: bo
         else "step time: too few steps for a range"
     )
     probes = plural(r.probes or 0, "probe")
+    if unsplit and r.precision_more_steps is None:  # its summary: the spread no precision
+        got, need = f"not reached within --steps: {UNSPLIT_WORDS}: not resolved", None
     if r.devices <= 1:
         share = "nothing exchanged"
+    elif unsplit:
+        share = f"exposed share from {probes}, not resolved"
     elif r.comm_share_err is not None:
         share = f"exposed share \u00b1{r.comm_share_err * 100:.1f} points ({probes})"
     else:

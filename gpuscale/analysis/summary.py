@@ -294,15 +294,19 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     """With ``precision_asked``: how well the run pinned its numbers down, the worse
     of the median step time's half-width over the median and, when it probed
     several replicas, the exposed share's half-width (``comm_share_err``); ``None``
-    while either is unknown (fewer than 3 steps or probes)."""
+    while either is unknown (fewer than 3 steps or probes), and where the probes'
+    phases do not split the step while their share's spread is within the precision
+    (:func:`unsplit_within`: the share is not resolved, that spread no precision)."""
     precision_more_steps: int | None = None
+    """With ``precision_asked``: counted steps more that would likely reach it (0:
+    reached), from half-widths shrinking as ``1/sqrt(n)`` and the run's own probe
+    rate: see :func:`more_steps_for_precision`; ``None`` where the probes' phases do
+    not split the step although their share's spread is within the precision
+    (:func:`unsplit_within`: no count of steps is known to mend that)."""
     share_more_steps: int | None = None
     """Counted steps more that would likely pin the exposed share down to
     ``share_target`` at the run's probe pace (several devices, probes running, the
     share not known to it yet); ``None`` otherwise."""
-    """With ``precision_asked``: counted steps more that would likely reach it (0:
-    reached), from half-widths shrinking as ``1/sqrt(n)`` and the run's own probe
-    rate: see :func:`more_steps_for_precision`."""
 
     @property
     def probes_run(self) -> int:
@@ -334,6 +338,21 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
         return self.phase_consistent is not False and (
             self.devices <= 1 or not self.compute_fills_step
         )
+
+    @property
+    def unsplit_why(self) -> str | None:
+        """Why the probes' phases are not numbers that split the step
+        (:attr:`phases_split_step` ``False``), in the words every view says it in:
+        ``the phases do not add up to the step`` or ``compute alone fills the step``;
+        ``None`` where they split it or no probe ran. The summaries call the exposed
+        share "not resolved" then, and a ``--precision`` run does not reach its
+        precision on it (the probe scheduler's stop rule asks the same:
+        :meth:`gpuscale.trainer.schedule.ProbeScheduler.known_to`)."""
+        if not self.phase_steps or self.phases_split_step:
+            return None
+        if self.phase_consistent is False:
+            return "the phases do not add up to the step"
+        return "compute alone fills the step"
 
 
 class RunAccumulator:
@@ -471,7 +490,7 @@ class RunAccumulator:
             if not s.global_batch:
                 s.global_batch = int(samples)
             self._summarize_wall(s)
-        self._summarize_phases(s)
+        self._summarize_phases(s, self._step_halfwidth())
         self._summarize_probing(s)
         self._summarize_share_steps(s)
         self._summarize_imbalance(s)
@@ -503,6 +522,12 @@ class RunAccumulator:
         step_rel = width / s.step_time_s if width is not None and s.step_time_s else None
         s.step_time_rel_err = step_rel
         probing = s.devices > 1 and (s.phase_steps > 0 or not s.probes_off)
+        if probing and unsplit_within(s, asked):
+            # a spread within the precision is no precision where the phases do not
+            # split the step (not resolved, :attr:`RunSummary.unsplit_why`): not
+            # reached, and more steps at the same pace are not known to resolve it
+            s.precision_reached = s.precision_more_steps = None
+            return
         share_err = s.comm_share_err if probing else 0.0
         if step_rel is not None and share_err is not None:
             s.precision_reached = max(step_rel, share_err)
@@ -572,7 +597,9 @@ class RunAccumulator:
                 if s.probe_setup_s is not None:
                     s.probe_setup_wall_share = self._setup_between_counted_s() / wall
 
-    def _summarize_phases(self, s: RunSummary) -> None:
+    def _summarize_phases(self, s: RunSummary, step_halfwidth_s: float | None) -> None:
+        """The phase fields of ``s`` from the probes so far, against its median step
+        ``s.step_time_s`` (95 % half-width ``step_halfwidth_s``) on ``s.devices``."""
         probed = [p for p in self._phases if (p.worker, p.step) not in self._warmup_steps]
         # several workers time the same collective step: one sample per probed step
         phases = _per_probed_step(probed)
@@ -619,7 +646,7 @@ class RunAccumulator:
         s.phase_consistent = metrics.parts_fit_whole(
             s.phase_parts_s,
             whole,
-            [s.compute_err_s, s.allreduce_err_s, s.apply_err_s, self._step_halfwidth()],
+            [s.compute_err_s, s.allreduce_err_s, s.apply_err_s, step_halfwidth_s],
         )
         if s.devices > 1 and whole:
             exposed = metrics.median(exchanges)
@@ -880,6 +907,42 @@ def more_steps_for_precision(
             total = needed * rate  # the budget pays for probes as the steps go by
             more = max(more, total - steps if total > steps else (needed - probes) * rate)
     return int(math.ceil(more))
+
+
+def unsplit_within(s: RunSummary, target: float | None) -> bool:
+    """The exposed share's spread is within ``target`` (``comm_share_err``) but the
+    phases do not split the step (:attr:`RunSummary.unsplit_why`): the share is then
+    said to be not resolved (``exposed share spread ±1.5 points across probes, but the
+    phases do not add up to the step: not resolved``) rather than known, and a
+    ``--precision`` of ``target`` is not reached on it."""
+    return (
+        s.devices > 1
+        and s.unsplit_why is not None
+        and s.comm_share_err is not None
+        and target is not None
+        and s.comm_share_err <= target
+    )
+
+
+def phase_breakdown(
+    phases: Iterable[PhaseEvent],
+    *,
+    step_time_s: float | None,
+    step_halfwidth_s: float | None,
+    devices: int,
+) -> RunSummary:
+    """What a run's summary makes of these probes (one worker's, none in the warm-up)
+    against the median counted step ``step_time_s`` (its 95 % half-width
+    ``step_halfwidth_s``) on ``devices`` replicas: a :class:`RunSummary` with its
+    phase fields alone (``phase_consistent``, :attr:`RunSummary.phases_split_step`,
+    :attr:`RunSummary.unsplit_why`, ``comm_share_err``, ...). The probe scheduler
+    asks it, so that a ``--precision`` run stops on a breakdown only where its
+    summary will call that breakdown resolved."""
+    acc = RunAccumulator()
+    acc._phases = list(phases)
+    s = RunSummary(devices=max(1, devices), step_time_s=step_time_s)
+    acc._summarize_phases(s, step_halfwidth_s)
+    return s
 
 
 def summarize(events: Iterable[object]) -> RunSummary:

@@ -655,6 +655,20 @@ def exposed_unresolved(point: SweepPoint) -> bool:
     return point.comm_share is None or not resolved(point.allreduce_s, point.allreduce_err_s)
 
 
+def phases_not_split(point: SweepPoint) -> bool:
+    """A measured, probed count of several devices whose phases did not split the
+    step (:attr:`~gpuscale.analysis.summary.RunSummary.phases_split_step`): it keeps
+    its probes and no phase (:func:`point_from_summary`), and its exposed share is not
+    resolved whatever the probes' spread, so its ``--precision`` is not reached."""
+    return (
+        not point.predicted
+        and bool(point.probes)
+        and point.devices > 1
+        and point.compute_s is None
+        and point.allreduce_s is None
+    )
+
+
 def phases_unresolved(points: Iterable[SweepPoint | None]) -> bool:
     """Every measured count of several devices among ``points`` was probed and its
     exposed share is not resolved (:func:`exposed_unresolved`): then the model has

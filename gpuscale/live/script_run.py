@@ -1400,8 +1400,8 @@ def add_script_arguments(parser: Any) -> None:
         type=int,
         metavar="N",
         help="start N workers on this machine as one multi-worker cluster (each with its own "
-        "TF_CONFIG on loopback ports): the built-in trainer with --strategy multi-worker, "
-        "or your script after --",
+        "TF_CONFIG on loopback ports): the built-in trainer (N >= 2 implies --strategy "
+        "multi-worker; 1 needs it said), or your script after --",
     )
     parser.add_argument(
         "command",
@@ -1416,9 +1416,10 @@ def add_script_arguments(parser: Any) -> None:
 
 def wants_script_run(args: Any) -> bool:
     """Whether ``args`` ask for a :class:`ScriptRun` rather than the single-process trainer."""
+    from gpuscale.trainer.options import strategy_of
+
     return bool(split_command(getattr(args, "command", None))) or (
-        getattr(args, "strategy", None) == "multi-worker"
-        or getattr(args, "local_workers", None) is not None
+        strategy_of(args) == "multi-worker" or getattr(args, "local_workers", None) is not None
     )
 
 
@@ -1429,12 +1430,16 @@ def script_run_from_args(args: Any, record: Any, **kwargs: Any) -> ScriptRun:
     * ``--strategy multi-worker`` without a command: the built-in trainer as the
       worker program (``python -m gpuscale.trainer``), with ``--local-workers N`` on
       this machine, else as this machine's worker of the cluster in TF_CONFIG/Slurm.
+      ``--local-workers N`` (N >= 2) without ``--strategy`` implies it
+      (:func:`gpuscale.trainer.options.strategy_of`); another ``--strategy`` is refused.
     * ``--strategy multi-worker -- COMMAND``: this machine's worker of that cluster
       running the user's script.
     """
+    from gpuscale.trainer.options import strategy_of
+
     command = split_command(getattr(args, "command", None))
     local_workers = getattr(args, "local_workers", None)
-    multi_worker = getattr(args, "strategy", None) == "multi-worker"
+    multi_worker = strategy_of(args) == "multi-worker"
     if local_workers is not None and not 1 <= local_workers <= 16:
         raise GpuscaleError("--local-workers must be between 1 and 16")
     if command:
@@ -1451,8 +1456,17 @@ def script_run_from_args(args: Any, record: Any, **kwargs: Any) -> ScriptRun:
             kwargs["env"] = {**base, **device_env(*requested, base)}
     else:
         if not multi_worker:
+            given = getattr(args, "strategy", None)
+            if given is not None:
+                raise GpuscaleError(
+                    f"--local-workers {local_workers} starts a multi-worker cluster, not "
+                    f"--strategy {given}: leave --strategy out (--local-workers implies "
+                    "multi-worker), or give your script after --"
+                )
             raise GpuscaleError(
-                "--local-workers needs --strategy multi-worker or a command after --"
+                f"--local-workers {local_workers} is a cluster of one worker: say "
+                "--strategy multi-worker for it, or start 2 or more workers (which implies "
+                "it), or give your script after --"
             )
         from gpuscale.trainer.options import config_from_args, to_json
 

@@ -399,6 +399,8 @@ class Trainer:
             # the run stops once its steps pay for the probes it needed, not more
             precision=DEFAULT_PRECISION if config.precision is None else config.precision,
             first_probe_steps=FIRST_SPLIT_PROBE_STEPS if split else FIRST_PROBE_STEPS,
+            # its phases split the step as the summary will judge them (--precision's stop)
+            replicas=self.num_replicas,
         )
 
     # -- data -----------------------------------------------------------------------
@@ -556,12 +558,11 @@ class Trainer:
                 # both measured halves scaled to it, so they add up to the step a user pays
                 usual_s = max(0.0, schedule.reference_step_s(step_s) - (got_batch - start))
                 times = split_to_usual(times, train_s, usual_s)
-                schedule.add_probe(times.cost_s, exposed_share(times, usual_s))
                 # the event's cost: the extra passes and what the split step took over a usual one
                 paid = msgspec.structs.replace(
                     times, cost_s=times.cost_s + max(0.0, schedule.last_split_excess_s)
                 )
-                yield self._phase_event(
+                event = self._phase_event(
                     paid,
                     step,
                     usual_s,
@@ -570,6 +571,8 @@ class Trainer:
                     split_excess_s=schedule.last_split_excess_s,
                     setup_s=setup_s or None,
                 )
+                schedule.add_probe(times.cost_s, exposed_share(times, usual_s), phases=event)
+                yield event
                 setup_s = 0.0
                 if outlook and (warned := _outlook(schedule, config.precision)):
                     outlook = False
@@ -587,8 +590,7 @@ class Trainer:
                     times = self.probe.measure(batch)
                     # the training part of the usual step (the schedule's reference), not this one's
                     train_s = max(0.0, schedule.reference_step_s(step_s) - (got_batch - start))
-                    schedule.add_probe(times.cost_s, exposed_share(times, train_s))
-                    yield self._phase_event(
+                    event = self._phase_event(
                         times,
                         step,
                         train_s,
@@ -596,6 +598,8 @@ class Trainer:
                         "differenced",
                         setup_s=setup_s or None,
                     )
+                    schedule.add_probe(times.cost_s, exposed_share(times, train_s), phases=event)
+                    yield event
                     setup_s = 0.0
                     if outlook and (warned := _outlook(schedule, config.precision)):
                         outlook = False

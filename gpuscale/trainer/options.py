@@ -143,11 +143,11 @@ def add_trainer_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--strategy",
         choices=STRATEGIES,
-        default="mirrored",
+        default=None,  # not given: mirrored, or what --local-workers implies (strategy_of)
         help="mirrored: a replica per device, all-reduce; central-storage: variables on the CPU; "
         "one-device: the single-device baseline; multi-worker: MultiWorkerMirroredStrategy "
-        "across machines (TF_CONFIG or Slurm; --local-workers N to try it on this machine) "
-        "(default: mirrored)",
+        "across machines (TF_CONFIG or Slurm; run and watch --local-workers N try it on this "
+        "machine) (default: mirrored; multi-worker with --local-workers N of 2 or more)",
     )
     g.add_argument(
         "--all-reduce",
@@ -239,12 +239,36 @@ def add_trainer_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
 
 
+IMPLIED_BY_LOCAL_WORKERS = 2
+"""``--local-workers N`` with N at least this, without ``--strategy`` or a command,
+asks for ``--strategy multi-worker`` (:func:`strategy_of`)."""
+
+
+def strategy_of(args: argparse.Namespace) -> str:
+    """The strategy the parsed flags ask for: ``--strategy`` as given; without it
+    ``multi-worker`` where ``--local-workers N`` (N >= 2; ``run``, ``watch``) starts
+    N workers of the built-in trainer (no command after ``--``: a script picks its
+    own strategy), else ``mirrored``. A ``--strategy`` other than ``multi-worker``
+    with ``--local-workers`` is refused where the run is set up
+    (:func:`gpuscale.live.script_run.script_run_from_args`)."""
+    given = getattr(args, "strategy", None)
+    if given is not None:
+        return given
+    workers = getattr(args, "local_workers", None)
+    command = list(getattr(args, "command", None) or [])
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if workers is not None and workers >= IMPLIED_BY_LOCAL_WORKERS and not command:
+        return "multi-worker"
+    return "mirrored"
+
+
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """Validate the parsed flags; raises :class:`GpuscaleError` with one line."""
     config = TrainConfig(
         devices=args.devices,
         gpus=args.gpus,
-        strategy=args.strategy,
+        strategy=strategy_of(args),
         all_reduce=args.all_reduce,
         model=args.model,
         width=args.width,
@@ -433,7 +457,8 @@ def validate(config: TrainConfig) -> None:
     if config.precision is not None and config.strategy == "multi-worker":
         raise GpuscaleError(
             "--precision stops each worker when its own numbers are known, but workers must "
-            "stop together: use --steps with --strategy multi-worker"
+            "stop together: give a multi-worker run (--strategy multi-worker, --local-workers "
+            "N) --steps instead"
         )
     if not 0 <= config.probe_budget < 1:
         raise GpuscaleError(f"--probe-budget must be in [0%, 100%), not {config.probe_budget:.0%}")

@@ -14,7 +14,9 @@ tells the most:
   steps, not one that may be a one-off; it also measures what a probe costs). Until the breakdown is *resolved* (the
   probed share, e.g. the exposed all-reduce's share of the step, known to
   ``± precision``, default 2 points, from at least 3 probes; see
-  :func:`gpuscale.analysis.metrics.median_halfwidth`), a probe runs whenever
+  :func:`gpuscale.analysis.metrics.median_halfwidth`; and the probes' phases
+  splitting the step as the run's summary will judge them, :attr:`ProbeScheduler.unsplit_why`:
+  a steady share of phases that do not add up to the step is "not resolved"), a probe runs whenever
   the budget allows, and when the run's length is known (``horizon_steps``; the
   run's wall clock projected from the 10th percentile of the step times so far)
   the whole run's probe allowance may be spent early: a 300-step run gets the
@@ -55,7 +57,8 @@ for the cost of every step that no timing inside the run can see.
 * **A run that ends early keeps the budget too.** The early allowance is spent on
   the assumption that the run lasts ``horizon_steps``; ``--precision`` ends it as
   soon as the step time and breakdown are known well enough
-  (:meth:`ProbeScheduler.precision_reached`), which is only once the steps run
+  (:meth:`ProbeScheduler.precision_reached`: never on a breakdown whose phases do
+  not split the step, which the summary calls not resolved), which is only once the steps run
   so far pay for the probes spent (``spent <= budget x (1 - reserve) x steps'
   wall``): a precision within the budget, ``--steps`` at the most. The probes
   then stop coming densely (the breakdown is resolved to the ``precision`` asked),
@@ -96,7 +99,9 @@ from gpuscale.analysis.summary import (
     DEFAULT_SHARE_PRECISION,
     PROBE_RESERVE,
     USUAL_STEPS_WINDOW,
+    phase_breakdown,
 )
+from gpuscale.events.schema import PhaseEvent
 
 DEFAULT_BUDGET = 0.02
 """The probes' default share of the wall clock."""
@@ -167,6 +172,7 @@ class ProbeScheduler:
         resolved_rate: float = 0.5,
         reserve: float = DEFAULT_RESERVE,
         first_probe_steps: float = FIRST_PROBE_STEPS,
+        replicas: int = 1,
     ):
         if every is not None and every < 1:
             raise ValueError("every must be at least 1 (None: by budget)")
@@ -182,6 +188,9 @@ class ProbeScheduler:
         self.resolved_rate = resolved_rate
         self.reserve = reserve
         self.first_probe_steps = first_probe_steps
+        self.replicas = replicas
+        """The replicas the probes' phases split the step on (several: the exposed
+        exchange is what is probed; :attr:`unsplit_why`)."""
         self.steps = 0
         """Steps seen, warm-up included."""
         self.step_wall_s = 0.0
@@ -204,6 +213,9 @@ class ProbeScheduler:
         """Step-time shifts detected."""
         self._costs: list[float] = []
         self._shares: list[float] = []
+        self._phases: list[PhaseEvent] = []
+        """The probes' phases where :meth:`add_probe` was given them (all the run's,
+        as its summary splits the step with all of them)."""
         self._counted: list[float] = []
         self._reference: list[float] = []
         self._recent: deque[float] = deque(maxlen=window)
@@ -218,7 +230,9 @@ class ProbeScheduler:
         self._last_warmup = True
         self._fast_cache = (0, 0.0)
         self._next_check = 0
-        self._resolved_cache: tuple[tuple[int, int], bool] = ((-1, -1), False)
+        self._resolved_cache: tuple[tuple[int, int, int], bool] = ((-1, -1, -1), False)
+        self._step_stats_cache: tuple[int, float, float | None] = (0, 0.0, None)
+        self._unsplit_cache: tuple[tuple[int, int], str | None] = ((0, 0), None)
 
     # -- input ----------------------------------------------------------------------
     def add_step(
@@ -265,10 +279,17 @@ class ProbeScheduler:
                 self._reference = []  # the next steps are the new regime's reference
                 self._recent.clear()
 
-    def add_probe(self, cost_s: float, share: float | None = None) -> None:
+    def add_probe(
+        self, cost_s: float, share: float | None = None, *, phases: PhaseEvent | None = None
+    ) -> None:
         """A probe ran and took ``cost_s`` of wall clock; ``share`` is what it
-        measured (the exposed all-reduce's share of the step, unfloored)."""
+        measured (the exposed all-reduce's share of the step, unfloored); ``phases``:
+        its PhaseEvent as the run's summary gets it, so that the breakdown counts as
+        resolved only where the summary will split the step with these phases
+        (:attr:`unsplit_why`). Without it a probe's phases are taken to split it."""
         self.probes += 1
+        if phases is not None:
+            self._phases.append(phases)
         self.passes_s += cost_s
         self._costs.append(cost_s)
         self._after_pending = True
@@ -307,18 +328,56 @@ class ProbeScheduler:
 
     @property
     def resolved(self) -> bool:
-        """The breakdown is known to ``± precision`` in the current step-time regime
-        (recomputed only when a probe or a shift changed it: ``due`` runs every step)."""
-        key = (len(self._shares), self.shifts)
+        """The breakdown is known to ``± precision`` in the current step-time regime,
+        and the probes' phases split the step (:attr:`unsplit_why`; recomputed only
+        when a probe or a shift changed it: ``due`` runs every step)."""
+        key = (len(self._shares), self.shifts, len(self._phases))
         if self._resolved_cache[0] != key:
-            width = self.share_halfwidth
-            known = (
-                len(self._shares) >= self.min_probes
-                and width is not None
-                and width <= self.precision
-            )
+            known = self._share_known_to(self.precision) and self.unsplit_why is None
             self._resolved_cache = (key, known)
         return self._resolved_cache[1]
+
+    def _share_known_to(self, precision: float) -> bool:
+        """The probed share's half-width, from at least ``min_probes`` probes, is
+        within ``precision`` (whether the phases split the step apart)."""
+        width = self.share_halfwidth
+        return len(self._shares) >= self.min_probes and width is not None and width <= precision
+
+    def _step_stats(self) -> tuple[float, float | None]:
+        """The counted steps' median and its 95 % half-width, refreshed after every
+        new counted step at first and then every 2 % of them (each sorts them all; a
+        probe's verdict on a breakdown need not follow each step)."""
+        n, mid, width = self._step_stats_cache
+        now = len(self._counted)
+        if now and now != n and (now < 200 or now - n >= now // 50):
+            mid, width = metrics.median(self._counted), metrics.median_halfwidth(self._counted)
+            self._step_stats_cache = (now, mid, width)
+        return mid, width
+
+    @property
+    def unsplit_why(self) -> str | None:
+        """Why the probes' phases (those :meth:`add_probe` was given) do not split the
+        step as the run's summary will judge them against the median counted step
+        (:func:`gpuscale.analysis.summary.phase_breakdown`,
+        :attr:`~gpuscale.analysis.summary.RunSummary.unsplit_why`): ``the phases do
+        not add up to the step`` or ``compute alone fills the step``, in the
+        summary's words; the probed share is then not resolved, however steady.
+        ``None`` where they split it, or no probe gave its phases, or on one replica
+        (nothing is exchanged: the summaries' precision is the step time's alone,
+        :func:`gpuscale.analysis.summary.unsplit_within`)."""
+        if not self._phases or self.replicas <= 1:
+            return None
+        mid, width = self._step_stats()
+        key = (len(self._phases), self._step_stats_cache[0])
+        if self._unsplit_cache[0] != key:
+            breakdown = phase_breakdown(
+                self._phases,
+                step_time_s=mid or None,
+                step_halfwidth_s=width,
+                devices=self.replicas,
+            )
+            self._unsplit_cache = (key, breakdown.unsplit_why)
+        return self._unsplit_cache[1]
 
     def _fast_step_s(self) -> float:
         """The 10th percentile of the counted step times (refreshed every 64 steps after 64)."""
@@ -356,19 +415,23 @@ class ProbeScheduler:
     def known_to(self, precision: float, *, min_steps: int = 20) -> bool:
         """Whether the run so far pins down, to ``± precision`` of the step (95 %
         half-widths), both the median step time and, when probing, the probed
-        share (at least ``min_steps`` counted steps and 3 probes)."""
+        share (at least ``min_steps`` counted steps and 3 probes), the share only
+        where the probes' phases split the step (:attr:`unsplit_why` ``None``): where
+        they do not, the summary calls the share not resolved whatever its spread,
+        so the run is not known to ``precision`` and goes on probing, ``--steps`` at
+        the most, and its summary says why it did not reach the precision."""
         n = len(self._counted)
         if n < max(min_steps, self._next_check):
             return False  # checked every 10 steps, every 2 % of them later: it sorts them all
         self._next_check = n + max(10, n // 50)
         mid = metrics.median(self._counted)
         width = metrics.median_halfwidth(self._counted)
+        self._step_stats_cache = (n, mid, width)  # sorted now: what unsplit_why splits
         if mid <= 0 or width is None or width / mid > precision:
             return False
         if self.every is None and self.budget <= 0:
             return True  # not probing: the step time is all there is to know
-        share = self.share_halfwidth
-        return len(self._shares) >= self.min_probes and share is not None and share <= precision
+        return self._share_known_to(precision) and self.unsplit_why is None
 
     def precision_reached(self, precision: float) -> bool:
         """Whether a ``--precision`` run may stop now: :meth:`known_to` ``precision``,
