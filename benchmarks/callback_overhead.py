@@ -6,9 +6,13 @@ data, in one process; events go to an in-process EventServer, as under
 ``--chunk``-step fits taken in turn (plain, steps, gpuscale, then the reverse
 order), so drifting machine load hits all alike:
 
-* ``plain``: ``fit`` without callbacks;
+* ``plain``: ``fit`` without callbacks, on the train function Keras built
+  without gpuscale;
 * ``steps``: ``fit`` with ``ScalingMonitor(phases=False)``: step timing only
-  (the callback makes Keras synchronise every step and counts samples);
+  (Keras's TensorFlow backend calls every callback on fit's thread with the
+  step's logs as Python floats, a wait for the step with or without gpuscale;
+  the callback adds its own work per step and counts samples: as a user adds it,
+  without ``batch_size``, so on the train function built with the count);
 * ``gpuscale``: ``fit`` with ``ScalingMonitor()`` at the default probe budget
   (``--probe-budget``), a fresh schedule each round, i.e. a whole run (of
   several ``fit`` calls, as a script with several ``fit`` calls makes) with its
@@ -125,7 +129,8 @@ def main() -> int:
     timer = EpochTimer()
 
     def monitor(**kw) -> ScalingMonitor:
-        m = ScalingMonitor(warmup_steps=0, budget=args.probe_budget, batch_size=args.batch, **kw)
+        # as a user adds it: no batch_size, so it counts every step's samples
+        m = ScalingMonitor(warmup_steps=0, budget=args.probe_budget, **kw)
         emit = m._emit
 
         def keep(event):  # the events of this monitor, to compare breakdowns
@@ -141,8 +146,12 @@ def main() -> int:
     dense = monitor(every=1)
     # trace and warm up every path, the probe's compilation included, untimed
     model.fit(dataset, epochs=1, verbose=0, steps_per_epoch=10)
+    plain_fn = model.train_function  # Keras's own: no gpuscale in it
     for m in (steps_only, budgeted, dense):
         model.fit(dataset, epochs=1, verbose=0, steps_per_epoch=10, callbacks=[m])
+    # the first monitor had Keras build it again with the sample count the others read
+    counted_fn = model.train_function
+    assert counted_fn is not plain_fn
     # the one-time compile of each monitor's probe (PhaseEvent.setup_s), in the warm-up
     setups = {id(m): e.setup_s for m, e in phases if e.setup_s}
     del phases[:]
@@ -165,6 +174,7 @@ def main() -> int:
                 callbacks = [timer]
                 if name != "plain":
                     callbacks.insert(0, steps_only if name == "steps" else budgeted)
+                model.train_function = plain_fn if name == "plain" else counted_fn
                 model.fit(
                     dataset, epochs=1, verbose=0, steps_per_epoch=args.chunk, callbacks=callbacks
                 )
@@ -172,6 +182,7 @@ def main() -> int:
                 chunk_walls[name].append(EpochTimer.elapsed)
         for name, value in wall.items():
             walls[name].append(value)
+        model.train_function = counted_fn
         model.fit(dataset, epochs=1, verbose=0, steps_per_epoch=args.dense_steps, callbacks=[dense])
         new = phases[before:]
         rounds.append(([e for m, e in new if m is budgeted], [e for m, e in new if m is dense]))

@@ -61,3 +61,56 @@ def test_several_steps_per_call_report_per_step():
         reported.append(monitor._step_samples(2, last_of_epoch=i == 11))
     assert reported == [32] * 12
     assert sum(r * 2 for r in reported) == total[0]
+
+
+def test_a_short_last_batch_does_not_lower_the_usual_batch():
+    """72 samples over the epoch's last 3 steps (32, 32, 8) are no steps of 24: the
+    next epoch still reports 32 a step between its reads."""
+    from gpuscale.keras.callback import SAMPLES_READ_EVERY
+
+    monitor, total, _reads = _monitor()
+    epoch = [32] * (SAMPLES_READ_EVERY + 2) + [8]  # reads at steps 0, 10, then the last
+    reported = []
+    for _ in range(2):
+        for i, batch in enumerate(epoch):
+            total[0] += batch
+            reported.append(monitor._step_samples(1, last_of_epoch=i == len(epoch) - 1))
+    assert reported[len(epoch) - 1] == 8
+    assert reported[len(epoch) : len(epoch) + SAMPLES_READ_EVERY] == [32] * SAMPLES_READ_EVERY
+    assert sum(reported) == total[0]
+
+
+def test_a_first_read_that_was_short_is_raised_by_a_full_one():
+    from gpuscale.keras.callback import SAMPLES_READ_EVERY
+
+    monitor, total, _reads = _monitor()
+    batches = [8] + [32] * (2 * SAMPLES_READ_EVERY)  # a one-step epoch of 8 first
+    reported = []
+    for i, batch in enumerate(batches):
+        total[0] += batch
+        reported.append(monitor._step_samples(1, last_of_epoch=i == 0))
+    assert reported[-SAMPLES_READ_EVERY + 1 :] == [32] * (SAMPLES_READ_EVERY - 1)
+
+
+def test_a_model_fitted_before_and_monitored_twice_counts_its_samples():
+    """A notebook's order: ``fit`` without gpuscale (Keras builds its train function
+    without the count), then two ``fit`` calls with a new ScalingMonitor each: every
+    step's samples are counted (none 0) and the probes run."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).parent / "scripts_keras" / "train_refit.py"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUSCALE_", "TF_CONFIG"))}
+    env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    epoch = [32] * 11 + [8]
+    for fit in ("first", "second"):
+        assert result[fit]["samples"] == epoch * 2, fit
+        assert result[fit]["probed_after"] == [4, 9, 14, 19], fit

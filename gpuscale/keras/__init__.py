@@ -20,12 +20,12 @@ What it measures
 ----------------
 *Step time* (:class:`~gpuscale.events.schema.StepEvent`): wall-clock time
 (``time.perf_counter``) from ``on_train_batch_begin`` to ``on_train_batch_end``.
-Keras dispatches steps asynchronously unless a callback needs the batch logs;
-because this callback implements ``on_train_batch_end``, Keras turns async
-dispatch off and converts the logs (the loss and metrics, computed after the
-optimizer update) to Python floats before calling it, which waits until the
-step's device work is finished. So the time is synchronised, not the time to
-enqueue. With ``steps_per_execution=N`` Keras calls the callback once per N
+Keras's TensorFlow backend calls every callback's batch hooks on ``fit``'s own
+thread, with the logs (the loss and metrics, computed after the optimizer update)
+converted to Python floats first, with or without this callback (Keras 3 runs
+callbacks asynchronously only on backends it deems thread-safe, not TensorFlow):
+that waits until the step's device work is finished. So the time is synchronised,
+not the time to enqueue. With ``steps_per_execution=N`` Keras calls the callback once per N
 steps: one StepEvent then stands for the execution, with ``step`` the last step
 index and ``step_time_s`` the execution's time divided by N (a mean, never a
 per-step measurement). The first ``warmup_steps`` steps (tracing, allocation)

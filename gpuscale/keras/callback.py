@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+import weakref
 from typing import Any
 
 import keras
@@ -20,6 +21,19 @@ SAMPLES_READ_EVERY = 10
 """Steps between two reads of the sample counter (besides the first step of each
 ``fit`` and the last of each epoch): a read costs about 0.1 ms (one read per
 replica), 2 % of a 6 ms step if done every step (2 CPU logical devices)."""
+
+
+class _Counting:
+    """The sample counter built into a model's train function, and the per-replica
+    input spec its trace saw: kept with the model (:data:`_COUNTING`) so a later
+    monitor on the same model reads the counter that function increments."""
+
+    def __init__(self, variable: tf.Variable):
+        self.variable = variable
+        self.input_spec: Any = None
+
+
+_COUNTING: weakref.WeakKeyDictionary[Any, _Counting] = weakref.WeakKeyDictionary()
 
 
 class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
@@ -72,6 +86,7 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         """What steps without a read report: the samples per step of the first read
         of the ``fit``, or of a later interval where every step had the same."""
         self._wrapped_model: Any = None
+        self._counting: _Counting | None = None
         self._pending_start = False
 
     def set_model(self, model: Any) -> None:
@@ -89,10 +104,22 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         replica adds its own ``tf.shape(x)[0]``), read on the host after the step:
         exact even for a short last batch, and no cross-device traffic (only this
         worker's replicas are summed; the total is that times the workers).
-        Takes effect when Keras builds the train function, i.e. the first ``fit``.
+        Takes effect when Keras builds the train function: a model whose train
+        function an earlier monitor's count is built into keeps it (this monitor
+        reads that counter); one built without a count (``fit`` before any monitor)
+        is built again with it, once (Keras traces it again), unless ``batch_size``
+        was given: then nothing needs counting.
         """
+        counting = _COUNTING.get(model)
+        built = getattr(model, "train_function", None) is not None
+        if counting is not None and built:
+            self._samples_var, self._counting = counting.variable, counting
+            self._wrapped_model = model
+            return
+        if built and self.batch_size:
+            return  # the step's own function stays; the batch is known, the spec from the model
         with tf.init_scope():
-            self._samples_var = tf.Variable(
+            variable = tf.Variable(
                 0,
                 dtype=tf.int64,
                 trainable=False,
@@ -100,23 +127,25 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
                 aggregation=tf.VariableAggregation.SUM,
                 name="gpuscale_samples",
             )
+        counting = _COUNTING[model] = _Counting(variable)
+        self._samples_var, self._counting = variable, counting
         original = model.train_step
-        monitor = self
-        counter = self._samples_var
 
         def train_step(data: Any) -> Any:
             x = data[0] if isinstance(data, (tuple, list)) else data
             try:
-                monitor._input_spec = tf.nest.map_structure(
+                counting.input_spec = tf.nest.map_structure(
                     lambda t: tf.TensorSpec(t.shape, t.dtype), x
                 )
             except (TypeError, ValueError, AttributeError):
                 pass
             first = tf.nest.flatten(x)[0]
-            counter.assign_add(tf.cast(tf.shape(first)[0], tf.int64))
+            variable.assign_add(tf.cast(tf.shape(first)[0], tf.int64))
             return original(data)
 
         model.train_step = train_step
+        if built:  # built without the count: Keras builds it again, with it
+            model.train_function = None
         self._wrapped_model = model
 
     def _samples_seen(self) -> int | None:
@@ -171,8 +200,12 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
             return 0
         counted = seen - self._last_samples
         samples = max(0, counted - self._reported) // executed
-        if self._per_step is None or counted % self._unread_steps == 0:
-            self._per_step = counted // self._unread_steps  # else a short batch: kept
+        usual = counted // self._unread_steps
+        if self._per_step is None or (counted % self._unread_steps == 0 and usual > self._per_step):
+            # a short batch (the data's end) only ever lowers a read: 72 samples over 3
+            # steps of 32, 32 and 8 are no steps of 24, and a first read that was short
+            # is raised by the next read whose steps were all full
+            self._per_step = usual
         # reported beyond what was counted (over the steps since the last read, or
         # under by the remainder of // executed): carried to the next read
         self._reported = samples * executed - (counted - self._reported)
@@ -197,6 +230,8 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         samples = self._step_samples(executed, last_of_epoch=bool(steps) and batch + 1 >= steps)
         if self._pending_start:
             self._pending_start = False
+            if self._counting is not None and self._counting.input_spec is not None:
+                self._input_spec = self._counting.input_spec  # traced by now
             self._begin(self.model, self._strategy, samples)
         self.record_step(elapsed / executed, samples, steps=executed)
 

@@ -1,0 +1,52 @@
+"""A user's script for gpuscale's tests: one model trained by several ``fit``
+calls, as in a notebook: first without gpuscale, then with a ScalingMonitor (two
+epochs whose last batch is short), then with a second ScalingMonitor. Prints one
+JSON line: for each monitored fit, the samples of its steps and the steps it
+probed after.
+
+    python train_refit.py
+"""
+
+import json
+
+import keras
+import tensorflow as tf
+
+from gpuscale.events.schema import PhaseEvent, StepEvent
+from gpuscale.keras import ScalingMonitor
+
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+with strategy.scope():
+    model = keras.Sequential(
+        [keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(3)],
+        name="tiny",
+    )
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+n = 32 * 11 + 8  # 12 steps an epoch: 11 of 32, the last of 8
+x = tf.random.normal((n, 8), seed=1)
+y = tf.zeros((n,), tf.int32)
+
+
+def fit(monitor: ScalingMonitor | None) -> dict:
+    events: list = []
+    if monitor is not None:
+        emit = monitor._emit
+
+        def keep(event):
+            events.append(event)
+            emit(event)
+
+        monitor._emit = keep
+    model.fit(x, y, batch_size=32, epochs=2, verbose=0, callbacks=[monitor] if monitor else [])
+    return {
+        "samples": [e.samples for e in events if isinstance(e, StepEvent)],
+        "probed_after": [e.step for e in events if isinstance(e, PhaseEvent)],
+    }
+
+
+fit(None)  # Keras builds its train function without gpuscale's count
+first = fit(ScalingMonitor(every=5, record=None, warmup_steps=0))
+second = fit(ScalingMonitor(every=5, record=None, warmup_steps=0))
+print(json.dumps({"first": first, "second": second}))
