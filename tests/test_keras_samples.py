@@ -114,3 +114,5 @@ def test_a_model_fitted_before_and_monitored_twice_counts_its_samples():
     for fit in ("first", "second"):
         assert result[fit]["samples"] == epoch * 2, fit
         assert result[fit]["probed_after"] == [4, 9, 14, 19], fit
+        # the scheduler judges the breakdown on the probes' phases, as the summary does
+        assert result[fit]["scheduled_phases"] == 4 and result[fit]["replicas"] == 2, fit

@@ -255,6 +255,7 @@ class Monitor:
         custom_loop: bool = False,
     ) -> None:
         self._strategy = strategy
+        self.schedule.replicas = int(getattr(strategy, "num_replicas_in_sync", 1) or 1)
         if (
             self._vote is None
             and self.schedule.every is None
@@ -375,22 +376,24 @@ class Monitor:
             self._probe_failed = True
             self._log(f"phase breakdown unavailable: {type(exc).__name__}: {exc}", "warning")
             return
-        self.schedule.add_probe(times.cost_s, exposed_share(times, step_time_s))
+        share = exposed_share(times, step_time_s)
+        cost_s = times.cost_s
         if self._vote is not None:  # the votes before it are part of what it cost
             times = msgspec.structs.replace(times, cost_s=times.cost_s + self._vote.take_cost())
         _params, payload = trainable_bytes(model)
-        self._emit(
-            phase_event(
-                times,
-                step=self._last_index,
-                step_time_s=step_time_s,
-                worker=self.worker,
-                payload_bytes=payload,
-                num_tensors=self._probe.num_tensors,
-                method="callback-probe",
-                setup_s=setup_s,
-            )
+        event = phase_event(
+            times,
+            step=self._last_index,
+            step_time_s=step_time_s,
+            worker=self.worker,
+            payload_bytes=payload,
+            num_tensors=self._probe.num_tensors,
+            method="callback-probe",
+            setup_s=setup_s,
         )
+        # resolved only where the summary will split the step with these phases
+        self.schedule.add_probe(cost_s, share, phases=event)
+        self._emit(event)
 
     # the end -------------------------------------------------------------------------
     def _finish(self, status: str) -> None:

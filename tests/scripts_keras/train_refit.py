@@ -1,8 +1,8 @@
 """A user's script for gpuscale's tests: one model trained by several ``fit``
 calls, as in a notebook: first without gpuscale, then with a ScalingMonitor (two
 epochs whose last batch is short), then with a second ScalingMonitor. Prints one
-JSON line: for each monitored fit, the samples of its steps and the steps it
-probed after.
+JSON line: for each monitored fit, the samples of its steps, the steps it
+probed after, and the probes and replicas its scheduler was given.
 
     python train_refit.py
 """
@@ -43,6 +43,9 @@ def fit(monitor: ScalingMonitor | None) -> dict:
     return {
         "samples": [e.samples for e in events if isinstance(e, StepEvent)],
         "probed_after": [e.step for e in events if isinstance(e, PhaseEvent)],
+        # what its probe scheduler judges the breakdown on (as the summary will)
+        "scheduled_phases": len(monitor.schedule._phases) if monitor else 0,
+        "replicas": monitor.schedule.replicas if monitor else 0,
     }
 
 
