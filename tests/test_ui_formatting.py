@@ -151,3 +151,26 @@ def test_a_percentage_range_has_the_decimals_that_print_its_ends_apart():
 def test_a_range_narrower_than_its_digits_is_left_out():
     assert f.format_with_range(1.0, 0.9991, 1.0004, ".2f", "x") == "1.00x"
     assert f.format_with_range(7.09, 6.56, 7.61, ".2f", "x") == "7.09x (6.56\u20137.61x)"
+
+
+def test_a_narrow_header_keeps_the_batch_and_how_it_scales():
+    """Trial: at 80 columns the header cut "batch 2x64…", losing the batch and
+    "(strong scaling)"; the all-reduce's name and the word "scaling" go first."""
+    from pathlib import Path
+
+    from rich.cells import cell_len
+
+    from gpuscale.recording.reader import load_run
+    from gpuscale.ui.model import RunModel
+    from gpuscale.ui.widgets.header import describe_run
+
+    two = Path(__file__).resolve().parent.parent / "sample_runs" / "mnist-cnn_2xcpu.ndjson"
+    model = RunModel()
+    model.absorb(load_run(two).events)
+    snap = model.snapshot()
+    wide = describe_run(snap)
+    assert wide.endswith("· batch 2x64=128 (strong scaling)") and "(collective)" in wide, wide
+    narrow = describe_run(snap, width=68)  # 80 columns less "gpuscale  " and the borders
+    assert cell_len(narrow) <= 68, narrow
+    assert narrow.endswith("· 2x logical CPU · batch 2x64=128 (strong)"), narrow
+    assert describe_run(snap, width=200) == wide

@@ -12,36 +12,49 @@ from gpuscale.ui.model import Snapshot
 from gpuscale.ui.sources import ReplayStatus, SourceInfo
 
 
-def describe_run(snap: Snapshot, waiting: str | None = None) -> str:
-    """Model · strategy (all-reduce) · devices · batch, in one line (``waiting``: what
-    to say instead before the start, when the source knows more than nothing)."""
+def describe_run(snap: Snapshot, waiting: str | None = None, *, width: int | None = None) -> str:
+    """Model · strategy (all-reduce) · devices · batch (scaling), in one line
+    (``waiting``: what to say instead before the start, when the source knows more
+    than nothing). ``width``: the cells it has; where the whole line does not fit,
+    the all-reduce's name goes first, then "scaling" after strong/weak, then
+    "logical" (the batch and how it scales are what a narrow screen keeps)."""
     start = snap.start
     if start is None:
         if snap.end is not None or snap.errors:
             return "the run ended before it started training (see the error and the log)"
         return waiting or "waiting for the run to start…"
     platform = {"gpu": "GPU", "cpu-logical": "logical CPU", "cpu": "CPU"}[start.platform]
-    if start.num_workers > 1:  # the start's devices are the chief's; replicas are all
-        per_worker = len(start.devices) or max(1, start.num_replicas // start.num_workers)
-        device_text = (
-            f"{fmt.plural(start.num_replicas, 'replica')} ({per_worker} {platform} per worker, "
-            f"{start.num_workers} workers)"
-        )
-    else:
-        device_text = f"{len(start.devices) or start.num_replicas}x {platform}"
     strategy = start.strategy or "?"
     if strategy == "unknown":  # a script without gpuscale's callback (yet)
         strategy = "strategy unknown"
-    strategy += fmt.exchange_words(start.cross_device_ops, start.num_replicas, short=True)
+    exchange = fmt.exchange_words(start.cross_device_ops, start.num_replicas, short=True)
     if not start.global_batch:  # a script without gpuscale's callback (yet): not known
         batch = "batch unknown"
     elif start.num_replicas > 1:
         batch = f"batch {start.num_replicas}x{start.per_replica_batch}={start.global_batch}"
     else:
         batch = f"batch {start.global_batch}"
-    if start.global_batch:
-        batch += f" ({scaling_of(start)} scaling)"  # a script's fit() batch: strong
-    return f"{start.model or '?'} · {strategy} · {device_text} · {batch}"
+    scaling = scaling_of(start) if start.global_batch else None  # a script's fit(): strong
+    lines = []
+    for level in range(4):
+        shown = platform.replace("logical ", "") if level >= 3 else platform
+        if start.num_workers > 1:  # the start's devices are the chief's; replicas are all
+            per_worker = len(start.devices) or max(1, start.num_replicas // start.num_workers)
+            device_text = (
+                f"{fmt.plural(start.num_replicas, 'replica')} ({per_worker} {shown} per "
+                f"worker, {start.num_workers} workers)"
+            )
+        else:
+            device_text = f"{len(start.devices) or start.num_replicas}x {shown}"
+        how = ""
+        if scaling:
+            how = f" ({scaling})" if level >= 2 else f" ({scaling} scaling)"
+        # one replica keeps its words: "no all-reduce" is what the line is about
+        words = exchange if level == 0 or start.num_replicas <= 1 else ""
+        lines.append(f"{start.model or '?'} · {strategy}{words} · {device_text} · {batch}{how}")
+        if width is None or cell_len(lines[-1]) <= width:
+            break
+    return lines[-1]
 
 
 def path_tail(path: str, room: int) -> str:
@@ -142,14 +155,20 @@ class RunHeader(Static):
             middle,
             (label, "$text-muted"),
         )
-        line1 = Content.assemble(
-            ("gpuscale", "bold"), "  " + fmt.visible(describe_run(snap, source.waiting))
-        )
+        badge = ""
         if display_paused:  # first: a long description is cut at the right edge
             badge = (
                 " DISPLAY PAUSED (p): THE RUN ENDED "
                 if ended_while_paused
                 else " DISPLAY PAUSED (p) "
             )
+        width = (self.content_region.width or self.app.size.width - 2) - cell_len(
+            "gpuscale  " + (badge + " " if badge else "")
+        )
+        line1 = Content.assemble(
+            ("gpuscale", "bold"),
+            "  " + fmt.visible(describe_run(snap, source.waiting, width=width)),
+        )
+        if badge:
             line1 = Content.assemble((badge, "reverse $text-warning"), " ") + line1
         self.update(Content("\n").join([line1, line2]))
