@@ -10,6 +10,7 @@ import json
 import pytest
 
 from gpuscale.analysis.model import fit
+from gpuscale.analysis.predict import Calibration, Stratum, predict_rows
 from gpuscale.analysis.sweep import SweepPoint, normalize
 from gpuscale.cli import main
 
@@ -111,3 +112,26 @@ def test_strong_scaling_compute_still_shrinks_with_devices():
     m = fit(pts)
     assert m.compute_time_s(4) < m.compute_time_s(2) < m.compute_time_s(1)
     assert m.step_time_s(4) < m.step_time_s(2)
+
+
+def test_a_class_prior_above_one_does_not_shorten_a_weak_step():
+    # A flat sweep (no exchange to speak of) and a prior of x1.05: the measured
+    # per-device rate at 2 is the most a replica doing the same work can reach.
+    pts = [
+        normalize(SweepPoint(config="m", scaling="weak", per_replica_batch=64, **p))
+        for p in STEP_TIMES_ONLY
+    ]
+    cal = Calibration(
+        coverage=0.8,
+        source="test",
+        strata=[
+            Stratum(
+                interconnect="*", top=2, devices=n, tables=100, factor=1.05, q_low=-0.1, q_high=0.1
+            )
+            for n in (4, 8)
+        ],
+    )
+    rows = predict_rows(pts, [4, 8], calibration=cal)
+    for row in rows:
+        assert row.step_time_s >= 0.1 - 1e-12
+        assert row.throughput <= 64 * row.devices / 0.1 + 1e-6

@@ -20,8 +20,8 @@ The model::
     either, so a predicted weak-scaling step is never shorter than the model's
     step at the largest measured count (its compute, apply and input wait
     included), and the prediction, anchored there
-    (:func:`gpuscale.analysis.predict.anchor_of`), never shorter than the measured
-    step: its efficiency never rises above the measured one (above 100 % only
+    (:func:`gpuscale.analysis.predict.anchor_of`; no class factor may shorten it
+    either), never shorter than the measured step: its efficiency never rises above the measured one (above 100 % only
     where the measurements themselves were superlinear, which
     :func:`gpuscale.analysis.predict.measured_superlinear` flags). A least-squares
     drift of ``-5 ms`` per device from 1 -> 2 predicted 74 ms at 8 devices against
