@@ -554,12 +554,29 @@ def _same_file_key(path: Path) -> tuple[int, int] | None:
     return (stat.st_dev, stat.st_ino)
 
 
+class _KeptRecording(msgspec.Struct, kw_only=True):
+    """One run's recording read by :func:`load_inputs`, for a fuller copy to replace."""
+
+    name: str
+    """As the user gave it."""
+    steps: int
+    """Its counted steps: of two copies, the one with more is kept."""
+    read_warnings: list[str]
+    available: int | None
+    index: int = 0
+    source_index: int = 0
+
+
 def load_inputs(paths: Sequence[str | Path]) -> Sweep:
     """Read every ``--from`` input: sweep files and recordings, in any mix.
 
     An input given twice (the same file, another path to it, or a copy: the same
     run's recording, a sweep file with the same points) is counted once, with a
-    warning: two copies of one measurement are not two runs.
+    warning: two copies of one measurement are not two runs. Of two copies of one
+    run's recording the one with more counted steps is kept, whatever the order
+    (a copy cut short while the run was still writing it is the same run, with
+    fewer steps); the warning names the copy kept and why. What the reader forgave
+    in the copy left out is not said: it is not read.
 
     The machine's device count (:attr:`Sweep.available_devices`, where predictions
     stop) is the largest any input says: a sweep file's ``available_devices``, a
@@ -586,6 +603,9 @@ def _load_inputs(paths: Sequence[str | Path], warnings: list[str]) -> Sweep:
     seen_files: dict[tuple[int, int], str] = {}  # the names as given (./X and X apart)
     seen_content: dict[bytes, str] = {}
     recordings: list[tuple[Any, Any, str]] = []
+    # per run (its content key): where it is in recordings and sources, what its
+    # reader forgave (in warnings) and its sweep's machine, for a fuller copy to replace
+    kept: dict[bytes, _KeptRecording] = {}
     for raw in paths:
         path = Path(raw)
         if not path.exists():
@@ -608,28 +628,59 @@ def _load_inputs(paths: Sequence[str | Path], warnings: list[str]) -> Sweep:
             content_key = b"sweep:" + msgspec.json.encode(
                 [[msgspec.structs.replace(p, source=None) for p in sweep.points], sweep.notes]
             )
-        if content_key in seen_content:
-            first = seen_content[content_key]
-            what = "run" if is_recording else "points"
-            warnings.append(f"{raw}: the same {what} as {first}; counted once")
-            continue
-        seen_content[content_key] = str(raw)
         if file_key is not None:
             seen_files[file_key] = str(raw)
         if is_recording:
+            ref = getattr(run[1], "sweep", None)  # a sweep's run knows its machine (format 1.4)
+            entry = _KeptRecording(
+                name=str(raw),
+                steps=run[0].steps_counted,
+                read_warnings=[
+                    w if w.startswith(f"{path}:") else f"{path}: {w}" for w in read_warnings
+                ],
+                available=ref.available_devices if ref is not None else None,
+            )
+            before = kept.get(content_key)
+            if before is not None:
+                if entry.steps > before.steps:  # the fuller copy replaces the first
+                    warnings[:] = [w for w in warnings if w not in before.read_warnings]
+                    warnings.append(
+                        f"{before.name}: the same run as {raw}, which has more counted "
+                        f"steps ({entry.steps:,} against {before.steps:,}); kept {raw}"
+                    )
+                    recordings[before.index] = run
+                    sources[before.source_index] = str(path)
+                    entry.index, entry.source_index = before.index, before.source_index
+                    kept[content_key] = entry
+                    seen_content[content_key] = str(raw)
+                    warnings += entry.read_warnings
+                elif entry.steps == before.steps:
+                    warnings.append(f"{raw}: the same run as {before.name}; counted once")
+                else:
+                    warnings.append(
+                        f"{raw}: the same run as {before.name}, which has more counted steps "
+                        f"({before.steps:,} against {entry.steps:,}); kept {before.name}"
+                    )
+                continue
+            seen_content[content_key] = str(raw)
+            entry.index, entry.source_index = len(recordings), len(sources)
+            kept[content_key] = entry
             recordings.append(run)
             sources.append(str(path))
-            ref = getattr(run[1], "sweep", None)  # a sweep's run knows its machine (format 1.4)
-            if ref is not None and ref.available_devices:
-                available.append(ref.available_devices)
-            warnings += [w if w.startswith(f"{path}:") else f"{path}: {w}" for w in read_warnings]
-        else:
-            points += sweep.points
-            sources += sweep.sources
-            titles += sweep.titles
-            notes += sweep.notes
-            if sweep.available_devices:
-                available.append(sweep.available_devices)
+            warnings += entry.read_warnings
+            continue
+        if content_key in seen_content:
+            first = seen_content[content_key]
+            warnings.append(f"{raw}: the same points as {first}; counted once")
+            continue
+        seen_content[content_key] = str(raw)
+        points += sweep.points
+        sources += sweep.sources
+        titles += sweep.titles
+        notes += sweep.notes
+        if sweep.available_devices:
+            available.append(sweep.available_devices)
+    available += [entry.available for entry in kept.values() if entry.available]
     points += _points_of(recordings)  # together: one script's runs settle into one workload
     return Sweep(
         points=points,

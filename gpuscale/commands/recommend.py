@@ -366,6 +366,9 @@ def report(
         write_plot_file(rec, plot)
     if as_json:
         body = msgspec.to_builtins(rec)
+        # every warning stderr said: the inputs' (what the readers forgave, copies
+        # counted once; load_from printed them) before the recommendation's own
+        body["warnings"] = list(dict.fromkeys([*sweep.warnings, *rec.warnings]))
         body.pop("table")
         body.pop("models")
         # Each row carries the price it was costed at (--price-per-device-hour's
