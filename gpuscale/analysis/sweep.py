@@ -44,6 +44,7 @@ from gpuscale.events.bounded import (
     strip_bom,
     validation_key,
 )
+from gpuscale.formatting import plural
 
 FORMAT_NAME = "gpuscale-sweep"
 CORPUS_FORMAT_NAME = "published-scaling-tables"
@@ -539,8 +540,15 @@ def _read_recording(path: str | Path) -> tuple[tuple[Any, Any, str], list[str], 
 
     warnings: list[str] = []
     run = load_run(path, warnings.append)
+    summary = summarize(run.events)
+    if run.end is not None and run.end.status == "stopped" and summary.steps_counted:
+        # as a sweep's name says it of its runs cut short (gpuscale runs, recommend --from)
+        warnings.append(
+            "the run was stopped before its end; judged from the "
+            f"{plural(summary.steps_counted, 'step')} it counted"
+        )
     return (
-        (summarize(run.events), run.start, str(path)),
+        (summary, run.start, str(path)),
         warnings,
         b"recording:" + msgspec.json.encode(run.start),
     )
@@ -567,7 +575,7 @@ class _KeptRecording(msgspec.Struct, kw_only=True):
     source_index: int = 0
 
 
-def load_inputs(paths: Sequence[str | Path]) -> Sweep:
+def load_inputs(paths: Sequence[str | Path], *, cut_short: Iterable[str | Path] = ()) -> Sweep:
     """Read every ``--from`` input: sweep files and recordings, in any mix.
 
     An input given twice (the same file, another path to it, or a copy: the same
@@ -582,18 +590,24 @@ def load_inputs(paths: Sequence[str | Path]) -> Sweep:
     stop) is the largest any input says: a sweep file's ``available_devices``, a
     recording's sweep's (format 1.4 on); ``None`` when none says.
 
-    What the readers forgave (damaged lines skipped, a cut last line) is in the
-    sweep's ``warnings``; when an input then cannot be used, on the error's
-    ``warnings``, so that the user still hears about it (the damage is often why)."""
+    What the readers forgave (damaged lines skipped, a cut last line, a run
+    stopped before its end) is in the sweep's ``warnings``; when an input then
+    cannot be used, on the error's ``warnings``, so that the user still hears about
+    it (the damage is often why).
+
+    ``cut_short``: recordings among ``paths`` that a sweep's name brought in though
+    they were stopped or interrupted (:func:`gpuscale.recording.sweeps.resolve_inputs`):
+    one that counted no step is left out with a warning, not refused (the user
+    named the sweep, not that run)."""
     warnings: list[str] = []
     try:
-        return _load_inputs(paths, warnings)
+        return _load_inputs(paths, warnings, {Path(p) for p in cut_short})
     except GpuscaleError as exc:
         exc.warnings = [*warnings, *exc.warnings]
         raise
 
 
-def _load_inputs(paths: Sequence[str | Path], warnings: list[str]) -> Sweep:
+def _load_inputs(paths: Sequence[str | Path], warnings: list[str], cut_short: set[Path]) -> Sweep:
     """:func:`load_inputs`, adding what the readers forgave to ``warnings`` as it reads."""
     points: list[SweepPoint] = []
     sources: list[str] = []
@@ -623,6 +637,9 @@ def _load_inputs(paths: Sequence[str | Path], warnings: list[str]) -> Sweep:
             raise GpuscaleError(f"{path}: cannot read: {exc.strerror or exc}") from None
         if is_recording:
             run, read_warnings, content_key = _read_recording(path)
+            if path in cut_short and run[0].step_time_s is None:
+                warnings.append(f"{raw}: {_why_no_step_time(run[0])}; left out")
+                continue
         else:
             sweep = read_sweep_file(path)
             content_key = b"sweep:" + msgspec.json.encode(

@@ -278,7 +278,9 @@ def load_from(inputs: list) -> tuple:
     from gpuscale.recording.sweeps import resolve_inputs
 
     resolved = resolve_inputs(inputs)  # a sweep's name: its measured recordings
-    sweep = load_inputs(as_given([str(name) for name in inputs], resolved.paths))
+    sweep = load_inputs(
+        as_given([str(name) for name in inputs], resolved.paths), cut_short=resolved.cut_short
+    )
     sweep.notes = [*resolved.notes, *sweep.notes]
     print_warnings(sweep.warnings)
     return sweep, join_clauses(resolved.notes) or None
