@@ -87,6 +87,45 @@ def test_another_path_to_the_same_file_or_a_copy_is_counted_once(capsys, tmp_pat
     assert "the same run as" in lines[0] or "the same run as" in lines[1]
 
 
+def _first_half(tmp_path: Path) -> Path:
+    """TWO's first half, its last line cut mid-way: what a copy taken while the
+    run was still writing holds (the same start event: the same run)."""
+    half = tmp_path / "half.ndjson"
+    lines = TWO.read_bytes().splitlines(keepends=True)
+    half.write_bytes(b"".join(lines[: len(lines) // 2]) + lines[len(lines) // 2][:30])
+    return half
+
+
+@pytest.mark.parametrize("half_first", [True, False])
+def test_of_two_copies_of_one_run_the_one_with_more_steps_is_kept(capsys, tmp_path, half_first):
+    """The complete copy is kept whatever the order (the cut one, first, used to
+    win), the warning names it and why, and --json carries what stderr said."""
+    half = _first_half(tmp_path)
+    full = load_inputs([TWO])
+    paths = [half, TWO] if half_first else [TWO, half]
+    sweep = load_inputs(paths)
+    assert [p.steps for p in sweep.points] == [full.points[0].steps]
+    assert sweep.sources == [str(TWO)]
+    (warning,) = sweep.warnings  # the dropped copy's damage is not said: it was not used
+    assert warning.startswith(f"{half}: the same run as {TWO}, which has more counted steps")
+    assert warning.endswith(f"; kept {TWO}")
+    assert main(["recommend", "--json", "--from", *map(str, paths)]) == 0
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    assert [p["steps"] for p in doc["points"] if not p.get("predicted")] == [full.points[0].steps]
+    assert doc["recommendation"]["warnings"] == [
+        w.removeprefix("gpuscale: warning: ") for w in _warnings(err)
+    ]
+    assert doc["recommendation"]["warnings"] == [warning]
+
+
+def test_json_carries_the_readers_warnings_stderr_printed(capsys):
+    assert main(["recommend", "--json", "--from", str(ONE), str(KILLED)]) == 0
+    out, err = capsys.readouterr()
+    said = [w.removeprefix("gpuscale: warning: ") for w in _warnings(err)]
+    assert said and json.loads(out)["recommendation"]["warnings"] == said
+
+
 def test_a_sweep_file_and_its_copy_count_once(tmp_path):
     copy = tmp_path / "copy.json"
     shutil.copy(SAMPLES / "seed000_v100.json", copy)

@@ -5,6 +5,7 @@ TensorFlow: the stand-in sweep trainer (tests/fake_sweep_trainer.py)."""
 from __future__ import annotations
 
 import json
+import re
 import stat
 import sys
 from pathlib import Path
@@ -66,6 +67,49 @@ def test_ctrl_c_in_the_second_count_prints_the_first_then_exits_130(
     assert "gpuscale: interrupted" not in err
 
 
+def test_ctrl_c_after_steps_of_the_first_count_keeps_them_and_names_the_sweep(
+    tmp_path, monkeypatch, capsys, _isolated_data_dir
+):
+    """Ctrl-C in the first count after it counted steps: they are the result (a
+    table, exit 130), not "interrupted" alone; the sweep's name is said, `runs`
+    lists the count as measured (stopped), and `recommend --from` of the name
+    reads the same steps."""
+    _stand_in_sweep(tmp_path, monkeypatch, {"FAKE_SWEEP": "slow"})
+    monkeypatch.setattr(recommend_live, "ignore_stop_signals", lambda: None, raising=False)
+    real = recommend_live._follow
+
+    def follow(run, acc, n, *args):
+        if n == 1:  # Ctrl-C once the first count has counted 2 steps
+            for event in run.events(timeout=None):
+                acc.add(event)
+                if acc.summary().steps_counted >= 2:
+                    raise KeyboardInterrupt("Ctrl-C")
+        return real(run, acc, n, *args)
+
+    monkeypatch.setattr(recommend_live, "_follow", follow)
+    argv = [a for a in ARGV if a != "--no-record"]
+    assert main(argv) == EXIT_INTERRUPTED
+    out, err = capsys.readouterr()
+    flat = " ".join(out.split())
+    match = re.search(
+        r"stopped \(Ctrl-C\) during the 1-device run, kept with the (\d+) steps", flat
+    )
+    assert match and "recommending from 1 device" in flat, out
+    counted = int(match.group(1))
+    assert counted >= 2 and "Nothing is recommended" in out
+    assert "gpuscale: interrupted" not in err
+    (name,) = re.findall(r"Recorded as (sweep-\S+):", err)
+    assert f"'gpuscale recommend --from {name}'" in err
+    assert main(["runs"]) == 0
+    listing = " ".join(capsys.readouterr().out.split())
+    assert f"measured on 1 (stopped, {counted} steps counted); not measured: 2 (not run)" in listing
+    assert main(["recommend", "--from", name, "--json"]) == 0
+    out, err = capsys.readouterr()
+    (point,) = [p for p in json.loads(out)["points"] if not p.get("predicted")]
+    assert point["devices"] == 1 and point["steps"] == counted
+    assert f"judged from the {counted} steps it counted" in err
+
+
 def test_ctrl_c_before_any_count_is_measured_is_just_interrupted(
     fake_sweep, monkeypatch, capsys, _isolated_data_dir
 ):
@@ -97,6 +141,9 @@ class _FakeScriptRun:
 
     def stop(self):
         self.done = True
+
+    def drain(self):
+        return []
 
 
 def test_ctrl_c_in_a_script_sweep_prints_what_ran_then_exits_130(monkeypatch, capsys):

@@ -50,10 +50,13 @@ def sweep_run(
     at: float = 0.0,
     status: str = "completed",
     available: int | None = None,
+    steps: int = 12,
 ) -> Path:
-    """One run of a sweep at ``devices``, ``at`` seconds after T0, ending with ``status``;
-    ``available``: the devices its machine had (format 1.4), else unsaid (older ones)."""
-    events = sample_events(steps=12, gpus=devices)
+    """One run of a sweep at ``devices``, ``at`` seconds after T0, ending with ``status``
+    after ``steps`` steps (the first 2 warm-up; its end's summary counts the rest, as
+    gpuscale's own end events do); ``available``: the devices its machine had (format
+    1.4), else unsaid (older ones)."""
+    events = sample_events(steps=steps, gpus=devices)
     for event in events:
         event.t += at
         if isinstance(event, StartEvent):
@@ -62,17 +65,19 @@ def sweep_run(
             )
         if isinstance(event, EndEvent):
             event.status = status
+            event.summary = {"steps_total": steps, "steps_counted": max(0, steps - 2)}
     return write_run(folder / f"{sweep_id}-{index}_mnist-cnn_{devices}xgpu.ndjson", events)
 
 
 @pytest.fixture
 def recorded(tmp_path: Path) -> Path:
-    """A sweep stopped at its third count (1, 2 measured; 4 stopped; 8 never run), a
-    complete sweep of two counts, two older runs that look like a sweep, one lone run."""
+    """A sweep stopped at its third count (1, 2 measured; 4 stopped in its warm-up:
+    no step counted; 8 never run), a complete sweep of two counts, two older runs
+    that look like a sweep, one lone run."""
     planned = [1, 2, 4, 8]
     sweep_run(tmp_path, 1, 0, planned, at=0)
     sweep_run(tmp_path, 2, 1, planned, at=10)
-    sweep_run(tmp_path, 4, 2, planned, at=20, status="stopped")
+    sweep_run(tmp_path, 4, 2, planned, at=20, status="stopped", steps=2)
     sweep_run(tmp_path, 1, 0, [1, 2], OTHER, at=5000)
     sweep_run(tmp_path, 2, 1, [1, 2], OTHER, at=5010)
     for name in ("mnist-cnn_1xcpu.ndjson", "mnist-cnn_2xcpu.ndjson", "mlp_2xcpu.ndjson"):
@@ -317,7 +322,7 @@ def test_a_sweep_without_a_completed_run_is_one_line(tmp_path, capsys):
     sweep_run(tmp_path, 1, 0, [1, 2], status="failed")
     assert main(["replay", f"{tmp_path}/{STOPPED}"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "has no completed run" in err and len(err.splitlines()) == 1
+    assert "has no run with counted steps" in err and len(err.splitlines()) == 1
 
 
 def test_replay_of_a_sweep_never_imports_tensorflow(recorded):
@@ -425,3 +430,57 @@ def test_a_script_runs_start_events_carry_the_sweep(tmp_path):
     starts = [e for e in iter_events(path) if isinstance(e, StartEvent)]
     assert starts and all(s.sweep == ref for s in starts)
     assert run.start_event is not None and run.start_event.sweep == ref
+
+
+def test_a_count_stopped_after_counting_steps_is_measured_by_name_as_by_path(tmp_path, capsys):
+    """Ctrl-C in a sweep's first count, 10 steps counted: `runs` says it was measured
+    (stopped, with its steps), `recommend --from` of the sweep's name reads it (it
+    used to refuse: 'no completed run to read') and says it was stopped, as it does
+    when the file is given by its path (which used to say nothing)."""
+    path = sweep_run(tmp_path, 1, 0, [1, 2], STOPPED, status="stopped")
+    (group,) = sweep_groups(list_runs(tmp_path))
+    assert group.measured == [1] and group.cut_short == [1] and group.missing == [2]
+    assert group.describe().endswith(
+        "measured 1 (stopped, 10 steps counted); not measured: 2 (not run)"
+    )
+    assert main(["runs", "--dir", str(tmp_path)]) == 0
+    listing = " ".join(capsys.readouterr().out.split())
+    assert "measured on 1 (stopped, 10 steps counted); not measured: 2 (not run)" in listing
+    assert main(["runs", "--dir", str(tmp_path), "--json"]) == 0
+    (listed,) = json.loads(capsys.readouterr().out)["sweeps"]
+    assert listed["measured"] == [1] and listed["cut_short"] == [1] and listed["missing"] == [2]
+    from gpuscale.commands.replay import _sweep_view
+
+    resolved = resolve_inputs([f"{tmp_path}/{STOPPED}"])
+    view = _sweep_view(resolved.paths, resolved.sweeps, resolved.cut_short)
+    assert view.state == "stopped"
+    assert view.status_line == "cut short: 1 (stopped, 10 steps counted); not measured: 2 (not run)"
+    said = f"{path}: the run was stopped before its end; judged from the 10 steps it counted"
+    for given in (f"{tmp_path}/{STOPPED}", str(path)):
+        assert main(["recommend", "--from", given, "--json"]) == 0
+        out, err = capsys.readouterr()
+        (point,) = [p for p in json.loads(out)["points"] if not p.get("predicted")]
+        assert point["devices"] == 1 and point["steps"] == 10
+        assert f"gpuscale: warning: {said}" in err.splitlines()
+
+
+def test_a_stopped_count_that_counted_no_step_is_left_out_of_its_sweep(tmp_path, capsys):
+    """A run cut short whose recording does not say what it counted (no end summary)
+    is read by the sweep's name; all warm-up, it is left out with a warning, and the
+    sweep's other counts are judged (given by path alone it is refused, as before)."""
+    sweep_run(tmp_path, 1, 0, [1, 2], STOPPED)
+    events = sample_events(steps=2, gpus=2)  # both warm-up
+    for event in events:
+        if isinstance(event, StartEvent):
+            event.sweep = SweepRef(id=STOPPED, index=1, planned=[1, 2])
+        if isinstance(event, EndEvent):
+            event.status = "stopped"
+    cut = write_run(tmp_path / f"{STOPPED}-1_mnist-cnn_2xgpu.ndjson", events)
+    assert main(["recommend", "--from", f"{tmp_path}/{STOPPED}", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert [p["devices"] for p in json.loads(out)["points"] if not p.get("predicted")] == [1]
+    assert (
+        f"gpuscale: warning: {cut}: no counted steps (the run ended during warm-up); left out"
+        in err
+    )
+    assert main(["recommend", "--from", str(cut)]) == 2

@@ -957,7 +957,10 @@ def with_defaults(summary: dict) -> dict:
     ``scaling`` when ``weak``, ``devices`` when 1) with every such field said, so a
     number read alone (``--json``) says what it is of; ``None`` fields ("not
     measured") stay out, except the input wait of a probed run (``null``: the
-    probes ran but did not measure it), and keys the summary has are kept as they are."""
+    probes ran but did not measure it), and keys the summary has are kept as they are,
+    but for what the run does not know: ``exchange`` of a run whose strategy is
+    ``unknown``, and ``scaling`` and the batches of a run that says no batch, are
+    ``null``."""
     said = {
         f.name: f.default
         for f in msgspec.structs.fields(RunSummary)
@@ -965,8 +968,22 @@ def with_defaults(summary: dict) -> dict:
     }
     if summary.get("phase_steps"):  # probed, but the input wait not measured: null
         said.update(dict.fromkeys(_NULL_WHEN_PROBED))
-    return {**said, **summary}
+    out = {**said, **summary}
+    # What the run does not say is not said for it (a script without gpuscale's
+    # callback, or one that failed before it: "strategy unknown, batch unknown"):
+    # null, never the defaults "ring" and "weak" nor a batch of 0.
+    if out["strategy"] == "unknown" and "exchange" not in summary:
+        out["exchange"] = None
+    if not out["global_batch"] and not out["per_replica_batch"]:
+        out.update(dict.fromkeys(_NULL_WITHOUT_BATCH))
+        if "scaling" in summary:  # said by the run itself: kept
+            out["scaling"] = summary["scaling"]
+    return out
 
+
+_NULL_WITHOUT_BATCH = ("scaling", "per_replica_batch", "global_batch")
+"""Fields :func:`with_defaults` says as ``None`` for a run that says no batch: its
+scaling mode is not known either."""
 
 _NULL_WHEN_PROBED = ("input_s", "input_share")
 """Fields :func:`with_defaults` says as ``None`` (JSON ``null``) where the run was

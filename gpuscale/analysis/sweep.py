@@ -44,6 +44,7 @@ from gpuscale.events.bounded import (
     strip_bom,
     validation_key,
 )
+from gpuscale.formatting import plural
 
 FORMAT_NAME = "gpuscale-sweep"
 CORPUS_FORMAT_NAME = "published-scaling-tables"
@@ -539,8 +540,15 @@ def _read_recording(path: str | Path) -> tuple[tuple[Any, Any, str], list[str], 
 
     warnings: list[str] = []
     run = load_run(path, warnings.append)
+    summary = summarize(run.events)
+    if run.end is not None and run.end.status == "stopped" and summary.steps_counted:
+        # as a sweep's name says it of its runs cut short (gpuscale runs, recommend --from)
+        warnings.append(
+            "the run was stopped before its end; judged from the "
+            f"{plural(summary.steps_counted, 'step')} it counted"
+        )
     return (
-        (summarize(run.events), run.start, str(path)),
+        (summary, run.start, str(path)),
         warnings,
         b"recording:" + msgspec.json.encode(run.start),
     )
@@ -554,29 +562,52 @@ def _same_file_key(path: Path) -> tuple[int, int] | None:
     return (stat.st_dev, stat.st_ino)
 
 
-def load_inputs(paths: Sequence[str | Path]) -> Sweep:
+class _KeptRecording(msgspec.Struct, kw_only=True):
+    """One run's recording read by :func:`load_inputs`, for a fuller copy to replace."""
+
+    name: str
+    """As the user gave it."""
+    steps: int
+    """Its counted steps: of two copies, the one with more is kept."""
+    read_warnings: list[str]
+    available: int | None
+    index: int = 0
+    source_index: int = 0
+
+
+def load_inputs(paths: Sequence[str | Path], *, cut_short: Iterable[str | Path] = ()) -> Sweep:
     """Read every ``--from`` input: sweep files and recordings, in any mix.
 
     An input given twice (the same file, another path to it, or a copy: the same
     run's recording, a sweep file with the same points) is counted once, with a
-    warning: two copies of one measurement are not two runs.
+    warning: two copies of one measurement are not two runs. Of two copies of one
+    run's recording the one with more counted steps is kept, whatever the order
+    (a copy cut short while the run was still writing it is the same run, with
+    fewer steps); the warning names the copy kept and why. What the reader forgave
+    in the copy left out is not said: it is not read.
 
     The machine's device count (:attr:`Sweep.available_devices`, where predictions
     stop) is the largest any input says: a sweep file's ``available_devices``, a
     recording's sweep's (format 1.4 on); ``None`` when none says.
 
-    What the readers forgave (damaged lines skipped, a cut last line) is in the
-    sweep's ``warnings``; when an input then cannot be used, on the error's
-    ``warnings``, so that the user still hears about it (the damage is often why)."""
+    What the readers forgave (damaged lines skipped, a cut last line, a run
+    stopped before its end) is in the sweep's ``warnings``; when an input then
+    cannot be used, on the error's ``warnings``, so that the user still hears about
+    it (the damage is often why).
+
+    ``cut_short``: recordings among ``paths`` that a sweep's name brought in though
+    they were stopped or interrupted (:func:`gpuscale.recording.sweeps.resolve_inputs`):
+    one that counted no step is left out with a warning, not refused (the user
+    named the sweep, not that run)."""
     warnings: list[str] = []
     try:
-        return _load_inputs(paths, warnings)
+        return _load_inputs(paths, warnings, {Path(p) for p in cut_short})
     except GpuscaleError as exc:
         exc.warnings = [*warnings, *exc.warnings]
         raise
 
 
-def _load_inputs(paths: Sequence[str | Path], warnings: list[str]) -> Sweep:
+def _load_inputs(paths: Sequence[str | Path], warnings: list[str], cut_short: set[Path]) -> Sweep:
     """:func:`load_inputs`, adding what the readers forgave to ``warnings`` as it reads."""
     points: list[SweepPoint] = []
     sources: list[str] = []
@@ -586,6 +617,9 @@ def _load_inputs(paths: Sequence[str | Path], warnings: list[str]) -> Sweep:
     seen_files: dict[tuple[int, int], str] = {}  # the names as given (./X and X apart)
     seen_content: dict[bytes, str] = {}
     recordings: list[tuple[Any, Any, str]] = []
+    # per run (its content key): where it is in recordings and sources, what its
+    # reader forgave (in warnings) and its sweep's machine, for a fuller copy to replace
+    kept: dict[bytes, _KeptRecording] = {}
     for raw in paths:
         path = Path(raw)
         if not path.exists():
@@ -603,33 +637,67 @@ def _load_inputs(paths: Sequence[str | Path], warnings: list[str]) -> Sweep:
             raise GpuscaleError(f"{path}: cannot read: {exc.strerror or exc}") from None
         if is_recording:
             run, read_warnings, content_key = _read_recording(path)
+            if path in cut_short and run[0].step_time_s is None:
+                warnings.append(f"{raw}: {_why_no_step_time(run[0])}; left out")
+                continue
         else:
             sweep = read_sweep_file(path)
             content_key = b"sweep:" + msgspec.json.encode(
                 [[msgspec.structs.replace(p, source=None) for p in sweep.points], sweep.notes]
             )
-        if content_key in seen_content:
-            first = seen_content[content_key]
-            what = "run" if is_recording else "points"
-            warnings.append(f"{raw}: the same {what} as {first}; counted once")
-            continue
-        seen_content[content_key] = str(raw)
         if file_key is not None:
             seen_files[file_key] = str(raw)
         if is_recording:
+            ref = getattr(run[1], "sweep", None)  # a sweep's run knows its machine (format 1.4)
+            entry = _KeptRecording(
+                name=str(raw),
+                steps=run[0].steps_counted,
+                read_warnings=[
+                    w if w.startswith(f"{path}:") else f"{path}: {w}" for w in read_warnings
+                ],
+                available=ref.available_devices if ref is not None else None,
+            )
+            before = kept.get(content_key)
+            if before is not None:
+                if entry.steps > before.steps:  # the fuller copy replaces the first
+                    warnings[:] = [w for w in warnings if w not in before.read_warnings]
+                    warnings.append(
+                        f"{before.name}: the same run as {raw}, which has more counted "
+                        f"steps ({entry.steps:,} against {before.steps:,}); kept {raw}"
+                    )
+                    recordings[before.index] = run
+                    sources[before.source_index] = str(path)
+                    entry.index, entry.source_index = before.index, before.source_index
+                    kept[content_key] = entry
+                    seen_content[content_key] = str(raw)
+                    warnings += entry.read_warnings
+                elif entry.steps == before.steps:
+                    warnings.append(f"{raw}: the same run as {before.name}; counted once")
+                else:
+                    warnings.append(
+                        f"{raw}: the same run as {before.name}, which has more counted steps "
+                        f"({before.steps:,} against {entry.steps:,}); kept {before.name}"
+                    )
+                continue
+            seen_content[content_key] = str(raw)
+            entry.index, entry.source_index = len(recordings), len(sources)
+            kept[content_key] = entry
             recordings.append(run)
             sources.append(str(path))
-            ref = getattr(run[1], "sweep", None)  # a sweep's run knows its machine (format 1.4)
-            if ref is not None and ref.available_devices:
-                available.append(ref.available_devices)
-            warnings += [w if w.startswith(f"{path}:") else f"{path}: {w}" for w in read_warnings]
-        else:
-            points += sweep.points
-            sources += sweep.sources
-            titles += sweep.titles
-            notes += sweep.notes
-            if sweep.available_devices:
-                available.append(sweep.available_devices)
+            warnings += entry.read_warnings
+            continue
+        if content_key in seen_content:
+            first = seen_content[content_key]
+            warnings.append(f"{raw}: the same points as {first}; counted once")
+            continue
+        seen_content[content_key] = str(raw)
+        points += sweep.points
+        sources += sweep.sources
+        titles += sweep.titles
+        notes += sweep.notes
+        if sweep.available_devices:
+            available.append(sweep.available_devices)
+    available += [entry.available for entry in kept.values() if entry.available]
     points += _points_of(recordings)  # together: one script's runs settle into one workload
     return Sweep(
         points=points,

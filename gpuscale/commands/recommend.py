@@ -278,7 +278,9 @@ def load_from(inputs: list) -> tuple:
     from gpuscale.recording.sweeps import resolve_inputs
 
     resolved = resolve_inputs(inputs)  # a sweep's name: its measured recordings
-    sweep = load_inputs(as_given([str(name) for name in inputs], resolved.paths))
+    sweep = load_inputs(
+        as_given([str(name) for name in inputs], resolved.paths), cut_short=resolved.cut_short
+    )
     sweep.notes = [*resolved.notes, *sweep.notes]
     print_warnings(sweep.warnings)
     return sweep, join_clauses(resolved.notes) or None
@@ -366,6 +368,9 @@ def report(
         write_plot_file(rec, plot)
     if as_json:
         body = msgspec.to_builtins(rec)
+        # every warning stderr said: the inputs' (what the readers forgave, copies
+        # counted once; load_from printed them) before the recommendation's own
+        body["warnings"] = list(dict.fromkeys([*sweep.warnings, *rec.warnings]))
         body.pop("table")
         body.pop("models")
         # Each row carries the price it was costed at (--price-per-device-hour's

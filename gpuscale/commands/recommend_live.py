@@ -222,6 +222,7 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
     sources: list[str] = []
     sweep_start = time.perf_counter()
     stopped_by: str | None = None
+    cut_short: tuple[int, int] | None = None  # the count stopped, with steps counted
     try:
         for i, (n, config) in enumerate(zip(counts, configs, strict=True)):
             if shared is not None:
@@ -245,6 +246,17 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
                 if not run.done:
                     run.stop()
             if stopped_by is not None:
+                # the count cut short keeps what it counted (its recording does too)
+                if kept_when_stopped(run, acc) is not None:
+                    start = acc.start
+                    source = (
+                        str(run.recording_path)
+                        if run.recording_path
+                        else f"live run on {n} device{'s' if n > 1 else ''} (not recorded)"
+                    )
+                    points.append(point_from_summary(acc.summary(), start, source))
+                    sources.append(source)
+                    cut_short = (n, acc.summary().steps_counted)
                 break
             if run.error is not None or acc.start is None or acc.summary().step_time_s is None:
                 message = (
@@ -273,16 +285,61 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
         if shared is not None:
             shared.close()
     wall_s = time.perf_counter() - sweep_start  # said with the result (stdout, --json)
-    if stopped_by is not None and not points:
-        raise KeyboardInterrupt(stopped_by)  # nothing measured: "gpuscale: interrupted"
-    if not quiet and not args.no_record:
+    if stopped_by is not None:
+        say_stopped_sweep(console, sweep_id if not args.no_record else None, bool(points))
+        if not points:
+            raise KeyboardInterrupt(stopped_by)  # nothing measured: "gpuscale: interrupted"
+    elif not quiet and not args.no_record:
         say_sweep_recorded(console, sweep_id)
     sweep = Sweep(points=points, sources=sources, available_devices=available, wall_s=wall_s)
     if stopped_by is not None:
-        measured = plural([p.devices for p in points], "device")
-        heading = f"{heading}; stopped ({stopped_by}) after {measured}: recommending from those"
-        raise SweepInterrupted(sweep, heading, stopped_by)
+        raise SweepInterrupted(
+            sweep, stopped_heading(heading, stopped_by, points, cut_short), stopped_by
+        )
     return sweep, heading
+
+
+def kept_when_stopped(run, acc: RunAccumulator):
+    """The summary of a count stopped by Ctrl-C (SIGTERM, SIGHUP), its events up to
+    the stop added to ``acc`` first (the run is over: what is queued is all of it),
+    when it counted steps (as its recording has them, and ``recommend --from`` reads
+    them); ``None`` when it failed or stopped before its first counted step."""
+    for event in run.drain():
+        acc.add(event)
+    if run.error is not None or acc.start is None:
+        return None
+    summary = acc.summary()
+    return summary if summary.step_time_s is not None else None
+
+
+def stopped_heading(
+    heading: str, stopped_by: str, points: list[SweepPoint], cut_short: tuple[int, int] | None
+) -> str:
+    """The heading of a sweep stopped after ``points``: which count was cut short
+    and what of it is kept."""
+    measured = plural([p.devices for p in points], "device")
+    if cut_short is None:
+        return f"{heading}; stopped ({stopped_by}) after {measured}: recommending from those"
+    n, counted = cut_short
+    return (
+        f"{heading}; stopped ({stopped_by}) during the {n}-device run, kept with the "
+        f"{plural(counted, 'step')} it counted: recommending from {measured}"
+    )
+
+
+def say_stopped_sweep(console, sweep_id: str | None, measured: bool) -> None:
+    """Where a stopped sweep's recordings are, said even with ``--json`` (on
+    stderr): what it measured is read again by its name."""
+    if sweep_id is None:
+        return
+    if measured:
+        say_sweep_recorded(console, sweep_id)
+    else:
+        console.print(
+            f"Recorded as {sweep_id} ('gpuscale replay {sweep_id}' shows it): no step was "
+            "counted before the stop, so there is nothing to recommend from.",
+            markup=False,
+        )
 
 
 class SweepInterrupted(KeyboardInterrupt):

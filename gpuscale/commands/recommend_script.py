@@ -38,9 +38,12 @@ def run_script_sweep(
         SweepInterrupted,
         count_gpus,
         ignore_stop_signals,
+        kept_when_stopped,
         picked_gpus_note,
         plan,
+        say_stopped_sweep,
         say_sweep_recorded,
+        stopped_heading,
         sweep_topology,
     )
     from gpuscale.live.devices import device_env
@@ -62,6 +65,7 @@ def run_script_sweep(
     sweep_id = new_sweep_id()
     began = time.perf_counter()
     stopped_by: str | None = None
+    cut_short: tuple[int, int] | None = None  # the count stopped, with steps counted
     for index, n in enumerate(counts):
         env = {
             **os.environ,
@@ -83,6 +87,15 @@ def run_script_sweep(
             if not run.done:
                 run.stop()
         if stopped_by is not None:
+            kept = kept_when_stopped(run, acc)  # the count cut short keeps what it counted
+            if kept is not None and kept.devices == n:
+                source = (
+                    str(run.recording_path)
+                    if run.recording_path
+                    else f"{n}-device run (not recorded)"
+                )
+                runs.append((kept, acc.start, source))
+                cut_short = (n, kept.steps_counted)
             break
         summary = acc.summary() if acc.start is not None else None
         if run.error is not None or summary is None or summary.step_time_s is None:
@@ -110,11 +123,13 @@ def run_script_sweep(
             )
         source = str(run.recording_path) if run.recording_path else f"{n}-device run (not recorded)"
         runs.append((summary, acc.start, source))
-    if stopped_by is not None and not runs:
-        raise KeyboardInterrupt(stopped_by)  # nothing measured: "gpuscale: interrupted"
-    points = [point_from_summary(s, start, src) for s, start, src in settle_script_runs(runs)]
-    if not quiet and not args.no_record:
+    if stopped_by is not None:
+        say_stopped_sweep(console, sweep_id if not args.no_record else None, bool(runs))
+        if not runs:
+            raise KeyboardInterrupt(stopped_by)  # nothing measured: "gpuscale: interrupted"
+    elif not quiet and not args.no_record:
         say_sweep_recorded(console, sweep_id)
+    points = [point_from_summary(s, start, src) for s, start, src in settle_script_runs(runs)]
     sweep = Sweep(
         points=points,
         sources=[r[2] for r in runs],
@@ -122,8 +137,7 @@ def run_script_sweep(
         wall_s=time.perf_counter() - began,
     )
     if stopped_by is not None:
-        measured = plural([p.devices for p in points], "device")
-        heading = f"{heading}; stopped ({stopped_by}) after {measured}: recommending from those"
+        heading = stopped_heading(heading, stopped_by, points, cut_short)
         raise SweepInterrupted(sweep, heading, stopped_by)
     return sweep, heading
 

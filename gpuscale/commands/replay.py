@@ -86,7 +86,8 @@ def main(args: argparse.Namespace) -> int:
     resolved = resolve_inputs(args.files)  # a sweep's name: its measured recordings
     if resolved.sweeps or len(resolved.paths) > 1:
         _refuse_timeline(timeline)
-        return _show_sweep(_sweep_view(resolved.paths, resolved.sweeps), args.files)
+        view = _sweep_view(resolved.paths, resolved.sweeps, resolved.cut_short)
+        return _show_sweep(view, args.files)
     args.file = args.files[0]
     if args.file.is_dir():
         raise GpuscaleError(f"{args.file} is a directory, not a recording")
@@ -147,15 +148,17 @@ def _refuse_timeline(flags: list[str]) -> None:
         )
 
 
-def _sweep_view(files: list[Path], groups: list | None = None):
+def _sweep_view(files: list[Path], groups: list | None = None, cut_short: list | None = None):
     """The scaling view's content for ``files``; one GpuscaleError line for
     files that cannot make one. ``groups``: the recorded sweeps (one sweep's
-    planned counts are shown, those it did not measure as missing)."""
+    planned counts are shown, those it did not measure as missing, those measured
+    by a run cut short said so); ``cut_short``: their runs cut short, left out
+    when they counted no step (:func:`~gpuscale.analysis.sweep.load_inputs`)."""
     from gpuscale.analysis.recommend import recommend
     from gpuscale.analysis.sweep import load_inputs
     from gpuscale.errors import GpuscaleError
 
-    sweep = load_inputs(files)
+    sweep = load_inputs(files, cut_short=cut_short or ())
     if not sweep.points:
         raise GpuscaleError("no measured device counts in " + ", ".join(map(str, files)))
     # Refused here, with one line, rather than as an empty screen.
@@ -172,9 +175,14 @@ def _sweep_view(files: list[Path], groups: list | None = None):
         heading = f"{group.name}{guess}: {sweep_heading(sweep.points)}"
         measured = {p.devices for p in sweep.points}
         planned = [*group.planned, *sorted(measured - set(group.planned))]
+        said = []
+        if group.cut_short:
+            said.append("cut short: " + group.measured_text(group.cut_short))
         if group.missing:
+            said.append("not measured: " + ", ".join(group.why_missing()))
+        if said:
             state = "stopped"
-            missing_line = "not measured: " + ", ".join(group.why_missing())
+            missing_line = "; ".join(said)
     return SweepView(
         points=sweep.points,
         heading=heading,

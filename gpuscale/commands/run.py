@@ -7,7 +7,11 @@ Exit status: 0 completed, 1 the trainer failed, 2 bad options, 130 interrupted
 (Ctrl-C, or SIGTERM/SIGHUP: the trainer is stopped and the recording ends the same way)
 or stopped without gpuscale (a worker, or the trainer, killed on its own: the run
 ends ``stopped`` all the same). A script's own early stop (its custom loop's
-``close("stopped")``, no signal) is recorded ``stopped`` and exits 0.
+``close("stopped")``, no signal) is recorded ``stopped`` and exits 0. Your script
+(``-- COMMAND``) that fails passes its own status through, as ``time`` and
+``nohup`` do (:func:`failed_status`): ``sys.exit(3)`` exits 3, a script killed by a
+signal 128 + its number; a status of 2 is then the script's, said by the error
+line after the summary, not gpuscale's bad input (refused before anything runs).
 """
 
 from __future__ import annotations
@@ -124,7 +128,7 @@ def check_record_path(path: Path | None) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from gpuscale.live.trainer_run import LiveRun, is_configuration_error
+    from gpuscale.live.trainer_run import LiveRun
     from gpuscale.trainer.preflight import check_config
 
     check_sample_interval(args)
@@ -194,8 +198,25 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     if run.error is not None or (end is not None and end.status in ("failed", "lost")):
         print_run_error(run)
-        return EXIT_USAGE if is_configuration_error(run) else EXIT_FAILED
+        return failed_status(run, args)
     return 0
+
+
+def failed_status(run: Any, args: argparse.Namespace) -> int:
+    """The exit status of a run that failed. Your script (``-- COMMAND``): its own
+    status passed through, as ``time`` and ``nohup`` do (``sys.exit(3)``: 3; killed
+    by a signal: 128 + its number, as a shell says it; no status of its own, e.g.
+    a remote worker lost: 1). The built-in trainer: 2 for a configuration it
+    refused (:func:`~gpuscale.live.trainer_run.is_configuration_error`), else 1."""
+    from gpuscale.live.script_run import split_command
+    from gpuscale.live.trainer_run import is_configuration_error
+
+    if split_command(getattr(args, "command", None)):
+        code = getattr(run, "returncode", None) or 0
+        if code < 0:
+            return 128 + min(-code, 127)
+        return min(code, 255) if code > 0 else EXIT_FAILED
+    return EXIT_USAGE if is_configuration_error(run) else EXIT_FAILED
 
 
 def stopped_program(args: argparse.Namespace) -> str:
@@ -311,6 +332,8 @@ class _ProgressView:
                 Text.from_ansi(settle_visible(_for_display(event.message))), highlight=False
             )
         elif isinstance(event, LogEvent) and event.level in ("warning", "error"):
+            if event.source == "gpuscale" and event.message in self.notes_shown:
+                return  # the start's note, just printed (the missing-callback advice)
             self.console.print(
                 f"[yellow]{_escape(event.source)}: {_escape(_for_display(event.message))}[/]"
             )

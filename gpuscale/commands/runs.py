@@ -250,8 +250,7 @@ def _sweeps_table(groups: list, labels: dict[str, str]):
     table.add_column(no_wrap=True)
     table.add_column(overflow="fold")
     for group in groups:
-        counts = ", ".join(map(str, group.measured)) or "none"
-        what = f"{group.model}, measured on {counts}"
+        what = f"{group.model}, measured on {group.measured_text()}"
         if group.missing:
             what += "; not measured: " + ", ".join(group.why_missing())
         if not group.exact:

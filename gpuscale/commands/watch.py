@@ -95,9 +95,11 @@ def main(args: argparse.Namespace) -> int:
         print(f"gpuscale: stopped ({stopped_by})", file=sys.stderr)
         return EXIT_INTERRUPTED
     end = getattr(run, "end", None) or source.end
-    from gpuscale.commands.run import print_run_error, print_run_summary
+    from gpuscale.commands.run import failed_status, print_run_error, print_run_summary
+    from gpuscale.live.script_run import split_command
 
-    if is_configuration_error(run):  # the dashboard said why; say it where it stays, too
+    if is_configuration_error(run) and not split_command(getattr(args, "command", None)):
+        # the dashboard said why; say it where it stays, too
         if run.recording_path:
             print(f"recorded to {run.recording_path}")
         print_run_error(run)
@@ -108,5 +110,7 @@ def main(args: argparse.Namespace) -> int:
     print_run_summary(run)  # with the recording's path
     print_run_error(run)
     if end is None or end.status in ("failed", "lost"):
-        return EXIT_FAILED  # the run never started (trainer or sampler refused), or failed
+        # the run never started (trainer or sampler refused), or failed: as `run` exits
+        # (your script's own status passed through)
+        return failed_status(run, args) if end is not None else EXIT_FAILED
     return 0

@@ -931,6 +931,31 @@ class _PumpState:
         run = self.run_
         return not self.starts and run._stopping.is_set() and run._forward is None
 
+    def failed_before_start(self) -> tuple[int, int] | None:
+        """``(worker, status)`` of the first worker that exited with an error (or was
+        killed) before the script's callback said anything: the script failed (a
+        file not found, an import error), which says nothing of whether it uses the
+        callback, so the missing-callback advice is not given; ``None`` otherwise."""
+        run = self.run_
+        if self.starts or run._stopping.is_set() or run._forward is not None:
+            return None
+        failed = {w: c for w, c in self.exited.items() if c != 0}
+        return min(failed.items()) if failed else None
+
+    def failed_start(self) -> StartEvent:
+        """The start of a run whose script failed before its first step
+        (:meth:`failed_before_start`): what gpuscale knows, its note saying so, and
+        whether it uses the callback not said (``callback: None``: it never got
+        that far), so no view calls it a script without the callback."""
+        failed = self.failed_before_start()
+        assert failed is not None
+        start = self.synthetic_start(hint=False)
+        return msgspec.structs.replace(
+            start,
+            config={**start.config, "callback": None},
+            note=f"the script {describe_exit(failed[1])} before its first step",
+        )
+
     def asked_replicas(self, default: int) -> int:
         """The replicas ``--devices N`` asked for (one local script), else ``default``."""
         run = self.run_
@@ -1167,6 +1192,8 @@ class _PumpState:
                     self.send_provisional()
                 elif self.stopped_before_start():
                     self.send_start(self.stopped_start())
+                elif self.failed_before_start() is not None:
+                    self.send_start(self.failed_start())  # an error, not a missing callback
                 else:
                     self.send_start(self.merged_start())
                     if not self.starts and run._forward is None:
@@ -1192,11 +1219,16 @@ class _PumpState:
             if item is not None:
                 self.handle(item)
         if not self.started:
-            self.send_start(
-                self.stopped_start() if self.stopped_before_start() else self.merged_start()
-            )
+            if self.stopped_before_start():
+                self.send_start(self.stopped_start())
+            elif self.failed_before_start() is not None:
+                self.send_start(self.failed_start())
+            else:
+                self.send_start(self.merged_start())
         elif self.provisional and run._stopping.is_set():  # stopped before any step
             self.commit(self.stopped_start())
+        elif self.provisional and self.failed_before_start() is not None:
+            self.commit(self.failed_start())  # it failed: no word of the callback
         elif self.provisional:  # the script ended without the callback's start
             self.hint()
         self.finish()
@@ -1212,8 +1244,14 @@ class _PumpState:
         elif failed:
             status = "failed"
             worker, code = min(failed.items())
-            tail = "\n".join(run._stderr_tail.get(worker, ()))
+            lines = run._stderr_tail.get(worker, ())
+            tail = "\n".join(lines)
             how = describe_exit(code)
+            if not any(self.steps.values()):  # what it printed last is likely why
+                how += " before its first step"
+                last = next((line.strip() for line in reversed(lines) if line.strip()), "")
+                if last:
+                    how += f": {last}"
             who = f"worker {worker} " if run.num_workers > 1 else ""
             self.publish(
                 ErrorEvent(

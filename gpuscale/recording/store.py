@@ -125,6 +125,9 @@ class RunInfo(msgspec.Struct, kw_only=True):
     steps: int | None
     """From the end event; for a run without one, the highest step number seen
     near the end of the file (``None`` if none)."""
+    steps_counted: int | None = None
+    """Steps its median is of (warm-up left out), from the end event's summary;
+    ``None`` when it has none (no end event, an older recording)."""
     duration_s: float | None
     """:func:`~gpuscale.events.schema.run_duration_s`: from the start event (start-up
     not included) to the end event, or to the last event of a run with none."""
@@ -203,10 +206,14 @@ def _info(path: Path) -> RunInfo:
     if start.provisional:  # the run's own start follows: what the listing shows
         start = _superseding_start(path) or start
     end, last_step, last_t = _scan_tail(tail, whole) if tail is not None else (None, None, None)
+    steps_counted: int | None = None
     if tail is None:
         steps, duration, status = None, None, "unscanned"
     elif end is not None:
         steps: int | None = end.steps
+        counted = (end.summary or {}).get("steps_counted")
+        if isinstance(counted, int) and not isinstance(counted, bool) and counted >= 0:
+            steps_counted = counted
         duration: float | None = run_duration_s(start.t, max(end.t, last_t or end.t))
         status = end.status
     else:
@@ -220,6 +227,7 @@ def _info(path: Path) -> RunInfo:
         devices=start.num_replicas,
         platform=start.platform,
         steps=steps,
+        steps_counted=steps_counted,
         duration_s=duration,
         size_bytes=size,
         status=status,

@@ -69,12 +69,47 @@ class SweepGroup(msgspec.Struct, kw_only=True):
 
     @property
     def measured(self) -> list[int]:
-        """Device counts with a completed run: what the sweep measured."""
-        return sorted({r.devices for r in self.runs if r.status == "completed"})
+        """Device counts with a completed run, or with a run cut short (stopped,
+        interrupted) after counting steps: what the sweep measured."""
+        return sorted({r.devices for r in self.readable})
+
+    @property
+    def readable(self) -> list[RunInfo]:
+        """The runs ``recommend --from`` reads of the sweep: the completed ones, and
+        for a count without one, its runs cut short that counted steps (what they
+        counted is a measurement; given by path they are read the same way)."""
+        done = {r.devices for r in self.runs if r.status == "completed"}
+        return [
+            r
+            for r in self.runs
+            if r.status == "completed" or (r.devices not in done and counted_before_cut(r))
+        ]
+
+    @property
+    def cut_short(self) -> list[int]:
+        """Measured counts whose run was cut short (no completed run)."""
+        return sorted({r.devices for r in self.readable if r.status != "completed"})
+
+    def measured_text(self, counts: list[int] | None = None) -> str:
+        """The measured counts (or ``counts`` of them), each cut short one with what
+        it counted: ``1 (stopped, 169 steps counted), 2``; ``none``."""
+        parts = []
+        for n in self.measured if counts is None else counts:
+            cut = [r for r in self.readable if r.devices == n and r.status != "completed"]
+            if not cut:
+                parts.append(str(n))
+                continue
+            run = cut[-1]
+            if run.steps_counted is not None:
+                what = f"{plural(run.steps_counted, 'step')} counted"
+            else:
+                what = f"{plural(run.steps or 0, 'step')} recorded"
+            parts.append(f"{n} ({run.status}, {what})")
+        return ", ".join(parts) or "none"
 
     @property
     def missing(self) -> list[int]:
-        """Planned counts without a completed run."""
+        """Planned counts not measured (:attr:`measured`)."""
         measured = set(self.measured)
         return [n for n in self.planned if n not in measured]
 
@@ -88,7 +123,7 @@ class SweepGroup(msgspec.Struct, kw_only=True):
 
     def describe(self) -> str:
         """One line: which sweep, what it measured, what it did not."""
-        measured = ", ".join(map(str, self.measured)) or "none"
+        measured = self.measured_text()
         where = f"{self.model} on {_platform_word(self.platform)}"
         if not self.exact:
             return (
@@ -109,11 +144,26 @@ class SweepGroup(msgspec.Struct, kw_only=True):
             "platform": self.platform,
             "planned": list(self.planned),
             "measured": self.measured,
+            "cut_short": self.cut_short,
             "missing": self.missing,
             "recordings": [
                 {"path": r.path, "devices": r.devices, "status": r.status} for r in self.runs
             ],
         }
+
+
+CUT_SHORT_STATUSES = ("stopped", "interrupted")
+"""Statuses of a run cut short whose counted steps are still a measurement:
+stopped (Ctrl-C, SIGTERM), interrupted (killed: no end event)."""
+
+
+def counted_before_cut(run: RunInfo) -> bool:
+    """Whether ``run`` was cut short after counting steps (its end's summary says
+    how many; a run without one, interrupted, is taken to have counted some when
+    it has steps: the reader leaves it out if they were all warm-up)."""
+    if run.status not in CUT_SHORT_STATUSES:
+        return False
+    return bool(run.steps_counted if run.steps_counted is not None else run.steps)
 
 
 def _platform_word(platform: str) -> str:
@@ -224,6 +274,9 @@ class Resolved(msgspec.Struct, kw_only=True):
     """Inputs with every sweep name replaced by its measured recordings."""
 
     paths: list[Path]
+    cut_short: list[Path] = []
+    """Those of ``paths`` that are a sweep's runs cut short (stopped, interrupted):
+    one that turns out to have counted no step is left out, with a warning."""
     sweeps: list[SweepGroup]
     """The sweeps named, in order."""
     notes: list[str]
@@ -234,10 +287,12 @@ def resolve_inputs(
     names: Sequence[str | os.PathLike], directory: str | os.PathLike | None = None
 ) -> Resolved:
     """``names`` as paths: an existing file stays itself; a sweep's name (see
-    :func:`find_sweep`) becomes its completed recordings (a run that was stopped,
-    failed or cut short measured nothing, and :meth:`SweepGroup.describe` says so);
-    anything else is left for the reader to refuse."""
+    :func:`find_sweep`) becomes its measured recordings (:attr:`SweepGroup.readable`:
+    completed runs, and runs stopped or interrupted after counting steps, which
+    :meth:`SweepGroup.describe` says; a failed run measured nothing); anything
+    else is left for the reader to refuse."""
     paths: list[Path] = []
+    cut_short: list[Path] = []
     sweeps: list[SweepGroup] = []
     for raw in names:
         name = str(raw)
@@ -245,15 +300,18 @@ def resolve_inputs(
             paths.append(Path(name))
             continue
         group = find_sweep(name, directory)
-        done = [Path(r.path) for r in group.runs if r.status == "completed"]
-        if not done:
+        readable = group.readable
+        if not readable:
             statuses = ", ".join(f"{r.devices}: {r.status}" for r in group.runs)
             raise GpuscaleError(
-                f"{name}: sweep {group.name} has no completed run to read ({statuses})"
+                f"{name}: sweep {group.name} has no run with counted steps to read ({statuses})"
             )
-        paths += done
+        paths += [Path(r.path) for r in readable]
+        cut_short += [Path(r.path) for r in readable if r.status != "completed"]
         sweeps.append(group)
-    return Resolved(paths=paths, sweeps=sweeps, notes=[g.describe() for g in sweeps])
+    return Resolved(
+        paths=paths, cut_short=cut_short, sweeps=sweeps, notes=[g.describe() for g in sweeps]
+    )
 
 
 __all__ = [
