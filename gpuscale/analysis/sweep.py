@@ -367,7 +367,11 @@ def read_sweep_file(path: str | Path) -> Sweep:
         point = msgspec.structs.replace(point, speedup=None, efficiency=None, comm_share=None)
         if point.source is None:
             point = msgspec.structs.replace(point, source=sweep.source or str(path))
-        points.append(normalize(point, where))
+        point = normalize(point, where)
+        problem = phases_problem(point, f"points[{i}]", merged, set(defaults) - set(item))
+        if problem is not None:
+            raise GpuscaleError(f"{path}: {problem}")
+        points.append(point)
     if not points:
         raise GpuscaleError(f"{path}: no measured points (every point is missing or predicted)")
     return Sweep(
@@ -377,6 +381,63 @@ def read_sweep_file(path: str | Path) -> Sweep:
         notes=[sweep.note] if sweep.note else [],
         available_devices=sweep.available_devices,
     )
+
+
+PHASE_FIELDS = ("compute_s", "allreduce_s", "apply_s", "input_s")
+"""The parts of a step a point may give (each a part of ``step_time_s``)."""
+
+PHASE_OVER_STEP = 1.5
+"""Most a single phase may exceed its point's step by (a factor) before the file is
+refused: a probe's pass and the step are timed apart, so a phase a little over the
+step is noise (the summary then calls the breakdown not resolved), but one 1.5
+times the step cannot be part of it (seconds and milliseconds mixed up, a phase
+copied from another point)."""
+
+PHASES_OVER_STEP = 2.0
+"""Most the phases together may exceed their point's step by (a factor)."""
+
+
+def phases_problem(
+    point: SweepPoint,
+    where: str,
+    keys: Iterable[str] = ("step_time_s",),
+    from_defaults: Iterable[str] = (),
+) -> str | None:
+    """Why ``point``'s phases cannot be parts of its step, in one line naming the
+    field and both values (``points[1].compute_s (0.5 s) is longer than its
+    step_time_s (0.12 s)``); ``None`` when they can. ``where`` names the point,
+    ``keys`` the fields the file gave it (a step it did not give is said to come
+    from its timing), ``from_defaults`` those the file's ``defaults`` gave it.
+    Refused: any phase over :data:`PHASE_OVER_STEP` times the step, or all of them
+    together over :data:`PHASES_OVER_STEP` times it. Phases a little over the step
+    (noise between a probe and the steps) are accepted, as they always were."""
+    step = point.step_time_s
+    if not step:
+        return None
+    keys, from_defaults = set(keys), set(from_defaults)
+    if "step_time_s" not in keys:
+        step_text = f"its step ({step:.3g} s, from its timing)"
+    elif "step_time_s" in from_defaults:
+        step_text = f"its step_time_s ({step:.3g} s, from defaults)"
+    else:
+        step_text = f"its step_time_s ({step:.3g} s)"
+    given = {name: getattr(point, name) for name in PHASE_FIELDS}
+    given = {name: value for name, value in given.items() if value is not None}
+    for name, value in given.items():
+        if value > PHASE_OVER_STEP * step:
+            if name in from_defaults:
+                return (
+                    f"defaults.{name} ({value:.3g} s) is longer than {where}'s step ({step:.3g} s)"
+                )
+            return f"{where}.{name} ({value:.3g} s) is longer than {step_text}"
+    total = sum(given.values())
+    if len(given) > 1 and total > PHASES_OVER_STEP * step:
+        names = " + ".join(given)
+        return (
+            f"{where}: its phases ({names} = {total:.3g} s) add up to more than "
+            f"{PHASES_OVER_STEP:g} times {step_text}"
+        )
+    return None
 
 
 def corpus_not_a_sweep(raw: dict) -> str:
