@@ -290,11 +290,15 @@ class _KindProbe(msgspec.Struct):
 
 
 _kind_probe = msgspec.json.Decoder(_KindProbe)
+_EVENT_START = re.compile(rb'\{\s*"kind"\s*:')
+"""How gpuscale writes an event (``kind`` first); a sweep file has no ``kind``."""
 
 
-def _looks_like_recording(path: Path) -> bool:
-    """Whether ``path`` is a recording (gzip, or a first line that is an event)
-    rather than a sweep file. Reads at most 64 KiB, never recursively; a pipe,
+def looks_like_recording(path: Path) -> bool:
+    """Whether ``path`` is a recording (gzip, or a first line that is an event,
+    whole or cut off) rather than a sweep file: the one test ``recommend --from``
+    and ``replay`` both use, so that both read a damaged file with the same reader
+    and say the same words of it. Reads at most 64 KiB, never recursively; a pipe,
     FIFO or device is refused (sniffing would consume what the reader needs)."""
     try:
         f, regular = open_untrusted(path)
@@ -315,11 +319,13 @@ def _looks_like_recording(path: Path) -> bool:
     if not newline and len(head) == 65536:
         # A first line longer than what was read (a start event with a large
         # config): gpuscale writes "kind" first; a sweep file has no "kind".
-        return re.match(rb'\{\s*"kind"\s*:', first) is not None
+        return _EVENT_START.match(first) is not None
     try:
         probe = _kind_probe.decode(first)  # typed: skips the rest without keeping it
     except DECODE_ERRORS:
-        return False
+        # a damaged or cut-off first line (the run was killed while writing it) is
+        # a recording's when it starts as gpuscale writes events: "kind" first
+        return _EVENT_START.match(first) is not None
     return probe.kind is not None
 
 
@@ -332,6 +338,8 @@ def read_sweep_file(path: str | Path) -> Sweep:
             raise GpuscaleError(f"{path}: empty file: neither a sweep file nor a recording")
         raw = decode_json(data)
     except JsonInputError as exc:
+        if not strip_bom(data).lstrip().startswith((b"{", b"[")):  # not JSON at all
+            raise GpuscaleError(f"{path}: neither a recording nor a sweep file: {exc}") from None
         raise GpuscaleError(f"{path}: {exc}") from None
     if not isinstance(raw, dict):
         raise GpuscaleError(f"{path}: a sweep file is one JSON object with a 'points' list")
@@ -659,7 +667,7 @@ def _load_inputs(paths: Sequence[str | Path], warnings: list[str]) -> Sweep:
             warnings.append(f"{raw}: given twice (the same file as {first}); counted once")
             continue
         try:
-            is_recording = _looks_like_recording(path)
+            is_recording = looks_like_recording(path)
         except OSError as exc:
             raise GpuscaleError(f"{path}: cannot read: {exc.strerror or exc}") from None
         if is_recording:

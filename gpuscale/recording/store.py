@@ -28,9 +28,11 @@ from gpuscale.events.schema import (
 )
 from gpuscale.recording.format import (
     DECODE_ERRORS,
+    GZIP_CUT_AT_START,
     GZIP_MAGIC,
     MAX_LINE_BYTES,
     SUFFIXES,
+    gzip_problem,
     version_problem,
 )
 from gpuscale.recording.liveness import writer_alive
@@ -184,7 +186,8 @@ def _safe_info(path: Path) -> RunInfo:
             size = path.stat().st_size
         except OSError:
             size = 0
-        return _unreadable(path, size, f"cannot be listed ({type(exc).__name__})")
+        said = " ".join(str(exc).split())[:120]
+        return _unreadable(path, size, f"cannot be listed ({said or type(exc).__name__})")
 
 
 def _info(path: Path) -> RunInfo:
@@ -255,7 +258,7 @@ def _head_and_tail(path: Path) -> tuple[bytes, bytes | None, bool]:
         if not regular:
             raise RecordingError(path, "not a regular file")
         if f.peek(2)[:2] == GZIP_MAGIC:
-            return _gzip_head_and_tail(f)
+            return _gzip_head_and_tail(f, path)
         head = f.readline(MAX_LINE_BYTES)
         size = os.fstat(f.fileno()).st_size
         offset = max(size - TAIL_BYTES, 0)
@@ -263,8 +266,9 @@ def _head_and_tail(path: Path) -> tuple[bytes, bytes | None, bool]:
         return head, f.read(TAIL_BYTES), offset == 0
 
 
-def _gzip_head_and_tail(f) -> tuple[bytes, bytes | None, bool]:
+def _gzip_head_and_tail(f, path: Path) -> tuple[bytes, bytes | None, bool]:
     decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    first_member = True
     head = b""
     tail = b""
     dropped = False
@@ -278,12 +282,15 @@ def _gzip_head_and_tail(f) -> tuple[bytes, bytes | None, bool]:
                 if not data:
                     break
                 decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                first_member = False
             elif decomp.unconsumed_tail:
                 data = decomp.unconsumed_tail
             else:
                 data = f.read(1 << 20)
                 if not data:
                     tail += decomp.flush()
+                    if not head and not tail:  # ends before any text: cut, not empty
+                        raise RecordingError(path, GZIP_CUT_AT_START)
                     break
             out = decomp.decompress(data, 1 << 20)
             if not head or (b"\n" not in head and len(head) < MAX_LINE_BYTES):
@@ -292,8 +299,8 @@ def _gzip_head_and_tail(f) -> tuple[bytes, bytes | None, bool]:
             if len(tail) > 2 * TAIL_BYTES:
                 tail = tail[-TAIL_BYTES:]
                 dropped = True
-    except zlib.error as exc:
-        raise RecordingError(f.name, f"gzip data is corrupt ({exc})") from None
+    except zlib.error as exc:  # (f.name is the descriptor: the file was opened by it)
+        raise RecordingError(path, gzip_problem(exc, first_member=first_member)) from None
     nl = head.find(b"\n")
     if nl >= 0:
         head = head[: nl + 1]
