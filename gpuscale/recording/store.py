@@ -18,6 +18,7 @@ from pathlib import Path
 import msgspec
 
 from gpuscale.events.bounded import JsonInputError, check_depth, open_untrusted
+from gpuscale.events.run_name import script_name
 from gpuscale.events.schema import (
     EndEvent,
     Event,
@@ -219,7 +220,7 @@ def _info(path: Path) -> RunInfo:
     return RunInfo(
         path=str(path),
         start_t=start.t,
-        model=start.model or str(start.config.get("model", "") or "?"),
+        model=_model_of(start),
         devices=start.num_replicas,
         platform=start.platform,
         steps=steps,
@@ -230,6 +231,24 @@ def _info(path: Path) -> RunInfo:
         strategy=start.strategy,
         workers=start.num_workers,
     )
+
+
+def _model_of(start: StartEvent) -> str:
+    """The Model column: the start event's model; for the start gpuscale made up
+    for a script without its callback, the script's name from the command it kept
+    (``train.py``, ``python -c``: never the code, which recordings made before
+    :func:`~gpuscale.events.run_name.script_name` said so carry as their model)."""
+    config = start.config or {}
+    argv = config.get("argv")
+    if (
+        start.source == "script"
+        and config.get("callback") is False
+        and isinstance(argv, list)
+        and argv
+        and all(isinstance(a, str) for a in argv)
+    ):
+        return script_name(argv)
+    return start.model or str(config.get("model", "") or "?")
 
 
 def _unreadable(path: Path, size: int, problem: str) -> RunInfo:
