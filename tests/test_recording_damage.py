@@ -48,13 +48,24 @@ def _set_field(data: bytes, index: int, **fields) -> bytes:
 # name -> (damage(good bytes) -> bytes, the damaged line, fragment of the warning)
 FORGIVEN = {
     "not json": (lambda d: _replace_line(d, 5, b"this is not json"), 6, "not JSON"),
-    "wrong type": (lambda d: _set_field(d, 5, t="yesterday"), 6, "Expected `float`, got `str`"),
+    "wrong type": (lambda d: _set_field(d, 5, t="yesterday"), 6, "t must be a number (got text)"),
     "missing field": (
         lambda d: _replace_line(d, 5, b'{"kind":"step","t":%r}' % (T0 + 2)),
         6,
-        "missing required field",
+        "not a valid 'step' event: it needs step",
     ),
-    "not an object": (lambda d: _replace_line(d, 5, b"[1, 2, 3]"), 6, "not a valid event"),
+    "not an object": (
+        lambda d: _replace_line(d, 5, b"[1, 2, 3]"),
+        6,
+        "a list where an event (a JSON object) was expected",
+    ),
+    # Trial 8: the tail of a line split in two by garbage: msgspec's "Expected
+    # `object`, got `int`" in words
+    "a number, not an event": (
+        lambda d: _replace_line(d, 5, b'76502016,"proc_cpu_pct":102.0}'),
+        6,
+        "a whole number where an event (a JSON object) was expected",
+    ),
     "two events on one line": (
         lambda d: _replace_line(d, 5, _lines(d)[5] + b" " + _lines(d)[5]),
         6,
@@ -78,12 +89,12 @@ FORGIVEN = {
     "number out of range": (
         lambda d: _replace_line(d, 4, _lines(d)[4].replace(b'"t":', b'"t":1e999,"x":')),
         5,
-        "out of range",
+        "t must be a finite number",
     ),
     "bad enum value": (
         lambda d: _set_field(d, len(sample_events()) - 1, status="exploded"),
         len(sample_events()),
-        "Invalid enum value",
+        'status must be "completed", "failed", "lost" or "stopped"',
     ),
 }
 
@@ -106,8 +117,18 @@ DAMAGE = {
         "unknown recording format version",
     ),
     "schema not a string": (lambda d: _set_field(d, 0, schema=1.0), 1, "'schema' is not a string"),
-    "gzip corrupt": (lambda d: _corrupt_gzip(d), None, "gzip data is corrupt"),
-    "text after gzip": (lambda d: gzip.compress(d) + b"garbage!", None, "gzip data is corrupt"),
+    "gzip corrupt": (lambda d: _corrupt_gzip(d), None, "its gzip data is damaged"),
+    "text after gzip": (
+        lambda d: gzip.compress(d) + b"garbage!",
+        None,
+        "something that is not gzip follows its gzip data after line",
+    ),
+    "gzip header damaged": (
+        lambda d: b"\x1f\x8b\x08garbage",
+        None,
+        "not a gzip file (it starts like one, but its gzip header is damaged)",
+    ),
+    "gzip cut in its header": (lambda d: gzip.compress(d)[:6], None, "cut off: its gzip data"),
     "only a cut start line": (lambda d: _lines(d)[0][:40], 1, "start event is cut off"),
     "text, not a recording": (lambda d: b"hello world\n" + d, 1, "not a gpuscale recording"),
     "only blank lines": (lambda d: b"\n\n  \n", 1, "no start event"),

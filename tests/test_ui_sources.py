@@ -182,14 +182,18 @@ def test_replay_command_exit_2_for_unreadable_files(tmp_path, capsys):
     assert main(["replay", str(bad), "--speed", "-1"]) == 2
 
 
-def test_replay_of_a_sweep_file_points_to_recommend(tmp_path, capsys):
+def test_replay_of_a_damaged_sweep_file_says_what_recommend_from_says(tmp_path, capsys):
+    """A sweep file replay cannot read is said in recommend --from's words (trial 8:
+    the same damage, the same line), not as a recording's fault."""
     from gpuscale.cli import main
 
     sweep = tmp_path / "sweep.json"
     sweep.write_text('{\n  "points": [{"devices": 1, "step_time_s": 0.5}]\n}\n')
     assert main(["replay", str(sweep)]) == 2
     err = capsys.readouterr().err
-    assert "sweep file" in err and "recommend --from" in err
+    assert main(["recommend", "--from", str(sweep)]) == 2
+    assert err == capsys.readouterr().err
+    assert err == f'gpuscale: error: {sweep}: points[0] needs scaling ("strong" or "weak")\n'
 
 
 def test_replay_off_a_terminal_prints_the_summary_and_exits(tmp_path):

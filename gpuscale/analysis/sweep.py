@@ -291,11 +291,15 @@ class _KindProbe(msgspec.Struct):
 
 
 _kind_probe = msgspec.json.Decoder(_KindProbe)
+_EVENT_START = re.compile(rb'\{\s*"kind"\s*:')
+"""How gpuscale writes an event (``kind`` first); a sweep file has no ``kind``."""
 
 
-def _looks_like_recording(path: Path) -> bool:
-    """Whether ``path`` is a recording (gzip, or a first line that is an event)
-    rather than a sweep file. Reads at most 64 KiB, never recursively; a pipe,
+def looks_like_recording(path: Path) -> bool:
+    """Whether ``path`` is a recording (gzip, or a first line that is an event,
+    whole or cut off) rather than a sweep file: the one test ``recommend --from``
+    and ``replay`` both use, so that both read a damaged file with the same reader
+    and say the same words of it. Reads at most 64 KiB, never recursively; a pipe,
     FIFO or device is refused (sniffing would consume what the reader needs)."""
     try:
         f, regular = open_untrusted(path)
@@ -316,11 +320,13 @@ def _looks_like_recording(path: Path) -> bool:
     if not newline and len(head) == 65536:
         # A first line longer than what was read (a start event with a large
         # config): gpuscale writes "kind" first; a sweep file has no "kind".
-        return re.match(rb'\{\s*"kind"\s*:', first) is not None
+        return _EVENT_START.match(first) is not None
     try:
         probe = _kind_probe.decode(first)  # typed: skips the rest without keeping it
     except DECODE_ERRORS:
-        return False
+        # a damaged or cut-off first line (the run was killed while writing it) is
+        # a recording's when it starts as gpuscale writes events: "kind" first
+        return _EVENT_START.match(first) is not None
     return probe.kind is not None
 
 
@@ -333,6 +339,8 @@ def read_sweep_file(path: str | Path) -> Sweep:
             raise GpuscaleError(f"{path}: empty file: neither a sweep file nor a recording")
         raw = decode_json(data)
     except JsonInputError as exc:
+        if not strip_bom(data).lstrip().startswith((b"{", b"[")):  # not JSON at all
+            raise GpuscaleError(f"{path}: neither a recording nor a sweep file: {exc}") from None
         raise GpuscaleError(f"{path}: {exc}") from None
     if not isinstance(raw, dict):
         raise GpuscaleError(f"{path}: a sweep file is one JSON object with a 'points' list")
@@ -368,7 +376,11 @@ def read_sweep_file(path: str | Path) -> Sweep:
         point = msgspec.structs.replace(point, speedup=None, efficiency=None, comm_share=None)
         if point.source is None:
             point = msgspec.structs.replace(point, source=sweep.source or str(path))
-        points.append(normalize(point, where))
+        point = normalize(point, where)
+        problem = phases_problem(point, f"points[{i}]", merged, set(defaults) - set(item))
+        if problem is not None:
+            raise GpuscaleError(f"{path}: {problem}")
+        points.append(point)
     if not points:
         raise GpuscaleError(f"{path}: no measured points (every point is missing or predicted)")
     return Sweep(
@@ -378,6 +390,63 @@ def read_sweep_file(path: str | Path) -> Sweep:
         notes=[sweep.note] if sweep.note else [],
         available_devices=sweep.available_devices,
     )
+
+
+PHASE_FIELDS = ("compute_s", "allreduce_s", "apply_s", "input_s")
+"""The parts of a step a point may give (each a part of ``step_time_s``)."""
+
+PHASE_OVER_STEP = 1.5
+"""Most a single phase may exceed its point's step by (a factor) before the file is
+refused: a probe's pass and the step are timed apart, so a phase a little over the
+step is noise (the summary then calls the breakdown not resolved), but one 1.5
+times the step cannot be part of it (seconds and milliseconds mixed up, a phase
+copied from another point)."""
+
+PHASES_OVER_STEP = 2.0
+"""Most the phases together may exceed their point's step by (a factor)."""
+
+
+def phases_problem(
+    point: SweepPoint,
+    where: str,
+    keys: Iterable[str] = ("step_time_s",),
+    from_defaults: Iterable[str] = (),
+) -> str | None:
+    """Why ``point``'s phases cannot be parts of its step, in one line naming the
+    field and both values (``points[1].compute_s (0.5 s) is longer than its
+    step_time_s (0.12 s)``); ``None`` when they can. ``where`` names the point,
+    ``keys`` the fields the file gave it (a step it did not give is said to come
+    from its timing), ``from_defaults`` those the file's ``defaults`` gave it.
+    Refused: any phase over :data:`PHASE_OVER_STEP` times the step, or all of them
+    together over :data:`PHASES_OVER_STEP` times it. Phases a little over the step
+    (noise between a probe and the steps) are accepted, as they always were."""
+    step = point.step_time_s
+    if not step:
+        return None
+    keys, from_defaults = set(keys), set(from_defaults)
+    if "step_time_s" not in keys:
+        step_text = f"its step ({step:.3g} s, from its timing)"
+    elif "step_time_s" in from_defaults:
+        step_text = f"its step_time_s ({step:.3g} s, from defaults)"
+    else:
+        step_text = f"its step_time_s ({step:.3g} s)"
+    given = {name: getattr(point, name) for name in PHASE_FIELDS}
+    given = {name: value for name, value in given.items() if value is not None}
+    for name, value in given.items():
+        if value > PHASE_OVER_STEP * step:
+            if name in from_defaults:
+                return (
+                    f"defaults.{name} ({value:.3g} s) is longer than {where}'s step ({step:.3g} s)"
+                )
+            return f"{where}.{name} ({value:.3g} s) is longer than {step_text}"
+    total = sum(given.values())
+    if len(given) > 1 and total > PHASES_OVER_STEP * step:
+        names = " + ".join(given)
+        return (
+            f"{where}: its phases ({names} = {total:.3g} s) add up to more than "
+            f"{PHASES_OVER_STEP:g} times {step_text}"
+        )
+    return None
 
 
 def corpus_not_a_sweep(raw: dict) -> str:
@@ -632,7 +701,7 @@ def _load_inputs(paths: Sequence[str | Path], warnings: list[str], cut_short: se
             warnings.append(f"{raw}: given twice (the same file as {first}); counted once")
             continue
         try:
-            is_recording = _looks_like_recording(path)
+            is_recording = looks_like_recording(path)
         except OSError as exc:
             raise GpuscaleError(f"{path}: cannot read: {exc.strerror or exc}") from None
         if is_recording:

@@ -53,19 +53,17 @@ def register(sub) -> None:
 
 
 def _is_sweep_file(path: Path) -> bool:
-    """A whole-file JSON document (what ``gpuscale recommend --json`` writes)
-    rather than one event per line."""
-    from gpuscale.events.bounded import JsonInputError, decode_json, open_untrusted, read_bounded
+    """Not a recording, by the test ``recommend --from`` makes
+    (:func:`gpuscale.analysis.sweep.looks_like_recording`): a damaged file is then
+    read by the same reader, and said the same words of, by both commands. A pipe
+    is never one (its bytes are gone once read: nothing to sniff)."""
+    from gpuscale.analysis.sweep import looks_like_recording
+    from gpuscale.errors import GpuscaleError
 
     try:
-        f, regular = open_untrusted(path)
-        f.close()
-        if not regular:  # a pipe's bytes are gone once read: nothing to sniff
-            return False
-        document = decode_json(read_bounded(path, 10 * 2**20))
-    except JsonInputError:
+        return not looks_like_recording(path)
+    except (GpuscaleError, OSError):
         return False
-    return isinstance(document, dict) and "kind" not in document
 
 
 def main(args: argparse.Namespace) -> int:
@@ -124,6 +122,9 @@ def main(args: argparse.Namespace) -> int:
             return EXIT_INTERRUPTED
         return 0
     _refuse_timeline(timeline)
+    from gpuscale.analysis.sweep import read_sweep_file
+
+    read_sweep_file(args.file)  # a damaged one: the line recommend --from says
     try:  # a sweep file (`recommend --json`, a typed-in table): its scaling view
         view = _sweep_view([args.file])
     except GpuscaleError as exc:

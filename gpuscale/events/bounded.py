@@ -129,13 +129,73 @@ def decode_json(
             return decoder.decode(data)
         return msgspec.json.decode(data, type=type)
     except msgspec.ValidationError as exc:
+        where = _out_of_range_at(data) if _out_of_range(exc) and decoder is None else None
+        if where is not None:  # msgspec's path is `$[...]`: it names no key
+            raise JsonInputError(f"{where[0]} must be a finite number (got {where[1]})") from None
         raise JsonInputError(plain_validation_message(exc)) from None
     except msgspec.DecodeError as exc:
-        raise JsonInputError(f"not valid JSON ({exc})") from None
+        raise JsonInputError(f"not valid JSON ({json_problem(exc)})") from None
     except RecursionError:
         raise JsonInputError(f"JSON nested more than {max_depth} levels deep") from None
     except DECODE_ERRORS as exc:
         raise JsonInputError(f"not valid JSON ({exc})") from None
+
+
+def json_problem(exc: Exception) -> str:
+    """msgspec's decode error as a plain clause, the same words wherever JSON is
+    read (a sweep file, a recording's line): ``JSON is malformed: invalid
+    character (byte 0)`` -> ``invalid character at byte 0``; ``Input data was
+    truncated`` -> ``it ends early``."""
+    text = str(exc).removeprefix("JSON is malformed: ")
+    if text == "Input data was truncated":
+        return "it ends early"
+    return text.replace(" (byte ", " at byte ").removesuffix(")") if "(byte " in text else text
+
+
+def _out_of_range(exc: Exception) -> bool:
+    return str(exc).startswith("Number out of range")
+
+
+class _Huge:
+    """A number a float cannot hold, kept as its text to name where it is."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
+
+
+def _float_or_huge(text: str) -> Any:
+    value = float(text)
+    return _Huge(text) if value in (float("inf"), float("-inf")) else value
+
+
+def _out_of_range_at(data: bytes) -> tuple[str, str] | None:
+    """Where the first number beyond a float's range (``1e999``) is in the JSON
+    document ``data``, as ``(points[0].step_time_s, "1e999")``; ``None`` when it
+    cannot be found. Its text is decoded again with such numbers kept as text
+    (a rare error path: the cost of a second decode does not matter)."""
+    try:
+        document = msgspec.json.Decoder(float_hook=_float_or_huge).decode(data)
+    except DECODE_ERRORS:
+        return None
+    stack: list[tuple[Any, str]] = [(document, "")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, _Huge):
+            return path.lstrip(".") or "the file", item.text[:40]
+        if isinstance(item, dict):
+            children = [(v, path + _key(k)) for k, v in item.items()]
+        elif isinstance(item, list):
+            children = [(v, f"{path}[{i}]") for i, v in enumerate(item)]
+        else:
+            continue
+        stack.extend(reversed(children))  # depth first, in the document's order
+    return None
+
+
+def _key(name: str) -> str:
+    return f".{name}" if re.fullmatch(r"\w+", name) else f"[{_shown(name)}]"
 
 
 def plain_validation_message(
@@ -165,6 +225,8 @@ def plain_validation_message(
         values = _field_values(type, field[-1]) if len(field) == 1 else None
         one_of = _either(values) if values else "a value it takes"
         return f"{where} must be {one_of}{got or f' (got {m.group(1)})'}"
+    if body == "Number out of range":
+        return f"{where} must be a finite number{got}"
     if m := re.fullmatch(r"Object missing required field `([^`]+)`", body):
         values = _field_values(type, m.group(1)) if not path else None
         return f"{where} needs {m.group(1)}" + (f" ({_either(values)})" if values else "")
@@ -195,6 +257,12 @@ _KINDS = {
     "array": "a list",
     "object": "an object",
 }
+
+
+def json_kind(name: str) -> str:
+    """msgspec's name of a JSON type (``int``, ``object``) in words (``a whole
+    number``, ``an object``)."""
+    return _KINDS.get(name, name)
 
 
 def _either(values: list[str]) -> str:
@@ -354,6 +422,8 @@ __all__ = [
     "check_depth",
     "data_too_deep",
     "decode_json",
+    "json_kind",
+    "json_problem",
     "open_untrusted",
     "plain_validation_message",
     "read_bounded",

@@ -90,9 +90,10 @@ from __future__ import annotations
 from gpuscale.keras.callback import ScalingMonitor
 from gpuscale.keras.channel import CALLBACK_SOURCE, announce
 from gpuscale.keras.describe import describe_strategy
-from gpuscale.keras.devices import apply_device_request
+from gpuscale.keras.devices import apply_device_request, install_batch_split_hook
 
 __all__ = ["CALLBACK_SOURCE", "ScalingMonitor", "describe_strategy"]
 
 apply_device_request()  # GPUSCALE_DEVICES (gpuscale run --devices N): before TF sets up devices
+install_batch_split_hook()  # a batch that does not split over the replicas: one line
 announce()

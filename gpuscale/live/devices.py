@@ -16,7 +16,10 @@ No TensorFlow here.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import re
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from gpuscale.errors import GpuscaleError
 
@@ -68,3 +71,69 @@ def device_env(
             )
         out["CUDA_VISIBLE_DEVICES"] = ",".join(str(d.index) for d in found.devices[:devices])
     return out
+
+
+def env_devices_refusal(devices: int, *, gpus: int, cores: int | None = None) -> str | None:
+    """Why ``GPUSCALE_DEVICES=devices`` is refused in the script (``import
+    gpuscale.keras``), or ``None``: the check ``--devices`` makes before the script
+    starts (:func:`gpuscale.trainer.options.cpu_devices_refusal`: without a GPU, no
+    more CPU logical devices than the cores, at least 2), for a script run without
+    gpuscale (``GPUSCALE_DEVICES=5 python train.py``), which nothing checked.
+    ``gpus``: the GPUs TensorFlow sees (with any, the count is of GPUs)."""
+    if gpus:
+        return None
+    from gpuscale.trainer.options import cpu_devices_refusal
+
+    return cpu_devices_refusal([devices], cores or os.cpu_count() or 1, f"{ENV_DEVICES}={devices}")
+
+
+_UNEVEN_SPLIT = re.compile(
+    r"AddN_N_(\d+)_.*must have the same size and shape\.\s+"
+    r"Input \d+: \[(\d+)((?:,\d+)*)\] != input \d+: \[(\d+)((?:,\d+)*)\]",
+    re.S,
+)
+
+
+def uneven_batch_message(error: str, frames: Sequence[str]) -> str | None:
+    """One line for TensorFlow's ``Inputs to operation AddN ... must have the same
+    size and shape. Input 0: [13,28,28,1] != input 4: [12,28,28,1]`` where Keras
+    raised it (``frames``: the traceback's file names; Keras filters its own
+    frames out of the traceback but keeps one). At the start of ``fit`` under a
+    ``tf.distribute`` strategy, Keras 3 averages the first batch over the replicas
+    to build the model (``_maybe_symbolic_build``); that fails when the global
+    batch does not divide by the replicas (64 over 5: 13, 13, 13, 13, 12). ``None``
+    for any other error, or shapes that differ in more than the batch."""
+    if not any(f"{os.sep}keras{os.sep}" in name for name in frames):
+        return None
+    match = _UNEVEN_SPLIT.search(error)
+    if match is None or match.group(3) != match.group(5) or match.group(2) == match.group(4):
+        return None  # not the batch dimension alone
+    replicas, big, small = int(match.group(1)), int(match.group(2)), int(match.group(4))
+    big, small = max(big, small), min(big, small)
+    return (
+        f"Keras's fit split the global batch unevenly over the {replicas} replicas "
+        f"({big} and {small} samples): under tf.distribute it needs a global batch "
+        f"(fit's batch_size) divisible by the number of replicas; use a batch_size "
+        f"that is a multiple of {replicas}, or a device count that divides the batch"
+    )
+
+
+def uneven_batch_hook(previous: Callable[..., Any]) -> Callable[..., Any]:
+    """A ``sys.excepthook`` that says :func:`uneven_batch_message`'s line on stderr
+    (``gpuscale: error: ...``) instead of TensorFlow's traceback for that error, and
+    hands every other exception to ``previous``. The script still exits with 1."""
+
+    def hook(kind: type[BaseException], error: BaseException, tb: Any) -> None:
+        line = None
+        if kind.__name__ == "InvalidArgumentError":
+            frames, at = [], tb
+            while at is not None and len(frames) < 1000:
+                frames.append(at.tb_frame.f_code.co_filename)
+                at = at.tb_next
+            line = uneven_batch_message(str(error), frames)
+        if line is None:
+            previous(kind, error, tb)
+            return
+        print(f"gpuscale: error: {line}", file=sys.stderr)
+
+    return hook

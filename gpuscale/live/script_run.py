@@ -67,7 +67,6 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -75,6 +74,7 @@ import msgspec
 from gpuscale import __version__
 from gpuscale.errors import GpuscaleError
 from gpuscale.events.dropped import DroppedLines
+from gpuscale.events.run_name import builtin_trainer_model, script_name
 from gpuscale.events.schema import (
     DeviceInfo,
     EndEvent,
@@ -170,35 +170,6 @@ class _Line(msgspec.Struct):
 class _Exited(msgspec.Struct):
     worker: int
     returncode: int
-
-
-def builtin_trainer_model(argv: Sequence[str]) -> str | None:
-    """The model of gpuscale's own trainer run as a worker program (``python -m
-    gpuscale.trainer --config JSON``: ``--strategy multi-worker`` without a command),
-    else ``None``."""
-    args = list(argv[1:])
-    if args[:2] != ["-m", "gpuscale.trainer"] or "--config" not in args:
-        return None
-    at = args.index("--config") + 1
-    try:
-        model = msgspec.json.decode(args[at]).get("model") if at < len(args) else None
-    except (msgspec.DecodeError, AttributeError):
-        return None
-    return str(model) if model else "gpuscale.trainer"
-
-
-def script_name(argv: Sequence[str]) -> str:
-    """A short name for the run: the script file (``train.py``), module (``-m pkg``),
-    or the built-in trainer's model."""
-    builtin = builtin_trainer_model(argv)
-    if builtin is not None:
-        return builtin
-    for i, arg in enumerate(argv[1:], start=1):
-        if arg == "-m" and i + 1 < len(argv):
-            return argv[i + 1]
-        if not arg.startswith("-"):
-            return Path(arg).name
-    return Path(argv[0]).name if argv else "script"
 
 
 class ScriptRun(RunBase):

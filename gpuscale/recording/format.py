@@ -39,6 +39,29 @@ SUFFIXES = (".ndjson", ".ndjson.gz", ".jsonl", ".jsonl.gz")
 
 GZIP_MAGIC = b"\x1f\x8b"
 
+GZIP_CUT_AT_START = "cut off: its gzip data ends before its first line"
+"""What a ``.gz`` recording is said to be when its gzip stream ends before any text."""
+
+
+def gzip_problem(exc: Exception, *, first_member: bool = True, after_line: int = 0) -> str:
+    """What zlib's error (``Error -3 while decompressing data: unknown header flags
+    set``) says is wrong with a ``.gz`` recording, in a user's words, the same in
+    ``runs``, ``replay`` and ``recommend --from``: its header is not gzip's (``not a
+    gzip file``; after a complete gzip stream, something else appended), or its
+    compressed data (or their checksum) is damaged, ``after_line`` lines in when
+    known (zlib does not say where). A stream that merely ends early (cut off)
+    raises no error: readers say so themselves (:data:`GZIP_CUT_AT_START`)."""
+    reason = str(exc).rpartition(": ")[2]
+    after = f" after line {after_line:,}" if after_line else ""
+    if "header" in reason or reason in ("unknown compression method", "invalid window size"):
+        if first_member:
+            return "not a gzip file (it starts like one, but its gzip header is damaged)"
+        return f"something that is not gzip follows its gzip data{after} (damaged, or appended)"
+    if reason in ("incorrect data check", "incorrect length check"):
+        return f"its gzip data is damaged{after} (its checksum does not match)"
+    return f"its gzip data is damaged{after}"
+
+
 DECODE_ERRORS = (msgspec.MsgspecError, RecursionError, ValueError, TypeError, OverflowError)
 """What decoding untrusted bytes with msgspec can raise (ValueError covers
 invalid UTF-8 in strings; RecursionError, JSON nested too deeply)."""

@@ -31,6 +31,7 @@ and events out of order (two runs joined in one file).
 from __future__ import annotations
 
 import os
+import re
 import socket
 import zlib
 from collections.abc import Callable, Iterator
@@ -46,7 +47,10 @@ from gpuscale.events.bounded import (
     JsonInputError,
     check_depth,
     data_too_deep,
+    json_kind,
+    json_problem,
     open_untrusted,
+    plain_validation_message,
 )
 from gpuscale.events.schema import (
     EVENT_TYPES,
@@ -59,10 +63,12 @@ from gpuscale.formatting import format_bytes
 from gpuscale.recording.format import (
     CLOCK_SOURCE,
     DECODE_ERRORS,
+    GZIP_CUT_AT_START,
     GZIP_MAGIC,
     MAX_LINE_BYTES,
     READER_MINOR,
     TIME_TOLERANCE_S,
+    gzip_problem,
     parse_version,
     version_problem,
 )
@@ -91,7 +97,8 @@ def _count_nonblank_lines(data: bytes) -> int:
     return len(data.translate(None, b" \t\r").split())
 
 
-_KNOWN_KINDS = frozenset(cls.__struct_config__.tag for cls in EVENT_TYPES)
+_EVENT_CLASSES = {cls.__struct_config__.tag: cls for cls in EVENT_TYPES}
+_KNOWN_KINDS = frozenset(_EVENT_CLASSES)
 
 
 class RecordingError(GpuscaleError):
@@ -138,13 +145,20 @@ MAX_SKIP_WARNINGS = 5
 """Damaged lines named one warning each; past these, one warning counts the rest."""
 
 
-def json_problem(exc: Exception) -> str:
-    """msgspec's decode error as a plain clause: ``JSON is malformed: invalid
-    character (byte 0)`` -> ``invalid character at byte 0``."""
-    text = str(exc).removeprefix("JSON is malformed: ")
-    if text == "Input data was truncated":
-        return "it ends early"
-    return text.replace(" (byte ", " at byte ").removesuffix(")") if "(byte " in text else text
+def event_problem(exc: Exception, kind: object = None) -> str:
+    """Why a line of JSON is not a valid event, in a user's words: msgspec's
+    ``Expected `object`, got `int``` (the line as a whole) -> ``a whole number
+    where an event (a JSON object) was expected``; a field's fault named as
+    :func:`~gpuscale.events.bounded.plain_validation_message` names it
+    (``step_time_s must be at least 1e-09``); ``kind``, the line's event kind, lets
+    it list the values a field takes."""
+    text = " ".join(str(exc).split())
+    if m := re.fullmatch(r"Expected `([^`]+)`, got `([^`]+)`", text):  # no path: the line
+        return f"{json_kind(m.group(2))} where an event (a JSON object) was expected"
+    cls = _EVENT_CLASSES.get(kind) if isinstance(kind, str) else None
+    if " - at `$" not in text:
+        return plain_validation_message(exc, at="it", type=cls)
+    return plain_validation_message(exc, type=cls)
 
 
 _CUT_START = "the start event is cut off (the run was killed while writing it): nothing to read"
@@ -252,6 +266,7 @@ class _Reader:
 
     def _gzip_chunks(self, f) -> Iterator[bytes]:
         decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        first_member = True
         try:
             while True:
                 if decomp.eof:
@@ -259,6 +274,7 @@ class _Reader:
                     if not data:
                         return  # clean end of the last gzip member
                     decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)  # concatenated member
+                    first_member = False
                 elif decomp.unconsumed_tail:
                     data = decomp.unconsumed_tail
                 else:
@@ -272,7 +288,8 @@ class _Reader:
                 if out:
                     yield out
         except zlib.error as exc:
-            raise self.error(f"gzip data is corrupt ({exc})", self.line_no + 1) from None
+            problem = gzip_problem(exc, first_member=first_member, after_line=self.line_no)
+            raise self.error(problem) from None
         except OSError as exc:
             raise self.error(f"cannot read: {exc.strerror or exc}", self.line_no + 1) from None
 
@@ -347,6 +364,8 @@ class _Reader:
             if last is not None:
                 yield [last]
         if not self.started:
+            if stream_cut and self.bytes_read == 0:
+                raise self.error(GZIP_CUT_AT_START)
             if self.line_no == 0 and not tail.strip():
                 raise self.error("empty file: not a gpuscale recording")
             raise self.error("no start event: not a gpuscale recording", 1)
@@ -419,7 +438,9 @@ class _Reader:
         try:
             start = self.decoder.decode(line)
         except _DECODE_ERRORS as exc:
-            raise self.error(f"the start event is not valid: {exc}", number) from None
+            raise self.error(
+                f"the start event is not valid: {event_problem(exc)}", number
+            ) from None
         if self.newer_minor and start.schema != schema:
             start = msgspec.structs.replace(start, schema=schema)
         self.start = start
@@ -515,9 +536,12 @@ class _Reader:
             kind = None
         if isinstance(kind, str) and kind not in _KNOWN_KINDS:
             return self.error(f"unknown event kind {kind[:40]!r}", number)
+        problem = event_problem(exc, kind)
         if isinstance(kind, str):
-            return self.error(f"not a valid {kind!r} event: {exc}", number)
-        return self.error(f"not a valid event: {exc}", number)
+            return self.error(f"not a valid {kind!r} event: {problem}", number)
+        if problem.endswith("was expected"):
+            return self.error(problem, number)
+        return self.error(f"not a valid event: {problem}", number)
 
     def _check_order(self, events: list[Event]) -> tuple[int, str] | None:
         """Index and reason of the first event out of order, or ``None``.

@@ -18,6 +18,7 @@ from pathlib import Path
 import msgspec
 
 from gpuscale.events.bounded import JsonInputError, check_depth, open_untrusted
+from gpuscale.events.run_name import script_name
 from gpuscale.events.schema import (
     EndEvent,
     Event,
@@ -28,9 +29,11 @@ from gpuscale.events.schema import (
 )
 from gpuscale.recording.format import (
     DECODE_ERRORS,
+    GZIP_CUT_AT_START,
     GZIP_MAGIC,
     MAX_LINE_BYTES,
     SUFFIXES,
+    gzip_problem,
     version_problem,
 )
 from gpuscale.recording.liveness import writer_alive
@@ -187,7 +190,8 @@ def _safe_info(path: Path) -> RunInfo:
             size = path.stat().st_size
         except OSError:
             size = 0
-        return _unreadable(path, size, f"cannot be listed ({type(exc).__name__})")
+        said = " ".join(str(exc).split())[:120]
+        return _unreadable(path, size, f"cannot be listed ({said or type(exc).__name__})")
 
 
 def _info(path: Path) -> RunInfo:
@@ -223,7 +227,7 @@ def _info(path: Path) -> RunInfo:
     return RunInfo(
         path=str(path),
         start_t=start.t,
-        model=start.model or str(start.config.get("model", "") or "?"),
+        model=_model_of(start),
         devices=start.num_replicas,
         platform=start.platform,
         steps=steps,
@@ -235,6 +239,24 @@ def _info(path: Path) -> RunInfo:
         strategy=start.strategy,
         workers=start.num_workers,
     )
+
+
+def _model_of(start: StartEvent) -> str:
+    """The Model column: the start event's model; for the start gpuscale made up
+    for a script without its callback, the script's name from the command it kept
+    (``train.py``, ``python -c``: never the code, which recordings made before
+    :func:`~gpuscale.events.run_name.script_name` said so carry as their model)."""
+    config = start.config or {}
+    argv = config.get("argv")
+    if (
+        start.source == "script"
+        and config.get("callback") is False
+        and isinstance(argv, list)
+        and argv
+        and all(isinstance(a, str) for a in argv)
+    ):
+        return script_name(argv)
+    return start.model or str(config.get("model", "") or "?")
 
 
 def _unreadable(path: Path, size: int, problem: str) -> RunInfo:
@@ -263,7 +285,7 @@ def _head_and_tail(path: Path) -> tuple[bytes, bytes | None, bool]:
         if not regular:
             raise RecordingError(path, "not a regular file")
         if f.peek(2)[:2] == GZIP_MAGIC:
-            return _gzip_head_and_tail(f)
+            return _gzip_head_and_tail(f, path)
         head = f.readline(MAX_LINE_BYTES)
         size = os.fstat(f.fileno()).st_size
         offset = max(size - TAIL_BYTES, 0)
@@ -271,8 +293,9 @@ def _head_and_tail(path: Path) -> tuple[bytes, bytes | None, bool]:
         return head, f.read(TAIL_BYTES), offset == 0
 
 
-def _gzip_head_and_tail(f) -> tuple[bytes, bytes | None, bool]:
+def _gzip_head_and_tail(f, path: Path) -> tuple[bytes, bytes | None, bool]:
     decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    first_member = True
     head = b""
     tail = b""
     dropped = False
@@ -286,12 +309,15 @@ def _gzip_head_and_tail(f) -> tuple[bytes, bytes | None, bool]:
                 if not data:
                     break
                 decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                first_member = False
             elif decomp.unconsumed_tail:
                 data = decomp.unconsumed_tail
             else:
                 data = f.read(1 << 20)
                 if not data:
                     tail += decomp.flush()
+                    if not head and not tail:  # ends before any text: cut, not empty
+                        raise RecordingError(path, GZIP_CUT_AT_START)
                     break
             out = decomp.decompress(data, 1 << 20)
             if not head or (b"\n" not in head and len(head) < MAX_LINE_BYTES):
@@ -300,8 +326,8 @@ def _gzip_head_and_tail(f) -> tuple[bytes, bytes | None, bool]:
             if len(tail) > 2 * TAIL_BYTES:
                 tail = tail[-TAIL_BYTES:]
                 dropped = True
-    except zlib.error as exc:
-        raise RecordingError(f.name, f"gzip data is corrupt ({exc})") from None
+    except zlib.error as exc:  # (f.name is the descriptor: the file was opened by it)
+        raise RecordingError(path, gzip_problem(exc, first_member=first_member)) from None
     nl = head.find(b"\n")
     if nl >= 0:
         head = head[: nl + 1]
