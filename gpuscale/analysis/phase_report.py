@@ -250,13 +250,37 @@ def probes_text(s: RunSummary) -> str:
     if over and probes == 1:  # the scheduler's one exception: said, not hidden
         text += ", over the budget: the first probe always runs"
     elif over:  # the scheduler checks each probe's expected cost against the run's length
-        text += (
-            ", over the budget: the probes cost more than their median so far (a busy "
-            "machine), or the run was stopped before --steps after probing early (a "
-            "--precision run waits until its steps pay for its probes)"
-        )
+        text += f", over the budget: {over_budget_why(s)}"
     known = share_known_text(s)
     return f"{text}; {known}" if known else text
+
+
+def is_script(s: RunSummary) -> bool:
+    """The run is a user's script (``gpuscale.keras.ScalingMonitor``): it has none of
+    the trainer's options (``--steps``, ``--precision``, ``--probe-budget``), its own
+    are ``ScalingMonitor(budget=..., every=...)``, and it lasts as long as its fit."""
+    return s.source == "script"
+
+
+def over_budget_why(s: RunSummary) -> str:
+    """Why probes can cost more than their budget, in the options the run has: the
+    probe scheduler checks each probe's expected cost against the run's length so far
+    and pays probes taken early with the steps to come. The built-in trainer's: ``the
+    probes cost more than their median so far (a busy machine), or the run was
+    stopped before --steps after probing early (a --precision run waits until its
+    steps pay for its probes)``; a script's (no --steps, no --precision): ``... or
+    the run ended before its steps paid for the probes taken early (stopped by hand,
+    or a short fit; the budget is ScalingMonitor(budget=...))``."""
+    busy = "the probes cost more than their median so far (a busy machine)"
+    if is_script(s):
+        return (
+            f"{busy}, or the run ended before its steps paid for the probes taken early "
+            "(stopped by hand, or a short fit; the budget is ScalingMonitor(budget=...))"
+        )
+    return (
+        f"{busy}, or the run was stopped before --steps after probing early (a "
+        "--precision run waits until its steps pay for its probes)"
+    )
 
 
 def _pct(share: float) -> str:
@@ -297,11 +321,17 @@ def share_known_text(s: RunSummary) -> str | None:
         steps = s.steps_total + s.share_more_steps
         # below 3 probes the noise is unknown: 3 probes' steps are a lower bound
         about = "at least" if err is None else "about"
+        script = is_script(s)  # its options are ScalingMonitor's
         if s.probe_every:  # --phase-every: no budget applies, the period does
             pace = f"at a probe every {plural(s.probe_every, 'step')}"
-            helps = "a longer run, or a shorter --phase-every"
+            helps = "a longer run, or a shorter " + (
+                "ScalingMonitor(every=...)" if script else "--phase-every"
+            )
         else:
-            pace, helps = "at this probe budget", "a longer run, or a larger probe budget"
+            pace = "at this probe budget"
+            helps = "a longer run, or a larger " + (
+                "ScalingMonitor(budget=...)" if script else "probe budget"
+            )
         text += f": {about} {steps:,} steps {pace} to tell it ({helps})"
     return text
 
