@@ -29,55 +29,102 @@ from gpuscale.formatting import (
     format_samples_s,
 )
 
-BETWEEN_STEPS_NOTABLE = 0.10
-"""Above this share of the counted steps' wall clock between the steps
-(:attr:`RunSummary.between_steps_share`), the throughput is said as a rate in
-steps and the rate over the wall clock is said beside it. The built-in trainer's
-steps run back to back (a few % between them: its probes' extra passes)."""
+WALL_RATE_NOTABLE = 0.05
+"""Where the rate over the wall clock the counted steps span
+(:attr:`RunSummary.wall_throughput_samples_s`, what the run got) differs from the
+rate at the median step (:attr:`RunSummary.throughput_samples_s`, the headline) by
+more than this share of the latter, the headline is said to be at the median step
+and the wall-clock rate is said beside it, with why: slow steps (a skewed step
+time, :attr:`RunSummary.slow_steps_share`) and time between steps
+(:attr:`RunSummary.between_steps_share`)."""
+SHARE_SHOWN = 0.005
+"""A part of the wall clock (slow steps, between steps) is named from this share up
+(below it would read ``0%``)."""
 
 
-def between_steps_notable(s: RunSummary) -> bool:
-    """Whether so much of the wall clock falls between the counted steps that the
-    step throughput alone would overstate the rate the run got."""
-    share = s.between_steps_share
-    return share is not None and share > BETWEEN_STEPS_NOTABLE and bool(s.wall_throughput_samples_s)
+def wall_rate_notable(s: RunSummary) -> bool:
+    """Whether the rate the run got over the wall clock differs from the rate at the
+    median step by more than :data:`WALL_RATE_NOTABLE` (for whatever reason: slow
+    steps, time between steps), so that the headline alone would misstate it."""
+    head, wall = s.throughput_samples_s, s.wall_throughput_samples_s
+    if not head or not wall:
+        return False
+    return abs(wall / head - 1.0) > WALL_RATE_NOTABLE
 
 
-def throughput_text(s: RunSummary) -> str:
-    """The step throughput: ``8,041 samples/s``, or ``8,041 samples/s in steps``
-    where :func:`wall_clock_text` says the rate over the wall clock beside it."""
+def throughput_text(s: RunSummary, *, step: bool = True) -> str:
+    """The rate at the median step: ``8,041 samples/s``, or ``8,041 samples/s at the
+    median step (7.0 ms)`` where :func:`wall_clock_text` says the rate over the wall
+    clock beside it (``step`` False: ``8,041 samples/s at median``, the
+    dashboard's, whose row before says ``step time 7.0 ms median``)."""
     rate = format_samples_s(s.throughput_samples_s)
-    return f"{rate} in steps" if between_steps_notable(s) else rate
+    if not wall_rate_notable(s):
+        return rate
+    if not step:
+        return f"{rate} at median"
+    return f"{rate} at the median step ({format_duration_s(s.step_time_s)})"
 
 
 def wall_clock_text(s: RunSummary, *, causes: bool = True) -> str | None:
-    """The rate over the wall clock the counted steps span, where much of it falls
-    between them (:func:`between_steps_notable`): ``2,678 samples/s (66% of it
-    between steps: e.g. epoch starts, evaluation, checkpoints)``; ``None`` where
-    not. ``causes`` False: shorter, ``2,678 samples/s (66% between steps)``. Where
-    the probes' costs are known, their parts of the wall clock are named first:
-    ``(48% of it between steps: compiling the probes 22%, the probes 0.5%, the rest
-    e.g. epoch starts, evaluation, checkpoints)``; probes not costed (an older
-    recording) are named among the examples. ``run`` says it after the step
-    throughput (``; over the wall clock ...``), the dashboard as a fact of its own
-    (``wall clock ...``)."""
-    if not between_steps_notable(s):
+    """The rate the run got over the wall clock the counted steps span, where it
+    differs from the rate at the median step (:func:`wall_rate_notable`), and the
+    parts of that wall clock that make the difference, which add up:
+    ``1,737 samples/s over the wall clock: slow steps (mean step 5.8 ms) 20% of it,
+    between steps 1%`` (the rate at the median step x (1 - 20% - 1%) is about the
+    wall-clock rate). Time between steps says its causes where known: ``between
+    steps 48% (compiling the probes 22%, the probes 0.5%, the rest e.g. epoch starts,
+    evaluation, checkpoints)``. A mean step under the median: ``steps faster than the
+    median (mean step 4.1 ms) -6%``. ``None`` where the rates agree. ``causes``
+    False (the dashboard's ``wall clock`` row): shorter, ``1,737 samples/s: slow
+    steps (mean step 5.8 ms) 20%, between steps 1%``; ``run`` says the long form
+    after the headline (``; 1,737 samples/s over the wall clock: ...``)."""
+    if not wall_rate_notable(s):
         return None
-    share = s.between_steps_share or 0.0
-    rate, pct = format_samples_s(s.wall_throughput_samples_s), format_fraction_pct(share)
+    rate = format_samples_s(s.wall_throughput_samples_s)
+    of_it = " of it" if causes else ""  # said once, on the first part
+    parts = []
+    slow = s.slow_steps_share
+    if slow is not None and abs(slow) >= SHARE_SHOWN:
+        mean = f"(mean step {format_duration_s(s.mean_step_time_s)})"
+        if slow > 0:
+            parts.append(f"slow steps {mean} {format_fraction_pct(slow)}{of_it}")
+        else:
+            parts.append(
+                f"steps faster than the median {mean} -{format_fraction_pct(-slow)}{of_it}"
+            )
+    between = s.between_steps_share or 0.0
+    if between >= SHARE_SHOWN:
+        said = f"between steps {format_fraction_pct(between)}"
+        if causes:
+            said += ("" if parts else of_it) + f" ({_between_causes(s)})"
+        parts.append(said)
     if not causes:
-        return f"{rate} ({pct} between steps)"
-    why = "epoch starts, evaluation, checkpoints"
+        return f"{rate}: {', '.join(parts)}" if parts else rate
+    return f"{rate} over the wall clock" + (f": {', '.join(parts)}" if parts else "")
+
+
+def _between_causes(s: RunSummary) -> str:
+    """What fell between the steps, where known: ``compiling the probes 22%, the
+    probes 0.5%, the rest e.g. epoch starts, evaluation, checkpoints`` (a part that
+    reads 0.0% is left out); probes not costed (an older recording) are named among
+    the examples. A script's: ``epoch starts, evaluation, checkpoints``; the built-in
+    trainer runs its steps back to back: ``the loop's own work, a busy machine``."""
+    why = "epoch starts, evaluation, checkpoints" if is_script(s) else TRAINER_BETWEEN
     if s.probes_run and s.probe_wall_share is None:
-        return f"{rate} ({pct} of it between steps: e.g. the probes, {why})"
-    parts = []  # (a part that reads 0.0% is left out)
+        return f"e.g. the probes, {why}"
+    parts = []
     if s.probes_run and (s.probe_setup_wall_share or 0.0) >= PART_SHOWN:
         parts.append(f"compiling the probes {_part_pct(s.probe_setup_wall_share or 0.0)}")
     if s.probes_run and (s.probe_wall_share or 0.0) >= PART_SHOWN:
         parts.append(f"the probes {_part_pct(s.probe_wall_share or 0.0)}")
     if parts:
-        return f"{rate} ({pct} of it between steps: {', '.join(parts)}, the rest e.g. {why})"
-    return f"{rate} ({pct} of it between steps: e.g. {why})"
+        return f"{', '.join(parts)}, the rest e.g. {why}"
+    return f"e.g. {why}"
+
+
+TRAINER_BETWEEN = "the loop's own work, a busy machine"
+"""What falls between the built-in trainer's steps besides its probes (it has no
+epochs, evaluation or checkpoints)."""
 
 
 PART_SHOWN = 0.0005

@@ -499,7 +499,7 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
     summary = run_summary_of(s, start.num_replicas)
     if summary.throughput_samples_s is not None:
         wall = wall_clock_text(summary)
-        over = f"; over the wall clock {wall}" if wall else ""
+        over = f"; {wall}" if wall else ""  # what the run got, where it differs
         console.print(f"  throughput: {throughput_text(summary)}{over}")
     gpus = gpu_activity_lines(summary)
     for line in gpus:
