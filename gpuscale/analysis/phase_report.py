@@ -149,10 +149,17 @@ says it with the numbers)."""
 
 
 def parts_note(s: RunSummary) -> str | None:
-    """Why the phases are not shown as numbers, with the numbers that disagree:
-    ``the probes' phases add up to 27.2 ms (compute 1.4, exposed all-reduce 25.4,
+    """Why the phases are not numbers that split the step
+    (:attr:`RunSummary.unsplit_why`), with the numbers: where they do not add up to
+    it, ``the probes' phases add up to 27.2 ms (compute 1.4, exposed all-reduce 25.4,
     apply 0.0, input 0.0 ms), not the median step 4.4 ms: the breakdown is not
-    resolved``; ``None`` where they add up (or nothing was probed)."""
+    resolved (...)``; where they do within their noise but compute alone fills the
+    step, ``the probes' phases add up to 9.2 ms (compute 6.4, exposed all-reduce 1.1,
+    apply 1.7 ms) against the median step 6.1 ms (within their noise), and compute
+    alone fills that step: the exposed all-reduce and apply are not resolved (...)``; ``None``
+    where they split it (or nothing was probed). The one note every view says
+    (``run``'s and ``replay``'s summaries, the dashboard's summary and its phase
+    chart), so what one shows, the others show."""
     if s.phase_contradiction is not None:
         if s.probes_run == 1:  # nothing else to contradict: its own parts
             who = f"the probe contradicts itself, its parts do not add up: {s.phase_contradiction} "
@@ -161,8 +168,11 @@ def parts_note(s: RunSummary) -> str | None:
             who = f"the probes contradict each other: {s.phase_contradiction} "
             who += f"({plural(s.probes_run, 'probe')}; a busy machine?)"
         return f"{who}: the breakdown is not resolved and no figure is taken from it"
-    if s.phase_consistent is not False or s.phase_parts_s is None:
+    fills = s.phase_consistent is not False and s.unsplit_why is not None
+    if not fills and (s.phase_consistent is not False or s.phase_parts_s is None):
         return PASSES_LONGER_NOTE if s.phase_consistent is False else None
+    if s.phase_parts_s is None:
+        return None
     ms = [
         f"compute {(s.compute_s or 0.0) * 1000:.1f}",
         f"exposed all-reduce {(s.allreduce_s or 0.0) * 1000:.1f}",
@@ -174,7 +184,21 @@ def parts_note(s: RunSummary) -> str | None:
         del ms[-1]
     if s.devices <= 1:
         del ms[1]
-    if s.probes_run < MIN_SAMPLES_FOR_UNCERTAINTY:
+    parts = f"the probes' phases add up to {format_duration_s(s.phase_parts_s)} ({', '.join(ms)})"
+    step = format_duration_s(s.step_time_s or s.phase_full_step_s)
+    few = s.probes_run < MIN_SAMPLES_FOR_UNCERTAINTY
+    if fills:  # they add up within their noise, but nothing is left of the step to split
+        why = (
+            "too few probes, or probes at unusual steps"
+            if few
+            else f"{plural(s.probes_run, 'probe')}; their compute passes ran as long as the "
+            "usual steps or longer: a busy machine, or probes at unusual steps"
+        )
+        return (
+            f"{parts} against the median step {step} (within their noise), and compute "
+            f"alone fills that step: the exposed all-reduce and apply are not resolved ({why})"
+        )
+    if few:
         why = "too few probes, or probes at unusual steps"
     else:  # not for want of probes: their passes and the usual steps ran apart
         longer = "longer" if s.phase_parts_s > (s.step_time_s or 0.0) else "shorter"
@@ -182,11 +206,7 @@ def parts_note(s: RunSummary) -> str | None:
             f"{plural(s.probes_run, 'probe')} agree on it: their passes ran {longer} "
             "than the usual steps (a busy machine, or probes at unusual steps)"
         )
-    return (
-        f"the probes' phases add up to {format_duration_s(s.phase_parts_s)} "
-        f"({', '.join(ms)}), not the median step {format_duration_s(s.step_time_s)}: "
-        f"the breakdown is not resolved ({why})"
-    )
+    return f"{parts}, not the median step {step}: the breakdown is not resolved ({why})"
 
 
 class PhaseItem(NamedTuple):
