@@ -123,7 +123,10 @@ async def test_the_recommendation_is_a_compact_row_under_the_charts_when_wide():
             assert all(chart.region.width >= size[0] // 3 - 1 for chart in app.charts.values())
             assert all(chart.region.height >= 10 for chart in app.charts.values())
             body = str(advice.body.render())
-            assert "step time 61.5 ms median · throughput 8,328 samples/s in steps" in body
+            assert (
+                "step time 61.5 ms median · throughput 8,328 samples/s at median · "
+                "wall clock 2,580 samples/s: between steps 69%"
+            ) in body
             assert "confidence medium: " in body
             width = advice.content_size.width
             assert max(len(line) for line in body.splitlines()) <= width

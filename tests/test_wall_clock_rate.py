@@ -75,7 +75,7 @@ def test_epoch_stalls_are_a_share_of_the_wall_clock_and_a_lower_rate():
     assert s.wall_throughput_samples_s == pytest.approx(148 * 64 / 5.48, rel=1e-6)
     assert s.throughput_samples_s == pytest.approx(6400)  # the step rate is kept
     text = throughput_text(s)
-    assert text.startswith("6,400 samples/s in steps")
+    assert text == "6,400 samples/s at the median step (10.0 ms)"
 
 
 def test_back_to_back_steps_say_the_step_rate_alone():
@@ -129,8 +129,8 @@ def test_replay_end_says_both_rates_and_input_not_measured(tmp_path, capsys):
     assert main(["replay", str(path), "--end"]) == 0
     out = capsys.readouterr().out
     assert (
-        "throughput: 6,400 samples/s in steps; over the wall clock 1,728 samples/s "
-        "(73% of it between steps: e.g. epoch starts, evaluation, checkpoints)"
+        "throughput: 6,400 samples/s at the median step (10.0 ms); 1,728 samples/s over "
+        "the wall clock: between steps 73% of it (e.g. epoch starts, evaluation, checkpoints)"
     ) in out
     assert "input wait not measured" in out
     assert "input wait 0.0 ms" not in out

@@ -29,55 +29,102 @@ from gpuscale.formatting import (
     format_samples_s,
 )
 
-BETWEEN_STEPS_NOTABLE = 0.10
-"""Above this share of the counted steps' wall clock between the steps
-(:attr:`RunSummary.between_steps_share`), the throughput is said as a rate in
-steps and the rate over the wall clock is said beside it. The built-in trainer's
-steps run back to back (a few % between them: its probes' extra passes)."""
+WALL_RATE_NOTABLE = 0.05
+"""Where the rate over the wall clock the counted steps span
+(:attr:`RunSummary.wall_throughput_samples_s`, what the run got) differs from the
+rate at the median step (:attr:`RunSummary.throughput_samples_s`, the headline) by
+more than this share of the latter, the headline is said to be at the median step
+and the wall-clock rate is said beside it, with why: slow steps (a skewed step
+time, :attr:`RunSummary.slow_steps_share`) and time between steps
+(:attr:`RunSummary.between_steps_share`)."""
+SHARE_SHOWN = 0.005
+"""A part of the wall clock (slow steps, between steps) is named from this share up
+(below it would read ``0%``)."""
 
 
-def between_steps_notable(s: RunSummary) -> bool:
-    """Whether so much of the wall clock falls between the counted steps that the
-    step throughput alone would overstate the rate the run got."""
-    share = s.between_steps_share
-    return share is not None and share > BETWEEN_STEPS_NOTABLE and bool(s.wall_throughput_samples_s)
+def wall_rate_notable(s: RunSummary) -> bool:
+    """Whether the rate the run got over the wall clock differs from the rate at the
+    median step by more than :data:`WALL_RATE_NOTABLE` (for whatever reason: slow
+    steps, time between steps), so that the headline alone would misstate it."""
+    head, wall = s.throughput_samples_s, s.wall_throughput_samples_s
+    if not head or not wall:
+        return False
+    return abs(wall / head - 1.0) > WALL_RATE_NOTABLE
 
 
-def throughput_text(s: RunSummary) -> str:
-    """The step throughput: ``8,041 samples/s``, or ``8,041 samples/s in steps``
-    where :func:`wall_clock_text` says the rate over the wall clock beside it."""
+def throughput_text(s: RunSummary, *, step: bool = True) -> str:
+    """The rate at the median step: ``8,041 samples/s``, or ``8,041 samples/s at the
+    median step (7.0 ms)`` where :func:`wall_clock_text` says the rate over the wall
+    clock beside it (``step`` False: ``8,041 samples/s at median``, the
+    dashboard's, whose row before says ``step time 7.0 ms median``)."""
     rate = format_samples_s(s.throughput_samples_s)
-    return f"{rate} in steps" if between_steps_notable(s) else rate
+    if not wall_rate_notable(s):
+        return rate
+    if not step:
+        return f"{rate} at median"
+    return f"{rate} at the median step ({format_duration_s(s.step_time_s)})"
 
 
 def wall_clock_text(s: RunSummary, *, causes: bool = True) -> str | None:
-    """The rate over the wall clock the counted steps span, where much of it falls
-    between them (:func:`between_steps_notable`): ``2,678 samples/s (66% of it
-    between steps: e.g. epoch starts, evaluation, checkpoints)``; ``None`` where
-    not. ``causes`` False: shorter, ``2,678 samples/s (66% between steps)``. Where
-    the probes' costs are known, their parts of the wall clock are named first:
-    ``(48% of it between steps: compiling the probes 22%, the probes 0.5%, the rest
-    e.g. epoch starts, evaluation, checkpoints)``; probes not costed (an older
-    recording) are named among the examples. ``run`` says it after the step
-    throughput (``; over the wall clock ...``), the dashboard as a fact of its own
-    (``wall clock ...``)."""
-    if not between_steps_notable(s):
+    """The rate the run got over the wall clock the counted steps span, where it
+    differs from the rate at the median step (:func:`wall_rate_notable`), and the
+    parts of that wall clock that make the difference, which add up:
+    ``1,737 samples/s over the wall clock: slow steps (mean step 5.8 ms) 20% of it,
+    between steps 1%`` (the rate at the median step x (1 - 20% - 1%) is about the
+    wall-clock rate). Time between steps says its causes where known: ``between
+    steps 48% (compiling the probes 22%, the probes 0.5%, the rest e.g. epoch starts,
+    evaluation, checkpoints)``. A mean step under the median: ``steps faster than the
+    median (mean step 4.1 ms) -6%``. ``None`` where the rates agree. ``causes``
+    False (the dashboard's ``wall clock`` row): shorter, ``1,737 samples/s: slow
+    steps (mean step 5.8 ms) 20%, between steps 1%``; ``run`` says the long form
+    after the headline (``; 1,737 samples/s over the wall clock: ...``)."""
+    if not wall_rate_notable(s):
         return None
-    share = s.between_steps_share or 0.0
-    rate, pct = format_samples_s(s.wall_throughput_samples_s), format_fraction_pct(share)
+    rate = format_samples_s(s.wall_throughput_samples_s)
+    of_it = " of it" if causes else ""  # said once, on the first part
+    parts = []
+    slow = s.slow_steps_share
+    if slow is not None and abs(slow) >= SHARE_SHOWN:
+        mean = f"(mean step {format_duration_s(s.mean_step_time_s)})"
+        if slow > 0:
+            parts.append(f"slow steps {mean} {format_fraction_pct(slow)}{of_it}")
+        else:
+            parts.append(
+                f"steps faster than the median {mean} -{format_fraction_pct(-slow)}{of_it}"
+            )
+    between = s.between_steps_share or 0.0
+    if between >= SHARE_SHOWN:
+        said = f"between steps {format_fraction_pct(between)}"
+        if causes:
+            said += ("" if parts else of_it) + f" ({_between_causes(s)})"
+        parts.append(said)
     if not causes:
-        return f"{rate} ({pct} between steps)"
-    why = "epoch starts, evaluation, checkpoints"
+        return f"{rate}: {', '.join(parts)}" if parts else rate
+    return f"{rate} over the wall clock" + (f": {', '.join(parts)}" if parts else "")
+
+
+def _between_causes(s: RunSummary) -> str:
+    """What fell between the steps, where known: ``compiling the probes 22%, the
+    probes 0.5%, the rest e.g. epoch starts, evaluation, checkpoints`` (a part that
+    reads 0.0% is left out); probes not costed (an older recording) are named among
+    the examples. A script's: ``epoch starts, evaluation, checkpoints``; the built-in
+    trainer runs its steps back to back: ``the loop's own work, a busy machine``."""
+    why = "epoch starts, evaluation, checkpoints" if is_script(s) else TRAINER_BETWEEN
     if s.probes_run and s.probe_wall_share is None:
-        return f"{rate} ({pct} of it between steps: e.g. the probes, {why})"
-    parts = []  # (a part that reads 0.0% is left out)
+        return f"e.g. the probes, {why}"
+    parts = []
     if s.probes_run and (s.probe_setup_wall_share or 0.0) >= PART_SHOWN:
         parts.append(f"compiling the probes {_part_pct(s.probe_setup_wall_share or 0.0)}")
     if s.probes_run and (s.probe_wall_share or 0.0) >= PART_SHOWN:
         parts.append(f"the probes {_part_pct(s.probe_wall_share or 0.0)}")
     if parts:
-        return f"{rate} ({pct} of it between steps: {', '.join(parts)}, the rest e.g. {why})"
-    return f"{rate} ({pct} of it between steps: e.g. {why})"
+        return f"{', '.join(parts)}, the rest e.g. {why}"
+    return f"e.g. {why}"
+
+
+TRAINER_BETWEEN = "the loop's own work, a busy machine"
+"""What falls between the built-in trainer's steps besides its probes (it has no
+epochs, evaluation or checkpoints)."""
 
 
 PART_SHOWN = 0.0005
@@ -102,10 +149,17 @@ says it with the numbers)."""
 
 
 def parts_note(s: RunSummary) -> str | None:
-    """Why the phases are not shown as numbers, with the numbers that disagree:
-    ``the probes' phases add up to 27.2 ms (compute 1.4, exposed all-reduce 25.4,
+    """Why the phases are not numbers that split the step
+    (:attr:`RunSummary.unsplit_why`), with the numbers: where they do not add up to
+    it, ``the probes' phases add up to 27.2 ms (compute 1.4, exposed all-reduce 25.4,
     apply 0.0, input 0.0 ms), not the median step 4.4 ms: the breakdown is not
-    resolved``; ``None`` where they add up (or nothing was probed)."""
+    resolved (...)``; where they do within their noise but compute alone fills the
+    step, ``the probes' phases add up to 9.2 ms (compute 6.4, exposed all-reduce 1.1,
+    apply 1.7 ms) against the median step 6.1 ms (within their noise), and compute
+    alone fills that step: the exposed all-reduce and apply are not resolved (...)``; ``None``
+    where they split it (or nothing was probed). The one note every view says
+    (``run``'s and ``replay``'s summaries, the dashboard's summary and its phase
+    chart), so what one shows, the others show."""
     if s.phase_contradiction is not None:
         if s.probes_run == 1:  # nothing else to contradict: its own parts
             who = f"the probe contradicts itself, its parts do not add up: {s.phase_contradiction} "
@@ -114,8 +168,11 @@ def parts_note(s: RunSummary) -> str | None:
             who = f"the probes contradict each other: {s.phase_contradiction} "
             who += f"({plural(s.probes_run, 'probe')}; a busy machine?)"
         return f"{who}: the breakdown is not resolved and no figure is taken from it"
-    if s.phase_consistent is not False or s.phase_parts_s is None:
+    fills = s.phase_consistent is not False and s.unsplit_why is not None
+    if not fills and (s.phase_consistent is not False or s.phase_parts_s is None):
         return PASSES_LONGER_NOTE if s.phase_consistent is False else None
+    if s.phase_parts_s is None:
+        return None
     ms = [
         f"compute {(s.compute_s or 0.0) * 1000:.1f}",
         f"exposed all-reduce {(s.allreduce_s or 0.0) * 1000:.1f}",
@@ -127,7 +184,21 @@ def parts_note(s: RunSummary) -> str | None:
         del ms[-1]
     if s.devices <= 1:
         del ms[1]
-    if s.probes_run < MIN_SAMPLES_FOR_UNCERTAINTY:
+    parts = f"the probes' phases add up to {format_duration_s(s.phase_parts_s)} ({', '.join(ms)})"
+    step = format_duration_s(s.step_time_s or s.phase_full_step_s)
+    few = s.probes_run < MIN_SAMPLES_FOR_UNCERTAINTY
+    if fills:  # they add up within their noise, but nothing is left of the step to split
+        why = (
+            "too few probes, or probes at unusual steps"
+            if few
+            else f"{plural(s.probes_run, 'probe')}; their compute passes ran as long as the "
+            "usual steps or longer: a busy machine, or probes at unusual steps"
+        )
+        return (
+            f"{parts} against the median step {step} (within their noise), and compute "
+            f"alone fills that step: the exposed all-reduce and apply are not resolved ({why})"
+        )
+    if few:
         why = "too few probes, or probes at unusual steps"
     else:  # not for want of probes: their passes and the usual steps ran apart
         longer = "longer" if s.phase_parts_s > (s.step_time_s or 0.0) else "shorter"
@@ -135,11 +206,7 @@ def parts_note(s: RunSummary) -> str | None:
             f"{plural(s.probes_run, 'probe')} agree on it: their passes ran {longer} "
             "than the usual steps (a busy machine, or probes at unusual steps)"
         )
-    return (
-        f"the probes' phases add up to {format_duration_s(s.phase_parts_s)} "
-        f"({', '.join(ms)}), not the median step {format_duration_s(s.step_time_s)}: "
-        f"the breakdown is not resolved ({why})"
-    )
+    return f"{parts}, not the median step {step}: the breakdown is not resolved ({why})"
 
 
 class PhaseItem(NamedTuple):
@@ -250,13 +317,37 @@ def probes_text(s: RunSummary) -> str:
     if over and probes == 1:  # the scheduler's one exception: said, not hidden
         text += ", over the budget: the first probe always runs"
     elif over:  # the scheduler checks each probe's expected cost against the run's length
-        text += (
-            ", over the budget: the probes cost more than their median so far (a busy "
-            "machine), or the run was stopped before --steps after probing early (a "
-            "--precision run waits until its steps pay for its probes)"
-        )
+        text += f", over the budget: {over_budget_why(s)}"
     known = share_known_text(s)
     return f"{text}; {known}" if known else text
+
+
+def is_script(s: RunSummary) -> bool:
+    """The run is a user's script (``gpuscale.keras.ScalingMonitor``): it has none of
+    the trainer's options (``--steps``, ``--precision``, ``--probe-budget``), its own
+    are ``ScalingMonitor(budget=..., every=...)``, and it lasts as long as its fit."""
+    return s.source == "script"
+
+
+def over_budget_why(s: RunSummary) -> str:
+    """Why probes can cost more than their budget, in the options the run has: the
+    probe scheduler checks each probe's expected cost against the run's length so far
+    and pays probes taken early with the steps to come. The built-in trainer's: ``the
+    probes cost more than their median so far (a busy machine), or the run was
+    stopped before --steps after probing early (a --precision run waits until its
+    steps pay for its probes)``; a script's (no --steps, no --precision): ``... or
+    the run ended before its steps paid for the probes taken early (stopped by hand,
+    or a short fit; the budget is ScalingMonitor(budget=...))``."""
+    busy = "the probes cost more than their median so far (a busy machine)"
+    if is_script(s):
+        return (
+            f"{busy}, or the run ended before its steps paid for the probes taken early "
+            "(stopped by hand, or a short fit; the budget is ScalingMonitor(budget=...))"
+        )
+    return (
+        f"{busy}, or the run was stopped before --steps after probing early (a "
+        "--precision run waits until its steps pay for its probes)"
+    )
 
 
 def _pct(share: float) -> str:
@@ -297,11 +388,17 @@ def share_known_text(s: RunSummary) -> str | None:
         steps = s.steps_total + s.share_more_steps
         # below 3 probes the noise is unknown: 3 probes' steps are a lower bound
         about = "at least" if err is None else "about"
+        script = is_script(s)  # its options are ScalingMonitor's
         if s.probe_every:  # --phase-every: no budget applies, the period does
             pace = f"at a probe every {plural(s.probe_every, 'step')}"
-            helps = "a longer run, or a shorter --phase-every"
+            helps = "a longer run, or a shorter " + (
+                "ScalingMonitor(every=...)" if script else "--phase-every"
+            )
         else:
-            pace, helps = "at this probe budget", "a longer run, or a larger probe budget"
+            pace = "at this probe budget"
+            helps = "a longer run, or a larger " + (
+                "ScalingMonitor(budget=...)" if script else "probe budget"
+            )
         text += f": {about} {steps:,} steps {pace} to tell it ({helps})"
     return text
 

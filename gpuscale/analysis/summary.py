@@ -4,15 +4,22 @@ What is measured and how (formulas in :mod:`gpuscale.analysis.metrics`):
 
 * step time: median of the ``StepEvent.step_time_s`` of the steps that are not
   warm-up; spread ``(p90 - p10) / median``.
-* throughput: ``median samples per step / median step time`` (samples/s).
-* wall clock: the counted steps' own times add up to less than the wall clock
-  from the first counted step's start to the last one's end (``counted_wall_s``)
-  where the run does other things between steps (a Keras epoch's start, evaluation,
-  checkpoints, a probe's passes): ``between_steps_share = 1 - sum of the step
-  times / that span`` and ``wall_throughput_samples_s = samples of the counted
-  steps / that span`` (per worker, pooled; an event that stands for several steps,
-  ``steps_per_execution``, counts as that many). The step throughput above is what
-  scaling compares per step; this is the rate the run got.
+* throughput: ``median samples per step / median step time`` (samples/s), the
+  rate at the median step: robust to a few slow steps, and what scaling compares.
+* what the run got: the counted steps' samples over their summed times
+  (``mean_step_throughput_samples_s``; the mean step ``mean_step_time_s``) and over
+  the wall clock from the first counted step's start to the last one's end
+  (``wall_throughput_samples_s``; ``counted_wall_s``), per worker, the workers'
+  mean (an event that stands for several steps, ``steps_per_execution``, counts as
+  that many). Where the wall-clock rate falls short of the median one, the wall
+  clock splits into the steps at the median pace, ``slow_steps_share = (sum of the
+  step times - steps x median step) / span`` (steps slower than the median: a
+  skewed distribution; below 0 where the mean step is under the median) and
+  ``between_steps_share = 1 - sum of the step times / span`` (a Keras epoch's
+  start, evaluation, checkpoints, a probe's passes), the workers' spans and times
+  pooled: ``wall rate ~= rate at the median step x (1 - slow_steps_share -
+  between_steps_share)`` (exactly, with the same samples in every step and one
+  worker).
 * phases: medians over the non-warm-up ``PhaseEvent``s of compute, exposed
   all-reduce, apply and input wait (the input wait only from the probes that
   measure it: the Keras callback's, ``callback-probe``, cannot, and then it is
@@ -137,7 +144,16 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     spread: float | None = None
     """``(p90 - p10) / median`` of the counted step times."""
     throughput_samples_s: float | None = None
-    """``median samples per step / median step time``."""
+    """``median samples per step / median step time``: the rate at the median step
+    (robust to a few slow steps; what scaling compares). Not what the run got where
+    steps are skewed or much falls between them: see the fields below."""
+    mean_step_time_s: float | None = None
+    """The mean counted step (sum of the step times over the steps; an event that
+    stands for several steps counts as that many; the workers pooled): above the
+    median where a few steps are slow."""
+    mean_step_throughput_samples_s: float | None = None
+    """Samples of the counted steps over their summed step times (per worker; several
+    workers: their mean): the rate in steps the run got, the mean step's."""
     wall_throughput_samples_s: float | None = None
     """Samples of the counted steps over the wall clock they span (from the first
     counted step's start to the last one's end, per worker; several workers: their
@@ -146,6 +162,12 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     """The share of that wall clock outside the counted steps' own times (a Keras
     epoch's start, evaluation, checkpoints, probes between steps): ``1 - sum of the
     step times / span``, the workers' spans and times pooled, never below 0."""
+    slow_steps_share: float | None = None
+    """The share of that wall clock the counted steps took over what as many steps at
+    the median step would have: ``(sum of the step times - steps x median step) /
+    span``, pooled as ``between_steps_share``; below 0 where the mean step is under
+    the median. The rate at the median step times ``1 - slow_steps_share -
+    between_steps_share`` is about the wall-clock rate."""
     phase_steps: int = 0
     """Phase breakdowns in the statistics (warm-up excluded): the samples the medians
     and their half-widths are of, one per probed step (the workers of a multi-worker
@@ -273,6 +295,13 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     no_step_times: bool = False
     """The run is a script without gpuscale's callback: no step times will come,
     only telemetry."""
+    source: str = "trainer"
+    """Who ran the steps (the start's ``source``): ``trainer``, gpuscale's built-in
+    trainer (its options: ``--steps``, ``--probe-budget``, ``--phase-every``,
+    ``--precision``); ``script``, a user's script (through
+    ``gpuscale.keras.ScalingMonitor``: ``ScalingMonitor(budget=..., every=...)``,
+    and it runs as long as its ``fit`` or loop); ``replay``. What the views' advice
+    names."""
     gpu_util_min_pct: float | None = None
     """The least busy GPU's mean utilization."""
     gpu_util_min_index: int | None = None
@@ -387,7 +416,8 @@ class RunAccumulator:
         """Each worker's last step index seen, warm-up included (an event after a gap
         of indices stands for that many steps: ``steps_per_execution``)."""
         self._stepping: dict[int, list[float]] = {}
-        """Per worker: [time in counted steps, their samples, first start, last end]."""
+        """Per worker: [time in counted steps, their samples, first start, last end,
+        the counted steps]."""
         self._last_end: dict[int, tuple[int, float, bool]] = {}
         """Per worker: the last step's (index, end, counted)."""
         self._gaps: dict[int, list[tuple[int, float]]] = defaultdict(list)
@@ -443,9 +473,10 @@ class RunAccumulator:
         their mean), into its worker's time in steps and the span they cover."""
         steps = max(1, steps)
         began = event.t - event.step_time_s * steps
-        row = self._stepping.setdefault(event.worker, [0.0, 0.0, began, event.t])
+        row = self._stepping.setdefault(event.worker, [0.0, 0.0, began, event.t, 0.0])
         row[0] += event.step_time_s * steps
         row[1] += event.samples * steps
+        row[4] += steps
         row[2], row[3] = min(row[2], began), max(row[3], event.t)
 
     def extend(self, events: Iterable[object]) -> None:
@@ -470,6 +501,7 @@ class RunAccumulator:
             s.global_batch = start.global_batch
             s.payload_bytes = start.payload_bytes
             s.no_step_times = is_callbackless_start(start)
+            s.source = start.source
             if start.devices:
                 s.interconnect = slowest_interconnect(start.devices)
         if self.end is not None:
@@ -502,15 +534,27 @@ class RunAccumulator:
         return s
 
     def _summarize_wall(self, s: RunSummary) -> None:
-        """The rate over the wall clock the counted steps span, and the share of
-        that wall clock between the steps (module docstring)."""
-        spans = [(row, row[3] - row[2]) for row in self._stepping.values()]
+        """The mean step, the rates over the steps' summed times and over the wall
+        clock the counted steps span, and that wall clock's shares in slow steps and
+        between the steps (module docstring)."""
+        rows = list(self._stepping.values())
+        steps = sum(row[4] for row in rows)
+        inside = sum(row[0] for row in rows)
+        if steps > 0:
+            s.mean_step_time_s = inside / steps
+        in_steps = [row[1] / row[0] for row in rows if row[0] > 0]
+        if any(in_steps):
+            s.mean_step_throughput_samples_s = sum(in_steps) / len(in_steps)
+        spans = [(row, row[3] - row[2]) for row in rows]
         spans = [(row, span) for row, span in spans if span > 0]
         if not spans:
             return
         inside = sum(row[0] for row, _ in spans)
         wall = sum(span for _, span in spans)
         s.between_steps_share = max(0.0, 1.0 - inside / wall)
+        if s.step_time_s is not None:
+            at_median = sum(row[4] for row, _ in spans) * s.step_time_s
+            s.slow_steps_share = (inside - at_median) / wall
         rates = [row[1] / span for row, span in spans]
         if any(rates):
             s.wall_throughput_samples_s = sum(rates) / len(rates)

@@ -522,7 +522,7 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
     summary = run_summary_of(s, start.num_replicas)
     if summary.throughput_samples_s is not None:
         wall = wall_clock_text(summary)
-        over = f"; over the wall clock {wall}" if wall else ""
+        over = f"; {wall}" if wall else ""  # what the run got, where it differs
         console.print(f"  throughput: {throughput_text(summary)}{over}")
     gpus = gpu_activity_lines(summary)
     for line in gpus:
@@ -553,7 +553,8 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
             "  phases: not measured (no tf.distribute strategy: the model exchanges nothing)"
         )
     elif counted:
-        console.print(f"  phases: not measured ({no_probe_why(start.config or {})})")
+        why = no_probe_why(start.config or {}, script=start.source == "script")
+        console.print(f"  phases: not measured ({why})")
     line = precision_line(s, start.num_replicas)
     if line:
         console.print(line)
@@ -568,10 +569,17 @@ def _asked_strategy(strategy: str | None) -> str:
     return "strategy unknown" if strategy in (None, "", "?", "unknown") else strategy
 
 
-def no_probe_why(config: dict) -> str:
+def no_probe_why(config: dict, *, script: bool = False) -> str:
     """Why a run that counted steps has no phases: probes turned off by the option
-    that did it (``--phase-every 0``, ``--probe-budget 0``), else none came after the
-    warm-up."""
+    that did it (``--phase-every 0``, ``--probe-budget 0``; a ``script``'s
+    ``ScalingMonitor(phases=False)`` or ``ScalingMonitor(budget=0)``), else none came
+    after the warm-up."""
+    if script:  # the callback's options, not the trainer's
+        if config.get("phases") is False:
+            return "probes turned off: ScalingMonitor(phases=False)"
+        if config.get("every") is None and config.get("probe_budget") == 0:
+            return "probes turned off: ScalingMonitor(budget=0)"
+        return "no probe after the warm-up; see ScalingMonitor(budget=..., every=...)"
     if config.get("phase_every") == 0:
         return "probes turned off: --phase-every 0"
     if config.get("phase_every") is None and config.get("probe_budget") == 0:

@@ -204,11 +204,11 @@ def advice_parts(
     notes: list[Content] = [*warnings]
     lines = [
         _row("step time", f"{format_ms(s.step_time_s)} median"),
-        _row("throughput", throughput_text(s)),
+        _row("throughput", throughput_text(s, step=False)),  # the step: the row above
         *gpus,
     ]
     wall = wall_clock_text(s, causes=False)
-    if wall:  # much of the wall clock between steps: the rate the run got
+    if wall:  # the rate the run got differs from the median step's: it, and why
         lines.insert(2, _row("wall clock", wall, "$text-warning"))
     if s.phase_steps:
         ratio = (
