@@ -293,3 +293,20 @@ async def test_the_dashboard_probes_line_says_the_same_of_that_run():
         text = str(app.query_one(AdvicePanel).body.render())
         assert "known to" not in text
         assert "spread \u00b11.5 points across probes, but the phases do not add up" in text
+
+
+def test_a_summary_read_back_from_json_keeps_its_per_worker_figures():
+    """An end event's summary that went through JSON has string keys for the
+    per-worker step times: it still reads as a summary (was: the whole summary
+    silently empty)."""
+    import json
+
+    import msgspec
+
+    from gpuscale.analysis.summary import RunSummary
+    from gpuscale.commands.run import run_summary_of
+
+    s = RunSummary(steps_counted=10, step_time_s=0.1, worker_step_time_s={0: 0.1, 1: 0.2})
+    back = json.loads(json.dumps(msgspec.to_builtins(s)))
+    read = run_summary_of(back, 2)
+    assert read.steps_counted == 10 and read.worker_step_time_s == {0: 0.1, 1: 0.2}

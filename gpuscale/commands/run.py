@@ -411,7 +411,7 @@ def run_summary_of(s: dict[str, Any], replicas: int) -> RunSummary:
     import msgspec
 
     try:
-        summary = msgspec.convert(s, RunSummary)
+        summary = msgspec.convert(s, RunSummary, str_keys=True)  # JSON made int keys strings
     except msgspec.ValidationError:
         summary = RunSummary()
     summary.devices = max(1, replicas)
