@@ -174,3 +174,36 @@ def test_a_narrow_header_keeps_the_batch_and_how_it_scales():
     assert cell_len(narrow) <= 68, narrow
     assert narrow.endswith("· 2x logical CPU · batch 2x64=128 (strong)"), narrow
     assert describe_run(snap, width=200) == wide
+
+
+def test_a_narrow_multi_worker_header_keeps_its_batch():
+    """Trial 2: at 80x24 `mlp · multi-worker · 2 replicas (1 CPU per worker, 2
+    workers) · bat…`: the workers are said shorter before the batch is cut."""
+    from pathlib import Path
+
+    import msgspec
+    from rich.cells import cell_len
+
+    from gpuscale.events.schema import StartEvent
+    from gpuscale.recording.reader import load_run
+    from gpuscale.ui.model import RunModel
+    from gpuscale.ui.widgets.header import describe_run
+
+    two = Path(__file__).resolve().parent.parent / "sample_runs" / "mnist-cnn_2xcpu.ndjson"
+    events = load_run(two).events
+    start = next(e for e in events if isinstance(e, StartEvent))
+    multi = msgspec.structs.replace(
+        start,
+        model="mlp",
+        strategy="multi-worker",
+        num_workers=2,
+        devices=start.devices[:1],
+        platform="cpu",
+    )
+    model = RunModel()
+    model.absorb([multi if e is start else e for e in events])
+    snap = model.snapshot()
+    assert "2 replicas (1 CPU per worker, 2 workers)" in describe_run(snap)
+    narrow = describe_run(snap, width=68)
+    assert cell_len(narrow) <= 68, narrow
+    assert "2 workers x 1 CPU · batch 2x64=128 (strong)" in narrow, narrow

@@ -43,6 +43,8 @@ def describe_run(snap: Snapshot, waiting: str | None = None, *, width: int | Non
             device_text = (
                 f"{fmt.plural(start.num_replicas, 'replica')} ({per_worker} {shown} per "
                 f"worker, {start.num_workers} workers)"
+                if level < 2
+                else f"{start.num_workers} workers x {per_worker} {shown}"
             )
         else:
             device_text = f"{len(start.devices) or start.num_replicas}x {shown}"
