@@ -204,8 +204,11 @@ async def test_the_replayed_end_panel_shows_the_predictions_of_recommend_from():
         assert "The exposed all-reduce rests on 2 probes, too few for its own range" in text
         sweep = load_inputs([TWO_PROBES])
         rows = [r for r in recommend(sweep.points).table if r.predicted]
-        for r in rows:
-            assert f"{r.devices}: {r.speedup:.2f}x ({r.speedup_low:.2f}\u2013" in text
+        for r in rows:  # the same figures (a range over 3-fold: the range alone)
+            if r.speedup_high > 3 * r.speedup_low:
+                assert f"{r.devices}: unknown ({r.speedup_low:.2f}\u2013" in text
+            else:
+                assert f"{r.devices}: {r.speedup:.2f}x ({r.speedup_low:.2f}\u2013" in text
 
 
 def test_the_guess_says_a_small_target_with_its_decimals():

@@ -39,3 +39,24 @@ def test_panel_says_when_the_ranges_are_a_guess_of_noisy_steps():
     assert noisy.spread > 0.5
     text = advice_content(noisy, recommend_from_run(noisy_events[0], noisy)).plain
     assert "a guess, not a calibrated range" in text and "80% range" not in text
+
+
+def test_a_predicted_speedup_with_a_range_wider_than_threefold_shows_its_range_alone():
+    """Trial 2: `predicted 4: 0.88x (0.04–3.27)` from one probe: a central figure in
+    an 80-fold range tells nothing; it reads `4: unknown (0.04–3.27x)`."""
+    from gpuscale.analysis.sweep import SweepPoint
+    from gpuscale.ui.widgets.advice import _predicted_speedup
+
+    def row(low: float, high: float) -> SweepPoint:
+        return SweepPoint(
+            devices=4,
+            step_time_s=0.1,
+            scaling="strong",
+            predicted=True,
+            speedup=0.88,
+            speedup_low=low,
+            speedup_high=high,
+        )
+
+    assert _predicted_speedup(row(0.04, 3.27)) == "4: unknown (0.04–3.27x)"
+    assert _predicted_speedup(row(0.74, 1.02)) == "4: 0.88x (0.74–1.02)"

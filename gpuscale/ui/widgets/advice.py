@@ -28,6 +28,7 @@ from gpuscale.analysis.phase_report import (
 from gpuscale.analysis.recommend import Recommendation
 from gpuscale.analysis.recommend import recommend_from_run as predict_from_run
 from gpuscale.analysis.summary import NO_STEP_TIMES_IN_RUN, RunSummary, without_step_times
+from gpuscale.analysis.sweep import SweepPoint
 from gpuscale.formatting import (
     format_bytes,
     format_fraction_pct,
@@ -52,21 +53,30 @@ def _row(label: str, value: str | Content, style: str = "") -> Content:
     return Content.assemble((visible(label.ljust(LABEL_WIDTH - 1)) + " ", "bold"), value)
 
 
+TOO_WIDE = 3.0
+"""A predicted speedup whose range spans more than this factor (high over low)
+is shown as its range alone, ``unknown``: a central figure inside 0.04–3.27x
+tells a user nothing they could act on."""
+
+
+def _predicted_speedup(row: SweepPoint) -> str:
+    """``4: 1.78x (1.52–1.93)``, or ``4: unknown (0.04–3.27x)`` where the range is
+    wider than :data:`TOO_WIDE`."""
+    low, high = row.speedup_low, row.speedup_high
+    if low is None or high is None:
+        return f"{row.devices}: {row.speedup:.2f}x"
+    if high > TOO_WIDE * max(low, 1e-9):
+        return f"{row.devices}: unknown ({low:.2f}–{high:.2f}x)"
+    return f"{row.devices}: {row.speedup:.2f}x ({low:.2f}–{high:.2f})"
+
+
 def _predictions(rec: Recommendation) -> list[Content]:
     measured = [row for row in rec.table if not row.predicted]
     predicted = [row for row in rec.table if row.predicted and row.speedup]
     if not measured or not predicted:
         return []
     base = measured[0].devices
-    parts = [
-        f"{row.devices}: {row.speedup:.2f}x"
-        + (
-            f" ({row.speedup_low:.2f}–{row.speedup_high:.2f})"
-            if row.speedup_low is not None and row.speedup_high is not None
-            else ""
-        )
-        for row in predicted
-    ]
+    parts = [_predicted_speedup(row) for row in predicted]
     coverage = next((row.coverage for row in predicted if row.coverage), None)
     guessed = any(r.coverage is None and r.speedup_low is not None for r in predicted)
     ranged = (
