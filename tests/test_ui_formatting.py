@@ -207,3 +207,25 @@ def test_a_narrow_multi_worker_header_keeps_its_batch():
     narrow = describe_run(snap, width=68)
     assert cell_len(narrow) <= 68, narrow
     assert "2 workers x 1 CPU · batch 2x64=128 (strong)" in narrow, narrow
+
+
+def test_an_ended_run_says_its_own_duration_beside_the_clock_from_the_launch():
+    """Trial 2: `elapsed 0:10` in the header against `run completed after 200 steps,
+    7.73 s` in the log, and nothing saying why: the run's own duration is said too."""
+    import dataclasses
+    from pathlib import Path
+
+    from gpuscale.recording.reader import load_run
+    from gpuscale.ui.model import RunModel
+    from gpuscale.ui.widgets.header import elapsed_text
+
+    two = Path(__file__).resolve().parent.parent / "sample_runs" / "mnist-cnn_2xcpu.ndjson"
+    model = RunModel()
+    model.absorb(load_run(two).events)
+    snap = model.snapshot()
+    assert snap.end is not None
+    ended = dataclasses.replace(snap, elapsed_s=10.2, duration_s=7.73)
+    assert elapsed_text(ended) == "elapsed 0:10 · run 7.73 s"
+    assert elapsed_text(dataclasses.replace(ended, duration_s=9.9)) == "elapsed 0:10"
+    running = dataclasses.replace(ended, end=None)
+    assert elapsed_text(running) == "elapsed 0:10"

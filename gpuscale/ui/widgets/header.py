@@ -59,6 +59,17 @@ def describe_run(snap: Snapshot, waiting: str | None = None, *, width: int | Non
     return lines[-1]
 
 
+def elapsed_text(snap: Snapshot) -> str:
+    """``elapsed 0:10``: the clock from the launch; once the run has ended, with the
+    run's own duration beside it where the start-up made them differ by a second or
+    more (``elapsed 0:10 · run 7.73 s``: the end line's and ``gpuscale runs``'
+    figure, which leaves the start-up out), so the two never seem to disagree."""
+    text = f"elapsed {fmt.format_clock_s(snap.elapsed_s)}"
+    if snap.end is not None and snap.elapsed_s - snap.duration_s >= 1.0:
+        text += f" · run {fmt.format_duration_s(snap.duration_s)}"
+    return text
+
+
 def path_tail(path: str, room: int) -> str:
     """``path`` in at most ``room`` cells, its end kept: the file name says which run
     (``…/20261126-144038_train.py_2xcpu.ndjson``); the folders go first, from the
@@ -129,10 +140,7 @@ class RunHeader(Static):
             and before_own_start(snap.start, snap.gpus_sampled)
         ):
             progress = "no step times yet"  # telemetry only until the run's own start
-        parts = [
-            progress,
-            f"elapsed {fmt.format_clock_s(snap.elapsed_s)}",
-        ]
+        parts = [progress, elapsed_text(snap)]
         if replay is not None:
             mode = "paused" if replay.paused else f"{replay.speed:g}x"
             parts.insert(
