@@ -304,6 +304,18 @@ def plural(count: int | Sequence[int], noun: str, many: str | None = None) -> st
     return f"{text} {noun if one else many or noun + 's'}"
 
 
+def strategy_words(strategy: str | None) -> str:
+    """A recorded strategy's name as a sentence says it: ``mirrored``; a script's
+    ``none`` (Keras without a ``tf.distribute`` strategy) ``no tf.distribute
+    strategy``; ``unknown`` (a script without gpuscale's callback, yet)
+    ``strategy unknown``."""
+    if strategy == "none":
+        return "no tf.distribute strategy"
+    if strategy in (None, "", "unknown"):
+        return "strategy unknown"
+    return strategy
+
+
 def exchange_words(cross_device_ops: str | None, replicas: int, *, short: bool = False) -> str:
     """How a run's strategy exchanges its gradients, to follow the strategy's name:
     `` with nccl all-reduce`` (``short``: `` (nccl)``); with one replica there is

@@ -45,6 +45,7 @@ from gpuscale.formatting import (
     format_duration_s,
     format_samples_s,
     plural,
+    strategy_words,
     visible,
 )
 from gpuscale.live.terminal import settle_visible
@@ -387,8 +388,8 @@ def gpu_activity_lines(summary: RunSummary | None) -> list[str]:
 
 
 def _strategy(start) -> str:
-    if start.strategy == "unknown":
-        return "strategy unknown"
+    if start.strategy in ("unknown", "none"):
+        return strategy_words(start.strategy)
     return start.strategy + exchange_words(start.cross_device_ops, start.num_replicas)
 
 

@@ -24,9 +24,7 @@ def describe_run(snap: Snapshot, waiting: str | None = None, *, width: int | Non
             return "the run ended before it started training (see the error and the log)"
         return waiting or "waiting for the run to start…"
     platform = {"gpu": "GPU", "cpu-logical": "logical CPU", "cpu": "CPU"}[start.platform]
-    strategy = start.strategy or "?"
-    if strategy == "unknown":  # a script without gpuscale's callback (yet)
-        strategy = "strategy unknown"
+    strategy = fmt.strategy_words(start.strategy)
     exchange = fmt.exchange_words(start.cross_device_ops, start.num_replicas, short=True)
     if not start.global_batch:  # a script without gpuscale's callback (yet): not known
         batch = "batch unknown"
