@@ -155,6 +155,20 @@ def test_recommend_from_and_replay_say_the_same_of_the_same_damage(
     assert said[0] == said[1] and f"{path}: {expected}" in said[0], said
 
 
+def test_an_oversized_sweep_file_is_one_line_not_a_traceback(tmp_path, capsys):
+    """A sweep file over the size limit starting like JSON: the reader refuses it
+    before any data is read (there is none to look at), in one line, in both
+    commands (it was an UnboundLocalError). Sparse: 70 MiB on disk in no time."""
+    path = tmp_path / "big.json"
+    with path.open("wb") as f:
+        f.write(b'{"points": [')
+        f.truncate(70 * 1024 * 1024)
+    for command in (["recommend", "--from"], ["replay"]):
+        code, output = _cli([*command, str(path)], capsys)
+        assert code == 2 and output.count("\n") == 1, output
+        assert output.startswith(f"gpuscale: error: {path}: 73.4 MB is more than"), output
+
+
 # -- (8) a corrupt .gz in `runs` --------------------------------------------------
 
 

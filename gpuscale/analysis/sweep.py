@@ -333,10 +333,13 @@ def looks_like_recording(path: Path) -> bool:
 def read_sweep_file(path: str | Path) -> Sweep:
     """Read and validate one sweep file (measured points only, normalized)."""
     path = Path(path)
-    try:
+    try:  # too big, unreadable, a device: no data to look at
         data = read_bounded(path, MAX_SWEEP_BYTES)
-        if not strip_bom(data).strip():  # e.g. what a failed `recommend --json > FILE` leaves
-            raise GpuscaleError(f"{path}: empty file: neither a sweep file nor a recording")
+    except JsonInputError as exc:
+        raise GpuscaleError(f"{path}: {exc}") from None
+    if not strip_bom(data).strip():  # e.g. what a failed `recommend --json > FILE` leaves
+        raise GpuscaleError(f"{path}: empty file: neither a sweep file nor a recording")
+    try:
         raw = decode_json(data)
     except JsonInputError as exc:
         if not strip_bom(data).lstrip().startswith((b"{", b"[")):  # not JSON at all
