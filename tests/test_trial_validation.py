@@ -256,6 +256,21 @@ def test_an_oversized_sweep_file_is_one_line_not_a_traceback(tmp_path, capsys):
         assert output.startswith(f"gpuscale: error: {path}: 73.4 MB is more than"), output
 
 
+def test_replay_reads_a_sweep_file_once(tmp_path, capsys, monkeypatch):
+    """``replay SWEEP.json`` read the file to check it, again for its view, and off
+    a terminal a third time for recommend's text: once is enough, its warning said once."""
+    import gpuscale.analysis.sweep as sweep_module
+
+    path = _sweep(tmp_path, {"step_time_s": 0.1, "compute_s": 0.5})
+    reads = []
+    real = sweep_module.read_sweep_file
+    monkeypatch.setattr(sweep_module, "read_sweep_file", lambda p: reads.append(p) or real(p))
+    code = cli.main(["replay", str(path)])
+    err = capsys.readouterr().err
+    assert code == 0 and len(reads) == 1, reads
+    assert err.count("its phases are left out") == 1, err
+
+
 # -- (8) a corrupt .gz in `runs` --------------------------------------------------
 
 
