@@ -210,3 +210,42 @@ def test_a_live_sweep_and_its_recording_re_judged_stop_at_the_same_count(
     assert judged["available_devices"] == 2
     assert [p["devices"] for p in judged["points"]] == [p["devices"] for p in live["points"]]
     assert [p["devices"] for p in judged["points"]] == [1, 2]
+
+
+class _StoppedRun:
+    """A run stopped by Ctrl-C: its queued events come out of drain()."""
+
+    def __init__(self, devices: int, steps: int, recording_path=None):
+        from gpuscale.events.schema import StartEvent, StepEvent
+
+        self.error, self.recording_path = None, recording_path
+        self._events = [
+            StartEvent(
+                t=1.0, gpuscale_version="0", host="h", pid=1, model="m", num_replicas=devices
+            ),
+            *(
+                StepEvent(t=2.0 + i, step=i, step_time_s=0.1, samples=8, warmup=i < 2)
+                for i in range(steps)
+            ),
+        ]
+
+    def drain(self):
+        events, self._events = self._events, []
+        return events
+
+
+def test_what_a_stopped_count_keeps_is_one_rule_for_live_and_script_sweeps():
+    """One helper decides what the count cut short keeps, for both sweeps: its
+    counted steps, on the devices it was run on (the live sweep did not check them),
+    named by its recording or, unrecorded, in the sweep's own words."""
+    from gpuscale.analysis.summary import RunAccumulator
+
+    kept = recommend_live.kept_when_stopped(_StoppedRun(2, 6), RunAccumulator(), 2, "unrecorded")
+    assert kept is not None
+    summary, start, source = kept
+    assert summary.steps_counted == 4 and start.num_replicas == 2 and source == "unrecorded"
+    run = _StoppedRun(2, 6, recording_path=Path("/r/x.ndjson"))
+    assert recommend_live.kept_when_stopped(run, RunAccumulator(), 2, "-")[2] == "/r/x.ndjson"
+    # trained on other than the count's devices; stopped in warm-up: nothing kept
+    assert recommend_live.kept_when_stopped(_StoppedRun(1, 6), RunAccumulator(), 2, "-") is None
+    assert recommend_live.kept_when_stopped(_StoppedRun(2, 2), RunAccumulator(), 2, "-") is None

@@ -484,3 +484,37 @@ def test_a_stopped_count_that_counted_no_step_is_left_out_of_its_sweep(tmp_path,
         in err
     )
     assert main(["recommend", "--from", str(cut)]) == 2
+
+
+def test_a_count_stopped_in_its_warm_up_is_not_measured_though_its_summary_omits_the_0(
+    tmp_path, capsys
+):
+    """gpuscale's end summary leaves out what is at its default (RunSummary is
+    omit_defaults): a run stopped during warm-up has no ``steps_counted`` in it. That
+    is 0 counted, not unknown: the count is not measured (it used to be listed as
+    ``2 (stopped, 3 steps recorded)``, from its warm-up steps)."""
+    from gpuscale.analysis.summary import summarize
+
+    sweep_run(tmp_path, 1, 0, [1, 2], STOPPED)
+    events = sample_events(steps=2, gpus=2)  # both warm-up
+    for event in events:
+        if isinstance(event, StartEvent):
+            event.sweep = SweepRef(id=STOPPED, index=1, planned=[1, 2])
+        if isinstance(event, EndEvent):
+            event.status = "stopped"
+            event.summary = msgspec.to_builtins(summarize(events[:-1]))
+    assert "steps_counted" not in events[-1].summary  # as gpuscale writes it
+    cut = write_run(tmp_path / f"{STOPPED}-1_mnist-cnn_2xgpu.ndjson", events)
+    listed = {Path(r.path).name: r for r in list_runs(tmp_path)}
+    assert listed[cut.name].steps_counted == 0
+    (group,) = sweep_groups(list_runs(tmp_path))
+    assert group.measured == [1] and group.cut_short == [] and group.missing == [2]
+    assert group.describe().endswith("measured 1; not measured: 2 (stopped)")
+    assert main(["recommend", "--from", f"{tmp_path}/{STOPPED}"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "not measured: 2 (stopped)" in out and "steps recorded" not in out, out
+    from gpuscale.commands.replay import _sweep_view
+
+    resolved = resolve_inputs([f"{tmp_path}/{STOPPED}"])
+    view = _sweep_view(resolved.paths, resolved.sweeps, resolved.cut_short)
+    assert view.status_line == "not measured: 2 (stopped)"

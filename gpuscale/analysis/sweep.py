@@ -333,10 +333,13 @@ def looks_like_recording(path: Path) -> bool:
 def read_sweep_file(path: str | Path) -> Sweep:
     """Read and validate one sweep file (measured points only, normalized)."""
     path = Path(path)
-    try:
+    try:  # too big, unreadable, a device: no data to look at
         data = read_bounded(path, MAX_SWEEP_BYTES)
-        if not strip_bom(data).strip():  # e.g. what a failed `recommend --json > FILE` leaves
-            raise GpuscaleError(f"{path}: empty file: neither a sweep file nor a recording")
+    except JsonInputError as exc:
+        raise GpuscaleError(f"{path}: {exc}") from None
+    if not strip_bom(data).strip():  # e.g. what a failed `recommend --json > FILE` leaves
+        raise GpuscaleError(f"{path}: empty file: neither a sweep file nor a recording")
+    try:
         raw = decode_json(data)
     except JsonInputError as exc:
         if not strip_bom(data).lstrip().startswith((b"{", b"[")):  # not JSON at all
@@ -357,6 +360,7 @@ def read_sweep_file(path: str | Path) -> Sweep:
             f"reads ({FORMAT_VERSION}); upgrade gpuscale"
         )
     points: list[SweepPoint] = []
+    warnings: list[str] = []
     defaults = sweep.defaults or {}
     for i, item in enumerate(sweep.points):
         where = f"{path}: points[{i}]"
@@ -378,8 +382,10 @@ def read_sweep_file(path: str | Path) -> Sweep:
             point = msgspec.structs.replace(point, source=sweep.source or str(path))
         point = normalize(point, where)
         problem = phases_problem(point, f"points[{i}]", merged, set(defaults) - set(item))
-        if problem is not None:
-            raise GpuscaleError(f"{path}: {problem}")
+        if problem is not None:  # its step time is a measurement still: kept, with a word
+            whose = "its" if problem.startswith(f"points[{i}]") else f"points[{i}]'s"
+            warnings.append(f"{path}: {problem}: {whose} phases are left out")
+            point = without_phases(point)
         points.append(point)
     if not points:
         raise GpuscaleError(f"{path}: no measured points (every point is missing or predicted)")
@@ -388,6 +394,7 @@ def read_sweep_file(path: str | Path) -> Sweep:
         sources=[sweep.source or str(path)],
         titles=[sweep.title] if sweep.title else [],
         notes=[sweep.note] if sweep.note else [],
+        warnings=warnings,
         available_devices=sweep.available_devices,
     )
 
@@ -395,15 +402,38 @@ def read_sweep_file(path: str | Path) -> Sweep:
 PHASE_FIELDS = ("compute_s", "allreduce_s", "apply_s", "input_s")
 """The parts of a step a point may give (each a part of ``step_time_s``)."""
 
+_PHASE_DEPENDENTS = ("allreduce_err_s", "comm_share", "comm_share_err", "share_step_s")
+"""What only means something with the phases (their share of the step, its noise,
+the step it is of)."""
+
 PHASE_OVER_STEP = 1.5
-"""Most a single phase may exceed its point's step by (a factor) before the file is
-refused: a probe's pass and the step are timed apart, so a phase a little over the
-step is noise (the summary then calls the breakdown not resolved), but one 1.5
-times the step cannot be part of it (seconds and milliseconds mixed up, a phase
-copied from another point)."""
+"""Most a single phase may exceed its point's step by (a factor) before the point's
+phases are left out (:func:`phases_problem`): a probe's pass and the step are timed
+apart, so a phase a little over the step is noise (the summary then calls the
+breakdown not resolved), but one 1.5 times the step cannot be part of it (a busy
+machine's probes, seconds and milliseconds mixed up, a phase copied from another
+point)."""
 
 PHASES_OVER_STEP = 2.0
 """Most the phases together may exceed their point's step by (a factor)."""
+
+
+def without_phases(point: SweepPoint) -> SweepPoint:
+    """``point`` with its step time, throughput and probe count but no phases (nor
+    what only means something with them): what is kept of a point whose phases
+    cannot fit its step (:func:`phases_problem`)."""
+    return msgspec.structs.replace(
+        point, **dict.fromkeys((*PHASE_FIELDS, *_PHASE_DEPENDENTS), None)
+    )
+
+
+def phases_fit(point: SweepPoint) -> SweepPoint:
+    """``point``, or :func:`without_phases` of it when its phases cannot fit its
+    step: what gpuscale writes (a recording's point, ``--json``), so that it never
+    writes phases it would leave out on reading."""
+    if point.predicted or phases_problem(point, "point") is None:
+        return point
+    return without_phases(point)
 
 
 def phases_problem(
@@ -413,13 +443,14 @@ def phases_problem(
     from_defaults: Iterable[str] = (),
 ) -> str | None:
     """Why ``point``'s phases cannot be parts of its step, in one line naming the
-    field and both values (``points[1].compute_s (0.5 s) is longer than its
+    field and both values (``points[1].compute_s (0.5 s) is more than 1.5 times its
     step_time_s (0.12 s)``); ``None`` when they can. ``where`` names the point,
     ``keys`` the fields the file gave it (a step it did not give is said to come
     from its timing), ``from_defaults`` those the file's ``defaults`` gave it.
-    Refused: any phase over :data:`PHASE_OVER_STEP` times the step, or all of them
-    together over :data:`PHASES_OVER_STEP` times it. Phases a little over the step
-    (noise between a probe and the steps) are accepted, as they always were."""
+    Cannot: any phase over :data:`PHASE_OVER_STEP` times the step, or all of them
+    together over :data:`PHASES_OVER_STEP` times it; the reader then leaves the
+    point's phases out, with a warning. Phases a little over the step (noise between
+    a probe and the steps) are accepted, as they always were."""
     step = point.step_time_s
     if not step:
         return None
@@ -434,11 +465,10 @@ def phases_problem(
     given = {name: value for name, value in given.items() if value is not None}
     for name, value in given.items():
         if value > PHASE_OVER_STEP * step:
+            over = f"is more than {PHASE_OVER_STEP:g} times"
             if name in from_defaults:
-                return (
-                    f"defaults.{name} ({value:.3g} s) is longer than {where}'s step ({step:.3g} s)"
-                )
-            return f"{where}.{name} ({value:.3g} s) is longer than {step_text}"
+                return f"defaults.{name} ({value:.3g} s) {over} {where}'s step ({step:.3g} s)"
+            return f"{where}.{name} ({value:.3g} s) {over} {step_text}"
     total = sum(given.values())
     if len(given) > 1 and total > PHASES_OVER_STEP * step:
         names = " + ".join(given)
@@ -504,9 +534,11 @@ def point_from_summary(summary: Any, start: Any, source: str) -> SweepPoint:
     """One recording's :class:`~gpuscale.analysis.summary.RunSummary` as a sweep point.
     Its phases come along only where they split the step
     (:attr:`~gpuscale.analysis.summary.RunSummary.phases_split_step`: they add up
-    to it, and compute alone does not fill it): otherwise the point keeps its probe
-    count and no phase, so every view says "not resolved" (the table), "not split"
-    (the charts) and ``null`` (``--json``)."""
+    to it, and compute alone does not fill it) and fit in it as a sweep file's must
+    (:func:`phases_fit`: the summary forgives noisy probes that a file's reader
+    would not): otherwise the point keeps its probe count and no phase, so every
+    view says "not resolved" (the table), "not split" (the charts) and ``null``
+    (``--json``)."""
     if summary.step_time_s is None:
         raise GpuscaleError(f"{source}: {_why_no_step_time(summary)}")
     cfg = start.config or {}
@@ -547,7 +579,7 @@ def point_from_summary(summary: Any, start: Any, source: str) -> SweepPoint:
         mixed_precision=start.mixed_precision,
         source=source,
     )
-    return normalize(point, source)
+    return phases_fit(normalize(point, source))
 
 
 def hosts_of(start: Any) -> int | None:
@@ -760,6 +792,7 @@ def _load_inputs(paths: Sequence[str | Path], warnings: list[str], cut_short: se
             warnings.append(f"{raw}: the same points as {first}; counted once")
             continue
         seen_content[content_key] = str(raw)
+        warnings += sweep.warnings
         points += sweep.points
         sources += sweep.sources
         titles += sweep.titles
@@ -830,7 +863,9 @@ def _point_document(point: SweepPoint, unresolved: bool = False) -> dict[str, An
     ``unresolved`` (:func:`phases_unresolved` for its configuration: the model had
     none to go on). All
     read back the same: ``comm_share`` is recomputed on reading, and a ``null``
-    phase is one not given."""
+    phase is one not given. Phases that cannot fit the step (:func:`phases_fit`)
+    are never written: the reader would leave them out."""
+    point = phases_fit(point)
     doc = msgspec.to_builtins(point)
     if unresolved and point.predicted and point.comm_share is None:
         doc["comm_share"] = None

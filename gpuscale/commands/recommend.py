@@ -286,11 +286,17 @@ def load_from(inputs: list) -> tuple:
     return sweep, join_clauses(resolved.notes) or None
 
 
-def print_from(inputs: list) -> int:
-    """What ``gpuscale recommend --from INPUTS`` prints, with its defaults."""
+def print_from(inputs: list, sweep=None) -> int:
+    """What ``gpuscale recommend --from INPUTS`` prints, with its defaults.
+    ``sweep``: the inputs already read (sweep files by path, no sweep's name: no
+    heading), which are not read again; what their readers forgave is said here."""
     from gpuscale.analysis.recommend import DEFAULT_MIN_EFFICIENCY
 
-    sweep, heading = load_from(inputs)
+    if sweep is None:
+        sweep, heading = load_from(inputs)
+    else:
+        print_warnings(sweep.warnings)
+        heading = None
     return report(
         sweep, floor=DEFAULT_MIN_EFFICIENCY, max_devices=None, as_json=False, heading=heading
     )

@@ -245,20 +245,17 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
             finally:
                 if not run.done:
                     run.stop()
+            unrecorded = f"live run on {n} device{'s' if n > 1 else ''} (not recorded)"
             if stopped_by is not None:
-                # the count cut short keeps what it counted (its recording does too)
-                if kept_when_stopped(run, acc) is not None:
-                    start = acc.start
-                    source = (
-                        str(run.recording_path)
-                        if run.recording_path
-                        else f"live run on {n} device{'s' if n > 1 else ''} (not recorded)"
-                    )
-                    points.append(point_from_summary(acc.summary(), start, source))
+                kept = kept_when_stopped(run, acc, n, unrecorded)
+                if kept is not None:
+                    summary, start, source = kept
+                    points.append(point_from_summary(summary, start, source))
                     sources.append(source)
-                    cut_short = (n, acc.summary().steps_counted)
+                    cut_short = (n, summary.steps_counted)
                 break
-            if run.error is not None or acc.start is None or acc.summary().step_time_s is None:
+            summary = acc.summary() if acc.start is not None else None
+            if run.error is not None or summary is None or summary.step_time_s is None:
                 message = (
                     run.error.message if run.error is not None else "the run ended without steps"
                 )
@@ -273,13 +270,8 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
                     markup=False,
                 )
                 break
-            start = acc.start
-            source = (
-                str(run.recording_path)
-                if run.recording_path
-                else f"live run on {n} device{'s' if n > 1 else ''} (not recorded)"
-            )
-            points.append(point_from_summary(acc.summary(), start, source))
+            source = source_of(run, unrecorded)
+            points.append(point_from_summary(summary, acc.start, source))
             sources.append(source)
     finally:
         if shared is not None:
@@ -299,17 +291,27 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
     return sweep, heading
 
 
-def kept_when_stopped(run, acc: RunAccumulator):
-    """The summary of a count stopped by Ctrl-C (SIGTERM, SIGHUP), its events up to
-    the stop added to ``acc`` first (the run is over: what is queued is all of it),
-    when it counted steps (as its recording has them, and ``recommend --from`` reads
-    them); ``None`` when it failed or stopped before its first counted step."""
+def source_of(run, unrecorded: str) -> str:
+    """What a sweep's run is named by in the result: its recording, else ``unrecorded``."""
+    return str(run.recording_path) if run.recording_path else unrecorded
+
+
+def kept_when_stopped(run, acc: RunAccumulator, n: int, unrecorded: str):
+    """What a count stopped by Ctrl-C (SIGTERM, SIGHUP) keeps, for the live and the
+    script sweep alike: ``(summary, start, source)`` of its events up to the stop,
+    added to ``acc`` first (the run is over: what is queued is all of it), when it
+    counted steps on its ``n`` devices (as its recording has them, and ``recommend
+    --from`` reads them); ``None`` when it failed, stopped before its first counted
+    step, or trained on another number of replicas (a script that picks its own
+    devices). ``source``: :func:`source_of` with ``unrecorded``."""
     for event in run.drain():
         acc.add(event)
     if run.error is not None or acc.start is None:
         return None
     summary = acc.summary()
-    return summary if summary.step_time_s is not None else None
+    if summary.step_time_s is None or summary.devices != n:
+        return None
+    return summary, acc.start, source_of(run, unrecorded)
 
 
 def stopped_heading(

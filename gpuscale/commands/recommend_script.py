@@ -43,6 +43,7 @@ def run_script_sweep(
         plan,
         say_stopped_sweep,
         say_sweep_recorded,
+        source_of,
         stopped_heading,
         sweep_topology,
     )
@@ -86,16 +87,12 @@ def run_script_sweep(
         finally:
             if not run.done:
                 run.stop()
+        unrecorded = f"{n}-device run (not recorded)"
         if stopped_by is not None:
-            kept = kept_when_stopped(run, acc)  # the count cut short keeps what it counted
-            if kept is not None and kept.devices == n:
-                source = (
-                    str(run.recording_path)
-                    if run.recording_path
-                    else f"{n}-device run (not recorded)"
-                )
-                runs.append((kept, acc.start, source))
-                cut_short = (n, kept.steps_counted)
+            kept = kept_when_stopped(run, acc, n, unrecorded)  # what the count cut short counted
+            if kept is not None:
+                runs.append(kept)
+                cut_short = (n, kept[0].steps_counted)
             break
         summary = acc.summary() if acc.start is not None else None
         if run.error is not None or summary is None or summary.step_time_s is None:
@@ -121,8 +118,7 @@ def run_script_sweep(
                 "import gpuscale.keras before the first TensorFlow operation",
                 exit_code=EXIT_FAILED,
             )
-        source = str(run.recording_path) if run.recording_path else f"{n}-device run (not recorded)"
-        runs.append((summary, acc.start, source))
+        runs.append((summary, acc.start, source_of(run, unrecorded)))
     if stopped_by is not None:
         say_stopped_sweep(console, sweep_id if not args.no_record else None, bool(runs))
         if not runs:

@@ -122,17 +122,17 @@ def main(args: argparse.Namespace) -> int:
             return EXIT_INTERRUPTED
         return 0
     _refuse_timeline(timeline)
-    from gpuscale.analysis.sweep import read_sweep_file
+    from gpuscale.analysis.sweep import load_inputs
 
-    read_sweep_file(args.file)  # a damaged one: the line recommend --from says
+    sweep = load_inputs([args.file])  # read once; a damaged one: the line recommend --from says
     try:  # a sweep file (`recommend --json`, a typed-in table): its scaling view
-        view = _sweep_view([args.file])
+        view = _sweep_view([args.file], sweep=sweep)
     except GpuscaleError as exc:
         raise GpuscaleError(
             f"{args.file} is a sweep file (device counts and their throughput) that cannot be "
             f"shown ({exc}); 'gpuscale recommend --from {args.file}' reads sweep files"
         ) from None
-    return _show_sweep(view, [args.file])
+    return _show_sweep(view, [args.file], sweep)
 
 
 def _refuse_timeline(flags: list[str]) -> None:
@@ -149,17 +149,25 @@ def _refuse_timeline(flags: list[str]) -> None:
         )
 
 
-def _sweep_view(files: list[Path], groups: list | None = None, cut_short: list | None = None):
+def _sweep_view(
+    files: list[Path],
+    groups: list | None = None,
+    cut_short: list | None = None,
+    *,
+    sweep=None,
+):
     """The scaling view's content for ``files``; one GpuscaleError line for
     files that cannot make one. ``groups``: the recorded sweeps (one sweep's
     planned counts are shown, those it did not measure as missing, those measured
     by a run cut short said so); ``cut_short``: their runs cut short, left out
-    when they counted no step (:func:`~gpuscale.analysis.sweep.load_inputs`)."""
+    when they counted no step (:func:`~gpuscale.analysis.sweep.load_inputs`);
+    ``sweep``: ``files`` already read (not read again)."""
     from gpuscale.analysis.recommend import recommend
     from gpuscale.analysis.sweep import load_inputs
     from gpuscale.errors import GpuscaleError
 
-    sweep = load_inputs(files, cut_short=cut_short or ())
+    if sweep is None:
+        sweep = load_inputs(files, cut_short=cut_short or ())
     if not sweep.points:
         raise GpuscaleError("no measured device counts in " + ", ".join(map(str, files)))
     # Refused here, with one line, rather than as an empty screen.
@@ -196,7 +204,9 @@ def _sweep_view(files: list[Path], groups: list | None = None, cut_short: list |
     )
 
 
-def _show_sweep(view, files: list[Path]) -> int:
+def _show_sweep(view, files: list[Path], sweep=None) -> int:
+    """The scaling view, or off a terminal ``recommend --from``'s text (of ``sweep``
+    where ``files`` were read already: one sweep file)."""
     import sys
 
     from gpuscale.errors import EXIT_INTERRUPTED
@@ -204,7 +214,7 @@ def _show_sweep(view, files: list[Path]) -> int:
     if not sys.stdout.isatty():  # a screen off a terminal would write escape codes forever
         from gpuscale.commands.recommend import print_from
 
-        code = print_from(list(files))  # the same result as text
+        code = print_from(list(files), sweep)  # the same result as text
         listed = " ".join(map(str, files))
         print(
             "gpuscale: replay shows the scaling view in a terminal; stdout is not one, so "

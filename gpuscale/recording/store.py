@@ -129,8 +129,9 @@ class RunInfo(msgspec.Struct, kw_only=True):
     """From the end event; for a run without one, the highest step number seen
     near the end of the file (``None`` if none)."""
     steps_counted: int | None = None
-    """Steps its median is of (warm-up left out), from the end event's summary;
-    ``None`` when it has none (no end event, an older recording)."""
+    """Steps its median is of (warm-up left out), from the end event's summary (0
+    when the summary leaves it out: it omits what is at its default); ``None`` when
+    there is no summary (no end event, an older recording)."""
     duration_s: float | None
     """:func:`~gpuscale.events.schema.run_duration_s`: from the start event (start-up
     not included) to the end event, or to the last event of a run with none."""
@@ -215,9 +216,12 @@ def _info(path: Path) -> RunInfo:
         steps, duration, status = None, None, "unscanned"
     elif end is not None:
         steps: int | None = end.steps
-        counted = (end.summary or {}).get("steps_counted")
-        if isinstance(counted, int) and not isinstance(counted, bool) and counted >= 0:
-            steps_counted = counted
+        if isinstance(end.summary, dict):
+            # the summary leaves out what is at its default (RunSummary is
+            # omit_defaults): no steps_counted in it is 0 counted, not unknown
+            counted = end.summary.get("steps_counted", 0)
+            if isinstance(counted, int) and not isinstance(counted, bool) and counted >= 0:
+                steps_counted = counted
         duration: float | None = run_duration_s(start.t, max(end.t, last_t or end.t))
         status = end.status
     else:
