@@ -7,6 +7,7 @@ import ast
 import importlib.util
 import json
 import pkgutil
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -245,3 +246,33 @@ def test_the_layer_check_catches_an_upward_import(tmp_path):
     """The detector itself works: ``gpuscale.events`` importing the UI is upward."""
     assert _layer("gpuscale.events.schema") < _layer("gpuscale.ui.app")
     assert _layer("gpuscale.live.cluster") == _layer("gpuscale.trainer.multiworker")
+
+
+PROSE_ROWS = ("ui", "commands")
+"""Rows of docs/architecture.md's table whose imports are said in words ("everything below")."""
+
+
+def test_the_architecture_table_lists_what_each_package_imports():
+    """Each row of docs/architecture.md's table names every other package (or module
+    of one: ``live.devices``) its package imports, lazy imports included: the
+    ``keras`` row names ``live.devices``, whose row names ``trainer.options``."""
+    table = (PACKAGE_DIR.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = {
+        m.group(1): set(re.findall(r"[a-z_]+(?:\.[a-z_]+)*", m.group(2)))
+        for m in re.finditer(r"^\| `(\w+)/` \| .* \| (.*) \|$", table, re.M)
+    }
+    assert {"keras", "live", "trainer"} <= rows.keys()
+    unlisted = set()
+    for module, deps in _import_graph().items():
+        package = module.split(".")[1] if "." in module else ""
+        if package not in rows or package in PROSE_ROWS:
+            continue
+        for dep in deps:
+            short = dep.removeprefix("gpuscale.")
+            top = short.split(".")[0]
+            if dep == "gpuscale" or top in (package, "errors", "formatting"):
+                continue
+            named = rows[package]
+            if top not in named and not any(short == w or short.startswith(w + ".") for w in named):
+                unlisted.add(f"{package}/ imports {short} ({module})")
+    assert not unlisted, sorted(unlisted)

@@ -6,13 +6,23 @@ ended in `AddN ... [13,28,28,1] != [12,28,28,1]`: Keras's fit splitting a batch 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
+import types
+from pathlib import Path
 
 import pytest
 
-from gpuscale.live.devices import env_devices_refusal, uneven_batch_hook, uneven_batch_message
+from gpuscale.live.devices import (
+    ENV_TRACEBACK,
+    KERAS_FIRST_BATCH_BUILD,
+    env_devices_refusal,
+    error_frames,
+    uneven_batch_hook,
+    uneven_batch_message,
+)
 
 TRIAL_ERROR = (
     "{{function_node __wrapped__AddN_N_5_device_/job:localhost/replica:0/task:0/device:CPU:0}} "
@@ -22,21 +32,25 @@ TRIAL_ERROR = (
 KERAS_FRAME = (
     f"{os.sep}site-packages{os.sep}keras{os.sep}src{os.sep}utils{os.sep}traceback_utils.py"
 )
+KERAS_TRAINER = os.sep.join(
+    ["", "site-packages", "keras", "src", "backend", "tensorflow", "trainer.py"]
+)
+FIRST_BATCH = [("train.py", "<module>"), (KERAS_TRAINER, KERAS_FIRST_BATCH_BUILD)]
+"""The frames of the error Keras's first-batch build raises (file, function)."""
 
 
 def test_the_env_variable_gets_the_check_devices_gets():
-    said = env_devices_refusal(5, gpus=0, cores=2)
+    said = env_devices_refusal(5, cores=2)
     assert said == (
         "GPUSCALE_DEVICES=5 asks for 5 CPU logical devices but this machine has no GPU and "
         "2 CPU cores: devices beyond the cores only wait for one; use at most 2"
     )
-    assert env_devices_refusal(2, gpus=0, cores=1) is None  # 2 are always allowed
-    assert env_devices_refusal(8, gpus=0, cores=8) is None
-    assert env_devices_refusal(5, gpus=1, cores=2) is None  # with GPUs the count is of GPUs
+    assert env_devices_refusal(2, cores=1) is None  # 2 are always allowed
+    assert env_devices_refusal(8, cores=8) is None
 
 
 def test_an_uneven_split_is_said_in_words():
-    line = uneven_batch_message(TRIAL_ERROR, ["train.py", KERAS_FRAME])
+    line = uneven_batch_message(TRIAL_ERROR, FIRST_BATCH)
     assert line is not None and "\n" not in line
     assert "unevenly over the 5 replicas (13 and 12 samples)" in line
     assert "batch_size that is a multiple of 5" in line
@@ -45,9 +59,12 @@ def test_an_uneven_split_is_said_in_words():
 @pytest.mark.parametrize(
     ("error", "frames"),
     [
-        (TRIAL_ERROR, ["train.py"]),  # not raised in Keras
-        (TRIAL_ERROR.replace("[12,28,28,1]", "[13,28,28,2]"), [KERAS_FRAME]),  # not the batch
-        ("Inputs to operation MatMul are incompatible", [KERAS_FRAME]),
+        (TRIAL_ERROR, [("train.py", "<module>")]),  # not raised in Keras
+        # Keras frames, but not its first-batch build: a custom layer's own AddN
+        (TRIAL_ERROR, [("train.py", "call"), (KERAS_FRAME, "error_handler")]),
+        (TRIAL_ERROR, [(os.sep.join(["", "mine", "trainer.py"]), KERAS_FIRST_BATCH_BUILD)]),
+        (TRIAL_ERROR.replace("[12,28,28,1]", "[13,28,28,2]"), FIRST_BATCH),  # not the batch
+        ("Inputs to operation MatMul are incompatible", FIRST_BATCH),
     ],
 )
 def test_other_errors_are_left_alone(error, frames):
@@ -58,33 +75,92 @@ class InvalidArgumentError(Exception):
     """Stands for tf.errors.InvalidArgumentError (the hook goes by its name)."""
 
 
-def _raised_in_keras(error: Exception) -> BaseException:
-    code = compile("raise error", KERAS_FRAME, "exec")
+def _raised_in_keras(error: Exception, function: str = KERAS_FIRST_BATCH_BUILD) -> BaseException:
+    """``error`` raised in Keras's ``function`` (its first-batch build by default)
+    and re-raised with Keras's traceback filtering: the traceback keeps the deepest
+    frame alone (TensorFlow's, where the op failed), not Keras's own frames."""
+    source = f"def {function}(error):\n    deepest(error)\n"
+    keras: dict = {}
+    exec(compile(source, KERAS_TRAINER, "exec"), keras)
+    tf_code: dict = {}
+    exec(compile("def deepest(error):\n    raise error\n", "ops.py", "exec"), tf_code)
+    keras["deepest"] = tf_code["deepest"]
     try:
-        exec(code, {"error": error})
+        keras[function](error)
     except Exception as exc:  # noqa: BLE001 - returned to the test
-        return exc
+        at = exc.__traceback__
+        while at.tb_next is not None:
+            at = at.tb_next
+        return exc.with_traceback(types.TracebackType(None, at.tb_frame, at.tb_lasti, at.tb_lineno))
     raise AssertionError("not raised")
 
 
-def test_the_hook_says_one_line_and_hands_on_the_rest(capsys):
+def test_the_first_batch_build_is_found_behind_kerass_traceback_filtering():
+    error = _raised_in_keras(InvalidArgumentError(TRIAL_ERROR))
+    at = error.__traceback__
+    assert at.tb_next is None and at.tb_frame.f_code.co_name == "deepest"  # filtered
+    assert (KERAS_TRAINER, KERAS_FIRST_BATCH_BUILD) in error_frames(error.__traceback__)
+
+
+def test_the_hook_says_one_line_the_error_and_how_to_see_it_and_hands_on_the_rest(
+    capsys, monkeypatch
+):
+    monkeypatch.delenv(ENV_TRACEBACK, raising=False)
     seen = []
     hook = uneven_batch_hook(lambda *args: seen.append(args))
-    error = _raised_in_keras(InvalidArgumentError(TRIAL_ERROR))
+    error = _raised_in_keras(InvalidArgumentError(TRIAL_ERROR + "\nmore detail"))
     hook(type(error), error, error.__traceback__)
     err = capsys.readouterr().err
-    assert err.startswith("gpuscale: error: Keras's fit split the global batch unevenly")
-    assert err.count("\n") == 1 and not seen
+    lines = err.splitlines()
+    assert lines[0].startswith("gpuscale: error: Keras's fit split the global batch unevenly")
+    assert lines[1] == "  InvalidArgumentError: " + TRIAL_ERROR.strip()  # its own first line
+    assert lines[2] == "  (GPUSCALE_TRACEBACK=1 shows the whole traceback)"
+    assert len(lines) == 3 and not seen
     other = _raised_in_keras(ValueError("something else"))
     hook(type(other), other, other.__traceback__)
     assert seen == [(ValueError, other, other.__traceback__)] and not capsys.readouterr().err
 
 
-def _script(code: str, devices: int) -> subprocess.CompletedProcess:
+def test_an_addn_mismatch_outside_the_first_batch_build_keeps_its_traceback(capsys):
+    """A custom layer's bug (the same AddN error, from another Keras frame) is not
+    told to change fit's batch_size: Python's traceback, cause included, as it was."""
+    seen = []
+    hook = uneven_batch_hook(lambda *args: seen.append(args))
+    error = _raised_in_keras(InvalidArgumentError(TRIAL_ERROR), function="call")
+    error.__cause__ = KeyError("the layer's own")
+    hook(type(error), error, error.__traceback__)
+    assert seen == [(InvalidArgumentError, error, error.__traceback__)]
+    assert not capsys.readouterr().err
+
+
+def test_gpuscale_traceback_hands_every_error_on_whole(capsys, monkeypatch):
+    monkeypatch.setenv(ENV_TRACEBACK, "1")
+    seen = []
+    hook = uneven_batch_hook(lambda *args: seen.append(args))
+    error = _raised_in_keras(InvalidArgumentError(TRIAL_ERROR))
+    hook(type(error), error, error.__traceback__)
+    assert seen == [(InvalidArgumentError, error, error.__traceback__)]
+    assert not capsys.readouterr().err
+
+
+def test_the_installed_keras_still_builds_its_first_batch_where_the_hook_looks():
+    """The hook speaks only for ``_maybe_symbolic_build``: should Keras rename it, the
+    hook would fall silent (tracebacks as before), and this says so. Read from the
+    source, not imported (no TensorFlow in this process)."""
+    spec = importlib.util.find_spec("keras")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("keras is not installed")
+    root = Path(next(iter(spec.submodule_search_locations)))
+    trainer = root / "src" / "backend" / "tensorflow" / "trainer.py"
+    assert f"def {KERAS_FIRST_BATCH_BUILD}(" in trainer.read_text(encoding="utf-8")
+
+
+def _script(code: str, devices: int, **extra: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUSCALE_", "TF_CONFIG"))}
     env.update(
         {"TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "", "GPUSCALE_DEVICES": str(devices)}
     )
+    env.update(extra)
     return subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
     )
@@ -120,9 +196,20 @@ def test_a_batch_that_does_not_split_is_one_line_not_a_traceback():
     proc = _script(UNEVEN, 2)
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    assert proc.stderr.rstrip().endswith(
+    said = proc.stderr.rstrip().splitlines()[-3:]
+    assert said[0] == (
         "gpuscale: error: Keras's fit split the global batch unevenly over the 2 replicas "
         "(32 and 31 samples): under tf.distribute it needs a global batch (fit's batch_size) "
         "divisible by the number of replicas; use a batch_size that is a multiple of 2, or a "
         "device count that divides the batch"
     ), proc.stderr[-3000:]
+    assert said[1].startswith("  InvalidArgumentError: ") and "AddN" in said[1]
+    assert said[2] == "  (GPUSCALE_TRACEBACK=1 shows the whole traceback)"
+
+
+@pytest.mark.tf
+def test_gpuscale_traceback_shows_the_uneven_batchs_whole_traceback():
+    proc = _script(UNEVEN, 2, GPUSCALE_TRACEBACK="1")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback (most recent call last)" in proc.stderr, proc.stderr[-3000:]
+    assert "InvalidArgumentError" in proc.stderr and "gpuscale: error:" not in proc.stderr

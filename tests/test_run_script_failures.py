@@ -1,8 +1,13 @@
 """`gpuscale run -- COMMAND` with a script that fails: gpuscale exits with the
-script's own status (as `time` and `nohup` do), says it failed before its first
-step (with its last stderr line), not that it lacks gpuscale's callback; a script
-that ran and sent no step gets that advice once; `--json` says null for the
-scaling and exchange it does not know. No TensorFlow: the scripts are plain Python."""
+script's own status (as `time` and `nohup` do) and says only what it knows, with
+the last stderr line: "before its first step" where the script loaded gpuscale's
+callback, else "before gpuscale's callback reported a step" (it may have trained
+for hours, uncounted); a script that failed early is not told to add the callback,
+one that evidently trained (Keras's epoch lines, or it ran a while) is, once; a
+script that ran and sent no step gets that advice once; several local workers: the
+error line and the exit status name the same worker, the first to fail; `--json`
+says null for the scaling and exchange it does not know. No TensorFlow: the
+scripts are plain Python."""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from gpuscale.analysis.summary import with_defaults
 from gpuscale.recording.reader import load_run
 
 ADVICE = "does not use gpuscale's callback"
+NO_CALLBACK_STEP = "before gpuscale's callback reported a step"
 
 
 def _gpuscale(tmp_path, *argv: str) -> subprocess.CompletedProcess:
@@ -45,9 +51,9 @@ def test_a_failing_script_passes_its_own_status_through(tmp_path, code, status):
     assert "status: failed" in proc.stdout  # the summary first, then the error line
     assert ADVICE not in proc.stdout + proc.stderr
     (error,) = [line for line in proc.stderr.splitlines() if line.startswith("gpuscale: error:")]
-    assert "before its first step" in error
+    assert NO_CALLBACK_STEP in error and "first step" not in error  # no callback: not known
     if status == 3:
-        assert error.endswith("exited with status 3 before its first step: bad things")
+        assert error.endswith(f"exited with status 3 {NO_CALLBACK_STEP}: bad things")
 
 
 def test_a_missing_script_file_is_said_with_pythons_own_line(tmp_path):
@@ -58,9 +64,9 @@ def test_a_missing_script_file_is_said_with_pythons_own_line(tmp_path):
     assert proc.returncode == 2  # python's own status for a file it cannot open
     said = proc.stdout + proc.stderr
     assert ADVICE not in said
-    assert "exited with status 2 before its first step: " in said and "nofile.py" in said
+    assert f"exited with status 2 {NO_CALLBACK_STEP}: " in said and "nofile.py" in said
     run = load_run(tmp_path / "r.ndjson")
-    assert run.start.note == "the script exited with status 2 before its first step"
+    assert run.start.note == f"the script exited with status 2 {NO_CALLBACK_STEP}"
     assert run.start.config["callback"] is None  # not known: it never got that far
     assert run.end.status == "failed"
     # re-read, it is a run that ended before its first step, not one without the callback
@@ -91,3 +97,115 @@ def test_with_defaults_keeps_what_a_run_says():
     assert said["exchange"] == "ring" and said["scaling"] == "weak"
     said = with_defaults({"strategy": "unknown"})
     assert said["exchange"] is None and said["scaling"] is None and said["global_batch"] is None
+
+
+CRASHED_IN_TRAINING = (
+    "import sys\n"
+    "print('Epoch 1/3')\n"
+    "print('100/100 - loss: 0.5')\n"
+    "print('RuntimeError: out of memory in epoch 1', file=sys.stderr)\n"
+    "sys.exit(1)\n"
+)
+
+
+def test_a_script_that_trained_without_the_callback_and_crashed_gets_the_advice(tmp_path):
+    """Keras's epoch line says it trained: not "before its first step" (gpuscale
+    never counted one), and told once to add the callback; recorded as a script
+    without it."""
+    script = tmp_path / "train.py"
+    script.write_text(CRASHED_IN_TRAINING)
+    record = tmp_path / "r.ndjson"
+    proc = _gpuscale(tmp_path, "run", "--record", str(record), "--", sys.executable, str(script))
+    assert proc.returncode == 1, proc.stderr
+    said = proc.stdout + proc.stderr
+    assert said.count(ADVICE) == 1, said
+    (error,) = [line for line in proc.stderr.splitlines() if line.startswith("gpuscale: error:")]
+    assert error.endswith(
+        f"exited with status 1 {NO_CALLBACK_STEP}: RuntimeError: out of memory in epoch 1"
+    )
+    assert "first step" not in said
+    run = load_run(record)
+    assert run.start.config["callback"] is False and run.end.status == "failed"
+
+
+def test_a_script_that_ran_a_while_without_the_callback_and_failed_gets_the_advice():
+    """No Keras output, but it ran past ``trained_after_s`` without a word from
+    gpuscale.keras (past its imports): the advice, and the run's start is a script
+    without the callback. In process (a ScriptRun, no TensorFlow)."""
+    from gpuscale.events.schema import ErrorEvent, LogEvent, StartEvent
+    from gpuscale.live.script_run import ScriptRun
+
+    code = "import sys, time; time.sleep(0.6); print('boom', file=sys.stderr); sys.exit(4)"
+    run = ScriptRun(
+        [sys.executable, "-c", code], record=None, sampler=False, trained_after_s=0.3
+    ).start()
+    events = []
+    while (event := run.queue.get(timeout=60)) is not None:
+        events.append(event)
+    assert run.status == "failed" and run.returncode == 4
+    advice = [e for e in events if isinstance(e, LogEvent) and ADVICE in e.message]
+    assert len(advice) == 1
+    starts = [e for e in events if isinstance(e, StartEvent) and not e.provisional]
+    assert starts and starts[-1].config["callback"] is False
+    (error,) = [e for e in events if isinstance(e, ErrorEvent)]
+    assert error.message.endswith(f"exited with status 4 {NO_CALLBACK_STEP}: boom")
+
+
+LOADS_THE_CALLBACK = (
+    "import os, sys, time\n"
+    "sys.path.insert(0, {root!r})\n"
+    "from gpuscale.events.schema import LogEvent\n"
+    "from gpuscale.events.transport import EventClient\n"
+    "client = EventClient.from_env()\n"
+    "# what `import gpuscale.keras` sends (gpuscale.keras.channel.announce), without TF\n"
+    "client.send(LogEvent(t=time.time(), message=f'gpuscale.keras loaded in process {{os.getpid()}}',\n"
+    "    source='keras-callback', level='debug'))\n"
+    "client.close()\n"
+    "deadline = time.monotonic() + 60  # until gpuscale has it on record: a hang guard\n"
+    "while 'gpuscale.keras loaded' not in open({record!r}).read() and time.monotonic() < deadline:\n"
+    "    time.sleep(0.05)\n"
+    "print('ValueError: the model does not build', file=sys.stderr)\n"
+    "sys.exit(1)\n"
+)
+
+
+def test_a_script_that_loaded_the_callback_fails_before_its_first_step(tmp_path):
+    """``import gpuscale.keras`` announced itself and no step came: "before its first
+    step", and no advice to add what it has."""
+    record = tmp_path / "r.ndjson"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = tmp_path / "train.py"
+    script.write_text(LOADS_THE_CALLBACK.format(root=root, record=str(record)))
+    proc = _gpuscale(tmp_path, "run", "--record", str(record), "--", sys.executable, str(script))
+    assert proc.returncode == 1, proc.stderr
+    said = proc.stdout + proc.stderr
+    assert ADVICE not in said and NO_CALLBACK_STEP not in said
+    (error,) = [line for line in proc.stderr.splitlines() if line.startswith("gpuscale: error:")]
+    assert error.endswith(
+        "exited with status 1 before its first step: ValueError: the model does not build"
+    )
+    run = load_run(record)
+    assert run.start.note == "the script exited with status 1 before its first step"
+
+
+WORKERS = (
+    "import os, sys, time\n"
+    "if os.environ['GPUSCALE_WORKER'] == '1':\n"
+    "    print('worker one broke', file=sys.stderr)\n"
+    "    sys.exit(5)\n"
+    "time.sleep(120)  # worker 0 waits, as in an all-reduce, until gpuscale stops it\n"
+)
+
+
+def test_the_error_line_and_the_exit_status_name_the_same_worker(tmp_path):
+    """Worker 1 fails first (status 5); gpuscale then stops worker 0 (SIGTERM): the
+    error names worker 1 and its status, and gpuscale exits with that status."""
+    script = tmp_path / "train.py"
+    script.write_text(WORKERS)
+    proc = _gpuscale(
+        tmp_path, "run", "--no-record", "--local-workers", "2", "--", sys.executable, str(script)
+    )
+    (error,) = [line for line in proc.stderr.splitlines() if line.startswith("gpuscale: error:")]
+    assert "the script worker 1 (" in error, proc.stderr
+    assert error.endswith(f"exited with status 5 {NO_CALLBACK_STEP}: worker one broke"), error
+    assert proc.returncode == 5, proc.stderr

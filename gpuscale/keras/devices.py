@@ -9,7 +9,8 @@ import must come before anything that runs TensorFlow; ``import tensorflow`` and
 -- python train.py``, or by hand: ``GPUSCALE_DEVICES=2 python train.py``, checked
 as ``--devices`` is (without a GPU, no more logical devices than cores, at least 2).
 A global batch Keras's ``fit`` cannot split evenly over the replicas is said in one
-line instead of TensorFlow's traceback (:func:`install_batch_split_hook`).
+line instead of TensorFlow's traceback (:func:`install_batch_split_hook`;
+``GPUSCALE_TRACEBACK=1`` shows the traceback).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def apply_device_request(environ: dict[str, str] | None = None) -> int | None:
                 return len(gpus)
             tf.config.set_visible_devices(gpus[:n], "GPU")
             return n
-        refusal = env_devices_refusal(n, gpus=0)
+        refusal = env_devices_refusal(n)
         if refusal is not None:
             print(f"gpuscale: error: {refusal}", file=sys.stderr)
             raise SystemExit(2)
@@ -70,10 +71,12 @@ def _say(message: str) -> None:
 
 def install_batch_split_hook() -> None:
     """Say one line, not TensorFlow's traceback, when Keras's ``fit`` cannot split
-    the global batch evenly over the replicas
+    the global batch evenly over the replicas in its first-batch build
     (:func:`~gpuscale.live.devices.uneven_batch_message`): a batch of 64 on
     ``GPUSCALE_DEVICES=5`` (or ``--devices 3`` on a machine with the cores for 3).
-    Every other exception goes to the hook there was."""
+    The error's type and first line follow it, with how to see the whole traceback
+    (``GPUSCALE_TRACEBACK=1``, under which the hook steps aside). Every other
+    exception goes to the hook there was."""
     if getattr(sys.excepthook, "_gpuscale_batch_split", False):
         return
     hook = uneven_batch_hook(sys.excepthook)

@@ -73,19 +73,27 @@ def device_env(
     return out
 
 
-def env_devices_refusal(devices: int, *, gpus: int, cores: int | None = None) -> str | None:
+def env_devices_refusal(devices: int, *, cores: int | None = None) -> str | None:
     """Why ``GPUSCALE_DEVICES=devices`` is refused in the script (``import
-    gpuscale.keras``), or ``None``: the check ``--devices`` makes before the script
-    starts (:func:`gpuscale.trainer.options.cpu_devices_refusal`: without a GPU, no
-    more CPU logical devices than the cores, at least 2), for a script run without
-    gpuscale (``GPUSCALE_DEVICES=5 python train.py``), which nothing checked.
-    ``gpus``: the GPUs TensorFlow sees (with any, the count is of GPUs)."""
-    if gpus:
-        return None
+    gpuscale.keras``) on a machine where TensorFlow sees no GPU, or ``None``: the
+    check ``--devices`` makes before the script starts
+    (:func:`gpuscale.trainer.options.cpu_devices_refusal`: no more CPU logical devices
+    than the cores, at least 2), for a script run without gpuscale
+    (``GPUSCALE_DEVICES=5 python train.py``), which nothing checked. With GPUs the
+    count is of GPUs, and the script checks it against those TensorFlow sees."""
     from gpuscale.trainer.options import cpu_devices_refusal
 
     return cpu_devices_refusal([devices], cores or os.cpu_count() or 1, f"{ENV_DEVICES}={devices}")
 
+
+ENV_TRACEBACK = "GPUSCALE_TRACEBACK"
+"""Set (to anything but ``0``) in the script's environment, :func:`uneven_batch_hook`
+steps aside: every error's whole traceback is printed as Python prints it."""
+
+KERAS_FIRST_BATCH_BUILD = "_maybe_symbolic_build"
+"""The method of Keras 3's TensorFlow trainer (``keras/src/backend/tensorflow/trainer.py``)
+in which ``fit`` under a ``tf.distribute`` strategy averages the first batch over the
+replicas to build the model: the one place :func:`uneven_batch_message` speaks for."""
 
 _UNEVEN_SPLIT = re.compile(
     r"AddN_N_(\d+)_.*must have the same size and shape\.\s+"
@@ -94,16 +102,24 @@ _UNEVEN_SPLIT = re.compile(
 )
 
 
-def uneven_batch_message(error: str, frames: Sequence[str]) -> str | None:
+def in_first_batch_build(frames: Sequence[tuple[str, str]]) -> bool:
+    """Whether ``frames`` (file name, function name) pass through Keras's own
+    first-batch build (:data:`KERAS_FIRST_BATCH_BUILD`, in a ``keras`` folder)."""
+    keras = f"{os.sep}keras{os.sep}"
+    return any(name == KERAS_FIRST_BATCH_BUILD and keras in path for path, name in frames)
+
+
+def uneven_batch_message(error: str, frames: Sequence[tuple[str, str]]) -> str | None:
     """One line for TensorFlow's ``Inputs to operation AddN ... must have the same
-    size and shape. Input 0: [13,28,28,1] != input 4: [12,28,28,1]`` where Keras
-    raised it (``frames``: the traceback's file names; Keras filters its own
-    frames out of the traceback but keeps one). At the start of ``fit`` under a
+    size and shape. Input 0: [13,28,28,1] != input 4: [12,28,28,1]`` raised in Keras's
+    first-batch build (``frames``: file and function name of the frames the error
+    came through, :func:`error_frames`). At the start of ``fit`` under a
     ``tf.distribute`` strategy, Keras 3 averages the first batch over the replicas
-    to build the model (``_maybe_symbolic_build``); that fails when the global
+    to build the model (:data:`KERAS_FIRST_BATCH_BUILD`); that fails when the global
     batch does not divide by the replicas (64 over 5: 13, 13, 13, 13, 12). ``None``
-    for any other error, or shapes that differ in more than the batch."""
-    if not any(f"{os.sep}keras{os.sep}" in name for name in frames):
+    for any other error, the same error raised elsewhere (a custom layer's own
+    ``AddN``), or shapes that differ in more than the batch."""
+    if not in_first_batch_build(frames):
         return None
     match = _UNEVEN_SPLIT.search(error)
     if match is None or match.group(3) != match.group(5) or match.group(2) == match.group(4):
@@ -118,22 +134,60 @@ def uneven_batch_message(error: str, frames: Sequence[str]) -> str | None:
     )
 
 
+MAX_FRAMES = 1000
+"""Frames :func:`error_frames` reads at most on each of its two walks."""
+
+
+def error_frames(tb: Any) -> list[tuple[str, str]]:
+    """File and function name of each frame of the traceback ``tb``, then of the
+    callers of its deepest frame: Keras filters its own frames out of a traceback
+    (unless ``keras.config.disable_traceback_filtering()``), but the frame the error
+    was raised in still knows who called it."""
+    frames: list[tuple[str, str]] = []
+    deepest, at = None, tb
+    while at is not None and len(frames) < MAX_FRAMES:
+        deepest = at.tb_frame
+        frames.append((deepest.f_code.co_filename, deepest.f_code.co_name))
+        at = at.tb_next
+    caller = deepest.f_back if deepest is not None else None
+    for _ in range(MAX_FRAMES):
+        if caller is None:
+            break
+        frames.append((caller.f_code.co_filename, caller.f_code.co_name))
+        caller = caller.f_back
+    return frames
+
+
+def traceback_wanted(environ: Mapping[str, str] | None = None) -> bool:
+    """``GPUSCALE_TRACEBACK`` (:data:`ENV_TRACEBACK`) asks for Python's whole traceback."""
+    value = (os.environ if environ is None else environ).get(ENV_TRACEBACK, "").strip()
+    return value not in ("", "0")
+
+
 def uneven_batch_hook(previous: Callable[..., Any]) -> Callable[..., Any]:
     """A ``sys.excepthook`` that says :func:`uneven_batch_message`'s line on stderr
-    (``gpuscale: error: ...``) instead of TensorFlow's traceback for that error, and
-    hands every other exception to ``previous``. The script still exits with 1."""
+    (``gpuscale: error: ...``) in place of TensorFlow's traceback for that error,
+    with the error's own type and first line below it and how to see the rest
+    (:data:`ENV_TRACEBACK`); every other exception, and every one when
+    ``GPUSCALE_TRACEBACK`` is set, goes to ``previous`` as it came (its cause and
+    context with it). The script still exits with 1."""
 
     def hook(kind: type[BaseException], error: BaseException, tb: Any) -> None:
         line = None
-        if kind.__name__ == "InvalidArgumentError":
-            frames, at = [], tb
-            while at is not None and len(frames) < 1000:
-                frames.append(at.tb_frame.f_code.co_filename)
-                at = at.tb_next
-            line = uneven_batch_message(str(error), frames)
+        if kind.__name__ == "InvalidArgumentError" and not traceback_wanted():
+            try:
+                line = uneven_batch_message(str(error), error_frames(tb))
+            except Exception:  # never hide the error behind one of ours
+                line = None
         if line is None:
             previous(kind, error, tb)
             return
-        print(f"gpuscale: error: {line}", file=sys.stderr)
+        first = next((t.strip() for t in str(error).splitlines() if t.strip()), "")
+        print(
+            f"gpuscale: error: {line}\n"
+            f"  {kind.__name__}: {first}\n"
+            f"  ({ENV_TRACEBACK}=1 shows the whole traceback)",
+            file=sys.stderr,
+        )
 
     return hook

@@ -42,7 +42,11 @@ The end of the run
 ------------------
 The callback's EndEvent (one per ``fit``) becomes a log line; the run ends when
 the script's processes have exited: ``completed`` (all exit 0), ``failed`` (an
-ErrorEvent with the exit status and the last lines of stderr), ``stopped``
+ErrorEvent with the exit status and the last lines of stderr, of the first worker
+to fail, whose status ``returncode`` is; without a step, "before its first step"
+only where the script loaded the callback, else "before gpuscale's callback
+reported a step"; a script that evidently trained without the callback, Keras's
+epoch lines or ``trained_after_s``, gets the missing-callback warning), ``stopped``
 (:meth:`stop`; or a worker's own end said ``stopped``, as every worker of the built-in
 trainer's does when one was stopped alone: a warning names the worker asked to stop;
 a script's own early stop, a custom loop's ``close("stopped")`` with no worker asked to
@@ -129,6 +133,17 @@ STOPPED_NOTE = (
 )
 KERAS_LATER_EPOCH = re.compile(r"(?:^|\r)Epoch (?:[2-9]|\d{2,})/\d+")
 """Keras's line at the start of epoch 2 or later: the first epoch is over."""
+KERAS_EPOCH = re.compile(r"(?:^|\r)Epoch \d+/\d+")
+"""Keras's line at the start of an epoch (``fit`` with ``verbose`` on): training began."""
+TRAINED_AFTER_S = 30.0
+"""A script that ran this long without a word from ``gpuscale.keras`` evidently got
+past its imports (where ``import gpuscale.keras`` belongs): its failure then comes
+with the missing-callback advice (:meth:`_PumpState.trained_without_callback`)."""
+BEFORE_FIRST_STEP = "before its first step"
+"""When a script that loaded gpuscale's callback failed, where no step came."""
+BEFORE_CALLBACK_STEP = "before gpuscale's callback reported a step"
+"""When a script failed that gpuscale's callback never spoke for: it may have trained
+for hours, uncounted."""
 STDERR_TAIL_LINES = 30
 MAX_QUEUED_LINES = 100_000
 """Output lines waiting to be recorded: past this (or :data:`MAX_QUEUED_BYTES`) the
@@ -197,6 +212,7 @@ class ScriptRun(RunBase):
         cluster_info: cluster.ClusterInfo | None = None,
         start_timeout_s: float = 15.0,
         callback_timeout_s: float = 120.0,
+        trained_after_s: float = TRAINED_AFTER_S,
         lost_grace_s: float = LOST_GRACE_S,
         nvml: Any = None,
         env: Mapping[str, str] | None = None,
@@ -216,6 +232,7 @@ class ScriptRun(RunBase):
         self.cluster_info = cluster_info
         self.start_timeout_s = start_timeout_s
         self.callback_timeout_s = callback_timeout_s
+        self.trained_after_s = trained_after_s
         self.lost_grace_s = lost_grace_s
         self._nvml = nvml
         self._env = dict(os.environ if env is None else env)
@@ -679,6 +696,8 @@ class _PumpState:
         """The missing-callback warning went out (and was not withdrawn)."""
         self.later_epoch = False
         """The script's output shows Keras beginning a second epoch."""
+        self.keras_epoch = False
+        """The script's output shows Keras beginning an epoch (the first counts)."""
         self.t0 = time.monotonic()
         self.launched_at = time.time()
         """When the run began (wall clock): a run stopped before its own start lasted
@@ -902,29 +921,61 @@ class _PumpState:
         run = self.run_
         return not self.starts and run._stopping.is_set() and run._forward is None
 
+    def first_failure(self) -> tuple[int, int] | None:
+        """``(worker, status)`` of the first worker to exit with an error (or be
+        killed), in the order they exited: the one whose failure ended the run (the
+        other workers of a local cluster are stopped after it, by gpuscale). The error
+        line names it and ``gpuscale run`` exits with its status. ``None``: none failed."""
+        return next(((w, c) for w, c in self.exited.items() if c != 0), None)
+
+    def callback_loaded(self) -> bool:
+        """Whether the script loaded gpuscale's callback: ``import gpuscale.keras`` said
+        so (:data:`CALLBACK_SOURCE`), or a start came from it."""
+        return self.announced_at is not None or bool(self.starts)
+
+    def trained_without_callback(self) -> bool:
+        """Whether the script evidently trained without gpuscale's callback: no word
+        from ``gpuscale.keras``, and Keras's output shows an epoch beginning, or it ran
+        ``trained_after_s`` (past its imports, where the callback's belongs)."""
+        if self.callback_loaded():
+            return False
+        ran = (self.exit_seen_at or time.monotonic()) - self.t0
+        return self.keras_epoch or ran >= self.run_.trained_after_s
+
+    def before_step(self) -> str:
+        """When a script failed that sent no step, in what gpuscale knows:
+        :data:`BEFORE_FIRST_STEP` where its callback was loaded, else
+        :data:`BEFORE_CALLBACK_STEP` (it may have trained, uncounted)."""
+        return BEFORE_FIRST_STEP if self.callback_loaded() else BEFORE_CALLBACK_STEP
+
     def failed_before_start(self) -> tuple[int, int] | None:
         """``(worker, status)`` of the first worker that exited with an error (or was
-        killed) before the script's callback said anything: the script failed (a
-        file not found, an import error), which says nothing of whether it uses the
-        callback, so the missing-callback advice is not given; ``None`` otherwise."""
+        killed, :meth:`first_failure`) before the script's callback started, where
+        the script did not evidently train (:meth:`trained_without_callback`): it
+        failed early (a file not found, an import error), which says nothing of
+        whether it uses the callback, so the missing-callback advice is not given;
+        ``None`` otherwise (a script that trained without the callback gets it)."""
         run = self.run_
         if self.starts or run._stopping.is_set() or run._forward is not None:
             return None
-        failed = {w: c for w, c in self.exited.items() if c != 0}
-        return min(failed.items()) if failed else None
+        failed = self.first_failure()
+        if failed is None or self.trained_without_callback():
+            return None
+        return failed
 
     def failed_start(self) -> StartEvent:
-        """The start of a run whose script failed before its first step
-        (:meth:`failed_before_start`): what gpuscale knows, its note saying so, and
-        whether it uses the callback not said (``callback: None``: it never got
-        that far), so no view calls it a script without the callback."""
+        """The start of a run whose script failed before its callback started
+        (:meth:`failed_before_start`): what gpuscale knows, its note saying so
+        (:meth:`before_step`), and whether it uses the callback not said
+        (``callback: None``: it never got that far), so no view calls it a script
+        without the callback."""
         failed = self.failed_before_start()
         assert failed is not None
         start = self.synthetic_start(hint=False)
         return msgspec.structs.replace(
             start,
             config={**start.config, "callback": None},
-            note=f"the script {describe_exit(failed[1])} before its first step",
+            note=f"the script {describe_exit(failed[1])} {self.before_step()}",
         )
 
     def asked_replicas(self, default: int) -> int:
@@ -988,11 +1039,20 @@ class _PumpState:
     def handle(self, item: Any) -> None:
         run = self.run_
         if isinstance(item, _Exited):
+            # a worker that failed before this one: gpuscale is stopping the rest (a
+            # SIGTERM of its own, not a loss), and the run failed with the first
+            stopped_by_us = self.first_failure() is not None
             self.exited[item.worker] = item.returncode
             if self.exit_seen_at is None:
                 self.exit_seen_at = time.monotonic()
             code = item.returncode
-            if code != 0 and run.num_workers > 1 and not run._stopping.is_set() and not self.lost:
+            if (
+                code != 0
+                and run.num_workers > 1
+                and not run._stopping.is_set()
+                and not self.lost
+                and not stopped_by_us
+            ):
                 if code < 0 and item.worker not in self.lost:
                     self.report_lost(item.worker, describe_exit(code))
                 else:  # the others would wait forever in the next all-reduce
@@ -1066,13 +1126,11 @@ class _PumpState:
                 )
             )
             return
-        if (
-            isinstance(event, LogEvent)
-            and event.source == "script"
-            and not self.later_epoch
-            and KERAS_LATER_EPOCH.search(event.message)
-        ):
-            self.later_epoch = True
+        if isinstance(event, LogEvent) and event.source == "script" and not self.later_epoch:
+            if not self.keras_epoch and KERAS_EPOCH.search(event.message):
+                self.keras_epoch = True
+            if KERAS_LATER_EPOCH.search(event.message):
+                self.later_epoch = True
         if isinstance(event, LogEvent) and event.source == "trainer":
             if (asked := stop_asked_signal(event.message)) is not None:
                 self.asked_to_stop.setdefault(event.worker, asked)
@@ -1206,20 +1264,19 @@ class _PumpState:
 
     def finish(self) -> None:
         run = self.run_
-        codes = self.exited
-        failed = {w: c for w, c in codes.items() if c != 0}
+        failed = self.first_failure()
         if run._stopping.is_set():
             status = "stopped"
         elif self.lost:
             status = "lost"
-        elif failed:
+        elif failed is not None:
             status = "failed"
-            worker, code = min(failed.items())
+            worker, code = failed
             lines = run._stderr_tail.get(worker, ())
             tail = "\n".join(lines)
             how = describe_exit(code)
             if not any(self.steps.values()):  # what it printed last is likely why
-                how += " before its first step"
+                how += f" {self.before_step()}"
                 last = next((line.strip() for line in reversed(lines) if line.strip()), "")
                 if last:
                     how += f": {last}"
@@ -1240,7 +1297,7 @@ class _PumpState:
             status = "completed"
         if run.cluster_info is not None and run._forward is None:
             self.name_missing_workers()
-        run.returncode = next(iter(failed.values()), 0) if failed else 0
+        run.returncode = failed[1] if failed is not None else 0  # the worker the error names
         steps = max(self.steps.values(), default=0)
         if status == "stopped" and not run._stopping.is_set() and not run.stopped_by_script:
             self.publish(self.stopped_alone(steps))

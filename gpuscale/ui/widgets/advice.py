@@ -321,7 +321,8 @@ class AdvicePanel(VerticalScroll, can_focus=True):
     ) -> None:
         """``final``: the run is over (``interrupted``: without an end event);
         ``failure``: why it failed, shown in place of "waiting" when it failed
-        before its first step; ``waiting``: what is true before the first step
+        before any step was reported (a script without gpuscale's callback reports
+        none, however long it trained: the failure's own line says which); ``waiting``: what is true before the first step
         (:func:`advice_parts`)."""
         if interrupted:
             self.border_title = "Summary (run interrupted)"
@@ -331,7 +332,7 @@ class AdvicePanel(VerticalScroll, can_focus=True):
         if failure is not None and (summary is None or summary.steps_total == 0):
             self.body.update(
                 Content.assemble(
-                    ("The run failed before its first step:", "bold $text-error"),
+                    ("The run failed before any step was reported:", "bold $text-error"),
                     "\n",
                     visible(failure, keep_newlines=True),
                     ("\n(e shows the error again, q quits)", "$text-muted"),
