@@ -399,7 +399,7 @@ def format_range(low: float | None, high: float | None, fmt: str, suffix: str = 
 def format_with_range(
     value: float | None, low: float | None, high: float | None, fmt: str, suffix: str = ""
 ) -> str:
-    """``7.88x (6.61\u20138.02x)``: a value and, when it has one, its range (the way
+    """``7.88x (6.61\u20138.00x)``: a value and, when it has one, its range (the way
     every predicted number is printed: table, recommendation, dashboard)."""
     text = format_number(value, fmt, suffix)
     if _missing(value) or low is None or high is None:

@@ -114,18 +114,18 @@ def test_a_predicted_answer_gives_its_speedup_and_cost_with_their_ranges(capsys,
     out = capsys.readouterr().out
     assert "Recommendation: MULTI: 8 devices (predicted)" in out
     # the line under the verdict: the table's range, and that it is predicted
-    assert "Expected speedup 7.88x (6.61–8.02x) over 1 device, predicted (80% range)." in out
+    assert "Expected speedup 7.88x (6.61–8.00x) over 1 device, predicted (80% range)." in out
     # the table's cost cell: the relative cost's range (its low end from the high throughput)
     assert "0.47 (1.02x, 1.00–1.21x)" in out
     # the measured rows stay as they were
     assert "0.46 (1.01x) │ measured" in out
     (why,) = [line for line in out.splitlines() if "Cost:" in line]
     assert (
-        "Cost: 8 devices (predicted): 7.88x (6.61–8.02x) faster than 1, 1.02x (1.00–1.21x) "
+        "Cost: 8 devices (predicted): 7.88x (6.61–8.00x) faster than 1, 1.02x (1.00–1.21x) "
         "the cost per million samples (0.47 per million, range 0.46–0.55, at 1.2 per "
         "device-hour)." in why
     )
-    assert "7.88x (6.61–8.02x) over 1 device" in out.split("Why", 1)[1]
+    assert "7.88x (6.61–8.00x) over 1 device" in out.split("Why", 1)[1]
 
 
 def test_the_scaling_view_gives_a_predicted_answers_speedup_with_its_range(tmp_path):
@@ -136,7 +136,7 @@ def test_the_scaling_view_gives_a_predicted_answers_speedup_with_its_range(tmp_p
     sweep = load_inputs([_a6000(tmp_path)])
     rec = recommend(sweep.points, available_devices=sweep.available_devices)
     text = recommendation_text(rec).plain
-    assert "expected speedup 7.88x (6.61–8.02x) over 1 device, predicted (80% range)" in text
+    assert "expected speedup 7.88x (6.61–8.00x) over 1 device, predicted (80% range)" in text
 
 
 def test_an_answer_of_one_device_says_what_the_next_count_would_cost(capsys, tmp_path):

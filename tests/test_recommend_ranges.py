@@ -218,6 +218,8 @@ def test_table_shows_ranges_and_the_coverage(capsys, tmp_path):
 def test_a_range_always_contains_its_value_even_when_the_residuals_do_not():
     rows = predict_rows(_points(ALEXNET), [4, 8], calibration=_calibration(0.05, 0.2))
     assert all(r.throughput_low == pytest.approx(r.throughput) for r in rows)
+    # no high end above 100 % of the fastest measured step (each device's 1-device rate)
+    assert all(r.throughput_high <= ALEXNET[1] * r.devices * (1 + 1e-9) for r in rows)
     rows = predict_rows(_points(ALEXNET), [4, 8], calibration=_calibration(-0.3, -0.1))
     assert all(r.throughput_high == pytest.approx(r.throughput) for r in rows)
 
@@ -612,8 +614,10 @@ def test_noisy_measurements_widen_the_range_say_it_is_a_guess_and_are_never_bet_
     assert q4.coverage == pytest.approx(0.8) and q4.throughput_safe is not None
     assert quiet.predicted  # the quiet sweep bets on a predicted count
     assert n4.throughput == pytest.approx(q4.throughput)
-    assert n4.throughput_low == pytest.approx(q4.throughput_low * 0.53)
-    assert n4.throughput_high == pytest.approx(q4.throughput_high * 1.47)
+    # the calibrated -+5 % widened by 47 % each way; the high end stops at the weak
+    # floor (100 % of the fastest measured step, 1 device's: each of 4 does its work)
+    assert n4.throughput_low == pytest.approx(n4.throughput * 0.95 * 0.53)
+    assert n4.throughput_high == pytest.approx(min(n4.throughput * 1.05 * 1.47, 1000.0 * 4))
     assert n4.coverage is None and n4.throughput_safe is None
     assert n4.coverage_basis.startswith("a guess, not a calibrated range")
     assert "spread up to 94%" in n4.coverage_basis

@@ -113,7 +113,8 @@ def test_gather_and_host_predictions_take_no_corpus_factor_or_stratum():
     got = predict_rows(_points("host", SCALES_WELL), [4], calibration=halved)[0]
     assert got.throughput == pytest.approx(bare.throughput)
     assert got.throughput_low == pytest.approx(got.throughput * math.exp(-0.01))
-    assert got.throughput_high == pytest.approx(got.throughput * math.exp(0.01))
+    # the high end stops at the weak floor: 100 % of the fastest measured step (1 device's)
+    assert got.throughput_high == pytest.approx(min(got.throughput * math.exp(0.01), 1000.0 * 4))
     assert got.throughput_safe is None and got.coverage is None
     assert got.coverage_basis and got.coverage_basis.startswith("a guess")
     ring = predict_rows(_points("ring", SCALES_WELL), [4], calibration=halved)[0]
@@ -127,8 +128,12 @@ def test_the_seed_range_widens_with_the_doublings():
             _points("gather", SCALES_WELL), [4, 8], calibration=_narrow(_seeds(None))
         )
     }
-    assert got[8].throughput_high / got[8].throughput == pytest.approx(math.exp(0.02))
-    assert got[4].throughput_high / got[4].throughput == pytest.approx(math.exp(0.01))
+    assert got[8].throughput_low / got[8].throughput == pytest.approx(math.exp(-0.02))
+    assert got[4].throughput_low / got[4].throughput == pytest.approx(math.exp(-0.01))
+    for n in (4, 8):  # the high ends stop at the weak floor: the fastest step, 1 device's
+        assert got[n].throughput_high == pytest.approx(
+            min(got[n].throughput * math.exp(0.01 * (n // 4)), 1000.0 * n)
+        )
 
 
 def test_a_seed_range_states_coverage_and_a_bound_only_with_enough_predictions():

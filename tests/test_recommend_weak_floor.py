@@ -135,3 +135,96 @@ def test_a_class_prior_above_one_does_not_shorten_a_weak_step():
     for row in rows:
         assert row.step_time_s >= 0.1 - 1e-12
         assert row.throughput <= 64 * row.devices / 0.1 + 1e-6
+
+
+# The review's file: 8 devices predicted at 99 % with a range of 93-107 %.
+REVIEW_WEAK = [
+    {"devices": 1, "step_time_s": 0.100},
+    {
+        "devices": 2,
+        "step_time_s": 0.100,
+        "compute_s": 0.090,
+        "allreduce_s": 0.005,
+        "apply_s": 0.005,
+    },
+    {
+        "devices": 4,
+        "step_time_s": 0.1005,
+        "compute_s": 0.089,
+        "allreduce_s": 0.0065,
+        "apply_s": 0.005,
+    },
+]
+
+
+def _review_recommend(tmp_path, capsys, points: list[dict]) -> dict:
+    path = tmp_path / "weak.json"
+    defaults = {
+        **DEFAULTS,
+        "platform": "gpu",
+        "payload_bytes": 100_000_000,
+        "interconnect": "PCIe 3.0 x16",
+        "interconnect_bytes_s": 15_750_000_000,
+    }
+    path.write_text(json.dumps({"defaults": defaults, "points": points}))
+    assert main(["recommend", "--json", "--from", str(path)]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_no_end_of_a_weak_range_is_above_100_percent_of_the_fastest_step(tmp_path, capsys):
+    """The value stops at the step measured at the largest count; the range's high
+    end and the bet bound at the fastest measured step (100 % efficiency: the review's
+    file had 99 % (93 %-107 %)), and the low end is only cut, never moved (a tighter
+    cap at the largest count's step is no bound: published tables go above it)."""
+    doc = _review_recommend(tmp_path, capsys, REVIEW_WEAK)
+    rows = {p["devices"]: p for p in doc["points"]}
+    measured = rows[4]["efficiency"]
+    eight = rows[8]
+    assert eight["predicted"]
+    assert eight["efficiency"] <= measured + 1e-12
+    assert eight["efficiency_high"] <= 1.0 + 1e-12
+    assert eight["throughput_high"] <= 64 * 8 / 0.100 * (1 + 1e-9)
+    assert eight["efficiency_low"] <= eight["efficiency"]
+    safe = eight.get("throughput_safe")
+    assert safe is None or safe <= eight["throughput_high"] + 1e-9
+
+
+def test_a_noisy_measurements_widened_range_stops_at_the_floor_too():
+    pts = [
+        normalize(SweepPoint(config="m", scaling="weak", per_replica_batch=64, spread=0.8, **p))
+        for p in STEP_TIMES_ONLY
+    ]
+    cal = Calibration(
+        coverage=0.8,
+        source="test",
+        strata=[
+            Stratum(
+                interconnect="*", top=2, devices=n, tables=100, factor=1.0, q_low=-0.1, q_high=0.1
+            )
+            for n in (4, 8)
+        ],
+    )
+    for row in predict_rows(pts, [4, 8], calibration=cal):
+        assert row.coverage is None  # a guess: widened for the noise
+        assert row.throughput_high == pytest.approx(64 * row.devices / 0.1, rel=1e-9)
+        assert 0 < row.throughput_low < row.throughput
+
+
+def test_superlinear_measurements_keep_their_guessed_range_above():
+    """Measurements that scale superlinearly: the range is a guess and not cut."""
+    pts = [
+        normalize(SweepPoint(config="m", scaling="weak", per_replica_batch=64, **p))
+        for p in ({"devices": 1, "step_time_s": 0.1}, {"devices": 2, "step_time_s": 0.08})
+    ]
+    cal = Calibration(
+        coverage=0.8,
+        source="test",
+        strata=[
+            Stratum(
+                interconnect="*", top=2, devices=n, tables=100, factor=1.0, q_low=-0.1, q_high=0.1
+            )
+            for n in (4, 8)
+        ],
+    )
+    rows = predict_rows(pts, [4, 8], calibration=cal)
+    assert any(r.throughput_high > 64 * r.devices / 0.08 for r in rows)

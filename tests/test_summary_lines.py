@@ -149,3 +149,85 @@ def test_the_dashboard_says_the_same_rates():
     text = advice_content(s).plain
     assert "13,913 samples/s at median" in text
     assert "10,997 samples/s: slow steps (mean step 5.8 ms) 20%, between steps 1%" in text
+
+
+def _short_last_batch(epochs: int = 30, gap_s: float = 0.0, *, worker: int = 0) -> list:
+    """``epochs`` of 32, 32, 32 samples at 10 ms then 4 samples at 4 ms (a short
+    last batch per epoch), ``gap_s`` before each epoch (the first 2 steps warm-up)."""
+    events: list = []
+    t, i = T0, 0
+    for _ in range(epochs):
+        t += gap_s
+        for samples, took in ((32, 0.010), (32, 0.010), (32, 0.010), (4, 0.004)):
+            t += took
+            i += 1
+            events.append(
+                StepEvent(
+                    t=t, worker=worker, step=i, step_time_s=took, samples=samples, warmup=i <= 2
+                )
+            )
+    return events
+
+
+def _kept(s: RunSummary) -> float:
+    """The rate at the median step x (1 - the parts of the wall clock)."""
+    parts = s.small_batches_share + s.slow_steps_share + s.between_steps_share
+    return s.throughput_samples_s * (1 - parts)
+
+
+def test_a_short_last_batch_is_a_part_of_the_wall_clock_that_adds_up():
+    """The review's case: 3,200 samples/s at the median step, 2,936 over the wall
+    clock. The short batches are faster steps, but carry fewer samples: both named,
+    and the median rate x (1 - the parts) is the wall-clock rate (it was 3,776)."""
+    s = summarize([_trainer_start(), *_short_last_batch()])
+    assert s.throughput_samples_s == pytest.approx(3200)
+    assert s.wall_throughput_samples_s == pytest.approx(2936, abs=0.5)
+    assert s.mean_samples_per_step == pytest.approx(2936 / 118)  # 2 warm-up steps of 32 left out
+    assert s.small_batches_share > 0 > s.slow_steps_share
+    assert _kept(s) == pytest.approx(s.wall_throughput_samples_s, rel=1e-9)
+    assert wall_clock_text(s) == (
+        "2,936 samples/s over the wall clock: smaller batches (mean 25 samples a step, "
+        "median 32) 26% of it, steps faster than the median (mean step 8.5 ms) -18%"
+    )
+
+
+def test_short_batches_and_time_between_steps_add_up():
+    """The same with 5 ms between epochs: three parts, which add up, named in order."""
+    s = summarize([script_start(), *_short_last_batch(gap_s=0.005)])
+    assert s.between_steps_share == pytest.approx(0.005 / 0.039, rel=2e-2)
+    assert _kept(s) == pytest.approx(s.wall_throughput_samples_s, rel=1e-9)
+    text = wall_clock_text(s, causes=False) or ""
+    assert text.startswith("2,564 samples/s: smaller batches (mean 25 samples a step, median 32)")
+    assert "steps faster than the median (mean step 8.5 ms) -" in text
+    assert text.endswith("between steps 13%"), text
+
+
+def test_step_times_past_their_span_keep_the_shares_adding_up():
+    """Step times that claim more than the wall clock they fall in (a clock that
+    stepped, overlapping events): no share below 0 between steps, and the parts still
+    make the wall-clock rate (the slow share is taken of the same clamped time)."""
+    events = _skewed(102, 0.004, 0.010, 0.0, slow_every=4)
+    squeezed = [
+        StepEvent(
+            t=T0 + 0.003 * (i + 1),
+            step=e.step,
+            step_time_s=e.step_time_s,
+            samples=e.samples,
+            warmup=e.warmup,
+        )
+        for i, e in enumerate(events)
+    ]
+    s = summarize([_trainer_start(), *squeezed])
+    assert s.between_steps_share == 0.0
+    assert _kept(s) == pytest.approx(s.wall_throughput_samples_s, rel=1e-9)
+
+
+def test_parts_that_do_not_reconcile_are_not_named():
+    """A summary recorded before the batches' part, of a run with short batches: the
+    parts it has do not make the wall-clock rate, so only the two rates are said."""
+    s = summarize([_trainer_start(), *_short_last_batch()])
+    recorded = msgspec.to_builtins(s)
+    del recorded["small_batches_share"], recorded["mean_samples_per_step"]
+    old = msgspec.convert(recorded, RunSummary)
+    assert wall_clock_text(old) == "2,936 samples/s over the wall clock"
+    assert wall_clock_text(old, causes=False) == "2,936 samples/s"

@@ -577,3 +577,24 @@ def test_on_one_replica_the_phases_do_not_hold_the_precision_run_back():
                 0.05, 0.7, phases=_probe_phases(i, exposed_s=0.0, **SPLITS["add up"])
             )
     assert scheduler.probes and scheduler.unsplit_why is None
+
+
+def test_resolved_follows_the_step_the_phases_are_judged_against():
+    """``resolved`` cached its verdict on the probes and shifts alone: phases that
+    split a 140 ms step stayed "resolved" after the steps settled at 100 ms (no
+    probe since, and no shift detected), though they no longer add up to the median
+    step (``unsplit_why`` said so; the verdict went stale until the next probe)."""
+    scheduler = ProbeScheduler(0.05, replicas=2, shift=10.0)  # no shift detected
+    for _ in range(60):
+        scheduler.add_step(0.14)
+    for i in range(3):  # 70 + 12 + 58 ms: the 140 ms step
+        phases = _probe_phases(i, exposed_s=0.012, **SPLITS["add up"])
+        scheduler.add_probe(0.05, 0.12, phases=phases)
+    assert scheduler.resolved and scheduler.unsplit_why is None
+    for _ in range(200):
+        scheduler.add_step(0.10)
+    assert not scheduler.resolved  # asked first: its own cache, not unsplit_why's
+    assert scheduler.unsplit_why == "the phases do not add up to the step"
+    for _ in range(400):
+        scheduler.add_step(0.14)  # back at 140 ms: split again
+    assert scheduler.resolved and scheduler.unsplit_why is None

@@ -431,7 +431,7 @@ def own_speedup(rec: Recommendation) -> tuple[str, str] | None:
 
 
 def speedup_text(rec: Recommendation) -> str:
-    """``7.88x (6.61\u20138.02x)``: the recommendation's speedup with its range
+    """``7.88x (6.61\u20138.00x)``: the recommendation's speedup with its range
     where it is predicted, as the table prints it."""
     return format_with_range(rec.speedup, rec.speedup_low, rec.speedup_high, ".2f", "x")
 
@@ -439,7 +439,7 @@ def speedup_text(rec: Recommendation) -> str:
 def expected_speedup(rec: Recommendation) -> str | None:
     """The line under the verdict (``recommend`` and the scaling view):
     ``Expected speedup 1.99x over 1 device``, and for a predicted count
-    ``Expected speedup 7.88x (6.61\u20138.02x) over 1 device, predicted (80%
+    ``Expected speedup 7.88x (6.61\u20138.00x) over 1 device, predicted (80%
     range)``; ``None`` at one device or without an answer."""
     if rec.speedup is None or rec.devices <= 1 or rec.verdict == "none":
         return None

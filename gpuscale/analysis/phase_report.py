@@ -34,8 +34,9 @@ WALL_RATE_NOTABLE = 0.05
 (:attr:`RunSummary.wall_throughput_samples_s`, what the run got) differs from the
 rate at the median step (:attr:`RunSummary.throughput_samples_s`, the headline) by
 more than this share of the latter, the headline is said to be at the median step
-and the wall-clock rate is said beside it, with why: slow steps (a skewed step
-time, :attr:`RunSummary.slow_steps_share`) and time between steps
+and the wall-clock rate is said beside it, with why: batches under the median
+(:attr:`RunSummary.small_batches_share`), slow steps (a skewed step time,
+:attr:`RunSummary.slow_steps_share`) and time between steps
 (:attr:`RunSummary.between_steps_share`)."""
 SHARE_SHOWN = 0.005
 """A part of the wall clock (slow steps, between steps) is named from this share up
@@ -70,37 +71,85 @@ def wall_clock_text(s: RunSummary, *, causes: bool = True) -> str | None:
     differs from the rate at the median step (:func:`wall_rate_notable`), and the
     parts of that wall clock that make the difference, which add up:
     ``1,737 samples/s over the wall clock: slow steps (mean step 5.8 ms) 20% of it,
-    between steps 1%`` (the rate at the median step x (1 - 20% - 1%) is about the
-    wall-clock rate). Time between steps says its causes where known: ``between
-    steps 48% (compiling the probes 22%, the probes 0.5%, the rest e.g. epoch starts,
-    evaluation, checkpoints)``. A mean step under the median: ``steps faster than the
-    median (mean step 4.1 ms) -6%``. ``None`` where the rates agree. ``causes``
-    False (the dashboard's ``wall clock`` row): shorter, ``1,737 samples/s: slow
-    steps (mean step 5.8 ms) 20%, between steps 1%``; ``run`` says the long form
-    after the headline (``; 1,737 samples/s over the wall clock: ...``)."""
+    between steps 1%`` (the rate at the median step x (1 - 20% - 1%) is the
+    wall-clock rate). Steps with fewer samples than the median (a short last batch
+    per epoch): ``smaller batches (mean 25 samples a step, median 32) 26% of it``.
+    Time between steps says its causes where known: ``between steps 48% (compiling
+    the probes 22%, the probes 0.5%, the rest e.g. epoch starts, evaluation,
+    checkpoints)``. A mean step under the median: ``steps faster than the median
+    (mean step 4.1 ms) -6%``; a mean batch over it: ``larger batches (...) -6%``.
+    The parts are named only where they reconcile the two rates within
+    :data:`PARTS_RECONCILE` (a summary recorded before the batches' part, or
+    several workers' rates far apart, may not): else the wall-clock rate alone.
+    ``None`` where the rates agree. ``causes`` False (the dashboard's ``wall
+    clock`` row): shorter, ``1,737 samples/s: slow steps (mean step 5.8 ms) 20%,
+    between steps 1%``; ``run`` says the long form after the headline (``;
+    1,737 samples/s over the wall clock: ...``)."""
     if not wall_rate_notable(s):
         return None
     rate = format_samples_s(s.wall_throughput_samples_s)
-    of_it = " of it" if causes else ""  # said once, on the first part
+    parts = _wall_parts(s, causes) if _parts_reconcile(s) else []
+    said = [
+        f"{part}{' of it' if causes and i == 0 else ''}{why}" for i, (part, why) in enumerate(parts)
+    ]
+    if not causes:
+        return f"{rate}: {', '.join(said)}" if said else rate
+    return f"{rate} over the wall clock" + (f": {', '.join(said)}" if said else "")
+
+
+PARTS_RECONCILE = 0.01
+"""The parts of the wall clock :func:`wall_clock_text` names must leave the
+wall-clock rate's share of the rate at the median step to within this (a point)."""
+
+
+def _parts_reconcile(s: RunSummary) -> bool:
+    """Whether the rate at the median step x (1 - the parts) is the wall-clock rate
+    to within :data:`PARTS_RECONCILE` of the former, every part counted (named or
+    too small to name)."""
+    head, wall = s.throughput_samples_s, s.wall_throughput_samples_s
+    if not head or not wall or s.slow_steps_share is None or s.between_steps_share is None:
+        return False
+    batches = s.small_batches_share or 0.0
+    kept = 1.0 - batches - s.slow_steps_share - s.between_steps_share
+    return abs(kept - wall / head) <= PARTS_RECONCILE
+
+
+def _wall_parts(s: RunSummary, causes: bool) -> list[tuple[str, str]]:
+    """The parts of the wall clock :func:`wall_clock_text` names, each from
+    :data:`SHARE_SHOWN` up, as (the part, what follows its share): smaller (larger)
+    batches, slow (faster) steps, between steps (with its causes where
+    ``causes``)."""
     parts = []
-    slow = s.slow_steps_share
-    if slow is not None and abs(slow) >= SHARE_SHOWN:
+    batches = s.small_batches_share or 0.0
+    if abs(batches) >= SHARE_SHOWN:
+        mean, median = s.mean_samples_per_step, _median_samples(s)
+        said = (
+            f" (mean {mean:,.0f} samples a step, median {median:,.0f})" if mean and median else ""
+        )
+        if batches > 0:
+            parts.append((f"smaller batches{said} {format_fraction_pct(batches)}", ""))
+        else:
+            parts.append((f"larger batches{said} -{format_fraction_pct(-batches)}", ""))
+    slow = s.slow_steps_share or 0.0
+    if abs(slow) >= SHARE_SHOWN:
         mean = f"(mean step {format_duration_s(s.mean_step_time_s)})"
         if slow > 0:
-            parts.append(f"slow steps {mean} {format_fraction_pct(slow)}{of_it}")
+            parts.append((f"slow steps {mean} {format_fraction_pct(slow)}", ""))
         else:
-            parts.append(
-                f"steps faster than the median {mean} -{format_fraction_pct(-slow)}{of_it}"
-            )
+            faster = f"steps faster than the median {mean} -{format_fraction_pct(-slow)}"
+            parts.append((faster, ""))
     between = s.between_steps_share or 0.0
     if between >= SHARE_SHOWN:
-        said = f"between steps {format_fraction_pct(between)}"
-        if causes:
-            said += ("" if parts else of_it) + f" ({_between_causes(s)})"
-        parts.append(said)
-    if not causes:
-        return f"{rate}: {', '.join(parts)}" if parts else rate
-    return f"{rate} over the wall clock" + (f": {', '.join(parts)}" if parts else "")
+        why = f" ({_between_causes(s)})" if causes else ""
+        parts.append((f"between steps {format_fraction_pct(between)}", why))
+    return parts
+
+
+def _median_samples(s: RunSummary) -> float | None:
+    """The median samples per step (the rate at the median step x the median step)."""
+    if not s.throughput_samples_s or not s.step_time_s:
+        return None
+    return s.throughput_samples_s * s.step_time_s
 
 
 def _between_causes(s: RunSummary) -> str:

@@ -57,7 +57,13 @@ next to this module:
   learned without), at ``(1 - c) / 2`` and
   ``(1 + c) / 2`` with the finite-sample correction, per stratum (so the range
   widens with the extrapolation distance ``N / top`` and with the class). They are
-  clipped to contain 0, so ``low <= value <= high`` always.
+  clipped to contain 0, so ``low <= value <= high`` always. Under weak scaling
+  beyond ``top`` no end of a range (nor the bet bound) says a step shorter than
+  the fastest measured one, i.e. an efficiency above 100 % of it
+  (:func:`weak_floored`; not for superlinear measurements): the cross-validated
+  coverage went from 79.7 % to 77.7 % (median half-width 5.0 % to 4.4 %; median,
+  p90 and wrong bets unchanged): the ranges it cut held the published values
+  above 100 % of the fastest measured step, published tables' noise.
 
 * ``q_bet``, the *bet bound*: the one-sided conformal quantile at
   :data:`BET_RISK` (5 %) of the same residuals, at or below ``q_low``; a predicted
@@ -536,9 +542,65 @@ def widened_if_noisy(
     if superlinear is not None:
         rows = [superlinear_guessed(r, superlinear) if r.predicted else r for r in rows]
     noise = measured_noise(measured)
-    if noise is None:
-        return rows
-    return [noise_widened(r, noise) if r.predicted else r for r in rows]
+    if noise is not None:
+        rows = [noise_widened(r, noise) if r.predicted else r for r in rows]
+    if superlinear is None:
+        rows = weak_floored(rows, measured)
+    return rows
+
+
+def weak_floored(rows: Sequence[SweepPoint], measured: Sequence[SweepPoint]) -> list[SweepPoint]:
+    """``rows`` with every predicted weak-scaling count beyond the largest measured
+    one kept, value, range and bet bound, at or under the rate of a step as long as
+    the fastest measured one (the median of its runs' step times at each measured
+    count; the fewest devices' as a rule): each replica does the same work at every
+    count and the exchange only adds to it, so no end of a range may say more devices
+    make the step shorter than any measured, i.e. no predicted efficiency, nor either
+    end of its range, above 100 % of the fastest measured step. (The value itself is
+    floored at the largest count's step where it is made, :func:`predicted_point`.)
+    This caps what is made after it (a class prior's high end, a seed table's, a noisy
+    measurement's widening); a range cut there is only cut. Not where the
+    measurements scale superlinearly (:func:`widened_if_noisy`). A tighter cap, at
+    the step measured at the largest count, is not a bound: in 1 of 6 of the
+    published tables' predictions the larger count's efficiency is above the one
+    measured at the largest (their noise), and such ranges held for 70.8 %."""
+    known = [p for p in measured if not p.predicted]
+    if not known or any(p.scaling != "weak" for p in known):
+        return list(rows)
+    top = top_measured(known)
+    by_count: dict[int, list[float]] = {}
+    for p in known:
+        step = p.step_time_s or (
+            (p.global_batch or 0) / p.throughput if p.throughput and p.global_batch else 0.0
+        )
+        if step > 0:
+            by_count.setdefault(p.devices, []).append(step)
+    if not by_count:
+        return list(rows)
+    floor = min(metrics.median(steps) for steps in by_count.values())
+    return [
+        _floored(r, r.global_batch / floor)
+        if r.predicted and r.scaling == "weak" and r.devices > top and r.global_batch
+        else r
+        for r in rows
+    ]
+
+
+def _floored(r: SweepPoint, ceiling: float) -> SweepPoint:
+    """``r`` with its value, range and bet bound at most ``ceiling`` (samples/s)."""
+    changes: dict = {}
+    if r.throughput is not None and r.throughput > ceiling:
+        changes.update(throughput=ceiling, step_time_s=(r.global_batch or 0) / ceiling)
+    high, low = r.throughput_high, r.throughput_low
+    if high is not None and high > ceiling:
+        changes["throughput_high"] = ceiling
+        if low is not None:
+            changes["throughput_low"] = min(low, ceiling)
+    elif low is not None and low > ceiling:
+        changes["throughput_low"] = ceiling
+    if r.throughput_safe is not None and r.throughput_safe > ceiling:
+        changes["throughput_safe"] = ceiling
+    return msgspec.structs.replace(r, **changes) if changes else r
 
 
 def top_measured(points: Sequence[SweepPoint]) -> int:

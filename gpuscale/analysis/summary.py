@@ -14,12 +14,14 @@ What is measured and how (formulas in :mod:`gpuscale.analysis.metrics`):
   that many). Where the wall-clock rate falls short of the median one, the wall
   clock splits into the steps at the median pace, ``slow_steps_share = (sum of the
   step times - steps x median step) / span`` (steps slower than the median: a
-  skewed distribution; below 0 where the mean step is under the median) and
+  skewed distribution; below 0 where the mean step is under the median),
   ``between_steps_share = 1 - sum of the step times / span`` (a Keras epoch's
-  start, evaluation, checkpoints, a probe's passes), the workers' spans and times
-  pooled: ``wall rate ~= rate at the median step x (1 - slow_steps_share -
-  between_steps_share)`` (exactly, with the same samples in every step and one
-  worker).
+  start, evaluation, checkpoints, a probe's passes) and ``small_batches_share =
+  (steps - samples / median samples per step) x median step / span`` (steps with
+  fewer samples than the median: a short last batch per epoch), the workers' spans
+  and times pooled: ``wall rate = rate at the median step x (1 -
+  small_batches_share - slow_steps_share - between_steps_share)`` (exactly with one
+  worker; about, several workers' rates averaged).
 * phases: medians over the non-warm-up ``PhaseEvent``s of compute, exposed
   all-reduce, apply and input wait (the input wait only from the probes that
   measure it: the Keras callback's, ``callback-probe``, cannot, and then it is
@@ -161,13 +163,26 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     between_steps_share: float | None = None
     """The share of that wall clock outside the counted steps' own times (a Keras
     epoch's start, evaluation, checkpoints, probes between steps): ``1 - sum of the
-    step times / span``, the workers' spans and times pooled, never below 0."""
+    step times / span``, the workers' spans and times pooled, never below 0 (step
+    times that claim more than their span count as the span, here and in the shares
+    below alike)."""
     slow_steps_share: float | None = None
     """The share of that wall clock the counted steps took over what as many steps at
     the median step would have: ``(sum of the step times - steps x median step) /
     span``, pooled as ``between_steps_share``; below 0 where the mean step is under
-    the median. The rate at the median step times ``1 - slow_steps_share -
-    between_steps_share`` is about the wall-clock rate."""
+    the median."""
+    mean_samples_per_step: float | None = None
+    """The counted steps' samples over the steps (pooled as ``mean_step_time_s``):
+    under the median samples per step where the last batch of each epoch is short."""
+    small_batches_share: float | None = None
+    """The share of that wall clock that as many steps at the median step would have
+    taken over what the steps' samples take at the rate at the median step:
+    ``(steps - samples / median samples per step) x median step / span``, pooled as
+    ``between_steps_share``; above 0 where the steps carry fewer samples than the
+    median on average (a short last batch per epoch), below 0 where more. The rate
+    at the median step times ``1 - small_batches_share - slow_steps_share -
+    between_steps_share`` is the wall-clock rate (exactly with one worker; about,
+    several workers' rates averaged)."""
     phase_steps: int = 0
     """Phase breakdowns in the statistics (warm-up excluded): the samples the medians
     and their half-widths are of, one per probed step (the workers of a multi-worker
@@ -535,29 +550,38 @@ class RunAccumulator:
 
     def _summarize_wall(self, s: RunSummary) -> None:
         """The mean step, the rates over the steps' summed times and over the wall
-        clock the counted steps span, and that wall clock's shares in slow steps and
-        between the steps (module docstring)."""
-        rows = list(self._stepping.values())
+        clock the counted steps span, and that wall clock's shares in smaller
+        batches, slow steps and between the steps (module docstring), all over the
+        same workers' rows (those whose steps span some wall clock)."""
+        rows = [row for row in self._stepping.values() if row[4] > 0 and row[3] > row[2]]
+        if not rows:
+            return
         steps = sum(row[4] for row in rows)
         inside = sum(row[0] for row in rows)
-        if steps > 0:
-            s.mean_step_time_s = inside / steps
+        s.mean_step_time_s = inside / steps
+        samples = sum(row[1] for row in rows)
+        s.mean_samples_per_step = samples / steps
         in_steps = [row[1] / row[0] for row in rows if row[0] > 0]
         if any(in_steps):
             s.mean_step_throughput_samples_s = sum(in_steps) / len(in_steps)
-        spans = [(row, row[3] - row[2]) for row in rows]
-        spans = [(row, span) for row, span in spans if span > 0]
-        if not spans:
-            return
-        inside = sum(row[0] for row, _ in spans)
-        wall = sum(span for _, span in spans)
-        s.between_steps_share = max(0.0, 1.0 - inside / wall)
-        if s.step_time_s is not None:
-            at_median = sum(row[4] for row, _ in spans) * s.step_time_s
-            s.slow_steps_share = (inside - at_median) / wall
-        rates = [row[1] / span for row, span in spans]
+        wall = sum(row[3] - row[2] for row in rows)
+        rates = [row[1] / (row[3] - row[2]) for row in rows]
         if any(rates):
             s.wall_throughput_samples_s = sum(rates) / len(rates)
+        # step times that claim more than the span they fall in count as the span,
+        # in every share alike, so that the shares still add up
+        inside = min(inside, wall)
+        s.between_steps_share = 1.0 - inside / wall
+        if s.step_time_s is None:
+            return
+        at_median = steps * s.step_time_s
+        s.slow_steps_share = (inside - at_median) / wall
+        median_samples = metrics.median(self._samples) if self._samples else 0.0
+        if median_samples <= 0:
+            return
+        # the time the steps' samples would take at the median step's rate, against
+        # as many steps at the median step: what batches under the median cost
+        s.small_batches_share = (at_median - samples / median_samples * s.step_time_s) / wall
 
     def _summarize_precision(self, s: RunSummary, asked: float) -> None:
         """How close the run came to ``--precision`` (only then: it sorts the steps again)."""

@@ -230,7 +230,7 @@ class ProbeScheduler:
         self._last_warmup = True
         self._fast_cache = (0, 0.0)
         self._next_check = 0
-        self._resolved_cache: tuple[tuple[int, int, int], bool] = ((-1, -1, -1), False)
+        self._resolved_cache: tuple[tuple[int, ...], bool] = ((-1, -1, -1, -1), False)
         self._step_stats_cache: tuple[int, float, float | None] = (0, 0.0, None)
         self._unsplit_cache: tuple[tuple[int, int], str | None] = ((0, 0), None)
 
@@ -330,8 +330,9 @@ class ProbeScheduler:
     def resolved(self) -> bool:
         """The breakdown is known to ``± precision`` in the current step-time regime,
         and the probes' phases split the step (:attr:`unsplit_why`; recomputed only
-        when a probe or a shift changed it: ``due`` runs every step)."""
-        key = (len(self._shares), self.shifts, len(self._phases))
+        when a probe, a shift or the step statistics the phases are judged against
+        changed it: ``due`` runs every step)."""
+        key = (len(self._shares), self.shifts, *self._unsplit_key())
         if self._resolved_cache[0] != key:
             known = self._share_known_to(self.precision) and self.unsplit_why is None
             self._resolved_cache = (key, known)
@@ -354,6 +355,15 @@ class ProbeScheduler:
             self._step_stats_cache = (now, mid, width)
         return mid, width
 
+    def _unsplit_key(self) -> tuple[int, int]:
+        """What :attr:`unsplit_why` depends on: the phases given and the counted steps
+        the step statistics they are judged against were last taken over (refreshed
+        as :meth:`_step_stats` does; 0 where no phase is judged: nothing sorted)."""
+        if not self._phases or self.replicas <= 1:
+            return (len(self._phases), 0)
+        self._step_stats()
+        return (len(self._phases), self._step_stats_cache[0])
+
     @property
     def unsplit_why(self) -> str | None:
         """Why the probes' phases (those :meth:`add_probe` was given) do not split the
@@ -367,9 +377,9 @@ class ProbeScheduler:
         :func:`gpuscale.analysis.summary.unsplit_within`)."""
         if not self._phases or self.replicas <= 1:
             return None
-        mid, width = self._step_stats()
-        key = (len(self._phases), self._step_stats_cache[0])
+        key = self._unsplit_key()
         if self._unsplit_cache[0] != key:
+            _, mid, width = self._step_stats_cache
             breakdown = phase_breakdown(
                 self._phases,
                 step_time_s=mid or None,
