@@ -301,3 +301,61 @@ def test_the_json_writer_never_writes_phases_that_cannot_fit():
     )
     (doc,) = sweep_document([point])["points"]
     assert doc["step_time_s"] == 0.1 and "compute_s" not in doc, doc
+
+
+# -- trial 2 (3): an exchange on 1 device ------------------------------------------
+
+
+def _one_device_exchange(tmp_path: Path, first: dict, defaults: dict | None = None) -> Path:
+    path = tmp_path / "imp5.json"
+    doc = {
+        "defaults": {**BASE, **(defaults or {})},
+        "points": [
+            {"devices": 1, "step_time_s": 0.1, **first},
+            {"devices": 2, "step_time_s": 0.12, "compute_s": 0.1, "allreduce_s": 0.01},
+        ],
+    }
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_an_exposed_all_reduce_on_one_device_is_left_out_with_a_warning(tmp_path, capsys):
+    """Trial 2 (3): "allreduce_s": 0.05 on the 1-device point (one device exchanges
+    nothing) was taken as the exchange and 4 devices went from 143.6 ms to 242.7 ms,
+    silently. It is left out, with one warning in the phases' words, and the
+    predictions are those of the file without it."""
+    (tmp_path / "plain").mkdir()
+    plain = _one_device_exchange(tmp_path / "plain", {})
+    bad = _one_device_exchange(tmp_path, {"allreduce_s": 0.05})
+    sweep = read_sweep_file(bad)
+    line = (
+        f"{bad}: points[0].allreduce_s (0.05 s) on 1 device, which exchanges nothing: "
+        "its exposed all-reduce is left out"
+    )
+    assert sweep.warnings == [line]
+    (one,) = [p for p in sweep.points if p.devices == 1]
+    assert one.allreduce_s is None and one.step_time_s == 0.1
+    docs = []
+    for path in (plain, bad):
+        code = cli.main(["recommend", "--from", str(path), "--json"])
+        out, err = capsys.readouterr()
+        assert code == 0
+        docs.append(json.loads(out))
+        assert err.count("gpuscale: warning:") == (path == bad), err
+    assert line in docs[1]["recommendation"]["warnings"]
+    predicted = [
+        [(p["devices"], p["step_time_s"]) for p in d["points"] if p.get("predicted")] for d in docs
+    ]
+    assert predicted[0] and predicted[1] == predicted[0]
+
+
+def test_an_exchange_of_zero_on_one_device_is_no_mistake(tmp_path):
+    assert read_sweep_file(_one_device_exchange(tmp_path, {"allreduce_s": 0.0})).warnings == []
+
+
+def test_an_exposed_all_reduce_from_the_defaults_names_the_defaults(tmp_path):
+    path = _one_device_exchange(tmp_path, {}, defaults={"allreduce_s": 0.02})
+    assert read_sweep_file(path).warnings == [
+        f"{path}: defaults.allreduce_s (0.02 s) on points[0]'s 1 device, which exchanges "
+        "nothing: points[0]'s exposed all-reduce is left out"
+    ]
