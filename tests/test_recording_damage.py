@@ -66,11 +66,6 @@ FORGIVEN = {
         6,
         "a whole number where an event (a JSON object) was expected",
     ),
-    "two events on one line": (
-        lambda d: _replace_line(d, 5, _lines(d)[5] + b" " + _lines(d)[5]),
-        6,
-        "not JSON (trailing characters at byte",
-    ),
     "garbled bytes": (
         lambda d: _replace_line(d, 5, _lines(d)[5][:20] + b"\x00\x9f#" + _lines(d)[5][25:]),
         6,
@@ -117,11 +112,10 @@ DAMAGE = {
         "unknown recording format version",
     ),
     "schema not a string": (lambda d: _set_field(d, 0, schema=1.0), 1, "'schema' is not a string"),
-    "gzip corrupt": (lambda d: _corrupt_gzip(d), None, "its gzip data is damaged"),
-    "text after gzip": (
-        lambda d: gzip.compress(d) + b"garbage!",
+    "gzip damaged in its first line": (
+        lambda d: _gzip_damaged_after(b"", b'{"kind":"start"'),
         None,
-        "something that is not gzip follows its gzip data after line",
+        "its gzip data is damaged",
     ),
     "gzip header damaged": (
         lambda d: b"\x1f\x8b\x08garbage",
@@ -130,7 +124,21 @@ DAMAGE = {
     ),
     "gzip cut in its header": (lambda d: gzip.compress(d)[:6], None, "cut off: its gzip data"),
     "only a cut start line": (lambda d: _lines(d)[0][:40], 1, "start event is cut off"),
-    "text, not a recording": (lambda d: b"hello world\n" + d, 1, "not a gpuscale recording"),
+    "text, not a recording": (
+        lambda d: b"hello world\n" + b"\n".join(_lines(d)[1:]),
+        1,
+        "not a gpuscale recording",
+    ),
+    "a damaged first line, no start after it": (
+        lambda d: _lines(d)[0][:40] + b"\n" + b"\n".join(_lines(d)[1:]),
+        1,
+        "start event is cut off",
+    ),
+    "a later start of another major version": (
+        lambda d: b"{oops\n" + _lines(_set_field(d, 0, schema="2.0"))[0] + b"\n",
+        2,
+        "recording format 2.0",
+    ),
     "only blank lines": (lambda d: b"\n\n  \n", 1, "no start event"),
     "empty file": (lambda d: b"", None, "empty file"),
     "line too long": (lambda d: b"{" + b" " * (MAX_LINE_BYTES + 10), 1, "a line longer than"),
@@ -142,6 +150,17 @@ def _corrupt_gzip(data: bytes) -> bytes:
     for i in range(len(packed) // 2, len(packed) // 2 + 40):
         packed[i] ^= 0x5A
     return bytes(packed)
+
+
+def _gzip_damaged_after(whole: bytes, more: bytes = b"") -> bytes:
+    """``whole`` gzip-compressed and flushed, ``more`` compressed after it (zlib's
+    output of the refused data: what the reader must judge itself), then a deflate
+    block of the reserved type (0xff: zlib refuses it at once)."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    out = packer.compress(whole) + packer.flush(zlib.Z_FULL_FLUSH)
+    if more:
+        out += packer.compress(more) + packer.flush(zlib.Z_SYNC_FLUSH)
+    return out + b"\xff" * 64
 
 
 @pytest.mark.parametrize("case", sorted(DAMAGE))
@@ -293,7 +312,7 @@ def test_permission_denied_simulated(tmp_path, good, monkeypatch):
 def test_command_line_prints_one_line_and_exits_2(tmp_path, good):
     """What a user sees through the CLI: exercised via a tiny script, no traceback."""
     path = tmp_path / "damaged.ndjson"
-    path.write_bytes(b"{oops\n" + good)
+    path.write_bytes(b"{oops\n" + b"\n".join(_lines(good)[1:]))  # no start event
     code = (
         "import sys\n"
         "from gpuscale.errors import GpuscaleError\n"
@@ -309,3 +328,146 @@ def test_command_line_prints_one_line_and_exits_2(tmp_path, good):
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert f"{path}: line 1: not a gpuscale recording: not JSON" in result.stderr
+
+
+# -- events run together on one line (a lost newline) ------------------------------
+
+
+def _join(data: bytes, index: int, count: int = 2) -> bytes:
+    """``data`` with lines ``index`` .. ``index + count - 1`` run together on one."""
+    lines = _lines(data)
+    lines[index : index + count] = [b"".join(lines[index : index + count])]
+    return b"\n".join(lines)
+
+
+@pytest.mark.parametrize(("count", "said"), [(2, "read both"), (3, "read all 3")])
+def test_events_run_together_on_one_line_are_all_read(tmp_path, good, count, said):
+    """Trial 2 (10e): a lost newline dropped both events ("line 130: not JSON
+    (trailing characters at byte 98), skipped"). Split where msgspec says the
+    first ends, both are read, and the warning says so."""
+    path = tmp_path / "joined.ndjson"
+    path.write_bytes(_join(good, 5, count))
+    warnings: list[str] = []
+    run = load_run(path, warnings.append)
+    assert [_fields(e) for e in run.events] == [_fields(e) for e in sample_events()]
+    assert warnings == [f"{path}: line 6: {count} events run together (a newline lost): {said}"]
+    assert [_fields(e) for e in iter_events(path)] == [_fields(e) for e in run.events]
+
+
+def test_the_end_event_run_together_with_the_last_line_is_read(tmp_path, good):
+    """The last line (no newline after it) and the one before run together: the end
+    event is read, by the reader and the listing alike."""
+    from gpuscale.recording.store import list_runs
+
+    (tmp_path / "runs").mkdir()
+    path = tmp_path / "runs" / "joined.ndjson"
+    path.write_bytes(_join(good.rstrip(b"\n"), len(sample_events()) - 2))
+    run = load_run(path)
+    assert run.end is not None and len(run.events) == len(sample_events())
+    (listed,) = list_runs(path.parent)
+    assert listed.status == "completed" and listed.steps == 20
+
+
+def test_an_event_run_together_with_garbage_is_kept_and_the_garbage_named(tmp_path, good):
+    path = tmp_path / "joined.ndjson"
+    path.write_bytes(_replace_line(good, 5, _lines(good)[5] + b"  garbage"))
+    warnings: list[str] = []
+    run = load_run(path, warnings.append)
+    assert len(run.events) == len(sample_events())
+    assert warnings[0] == f"{path}: line 6: 2 events run together (a newline lost): read 1 of them"
+    assert warnings[1].startswith(f"{path}: line 6: not JSON (") and len(warnings) == 2
+
+
+# -- a damaged first line, the run's start further in ------------------------------
+
+
+def test_a_cut_provisional_start_is_read_from_the_runs_own_start(tmp_path, good):
+    """Trial 2 (dd2): line 1, gpuscale's provisional start, cut; the trainer's full
+    start on line 4 and its steps after it were refused ("line 1: the start event is
+    cut off ... nothing to read"). Read from that start, saying which lines were
+    skipped."""
+    from gpuscale.recording.store import list_runs
+
+    lines = _lines(good)
+    provisional = _lines(_set_field(good, 0, provisional=True))[0]
+    data = b"\n".join([provisional[:60], lines[1], lines[2], *lines[0:1], *lines[3:]])
+    (tmp_path / "runs").mkdir()
+    path = tmp_path / "runs" / "dd2.ndjson"
+    path.write_bytes(data)
+    warnings: list[str] = []
+    run = load_run(path, warnings.append)
+    assert warnings == [
+        f"{path}: line 1: the start event is cut off (the run was killed while writing it); "
+        "read from the start event on line 4 (lines 1-3 skipped)"
+    ]
+    assert run.start.model == "mnist-cnn" and run.end is not None
+    assert [_fields(e) for e in run.events] == [_fields(e) for e in sample_events()[:1]] + [
+        _fields(e) for e in sample_events()[3:]
+    ]
+    (listed,) = list_runs(path.parent)  # listed as it reads, with what was skipped
+    assert listed.status == "completed" and listed.model == "mnist-cnn"
+    assert listed.damage == warnings[0].removeprefix(f"{path}: ")
+
+
+def test_a_garbled_first_line_before_the_start_is_skipped(tmp_path, good):
+    path = tmp_path / "garbled.ndjson"
+    path.write_bytes(b"\x00\x00garbage\n" + good)
+    warnings: list[str] = []
+    run = load_run(path, warnings.append)
+    assert len(run.events) == len(sample_events())
+    assert warnings == [
+        f"{path}: line 1: not JSON (invalid character at byte 0); read from the start event "
+        "on line 2 (line 1 skipped)"
+    ]
+
+
+# -- gzip data damaged mid-way --------------------------------------------------------
+
+
+def test_gzip_data_damaged_mid_way_keeps_the_lines_before_it(tmp_path, good):
+    """Trial 2: a .gz corrupted mid-stream was refused whole ("its gzip data is
+    damaged", rc 2) though a .gz merely cut short read its lines. The whole lines
+    before the damage are read, with one warning saying how many; what zlib
+    decoded after them (a line cut by the damage) is not."""
+    lines = _lines(good)
+    whole = b"\n".join(lines[:30]) + b"\n"
+    path = tmp_path / "damaged.ndjson.gz"
+    path.write_bytes(_gzip_damaged_after(whole, lines[30][:25]))
+    warnings: list[str] = []
+    run = load_run(path, warnings.append)
+    assert [_fields(e) for e in run.events] == [_fields(e) for e in sample_events()[:30]]
+    assert warnings == [
+        f"{path}: its gzip data is damaged after line 30: the 30 lines before it are read"
+    ]
+    assert run.truncated and run.end is None
+    assert len(list(iter_events(path))) == 30
+
+
+def test_garbage_zlib_decodes_before_it_notices_the_damage_is_not_read(tmp_path):
+    """Damaged deflate data decodes to garbage for a while before zlib refuses it:
+    no line of it is read (nor named as a damaged line), only events of the run."""
+    data = write_run(tmp_path / "long.ndjson", sample_events(steps=400)).read_bytes()
+    path = tmp_path / "corrupt.ndjson.gz"
+    path.write_bytes(_corrupt_gzip(data))
+    warnings: list[str] = []
+    run = load_run(path, warnings.append)
+    originals = [_fields(e) for e in sample_events(steps=400)]
+    assert 0 < len(run.events) < len(originals)
+    assert [_fields(e) for e in run.events] == originals[: len(run.events)]
+    (warning,) = warnings  # zlib may notice only at the checksum: it says so
+    n = len(run.events)
+    assert warning.startswith(f"{path}: its gzip data is damaged after line {n}"), warning
+    assert warning.endswith(f": the {n} lines before it are read"), warning
+
+
+def test_text_after_a_whole_gzip_stream_keeps_its_lines(tmp_path, good):
+    path = tmp_path / "appended.ndjson.gz"
+    path.write_bytes(gzip.compress(good) + b"garbage!")
+    warnings: list[str] = []
+    run = load_run(path, warnings.append)
+    assert len(run.events) == len(sample_events()) and run.end is not None
+    n = len(sample_events())
+    assert warnings == [
+        f"{path}: something that is not gzip follows its gzip data after line {n} "
+        f"(damaged, or appended): the {n} lines before it are read"
+    ]

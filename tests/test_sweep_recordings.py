@@ -518,3 +518,83 @@ def test_a_count_stopped_in_its_warm_up_is_not_measured_though_its_summary_omits
     resolved = resolve_inputs([f"{tmp_path}/{STOPPED}"])
     view = _sweep_view(resolved.paths, resolved.sweeps, resolved.cut_short)
     assert view.status_line == "not measured: 2 (stopped)"
+
+
+# -- trial 2: a damaged recording in a sweep -------------------------------------------
+
+
+def _named_sweep(folder: Path, damage) -> tuple[str, Path]:
+    """A sweep of 1, 2 and 4 devices named as gpuscale names its recordings (the
+    local time, the model, the count); ``damage(bytes) -> bytes`` spoils the
+    2-device file. Its id and that file."""
+    from datetime import datetime
+
+    from recording_samples import T0
+
+    sweep_id = f"sweep-{datetime.fromtimestamp(T0):%Y%m%d-%H%M%S}-51d2"
+    paths = []
+    for index, (devices, at) in enumerate([(1, 0), (2, 20), (4, 40)]):
+        made = sweep_run(folder, devices, index, [1, 2, 4], sweep_id, at=at)
+        stamp = datetime.fromtimestamp(T0 + at).strftime("%Y%m%d-%H%M%S")
+        paths.append(made.rename(folder / f"{stamp}_mnist-cnn_{devices}xgpu.ndjson"))
+    paths[1].write_bytes(damage(paths[1].read_bytes()))
+    return sweep_id, paths[1]
+
+
+def test_an_unreadable_recording_is_said_for_its_count_never_not_run(tmp_path, capsys):
+    """Trial 2 (dd): a sweep whose 2-device file was damaged said "not measured: 2
+    (not run)" in runs and recommend --from NAME, with no warning. Its file is found
+    by its name: "2 (unreadable: <why>)", and a warning when the sweep is named."""
+    sweep_id, bad = _named_sweep(tmp_path, lambda data: b"\x1f\x8bgarbage")
+    why = "not a gzip file (it starts like one, but its gzip header is damaged)"
+    (group,) = [g for g in sweep_groups(list_runs(tmp_path)) if g.name == sweep_id]
+    assert group.measured == [1, 4] and group.missing == [2]
+    assert group.why_missing() == [f"2 (unreadable: {why})"]
+    warning = (
+        f"gpuscale: warning: sweep {sweep_id}: its 2-device recording {bad} is unreadable: "
+        f"{why}; 2 devices not measured"
+    )
+    assert main(["runs", "--dir", str(tmp_path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"not measured: 2 (unreadable: {why})" in out and "not run" not in out, out
+    for command in (["recommend", "--from"], ["replay"]):
+        assert main([*command, f"{tmp_path}/{sweep_id}"]) == 0
+        captured = capsys.readouterr()
+        assert warning in captured.err.splitlines(), captured.err
+        assert "not run" not in captured.out + captured.err
+    assert main(["recommend", "--from", f"{tmp_path}/{sweep_id}", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert warning.removeprefix("gpuscale: warning: ") in doc["recommendation"]["warnings"]
+    assert main(["runs", "--dir", str(tmp_path), "--json"]) == 0
+    (listed,) = [s for s in json.loads(capsys.readouterr().out)["sweeps"] if s["id"] == sweep_id]
+    assert {"path": str(bad), "devices": 2, "status": "unreadable", "problem": why} in listed[
+        "recordings"
+    ]
+
+
+def test_an_unreadable_file_of_another_model_or_time_is_not_the_sweeps(tmp_path):
+    sweep_id, bad = _named_sweep(tmp_path, lambda data: b"\x1f\x8bgarbage")
+    bad.rename(bad.with_name(bad.name.replace("mnist-cnn", "resnet")))
+    (group,) = [g for g in sweep_groups(list_runs(tmp_path)) if g.name == sweep_id]
+    assert group.why_missing() == ["2 (not run)"] and group.unreadable == {}
+
+
+def test_a_sweeps_gzip_damaged_mid_way_is_measured_from_its_lines(tmp_path, capsys):
+    """Trial 2 (dd): the 2-device file gzipped and corrupted mid-stream. What is
+    whole of it is read, the count measured from it, its damage said."""
+    import zlib
+
+    def damage(data: bytes) -> bytes:
+        packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+        whole = b"\n".join(data.split(b"\n")[:40]) + b"\n"
+        return packer.compress(whole) + packer.flush(zlib.Z_SYNC_FLUSH) + b"\xff" * 32
+
+    sweep_id, bad = _named_sweep(tmp_path, damage)
+    gz = bad.rename(bad.with_name(bad.name + ".gz"))
+    said = "its gzip data is damaged after line 40: the 40 lines before it are read"
+    (group,) = [g for g in sweep_groups(list_runs(tmp_path)) if g.name == sweep_id]
+    assert group.measured == [1, 2, 4] and group.missing == []
+    assert "2 (interrupted, 9 steps recorded, its recording damaged)" in group.describe()
+    assert main(["recommend", "--from", f"{tmp_path}/{sweep_id}"]) == 0
+    err = capsys.readouterr().err
+    assert f"gpuscale: warning: {gz}: {said}" in err.splitlines(), err

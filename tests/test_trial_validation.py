@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from pathlib import Path
 
 import pytest
@@ -282,13 +283,45 @@ def test_runs_says_what_is_wrong_with_a_corrupt_gzip(tmp_path, capsys):
     packed = bytearray(gzip.compress(data))
     packed[len(packed) // 2 : len(packed) // 2 + 40] = bytes(40)
     (tmp_path / "damaged.ndjson.gz").write_bytes(bytes(packed))
-    problems = {Path(r.path).name: r.problem for r in list_runs(tmp_path)}
+    listed = {Path(r.path).name: r for r in list_runs(tmp_path)}
+    problems = {name: r.problem for name, r in listed.items()}
     assert problems["bad.ndjson.gz"].startswith("not a gzip file"), problems
     assert problems["cut.ndjson.gz"].startswith("cut off"), problems
-    assert problems["damaged.ndjson.gz"].startswith("its gzip data is damaged"), problems
+    # damaged after some lines: listed as far as it is whole, saying so (trial 2)
+    damaged = listed["damaged.ndjson.gz"]
+    assert damaged.problem is None and damaged.status == "interrupted", damaged
+    assert damaged.damage.startswith("its gzip data is damaged after line "), damaged
     code, output = _cli(["runs", "--dir", str(tmp_path)], capsys)
     assert code == 0 and "Error" not in output and "TypeError" not in output, output
     assert "bad.ndjson.gz: not a gzip file" in output, output
+    assert f"damaged: damaged.ndjson.gz: {damaged.damage}" in output, output
+
+
+def test_gzip_damaged_mid_way_is_said_alike_by_replay_recommend_and_runs(tmp_path, capsys):
+    """Trial 2: a .gz corrupted mid-stream was refused whole by replay (rc 2) and
+    listed unreadable by runs though its first lines were whole. Each reads those
+    lines, exits 0, and says the same warning."""
+    from recording_samples import sample_events
+
+    events = sample_events(steps=60)
+    data = write_run(tmp_path / "whole.ndjson", events).read_bytes()
+    lines = data.split(b"\n")
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    packed = packer.compress(b"\n".join(lines[:100]) + b"\n") + packer.flush(zlib.Z_SYNC_FLUSH)
+    (tmp_path / "runs").mkdir()
+    path = tmp_path / "runs" / "damaged.ndjson.gz"
+    path.write_bytes(packed + b"\xff" * 32)  # a deflate block of the reserved type
+    said = "its gzip data is damaged after line 100: the 100 lines before it are read"
+    (run,) = list_runs(tmp_path / "runs")
+    assert run.damage == said and run.status == "interrupted" and run.problem is None
+    code, output = _cli(["runs", "--dir", str(tmp_path / "runs")], capsys)
+    assert code == 0 and f"damaged: damaged.ndjson.gz: {said}" in output, output
+    for command in (["replay"], ["recommend", "--from"]):
+        code = cli.main([*command, str(path)])
+        out, err = capsys.readouterr()
+        assert code == 0 and f"gpuscale: warning: {path}: {said}" in err.splitlines(), err
+        assert "no end event" not in err and "Traceback" not in err, err
+    assert len(load_run(path).events) == 100
 
 
 def test_the_json_writer_never_writes_phases_that_cannot_fit():
@@ -301,3 +334,61 @@ def test_the_json_writer_never_writes_phases_that_cannot_fit():
     )
     (doc,) = sweep_document([point])["points"]
     assert doc["step_time_s"] == 0.1 and "compute_s" not in doc, doc
+
+
+# -- trial 2 (3): an exchange on 1 device ------------------------------------------
+
+
+def _one_device_exchange(tmp_path: Path, first: dict, defaults: dict | None = None) -> Path:
+    path = tmp_path / "imp5.json"
+    doc = {
+        "defaults": {**BASE, **(defaults or {})},
+        "points": [
+            {"devices": 1, "step_time_s": 0.1, **first},
+            {"devices": 2, "step_time_s": 0.12, "compute_s": 0.1, "allreduce_s": 0.01},
+        ],
+    }
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_an_exposed_all_reduce_on_one_device_is_left_out_with_a_warning(tmp_path, capsys):
+    """Trial 2 (3): "allreduce_s": 0.05 on the 1-device point (one device exchanges
+    nothing) was taken as the exchange and 4 devices went from 143.6 ms to 242.7 ms,
+    silently. It is left out, with one warning in the phases' words, and the
+    predictions are those of the file without it."""
+    (tmp_path / "plain").mkdir()
+    plain = _one_device_exchange(tmp_path / "plain", {})
+    bad = _one_device_exchange(tmp_path, {"allreduce_s": 0.05})
+    sweep = read_sweep_file(bad)
+    line = (
+        f"{bad}: points[0].allreduce_s (0.05 s) on 1 device, which exchanges nothing: "
+        "its exposed all-reduce is left out"
+    )
+    assert sweep.warnings == [line]
+    (one,) = [p for p in sweep.points if p.devices == 1]
+    assert one.allreduce_s is None and one.step_time_s == 0.1
+    docs = []
+    for path in (plain, bad):
+        code = cli.main(["recommend", "--from", str(path), "--json"])
+        out, err = capsys.readouterr()
+        assert code == 0
+        docs.append(json.loads(out))
+        assert err.count("gpuscale: warning:") == (path == bad), err
+    assert line in docs[1]["recommendation"]["warnings"]
+    predicted = [
+        [(p["devices"], p["step_time_s"]) for p in d["points"] if p.get("predicted")] for d in docs
+    ]
+    assert predicted[0] and predicted[1] == predicted[0]
+
+
+def test_an_exchange_of_zero_on_one_device_is_no_mistake(tmp_path):
+    assert read_sweep_file(_one_device_exchange(tmp_path, {"allreduce_s": 0.0})).warnings == []
+
+
+def test_an_exposed_all_reduce_from_the_defaults_names_the_defaults(tmp_path):
+    path = _one_device_exchange(tmp_path, {}, defaults={"allreduce_s": 0.02})
+    assert read_sweep_file(path).warnings == [
+        f"{path}: defaults.allreduce_s (0.02 s) on points[0]'s 1 device, which exchanges "
+        "nothing: points[0]'s exposed all-reduce is left out"
+    ]

@@ -381,6 +381,13 @@ def read_sweep_file(path: str | Path) -> Sweep:
         if point.source is None:
             point = msgspec.structs.replace(point, source=sweep.source or str(path))
         point = normalize(point, where)
+        problem = lone_exchange_problem(point, f"points[{i}]", set(defaults) - set(item))
+        if problem is not None:  # one device exchanges nothing: the rest is kept
+            whose = "its" if problem.startswith(f"points[{i}]") else f"points[{i}]'s"
+            warnings.append(f"{path}: {problem}: {whose} exposed all-reduce is left out")
+            point = msgspec.structs.replace(
+                point, allreduce_s=None, allreduce_err_s=None, comm_share_err=None
+            )
         problem = phases_problem(point, f"points[{i}]", merged, set(defaults) - set(item))
         if problem is not None:  # its step time is a measurement still: kept, with a word
             whose = "its" if problem.startswith(f"points[{i}]") else f"points[{i}]'s"
@@ -434,6 +441,23 @@ def phases_fit(point: SweepPoint) -> SweepPoint:
     if point.predicted or phases_problem(point, "point") is None:
         return point
     return without_phases(point)
+
+
+def lone_exchange_problem(
+    point: SweepPoint, where: str, from_defaults: Iterable[str] = ()
+) -> str | None:
+    """Why ``point``'s exposed all-reduce cannot be, in one line naming the field and
+    its value (``points[0].allreduce_s (0.05 s) on 1 device, which exchanges
+    nothing``); ``None`` when it can. One device has no gradients to exchange, so an
+    ``allreduce_s`` above zero at 1 device is a mistake (copied from another point,
+    a probe of another run); taken at its word it would be the model's exchange at
+    every count. The reader leaves it out, with a warning, and keeps the rest."""
+    if point.devices != 1 or not point.allreduce_s:
+        return None
+    value = f"({point.allreduce_s:.3g} s)"
+    if "allreduce_s" in set(from_defaults):
+        return f"defaults.allreduce_s {value} on {where}'s 1 device, which exchanges nothing"
+    return f"{where}.allreduce_s {value} on 1 device, which exchanges nothing"
 
 
 def phases_problem(

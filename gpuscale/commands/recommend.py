@@ -275,13 +275,19 @@ def load_from(inputs: list) -> tuple:
     """``--from``'s inputs (files, sweep names) -> the sweep and its heading; what
     the readers forgave is said on stderr. Shared with ``replay`` off a terminal."""
     from gpuscale.analysis.sweep import load_inputs
+    from gpuscale.errors import GpuscaleError
     from gpuscale.recording.sweeps import resolve_inputs
 
     resolved = resolve_inputs(inputs)  # a sweep's name: its measured recordings
-    sweep = load_inputs(
-        as_given([str(name) for name in inputs], resolved.paths), cut_short=resolved.cut_short
-    )
+    try:
+        sweep = load_inputs(
+            as_given([str(name) for name in inputs], resolved.paths), cut_short=resolved.cut_short
+        )
+    except GpuscaleError as exc:
+        exc.warnings = [*resolved.warnings, *exc.warnings]
+        raise
     sweep.notes = [*resolved.notes, *sweep.notes]
+    sweep.warnings = [*resolved.warnings, *sweep.warnings]  # a count's file unreadable
     print_warnings(sweep.warnings)
     return sweep, join_clauses(resolved.notes) or None
 

@@ -84,7 +84,12 @@ def main(args: argparse.Namespace) -> int:
     resolved = resolve_inputs(args.files)  # a sweep's name: its measured recordings
     if resolved.sweeps or len(resolved.paths) > 1:
         _refuse_timeline(timeline)
-        view = _sweep_view(resolved.paths, resolved.sweeps, resolved.cut_short)
+        try:
+            view = _sweep_view(resolved.paths, resolved.sweeps, resolved.cut_short)
+        except GpuscaleError as exc:
+            exc.warnings = [*resolved.warnings, *exc.warnings]
+            raise
+        view.warnings[:0] = resolved.warnings  # a count's recording unreadable
         return _show_sweep(view, args.files)
     args.file = args.files[0]
     if args.file.is_dir():

@@ -92,7 +92,9 @@ def main(args: argparse.Namespace) -> int:
         when = run.when
         name = Path(run.path).name
         if run.problem is not None:
-            problems.append(visible(f"{name}: {run.problem}"))
+            problems.append(("unreadable", visible(f"{name}: {run.problem}")))
+        elif run.damage is not None:  # listed (and read) as far as it is whole
+            problems.append(("damaged", visible(f"{name}: {run.damage}")))
         rows.append(
             (
                 when.strftime("%Y-%m-%d %H:%M") if when else "?",
@@ -147,8 +149,8 @@ def main(args: argparse.Namespace) -> int:
         _print_with_file_lines(console, table, names)
     if show_strategy and short and any(run.workers > 1 for run in runs):
         console.print("Strategy: mw×N = multi-worker, N workers", highlight=False, markup=False)
-    for line in problems:
-        console.print(f"unreadable: {line}", highlight=False, markup=False)
+    for word, line in problems:
+        console.print(f"{word}: {line}", highlight=False, markup=False)
     if groups:
         console.print()
         prefix = f"{folder}/" if args.dir is not None else ""

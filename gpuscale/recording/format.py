@@ -53,13 +53,28 @@ def gzip_problem(exc: Exception, *, first_member: bool = True, after_line: int =
     raises no error: readers say so themselves (:data:`GZIP_CUT_AT_START`)."""
     reason = str(exc).rpartition(": ")[2]
     after = f" after line {after_line:,}" if after_line else ""
-    if "header" in reason or reason in ("unknown compression method", "invalid window size"):
+    if gzip_header_damaged(exc):
         if first_member:
             return "not a gzip file (it starts like one, but its gzip header is damaged)"
         return f"something that is not gzip follows its gzip data{after} (damaged, or appended)"
     if reason in ("incorrect data check", "incorrect length check"):
         return f"its gzip data is damaged{after} (its checksum does not match)"
     return f"its gzip data is damaged{after}"
+
+
+def gzip_header_damaged(exc: Exception) -> bool:
+    """Whether zlib's error is about a gzip header (not gzip there at all)."""
+    reason = str(exc).rpartition(": ")[2]
+    return "header" in reason or reason in ("unknown compression method", "invalid window size")
+
+
+def gzip_damage_warning(problem: str, lines: int) -> str:
+    """What is said of a ``.gz`` recording whose gzip data is damaged after ``lines``
+    whole lines (:func:`gzip_problem`'s ``problem``), which are read: ``its gzip data
+    is damaged after line 90: the 90 lines before it are read``; the same words in
+    ``replay``, ``recommend --from`` and ``runs``."""
+    kept = "the line before it is read" if lines == 1 else f"the {lines:,} lines before it are read"
+    return f"{problem}: {kept}"
 
 
 DECODE_ERRORS = (msgspec.MsgspecError, RecursionError, ValueError, TypeError, OverflowError)

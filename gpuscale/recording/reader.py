@@ -18,13 +18,16 @@ by the schema; every problem becomes a :class:`RecordingError` naming the file
 and the line, after the events before it were yielded (:func:`iter_events`).
 
 What is forgiven, with a one-line warning: a cut-off last line (the writer was
-killed while writing it), a gzip stream that ends early (the same crash), a
-missing end event (the run was killed or is still running), a damaged line after
-the start (not JSON, not a valid event: a disk or an editor garbled it; skipped,
-the rest is read, nothing else recorded is lost; the first
+killed while writing it), a gzip stream that ends early (the same crash), gzip data
+damaged mid-way (the whole lines before the damage are read: :func:`gunzip_chunks`,
+:func:`lines_before_damage`), a missing end event (the run was killed or is still
+running), a damaged first line with a start event further in the first chunk (read
+from that start), events run together on one line (a lost newline: each read), a
+damaged line after the start (not JSON, not a valid event: a disk or an editor
+garbled it; skipped, the rest is read, nothing else recorded is lost; the first
 :data:`MAX_SKIP_WARNINGS` are named, then a count), and, in a file of a newer
 minor version, event kinds this gpuscale does not know. What is not forgiven: a
-file that is not a recording (its first line not a start event, binary data),
+file that is not a recording (no start event where one should be, binary data),
 and events out of order (two runs joined in one file).
 """
 
@@ -68,6 +71,8 @@ from gpuscale.recording.format import (
     MAX_LINE_BYTES,
     READER_MINOR,
     TIME_TOLERANCE_S,
+    gzip_damage_warning,
+    gzip_header_damaged,
     gzip_problem,
     parse_version,
     version_problem,
@@ -164,6 +169,60 @@ def event_problem(exc: Exception, kind: object = None) -> str:
 _CUT_START = "the start event is cut off (the run was killed while writing it): nothing to read"
 
 
+_raw_decoder = msgspec.json.Decoder(msgspec.Raw)
+_TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
+
+
+def joined_parts(line: bytes) -> list[bytes] | None:
+    """The JSON values run together on ``line`` (a newline lost between two
+    events: ``{...}{...}``), split where msgspec says the next begins (its
+    ``trailing characters (byte N)``, counted from 1; each decode stops there, so
+    a line of many costs one pass); the last part may be damaged. ``None`` when
+    ``line`` does not begin with a whole JSON value followed by another."""
+    parts: list[bytes] = []
+    rest = line.strip(_JSON_SPACE)
+    while rest:
+        try:
+            _raw_decoder.decode(rest)
+        except msgspec.DecodeError as exc:
+            match = _TRAILING.search(str(exc))
+            cut = int(match.group(1)) - 1 if match else 0  # msgspec counts from 1
+            if not 0 < cut < len(rest):
+                break
+            parts.append(rest[:cut])
+            rest = rest[cut:]
+            continue
+        except _DECODE_ERRORS:
+            break
+        break
+    if not parts:
+        return None
+    parts.append(rest)  # the last value (whole, or the damage after the others)
+    return parts
+
+
+START_FURTHER_IN = "read from the start event on line"
+"""How the warning of a recording read from a start event after its damaged first
+line says so (``line 1: the start event is cut off (...); read from the start event
+on line 4 (lines 1-3 skipped)``)."""
+
+
+class _StartDamaged(RecordingError):
+    """A first line that is no start event (damaged, cut, another kind): the
+    reader looks for one further in (:meth:`_Reader._start_further_in`)."""
+
+    def as_error(self) -> RecordingError:
+        return RecordingError(self.path, self.reason, self.line)
+
+
+def _damage_words(reason: str) -> str:
+    """A first line's error as the damage it is, when a start event further in is
+    read: without "nothing to read" and "not a gpuscale recording"."""
+    words = reason.removesuffix(": nothing to read").removesuffix(": not a gpuscale recording")
+    words = words.removeprefix("not a gpuscale recording: ")
+    return words.partition("; a gpuscale recording starts")[0]
+
+
 class _DamageAfter(Exception):
     """A damaged line in a chunk: the events before it (to be kept) and the error."""
 
@@ -173,8 +232,128 @@ class _DamageAfter(Exception):
         self.error = error
 
 
-class _StreamCut(Exception):
-    """The gzip stream ended before its end marker (a crash while writing)."""
+class GzipCut(Exception):
+    """The gzip stream ended before its end marker (a crash while writing): what
+    it decoded was yielded (:func:`gunzip_chunks`)."""
+
+
+class GzipDamaged(Exception):
+    """zlib refused a gzip stream (:func:`gunzip_chunks`): what it decoded before
+    was yielded, but for :attr:`salvaged`. ``fatal``: the file's first gzip header
+    is damaged (it is not gzip at all), so nothing of it can be read."""
+
+    def __init__(self, error: zlib.error, first_member: bool, salvaged: bytes):
+        super().__init__(str(error))
+        self.error = error
+        self.first_member = first_member
+        self.fatal = first_member and gzip_header_damaged(error)
+        self.salvaged = salvaged
+        """What zlib decoded of the refused data before it noticed the damage: the
+        text before the damage, and maybe garbage after it (up to where zlib noticed)."""
+
+    def problem(self, after_line: int = 0) -> str:
+        """What is wrong, in the words of :func:`~gpuscale.recording.format.gzip_problem`."""
+        return gzip_problem(self.error, first_member=self.first_member, after_line=after_line)
+
+
+SALVAGE_BYTES = 64
+"""Compressed bytes fed at a time to decode what comes before damaged gzip data."""
+
+
+def gunzip_chunks(f, size: int = CHUNK_BYTES) -> Iterator[bytes]:
+    """The decompressed bytes of the gzip file ``f`` (concatenated members too), at
+    most ``size`` at a time, so that a compression bomb is read like a large file.
+    Raises :class:`GzipCut` after the last bytes when the stream ends early (a
+    crash while writing), :class:`GzipDamaged` where zlib refuses the data, with
+    what decodes of the refused call before the damage (its ``salvaged``: the call is
+    repeated on a copy of the decompressor, :data:`SALVAGE_BYTES` at a time; zlib's
+    output of a refused call is otherwise lost). ``OSError`` passes through."""
+    decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    first_member = True
+    while True:
+        if decomp.eof:
+            data = decomp.unused_data or f.read(size)
+            if not data:
+                return  # clean end of the last gzip member
+            decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)  # concatenated member
+            first_member = False
+        elif decomp.unconsumed_tail:
+            data = decomp.unconsumed_tail
+        else:
+            data = f.read(size)
+            if not data:
+                try:
+                    rest = decomp.flush()
+                except zlib.error as exc:
+                    raise GzipDamaged(exc, first_member, b"") from None
+                if rest:
+                    yield rest
+                raise GzipCut
+        before = decomp.copy()
+        try:
+            out = decomp.decompress(data, size)
+        except zlib.error as exc:
+            raise GzipDamaged(exc, first_member, _salvage(before, data, size)) from None
+        if out:
+            yield out
+
+
+def lines_before_damage(
+    data: bytes, decode: Callable[[bytes], object] | None = None, newer_minor: bool = False
+) -> bytes:
+    """Of ``data``, the text decoded last before damaged gzip data, its whole lines
+    before the first that is no event (``decode`` raises; blank lines pass): zlib
+    notices damage some bytes after it, and decodes garbage until then; the same in
+    the reader and the listing. With ``newer_minor``, a line of an event kind
+    unknown to this gpuscale passes. Empty when there is none."""
+    decode = decode or msgspec.json.Decoder(Event).decode
+    cut = data.rfind(b"\n")
+    end = 0
+    while end <= cut:
+        next_end = data.index(b"\n", end) + 1
+        line = data[end:next_end]
+        if line.strip(_JSON_SPACE):
+            try:
+                decode(line)
+            except _DECODE_ERRORS:
+                if not (newer_minor and _unknown_kind(line)):
+                    break
+        end = next_end
+    return data[:end]
+
+
+def _unknown_kind(line: bytes) -> bool:
+    try:
+        kind = _probe_decoder.decode(line).kind
+    except _DECODE_ERRORS:
+        return False
+    return isinstance(kind, str) and kind not in _KNOWN_KINDS
+
+
+def _salvage(decomp, data: bytes, size: int) -> bytes:
+    """What ``decomp`` decodes of ``data`` before zlib refuses it (at most ``size``
+    bytes: the call that failed asked for no more): fed :data:`SALVAGE_BYTES` at a
+    time, and the piece it refuses again a byte at a time (a refused call's output
+    is lost, and a piece of compressed bytes can hold several lines)."""
+    out: list[bytes] = []
+    total = 0
+    step = SALVAGE_BYTES
+    begin = 0
+    while begin < len(data) and total < size:
+        saved = decomp.copy()
+        try:
+            piece = decomp.decompress(data[begin : begin + step], size - total)
+        except zlib.error:
+            if step == 1:
+                break
+            decomp, step = saved, 1  # the refused piece again, a byte at a time
+            continue
+        out.append(piece)
+        total += len(piece)
+        if decomp.eof or decomp.unconsumed_tail:
+            break
+        begin += step
+    return b"".join(out)
 
 
 class _Reader:
@@ -265,31 +444,12 @@ class _Reader:
             yield data
 
     def _gzip_chunks(self, f) -> Iterator[bytes]:
-        decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        first_member = True
         try:
-            while True:
-                if decomp.eof:
-                    data = decomp.unused_data or f.read(CHUNK_BYTES)
-                    if not data:
-                        return  # clean end of the last gzip member
-                    decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)  # concatenated member
-                    first_member = False
-                elif decomp.unconsumed_tail:
-                    data = decomp.unconsumed_tail
-                else:
-                    data = f.read(CHUNK_BYTES)
-                    if not data:
-                        rest = decomp.flush()
-                        if rest:
-                            yield rest
-                        raise _StreamCut
-                out = decomp.decompress(data, CHUNK_BYTES)
-                if out:
-                    yield out
-        except zlib.error as exc:
-            problem = gzip_problem(exc, first_member=first_member, after_line=self.line_no)
-            raise self.error(problem) from None
+            yield from gunzip_chunks(f)
+        except GzipDamaged as damage:
+            if damage.fatal:
+                raise self.error(damage.problem()) from None
+            raise
         except OSError as exc:
             raise self.error(f"cannot read: {exc.strerror or exc}", self.line_no + 1) from None
 
@@ -302,15 +462,22 @@ class _Reader:
             pending: list[bytes] = []
             pending_len = 0
             stream_cut = False
+            gzip_damage: GzipDamaged | None = None
             chunks = self.chunks(f)
-            while True:
+            while gzip_damage is None:
                 try:
                     chunk = next(chunks)
                 except StopIteration:
                     break
-                except _StreamCut:
+                except GzipCut:
                     stream_cut = True
                     break
+                except GzipDamaged as exc:  # the whole lines before it, then no more
+                    gzip_damage = exc
+                    chunk = self._before_damage(b"".join(pending) + exc.salvaged)
+                    pending, pending_len = [], 0
+                    if not chunk:
+                        break
                 if self.bytes_read == 0 and chunk.startswith(UTF8_BOM):
                     chunk = chunk[len(UTF8_BOM) :]  # an editor's byte-order mark
                 self.bytes_read += len(chunk)
@@ -360,9 +527,12 @@ class _Reader:
                 if events:
                     yield events
             tail = b"".join(pending)
-            last = self._last_line(tail, stream_cut)
-            if last is not None:
-                yield [last]
+            if gzip_damage is not None:
+                self._damaged_stream(gzip_damage)
+            else:
+                last = self._last_line(tail, stream_cut)
+                if last:
+                    yield last
         if not self.started:
             if stream_cut and self.bytes_read == 0:
                 raise self.error(GZIP_CUT_AT_START)
@@ -374,8 +544,22 @@ class _Reader:
                 f"{self.skipped_lines} damaged lines skipped in all (the first "
                 f"{MAX_SKIP_WARNINGS} named above); read the rest"
             )
-        if self.end is None:
+        if self.end is None and gzip_damage is None:  # its warning says what is lost
             self.warn(f"no end event after line {self.line_no}: {self._why_no_end()}")
+
+    def _before_damage(self, data: bytes) -> bytes:
+        """:func:`lines_before_damage`, a line of a kind unknown to this reader in a
+        file of a newer minor version taken as whole (it is skipped, not damage)."""
+        return lines_before_damage(data, self.decoder.decode, self.newer_minor)
+
+    def _damaged_stream(self, damage: GzipDamaged) -> None:
+        """Gzip data damaged after some lines: they are kept (what decoded after them
+        is not: :meth:`_before_damage`), with a warning; with no line yet, nothing to
+        read."""
+        if not self.started:
+            raise self.error(damage.problem())
+        self.truncated = True
+        self.warn(gzip_damage_warning(damage.problem(self.line_no), self.line_no))
 
     def _why_no_end(self) -> str:
         """Why a recording has no end event: still being written, or interrupted
@@ -396,8 +580,39 @@ class _Reader:
         begin = complete.rfind(b"\n", 0, len(complete) - len(stripped)) + 1
         end = complete.index(b"\n", begin)
         self.line_no += complete.count(b"\n", 0, begin) + 1
-        self._start(complete[begin:end])
+        try:
+            self._start(complete[begin:end])
+        except _StartDamaged as damaged:
+            return self._start_further_in(complete, end + 1, damaged)
         return complete[end + 1 :]
+
+    def _start_further_in(self, complete: bytes, pos: int, damaged: _StartDamaged) -> bytes:
+        """The first line (number ``damaged.line``) is damaged: read from the first
+        whole start event after it in ``complete`` (the text read so far: the first
+        chunk), with a warning naming the lines skipped (a provisional start cut off,
+        and what came before the run's own); return what follows it. None there: the
+        first line's error."""
+        first = damaged.line or self.line_no
+        number = self.line_no
+        while pos < len(complete):
+            nl = complete.index(b"\n", pos)
+            line = complete[pos:nl]
+            number += 1
+            pos = nl + 1
+            if b'"start"' not in line:
+                continue
+            self.line_no = number
+            try:
+                self._start(line)
+            except _StartDamaged:
+                continue
+            skipped = f"line {first}" if number - 1 == first else f"lines {first}-{number - 1}"
+            self.warn(
+                f"line {first}: {_damage_words(damaged.reason)}; {START_FURTHER_IN} {number} "
+                f"({skipped} skipped)"
+            )
+            return complete[pos:]
+        raise damaged.as_error()
 
     def _start(self, line: bytes) -> StartEvent:
         number = self.line_no
@@ -406,39 +621,39 @@ class _Reader:
         try:
             check_depth(line)  # the start event carries free-form data (its config)
         except JsonInputError as exc:
-            raise self.error(f"{exc}: not a gpuscale recording", number) from None
+            raise self._damaged(f"{exc}: not a gpuscale recording", number) from None
         try:
             probe = _probe_decoder.decode(line)
         except msgspec.ValidationError:
-            raise self.error("not a JSON object: not a gpuscale recording", number) from None
+            raise self._damaged("not a JSON object: not a gpuscale recording", number) from None
         except msgspec.DecodeError as exc:
             if line.lstrip().startswith(b"{") and str(exc) == "Input data was truncated":
-                raise self.error(_CUT_START, number) from None
-            raise self.error(
+                raise self._damaged(_CUT_START, number) from None
+            raise self._damaged(
                 f"not a gpuscale recording: not JSON ({json_problem(exc)})",
                 number,
             ) from None
         except _DECODE_ERRORS:
-            raise self.error("not a JSON object: not a gpuscale recording", number) from None
+            raise self._damaged("not a JSON object: not a gpuscale recording", number) from None
         if probe.kind != "start":
             kind = probe.kind if isinstance(probe.kind, str) else None
             what = f"a {kind[:40]!r} event" if kind else "no 'kind' field"
-            raise self.error(
+            raise self._damaged(
                 f"the first line has {what}; a gpuscale recording starts with a start event",
                 number,
             )
         schema = probe.schema if probe.schema is not None else "1.0"
         if not isinstance(schema, str):
-            raise self.error("the start event's 'schema' is not a string", number)
+            raise self._damaged("the start event's 'schema' is not a string", number)
         problem = version_problem(schema)
-        if problem is not None:
+        if problem is not None:  # not damage: a format this gpuscale does not read
             raise self.error(problem, number)
         self.schema = schema
         self.newer_minor = (parse_version(schema) or (0, 0))[1] > READER_MINOR
         try:
             start = self.decoder.decode(line)
         except _DECODE_ERRORS as exc:
-            raise self.error(
+            raise self._damaged(
                 f"the start event is not valid: {event_problem(exc)}", number
             ) from None
         if self.newer_minor and start.schema != schema:
@@ -448,6 +663,9 @@ class _Reader:
         self.started = True
         self._pending_start = start
         return start
+
+    def _damaged(self, message: str, line: int) -> _StartDamaged:
+        return _StartDamaged(self.path, message, line)
 
     def _decode_complete(self, complete: bytes) -> list[Event]:
         """Decode whole lines (``complete`` ends with a newline) and check their order."""
@@ -500,11 +718,41 @@ class _Reader:
             try:
                 events.append(decode(line))
             except _DECODE_ERRORS as exc:
-                if not self._skippable(line, number):
+                joined = self._joined(line, number)
+                if joined:
+                    events += joined
+                    numbers += [number] * len(joined)
+                elif not self._skippable(line, number):
                     self._skip_damaged(self._line_error(line, exc, number))
                 continue
             numbers.append(number)
         return events, numbers
+
+    def _joined(self, line: bytes, number: int) -> list[Event]:
+        """The events of a line that holds several run together (a newline lost:
+        ``{...}{...}``), split where msgspec says the first ends, with a warning; a
+        part that is no event is skipped as a damaged line is. Empty when ``line``
+        is not such a line, or none of its parts is an event."""
+        parts = joined_parts(line)
+        if parts is None:
+            return []
+        events: list[Event] = []
+        damaged: list[tuple[bytes, Exception]] = []
+        for part in parts:
+            try:
+                events.append(self.decoder.decode(part))
+            except _DECODE_ERRORS as exc:
+                damaged.append((part, exc))
+        if not events:
+            return []
+        read = "read both" if len(parts) == 2 else f"read all {len(parts)}"
+        if damaged:
+            read = f"read {len(events)} of them"
+        self.warn(f"line {number}: {len(parts)} events run together (a newline lost): {read}")
+        for part, exc in damaged:
+            if not self._skippable(part, number):
+                self._skip_damaged(self._line_error(part, exc, number))
+        return events
 
     def _skippable(self, line: bytes, number: int) -> bool:
         if not self.newer_minor:
@@ -596,8 +844,9 @@ class _Reader:
         self.ended = ended
         return None
 
-    def _last_line(self, tail: bytes, stream_cut: bool) -> Event | None:
-        """The bytes after the last newline: a complete event kept, a cut one dropped."""
+    def _last_line(self, tail: bytes, stream_cut: bool) -> list[Event]:
+        """The bytes after the last newline: a complete event kept (or the events
+        run together on it), a cut one dropped."""
         if stream_cut:
             self.truncated = True
             self.warn(
@@ -605,32 +854,35 @@ class _Reader:
                 "while writing); read what was recorded"
             )
         if not tail.strip(b" \t\r\n"):
-            return None
+            return []
         number = self.line_no + 1
         if not self.started:
             if tail.strip(b" \t\r\n\x00"):
                 self.line_no += 1
-                self._start(tail)  # a cut one says so; anything else is not a recording
+                try:
+                    self._start(tail)  # a cut one says so; anything else is not a recording
+                except _StartDamaged as damaged:
+                    raise damaged.as_error() from None
                 start = self._pending_start
                 self._pending_start = None
-                return start
-            return None
+                return [start] if start is not None else []
+            return []
         try:
-            event = self.decoder.decode(tail)
+            events = [self.decoder.decode(tail)]
         except _DECODE_ERRORS:
-            event = None
-        if event is not None:
-            bad = self._check_order([event])
+            events = self._joined(tail, number)
+        if events:
+            bad = self._check_order(events)
             if bad is not None:
                 raise self.error(bad[1], number)
             self.line_no += 1
-            return event
+            return events
         self.truncated = True
         self.warn(
             f"line {number} is cut off (the run was killed while writing it); dropped it and "
             f"kept the {self.line_no} lines before"
         )
-        return None
+        return []
 
 
 def iter_events(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import zlib
 from datetime import datetime
 from pathlib import Path
 
@@ -33,11 +32,20 @@ from gpuscale.recording.format import (
     GZIP_MAGIC,
     MAX_LINE_BYTES,
     SUFFIXES,
-    gzip_problem,
+    gzip_damage_warning,
     version_problem,
 )
 from gpuscale.recording.liveness import writer_alive
-from gpuscale.recording.reader import RecordingError, iter_events
+from gpuscale.recording.reader import (
+    START_FURTHER_IN,
+    GzipCut,
+    GzipDamaged,
+    RecordingError,
+    gunzip_chunks,
+    iter_events,
+    joined_parts,
+    lines_before_damage,
+)
 
 ENV_DATA_DIR = "GPUSCALE_DATA_DIR"
 TAIL_BYTES = 64 * 1024
@@ -145,6 +153,12 @@ class RunInfo(msgspec.Struct, kw_only=True):
     or ``unreadable``."""
     problem: str | None = None
     """Why the file cannot be read, when ``status`` is ``unreadable``."""
+    damage: str | None = None
+    """What damage the listing forgave in a file it lists (the reader says the same
+    and reads what it lists): gzip data damaged after some lines (``its gzip data is
+    damaged after line 90: the 90 lines before it are read``), a damaged first line
+    before the run's start event (``line 1: ...: read from the start event on line
+    4``). ``None`` when none."""
     sweep: SweepRef | None = None
     """The sweep the run is one count of (its start event's ``sweep``, format 1.3 on)."""
     strategy: str = ""
@@ -201,12 +215,20 @@ def _info(path: Path) -> RunInfo:
     except OSError:
         size = 0
     try:
-        head, tail, whole = _head_and_tail(path)
-        start = _start(path, head)
+        head, tail, whole, damage = _head_and_tail(path)
     except RecordingError as exc:
         return _unreadable(path, size, exc.reason)
     except OSError as exc:
         return _unreadable(path, size, f"cannot read: {exc.strerror or exc}")
+    try:
+        start = _start(path, head)
+    except RecordingError as exc:
+        # a damaged first line: the reader reads from a start event further in
+        found = _start_further_in(path)
+        if found is None:
+            return _unreadable(path, size, exc.reason)
+        start, skipped = found
+        damage = "; ".join(filter(None, (skipped, damage)))
     first = start
     if start.provisional:  # the run's own start follows: what the listing shows
         start = _superseding_start(path) or start
@@ -239,6 +261,7 @@ def _info(path: Path) -> RunInfo:
         duration_s=duration,
         size_bytes=size,
         status=status,
+        damage=damage or None,
         sweep=start.sweep,
         strategy=start.strategy,
         workers=start.num_workers,
@@ -278,9 +301,10 @@ def _unreadable(path: Path, size: int, problem: str) -> RunInfo:
     )
 
 
-def _head_and_tail(path: Path) -> tuple[bytes, bytes | None, bool]:
+def _head_and_tail(path: Path) -> tuple[bytes, bytes | None, bool, str | None]:
     """The first line, the last TAIL_BYTES (``None`` for a gzip file too large to
-    decompress for a listing), and whether the tail is the whole file."""
+    decompress for a listing), whether the tail is the whole file, and what damage
+    was forgiven (gzip data damaged after some lines: they are listed)."""
     try:
         f, regular = open_untrusted(path)
     except JsonInputError as exc:
@@ -294,50 +318,55 @@ def _head_and_tail(path: Path) -> tuple[bytes, bytes | None, bool]:
         size = os.fstat(f.fileno()).st_size
         offset = max(size - TAIL_BYTES, 0)
         f.seek(offset)
-        return head, f.read(TAIL_BYTES), offset == 0
+        return head, f.read(TAIL_BYTES), offset == 0, None
 
 
-def _gzip_head_and_tail(f, path: Path) -> tuple[bytes, bytes | None, bool]:
-    decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    first_member = True
+def _gzip_head_and_tail(f, path: Path) -> tuple[bytes, bytes | None, bool, str | None]:
     head = b""
     tail = b""
+    lines = 0
     dropped = False
+    damage = None
     too_large = os.fstat(f.fileno()).st_size > LIST_GZIP_BYTES
+    chunks = gunzip_chunks(f, 1 << 20)
     try:
-        while True:
-            if too_large and (b"\n" in head or len(head) >= MAX_LINE_BYTES):
-                break  # the first line is all a listing reads of a large .gz
-            if decomp.eof:
-                data = decomp.unused_data or f.read(1 << 20)
-                if not data:
-                    break
-                decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
-                first_member = False
-            elif decomp.unconsumed_tail:
-                data = decomp.unconsumed_tail
-            else:
-                data = f.read(1 << 20)
-                if not data:
-                    tail += decomp.flush()
-                    if not head and not tail:  # ends before any text: cut, not empty
-                        raise RecordingError(path, GZIP_CUT_AT_START)
-                    break
-            out = decomp.decompress(data, 1 << 20)
+        for out in chunks:
             if not head or (b"\n" not in head and len(head) < MAX_LINE_BYTES):
                 head += out[: MAX_LINE_BYTES - len(head)]
+            if too_large and (b"\n" in head or len(head) >= MAX_LINE_BYTES):
+                break  # the first line is all a listing reads of a large .gz
             tail += out
+            lines += out.count(b"\n")
             if len(tail) > 2 * TAIL_BYTES:
                 tail = tail[-TAIL_BYTES:]
                 dropped = True
-    except zlib.error as exc:  # (f.name is the descriptor: the file was opened by it)
-        raise RecordingError(path, gzip_problem(exc, first_member=first_member)) from None
+    except GzipCut:
+        if not head and not tail:  # ends before any text: cut, not empty
+            raise RecordingError(path, GZIP_CUT_AT_START) from None
+    except GzipDamaged as exc:
+        if exc.fatal:
+            raise RecordingError(path, exc.problem()) from None
+        # the whole lines before the damage are listed, as the reader reads them:
+        # of what zlib decoded of the refused data, the lines before the first that
+        # is no event (the rest may be garbage)
+        cut = tail.rfind(b"\n") + 1
+        partial = tail[cut:]  # the line the damage is in, as far as it was yielded
+        good = lines_before_damage(partial + exc.salvaged)
+        if b"\n" not in head and good:  # the first line ends in what was salvaged
+            head = (head + good[len(partial) :])[:MAX_LINE_BYTES]
+        tail = tail[:cut] + good
+        lines += good.count(b"\n")
+        if not lines:
+            raise RecordingError(path, exc.problem()) from None
+        damage = gzip_damage_warning(exc.problem(lines), lines)
+    finally:
+        chunks.close()
     nl = head.find(b"\n")
     if nl >= 0:
         head = head[: nl + 1]
     if too_large:
-        return head, None, False
-    return head, tail, not dropped
+        return head, None, False, None
+    return head, tail, not dropped, damage
 
 
 _probe = msgspec.json.Decoder(dict)
@@ -369,6 +398,24 @@ def _start(path: Path, head: bytes) -> StartEvent:
         return _start_decoder.decode(head)
     except DECODE_ERRORS as exc:
         raise RecordingError(path, f"line 1 is not a valid start event ({exc})") from None
+
+
+def _start_further_in(path: Path) -> tuple[StartEvent, str] | None:
+    """The start event the reader reads a recording from when its first line is
+    damaged, and its warning (which lines it skipped); ``None`` when it finds none."""
+    said: list[str] = []
+    events = iter_events(path, said.append)
+    try:
+        first = next(events, None)
+    except (RecordingError, OSError):
+        return None
+    finally:
+        events.close()
+    if not isinstance(first, StartEvent):
+        return None
+    prefix = f"{path}: "
+    skipped = next((w.removeprefix(prefix) for w in said if START_FURTHER_IN in w), "")
+    return first, skipped
 
 
 SUPERSEDING_START_EVENTS = 100_000
@@ -404,16 +451,28 @@ def _scan_tail(tail: bytes, whole: bool) -> tuple[EndEvent | None, int | None, f
         if not line.strip():
             continue
         try:
-            event = _event_decoder.decode(line)
+            events = [_event_decoder.decode(line)]
+        except DECODE_ERRORS:
+            events = _joined_events(line)  # a newline lost: the events run together
+        for event in reversed(events):
+            if isinstance(event, EndEvent) and end is None:
+                end = event
+            if isinstance(event, StepEvent) and (last_step is None or event.step > last_step):
+                last_step = event.step
+            if not isinstance(event, StartEvent) and (last_t is None or event.t > last_t):
+                last_t = event.t
+    return end, last_step, last_t
+
+
+def _joined_events(line: bytes) -> list[Event]:
+    """The events of a line holding several run together (as the reader reads them)."""
+    events = []
+    for part in joined_parts(line) or ():
+        try:
+            events.append(_event_decoder.decode(part))
         except DECODE_ERRORS:
             continue
-        if isinstance(event, EndEvent) and end is None:
-            end = event
-        if isinstance(event, StepEvent) and (last_step is None or event.step > last_step):
-            last_step = event.step
-        if not isinstance(event, StartEvent) and (last_t is None or event.t > last_t):
-            last_t = event.t
-    return end, last_step, last_t
+    return events
 
 
 def find_run(name: str, directory: str | os.PathLike | None = None) -> Path:

@@ -20,6 +20,7 @@ the sweep, for ``gpuscale replay`` and ``gpuscale recommend --from``.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from collections.abc import Sequence
 from datetime import datetime
@@ -29,7 +30,7 @@ import msgspec
 
 from gpuscale.errors import GpuscaleError
 from gpuscale.formatting import plural
-from gpuscale.recording.store import RunInfo, list_runs, runs_dir
+from gpuscale.recording.store import RunInfo, list_runs, name_says, runs_dir
 
 SWEEP_PREFIX = "sweep-"
 """How every sweep id begins (recording file names begin with a digit)."""
@@ -58,6 +59,11 @@ class SweepGroup(msgspec.Struct, kw_only=True):
     """In the sweep's order (index, then start time)."""
     planned: list[int]
     """The device counts the sweep set out to measure (a guess: the counts it has)."""
+    unreadable: dict[int, RunInfo] = {}
+    """Counts not measured whose recording is there but cannot be read (listed
+    ``unreadable``, so it says no sweep): found by its file name
+    (:func:`_unreadable_counts`). Said as ``2 (unreadable: its gzip data is
+    damaged)``, never as not run."""
 
     @property
     def model(self) -> str:
@@ -104,7 +110,8 @@ class SweepGroup(msgspec.Struct, kw_only=True):
                 what = f"{plural(run.steps_counted, 'step')} counted"
             else:
                 what = f"{plural(run.steps or 0, 'step')} recorded"
-            parts.append(f"{n} ({run.status}, {what})")
+            damaged = ", its recording damaged" if run.damage else ""
+            parts.append(f"{n} ({run.status}, {what}{damaged})")
         return ", ".join(parts) or "none"
 
     @property
@@ -118,8 +125,19 @@ class SweepGroup(msgspec.Struct, kw_only=True):
         out = []
         for n in self.missing:
             statuses = [r.status for r in self.runs if r.devices == n]
+            if n in self.unreadable:
+                statuses.append(f"unreadable: {self.unreadable[n].problem}")
             out.append(f"{n} ({', '.join(dict.fromkeys(statuses)) if statuses else 'not run'})")
         return out
+
+    def unreadable_warnings(self) -> list[str]:
+        """One line per count whose recording cannot be read: the warning ``replay``
+        and ``recommend --from`` give when the sweep is named."""
+        return [
+            f"sweep {self.name}: its {n}-device recording {run.path} is unreadable: "
+            f"{run.problem}; {plural(n, 'device')} not measured"
+            for n, run in sorted(self.unreadable.items())
+        ]
 
     def describe(self) -> str:
         """One line: which sweep, what it measured, what it did not."""
@@ -148,6 +166,10 @@ class SweepGroup(msgspec.Struct, kw_only=True):
             "missing": self.missing,
             "recordings": [
                 {"path": r.path, "devices": r.devices, "status": r.status} for r in self.runs
+            ]
+            + [
+                {"path": r.path, "devices": n, "status": r.status, "problem": r.problem}
+                for n, r in sorted(self.unreadable.items())
             ],
         }
 
@@ -188,9 +210,61 @@ def sweep_groups(runs: Sequence[RunInfo]) -> list[SweepGroup]:
             planned += [n for n in run.sweep.planned if n not in planned]  # type: ignore[union-attr]
         planned += [r.devices for r in members if r.devices and r.devices not in planned]
         groups.append(SweepGroup(name=sweep_id, exact=True, runs=members, planned=planned))
+    _unreadable_counts(groups, [r for r in runs if r.status == "unreadable"])
     groups += _guessed_groups([r for r in runs if r.sweep is None])
     groups.sort(key=lambda g: (min((r.start_t or 0.0) for r in g.runs), g.name))
     return groups
+
+
+_NAME_TIME = re.compile(r"^(\d{8}-\d{6})_")
+_ID_TIME = re.compile(r"^" + re.escape(SWEEP_PREFIX) + r"(\d{8}-\d{6})-")
+
+
+def _local_time(stamp: str) -> float | None:
+    """``YYYYMMDD-HHMMSS`` (local time, as recordings and sweep ids are named) as
+    seconds since the epoch."""
+    try:
+        return datetime.strptime(stamp, "%Y%m%d-%H%M%S").timestamp()
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+def _unreadable_counts(groups: list[SweepGroup], unreadable: list[RunInfo]) -> None:
+    """Give each exact sweep the unreadable recordings of the counts it did not
+    measure (:attr:`SweepGroup.unreadable`). An unreadable file says no sweep; its
+    name does, as gpuscale names recordings (``20261127-205347_mnist-cnn_2xcpu.ndjson``):
+    the sweep's model and a count it planned but did not measure, at a time from when
+    the sweep began (its id says) to :data:`SWEEP_GAP_S` after its last run ended.
+    Each file goes to one count of one sweep, the first that fits."""
+    for run in unreadable:
+        name = Path(run.path).name
+        stamp = _NAME_TIME.match(name)
+        when = _local_time(stamp.group(1)) if stamp else None
+        if when is None:
+            continue
+        for group in groups:
+            began = _ID_TIME.match(group.name)
+            first = _local_time(began.group(1)) if began else None
+            starts = [r.start_t for r in group.runs if r.start_t is not None]
+            if first is None:
+                first = min(starts, default=when) - SWEEP_GAP_S
+            last = max(
+                ((r.start_t or 0.0) + (r.duration_s or 0.0) for r in group.runs), default=first
+            )
+            if not first - 1 <= when <= last + SWEEP_GAP_S:
+                continue
+            short = "cpu" if group.platform.startswith("cpu") else group.platform
+            count = next(
+                (
+                    n
+                    for n in group.missing
+                    if n not in group.unreadable and name_says(name, group.model, f"{n}x{short}")
+                ),
+                None,
+            )
+            if count is not None:
+                group.unreadable = {**group.unreadable, count: run}
+                break
 
 
 def _guessed_groups(runs: Sequence[RunInfo]) -> list[SweepGroup]:
@@ -281,6 +355,9 @@ class Resolved(msgspec.Struct, kw_only=True):
     """The sweeps named, in order."""
     notes: list[str]
     """One line per sweep named: :meth:`SweepGroup.describe`."""
+    warnings: list[str] = []
+    """One line per count of a sweep named whose recording cannot be read
+    (:meth:`SweepGroup.unreadable_warnings`)."""
 
 
 def resolve_inputs(
@@ -294,6 +371,7 @@ def resolve_inputs(
     paths: list[Path] = []
     cut_short: list[Path] = []
     sweeps: list[SweepGroup] = []
+    warnings: list[str] = []
     for raw in names:
         name = str(raw)
         if Path(name).expanduser().exists() or not is_sweep_name(name):
@@ -302,15 +380,23 @@ def resolve_inputs(
         group = find_sweep(name, directory)
         readable = group.readable
         if not readable:
-            statuses = ", ".join(f"{r.devices}: {r.status}" for r in group.runs)
+            statuses = ", ".join(
+                [f"{r.devices}: {r.status}" for r in group.runs]
+                + [f"{n}: unreadable ({r.problem})" for n, r in sorted(group.unreadable.items())]
+            )
             raise GpuscaleError(
                 f"{name}: sweep {group.name} has no run with counted steps to read ({statuses})"
             )
         paths += [Path(r.path) for r in readable]
         cut_short += [Path(r.path) for r in readable if r.status != "completed"]
         sweeps.append(group)
+        warnings += group.unreadable_warnings()
     return Resolved(
-        paths=paths, cut_short=cut_short, sweeps=sweeps, notes=[g.describe() for g in sweeps]
+        paths=paths,
+        cut_short=cut_short,
+        sweeps=sweeps,
+        notes=[g.describe() for g in sweeps],
+        warnings=warnings,
     )
 
 
