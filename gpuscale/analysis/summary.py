@@ -247,6 +247,16 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     probe_wall_share: float | None = None
     """``probe_cost_s / counted_wall_s``: the probes' share of the wall clock, as
     the scheduler counts it (``None`` before schema 1.2 or without a probe)."""
+    probe_passes_s: float | None = None
+    """The part of :attr:`probe_cost_s` that ran between the steps: the probes' own
+    passes (``PhaseEvent.probe_cost_s`` less a split step's excess), without the
+    excesses of split steps and of the steps after probes, which are in those steps'
+    own times (under :attr:`slow_steps_share`). Several workers: the mean of the
+    workers' sums. ``None`` where it cannot be told apart (a ``split-step`` probe
+    recorded before ``split_excess_s``) or no probe was costed."""
+    probe_passes_wall_share: float | None = None
+    """``probe_passes_s / counted_wall_s``: the probes' part of
+    :attr:`between_steps_share` (never the cost of the steps they slowed)."""
     probe_setup_s: float | None = None
     """Compiling the probes' passes once (schema 1.5, ``PhaseEvent.setup_s``), warm-up
     included: not in :attr:`probe_cost_s` (the budget pays for the recurring probes
@@ -310,6 +320,10 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     no_step_times: bool = False
     """The run is a script without gpuscale's callback: no step times will come,
     only telemetry."""
+    custom_loop: bool = False
+    """The script's own training loop (``ScalingMonitor.start``/``step``; the start's
+    ``config.custom_loop``), not Keras ``fit``: no epochs, evaluation or checkpoints
+    of Keras between its steps; what the views name as the time between steps."""
     source: str = "trainer"
     """Who ran the steps (the start's ``source``): ``trainer``, gpuscale's built-in
     trainer (its options: ``--steps``, ``--probe-budget``, ``--phase-every``,
@@ -517,6 +531,7 @@ class RunAccumulator:
             s.payload_bytes = start.payload_bytes
             s.no_step_times = is_callbackless_start(start)
             s.source = start.source
+            s.custom_loop = (start.config or {}).get("custom_loop") is True
             if start.devices:
                 s.interconnect = slowest_interconnect(start.devices)
         if self.end is not None:
@@ -662,6 +677,8 @@ class RunAccumulator:
                 s.counted_wall_s = wall
                 if s.probe_cost_s is not None:
                     s.probe_wall_share = s.probe_cost_s / wall
+                if s.probe_passes_s is not None:
+                    s.probe_passes_wall_share = s.probe_passes_s / wall
                 if s.probe_setup_s is not None:
                     s.probe_setup_wall_share = self._setup_between_counted_s() / wall
 
@@ -698,7 +715,11 @@ class RunAccumulator:
                 by_worker[p.worker].append(p)
             # the workers probe the same steps at once: the run paid one worker's cost
             costs = [self._probes_cost_s(w, ps) for w, ps in by_worker.items()]
-            s.probe_cost_s = sum(costs) / len(costs)
+            s.probe_cost_s = sum(c for _, c in costs) / len(costs)
+            # the passes alone ran between the steps; unknown where a split step's
+            # excess is not told apart (recorded before split_excess_s)
+            if not any(p.method == "split-step" and p.split_excess_s is None for p in costed):
+                s.probe_passes_s = sum(passes for passes, _ in costs) / len(costs)
         setups: dict[int, float] = defaultdict(float)
         for p in self._phases:  # warm-up included: the compiling happened all the same
             if p.setup_s is not None:
@@ -769,9 +790,9 @@ class RunAccumulator:
                 inside[p.worker] += 0.0
         return sum(inside.values()) / len(inside) if inside else 0.0
 
-    def _probes_cost_s(self, worker: int, phases: list[PhaseEvent]) -> float:
-        """What one worker's probes (``phases``) cost, as its probe scheduler counted
-        it: their passes plus the excesses of their split steps (``split_excess_s``,
+    def _probes_cost_s(self, worker: int, phases: list[PhaseEvent]) -> tuple[float, float]:
+        """Their passes alone (between the steps) and what one worker's probes
+        (``phases``) cost, as its probe scheduler counted it: their passes plus the excesses of their split steps (``split_excess_s``,
         the scheduler's own) and of the steps right after them (cold caches after the
         probe's own compiled functions), each over the median of the last
         :data:`USUAL_STEPS_WINDOW` usual steps before it (not the run's final median:
@@ -801,7 +822,7 @@ class RunAccumulator:
                 usual.append(took)
             if step in probed:
                 after_probe = True
-        return passes + max(0.0, excess)
+        return passes, passes + max(0.0, excess)
 
     def _step_halfwidth(self) -> float | None:
         """The median step time's 95 % half-width (``None`` below 3 steps)."""
