@@ -81,7 +81,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict, deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 import msgspec
 
@@ -382,8 +383,7 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
         numbers (:func:`gpuscale.formatting.format_phase_in_step_s` says ``≈ the
         whole step``; a sweep point keeps no phase, like a ``phase_consistent``
         ``False`` one, except on one device: see :attr:`phases_split_step`)."""
-        whole = self.step_time_s or self.phase_full_step_s
-        return self.compute_s is not None and bool(whole) and self.compute_s >= whole
+        return _compute_fills(self.compute_s, self.step_time_s or self.phase_full_step_s)
 
     @property
     def phases_split_step(self) -> bool:
@@ -393,8 +393,14 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
         less apply and a pass a little over the median is noise: no exposed exchange
         is derived from it, so its phases stay numbers (its chart bar is not greyed).
         What a sweep point takes its phases from."""
-        return self.phase_consistent is not False and (
-            self.devices <= 1 or not self.compute_fills_step
+        return (
+            unsplit_reason(
+                consistent=self.phase_consistent,
+                compute_s=self.compute_s,
+                whole_s=self.step_time_s or self.phase_full_step_s,
+                devices=self.devices,
+            )
+            is None
         )
 
     @property
@@ -406,11 +412,14 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
         share "not resolved" then, and a ``--precision`` run does not reach its
         precision on it (the probe scheduler's stop rule asks the same:
         :meth:`gpuscale.trainer.schedule.ProbeScheduler.known_to`)."""
-        if not self.phase_steps or self.phases_split_step:
+        if not self.phase_steps:
             return None
-        if self.phase_consistent is False:
-            return "the phases do not add up to the step"
-        return "compute alone fills the step"
+        return unsplit_reason(
+            consistent=self.phase_consistent,
+            compute_s=self.compute_s,
+            whole_s=self.step_time_s or self.phase_full_step_s,
+            devices=self.devices,
+        )
 
 
 class RunAccumulator:
@@ -731,31 +740,21 @@ class RunAccumulator:
             s.payload_bytes = int(metrics.median(payloads))
         s.phase_full_step_s = metrics.median([p.step_time_s + p.input_s for p in phases])
         whole = s.step_time_s or s.phase_full_step_s
-        s.phase_parts_s = s.compute_s + s.allreduce_s + s.apply_s + (s.input_s or 0.0)
-        s.phase_consistent = metrics.parts_fit_whole(
-            s.phase_parts_s,
-            whole,
-            [s.compute_err_s, s.allreduce_err_s, s.apply_err_s, step_halfwidth_s],
+        judged = judge_phases(
+            compute_s=s.compute_s,
+            exposed_s=metrics.median(exchanges),
+            apply_s=s.apply_s,
+            input_s=s.input_s,
+            whole_s=whole,
+            devices=s.devices,
+            halfwidths=[s.compute_err_s, s.allreduce_err_s, s.apply_err_s, step_halfwidth_s],
+            exposed_err_s=s.allreduce_err_s,
+            alone_s=s.allreduce_total_s,
+            phases=phases,
         )
-        if s.devices > 1 and whole:
-            exposed = metrics.median(exchanges)
-            # the parts miss the step only because a negative exposed part was floored
-            # at 0: that negative part (compute alone longer) is the reason, not the sum
-            floored_apart = (
-                exposed < 0
-                and s.phase_consistent is False
-                and metrics.parts_fit_whole(s.phase_parts_s + exposed, whole) is True
-            )
-            s.phase_contradiction = _contradiction(
-                phases,
-                exposed,
-                s.allreduce_err_s,
-                s.allreduce_total_s,
-                whole,
-                floored_apart=floored_apart,
-            )
-            if s.phase_contradiction is not None:
-                s.phase_consistent = False  # noise, not a breakdown: no figure comes from it
+        s.phase_parts_s = judged.parts_s
+        s.phase_consistent = judged.consistent
+        s.phase_contradiction = judged.contradiction
         s.comm_share = metrics.share(s.allreduce_s, whole)
         if s.allreduce_err_s is not None and whole:
             s.comm_share_err = s.allreduce_err_s / whole
@@ -865,6 +864,97 @@ class RunAccumulator:
             mid = metrics.median(list(per_worker.values()))
             if mid > 0:
                 s.worker_imbalance = max(per_worker.values()) / mid
+
+
+class PhaseJudgement(NamedTuple):
+    """What :func:`judge_phases` makes of a breakdown."""
+
+    parts_s: float
+    """The phases given added up (each as shown, the exposed part floored at 0)."""
+    consistent: bool | None
+    """Whether they add up to the step within their noise
+    (:func:`gpuscale.analysis.metrics.parts_fit_whole`) and nothing in them
+    contradicts (``contradiction``); ``None``: not known (no step, or only some
+    phases given and together under the step)."""
+    contradiction: str | None
+    """What contradicts (:func:`_contradiction`), where something does."""
+
+
+def judge_phases(
+    *,
+    compute_s: float | None,
+    exposed_s: float | None,
+    apply_s: float | None,
+    input_s: float | None,
+    whole_s: float | None,
+    devices: int,
+    halfwidths: Sequence[float | None] = (),
+    exposed_err_s: float | None = None,
+    alone_s: float | None = None,
+    phases: Sequence[PhaseEvent] = (),
+) -> PhaseJudgement:
+    """Whether a breakdown splits the step ``whole_s`` it is of: the one judgement of
+    a run's summary (:attr:`RunSummary.phase_consistent`,
+    :attr:`RunSummary.phase_contradiction`) and of a sweep file's point
+    (:func:`gpuscale.analysis.sweep.phases_unsplit_why`). The phases must add up to
+    the step within their noise (``halfwidths``: each part's and the step's 95 %
+    half-widths, at least :data:`~gpuscale.analysis.metrics.PARTS_TOLERANCE` of the
+    step), and on several devices nothing in them may contradict
+    (:func:`_contradiction`: the exposed all-reduce over twice the whole exchange
+    timed alone, ``alone_s``, beyond its noise ``exposed_err_s``; compute alone
+    longer than compute + all-reduce, from the ``phases`` probes' timings).
+    ``exposed_s`` is the exposed all-reduce unfloored (a median of differences can
+    be below 0; counted as 0 in the parts). A phase ``None`` is not given (a sweep
+    file may give some only; on one device the exposed exchange is 0): then the
+    parts can only miss the step by exceeding it. Which phases are numbers that
+    split the step also asks whether compute alone fills it: :func:`unsplit_reason`."""
+    exposed = exposed_s if exposed_s is not None else (0.0 if devices <= 1 else None)
+    given = [v for v in (compute_s, apply_s, input_s) if v is not None]
+    parts = sum(given) + max(0.0, exposed or 0.0)
+    complete = compute_s is not None and apply_s is not None and exposed is not None
+    consistent = metrics.parts_fit_whole(parts, whole_s, halfwidths)
+    if consistent is False and not complete and whole_s and parts < whole_s:
+        consistent = None  # short of the step: the phases not given may fill it
+    contradiction = None
+    if devices > 1 and whole_s and exposed is not None:
+        # the parts miss the step only because a negative exposed part was floored
+        # at 0: that negative part (compute alone longer) is the reason, not the sum
+        floored_apart = (
+            exposed < 0
+            and consistent is False
+            and metrics.parts_fit_whole(parts + exposed, whole_s) is True
+        )
+        contradiction = _contradiction(
+            list(phases), exposed, exposed_err_s, alone_s, whole_s, floored_apart=floored_apart
+        )
+        if contradiction is not None:
+            consistent = False  # noise, not a breakdown: no figure comes from it
+    return PhaseJudgement(parts, consistent, contradiction)
+
+
+UNSPLIT_APART = "the phases do not add up to the step"
+UNSPLIT_FILLS = "compute alone fills the step"
+
+
+def _compute_fills(compute_s: float | None, whole_s: float | None) -> bool:
+    return compute_s is not None and bool(whole_s) and compute_s >= (whole_s or 0.0)
+
+
+def unsplit_reason(
+    *, consistent: bool | None, compute_s: float | None, whole_s: float | None, devices: int
+) -> str | None:
+    """Why a breakdown's phases are not numbers that split the step ``whole_s``, in
+    the words every view says it in (:attr:`RunSummary.unsplit_why`): they do not
+    add up to it or contradict each other (``consistent`` ``False``, from
+    :func:`judge_phases`), or, on several devices, compute alone fills it (a
+    probe's pass and the steps' median come from different moments: nothing is
+    left of the step to split; on one device compute is the step less apply, and a
+    pass a little over the median is noise). ``None``: they split it."""
+    if consistent is False:
+        return UNSPLIT_APART
+    if devices > 1 and _compute_fills(compute_s, whole_s):
+        return UNSPLIT_FILLS
+    return None
 
 
 def _contradiction(
