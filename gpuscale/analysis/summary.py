@@ -1131,6 +1131,98 @@ def summarize(events: Iterable[object]) -> RunSummary:
     return acc.summary()
 
 
+RAW_PHASES_KEY = "raw_phases"
+"""Where :func:`summary_document` keeps, as measured, the probes' figures the views do
+not say as numbers (not resolved), under their own names."""
+
+_UNSPLIT_NULLS = ("compute_s", "compute_err_s", "apply_s", "apply_err_s")
+"""The phases no view says as numbers where they do not split the step."""
+_UNSPLIT_EXPOSED_NULLS = (
+    "allreduce_s",
+    "allreduce_err_s",
+    "comm_share",
+    "comm_share_err",
+    "compute_comm_ratio",
+    "algbw_bytes_s",
+    "busbw_bytes_s",
+)
+"""The exposed exchange and what follows from it, on several devices, where the
+phases do not split the step."""
+_EXPOSED_NOISE_NULLS = ("comm_share", "compute_comm_ratio", "algbw_bytes_s", "busbw_bytes_s")
+"""What follows from an exposed all-reduce within its own noise (the views say it as
+``< X ms (not resolved)``, an upper bound, and no share)."""
+
+
+def unresolved_fields(s: RunSummary) -> tuple[str, ...]:
+    """The fields of ``s`` that the views (``run``, ``replay``, the dashboard) do not
+    say as numbers: where the phases do not split the step (:attr:`RunSummary.unsplit_why`),
+    compute and apply and, on several devices, the exposed all-reduce with its share,
+    compute:communication and the effective bandwidths; where they split it but the
+    exposed all-reduce is within its own noise (:func:`gpuscale.analysis.metrics.resolved`),
+    its share, compute:communication and those bandwidths. ``recommend --json``
+    writes ``null`` for the same (its count's exposed share "not resolved")."""
+    if not s.phase_steps:
+        return ()
+    several = s.devices > 1
+    if s.unsplit_why is not None:
+        return _UNSPLIT_NULLS + (_UNSPLIT_EXPOSED_NULLS if several else ())
+    if several and not metrics.resolved(s.allreduce_s, s.allreduce_err_s):
+        return _EXPOSED_NOISE_NULLS
+    return ()
+
+
+def summary_document(s: RunSummary) -> dict:
+    """``s`` as a recording's end event holds it and ``run --json`` prints it: its
+    fields, with ``null`` for what the views call not resolved
+    (:func:`unresolved_fields`), so that no reader takes them for figures; the values
+    as measured are kept under :data:`RAW_PHASES_KEY` (``"raw_phases": {"compute_s":
+    0.0925, ...}``), for reference, never a breakdown. :func:`summary_from_document`
+    reads it back whole."""
+    doc = msgspec.to_builtins(s)
+    unsaid = unresolved_fields(s)
+    raw = {name: value for name in unsaid if (value := getattr(s, name)) is not None}
+    if unsaid:
+        doc.update(dict.fromkeys(unsaid))
+    if raw:
+        doc[RAW_PHASES_KEY] = raw
+    return doc
+
+
+def summary_from_document(doc: dict) -> dict:
+    """A summary as :func:`summary_document` wrote it, with the values it kept as
+    measured under :data:`RAW_PHASES_KEY` back in their fields (what the views need
+    to say them: ``≈ the whole step``, ``< X ms (not resolved)``). Any other dict
+    (an older recording's summary) is returned as it is."""
+    raw = doc.get(RAW_PHASES_KEY)
+    if not isinstance(raw, dict):
+        return doc
+    out = {k: v for k, v in doc.items() if k != RAW_PHASES_KEY}
+    out.update({k: v for k, v in raw.items() if k in _RAW_FIELDS})
+    return out
+
+
+_RAW_FIELDS = frozenset(_UNSPLIT_NULLS + _UNSPLIT_EXPOSED_NULLS)
+
+
+def as_said(summary: dict) -> dict:
+    """A recorded summary (a dict) in :func:`summary_document`'s form, whatever wrote
+    it (an older gpuscale wrote every figure as a number): ``null`` for what the views
+    call not resolved, the values under :data:`RAW_PHASES_KEY`. What does not read
+    as a :class:`RunSummary` is returned as it is."""
+    whole = summary_from_document(summary)
+    try:
+        s = msgspec.convert(whole, RunSummary, str_keys=True)
+    except msgspec.ValidationError:
+        return summary
+    unsaid = unresolved_fields(s)
+    raw = {name: whole[name] for name in unsaid if whole.get(name) is not None}
+    out = {k: v for k, v in whole.items() if k != RAW_PHASES_KEY}
+    out.update(dict.fromkeys(unsaid))
+    if raw:
+        out[RAW_PHASES_KEY] = raw
+    return out
+
+
 def with_defaults(summary: dict) -> dict:
     """A summary as recorded (``omit_defaults`` drops a field equal to its default:
     ``scaling`` when ``weak``, ``devices`` when 1) with every such field said, so a
@@ -1140,6 +1232,7 @@ def with_defaults(summary: dict) -> dict:
     but for what the run does not know: ``exchange`` of a run whose strategy is
     ``unknown``, and ``scaling`` and the batches of a run that says no batch, are
     ``null``."""
+    summary = as_said(summary)  # null for what the views call not resolved
     said = {
         f.name: f.default
         for f in msgspec.structs.fields(RunSummary)
