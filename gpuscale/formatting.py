@@ -79,16 +79,24 @@ def markup_literal(text: object, *, keep_newlines: bool = False, limit: int | No
 _DECIMAL_UNITS = (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3))
 
 
-def format_duration_s(value_s: float | None) -> str:
+def format_duration_s(value_s: float | None, significant: int | None = None) -> str:
     """A duration given in seconds: ``12.3 ms`` below 1 s, ``4.56 s`` below 10 s
     (three significant figures, as ``943.4 ms`` beside it: never ``1.0 s`` for both
     1.010 and 1.026 s), ``12.3 s`` below 60 s, ``3m 05s`` below an hour, else
-    ``2h 03m``; ``n/a`` for None."""
+    ``2h 03m``; ``n/a`` for None. ``significant``: at least that many significant
+    figures below 1 s (``0.500 ms`` and ``0.547 ms`` at 3, not ``0.5 ms`` for both:
+    for durations set side by side whose difference is said), never fewer decimals
+    than the one it has without."""
     if _missing(value_s):
         return NA
     value_s = float(value_s)
     if abs(value_s) < 1:
-        return f"{value_s * 1000:.1f} ms"
+        value_ms = value_s * 1000
+        digits = 1
+        if significant is not None and value_ms != 0:
+            digits = max(1, _decimals(_round_significant(value_ms, significant), significant))
+        if abs(round(value_ms, digits)) < 1000:  # 999.96 ms is 1.00 s
+            return f"{value_ms:.{digits}f} ms"
     if abs(value_s) < 9.995:  # 9.996 rounds to 10.0 s, not "10.00 s"
         return f"{value_s:.2f} s"
     if abs(value_s) < 60:

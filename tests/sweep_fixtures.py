@@ -80,3 +80,15 @@ def published_sweep() -> SweepView:
         heading=sweep_heading(sweep.points),
         available_devices=sweep.available_devices,
     )
+
+
+def one_count_sweep() -> SweepView:
+    """The shipped 1-device CPU run alone: a sweep of 1 and 2 stopped after its first
+    count, nothing to predict from."""
+    sweep = load_inputs([SAMPLES / "mnist-cnn_1xcpu.ndjson"])
+    return SweepView(
+        points=sweep.points,
+        heading=sweep_heading(sweep.points),
+        planned=[1, 2],
+        state="stopped",
+    )

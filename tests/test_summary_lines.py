@@ -71,13 +71,13 @@ def test_skewed_steps_say_the_rate_the_run_got_and_why():
     kept = 1 - s.slow_steps_share - s.between_steps_share
     assert s.throughput_samples_s * kept == pytest.approx(s.wall_throughput_samples_s, rel=5e-3)
     assert wall_rate_notable(s)
-    assert throughput_text(s) == "13,913 samples/s at the median step (4.6 ms)"
+    assert throughput_text(s) == "13,913 samples/s at the median step (4.60 ms)"
     assert wall_clock_text(s) == (
-        "10,997 samples/s over the wall clock: slow steps (mean step 5.8 ms) 20% of it, "
+        "10,997 samples/s over the wall clock: slow steps (mean step 5.76 ms) 20% of it, "
         "between steps 1% (e.g. the loop's own work, a busy machine)"
     )
     assert wall_clock_text(s, causes=False) == (
-        "10,997 samples/s: slow steps (mean step 5.8 ms) 20%, between steps 1%"
+        "10,997 samples/s: slow steps (mean step 5.76 ms) 20%, between steps 1%"
     )
 
 
@@ -104,7 +104,7 @@ def test_steps_faster_than_their_median_say_so_with_a_sign():
     assert s.slow_steps_share is not None and s.slow_steps_share < -0.1
     assert s.wall_throughput_samples_s > s.throughput_samples_s
     text = wall_clock_text(s) or ""
-    assert "steps faster than the median (mean step 4.7 ms) -29% of it" in text, text
+    assert "steps faster than the median (mean step 4.67 ms) -29% of it" in text, text
     assert "between steps" not in text  # none: not named
 
 
@@ -137,8 +137,8 @@ def test_replay_prints_what_the_run_got(tmp_path, capsys):
     assert main(["replay", str(write_run(tmp_path / "run.ndjson", events)), "--end"]) == 0
     out = capsys.readouterr().out
     assert (
-        "throughput: 13,913 samples/s at the median step (4.6 ms); 10,997 samples/s over "
-        "the wall clock: slow steps (mean step 5.8 ms) 20% of it, between steps 1%"
+        "throughput: 13,913 samples/s at the median step (4.60 ms); 10,997 samples/s over "
+        "the wall clock: slow steps (mean step 5.76 ms) 20% of it, between steps 1%"
     ) in out
 
 
@@ -148,7 +148,7 @@ def test_the_dashboard_says_the_same_rates():
     s = summarize([_trainer_start(), *_skewed()])
     text = advice_content(s).plain
     assert "13,913 samples/s at median" in text
-    assert "10,997 samples/s: slow steps (mean step 5.8 ms) 20%, between steps 1%" in text
+    assert "10,997 samples/s: slow steps (mean step 5.76 ms) 20%, between steps 1%" in text
 
 
 def _short_last_batch(epochs: int = 30, gap_s: float = 0.0, *, worker: int = 0) -> list:
@@ -187,7 +187,7 @@ def test_a_short_last_batch_is_a_part_of_the_wall_clock_that_adds_up():
     assert _kept(s) == pytest.approx(s.wall_throughput_samples_s, rel=1e-9)
     assert wall_clock_text(s) == (
         "2,936 samples/s over the wall clock: smaller batches (mean 25 samples a step, "
-        "median 32) 26% of it, steps faster than the median (mean step 8.5 ms) -18%"
+        "median 32) 26% of it, steps faster than the median (mean step 8.47 ms) -18%"
     )
 
 
@@ -198,7 +198,7 @@ def test_short_batches_and_time_between_steps_add_up():
     assert _kept(s) == pytest.approx(s.wall_throughput_samples_s, rel=1e-9)
     text = wall_clock_text(s, causes=False) or ""
     assert text.startswith("2,564 samples/s: smaller batches (mean 25 samples a step, median 32)")
-    assert "steps faster than the median (mean step 8.5 ms) -" in text
+    assert "steps faster than the median (mean step 8.47 ms) -" in text
     assert text.endswith("between steps 13%"), text
 
 

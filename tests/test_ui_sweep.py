@@ -12,6 +12,7 @@ from sweep_fixtures import (
     SAMPLES,
     cpu_sweep,
     gpu_sweep,
+    one_count_sweep,
     published_sweep,
     stopped_sweep,
 )
@@ -41,6 +42,33 @@ def test_sweep_stopped_after_two_counts(snap_compare):
 
 def test_cpu_logical_sweep(snap_compare):
     assert snap_compare(SweepApp(cpu_sweep()), terminal_size=(80, 24), run_before=settle)
+
+
+def test_sweep_of_one_measured_count(snap_compare):
+    assert snap_compare(SweepApp(one_count_sweep()), terminal_size=(120, 40), run_before=settle)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+async def test_one_measured_count_says_so_instead_of_a_chart_of_one_dot(size):
+    """No throughput chart of a single dot, and no caveat on predictions where
+    nothing is predicted; a short screen shows the bars (the recommendation says what
+    to measure next)."""
+    app = SweepApp(one_count_sweep())
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        advice = str(app.advice_panel.body.render())
+        assert "predictions" not in advice and "nothing predicted" in advice
+        assert "Measure 2 devices next" in advice
+        if size[1] < 36:
+            assert app.phases_panel.display and not app.throughput_panel.display
+            return
+        said = " ".join(str(app.throughput_panel.render()).split())
+        assert said == (
+            "One count measured: 1 device, 918 samples/s. A scaling curve needs a "
+            "second: measure 2 devices next."
+        )
+        assert app.throughput_panel.outer_size.height == 6
+        assert "ms per step" in str(app.phases_panel.render())
 
 
 async def test_stopped_sweep_says_it_recommends_from_what_was_measured():

@@ -29,6 +29,13 @@ CPU_LOGICAL_CAVEAT = (
 )
 """Said next to predictions made from runs on CPU logical devices."""
 
+CPU_LOGICAL_MEASURED_CAVEAT = (
+    "CPU logical devices share this machine's cores, so more of them add no "
+    "compute: what is measured here is for these logical devices, not for GPUs"
+)
+"""Said instead of :data:`CPU_LOGICAL_CAVEAT` where nothing is predicted (one
+measured count and nothing to predict from)."""
+
 LOCAL_WORKERS_CAVEAT = (
     "the workers all ran on one machine and share its cores, so more of them add no "
     "compute: this shows the mechanism (the exchange between workers), not what "

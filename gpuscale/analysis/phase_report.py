@@ -38,6 +38,11 @@ and the wall-clock rate is said beside it, with why: batches under the median
 (:attr:`RunSummary.small_batches_share`), slow steps (a skewed step time,
 :attr:`RunSummary.slow_steps_share`) and time between steps
 (:attr:`RunSummary.between_steps_share`)."""
+DURATION_FIGURES = 3
+"""Significant figures of the median and the mean step where the wall-clock lines
+set them side by side (:func:`throughput_text`, :func:`wall_clock_text`): a slow
+steps' share of a few percent must not sit beside two equal-looking steps
+(``0.500 ms`` and ``0.547 ms``, not ``0.5 ms`` twice)."""
 SHARE_SHOWN = 0.005
 """A part of the wall clock (slow steps, between steps) is named from this share up
 (below it would read ``0%``)."""
@@ -63,7 +68,7 @@ def throughput_text(s: RunSummary, *, step: bool = True) -> str:
         return rate
     if not step:
         return f"{rate} at median"
-    return f"{rate} at the median step ({format_duration_s(s.step_time_s)})"
+    return f"{rate} at the median step ({format_duration_s(s.step_time_s, DURATION_FIGURES)})"
 
 
 def wall_clock_text(s: RunSummary, *, causes: bool = True) -> str | None:
@@ -132,7 +137,7 @@ def _wall_parts(s: RunSummary, causes: bool) -> list[tuple[str, str]]:
             parts.append((f"larger batches{said} -{format_fraction_pct(-batches)}", ""))
     slow = s.slow_steps_share or 0.0
     if abs(slow) >= SHARE_SHOWN:
-        mean = f"(mean step {format_duration_s(s.mean_step_time_s)})"
+        mean = f"(mean step {format_duration_s(s.mean_step_time_s, DURATION_FIGURES)})"
         if slow > 0:
             parts.append((f"slow steps {mean} {format_fraction_pct(slow)}", ""))
         else:
@@ -155,17 +160,20 @@ def _median_samples(s: RunSummary) -> float | None:
 def _between_causes(s: RunSummary) -> str:
     """What fell between the steps, where known: ``compiling the probes 22%, the
     probes 0.5%, the rest e.g. epoch starts, evaluation, checkpoints`` (a part that
-    reads 0.0% is left out); probes not costed (an older recording) are named among
-    the examples. A script's: ``epoch starts, evaluation, checkpoints``; the built-in
-    trainer runs its steps back to back: ``the loop's own work, a busy machine``."""
-    why = "epoch starts, evaluation, checkpoints" if is_script(s) else TRAINER_BETWEEN
-    if s.probes_run and s.probe_wall_share is None:
+    reads 0.0% is left out). The probes' part is their own passes alone
+    (:attr:`RunSummary.probe_passes_wall_share`): the steps they slowed are inside
+    those steps' times (slow steps), so no part is larger than the whole it is a
+    part of; probes whose passes are not known apart (an older recording) are named
+    among the examples. The rest is said in the words of what ran the steps
+    (:func:`between_steps_examples`)."""
+    why = between_steps_examples(s)
+    if s.probes_run and s.probe_passes_wall_share is None:
         return f"e.g. the probes, {why}"
     parts = []
     if s.probes_run and (s.probe_setup_wall_share or 0.0) >= PART_SHOWN:
         parts.append(f"compiling the probes {_part_pct(s.probe_setup_wall_share or 0.0)}")
-    if s.probes_run and (s.probe_wall_share or 0.0) >= PART_SHOWN:
-        parts.append(f"the probes {_part_pct(s.probe_wall_share or 0.0)}")
+    if s.probes_run and (s.probe_passes_wall_share or 0.0) >= PART_SHOWN:
+        parts.append(f"the probes {_part_pct(s.probe_passes_wall_share or 0.0)}")
     if parts:
         return f"{', '.join(parts)}, the rest e.g. {why}"
     return f"e.g. {why}"
@@ -174,6 +182,23 @@ def _between_causes(s: RunSummary) -> str:
 TRAINER_BETWEEN = "the loop's own work, a busy machine"
 """What falls between the built-in trainer's steps besides its probes (it has no
 epochs, evaluation or checkpoints)."""
+
+FIT_BETWEEN = "epoch starts, evaluation, checkpoints"
+"""What falls between the steps of a script's Keras ``fit`` besides the probes."""
+
+CUSTOM_LOOP_BETWEEN = "the loop's own work between steps, data loading outside the step"
+"""What falls between the steps of a script's own training loop
+(``ScalingMonitor.start``/``step``) besides the probes: it has no Keras epochs,
+evaluation or checkpoints, but whatever the loop does around its timed step."""
+
+
+def between_steps_examples(s: RunSummary) -> str:
+    """What may fall between the steps besides the probes, in the words of what ran
+    them: the built-in trainer (:data:`TRAINER_BETWEEN`), a script's own loop
+    (:data:`CUSTOM_LOOP_BETWEEN`) or a script's Keras ``fit`` (:data:`FIT_BETWEEN`)."""
+    if not is_script(s):
+        return TRAINER_BETWEEN
+    return CUSTOM_LOOP_BETWEEN if s.custom_loop else FIT_BETWEEN
 
 
 PART_SHOWN = 0.0005

@@ -23,6 +23,7 @@ import msgspec
 from gpuscale.analysis import metrics
 from gpuscale.analysis.confidence import (
     CPU_LOGICAL_CAVEAT,
+    CPU_LOGICAL_MEASURED_CAVEAT,
     LOCAL_WORKERS_CAVEAT,
     live_predictions,
 )
@@ -209,7 +210,8 @@ def recommend(
         )
     rec.measure_next = measure_next(rec, groups, walk)
     if any(p.platform == "cpu-logical" for p in measured_points):
-        rec.platform_note = CPU_LOGICAL_CAVEAT
+        predicted = any(row.predicted for row in rec.table)  # no note on predictions not made
+        rec.platform_note = CPU_LOGICAL_CAVEAT if predicted else CPU_LOGICAL_MEASURED_CAVEAT
     elif any(g.model.local_workers for g in groups):
         rec.platform_note = LOCAL_WORKERS_CAVEAT
     if price_per_device_hour is not None and not (

@@ -81,7 +81,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict, deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 import msgspec
 
@@ -247,6 +248,16 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     probe_wall_share: float | None = None
     """``probe_cost_s / counted_wall_s``: the probes' share of the wall clock, as
     the scheduler counts it (``None`` before schema 1.2 or without a probe)."""
+    probe_passes_s: float | None = None
+    """The part of :attr:`probe_cost_s` that ran between the steps: the probes' own
+    passes (``PhaseEvent.probe_cost_s`` less a split step's excess), without the
+    excesses of split steps and of the steps after probes, which are in those steps'
+    own times (under :attr:`slow_steps_share`). Several workers: the mean of the
+    workers' sums. ``None`` where it cannot be told apart (a ``split-step`` probe
+    recorded before ``split_excess_s``) or no probe was costed."""
+    probe_passes_wall_share: float | None = None
+    """``probe_passes_s / counted_wall_s``: the probes' part of
+    :attr:`between_steps_share` (never the cost of the steps they slowed)."""
     probe_setup_s: float | None = None
     """Compiling the probes' passes once (schema 1.5, ``PhaseEvent.setup_s``), warm-up
     included: not in :attr:`probe_cost_s` (the budget pays for the recurring probes
@@ -310,6 +321,10 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     no_step_times: bool = False
     """The run is a script without gpuscale's callback: no step times will come,
     only telemetry."""
+    custom_loop: bool = False
+    """The script's own training loop (``ScalingMonitor.start``/``step``; the start's
+    ``config.custom_loop``), not Keras ``fit``: no epochs, evaluation or checkpoints
+    of Keras between its steps; what the views name as the time between steps."""
     source: str = "trainer"
     """Who ran the steps (the start's ``source``): ``trainer``, gpuscale's built-in
     trainer (its options: ``--steps``, ``--probe-budget``, ``--phase-every``,
@@ -368,8 +383,7 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
         numbers (:func:`gpuscale.formatting.format_phase_in_step_s` says ``≈ the
         whole step``; a sweep point keeps no phase, like a ``phase_consistent``
         ``False`` one, except on one device: see :attr:`phases_split_step`)."""
-        whole = self.step_time_s or self.phase_full_step_s
-        return self.compute_s is not None and bool(whole) and self.compute_s >= whole
+        return _compute_fills(self.compute_s, self.step_time_s or self.phase_full_step_s)
 
     @property
     def phases_split_step(self) -> bool:
@@ -379,8 +393,14 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
         less apply and a pass a little over the median is noise: no exposed exchange
         is derived from it, so its phases stay numbers (its chart bar is not greyed).
         What a sweep point takes its phases from."""
-        return self.phase_consistent is not False and (
-            self.devices <= 1 or not self.compute_fills_step
+        return (
+            unsplit_reason(
+                consistent=self.phase_consistent,
+                compute_s=self.compute_s,
+                whole_s=self.step_time_s or self.phase_full_step_s,
+                devices=self.devices,
+            )
+            is None
         )
 
     @property
@@ -392,11 +412,14 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
         share "not resolved" then, and a ``--precision`` run does not reach its
         precision on it (the probe scheduler's stop rule asks the same:
         :meth:`gpuscale.trainer.schedule.ProbeScheduler.known_to`)."""
-        if not self.phase_steps or self.phases_split_step:
+        if not self.phase_steps:
             return None
-        if self.phase_consistent is False:
-            return "the phases do not add up to the step"
-        return "compute alone fills the step"
+        return unsplit_reason(
+            consistent=self.phase_consistent,
+            compute_s=self.compute_s,
+            whole_s=self.step_time_s or self.phase_full_step_s,
+            devices=self.devices,
+        )
 
 
 class RunAccumulator:
@@ -517,6 +540,7 @@ class RunAccumulator:
             s.payload_bytes = start.payload_bytes
             s.no_step_times = is_callbackless_start(start)
             s.source = start.source
+            s.custom_loop = (start.config or {}).get("custom_loop") is True
             if start.devices:
                 s.interconnect = slowest_interconnect(start.devices)
         if self.end is not None:
@@ -662,6 +686,8 @@ class RunAccumulator:
                 s.counted_wall_s = wall
                 if s.probe_cost_s is not None:
                     s.probe_wall_share = s.probe_cost_s / wall
+                if s.probe_passes_s is not None:
+                    s.probe_passes_wall_share = s.probe_passes_s / wall
                 if s.probe_setup_s is not None:
                     s.probe_setup_wall_share = self._setup_between_counted_s() / wall
 
@@ -698,7 +724,11 @@ class RunAccumulator:
                 by_worker[p.worker].append(p)
             # the workers probe the same steps at once: the run paid one worker's cost
             costs = [self._probes_cost_s(w, ps) for w, ps in by_worker.items()]
-            s.probe_cost_s = sum(costs) / len(costs)
+            s.probe_cost_s = sum(c for _, c in costs) / len(costs)
+            # the passes alone ran between the steps; unknown where a split step's
+            # excess is not told apart (recorded before split_excess_s)
+            if not any(p.method == "split-step" and p.split_excess_s is None for p in costed):
+                s.probe_passes_s = sum(passes for passes, _ in costs) / len(costs)
         setups: dict[int, float] = defaultdict(float)
         for p in self._phases:  # warm-up included: the compiling happened all the same
             if p.setup_s is not None:
@@ -710,31 +740,21 @@ class RunAccumulator:
             s.payload_bytes = int(metrics.median(payloads))
         s.phase_full_step_s = metrics.median([p.step_time_s + p.input_s for p in phases])
         whole = s.step_time_s or s.phase_full_step_s
-        s.phase_parts_s = s.compute_s + s.allreduce_s + s.apply_s + (s.input_s or 0.0)
-        s.phase_consistent = metrics.parts_fit_whole(
-            s.phase_parts_s,
-            whole,
-            [s.compute_err_s, s.allreduce_err_s, s.apply_err_s, step_halfwidth_s],
+        judged = judge_phases(
+            compute_s=s.compute_s,
+            exposed_s=metrics.median(exchanges),
+            apply_s=s.apply_s,
+            input_s=s.input_s,
+            whole_s=whole,
+            devices=s.devices,
+            halfwidths=[s.compute_err_s, s.allreduce_err_s, s.apply_err_s, step_halfwidth_s],
+            exposed_err_s=s.allreduce_err_s,
+            alone_s=s.allreduce_total_s,
+            phases=phases,
         )
-        if s.devices > 1 and whole:
-            exposed = metrics.median(exchanges)
-            # the parts miss the step only because a negative exposed part was floored
-            # at 0: that negative part (compute alone longer) is the reason, not the sum
-            floored_apart = (
-                exposed < 0
-                and s.phase_consistent is False
-                and metrics.parts_fit_whole(s.phase_parts_s + exposed, whole) is True
-            )
-            s.phase_contradiction = _contradiction(
-                phases,
-                exposed,
-                s.allreduce_err_s,
-                s.allreduce_total_s,
-                whole,
-                floored_apart=floored_apart,
-            )
-            if s.phase_contradiction is not None:
-                s.phase_consistent = False  # noise, not a breakdown: no figure comes from it
+        s.phase_parts_s = judged.parts_s
+        s.phase_consistent = judged.consistent
+        s.phase_contradiction = judged.contradiction
         s.comm_share = metrics.share(s.allreduce_s, whole)
         if s.allreduce_err_s is not None and whole:
             s.comm_share_err = s.allreduce_err_s / whole
@@ -769,9 +789,9 @@ class RunAccumulator:
                 inside[p.worker] += 0.0
         return sum(inside.values()) / len(inside) if inside else 0.0
 
-    def _probes_cost_s(self, worker: int, phases: list[PhaseEvent]) -> float:
-        """What one worker's probes (``phases``) cost, as its probe scheduler counted
-        it: their passes plus the excesses of their split steps (``split_excess_s``,
+    def _probes_cost_s(self, worker: int, phases: list[PhaseEvent]) -> tuple[float, float]:
+        """Their passes alone (between the steps) and what one worker's probes
+        (``phases``) cost, as its probe scheduler counted it: their passes plus the excesses of their split steps (``split_excess_s``,
         the scheduler's own) and of the steps right after them (cold caches after the
         probe's own compiled functions), each over the median of the last
         :data:`USUAL_STEPS_WINDOW` usual steps before it (not the run's final median:
@@ -801,7 +821,7 @@ class RunAccumulator:
                 usual.append(took)
             if step in probed:
                 after_probe = True
-        return passes + max(0.0, excess)
+        return passes, passes + max(0.0, excess)
 
     def _step_halfwidth(self) -> float | None:
         """The median step time's 95 % half-width (``None`` below 3 steps)."""
@@ -844,6 +864,97 @@ class RunAccumulator:
             mid = metrics.median(list(per_worker.values()))
             if mid > 0:
                 s.worker_imbalance = max(per_worker.values()) / mid
+
+
+class PhaseJudgement(NamedTuple):
+    """What :func:`judge_phases` makes of a breakdown."""
+
+    parts_s: float
+    """The phases given added up (each as shown, the exposed part floored at 0)."""
+    consistent: bool | None
+    """Whether they add up to the step within their noise
+    (:func:`gpuscale.analysis.metrics.parts_fit_whole`) and nothing in them
+    contradicts (``contradiction``); ``None``: not known (no step, or only some
+    phases given and together under the step)."""
+    contradiction: str | None
+    """What contradicts (:func:`_contradiction`), where something does."""
+
+
+def judge_phases(
+    *,
+    compute_s: float | None,
+    exposed_s: float | None,
+    apply_s: float | None,
+    input_s: float | None,
+    whole_s: float | None,
+    devices: int,
+    halfwidths: Sequence[float | None] = (),
+    exposed_err_s: float | None = None,
+    alone_s: float | None = None,
+    phases: Sequence[PhaseEvent] = (),
+) -> PhaseJudgement:
+    """Whether a breakdown splits the step ``whole_s`` it is of: the one judgement of
+    a run's summary (:attr:`RunSummary.phase_consistent`,
+    :attr:`RunSummary.phase_contradiction`) and of a sweep file's point
+    (:func:`gpuscale.analysis.sweep.phases_unsplit_why`). The phases must add up to
+    the step within their noise (``halfwidths``: each part's and the step's 95 %
+    half-widths, at least :data:`~gpuscale.analysis.metrics.PARTS_TOLERANCE` of the
+    step), and on several devices nothing in them may contradict
+    (:func:`_contradiction`: the exposed all-reduce over twice the whole exchange
+    timed alone, ``alone_s``, beyond its noise ``exposed_err_s``; compute alone
+    longer than compute + all-reduce, from the ``phases`` probes' timings).
+    ``exposed_s`` is the exposed all-reduce unfloored (a median of differences can
+    be below 0; counted as 0 in the parts). A phase ``None`` is not given (a sweep
+    file may give some only; on one device the exposed exchange is 0): then the
+    parts can only miss the step by exceeding it. Which phases are numbers that
+    split the step also asks whether compute alone fills it: :func:`unsplit_reason`."""
+    exposed = exposed_s if exposed_s is not None else (0.0 if devices <= 1 else None)
+    given = [v for v in (compute_s, apply_s, input_s) if v is not None]
+    parts = sum(given) + max(0.0, exposed or 0.0)
+    complete = compute_s is not None and apply_s is not None and exposed is not None
+    consistent = metrics.parts_fit_whole(parts, whole_s, halfwidths)
+    if consistent is False and not complete and whole_s and parts < whole_s:
+        consistent = None  # short of the step: the phases not given may fill it
+    contradiction = None
+    if devices > 1 and whole_s and exposed is not None:
+        # the parts miss the step only because a negative exposed part was floored
+        # at 0: that negative part (compute alone longer) is the reason, not the sum
+        floored_apart = (
+            exposed < 0
+            and consistent is False
+            and metrics.parts_fit_whole(parts + exposed, whole_s) is True
+        )
+        contradiction = _contradiction(
+            list(phases), exposed, exposed_err_s, alone_s, whole_s, floored_apart=floored_apart
+        )
+        if contradiction is not None:
+            consistent = False  # noise, not a breakdown: no figure comes from it
+    return PhaseJudgement(parts, consistent, contradiction)
+
+
+UNSPLIT_APART = "the phases do not add up to the step"
+UNSPLIT_FILLS = "compute alone fills the step"
+
+
+def _compute_fills(compute_s: float | None, whole_s: float | None) -> bool:
+    return compute_s is not None and bool(whole_s) and compute_s >= (whole_s or 0.0)
+
+
+def unsplit_reason(
+    *, consistent: bool | None, compute_s: float | None, whole_s: float | None, devices: int
+) -> str | None:
+    """Why a breakdown's phases are not numbers that split the step ``whole_s``, in
+    the words every view says it in (:attr:`RunSummary.unsplit_why`): they do not
+    add up to it or contradict each other (``consistent`` ``False``, from
+    :func:`judge_phases`), or, on several devices, compute alone fills it (a
+    probe's pass and the steps' median come from different moments: nothing is
+    left of the step to split; on one device compute is the step less apply, and a
+    pass a little over the median is noise). ``None``: they split it."""
+    if consistent is False:
+        return UNSPLIT_APART
+    if devices > 1 and _compute_fills(compute_s, whole_s):
+        return UNSPLIT_FILLS
+    return None
 
 
 def _contradiction(
@@ -1020,6 +1131,98 @@ def summarize(events: Iterable[object]) -> RunSummary:
     return acc.summary()
 
 
+RAW_PHASES_KEY = "raw_phases"
+"""Where :func:`summary_document` keeps, as measured, the probes' figures the views do
+not say as numbers (not resolved), under their own names."""
+
+_UNSPLIT_NULLS = ("compute_s", "compute_err_s", "apply_s", "apply_err_s")
+"""The phases no view says as numbers where they do not split the step."""
+_UNSPLIT_EXPOSED_NULLS = (
+    "allreduce_s",
+    "allreduce_err_s",
+    "comm_share",
+    "comm_share_err",
+    "compute_comm_ratio",
+    "algbw_bytes_s",
+    "busbw_bytes_s",
+)
+"""The exposed exchange and what follows from it, on several devices, where the
+phases do not split the step."""
+_EXPOSED_NOISE_NULLS = ("comm_share", "compute_comm_ratio", "algbw_bytes_s", "busbw_bytes_s")
+"""What follows from an exposed all-reduce within its own noise (the views say it as
+``< X ms (not resolved)``, an upper bound, and no share)."""
+
+
+def unresolved_fields(s: RunSummary) -> tuple[str, ...]:
+    """The fields of ``s`` that the views (``run``, ``replay``, the dashboard) do not
+    say as numbers: where the phases do not split the step (:attr:`RunSummary.unsplit_why`),
+    compute and apply and, on several devices, the exposed all-reduce with its share,
+    compute:communication and the effective bandwidths; where they split it but the
+    exposed all-reduce is within its own noise (:func:`gpuscale.analysis.metrics.resolved`),
+    its share, compute:communication and those bandwidths. ``recommend --json``
+    writes ``null`` for the same (its count's exposed share "not resolved")."""
+    if not s.phase_steps:
+        return ()
+    several = s.devices > 1
+    if s.unsplit_why is not None:
+        return _UNSPLIT_NULLS + (_UNSPLIT_EXPOSED_NULLS if several else ())
+    if several and not metrics.resolved(s.allreduce_s, s.allreduce_err_s):
+        return _EXPOSED_NOISE_NULLS
+    return ()
+
+
+def summary_document(s: RunSummary) -> dict:
+    """``s`` as a recording's end event holds it and ``run --json`` prints it: its
+    fields, with ``null`` for what the views call not resolved
+    (:func:`unresolved_fields`), so that no reader takes them for figures; the values
+    as measured are kept under :data:`RAW_PHASES_KEY` (``"raw_phases": {"compute_s":
+    0.0925, ...}``), for reference, never a breakdown. :func:`summary_from_document`
+    reads it back whole."""
+    doc = msgspec.to_builtins(s)
+    unsaid = unresolved_fields(s)
+    raw = {name: value for name in unsaid if (value := getattr(s, name)) is not None}
+    if unsaid:
+        doc.update(dict.fromkeys(unsaid))
+    if raw:
+        doc[RAW_PHASES_KEY] = raw
+    return doc
+
+
+def summary_from_document(doc: dict) -> dict:
+    """A summary as :func:`summary_document` wrote it, with the values it kept as
+    measured under :data:`RAW_PHASES_KEY` back in their fields (what the views need
+    to say them: ``≈ the whole step``, ``< X ms (not resolved)``). Any other dict
+    (an older recording's summary) is returned as it is."""
+    raw = doc.get(RAW_PHASES_KEY)
+    if not isinstance(raw, dict):
+        return doc
+    out = {k: v for k, v in doc.items() if k != RAW_PHASES_KEY}
+    out.update({k: v for k, v in raw.items() if k in _RAW_FIELDS})
+    return out
+
+
+_RAW_FIELDS = frozenset(_UNSPLIT_NULLS + _UNSPLIT_EXPOSED_NULLS)
+
+
+def as_said(summary: dict) -> dict:
+    """A recorded summary (a dict) in :func:`summary_document`'s form, whatever wrote
+    it (an older gpuscale wrote every figure as a number): ``null`` for what the views
+    call not resolved, the values under :data:`RAW_PHASES_KEY`. What does not read
+    as a :class:`RunSummary` is returned as it is."""
+    whole = summary_from_document(summary)
+    try:
+        s = msgspec.convert(whole, RunSummary, str_keys=True)
+    except msgspec.ValidationError:
+        return summary
+    unsaid = unresolved_fields(s)
+    raw = {name: whole[name] for name in unsaid if whole.get(name) is not None}
+    out = {k: v for k, v in whole.items() if k != RAW_PHASES_KEY}
+    out.update(dict.fromkeys(unsaid))
+    if raw:
+        out[RAW_PHASES_KEY] = raw
+    return out
+
+
 def with_defaults(summary: dict) -> dict:
     """A summary as recorded (``omit_defaults`` drops a field equal to its default:
     ``scaling`` when ``weak``, ``devices`` when 1) with every such field said, so a
@@ -1029,6 +1232,7 @@ def with_defaults(summary: dict) -> dict:
     but for what the run does not know: ``exchange`` of a run whose strategy is
     ``unknown``, and ``scaling`` and the batches of a run that says no batch, are
     ``null``."""
+    summary = as_said(summary)  # null for what the views call not resolved
     said = {
         f.name: f.default
         for f in msgspec.structs.fields(RunSummary)

@@ -105,6 +105,12 @@ class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknow
     allreduce_err_s: _Duration | None = None
     """95 % half-width of ``allreduce_s`` over the probes (from a recording); an
     ``allreduce_s`` no larger than it is *not resolved*: within the probes' noise."""
+    compute_err_s: _Duration | None = None
+    """95 % half-width of ``compute_s`` over the probes (from a recording): with
+    ``allreduce_err_s`` and ``apply_err_s``, the noise within which the phases must
+    add up to the step (:func:`phases_unsplit_why`)."""
+    apply_err_s: _Duration | None = None
+    """95 % half-width of ``apply_s`` over the probes (from a recording)."""
     probes: _Steps | None = None
     """Phase probes behind ``allreduce_s`` (from a recording): the probed steps, each
     counted once however many workers probed it."""
@@ -393,6 +399,14 @@ def read_sweep_file(path: str | Path) -> Sweep:
             whose = "its" if problem.startswith(f"points[{i}]") else f"points[{i}]'s"
             warnings.append(f"{path}: {problem}: {whose} phases are left out")
             point = without_phases(point)
+        unsplit = phases_unsplit_why(point)
+        if unsplit is not None:  # as a recording's: not resolved, no model fitted on them
+            probes = f" ({plural(point.probes, 'probe')})" if point.probes else ""
+            warnings.append(
+                f"{path}: points[{i}]: {unsplit}: its phases are not resolved{probes}; "
+                "left out, its step time kept"
+            )
+            point = without_phases(point)
         points.append(point)
     if not points:
         raise GpuscaleError(f"{path}: no measured points (every point is missing or predicted)")
@@ -409,7 +423,14 @@ def read_sweep_file(path: str | Path) -> Sweep:
 PHASE_FIELDS = ("compute_s", "allreduce_s", "apply_s", "input_s")
 """The parts of a step a point may give (each a part of ``step_time_s``)."""
 
-_PHASE_DEPENDENTS = ("allreduce_err_s", "comm_share", "comm_share_err", "share_step_s")
+_PHASE_DEPENDENTS = (
+    "allreduce_err_s",
+    "compute_err_s",
+    "apply_err_s",
+    "comm_share",
+    "comm_share_err",
+    "share_step_s",
+)
 """What only means something with the phases (their share of the step, its noise,
 the step it is of)."""
 
@@ -423,6 +444,58 @@ point)."""
 
 PHASES_OVER_STEP = 2.0
 """Most the phases together may exceed their point's step by (a factor)."""
+
+
+def phases_unsplit_why(point: SweepPoint) -> str | None:
+    """Why ``point``'s phases are not numbers that split its step, judged as a
+    recording's summary judges its probes
+    (:func:`gpuscale.analysis.summary.judge_phases`,
+    :func:`~gpuscale.analysis.summary.unsplit_reason`), in one line with the values:
+    ``the exposed all-reduce 50.0 ms is over twice the whole exchange timed alone,
+    10.0 ms, beyond their noise``, ``its phases (compute_s + allreduce_s = 0.15 s) are
+    125% of its step (0.12 s), beyond their noise`` or ``its compute_s (0.13 s) fills
+    its step (0.12 s)``; ``None`` where they split it (or there are none). The noise
+    is the half-widths the point gives (``compute_err_s``, ``allreduce_err_s``,
+    ``apply_err_s``, ``step_time_err``), at least 10 % of the step. Phases a file
+    leaves out are not held against it: only some given, they may fall short of the
+    step, never exceed it. The reader leaves such phases out (a probed point then
+    says "not resolved", as a recording's does, and the model is fitted on step
+    times)."""
+    from gpuscale.analysis.summary import judge_phases, unsplit_reason
+
+    step = point.step_time_s
+    given = {name: getattr(point, name) for name in PHASE_FIELDS}
+    given = {name: value for name, value in given.items() if value is not None}
+    if point.predicted or not step or not given:
+        return None
+    step_err = point.step_time_err * step if point.step_time_err is not None else None
+    judged = judge_phases(
+        compute_s=point.compute_s,
+        exposed_s=point.allreduce_s,
+        apply_s=point.apply_s,
+        input_s=point.input_s,
+        whole_s=step,
+        devices=point.devices,
+        halfwidths=[point.compute_err_s, point.allreduce_err_s, point.apply_err_s, step_err],
+        exposed_err_s=point.allreduce_err_s,
+        alone_s=point.allreduce_total_s,
+    )
+    if judged.contradiction is not None:
+        return judged.contradiction
+    why = unsplit_reason(
+        consistent=judged.consistent,
+        compute_s=point.compute_s,
+        whole_s=step,
+        devices=point.devices,
+    )
+    if why is None:
+        return None
+    if judged.consistent is False:
+        return (
+            f"its phases ({' + '.join(given)} = {judged.parts_s:.3g} s) are "
+            f"{judged.parts_s / step:.0%} of its step ({step:.3g} s), beyond their noise"
+        )
+    return f"its compute_s ({point.compute_s:.3g} s) fills its step ({step:.3g} s)"
 
 
 def without_phases(point: SweepPoint) -> SweepPoint:
@@ -473,8 +546,9 @@ def phases_problem(
     from its timing), ``from_defaults`` those the file's ``defaults`` gave it.
     Cannot: any phase over :data:`PHASE_OVER_STEP` times the step, or all of them
     together over :data:`PHASES_OVER_STEP` times it; the reader then leaves the
-    point's phases out, with a warning. Phases a little over the step (noise between
-    a probe and the steps) are accepted, as they always were."""
+    point's phases out, with a warning. Phases less over the step are not impossible
+    (noise between a probe and the steps): :func:`phases_unsplit_why` judges whether
+    they split it."""
     step = point.step_time_s
     if not step:
         return None
@@ -583,6 +657,8 @@ def point_from_summary(summary: Any, start: Any, source: str) -> SweepPoint:
         compute_s=summary.compute_s if split else None,
         allreduce_s=summary.allreduce_s if split else None,
         allreduce_err_s=summary.allreduce_err_s if split else None,
+        compute_err_s=summary.compute_err_s if split else None,
+        apply_err_s=summary.apply_err_s if split else None,
         probes=summary.probes_run or None,
         comm_share_err=summary.comm_share_err if summary.devices > 1 and split else None,
         step_time_err=summary.step_time_rel_err,

@@ -237,16 +237,14 @@ def print_summary(events: list, path: Path) -> None:
     """The summary `gpuscale run` prints at the end, for a recording."""
     from types import SimpleNamespace
 
-    import msgspec
-
-    from gpuscale.analysis.summary import summarize
+    from gpuscale.analysis.summary import summarize, summary_document
     from gpuscale.commands.run import print_run_summary
     from gpuscale.events.schema import EndEvent, ErrorEvent, StartEvent, run_duration_s
     from gpuscale.recording.liveness import writer_alive
 
     start = next(e for e in reversed(events) if isinstance(e, StartEvent))  # the run's own
     end = events[-1] if isinstance(events[-1], EndEvent) else None
-    summary = msgspec.to_builtins(summarize(events))
+    summary = summary_document(summarize(events))
     status = end.status if end is not None else "interrupted (no end event)"
     if end is None and writer_alive(e for e in events if isinstance(e, StartEvent)):
         status = "running (no end event yet: what was recorded so far)"

@@ -411,8 +411,10 @@ def run_summary_of(s: dict[str, Any], replicas: int) -> RunSummary:
     devices; what does not read as one (a damaged summary) is left out."""
     import msgspec
 
-    try:
-        summary = msgspec.convert(s, RunSummary, str_keys=True)  # JSON made int keys strings
+    from gpuscale.analysis.summary import summary_from_document
+
+    try:  # the values kept as measured (not resolved) back in their fields, for the words
+        summary = msgspec.convert(summary_from_document(s), RunSummary, str_keys=True)
     except msgspec.ValidationError:
         summary = RunSummary()
     summary.devices = max(1, replicas)

@@ -419,9 +419,9 @@ class Monitor:
             try:
                 import msgspec
 
-                from gpuscale.analysis.summary import summarize
+                from gpuscale.analysis.summary import summarize, summary_document
 
-                summary = msgspec.to_builtins(summarize([*self._events, end]))
+                summary = summary_document(summarize([*self._events, end]))
                 end = msgspec.structs.replace(end, summary=summary)
             except Exception:  # the summary is a convenience; the recording is what matters
                 pass

@@ -1315,9 +1315,9 @@ class _PumpState:
             else time.perf_counter() - run._t0,
         )
         try:
-            from gpuscale.analysis.summary import summarize
+            from gpuscale.analysis.summary import summarize, summary_document
 
-            summary = msgspec.to_builtins(summarize([*self.analysis_events, end]))
+            summary = summary_document(summarize([*self.analysis_events, end]))
             end = msgspec.structs.replace(end, summary=summary)
         except Exception:  # the summary is a convenience; the events are recorded
             pass

@@ -31,7 +31,7 @@ from typing import Any, Literal
 import msgspec
 
 from gpuscale import __version__
-from gpuscale.analysis.summary import summarize
+from gpuscale.analysis.summary import summarize, summary_document
 from gpuscale.errors import EXIT_USAGE, GpuscaleError
 from gpuscale.events.schema import (
     EndEvent,
@@ -404,7 +404,7 @@ class LiveRun(RunBase):
 
     def _summarize(self) -> dict[str, Any] | None:
         try:
-            return msgspec.to_builtins(summarize(self._events))
+            return summary_document(summarize(self._events))
         except Exception as exc:  # the run's events are kept even if the analysis trips
             self._tail.append(f"summary failed: {exc}")
             return None

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from gpuscale.analysis import metrics
 from gpuscale.analysis.recommend import Recommendation
-from gpuscale.formatting import plural
+from gpuscale.formatting import format_samples_s, plural
 
 PHASES = ("compute", "exposed all-reduce", "apply", "input wait")
 """The parts of a step, in the order the bars stack them (bottom first)."""
@@ -98,6 +98,32 @@ class ScalingChart:
     decided: bool = True
     """``False`` when nothing is recommended (one measured count): ``recommended``
     is then only the configuration the bars show, and is not marked."""
+    measure_next: str | None = None
+    """The recommendation's next count to measure, in its words
+    (``measure 2 devices next: one count alone has nothing to compare with``)."""
+
+    @property
+    def one_count(self) -> bool:
+        """One measured point and nothing predicted: a throughput chart would be a
+        single dot (and the ideal line through it); :attr:`one_count_note` is said
+        instead."""
+        points = [p for s in self.series for p in s.points]
+        return len(points) == 1 and not points[0].predicted
+
+    @property
+    def one_count_note(self) -> str:
+        """What is said in place of a throughput chart of one dot
+        (:attr:`one_count`): ``One count measured: 1 device, 918 samples/s. A
+        scaling curve needs a second: measure 2 devices next.``"""
+        point = next(p for s in self.series for p in s.points)
+        said = (
+            f"One count measured: {plural(point.devices, 'device')}, "
+            f"{format_samples_s(point.throughput)}. A scaling curve needs a second"
+        )
+        if self.measure_next:
+            head = self.measure_next.split(":")[0]
+            return f"{said}: {head}."
+        return f"{said}."
 
     @property
     def title(self) -> str:
@@ -182,6 +208,7 @@ def build_scaling_chart(rec: Recommendation) -> ScalingChart:
         platform_note=rec.platform_note,
         counts=counts,
         decided=rec.verdict != "none",
+        measure_next=rec.measure_next,
     )
 
 

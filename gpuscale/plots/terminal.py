@@ -201,13 +201,23 @@ def phase_chart(chart: ScalingChart, width: int, height: int) -> Text:
     return text
 
 
+def _throughput_part(chart: ScalingChart, width: int, height: int) -> Text:
+    """The throughput chart, or, for one measured count and nothing predicted, what
+    a chart of one dot would not say (:attr:`ScalingChart.one_count_note`), wrapped
+    on spaces at the chart's width."""
+    if chart.one_count:
+        note = textwrap.fill(chart.one_count_note, max(width, 20), break_long_words=False)
+        return Text(note, style="dim")
+    return throughput_chart(chart, width, height)
+
+
 def scaling_text(chart: ScalingChart, width: int, height: int = 30) -> Text:
     """Both charts one under the other, titled: what ``gpuscale recommend`` prints;
     without any phase breakdown, the throughput chart and one line saying so."""
     if not chart.has_split:
         text = Text(chart.title, style="bold", no_wrap=True)
         text.append("\n")
-        text.append_text(throughput_chart(chart, width, max(height * 3 // 5, 8)))
+        text.append_text(_throughput_part(chart, width, max(height * 3 // 5, 8)))
         text.append("\n")
         # wrapped on spaces at the chart's width: printed with soft_wrap, a longer
         # line would be cut by the terminal inside a word ("step tim" / "es only")
@@ -218,7 +228,7 @@ def scaling_text(chart: ScalingChart, width: int, height: int = 30) -> Text:
     bottom = max(height - top - 2, 7)
     text = Text(chart.title, style="bold", no_wrap=True)
     text.append("\n")
-    text.append_text(throughput_chart(chart, width, top))
+    text.append_text(_throughput_part(chart, width, top))
     text.append("\n")
     # wrapped on spaces like the note above: a configuration's long label left its
     # closing bracket alone on the next line at 80 columns

@@ -403,11 +403,12 @@ class SweepApp(App[int]):
         self.recommendation = view.recommendation()
         chart = build_scaling_chart(self.recommendation) if self.recommendation else None
         self.header_panel.show(view)
+        before = self._chart_order()
         self.throughput_panel.set_chart(chart)
-        unsplit = self.phases_panel.has_class("-unsplit")
         self.phases_panel.set_chart(chart)
-        if self.phases_panel.has_class("-unsplit") != unsplit:
-            self._show_chart(self._chart_index)  # the bars left or joined the charts c shows
+        if self._chart_order() != before:
+            # the bars, or the throughput chart of one count, left or joined the charts c shows
+            self._show_chart(self._chart_index)
         self.advice_panel.show(self.recommendation, view.state_line())
 
     def update_status(self, view: SweepView) -> None:
@@ -418,11 +419,16 @@ class SweepApp(App[int]):
     def _chart_order(self) -> list[Widget]:
         """The charts ``c`` steps through on a short screen: a live sweep's run
         first, then the scaling charts; not the bars where there are none (their
-        one line stays under the throughput chart)."""
+        one line stays under the throughput chart), nor the throughput of one
+        measured count where there are bars (its few lines, shown above the bars on
+        a tall screen; the recommendation says what to measure next)."""
         order: list[Widget] = list(self.run_charts.values()) if self.live else []
-        order.append(self.throughput_panel)
+        if not self.throughput_panel.has_class("-one-count"):
+            order.append(self.throughput_panel)
         if not self.phases_panel.has_class("-unsplit"):
             order.append(self.phases_panel)
+        if not order:  # one count without a breakdown: its lines are all there is
+            order.append(self.throughput_panel)
         return order
 
     def _show_chart(self, index: int) -> None:

@@ -6,6 +6,8 @@ widgets only size it to the panel and redraw it when the panel or the sweep chan
 
 from __future__ import annotations
 
+import textwrap
+
 from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
@@ -41,6 +43,10 @@ class ScalingChartPanel(Static, can_focus=True):
         self.set_class(
             self.id == PHASES_PANEL and chart is not None and not chart.has_split, "-unsplit"
         )
+        # One measured count: a few lines, not a chart of one dot.
+        self.set_class(
+            self.id == THROUGHPUT_PANEL and chart is not None and chart.one_count, "-one-count"
+        )
         if waiting is not None:
             self.waiting = waiting
         self._drawn = None
@@ -59,6 +65,10 @@ class ScalingChartPanel(Static, can_focus=True):
             self.update(Text(self.waiting, style="dim"))
         elif self.id == PHASES_PANEL and not self.chart.has_split:
             self.update(Text(self.chart.split_note, style="dim", no_wrap=True, overflow="ellipsis"))
+        elif self.id == THROUGHPUT_PANEL and self.chart.one_count:
+            # a chart of one dot says nothing: what was measured and what comes next
+            note = textwrap.fill(self.chart.one_count_note, width, break_long_words=False)
+            self.update(Text(note, style="dim"))
         elif width < MIN_WIDTH or height < 6:
             self.update(Text("too small for the chart: a bigger terminal", style="dim"))
         elif self.id == THROUGHPUT_PANEL:
