@@ -1,8 +1,8 @@
 """What the Keras callback costs a user's ``model.fit`` on the wall clock, probes included.
 
 Same model (a small CNN), same MirroredStrategy on 2 logical CPU devices, same
-data, in one process; events go to an in-process EventServer, as under
-``gpuscale run``. Each round runs ``--steps`` steps of each of these, in
+data, in one process; events go to an EventServer in a process of its own, as
+under ``gpuscale run`` (benchmarks/event_sink.py). Each round runs ``--steps`` steps of each of these, in
 ``--chunk``-step fits taken in turn (plain, steps, gpuscale, then the reverse
 order), so drifting machine load hits all alike:
 
@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import queue
 import statistics
 import sys
 import time
@@ -82,11 +81,10 @@ def main() -> int:
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 
-    from gpuscale.events.transport import EventServer
+    from benchmarks.event_sink import EventSink
 
-    received: queue.SimpleQueue = queue.SimpleQueue()
-    server = EventServer(received.put)
-    os.environ.update(server.env(0))
+    sink = EventSink()  # the gpuscale end, in a process of its own as under `gpuscale run`
+    os.environ.update(sink.env)
 
     import keras
 
@@ -186,7 +184,7 @@ def main() -> int:
         model.fit(dataset, epochs=1, verbose=0, steps_per_epoch=args.dense_steps, callbacks=[dense])
         new = phases[before:]
         rounds.append(([e for m, e in new if m is budgeted], [e for m, e in new if m is dense]))
-    server.close()
+    received = sink.close()
 
     def share(events: list) -> tuple[float | None, float | None, int]:
         """The median exposed all-reduce of ``events``' probes over the plain arm's
@@ -277,6 +275,7 @@ def main() -> int:
             else "n/a (no probe in the warm-up)"
         )
     )
+    print(f"events received by the gpuscale end (another process): {received:,}")
     print(f"wall overhead: {(ratio - 1) * 100:.1f}%")
     return 0
 

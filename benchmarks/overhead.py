@@ -12,7 +12,7 @@ CPU devices with MirroredStrategy. Each round runs:
 * ``gpuscale``: ``--steps`` steps of :meth:`gpuscale.trainer.loop.Trainer.run`,
   the loop the trainer process runs: synchronised step timing, StepEvents sent as
   the trainer sends them (an EventClient's thread encoding them to an
-  EventServer, in this process here), and the phase probes at the default budget (``--probe-budget``), a fresh schedule
+  EventServer in a process of its own, as gpuscale's is: benchmarks/event_sink.py), and the phase probes at the default budget (``--probe-budget``), a fresh schedule
   each round, i.e. a whole run with its dense start;
 * ``dense``: ``--dense-steps`` steps of the same loop probing at every step:
   the reference breakdown (timed for nothing else).
@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import queue
 import statistics
 import sys
 import time
@@ -111,9 +110,10 @@ def main() -> int:
 
     import tensorflow as tf
 
+    from benchmarks.event_sink import EventSink
     from gpuscale.analysis.summary import summarize
     from gpuscale.events.schema import PhaseEvent, StepEvent
-    from gpuscale.events.transport import EventClient, EventServer
+    from gpuscale.events.transport import EventClient
     from gpuscale.trainer import loop
     from gpuscale.trainer.options import TrainConfig
 
@@ -144,11 +144,10 @@ def main() -> int:
         return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
     # Events travel as in a trainer under `gpuscale run`: each one queued on an
-    # EventClient whose thread encodes and sends it to the EventServer (in this
-    # process here; gpuscale's own process under `run`), so their cost is counted.
-    received: queue.SimpleQueue = queue.SimpleQueue()
-    server = EventServer(received.put)
-    client = EventClient.from_env(server.env(0))
+    # EventClient whose thread encodes and sends it to the EventServer, in a process
+    # of its own as gpuscale's is (benchmarks/event_sink.py), so their cost is counted.
+    sink = EventSink()
+    client = EventClient.from_env(sink.env)
 
     batches = trainer.batches()
     trainer._batches = batches  # every loop uses the same (synthetic, on-device) batch
@@ -262,7 +261,7 @@ def main() -> int:
         return f"{value:.1%}" + (f" ± {err * 100:.1f}" if err is not None else "")
 
     client.close()
-    server.close()
+    received = sink.close()
     plain_step_s = statistics.median(s for m in methods for s in plain_steps[m])
     usual_step_s = plain_step_s  # the step the exposed shares are of (share())
     print(
@@ -377,6 +376,7 @@ def main() -> int:
         f"{(statistics.median(inst_steps[shown]) / statistics.median(plain_steps[shown]) - 1) * 100:.1f}% "
         f"({LABELS[shown]})"
     )
+    print(f"events received by the gpuscale end (another process): {received:,}")
     print(f"wall overhead: {overheads[shown]:.1f}%")
     return 0
 
