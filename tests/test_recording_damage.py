@@ -374,8 +374,63 @@ def test_an_event_run_together_with_garbage_is_kept_and_the_garbage_named(tmp_pa
     warnings: list[str] = []
     run = load_run(path, warnings.append)
     assert len(run.events) == len(sample_events())
-    assert warnings[0] == f"{path}: line 6: 2 events run together (a newline lost): read 1 of them"
-    assert warnings[1].startswith(f"{path}: line 6: not JSON (") and len(warnings) == 2
+    # not a lost newline: said once, as what it is (not "2 events run together")
+    assert warnings == [f"{path}: line 6: an event followed by damaged bytes (skipped)"]
+
+
+def test_the_start_run_together_with_the_next_event_is_read(tmp_path, good):
+    """Review: the start and the next event joined on line 1 made the whole file
+    unreadable ("line 1: ... not JSON (trailing characters ...)")."""
+    warnings: list[str] = []
+    one_line = b"".join(_lines(good)[:2])  # the whole file one line, no newline after it
+    for name, data in [("first.ndjson", _join(good, 0)), ("one.ndjson", one_line)]:
+        path = tmp_path / name
+        path.write_bytes(data)
+        warnings.clear()
+        run = load_run(path, warnings.append)
+        want = sample_events() if name == "first.ndjson" else sample_events()[:2]
+        assert [_fields(e) for e in run.events] == [_fields(e) for e in want]
+        assert warnings[0] == f"{path}: line 1: 2 events run together (a newline lost): read both"
+        assert [_fields(e) for e in iter_events(path)] == [_fields(e) for e in run.events]
+
+
+def test_a_long_line_of_values_that_are_no_events_is_given_up_early():
+    """Review: splitting copied the rest of the line at each part (quadratic on a
+    line of up to 32 MiB). The line is walked by offset, and parts that are no
+    events stop it early."""
+    from gpuscale.recording.reader import MAX_BAD_PARTS, joined_parts
+
+    checked: list[bytes] = []
+
+    def is_event(part: bytes) -> bool:
+        checked.append(part)
+        return part != b"{}"
+
+    assert joined_parts(b"{}" * 200_000, is_event) is None and len(checked) == 1
+    checked.clear()
+    parts = joined_parts(b'{"a":1}' + b"{}" * 200_000, is_event)
+    assert parts is not None and len(parts) == MAX_BAD_PARTS + 2
+    assert parts[-1] == b"{}" * (200_000 - MAX_BAD_PARTS) and len(checked) == MAX_BAD_PARTS + 1
+    assert joined_parts(b"{}{} [1] ") == [b"{}", b"{} ", b"[1]"]
+
+
+def test_a_byte_order_mark_before_gzip_damage_in_the_first_chunk(tmp_path, good):
+    """Review: with a BOM and gzip damage in the first chunk, line 1 failed the
+    event decode and nothing was read."""
+    from gpuscale.recording.store import list_runs
+
+    whole = b"\n".join(_lines(good)[:10]) + b"\n"
+    (tmp_path / "runs").mkdir()
+    path = tmp_path / "runs" / "bom.ndjson.gz"
+    path.write_bytes(_gzip_damaged_after(b"\xef\xbb\xbf" + whole))
+    warnings: list[str] = []
+    run = load_run(path, warnings.append)
+    assert [_fields(e) for e in run.events] == [_fields(e) for e in sample_events()[:10]]
+    assert warnings == [
+        f"{path}: its gzip data is damaged after line 10: the 10 lines before it are read"
+    ]
+    (listed,) = list_runs(path.parent)
+    assert listed.model == "mnist-cnn"
 
 
 # -- a damaged first line, the run's start further in ------------------------------

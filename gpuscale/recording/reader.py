@@ -173,31 +173,50 @@ _raw_decoder = msgspec.json.Decoder(msgspec.Raw)
 _TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
 
 
-def joined_parts(line: bytes) -> list[bytes] | None:
+MAX_BAD_PARTS = 8
+"""Parts of a line that are no event after which :func:`joined_parts` stops
+splitting (the rest of the line is its last part): a line of many JSON values
+that are not events (``{}{}{}...``, up to a 32 MiB line) is given up early."""
+
+
+def joined_parts(
+    line: bytes, is_event: Callable[[bytes], bool] | None = None
+) -> list[bytes] | None:
     """The JSON values run together on ``line`` (a newline lost between two
     events: ``{...}{...}``), split where msgspec says the next begins (its
-    ``trailing characters (byte N)``, counted from 1; each decode stops there, so
-    a line of many costs one pass); the last part may be damaged. ``None`` when
-    ``line`` does not begin with a whole JSON value followed by another."""
+    ``trailing characters (byte N)``, counted from 1; each decode stops there, and
+    the line is walked by offset, so a line of many costs one pass); the last part
+    may be damaged. ``None`` when ``line`` does not begin with a whole JSON value
+    followed by another. With ``is_event``: ``None`` too when the first part is no
+    event, and after :data:`MAX_BAD_PARTS` parts that are none, the rest of the
+    line is the last part."""
+    line = line.strip(_JSON_SPACE)
+    view = memoryview(line)
     parts: list[bytes] = []
-    rest = line.strip(_JSON_SPACE)
-    while rest:
+    pos = 0
+    bad = 0
+    while pos < len(line) and bad < MAX_BAD_PARTS:
         try:
-            _raw_decoder.decode(rest)
+            _raw_decoder.decode(view[pos:])
         except msgspec.DecodeError as exc:
             match = _TRAILING.search(str(exc))
             cut = int(match.group(1)) - 1 if match else 0  # msgspec counts from 1
-            if not 0 < cut < len(rest):
+            if not 0 < cut < len(line) - pos:
                 break
-            parts.append(rest[:cut])
-            rest = rest[cut:]
+            part = line[pos : pos + cut]
+            if is_event is not None and not is_event(part):
+                if not parts:
+                    return None
+                bad += 1
+            parts.append(part)
+            pos += cut
             continue
         except _DECODE_ERRORS:
             break
         break
     if not parts:
         return None
-    parts.append(rest)  # the last value (whole, or the damage after the others)
+    parts.append(line[pos:])  # the last value (whole, or the damage after the others)
     return parts
 
 
@@ -299,14 +318,20 @@ def gunzip_chunks(f, size: int = CHUNK_BYTES) -> Iterator[bytes]:
 
 
 def lines_before_damage(
-    data: bytes, decode: Callable[[bytes], object] | None = None, newer_minor: bool = False
+    data: bytes,
+    decode: Callable[[bytes], object] | None = None,
+    newer_minor: bool = False,
+    at_start: bool = False,
 ) -> bytes:
     """Of ``data``, the text decoded last before damaged gzip data, its whole lines
     before the first that is no event (``decode`` raises; blank lines pass): zlib
     notices damage some bytes after it, and decodes garbage until then; the same in
     the reader and the listing. With ``newer_minor``, a line of an event kind
-    unknown to this gpuscale passes. Empty when there is none."""
+    unknown to this gpuscale passes. ``at_start``: ``data`` is the file's first
+    text, its byte-order mark (an editor's) removed. Empty when there is none."""
     decode = decode or msgspec.json.Decoder(Event).decode
+    if at_start and data.startswith(UTF8_BOM):
+        data = data[len(UTF8_BOM) :]
     cut = data.rfind(b"\n")
     end = 0
     while end <= cut:
@@ -384,6 +409,8 @@ class _Reader:
         """The file's first start event (gpuscale's provisional one, when it has one)."""
         self.end: EndEvent | None = None
         self._pending_start: StartEvent | None = None
+        self._pending_joined: list[Event] = []
+        """Events run together with the start on its line, read after it."""
 
     # -- errors and warnings -------------------------------------------------------
 
@@ -513,10 +540,7 @@ class _Reader:
                 pending_len = len(rest)
                 if not self.started:
                     complete = self._first_lines(complete)
-                    if not complete:
-                        if self._pending_start is not None:
-                            yield [self._pending_start]
-                            self._pending_start = None
+                    if not complete and self._pending_start is None:
                         continue
                 try:
                     events = self._decode_complete(complete)
@@ -550,7 +574,9 @@ class _Reader:
     def _before_damage(self, data: bytes) -> bytes:
         """:func:`lines_before_damage`, a line of a kind unknown to this reader in a
         file of a newer minor version taken as whole (it is skipped, not damage)."""
-        return lines_before_damage(data, self.decoder.decode, self.newer_minor)
+        return lines_before_damage(
+            data, self.decoder.decode, self.newer_minor, at_start=self.bytes_read == 0
+        )
 
     def _damaged_stream(self, damage: GzipDamaged) -> None:
         """Gzip data damaged after some lines: they are kept (what decoded after them
@@ -629,6 +655,11 @@ class _Reader:
         except msgspec.DecodeError as exc:
             if line.lstrip().startswith(b"{") and str(exc) == "Input data was truncated":
                 raise self._damaged(_CUT_START, number) from None
+            parts = joined_parts(line, self._is_event) if _TRAILING.search(str(exc)) else None
+            if parts:  # a newline lost after the start: read it, then the others
+                start = self._start(parts[0])
+                self._pending_joined = self._read_parts(parts, number, first=start)
+                return start
             raise self._damaged(
                 f"not a gpuscale recording: not JSON ({json_problem(exc)})",
                 number,
@@ -684,12 +715,13 @@ class _Reader:
         if events is None:
             events, line_numbers = self._decode_slowly(complete)
         start = self._pending_start
-        if start is not None:
-            self._pending_start = None
-            events.insert(0, start)
+        if start is not None:  # with the events run together with it on its line
+            lead = [start, *self._pending_joined]
+            self._pending_start, self._pending_joined = None, []
+            events[0:0] = lead
             if line_numbers is not None:
-                line_numbers.insert(0, self.line_no)
-            base_shift = 1
+                line_numbers[0:0] = [self.line_no] * len(lead)
+            base_shift = len(lead)
         else:
             base_shift = 0
         bad = self._check_order(events)
@@ -698,7 +730,7 @@ class _Reader:
             if line_numbers is not None:
                 line = line_numbers[index]
             else:
-                line = self.line_no + index + 1 - base_shift
+                line = self.line_no + max(index + 1 - base_shift, 0)
             raise _DamageAfter(events[:index], self.error(message, line))
         self.line_no += n_lines
         return events
@@ -728,27 +760,53 @@ class _Reader:
             numbers.append(number)
         return events, numbers
 
+    def _is_event(self, part: bytes) -> bool:
+        try:
+            self.decoder.decode(part)
+        except _DECODE_ERRORS:
+            return self.newer_minor and _unknown_kind(part)
+        return True
+
     def _joined(self, line: bytes, number: int) -> list[Event]:
         """The events of a line that holds several run together (a newline lost:
         ``{...}{...}``), split where msgspec says the first ends, with a warning; a
         part that is no event is skipped as a damaged line is. Empty when ``line``
         is not such a line, or none of its parts is an event."""
-        parts = joined_parts(line)
+        parts = joined_parts(line, self._is_event)
         if parts is None:
             return []
+        return self._read_parts(parts, number)
+
+    def _read_parts(
+        self, parts: list[bytes], number: int, first: Event | None = None
+    ) -> list[Event]:
+        """The events of ``parts`` (of line ``number``; ``first``: its first, read
+        already, not returned), with a warning: events run together where every part
+        after the first is an object, else an event followed by damaged bytes."""
         events: list[Event] = []
         damaged: list[tuple[bytes, Exception]] = []
-        for part in parts:
+        for index, part in enumerate(parts):
+            if index == 0 and first is not None:
+                continue
             try:
                 events.append(self.decoder.decode(part))
             except _DECODE_ERRORS as exc:
                 damaged.append((part, exc))
-        if not events:
+        if not events and first is None:
             return []
-        read = "read both" if len(parts) == 2 else f"read all {len(parts)}"
-        if damaged:
-            read = f"read {len(events)} of them"
-        self.warn(f"line {number}: {len(parts)} events run together (a newline lost): {read}")
+        if not all(part.lstrip(_JSON_SPACE).startswith(b"{") for part in parts[1:]):
+            # not a newline lost: bytes that are no JSON object after the event(s)
+            self.skipped_lines += 1
+            if self.skipped_lines <= MAX_SKIP_WARNINGS:
+                n = len(events) + (first is not None)
+                what = "an event" if n == 1 else f"{n} events"
+                self.warn(f"line {number}: {what} followed by damaged bytes (skipped)")
+            damaged = [d for d in damaged if d[0].lstrip(_JSON_SPACE).startswith(b"{")]
+        else:
+            read = "read both" if len(parts) == 2 else f"read all {len(parts)}"
+            if damaged:
+                read = f"read {len(parts) - len(damaged)} of them"
+            self.warn(f"line {number}: {len(parts)} events run together (a newline lost): {read}")
         for part, exc in damaged:
             if not self._skippable(part, number):
                 self._skip_damaged(self._line_error(part, exc, number))
@@ -863,9 +921,10 @@ class _Reader:
                     self._start(tail)  # a cut one says so; anything else is not a recording
                 except _StartDamaged as damaged:
                     raise damaged.as_error() from None
-                start = self._pending_start
-                self._pending_start = None
-                return [start] if start is not None else []
+                try:  # the start, and the events run together with it on its line
+                    return self._decode_complete(b"")
+                except _DamageAfter as damage:
+                    raise damage.error from None
             return []
         try:
             events = [self.decoder.decode(tail)]

@@ -351,7 +351,7 @@ def _gzip_head_and_tail(f, path: Path) -> tuple[bytes, bytes | None, bool, str |
         # is no event (the rest may be garbage)
         cut = tail.rfind(b"\n") + 1
         partial = tail[cut:]  # the line the damage is in, as far as it was yielded
-        good = lines_before_damage(partial + exc.salvaged)
+        good = lines_before_damage(partial + exc.salvaged, at_start=lines == 0)
         if b"\n" not in head and good:  # the first line ends in what was salvaged
             head = (head + good[len(partial) :])[:MAX_LINE_BYTES]
         tail = tail[:cut] + good
