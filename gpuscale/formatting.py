@@ -319,7 +319,7 @@ def strategy_words(strategy: str | None) -> str:
     ``strategy unknown``."""
     if strategy == "none":
         return "no tf.distribute strategy"
-    if strategy in (None, "", "unknown"):
+    if strategy in (None, "", "?", "unknown"):
         return "strategy unknown"
     return strategy
 

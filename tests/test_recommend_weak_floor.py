@@ -114,6 +114,26 @@ def test_strong_scaling_compute_still_shrinks_with_devices():
     assert m.step_time_s(4) < m.step_time_s(2)
 
 
+def _calibration(factor: float) -> Calibration:
+    """An 80 % calibration of +-10 % at 4 and 8 devices from 2, with class ``factor``."""
+    return Calibration(
+        coverage=0.8,
+        source="test",
+        strata=[
+            Stratum(
+                interconnect="*",
+                top=2,
+                devices=n,
+                tables=100,
+                factor=factor,
+                q_low=-0.1,
+                q_high=0.1,
+            )
+            for n in (4, 8)
+        ],
+    )
+
+
 def test_a_class_prior_above_one_does_not_shorten_a_weak_step():
     # A flat sweep (no exchange to speak of) and a prior of x1.05: the measured
     # per-device rate at 2 is the most a replica doing the same work can reach.
@@ -121,16 +141,7 @@ def test_a_class_prior_above_one_does_not_shorten_a_weak_step():
         normalize(SweepPoint(config="m", scaling="weak", per_replica_batch=64, **p))
         for p in STEP_TIMES_ONLY
     ]
-    cal = Calibration(
-        coverage=0.8,
-        source="test",
-        strata=[
-            Stratum(
-                interconnect="*", top=2, devices=n, tables=100, factor=1.05, q_low=-0.1, q_high=0.1
-            )
-            for n in (4, 8)
-        ],
-    )
+    cal = _calibration(1.05)
     rows = predict_rows(pts, [4, 8], calibration=cal)
     for row in rows:
         assert row.step_time_s >= 0.1 - 1e-12
@@ -194,16 +205,7 @@ def test_a_noisy_measurements_widened_range_stops_at_the_floor_too():
         normalize(SweepPoint(config="m", scaling="weak", per_replica_batch=64, spread=0.8, **p))
         for p in STEP_TIMES_ONLY
     ]
-    cal = Calibration(
-        coverage=0.8,
-        source="test",
-        strata=[
-            Stratum(
-                interconnect="*", top=2, devices=n, tables=100, factor=1.0, q_low=-0.1, q_high=0.1
-            )
-            for n in (4, 8)
-        ],
-    )
+    cal = _calibration(1.0)
     for row in predict_rows(pts, [4, 8], calibration=cal):
         assert row.coverage is None  # a guess: widened for the noise
         assert row.throughput_high == pytest.approx(64 * row.devices / 0.1, rel=1e-9)
@@ -216,15 +218,6 @@ def test_superlinear_measurements_keep_their_guessed_range_above():
         normalize(SweepPoint(config="m", scaling="weak", per_replica_batch=64, **p))
         for p in ({"devices": 1, "step_time_s": 0.1}, {"devices": 2, "step_time_s": 0.08})
     ]
-    cal = Calibration(
-        coverage=0.8,
-        source="test",
-        strata=[
-            Stratum(
-                interconnect="*", top=2, devices=n, tables=100, factor=1.0, q_low=-0.1, q_high=0.1
-            )
-            for n in (4, 8)
-        ],
-    )
+    cal = _calibration(1.0)
     rows = predict_rows(pts, [4, 8], calibration=cal)
     assert any(r.throughput_high > 64 * r.devices / 0.08 for r in rows)

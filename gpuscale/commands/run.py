@@ -480,7 +480,7 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
     ):  # the trainer never said what runs where: what was asked
         console.print(
             f"[bold]{_escape(start.model)}[/] on {start.num_replicas} x "
-            f"{_escape(_platform(start.platform, start.num_replicas))} ({count_chosen(start)}): {_escape(_asked_strategy(start.strategy))}"
+            f"{_escape(_platform(start.platform, start.num_replicas))} ({count_chosen(start)}): {_escape(strategy_words(start.strategy))}"
         )
         steps = s.get("steps_total", 0)
         duration = getattr(end, "duration_s", None)
@@ -565,11 +565,6 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
     if note and note not in shown_notes and start.note not in shown_notes:
         console.print(f"  [dim]note: {_escape(note)}[/]")
     _print_recording(console, run)
-
-
-def _asked_strategy(strategy: str | None) -> str:
-    """A provisional start's strategy; a script's is not known before its callback."""
-    return "strategy unknown" if strategy in (None, "", "?", "unknown") else strategy
 
 
 def no_probe_why(config: dict, *, script: bool = False) -> str:

@@ -347,10 +347,11 @@ class ProbeScheduler:
     def _step_stats(self) -> tuple[float, float | None]:
         """The counted steps' median and its 95 % half-width, refreshed after every
         new counted step at first and then every 2 % of them (each sorts them all; a
-        probe's verdict on a breakdown need not follow each step)."""
+        probe's verdict on a breakdown need not follow each step: ``due`` asks on the
+        per-step path)."""
         n, mid, width = self._step_stats_cache
         now = len(self._counted)
-        if now and now != n and (now < 200 or now - n >= now // 50):
+        if now and now != n and now - n >= max(1, now // 50):
             mid, width = metrics.median(self._counted), metrics.median_halfwidth(self._counted)
             self._step_stats_cache = (now, mid, width)
         return mid, width
