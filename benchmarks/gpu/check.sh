@@ -11,11 +11,13 @@
 #   sampler  sampler.txt: benchmarks/sampler.py against real NVML, at 10 Hz and 2 Hz
 #   watch    the dashboard in a pty at 120x36 (recorded to watch.ndjson) and at 80x24,
 #            with SVG screenshots in data/screenshots and what was drawn in pty*.log
+#   interference  interference.txt: benchmarks/gpu/interference.py, what sampling costs
+#            a PyTorch training loop's steps on the GPU sampled (off / 0.5 s / 0.1 s)
 set -u
 export PYTHONUNBUFFERED=1
 out=${OUT:?set OUT to a folder for the results}
 py=${PYTHON:-python3}
-steps=${*:-devices calls run sampler watch}
+steps=${*:-devices calls run sampler watch interference}
 for step in $steps; do
   echo "=== $step"
   case $step in
@@ -42,6 +44,8 @@ for step in $steps; do
         --cols 80 --rows 24 --log "$out/pty80.log" --shot 28 --quit 31 -- \
         --no-record -- $py benchmarks/gpu/load.py --seconds 4
       ls -la "$out/data/screenshots" 2>&1 ;;
+    interference)
+      timeout 150 $py benchmarks/gpu/interference.py 2>&1 | tee "$out/interference.txt" ;;
     *) echo "unknown step: $step" >&2; exit 2 ;;
   esac
 done
