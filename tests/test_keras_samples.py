@@ -10,10 +10,18 @@ pytestmark = pytest.mark.tf
 
 def _monitor():
     """A ScalingMonitor whose sample counter is a list's first item (the total so
-    far), and the values it read."""
+    far), and the values it read; its clock moves a second at every look (slow
+    steps: the counter is read every SAMPLES_READ_EVERY steps)."""
     from gpuscale.keras.callback import ScalingMonitor
 
     monitor = ScalingMonitor(record=None)
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 1.0
+        return now[0]
+
+    monitor._clock = clock
     total = [0]
     reads: list[int] = []
 
@@ -36,6 +44,24 @@ def test_uniform_batches_read_every_few_steps_report_each_step():
         reported.append(monitor._step_samples(1))
     assert reported == [32] * len(reported)
     assert len(reads) == 3  # the first step, then every SAMPLES_READ_EVERY steps
+
+
+def test_short_steps_read_the_counter_at_most_every_half_second():
+    """A read costs about 0.17 ms: with 5 ms steps, every 10 steps would be 3 % of
+    them; at most every SAMPLES_READ_INTERVAL_S it is well under 0.1 %."""
+    from gpuscale.keras.callback import SAMPLES_READ_INTERVAL_S
+
+    monitor, total, reads = _monitor()
+    now = [0.0]
+    monitor._clock = lambda: now[0]
+    reported = []
+    for i in range(400):  # 2 s of 5 ms steps
+        now[0] += 0.005
+        total[0] += 32
+        reported.append(monitor._step_samples(1, last_of_epoch=i == 399))
+    assert reported == [32] * 400
+    # the first step, one read per half second, and the epoch's last step
+    assert len(reads) == 1 + int(400 * 0.005 / SAMPLES_READ_INTERVAL_S)
 
 
 def test_a_short_batch_shows_on_the_next_read_and_the_sum_is_exact():
