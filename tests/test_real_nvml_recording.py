@@ -1,4 +1,4 @@
-"""A recording made on a real NVIDIA H100 (benchmarks/gpu/check.sh, 2026-11-26):
+"""Recordings made on a real NVIDIA H100 (benchmarks/gpu/check.sh, 2026-11-26) and H200 (2026-11-27):
 `gpuscale run --record ... -- python benchmarks/gpu/load.py`, a PyTorch load in
 phases (idle, bf16 matrix products, device copies, host-to-device copies) without
 gpuscale's callback. Real NVML samples, GPM included, read back by every view."""
@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from gpuscale.analysis.summary import summarize
 from gpuscale.recording.reader import load_run
 from gpuscale.ui.app import build_app
@@ -19,14 +21,17 @@ from gpuscale.ui.widgets.header import RunHeader
 
 ROOT = Path(__file__).resolve().parent.parent
 H100 = ROOT / "tests" / "fixtures" / "h100_load.ndjson"
+H200 = ROOT / "tests" / "fixtures" / "h200_load.ndjson"
+"""The same load on an NVIDIA H200 (benchmarks/gpu/check.sh, 2026-11-27, driver 580.159.04)."""
 
 
-def test_the_h100_samples_pass_the_device_checks():
+@pytest.mark.parametrize("recording", [H100, H200], ids=["h100", "h200"])
+def test_the_real_samples_pass_the_device_checks(recording):
     """benchmarks/gpu/telemetry.py's checks, phase by phase, on the real samples:
     busy is not working (copies 100% busy with no tensor work, host copies with
     the SMs idle), GPM tensor activity under matrix products, PCIe rx, own memory."""
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "gpu" / "telemetry.py"), str(H100)],
+        [sys.executable, str(ROOT / "benchmarks" / "gpu" / "telemetry.py"), str(recording)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -47,6 +52,20 @@ def test_the_summary_of_a_real_gpu_script_run():
     assert 12 < s.gpu_tensor_activity_mean_pct < 22
     assert s.gpu_util_median_pct == 98.0  # the median sample, not the time average
     assert 30 < run.end.duration_s < 35  # from the launch, not from the end
+
+
+def test_the_h200_recording_reads_as_the_same_load_on_its_own_gpu():
+    """The other Hopper card: 141 GB (150.8 GB decimal) of HBM3e, the same load's shares."""
+    run = load_run(H200)
+    device = run.start.devices[0]
+    assert device.name == "NVIDIA H200" and device.memory_total_bytes == 150_754_820_096
+    assert (device.pcie_gen, device.pcie_width) == (5, 16)
+    s = summarize(run.events)
+    assert s.platform == "gpu" and s.no_step_times
+    assert 50 < s.gpu_util_mean_pct < 60
+    assert 30 < s.gpu_sm_activity_mean_pct < 40
+    assert 12 < s.gpu_tensor_activity_mean_pct < 22
+    assert 30 < run.end.duration_s < 35
 
 
 def test_replay_prints_its_duration_and_what_the_gpu_did():
