@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from script_flags import wait_for_flag
 
+from gpuscale.commands.run import SCRIPT_STOPPED_NOTE
 from gpuscale.errors import GpuscaleError
 from gpuscale.events.schema import (
     EndEvent,
@@ -643,8 +644,10 @@ def test_a_scripts_own_early_stop_is_recorded_stopped_without_a_signal_warning(t
     assert load_run(path).end.status == "stopped"
 
 
-def test_run_exits_0_after_a_scripts_own_early_stop(tmp_path):
-    # `gpuscale run` of a script whose own loop ends close("stopped"): 0, not 130, no warning
+def test_run_exits_130_after_a_scripts_own_early_stop(tmp_path):
+    # `gpuscale run` of a script whose own loop ends close("stopped") on every worker:
+    # 130 as for any stopped run (a shell must not take it for completed), one line
+    # saying so, and no "not through gpuscale" warning
     path = tmp_path / "run.ndjson"
     proc = subprocess.run(
         [sys.executable, "-m", "gpuscale", "run", "--record", str(path), "--"]
@@ -655,6 +658,7 @@ def test_run_exits_0_after_a_scripts_own_early_stop(tmp_path):
         env={**_env(), "GPUSCALE_DATA_DIR": str(tmp_path)},
         timeout=120,
     )
-    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert proc.returncode == 130, (proc.returncode, proc.stderr[-2000:])
     assert "not through gpuscale" not in proc.stdout + proc.stderr
+    assert proc.stderr.splitlines().count(SCRIPT_STOPPED_NOTE) == 1
     assert load_run(path).end.status == "stopped"

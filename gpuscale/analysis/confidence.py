@@ -44,6 +44,20 @@ LOCAL_WORKERS_CAVEAT = (
 """Said next to predictions made from several workers on one machine's CPUs
 (``--local-workers N``, :attr:`gpuscale.analysis.sweep.SweepPoint.local_cpu_workers`)."""
 
+CAVEAT_SCOPE = {
+    CPU_LOGICAL_CAVEAT: "the predictions are for these CPU logical devices, not for GPUs",
+    CPU_LOGICAL_MEASURED_CAVEAT: (
+        "what is measured here is for these CPU logical devices, not for GPUs"
+    ),
+    LOCAL_WORKERS_CAVEAT: (
+        "this shows the mechanism (the exchange between workers on one machine), not what "
+        "separate machines would do"
+    ),
+}
+"""Each platform caveat without its first half (the cores are shared, so more of
+them add no compute): what recommend's confidence says where a reason of its Why
+already said that half, so that the two say it once."""
+
 
 class RunConfidence(msgspec.Struct, kw_only=True):
     """How far to trust one run's numbers."""

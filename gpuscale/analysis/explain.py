@@ -12,8 +12,10 @@ from collections.abc import Sequence
 import msgspec
 
 from gpuscale.analysis import metrics
-from gpuscale.analysis.confidence import ENOUGH_STEPS, NOISY_SPREAD
+from gpuscale.analysis.confidence import CAVEAT_SCOPE, ENOUGH_STEPS, NOISY_SPREAD
 from gpuscale.analysis.decide import (
+    LOCAL_WORKERS_NEXT,
+    SHARED_CORES_NEXT,
     Group,
     Recommendation,
     WalkStep,
@@ -402,6 +404,20 @@ def _table_split(g: Group, devices: int) -> tuple[float, float] | None:
     return g.model.comm_time_s(devices), g.model.step_time_s(devices)
 
 
+DEVICES_SHARE_CORES = "The devices are CPU logical devices sharing the same cores"
+WORKERS_SHARE_CORES = "The workers all ran on one machine's CPUs, sharing its cores"
+
+CORES_SHARED_SAID = (
+    DEVICES_SHARE_CORES,
+    WORKERS_SHARE_CORES,
+    SHARED_CORES_NEXT,
+    LOCAL_WORKERS_NEXT,
+)
+"""Words of a reason that says the devices share one machine's cores, so that more
+of them cannot pay: the platform caveat's first half, which the confidence then
+leaves out (:data:`~gpuscale.analysis.confidence.CAVEAT_SCOPE`)."""
+
+
 def _shared_cores_reason(m: ScalingModel) -> str:
     """Why devices that share one machine's cores do not pay (the model's
     ``shared_cores`` compute, :mod:`gpuscale.analysis.model`)."""
@@ -418,11 +434,7 @@ def _shared_cores_reason(m: ScalingModel) -> str:
             f"{since}the same global batch takes as long whatever N (strong scaling: about "
             f"{format_duration_s(m.compute_time_s(1))} per step for {ALL_BUT_EXCHANGE}, all but the exchange; {at})"
         )
-    who = (
-        "The workers all ran on one machine's CPUs, sharing its cores"
-        if m.local_workers
-        else "The devices are CPU logical devices sharing the same cores"
-    )
+    who = WORKERS_SHARE_CORES if m.local_workers else DEVICES_SHARE_CORES
     return (
         f"{who}: {how}, so neither the exchange nor a bigger batch makes more of them "
         "pay on this machine."
@@ -673,7 +685,10 @@ def _confidence(rec: Recommendation, groups: Sequence[Group], walk: Sequence[Wal
             f"{rec.device_limit} (--max-devices or the machine's devices): shown, not recommended."
         )
     if rec.platform_note:
-        lines.append(rec.platform_note[0].upper() + rec.platform_note[1:] + ".")
+        note = rec.platform_note
+        if any(said in r for r in rec.reasons for said in CORES_SHARED_SAID):
+            note = CAVEAT_SCOPE.get(note, note)  # the Why said the cores are shared
+        lines.append(note[0].upper() + note[1:] + ".")
     far = sorted(
         {
             (g.config, max(g.measured))

@@ -36,6 +36,14 @@ def write_plot_file(rec: Recommendation, path: str) -> Path:
     from gpuscale.plots.figure import write_plot
     from gpuscale.plots.scaling import build_scaling_chart
 
-    written = write_plot(build_scaling_chart(rec), path)
-    print(f"scaling chart written to {written}", file=sys.stderr)
+    chart = build_scaling_chart(rec)
+    written = write_plot(chart, path)
+    if chart.one_count:  # the file has no curve: said, so nobody looks for one
+        print(
+            f"scaling chart written to {written}: one count measured, so no scaling "
+            "curve (the file says so)",
+            file=sys.stderr,
+        )
+    else:
+        print(f"scaling chart written to {written}", file=sys.stderr)
     return written

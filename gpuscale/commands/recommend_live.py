@@ -59,9 +59,11 @@ def plan(args: argparse.Namespace) -> tuple[list[int], str, list[int] | None, in
         cores = os.cpu_count() or 2
         limit = max(2, min(cores, CPU_SWEEP_MAX))
         pool = None
+        # what was swept; what that means for the answer (more of them add no
+        # compute, the answer is not one for GPUs) is the recommendation's caveat,
+        # said once, under Confidence
         heading = (
-            f"Sweep on CPU logical devices, NOT GPUs ({found.status}); they share "
-            f"{cores} CPU cores, so this shows the tool working, not what GPUs would do"
+            f"Sweep on CPU logical devices sharing {cores} CPU cores, NOT GPUs ({found.status})"
         )
     if getattr(args, "devices", None):
         limit = min(limit, args.devices) if found.ok else args.devices

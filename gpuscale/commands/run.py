@@ -6,8 +6,9 @@ events are recorded (unless ``--no-record``) and summarised at the end.
 Exit status: 0 completed, 1 the trainer failed, 2 bad options, 130 interrupted
 (Ctrl-C, or SIGTERM/SIGHUP: the trainer is stopped and the recording ends the same way)
 or stopped without gpuscale (a worker, or the trainer, killed on its own: the run
-ends ``stopped`` all the same). A script's own early stop (its custom loop's
-``close("stopped")``, no signal) is recorded ``stopped`` and exits 0. Your script
+ends ``stopped`` all the same), or stopped by the script itself (its custom loop's
+``close("stopped")``, say from its own SIGTERM handler, then exit 0: 130 too, with a
+line that says so; a stopped run must not look completed to a shell). Your script
 (``-- COMMAND``) that fails passes its own status through, as ``time`` and
 ``nohup`` do (:func:`failed_status`): ``sys.exit(3)`` exits 3, a script killed by a
 signal 128 + its number; a status of 2 is then the script's, said by the error
@@ -192,15 +193,28 @@ def main(args: argparse.Namespace) -> int:
         # the same block as watch's and replay's; a start note already printed above the
         # progress bar is not printed twice (watch's screen is gone, so it prints it here)
         print_run_summary(run, shown_notes=getattr(view, "notes_shown", ()))
-    stopped = end is not None and end.status == "stopped" and not run.stopped_by_script
+    stopped = end is not None and end.status == "stopped"
+    if stopped and run.stopped_by_script and not interrupted:
+        # the script said its run stopped (its custom loop's close("stopped"), e.g. from
+        # its own SIGTERM handler) and exited 0: to a shell, still not a completed run
+        print(SCRIPT_STOPPED_NOTE, file=sys.stderr)
     if interrupted or stopped:
-        # stopped, through gpuscale or not (a worker or the trainer killed alone): cut short;
-        # a script's own early stop (its custom loop's close("stopped")) is no interruption
+        # stopped, through gpuscale or not (a worker or the trainer killed alone, the
+        # script's own close("stopped")): cut short, not completed
         return EXIT_INTERRUPTED
     if run.error is not None or (end is not None and end.status in ("failed", "lost")):
         print_run_error(run)
         return failed_status(run, args)
     return 0
+
+
+SCRIPT_STOPPED_NOTE = (
+    "gpuscale: the script closed its run 'stopped' and exited 0; exit 130, as for any "
+    "stopped run (close() records one that ended early as completed)"
+)
+"""Said on stderr when ``gpuscale run`` exits 130 for a run that the script itself
+ended ``stopped`` (:attr:`~gpuscale.live.base.RunBase.stopped_by_script`): its own
+status was 0, so the exit status would otherwise surprise."""
 
 
 def failed_status(run: Any, args: argparse.Namespace) -> int:

@@ -47,8 +47,9 @@ class RunBase:
         self.returncode: int | None = None
         self.stopped_by_script = False
         """The run ended ``stopped`` because the script itself said so (a custom loop's
-        ``close("stopped")``, its own early stop): neither gpuscale nor a signal cut it
-        short, so ``gpuscale run`` exits 0, not 130, and warns of nothing."""
+        ``close("stopped")``, its own early stop): neither gpuscale nor a signal it saw
+        cut it short, so nothing warns of a stop "not through gpuscale"; ``gpuscale
+        run`` still exits 130 for it, as for any stopped run, and says why in a line."""
         self.recording_path: Path | None = None
         self.recording_problem: str | None = None
         self._recorder: Recorder | None = None

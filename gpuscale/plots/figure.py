@@ -3,7 +3,9 @@ PNG by the file's extension, drawn with matplotlib (the optional ``plot`` extra)
 
 Two panels: throughput against devices on log2/log axes (the ideal line is
 straight), measured points filled, predicted points hollow with their range as
-an error bar, the recommended count ringed; under it one stacked bar per device
+an error bar, the recommended count ringed (one measured count and nothing
+predicted: no single dot, but the line the terminal says, ``One count measured:
+...``); under it one stacked bar per device
 count of the recommended configuration (compute, exposed all-reduce, apply, input
 wait), or, when no count has a phase breakdown, one line saying so instead. Every marker of a device count carries an SVG id ``point-<series>-<N>`` so a
 reader (or a test) can find it; text stays text in the SVG.
@@ -54,13 +56,18 @@ def write_plot(chart: ScalingChart, path: str | Path, *, title: str | None = Non
     with matplotlib.rc_context(
         {"svg.fonttype": "none", "svg.hashsalt": "gpuscale", "font.size": 9}
     ):  # text stays text; ids do not change between runs
+        one = chart.one_count  # a few lines of text in place of the throughput chart
         if chart.has_split:
             fig, (top, bottom) = plt.subplots(
-                2, 1, figsize=(7.5, 7.0), height_ratios=(3, 2), layout="constrained"
+                2,
+                1,
+                figsize=(7.5, 5.0 if one else 7.0),
+                height_ratios=(1, 3) if one else (3, 2),
+                layout="constrained",
             )
             axes = (top, bottom)
         else:  # bars of whole steps would tell nothing: one line says why there are none
-            fig, top = plt.subplots(1, 1, figsize=(7.5, 4.6), layout="constrained")
+            fig, top = plt.subplots(1, 1, figsize=(7.5, 2.0 if one else 4.6), layout="constrained")
             axes = (top,)
             fig.supxlabel(
                 f"Where the step time goes: {chart.split_note}",
@@ -71,7 +78,10 @@ def write_plot(chart: ScalingChart, path: str | Path, *, title: str | None = Non
                 gid="no-split-note",
             )
         try:
-            _draw_throughput(top, chart)
+            if chart.one_count:  # a single dot is no curve: what was measured, what next
+                _draw_one_count(top, chart)
+            else:
+                _draw_throughput(top, chart)
             if chart.has_split:
                 _draw_phases(bottom, chart)
             for ax in axes:
@@ -181,6 +191,26 @@ def _draw_throughput(ax, chart: ScalingChart) -> None:
 
         note = textwrap.fill(chart.platform_note, 100)
         ax.set_title(note, fontsize=7, color="0.35", loc="left")
+
+
+def _draw_one_count(ax, chart: ScalingChart) -> None:
+    """In place of a throughput chart of one dot (:attr:`ScalingChart.one_count`):
+    the words the terminal and the scaling view say, and the platform's caveat."""
+    import textwrap
+
+    ax.set_axis_off()
+    ax.text(
+        0.0,
+        0.5,
+        textwrap.fill(chart.one_count_note, 80),
+        transform=ax.transAxes,
+        ha="left",
+        va="center",
+        fontsize=10,
+        gid="one-count-note",
+    )
+    if chart.platform_note:
+        ax.set_title(textwrap.fill(chart.platform_note, 100), fontsize=7, color="0.35", loc="left")
 
 
 def _draw_phases(ax, chart: ScalingChart) -> None:
