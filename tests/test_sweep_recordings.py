@@ -128,6 +128,24 @@ def test_runs_are_grouped_by_their_sweep_id_and_older_ones_by_a_guess(recorded):
     assert sum(len(g.runs) for g in groups.values()) == len(grouped) == 7
 
 
+def test_a_scripts_runs_on_one_cpu_then_two_logical_devices_are_guessed_a_sweep(tmp_path):
+    """A script under MirroredStrategy says ``cpu`` on one CPU (its strategy saw one
+    device) and ``cpu-logical`` on two: run one after the other they are the sweep
+    they were (a new user's trial: no guess was shown)."""
+    one = sample_events(steps=12, gpus=1)
+    two = sample_events(steps=12, gpus=2)
+    for events, platform, at in ((one, "cpu", 0.0), (two, "cpu-logical", 60.0)):
+        for event in events:
+            event.t += at
+            if isinstance(event, StartEvent):
+                event.platform = platform
+    write_run(tmp_path / "train_1xcpu.ndjson", one)
+    write_run(tmp_path / "train_2xcpu.ndjson", two)
+    (guess,) = sweep_groups(list_runs(tmp_path))
+    assert not guess.exact and [r.devices for r in guess.runs] == [1, 2]
+    assert guess.platform == "cpu-logical"
+
+
 def test_runs_json_lists_the_groups(recorded, capsys):
     assert main(["runs", "--dir", str(recorded), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)

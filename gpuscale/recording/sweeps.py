@@ -71,6 +71,11 @@ class SweepGroup(msgspec.Struct, kw_only=True):
 
     @property
     def platform(self) -> str:
+        """The runs' platform; CPU logical devices where a guessed group joins a
+        script's one-CPU run (``cpu``) to its runs on CPU logical devices."""
+        platforms = {r.platform for r in self.runs}
+        if platforms == {"cpu", "cpu-logical"}:
+            return "cpu-logical"
         return self.runs[0].platform if self.runs else "?"
 
     @property
@@ -267,6 +272,13 @@ def _unreadable_counts(groups: list[SweepGroup], unreadable: list[RunInfo]) -> N
                 break
 
 
+def _family(platform: str) -> str:
+    """GPUs or CPUs: a script's run on one CPU says ``cpu`` (its strategy saw one
+    device), its runs on 2 or more CPU logical devices ``cpu-logical``; the same
+    sweep (:func:`gpuscale.analysis.model` takes them together too)."""
+    return "cpu" if platform.startswith("cpu") else platform
+
+
 def _guessed_groups(runs: Sequence[RunInfo]) -> list[SweepGroup]:
     done = sorted(
         (r for r in runs if r.status == "completed" and r.start_t is not None and r.devices),
@@ -280,7 +292,7 @@ def _guessed_groups(runs: Sequence[RunInfo]) -> list[SweepGroup]:
             end = (last.start_t or 0.0) + (last.duration_s or 0.0)
             if (
                 run.model == last.model
-                and run.platform == last.platform
+                and _family(run.platform) == _family(last.platform)
                 and run.devices > last.devices
                 and (run.start_t or 0.0) - end <= SWEEP_GAP_S
             ):
