@@ -174,11 +174,12 @@ def test_q_in_watch_before_any_count_is_a_note_and_exit_0(monkeypatch, capsys):
 
     said = recommend_watch.nothing_measured(None, None)
     assert said == "no recommendation: the sweep stopped before its first count began: nothing ran"
-    # q during the first count: what ran, not "nothing" (the count's steps, its file)
-    cut = "the first count (1 device, 133 of 300 steps)"
+    # q during the first count's warm-up: what ran, not "nothing" (its steps, its file);
+    # once it has counted steps they are kept (test_ui_sweep_live), this is not said
+    cut = "the first count (1 device, 3 of 300 steps)"
     assert recommend_watch.nothing_measured(None, None, cut, "/r/1xcpu.ndjson") == (
-        "no recommendation: the sweep stopped during the first count (1 device, 133 of 300 "
-        "steps): no count finished, so nothing to judge; recorded to /r/1xcpu.ndjson"
+        "no recommendation: the sweep stopped during the first count (1 device, 3 of 300 "
+        "steps): no step was counted, so nothing to judge; recorded to /r/1xcpu.ndjson"
     )
     with pytest.raises(GpuscaleError) as ctrl_c:
         recommend_watch.nothing_measured(None, "SIGINT")

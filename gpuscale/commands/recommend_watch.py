@@ -108,7 +108,9 @@ def nothing_measured(
     cut_short: str | None = None,
     recording: str | None = None,
 ) -> str:
-    """What ends a ``--watch`` sweep that measured no count. ``q`` (no failure, no
+    """What ends a ``--watch`` sweep that measured no count (a count cut short after
+    counting steps is measured: :attr:`gpuscale.ui.live_sweep.LiveSweep.kept_cut_short`).
+    ``q`` (no failure, no
     signal) is the user quitting: the sentence returned is said as a note, exit 0.
     A failed count is an error (exit 1); Ctrl-C or another stop signal, exit 130.
     ``cut_short``: the count the stop cut short and how far it got
@@ -116,7 +118,7 @@ def nothing_measured(
     if failure:
         why = failure
     elif cut_short:
-        why = f"stopped during {cut_short}: no count finished, so nothing to judge"
+        why = f"stopped during {cut_short}: no step was counted, so nothing to judge"
         if recording:
             why += f"; recorded to {recording}"
     else:
