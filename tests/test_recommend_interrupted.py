@@ -185,8 +185,10 @@ def test_q_in_watch_before_any_count_is_a_note_and_exit_0(monkeypatch, capsys):
         recommend_watch.nothing_measured(None, "SIGINT")
     assert ctrl_c.value.exit_code == EXIT_INTERRUPTED
     with pytest.raises(GpuscaleError) as failed:
-        recommend_watch.nothing_measured("failed at 2 devices: boom", None)
+        recommend_watch.nothing_measured("the 1-device run failed: boom", None)
     assert failed.value.exit_code == 1
+    # the failure is its own clause ("the sweep the 1-device run failed: boom")
+    assert str(failed.value) == "no recommendation: the 1-device run failed: boom"
 
     monkeypatch.setattr(recommend_watch, "watch_sweep", lambda args, floor: (None, said, None))
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
