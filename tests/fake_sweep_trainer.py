@@ -7,7 +7,9 @@ and SIGTERM stops after the current one); ``FAKE_STEP_S`` sets how long a
 step takes (default 0.001 s, 0.1 s when ``slow``). ``FAKE_LATE_LINES=1``: each
 count's own output lines reach gpuscale after its end event (printed once the end
 is sent and has had time to arrive, ``FAKE_LATE_S``: 0.5 s by default), as a pipe
-that lags behind the events' socket."""
+that lags behind the events' socket. ``FAKE_START_S``: seconds the first count
+takes to start (as TensorFlow's import does); SIGTERM then ends it at once,
+``stopped`` with no step and no start event, as the real trainer's early stop does."""
 
 from __future__ import annotations
 
@@ -32,6 +34,15 @@ def main() -> int:
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     print("fake trainer: loading", flush=True)
+    loading = time.monotonic() + float(os.environ.get("FAKE_START_S", "0"))
+    while time.monotonic() < loading:
+        if stopping:  # stopped while "importing TensorFlow": nothing to finish
+            client.send(EndEvent(t=time.time(), status="stopped", steps=0, duration_s=0.0))
+            print(count_over_line(0), flush=True)
+            print(count_over_line(0), file=sys.stderr, flush=True)
+            client.close()
+            return 0
+        time.sleep(0.02)
     code = 0
     for index, config in enumerate(configs):
         n = config["devices"]

@@ -174,18 +174,21 @@ def test_q_in_watch_before_any_count_is_a_note_and_exit_0(monkeypatch, capsys):
 
     said = recommend_watch.nothing_measured(None, None)
     assert said == "no recommendation: the sweep stopped before its first count began: nothing ran"
-    # q during the first count: what ran, not "nothing" (the count's steps, its file)
-    cut = "the first count (1 device, 133 of 300 steps)"
+    # q during the first count's warm-up: what ran, not "nothing" (its steps, its file);
+    # once it has counted steps they are kept (test_ui_sweep_live), this is not said
+    cut = "the first count (1 device, 3 of 300 steps)"
     assert recommend_watch.nothing_measured(None, None, cut, "/r/1xcpu.ndjson") == (
-        "no recommendation: the sweep stopped during the first count (1 device, 133 of 300 "
-        "steps): no count finished, so nothing to judge; recorded to /r/1xcpu.ndjson"
+        "no recommendation: the sweep stopped during the first count (1 device, 3 of 300 "
+        "steps): no step was counted, so nothing to judge; recorded to /r/1xcpu.ndjson"
     )
     with pytest.raises(GpuscaleError) as ctrl_c:
         recommend_watch.nothing_measured(None, "SIGINT")
     assert ctrl_c.value.exit_code == EXIT_INTERRUPTED
     with pytest.raises(GpuscaleError) as failed:
-        recommend_watch.nothing_measured("failed at 2 devices: boom", None)
+        recommend_watch.nothing_measured("the 1-device run failed: boom", None)
     assert failed.value.exit_code == 1
+    # the failure is its own clause ("the sweep the 1-device run failed: boom")
+    assert str(failed.value) == "no recommendation: the 1-device run failed: boom"
 
     monkeypatch.setattr(recommend_watch, "watch_sweep", lambda args, floor: (None, said, None))
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)

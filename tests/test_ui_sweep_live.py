@@ -20,9 +20,10 @@ from gpuscale.ui.synthetic import synthetic_run
 
 class StandInRun:
     """The part of ``LiveRun`` a live sweep uses; ``config`` is the device count.
-    With ``hold``, the run stops half-way and waits for :meth:`stop`."""
+    With ``hold``, the run stops half-way (an int: after that many events) and
+    waits for :meth:`stop`."""
 
-    def __init__(self, devices: int, hold: bool = False) -> None:
+    def __init__(self, devices: int, hold: bool | int = False) -> None:
         self.devices = devices
         self.hold = hold
         self.queue: queue.Queue = queue.Queue()
@@ -40,7 +41,7 @@ class StandInRun:
     def start(self) -> StandInRun:
         events = synthetic_run(gpus=self.devices, duration_s=12, seed=self.devices)
         if self.hold:
-            events = events[: len(events) // 2]
+            events = events[: len(events) // 2 if self.hold is True else self.hold]
         self.count = len(events)
         for event in events:
             if isinstance(event, EndEvent):
@@ -75,11 +76,11 @@ class StandInRun:
             yield event
 
 
-def _sweep(counts, hold_at=None):
+def _sweep(counts, hold_at=None, hold: bool | int = True):
     runs: dict[int, StandInRun] = {}
 
     def factory(config, record):
-        runs[config] = StandInRun(config, hold=config == hold_at)
+        runs[config] = StandInRun(config, hold=hold if config == hold_at else False)
         return runs[config]
 
     view = SweepView(
@@ -114,7 +115,8 @@ async def test_live_sweep_fills_in_count_by_count_and_completes():
 
 @pytest.mark.parametrize("key", ["q", "ctrl+c", "ctrl+q"])
 async def test_q_stops_the_run_in_progress_and_recommends_from_what_was_measured(key):
-    runner, runs = _sweep([1, 2, 4], hold_at=2)
+    # the 2-device run held in its warm-up: nothing of it counted, so nothing kept
+    runner, runs = _sweep([1, 2, 4], hold_at=2, hold=12)
     app = SweepApp(runner.view, runner=runner)
     async with app.run_test(size=(80, 24)) as pilot:
         while 2 not in runs or not runs[2].started.is_set():
@@ -138,17 +140,15 @@ async def test_q_stops_the_run_in_progress_and_recommends_from_what_was_measured
     )
 
 
-async def test_q_during_the_first_count_says_how_far_it_got():
-    """q before any count finished: the sweep says which count it cut short and how
-    many of its steps ran (the command says it: no count finished, nothing to judge)."""
+class _Config(int):
+    """A device count that plans 300 steps, as a trainer configuration does."""
 
-    class Config(int):
-        """A device count that plans 300 steps, as a trainer configuration does."""
+    steps = 300
 
-        steps = 300
 
-    runner, runs = _sweep([1, 2], hold_at=1)
-    runner.configs = [Config(1), Config(2)]
+async def _q_in_the_first_count(hold: bool | int):
+    runner, runs = _sweep([1, 2], hold_at=1, hold=hold)
+    runner.configs = [_Config(1), _Config(2)]
     app = SweepApp(runner.view, runner=runner)
     async with app.run_test(size=(80, 24)) as pilot:
         while 1 not in runs or not runs[1].started.is_set():
@@ -158,10 +158,40 @@ async def test_q_during_the_first_count_says_how_far_it_got():
         while not runner.finished.is_set():
             await pilot.pause(0.01)
         await pilot.pause()
-    assert runs[1].stopped and runner.view.measured_counts == []
+    assert runs[1].stopped and 2 not in runs  # stopped cleanly; no other count began
+    return runner
+
+
+async def test_q_during_the_first_count_keeps_the_steps_it_counted():
+    """q after the first count counted steps: they are kept, as a plain sweep's
+    Ctrl-C keeps them and `recommend --from` reads them from its recording (it
+    said "no count finished, so nothing to judge" and dropped them)."""
+    runner = await _q_in_the_first_count(hold=True)  # half its events: 22 counted steps
+    assert runner.view.measured_counts == [1]
+    assert runner.kept_cut_short == (1, 22)
+    assert runner.view.state == "stopped"
+    assert runner.view.state_line() == (
+        "Sweep stopped during the 1-device run, kept with the 22 steps it counted: "
+        "recommending from what was measured (1 device)"
+    )
     cut = runner.cut_short
     assert cut is not None
     assert re.fullmatch(r"the first count \(1 device, \d+ of 300 steps\)", cut), cut
+
+
+async def test_q_during_the_first_counts_warm_up_says_how_far_it_got():
+    """q before the first count counted a step (warm-up only): nothing is kept, the
+    sweep says which count it cut short and how far (the command: nothing to
+    judge), and the view does not claim to recommend "from what was measured
+    (none devices)"."""
+    runner = await _q_in_the_first_count(hold=12)  # its start and warm-up steps only
+    assert runner.view.measured_counts == [] and runner.kept_cut_short is None
+    cut = runner.cut_short
+    assert cut is not None
+    assert re.fullmatch(r"the first count \(1 device, \d+ of 300 steps\)", cut), cut
+    assert runner.view.state_line() == (
+        "Sweep stopped before a count was measured: nothing to recommend from"
+    )
 
 
 @pytest.mark.parametrize("one_process", [True, False])

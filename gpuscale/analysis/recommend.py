@@ -91,7 +91,11 @@ counts are refused: no data-parallel step grows or shrinks a thousand-fold by
 adding devices, so the units or the batch are wrong."""
 
 
-def _group(points: Sequence[SweepPoint]) -> list[Group]:
+def _group(points: Sequence[SweepPoint], warnings: list[str] | None = None) -> list[Group]:
+    """The configurations of ``points``, each with its runs at one count combined
+    into the row its table shows (:func:`combine_runs`; a disagreement is added to
+    ``warnings``) and its model fitted to those rows: what ``--json`` writes is
+    then what everything was judged on, and reads back to the same answer."""
     by_key: dict[tuple[str, str], list[SweepPoint]] = defaultdict(list)
     for p in points:
         by_key[(p.config, p.scaling)].append(p)
@@ -119,7 +123,10 @@ def _group(points: Sequence[SweepPoint]) -> list[Group]:
                 f"differ more than {ABSURD_RATIO:,.0f}-fold between device counts; check the units "
                 "(seconds per step) and the batch sizes"
             )
-        ps = [msgspec.structs.replace(p, config=name) for p in ps]
+        per_n: dict[int, list[SweepPoint]] = defaultdict(list)
+        for p in ps:
+            per_n[p.devices].append(msgspec.structs.replace(p, config=name))
+        ps = [combine_runs(runs, name, warnings) for runs in per_n.values()]
         groups.append(Group(config=name, scaling=scaling, points=ps, model=fit(ps)))
     return groups
 
@@ -158,11 +165,11 @@ def recommend(
     _check_one_workload(measured_points)
     caps = [x for x in (max_devices, available_devices) if x]
     limit = max(1, min(caps)) if caps else None
-    groups = _group(measured_points)
-    cal = calibration or default_calibration()
     warnings: list[str] = []
+    groups = _group(measured_points, warnings)
+    cal = calibration or default_calibration()
     for g in groups:
-        _fill_rows(g, limit or DEFAULT_MAX_DEVICES, cal, warnings)
+        _fill_rows(g, limit or DEFAULT_MAX_DEVICES, cal)
     if limit is not None and all(n > limit for g in groups for n in g.measured):
         raise GpuscaleError(
             f"every measured device count is above the limit of {limit} "
@@ -430,17 +437,14 @@ def _median_known(values: Sequence[float | None]) -> float | None:
     return metrics.median(known) if known else None
 
 
-def _fill_rows(g: Group, limit: int, calibration: Calibration | None, warnings: list[str]) -> None:
-    per_n: dict[int, list[SweepPoint]] = defaultdict(list)
-    for p in g.points:
-        per_n[p.devices].append(p)
-    combined = {n: combine_runs(ps, g.config, warnings) for n, ps in per_n.items()}
+def _fill_rows(g: Group, limit: int, calibration: Calibration | None) -> None:
+    combined = {p.devices: p for p in g.points}  # one row a count (:func:`_group`)
     g.measured = {n: p.throughput or 0.0 for n, p in combined.items()}
     template = g.points[0]
     if g.model.local_workers:  # predicted counts are more workers on the same machine
         template = max((p for p in g.points if p.local_cpu_workers), key=lambda p: p.devices)
     rows = list(combined.values())
-    top = max(per_n)
+    top = max(combined)
     klass = interconnect_class(template)
     # Several workers: the exposed exchange is the two-level model's, the same one
     # the explanation quotes (one model, one set of numbers); the flat ring over
@@ -450,8 +454,8 @@ def _fill_rows(g: Group, limit: int, calibration: Calibration | None, warnings: 
     two_level = fit_two_level(g.points) if several_workers else None
     if two_level is not None:
         anchor = anchor_of_two_level(two_level, combined[top])
-        for n in _counts(limit, per_n.keys()):
-            if n not in per_n:
+        for n in _counts(limit, combined.keys()):
+            if n not in combined:
                 row = two_level_point(
                     two_level, n, template, top=top, calibration=calibration, anchor=anchor
                 )
@@ -459,8 +463,8 @@ def _fill_rows(g: Group, limit: int, calibration: Calibration | None, warnings: 
                     rows.append(row)
     elif g.model.predicts:
         anchor = anchor_of(g.model, top, g.measured[top])
-        for n in _counts(limit, per_n.keys()):
-            if n not in per_n:
+        for n in _counts(limit, combined.keys()):
+            if n not in combined:
                 rows.append(
                     predicted_point(
                         g.model,
@@ -474,7 +478,7 @@ def _fill_rows(g: Group, limit: int, calibration: Calibration | None, warnings: 
                 )
     rows = widened_if_noisy(rows, g.points)  # noisy: the calibrated coverage does not apply
     rows.sort(key=lambda r: (r.devices, r.predicted))
-    base_n = 1 if 1 in per_n else min(per_n)
+    base_n = 1 if 1 in combined else min(combined)
     base_x = g.measured[base_n] or 1.0
     filled = []
     for r in rows:

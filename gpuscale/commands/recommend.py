@@ -219,6 +219,7 @@ def main(args) -> int:
     if args.watch and args.json:
         raise GpuscaleError("--watch shows the sweep on screen; leave it out for --json")
     signal_name = None
+    failure = None  # a script sweep's count that failed after others were measured
     if args.inputs:
         sweep, heading = load_from(args.inputs)
     elif command := split_command(args.command):
@@ -228,12 +229,14 @@ def main(args) -> int:
                 "gpuscale recommend -- python train.py"
             )
         from gpuscale.commands.recommend_live import SweepInterrupted
-        from gpuscale.commands.recommend_script import run_script_sweep
+        from gpuscale.commands.recommend_script import SweepFailed, run_script_sweep
 
         try:
             sweep, heading = run_script_sweep(args, command, quiet=args.json)
         except SweepInterrupted as stopped:  # what ran is printed, then exit 130
             sweep, heading, signal_name = stopped.sweep, stopped.heading, stopped.signal_name
+        except SweepFailed as failed:  # what ran is printed, then the script's line and status
+            sweep, heading, failure = failed.sweep, failed.heading, failed
     elif args.watch and sys.stdout.isatty():
         from gpuscale.commands.recommend_watch import watch_sweep
 
@@ -268,6 +271,11 @@ def main(args) -> int:
         plot=args.plot,
         price=args.price_per_device_hour,
     )
+    if failure is not None:  # after the report, as `run` says it after the summary
+        from gpuscale.formatting import visible
+
+        print(f"gpuscale: error: {visible(failure.message)}", file=sys.stderr)
+        return failure.exit_code
     return EXIT_INTERRUPTED if signal_name else code
 
 

@@ -12,6 +12,11 @@ The script's batch is its own. When it is the same global batch at every count
 (``model.fit(batch_size=64)`` under MirroredStrategy splits it across the
 replicas) the sweep is strong scaling; when the batch per replica stays the
 same, weak scaling. Anything else is refused as a mix of workloads later.
+
+A count whose script fails ends the sweep there, and gpuscale exits with the
+script's own status as ``run`` passes it through (:func:`script_status`): the
+first count's failure is one line; a later one's (:class:`SweepFailed`) comes
+after the report from the counts measured before it.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import time
 from gpuscale.analysis.script_runs import settle_script_runs
 from gpuscale.analysis.summary import RunAccumulator, RunSummary
 from gpuscale.analysis.sweep import Sweep, point_from_summary
+from gpuscale.commands.run import script_status
 from gpuscale.errors import EXIT_FAILED, GpuscaleError
 from gpuscale.events.schema import EndEvent, StartEvent, StepEvent, SweepRef
 from gpuscale.formatting import format_ms, plural
@@ -67,6 +73,7 @@ def run_script_sweep(
     began = time.perf_counter()
     stopped_by: str | None = None
     cut_short: tuple[int, int] | None = None  # the count stopped, with steps counted
+    failed: tuple[int, str, int] | None = None  # the count that failed, why, its status
     for index, n in enumerate(counts):
         env = {
             **os.environ,
@@ -102,14 +109,12 @@ def run_script_sweep(
                 else "no step times (does the script's model.fit have "
                 "callbacks=[gpuscale.keras.ScalingMonitor()]?)"
             )
+            # the script's own status, passed through as `run` does; said after the
+            # report from the counts measured before it, where there are some
+            status = script_status(getattr(run, "returncode", None) if run.error else None)
             if not runs:
-                raise GpuscaleError(f"the {n}-device run failed: {message}", exit_code=EXIT_FAILED)
-            console.print(
-                f"gpuscale: the {n}-device run failed ({message}); recommending from the "
-                f"{len(runs)} run(s) that worked",
-                style="yellow",
-                markup=False,
-            )
+                raise GpuscaleError(f"the {n}-device run failed: {message}", exit_code=status)
+            failed = (n, f"the {n}-device run failed: {message}", status)
             break
         if summary.devices != n:
             raise GpuscaleError(
@@ -135,7 +140,26 @@ def run_script_sweep(
     if stopped_by is not None:
         heading = stopped_heading(heading, stopped_by, points, cut_short)
         raise SweepInterrupted(sweep, heading, stopped_by)
+    if failed is not None:
+        n, message, status = failed
+        measured = plural([p.devices for p in points], "device")
+        heading = f"{heading}; the {n}-device run failed: recommending from {measured}"
+        raise SweepFailed(sweep, heading, message, status)
     return sweep, heading
+
+
+class SweepFailed(Exception):
+    """A script sweep whose count failed after others were measured: what was
+    measured and the heading for the report printed first, then ``message`` (one
+    line: the count, the script, its status, its last stderr line) and exit
+    ``exit_code`` (the script's own status)."""
+
+    def __init__(self, sweep: Sweep, heading: str, message: str, exit_code: int):
+        super().__init__(message)
+        self.sweep = sweep
+        self.heading = heading
+        self.message = message
+        self.exit_code = exit_code
 
 
 def _follow(run, acc: RunAccumulator, n: int, console, quiet: bool) -> None:

@@ -108,20 +108,24 @@ def nothing_measured(
     cut_short: str | None = None,
     recording: str | None = None,
 ) -> str:
-    """What ends a ``--watch`` sweep that measured no count. ``q`` (no failure, no
+    """What ends a ``--watch`` sweep that measured no count (a count cut short after
+    counting steps is measured: :attr:`gpuscale.ui.live_sweep.LiveSweep.kept_cut_short`).
+    ``q`` (no failure, no
     signal) is the user quitting: the sentence returned is said as a note, exit 0.
+    ``failure``: a whole clause (``the 1-device run failed: ...``, ``the sweep failed:
+    ...``), said as it is.
     A failed count is an error (exit 1); Ctrl-C or another stop signal, exit 130.
     ``cut_short``: the count the stop cut short and how far it got
     (:attr:`gpuscale.ui.live_sweep.LiveSweep.cut_short`), ``recording`` its file."""
     if failure:
         why = failure
     elif cut_short:
-        why = f"stopped during {cut_short}: no count finished, so nothing to judge"
+        why = f"the sweep stopped during {cut_short}: no step was counted, so nothing to judge"
         if recording:
             why += f"; recorded to {recording}"
     else:
-        why = "stopped before its first count began: nothing ran"
-    message = f"no recommendation: the sweep {why}"
+        why = "the sweep stopped before its first count began: nothing ran"
+    message = f"no recommendation: {why}"
     if failure is None and signal_name is None:
         return message
     raise GpuscaleError(message, exit_code=EXIT_INTERRUPTED if failure is None else 1)

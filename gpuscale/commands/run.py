@@ -227,11 +227,19 @@ def failed_status(run: Any, args: argparse.Namespace) -> int:
     from gpuscale.live.trainer_run import is_configuration_error
 
     if split_command(getattr(args, "command", None)):
-        code = getattr(run, "returncode", None) or 0
-        if code < 0:
-            return 128 + min(-code, 127)
-        return min(code, 255) if code > 0 else EXIT_FAILED
+        return script_status(getattr(run, "returncode", None))
     return EXIT_USAGE if is_configuration_error(run) else EXIT_FAILED
+
+
+def script_status(returncode: int | None) -> int:
+    """Your script's exit status as gpuscale passes it through (``run``, ``watch``,
+    and ``recommend -- COMMAND``'s count that failed): its own (``sys.exit(3)``: 3),
+    128 + the signal's number for a script killed by one (a Popen returncode of
+    ``-9``: 137), and 1 where it has none to pass (0, or not known)."""
+    code = returncode or 0
+    if code < 0:
+        return 128 + min(-code, 127)
+    return min(code, 255) if code > 0 else EXIT_FAILED
 
 
 def stopped_program(args: argparse.Namespace) -> str:

@@ -9,7 +9,9 @@ run in progress is also folded into a :class:`~gpuscale.ui.model.RunModel`
 
 :meth:`LiveSweep.stop` (``q``, Ctrl-C, SIGTERM) stops the run in progress cleanly
 (its recording ends with its end event) and starts no other; the counts already
-measured stay, and the view says the recommendation rests on them.
+measured stay, and so do the steps the stopped count had counted (as a plain
+sweep's Ctrl-C keeps them, and ``recommend --from`` reads them from its recording),
+and the view says the recommendation rests on them.
 """
 
 from __future__ import annotations
@@ -81,6 +83,9 @@ class LiveSweep:
         ``the first count (1 device, 133 of 300 steps)``; ``None`` otherwise."""
         self.cut_short_recording: str | None = None
         """That count's recording (it ends ``stopped``), when it was recorded."""
+        self.kept_cut_short: tuple[int, int] | None = None
+        """``(devices, steps counted)`` of the count the stop cut short, when it had
+        counted steps: they are its measurement (a point of :attr:`view`)."""
 
     def stop(self) -> None:
         """Stop the run in progress and start no other (any thread)."""
@@ -108,7 +113,12 @@ class LiveSweep:
             if point is not None:
                 points.append(point)
                 sources.append(point.source or f"live run on {plural(n, 'device')}")
-                self.view = replace(self.view, points=list(points), sources=list(sources))
+                self.view = replace(
+                    self.view,
+                    points=list(points),
+                    sources=list(sources),
+                    cut_short=self.kept_cut_short,
+                )
                 on_count(replace(self.view, status_line=None))
             if failure is not None:
                 self.failure = failure
@@ -183,7 +193,10 @@ class LiveSweep:
             return None, f"the {n}-device run failed: {message}"
         if self.stop_requested.is_set() and (run.end is None or run.end.status != "completed"):
             self._note_cut_short(n, index, steps_done, steps, run)
-            return None, None  # cut short: not a measurement of this count
+            if run.error is not None or summary.devices != n:
+                return None, None  # cut short, and not a measurement of this count
+            # its counted steps are: kept, as a plain sweep keeps them (kept_when_stopped)
+            self.kept_cut_short = (n, summary.steps_counted)
         source = (
             str(run.recording_path)
             if run.recording_path

@@ -85,6 +85,9 @@ class SweepView:
     min_efficiency: float = DEFAULT_MIN_EFFICIENCY
     max_devices: int | None = None
     sources: list[str] = field(default_factory=list)
+    cut_short: tuple[int, int] | None = None
+    """A live sweep's count that a stop cut short after it counted steps, kept:
+    ``(devices, steps counted)``."""
     warnings: list[str] = field(default_factory=list)
     """What the readers forgave and inputs counted once (replay of several files),
     shown once as notifications."""
@@ -109,10 +112,19 @@ class SweepView:
     def state_line(self) -> str | None:
         """What the recommendation rests on, when the sweep is not complete."""
         measured = ", ".join(map(str, self.measured_counts)) or "none"
+        unit = "device" if self.measured_counts == [1] else "devices"
+        if self.state == "stopped" and not self.measured_counts:
+            return "Sweep stopped before a count was measured: nothing to recommend from"
+        if self.state == "stopped" and self.cut_short is not None:
+            n, counted = self.cut_short
+            return (
+                f"Sweep stopped during the {n}-device run, kept with the "
+                f"{plural(counted, 'step')} it counted: recommending from what was "
+                f"measured ({measured} {unit})"
+            )
         if self.state == "stopped" and self.planned:
             missing = [n for n in self.planned if n not in self.measured_counts]
             if missing:
-                unit = "device" if self.measured_counts == [1] else "devices"
                 return (
                     f"Sweep stopped after {len(self.measured_counts)} of {len(self.planned)} "
                     f"counts: recommending from what was measured ({measured} {unit})"
