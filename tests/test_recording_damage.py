@@ -414,6 +414,41 @@ def test_a_long_line_of_values_that_are_no_events_is_given_up_early():
     assert joined_parts(b"{}{} [1] ") == [b"{}", b"{} ", b"[1]"]
 
 
+def test_the_listing_splits_a_line_as_the_reader_does(tmp_path, good, monkeypatch):
+    """``gpuscale runs`` split a line of values run together without the reader's
+    early give-up (every ``{}`` of a 60 KB line of them decoded), and read an end
+    event the reader does not (after a first part that is no event). One
+    implementation now: the same events, the same bounded work."""
+    from gpuscale.recording import reader
+    from gpuscale.recording.store import list_runs
+
+    n = len(sample_events())
+    lines = _lines(good)
+    garbled = lines.copy()
+    garbled[n - 3] += b"{}" * 30_000  # a step, then values that are no events
+    joined = lines.copy()
+    joined[n - 2 : n] = [b'{"x":1}' + lines[n - 1]]  # a damaged object, then the end
+    (tmp_path / "runs").mkdir()
+    for name, data in [("garbled.ndjson", garbled), ("joined.ndjson", joined)]:
+        (tmp_path / "runs" / name).write_bytes(b"\n".join(data))
+    decoded = []
+    raw = reader._raw_decoder
+
+    class Counting:
+        def decode(self, data):
+            decoded.append(len(data))
+            return raw.decode(data)
+
+    monkeypatch.setattr(reader, "_raw_decoder", Counting())
+    listed = {r.path.rpartition("/")[2]: r for r in list_runs(tmp_path / "runs")}
+    assert len(decoded) <= 2 * (reader.MAX_BAD_PARTS + 2), len(decoded)
+    for name, run in listed.items():
+        read = load_run(run.path)
+        assert run.status == ("completed" if read.end is not None else "interrupted"), name
+    assert listed["garbled.ndjson"].status == "completed"
+    assert listed["joined.ndjson"].status == "interrupted"
+
+
 def test_a_byte_order_mark_before_gzip_damage_in_the_first_chunk(tmp_path, good):
     """Review: with a BOM and gzip damage in the first chunk, line 1 failed the
     event decode and nothing was read."""

@@ -170,6 +170,7 @@ _CUT_START = "the start event is cut off (the run was killed while writing it): 
 
 
 _raw_decoder = msgspec.json.Decoder(msgspec.Raw)
+_event_decoder = msgspec.json.Decoder(Event)
 _TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
 
 
@@ -218,6 +219,48 @@ def joined_parts(
         return None
     parts.append(line[pos:])  # the last value (whole, or the damage after the others)
     return parts
+
+
+def is_event(
+    part: bytes, decode: Callable[[bytes], object] | None = None, newer_minor: bool = False
+) -> bool:
+    """Whether ``part`` is an event (``decode`` does not raise), or, with
+    ``newer_minor`` (a file of a newer minor version), an event of a kind this
+    gpuscale does not know: what :func:`joined_parts` splits a line by, in the
+    reader and the listing alike."""
+    try:
+        (decode or _event_decoder.decode)(part)
+    except _DECODE_ERRORS:
+        return newer_minor and _unknown_kind(part)
+    return True
+
+
+def decode_parts(
+    parts: list[bytes], decode: Callable[[bytes], Event] | None = None
+) -> tuple[list[Event], list[tuple[bytes, Exception]]]:
+    """The events of :func:`joined_parts`'s ``parts``, and the parts that are none
+    with why."""
+    decode = decode or _event_decoder.decode
+    events: list[Event] = []
+    damaged: list[tuple[bytes, Exception]] = []
+    for part in parts:
+        try:
+            events.append(decode(part))
+        except _DECODE_ERRORS as exc:
+            damaged.append((part, exc))
+    return events, damaged
+
+
+def joined_events(
+    line: bytes, decode: Callable[[bytes], Event] | None = None, newer_minor: bool = False
+) -> list[Event]:
+    """The events of a line holding several run together (a newline lost), as the
+    reader reads them: split by :func:`joined_parts` (with its early give-up) where
+    the first part is an event (:func:`is_event`), the parts that are events. Empty
+    when ``line`` is no such line."""
+    decode = decode or _event_decoder.decode
+    parts = joined_parts(line, lambda part: is_event(part, decode, newer_minor))
+    return decode_parts(parts, decode)[0] if parts else []
 
 
 START_FURTHER_IN = "read from the start event on line"
@@ -761,11 +804,7 @@ class _Reader:
         return events, numbers
 
     def _is_event(self, part: bytes) -> bool:
-        try:
-            self.decoder.decode(part)
-        except _DECODE_ERRORS:
-            return self.newer_minor and _unknown_kind(part)
-        return True
+        return is_event(part, self.decoder.decode, self.newer_minor)
 
     def _joined(self, line: bytes, number: int) -> list[Event]:
         """The events of a line that holds several run together (a newline lost:
@@ -783,15 +822,9 @@ class _Reader:
         """The events of ``parts`` (of line ``number``; ``first``: its first, read
         already, not returned), with a warning: events run together where every part
         after the first is an object, else an event followed by damaged bytes."""
-        events: list[Event] = []
-        damaged: list[tuple[bytes, Exception]] = []
-        for index, part in enumerate(parts):
-            if index == 0 and first is not None:
-                continue
-            try:
-                events.append(self.decoder.decode(part))
-            except _DECODE_ERRORS as exc:
-                damaged.append((part, exc))
+        events, damaged = decode_parts(
+            parts[1:] if first is not None else parts, self.decoder.decode
+        )
         if not events and first is None:
             return []
         if not all(part.lstrip(_JSON_SPACE).startswith(b"{") for part in parts[1:]):

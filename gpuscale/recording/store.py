@@ -31,8 +31,10 @@ from gpuscale.recording.format import (
     GZIP_CUT_AT_START,
     GZIP_MAGIC,
     MAX_LINE_BYTES,
+    READER_MINOR,
     SUFFIXES,
     gzip_damage_warning,
+    parse_version,
     version_problem,
 )
 from gpuscale.recording.liveness import writer_alive
@@ -43,7 +45,7 @@ from gpuscale.recording.reader import (
     RecordingError,
     gunzip_chunks,
     iter_events,
-    joined_parts,
+    joined_events,
     lines_before_damage,
 )
 
@@ -232,7 +234,11 @@ def _info(path: Path) -> RunInfo:
     first = start
     if start.provisional:  # the run's own start follows: what the listing shows
         start = _superseding_start(path) or start
-    end, last_step, last_t = _scan_tail(tail, whole) if tail is not None else (None, None, None)
+    newer_minor = (parse_version(first.schema) or (0, 0))[1] > READER_MINOR
+    if tail is not None:
+        end, last_step, last_t = _scan_tail(tail, whole, newer_minor)
+    else:
+        end, last_step, last_t = None, None, None
     steps_counted: int | None = None
     if tail is None:
         steps, duration, status = None, None, "unscanned"
@@ -439,8 +445,12 @@ def _superseding_start(path: Path) -> StartEvent | None:
     return None
 
 
-def _scan_tail(tail: bytes, whole: bool) -> tuple[EndEvent | None, int | None, float | None]:
-    """(end event, highest step, latest t) among the complete lines of ``tail``."""
+def _scan_tail(
+    tail: bytes, whole: bool, newer_minor: bool = False
+) -> tuple[EndEvent | None, int | None, float | None]:
+    """(end event, highest step, latest t) among the complete lines of ``tail``; a
+    line of events run together read as the reader reads it (:func:`joined_events`;
+    ``newer_minor``: the file is of a newer minor version)."""
     lines = tail.split(b"\n")
     if not whole:
         lines = lines[1:]  # the first is probably cut
@@ -453,7 +463,8 @@ def _scan_tail(tail: bytes, whole: bool) -> tuple[EndEvent | None, int | None, f
         try:
             events = [_event_decoder.decode(line)]
         except DECODE_ERRORS:
-            events = _joined_events(line)  # a newline lost: the events run together
+            # a newline lost: the events run together
+            events = joined_events(line, _event_decoder.decode, newer_minor)
         for event in reversed(events):
             if isinstance(event, EndEvent) and end is None:
                 end = event
@@ -462,17 +473,6 @@ def _scan_tail(tail: bytes, whole: bool) -> tuple[EndEvent | None, int | None, f
             if not isinstance(event, StartEvent) and (last_t is None or event.t > last_t):
                 last_t = event.t
     return end, last_step, last_t
-
-
-def _joined_events(line: bytes) -> list[Event]:
-    """The events of a line holding several run together (as the reader reads them)."""
-    events = []
-    for part in joined_parts(line) or ():
-        try:
-            events.append(_event_decoder.decode(part))
-        except DECODE_ERRORS:
-            continue
-    return events
 
 
 def find_run(name: str, directory: str | os.PathLike | None = None) -> Path:
