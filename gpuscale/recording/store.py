@@ -33,7 +33,7 @@ from gpuscale.recording.format import (
     MAX_LINE_BYTES,
     READER_MINOR,
     SUFFIXES,
-    gzip_damage_warning,
+    is_gzip_damage_warning,
     parse_version,
     version_problem,
 )
@@ -46,7 +46,6 @@ from gpuscale.recording.reader import (
     gunzip_chunks,
     iter_events,
     joined_events,
-    lines_before_damage,
 )
 
 ENV_DATA_DIR = "GPUSCALE_DATA_DIR"
@@ -218,6 +217,8 @@ def _info(path: Path) -> RunInfo:
         size = 0
     try:
         head, tail, whole, damage = _head_and_tail(path)
+    except _ReadWhole:
+        return _info_read(path, size)
     except RecordingError as exc:
         return _unreadable(path, size, exc.reason)
     except OSError as exc:
@@ -235,12 +236,28 @@ def _info(path: Path) -> RunInfo:
     if start.provisional:  # the run's own start follows: what the listing shows
         start = _superseding_start(path) or start
     newer_minor = (parse_version(first.schema) or (0, 0))[1] > READER_MINOR
-    if tail is not None:
-        end, last_step, last_t = _scan_tail(tail, whole, newer_minor)
-    else:
-        end, last_step, last_t = None, None, None
-    steps_counted: int | None = None
     if tail is None:
+        return _run_info(path, size, first, start, None, None, None, damage, scanned=False)
+    end, last_step, last_t = _scan_tail(tail, whole, newer_minor)
+    return _run_info(path, size, first, start, end, last_step, last_t, damage)
+
+
+def _run_info(
+    path: Path,
+    size: int,
+    first: StartEvent,
+    start: StartEvent,
+    end: EndEvent | None,
+    last_step: int | None,
+    last_t: float | None,
+    damage: str | None,
+    *,
+    scanned: bool = True,
+) -> RunInfo:
+    """A listed run: from its first start event, the start it is shown by (its own
+    after a provisional first), its end event, highest step and latest time."""
+    steps_counted: int | None = None
+    if not scanned:
         steps, duration, status = None, None, "unscanned"
     elif end is not None:
         steps: int | None = end.steps
@@ -327,22 +344,26 @@ def _head_and_tail(path: Path) -> tuple[bytes, bytes | None, bool, str | None]:
         return head, f.read(TAIL_BYTES), offset == 0, None
 
 
+class _ReadWhole(Exception):
+    """A ``.gz`` whose gzip data is damaged mid-way: listed from what the reader
+    reads of it (:func:`_info_read`), so that both say the same of it."""
+
+
 def _gzip_head_and_tail(f, path: Path) -> tuple[bytes, bytes | None, bool, str | None]:
     head = b""
     tail = b""
-    lines = 0
     dropped = False
-    damage = None
     too_large = os.fstat(f.fileno()).st_size > LIST_GZIP_BYTES
     chunks = gunzip_chunks(f, 1 << 20)
     try:
         for out in chunks:
+            if isinstance(out, GzipDamaged):  # read on past damage: as the reader does
+                raise _ReadWhole
             if not head or (b"\n" not in head and len(head) < MAX_LINE_BYTES):
                 head += out[: MAX_LINE_BYTES - len(head)]
             if too_large and (b"\n" in head or len(head) >= MAX_LINE_BYTES):
                 break  # the first line is all a listing reads of a large .gz
             tail += out
-            lines += out.count(b"\n")
             if len(tail) > 2 * TAIL_BYTES:
                 tail = tail[-TAIL_BYTES:]
                 dropped = True
@@ -352,19 +373,7 @@ def _gzip_head_and_tail(f, path: Path) -> tuple[bytes, bytes | None, bool, str |
     except GzipDamaged as exc:
         if exc.fatal:
             raise RecordingError(path, exc.problem()) from None
-        # the whole lines before the damage are listed, as the reader reads them:
-        # of what zlib decoded of the refused data, the lines before the first that
-        # is no event (the rest may be garbage)
-        cut = tail.rfind(b"\n") + 1
-        partial = tail[cut:]  # the line the damage is in, as far as it was yielded
-        good = lines_before_damage(partial + exc.salvaged, at_start=lines == 0)
-        if b"\n" not in head and good:  # the first line ends in what was salvaged
-            head = (head + good[len(partial) :])[:MAX_LINE_BYTES]
-        tail = tail[:cut] + good
-        lines += good.count(b"\n")
-        if not lines:
-            raise RecordingError(path, exc.problem()) from None
-        damage = gzip_damage_warning(exc.problem(lines), lines)
+        raise _ReadWhole from None
     finally:
         chunks.close()
     nl = head.find(b"\n")
@@ -372,7 +381,48 @@ def _gzip_head_and_tail(f, path: Path) -> tuple[bytes, bytes | None, bool, str |
         head = head[: nl + 1]
     if too_large:
         return head, None, False, None
-    return head, tail, not dropped, damage
+    return head, tail, not dropped, None
+
+
+def _info_read(path: Path, size: int) -> RunInfo:
+    """A recording listed from all its events as the reader reads them (a ``.gz``
+    damaged mid-way): what it says of the damage, the run's start (its own, when
+    a provisional one came first), end, last step and time."""
+    said: list[str] = []
+    events = iter_events(path, said.append)
+    first = start = end = None
+    last_step = last_t = None
+    try:
+        for event in events:
+            cls = type(event)
+            if cls is StartEvent:
+                if first is None:
+                    first = start = event
+                elif start.provisional and not event.provisional:
+                    start = event
+            elif cls is EndEvent:
+                end = event
+            else:
+                if cls is StepEvent and (last_step is None or event.step > last_step):
+                    last_step = event.step
+                if last_t is None or event.t > last_t:
+                    last_t = event.t
+    except RecordingError as exc:
+        where = f"line {exc.line}: " if exc.line is not None else ""
+        return _unreadable(path, size, where + exc.reason)
+    except OSError as exc:
+        return _unreadable(path, size, f"cannot read: {exc.strerror or exc}")
+    finally:
+        events.close()
+    if first is None or start is None:
+        return _unreadable(path, size, "no start event: not a gpuscale recording")
+    prefix = f"{path}: "
+    damage = "; ".join(
+        w.removeprefix(prefix)
+        for w in said
+        if START_FURTHER_IN in w or is_gzip_damage_warning(w.removeprefix(prefix))
+    )
+    return _run_info(path, size, first, start, end, last_step, last_t, damage)
 
 
 _probe = msgspec.json.Decoder(dict)
