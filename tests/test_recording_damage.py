@@ -729,3 +729,22 @@ def test_a_later_gzip_member_is_read_on_from_after_damage(tmp_path, good):
     assert f"read on from the next gzip member (byte {len(members[0]) + len(members[1]):,})" in (
         warning
     )
+
+
+def test_a_damaged_gz_too_large_to_scan_is_listed_from_its_first_line(tmp_path, monkeypatch):
+    """``gpuscale runs`` reads a damaged .gz whole, as the reader does, but not one
+    over LIST_GZIP_BYTES: that is listed from its first line, unscanned, as a whole
+    one is (reading it all would make the listing as slow as a replay)."""
+    from gpuscale.recording import store
+
+    data, _ = _recorded_gzip(tmp_path, monkeypatch)
+    members = _members(data)
+    (tmp_path / "runs").mkdir()
+    path = tmp_path / "runs" / "damaged.ndjson.gz"
+    read: list[str] = []
+    monkeypatch.setattr(store, "iter_events", lambda *a, **k: read.append("all") or iter(()))
+    monkeypatch.setattr(store, "LIST_GZIP_BYTES", len(data) // 2)
+    for member in (0, 1):  # its first line in the damaged member, or before it
+        path.write_bytes(_garbled(data, (members[member] + members[member + 1]) // 2))
+        (listed,) = store.list_runs(path.parent)
+        assert listed.status == "unscanned" and listed.model == "mnist-cnn" and not read

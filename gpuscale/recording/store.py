@@ -346,7 +346,8 @@ def _head_and_tail(path: Path) -> tuple[bytes, bytes | None, bool, str | None]:
 
 class _ReadWhole(Exception):
     """A ``.gz`` whose gzip data is damaged mid-way: listed from what the reader
-    reads of it (:func:`_info_read`), so that both say the same of it."""
+    reads of it (:func:`_info_read`), so that both say the same of it (one over
+    :data:`LIST_GZIP_BYTES` whose first line is whole: from that line, unscanned)."""
 
 
 def _gzip_head_and_tail(f, path: Path) -> tuple[bytes, bytes | None, bool, str | None]:
@@ -358,6 +359,8 @@ def _gzip_head_and_tail(f, path: Path) -> tuple[bytes, bytes | None, bool, str |
     try:
         for out in chunks:
             if isinstance(out, GzipDamaged):  # read on past damage: as the reader does
+                if too_large and b"\n" in (head := _head_with(head, out)):
+                    break  # listed from its first line, unscanned, as a whole one
                 raise _ReadWhole
             if not head or (b"\n" not in head and len(head) < MAX_LINE_BYTES):
                 head += out[: MAX_LINE_BYTES - len(head)]
@@ -373,7 +376,8 @@ def _gzip_head_and_tail(f, path: Path) -> tuple[bytes, bytes | None, bool, str |
     except GzipDamaged as exc:
         if exc.fatal:
             raise RecordingError(path, exc.problem()) from None
-        raise _ReadWhole from None
+        if not (too_large and b"\n" in (head := _head_with(head, exc))):
+            raise _ReadWhole from None
     finally:
         chunks.close()
     nl = head.find(b"\n")
@@ -382,6 +386,14 @@ def _gzip_head_and_tail(f, path: Path) -> tuple[bytes, bytes | None, bool, str |
     if too_large:
         return head, None, False, None
     return head, tail, not dropped, None
+
+
+def _head_with(head: bytes, damage: GzipDamaged) -> bytes:
+    """``head`` (the text before the first newline so far) with what the damaged
+    gzip member held of it: the first line may be in a member not yet verified."""
+    if b"\n" in head:
+        return head
+    return (head + damage.salvaged)[:MAX_LINE_BYTES]
 
 
 def _info_read(path: Path, size: int) -> RunInfo:
