@@ -64,8 +64,10 @@ def sample_events(steps: int = 20, gpus: int = 2, *, end: bool = True) -> list[E
                     step=step,
                     step_time_s=0.2,
                     compute_s=0.15,
-                    allreduce_s=0.04,
-                    apply_s=0.01,
+                    # one replica exchanges nothing: the probe records 0 (its apply
+                    # is the rest of the step)
+                    allreduce_s=0.04 if gpus > 1 else 0.0,
+                    apply_s=0.01 if gpus > 1 else 0.05,
                 )
             )
     events.append(

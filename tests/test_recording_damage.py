@@ -5,14 +5,17 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 import zlib
 
+import msgspec
 import pytest
 from recording_samples import T0, sample_events, write_run
 
 from gpuscale.errors import GpuscaleError
+from gpuscale.formatting import format_duration_s
 from gpuscale.recording.format import MAX_LINE_BYTES
 from gpuscale.recording.reader import RecordingError, iter_events, load_run
 
@@ -143,6 +146,10 @@ DAMAGE = {
     "empty file": (lambda d: b"", None, "empty file"),
     "line too long": (lambda d: b"{" + b" " * (MAX_LINE_BYTES + 10), 1, "a line longer than"),
 }
+
+
+LOST = r" is lost \(damage noticed at byte [\d,]+ of [\d,]+; no later gzip member to read on from\)"
+"""How the warning of gzip data damaged mid-way, with no later gzip member, ends."""
 
 
 def _corrupt_gzip(data: bytes) -> bytes:
@@ -414,6 +421,41 @@ def test_a_long_line_of_values_that_are_no_events_is_given_up_early():
     assert joined_parts(b"{}{} [1] ") == [b"{}", b"{} ", b"[1]"]
 
 
+def test_the_listing_splits_a_line_as_the_reader_does(tmp_path, good, monkeypatch):
+    """``gpuscale runs`` split a line of values run together without the reader's
+    early give-up (every ``{}`` of a 60 KB line of them decoded), and read an end
+    event the reader does not (after a first part that is no event). One
+    implementation now: the same events, the same bounded work."""
+    from gpuscale.recording import reader
+    from gpuscale.recording.store import list_runs
+
+    n = len(sample_events())
+    lines = _lines(good)
+    garbled = lines.copy()
+    garbled[n - 3] += b"{}" * 30_000  # a step, then values that are no events
+    joined = lines.copy()
+    joined[n - 2 : n] = [b'{"x":1}' + lines[n - 1]]  # a damaged object, then the end
+    (tmp_path / "runs").mkdir()
+    for name, data in [("garbled.ndjson", garbled), ("joined.ndjson", joined)]:
+        (tmp_path / "runs" / name).write_bytes(b"\n".join(data))
+    decoded = []
+    raw = reader._raw_decoder
+
+    class Counting:
+        def decode(self, data):
+            decoded.append(len(data))
+            return raw.decode(data)
+
+    monkeypatch.setattr(reader, "_raw_decoder", Counting())
+    listed = {r.path.rpartition("/")[2]: r for r in list_runs(tmp_path / "runs")}
+    assert len(decoded) <= 2 * (reader.MAX_BAD_PARTS + 2), len(decoded)
+    for name, run in listed.items():
+        read = load_run(run.path)
+        assert run.status == ("completed" if read.end is not None else "interrupted"), name
+    assert listed["garbled.ndjson"].status == "completed"
+    assert listed["joined.ndjson"].status == "interrupted"
+
+
 def test_a_byte_order_mark_before_gzip_damage_in_the_first_chunk(tmp_path, good):
     """Review: with a BOM and gzip damage in the first chunk, line 1 failed the
     event decode and nothing was read."""
@@ -426,9 +468,9 @@ def test_a_byte_order_mark_before_gzip_damage_in_the_first_chunk(tmp_path, good)
     warnings: list[str] = []
     run = load_run(path, warnings.append)
     assert [_fields(e) for e in run.events] == [_fields(e) for e in sample_events()[:10]]
-    assert warnings == [
-        f"{path}: its gzip data is damaged after line 10: the 10 lines before it are read"
-    ]
+    (warning,) = warnings
+    said = "its gzip data is damaged after line 10: the 10 lines before it are read"
+    assert re.fullmatch(re.escape(f"{path}: {said}; the run after 1.50 s") + LOST, warning)
     (listed,) = list_runs(path.parent)
     assert listed.model == "mnist-cnn"
 
@@ -491,9 +533,9 @@ def test_gzip_data_damaged_mid_way_keeps_the_lines_before_it(tmp_path, good):
     warnings: list[str] = []
     run = load_run(path, warnings.append)
     assert [_fields(e) for e in run.events] == [_fields(e) for e in sample_events()[:30]]
-    assert warnings == [
-        f"{path}: its gzip data is damaged after line 30: the 30 lines before it are read"
-    ]
+    (warning,) = warnings
+    said = "its gzip data is damaged after line 30: the 30 lines before it are read"
+    assert re.fullmatch(re.escape(f"{path}: {said}; the run after 2.51 s") + LOST, warning)
     assert run.truncated and run.end is None
     assert len(list(iter_events(path))) == 30
 
@@ -512,7 +554,7 @@ def test_garbage_zlib_decodes_before_it_notices_the_damage_is_not_read(tmp_path)
     (warning,) = warnings  # zlib may notice only at the checksum: it says so
     n = len(run.events)
     assert warning.startswith(f"{path}: its gzip data is damaged after line {n}"), warning
-    assert warning.endswith(f": the {n} lines before it are read"), warning
+    assert re.search(f": the {n} lines before it are read; the run after .+" + LOST, warning)
 
 
 def test_text_after_a_whole_gzip_stream_keeps_its_lines(tmp_path, good):
@@ -526,3 +568,183 @@ def test_text_after_a_whole_gzip_stream_keeps_its_lines(tmp_path, good):
         f"{path}: something that is not gzip follows its gzip data after line {n} "
         f"(damaged, or appended): the {n} lines before it are read"
     ]
+
+
+# -- gzip members: damage loses one member, not the rest of the run -----------------
+
+
+def _recorded_gzip(tmp_path, monkeypatch, steps: int = 400) -> tuple[bytes, list]:
+    """A .gz recorded by the recorder, a new gzip member every 16 KiB of text (its
+    default is 256 KiB: the same, larger), a batch every 20 events."""
+    from gpuscale.recording import writer
+
+    monkeypatch.setattr(writer, "GZIP_MEMBER_BYTES", 16 * 1024)
+    events = sample_events(steps=steps)
+    path = tmp_path / "recorded.ndjson.gz"
+    with writer.Recorder(path) as recorder:
+        for number, event in enumerate(events):
+            recorder.write(event)
+            if number % 20 == 0:
+                recorder.flush()
+    return path.read_bytes(), events
+
+
+def _members(data: bytes) -> list[int]:
+    """The offsets at which the gzip members of ``data`` begin."""
+    starts, at = [], 0
+    while at < len(data):
+        starts.append(at)
+        member = zlib.decompressobj(31)
+        member.decompress(data[at:])
+        at = len(data) - len(member.unused_data)
+    return starts
+
+
+def _garbled(data: bytes, at: int, count: int = 8) -> bytes:
+    damaged = bytearray(data)
+    for i in range(at, min(at + count, len(damaged))):
+        damaged[i] ^= 0x5A
+    return bytes(damaged)
+
+
+def _key(event) -> dict:
+    fields = _fields(event)
+    fields.pop("schema", None)  # the recorder writes the start's version out
+    return fields
+
+
+def test_gzip_data_damaged_mid_way_is_read_on_from_the_next_member(tmp_path, monkeypatch):
+    """A .gz damaged mid-way lost everything after the damage, its end event too:
+    one gzip stream cannot be read on past damage. The recorder starts a new gzip
+    member every GZIP_MEMBER_BYTES of text, and the reader reads on from the next
+    member after damage: one member's lines are lost, and the warning says which
+    part of the run; the listing says the same and finds the end event."""
+    from gpuscale.recording.store import list_runs
+
+    data, events = _recorded_gzip(tmp_path, monkeypatch)
+    members = _members(data)
+    assert len(members) > 4
+    middle = len(members) // 2
+    path = tmp_path / "runs" / "damaged.ndjson.gz"
+    path.parent.mkdir()
+    path.write_bytes(_garbled(data, (members[middle] + members[middle + 1]) // 2))
+    warnings: list[str] = []
+    run = load_run(path, warnings.append)
+    assert run.end is not None and run.end.status == "completed"
+    read = [_key(e) for e in run.events]
+    originals = [_key(e) for e in events]
+    # a prefix and a suffix of the run: one stretch lost, nothing made up
+    before = next(i for i, (a, b) in enumerate(zip(read, originals, strict=False)) if a != b)
+    after = len(read) - before
+    assert read == originals[:before] + originals[len(originals) - after :]
+    assert 0 < len(originals) - len(read) < len(originals) // 4
+    (warning,) = warnings
+    lost_from = format_duration_s(events[before - 1].t - events[0].t)
+    lost_to = format_duration_s(events[len(originals) - after].t - events[0].t)
+    assert re.fullmatch(
+        re.escape(f"{path}: its gzip data is damaged after line {before:,}")
+        + r"( \(its checksum does not match\))?"
+        + re.escape(
+            f": the {before:,} lines before it are read; read on from the next gzip member "
+            f"(byte {members[middle + 1]:,}): the run from {lost_from} to {lost_to} is lost"
+        ),
+        warning,
+    ), warning
+    (listed,) = list_runs(path.parent)
+    assert listed.status == "completed" and listed.steps == 400
+    assert listed.damage == warning.removeprefix(f"{path}: ")
+
+
+def test_damage_anywhere_in_a_recorded_gzip_loses_at_most_its_member(tmp_path, monkeypatch):
+    """Wherever a .gz recorded by the recorder is garbled (after its start line),
+    or garbled and cut short, it reads: only events of the run, in order, the end
+    event wherever the last member is whole."""
+    data, events = _recorded_gzip(tmp_path, monkeypatch)
+    members = _members(data)
+    originals = [_key(e) for e in events]
+    path = tmp_path / "damaged.ndjson.gz"
+    per_member = len(originals) // len(members)
+    for at in range(400, len(data), len(data) // 37):
+        for cut in (len(data), (at + len(data)) // 2):
+            path.write_bytes(data[:cut])
+            whole = len(load_run(path).events)  # cut short, not garbled
+            path.write_bytes(_garbled(data, at)[:cut])
+            run = load_run(path)
+            read = [_key(e) for e in run.events]
+            positions = [originals.index(e) for e in read]  # each an event of the run
+            assert positions == sorted(positions) and positions[0] == 0, (at, cut)
+            if cut == len(data) and at < members[-1] - 8:
+                assert run.end is not None, (at, cut)
+            assert len(read) >= whole - 2 * per_member, (at, cut)
+
+
+def test_a_single_gzip_member_damaged_mid_way_is_read_up_to_the_damage(tmp_path):
+    """One gzip member (files of gpuscale before it started new ones, or gzip run
+    by hand) damaged mid-way: zlib decodes garbage before it notices, often copies
+    of earlier lines, which made the whole file unreadable ("time goes backwards")
+    when it came in an earlier call than the damage. Text is held back until its
+    member's checksum matches; the lines before the damage are read, and the
+    warning says what is lost."""
+    events = sample_events(steps=3000)  # over 1 MiB of text: zlib's output in calls
+    packer = zlib.compressobj(6, zlib.DEFLATED, 31)
+    data = b""
+    for number, event in enumerate(events):
+        data += packer.compress(msgspec.json.encode(event) + b"\n")
+        if number % 50 == 0:
+            data += packer.flush(zlib.Z_SYNC_FLUSH)
+    data += packer.flush()
+    path = tmp_path / "one-member.ndjson.gz"
+    originals = [_key(e) for e in events]
+    for fraction in (0.10, 0.25, 0.49):
+        at = int(len(data) * fraction)
+        path.write_bytes(_garbled(data, at))
+        warnings: list[str] = []
+        run = load_run(path, warnings.append)
+        n = len(run.events)
+        assert [_key(e) for e in run.events] == originals[:n] and n > len(events) * fraction / 2
+        (warning,) = warnings
+        said = re.escape(f"{path}: its gzip data is damaged after line {n:,}")
+        said += r"( \(its checksum does not match\))?"
+        said += re.escape(f": the {n:,} lines before it are read; the run after ")
+        said += re.escape(format_duration_s(events[n - 1].t - events[0].t))
+        assert re.fullmatch(said + LOST, warning), warning
+
+
+def test_a_later_gzip_member_is_read_on_from_after_damage(tmp_path, good):
+    """Gzip members made by any tool (``cat a.gz b.gz``): damage in one is read
+    past to the next, whose lines (the end event among them) are read."""
+    lines = _lines(good)
+    parts = [lines[:30], lines[30:60], lines[60:-1]]
+    members = [gzip.compress(b"\n".join(part) + b"\n", mtime=0) for part in parts]
+    data = b"".join(members)
+    path = tmp_path / "members.ndjson.gz"
+    path.write_bytes(_garbled(data, len(members[0]) + len(members[1]) // 2, 4))
+    warnings: list[str] = []
+    run = load_run(path, warnings.append)
+    originals = [_key(e) for e in sample_events()]
+    read = [_key(e) for e in run.events]
+    assert run.end is not None and read[-1] == originals[-1]
+    assert read == originals[: len(read) - len(parts[2])] + originals[60:]
+    (warning,) = warnings
+    assert f"read on from the next gzip member (byte {len(members[0]) + len(members[1]):,})" in (
+        warning
+    )
+
+
+def test_a_damaged_gz_too_large_to_scan_is_listed_from_its_first_line(tmp_path, monkeypatch):
+    """``gpuscale runs`` reads a damaged .gz whole, as the reader does, but not one
+    over LIST_GZIP_BYTES: that is listed from its first line, unscanned, as a whole
+    one is (reading it all would make the listing as slow as a replay)."""
+    from gpuscale.recording import store
+
+    data, _ = _recorded_gzip(tmp_path, monkeypatch)
+    members = _members(data)
+    (tmp_path / "runs").mkdir()
+    path = tmp_path / "runs" / "damaged.ndjson.gz"
+    read: list[str] = []
+    monkeypatch.setattr(store, "iter_events", lambda *a, **k: read.append("all") or iter(()))
+    monkeypatch.setattr(store, "LIST_GZIP_BYTES", len(data) // 2)
+    for member in (0, 1):  # its first line in the damaged member, or before it
+        path.write_bytes(_garbled(data, (members[member] + members[member + 1]) // 2))
+        (listed,) = store.list_runs(path.parent)
+        assert listed.status == "unscanned" and listed.model == "mnist-cnn" and not read

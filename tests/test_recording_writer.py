@@ -419,3 +419,32 @@ def test_a_process_that_exits_without_closing_still_writes_its_batch(tmp_path):
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 3
     run = load_run(path)
     assert [e.message for e in run.events if isinstance(e, LogEvent)] == [str(i) for i in range(10)]
+
+
+def test_a_gz_recording_is_gzip_members_of_whole_lines(tmp_path, monkeypatch):
+    """A new gzip member after each GZIP_MEMBER_BYTES of text, at the end of a
+    batch: each holds whole lines (damage in one loses its lines only: the reader
+    reads on from the next), and any gzip reader reads the file whole."""
+    import gzip
+    import zlib
+
+    monkeypatch.setattr(writer_module, "GZIP_MEMBER_BYTES", 8 * 1024)
+    events = sample_events(steps=200)
+    path = tmp_path / "run.ndjson.gz"
+    with Recorder(path) as recorder:
+        for number, event in enumerate(events):
+            recorder.write(event)
+            if number % 10 == 0:
+                recorder.flush()
+    data = path.read_bytes()
+    texts = []
+    while data:
+        member = zlib.decompressobj(31)
+        texts.append(member.decompress(data))
+        assert member.eof  # each member whole, its checksum read
+        data = member.unused_data
+    assert len(texts) > 5
+    assert all(text.startswith(b"{") and text.endswith(b"\n") for text in texts)
+    assert all(len(text) < 8 * 1024 + 4 * 1024 for text in texts)  # a batch past the size
+    assert gzip.decompress(path.read_bytes()) == b"".join(texts)
+    assert len(load_run(path).events) == len(events)

@@ -327,7 +327,12 @@ def phase_items(s: RunSummary) -> list[PhaseItem]:
         # a contradiction is no figure at all (parts_note says so), whole step or not
         compute = "not resolved"
     notable = False
-    if s.devices <= 1:
+    if s.devices <= 1 and s.lone_exchange_s is not None:  # what the probes timed: noise
+        exposed = (
+            f"none (1 device: nothing to exchange; the probes' "
+            f"{s.lone_exchange_s * 1000:.1f} ms is noise, not counted)"
+        )
+    elif s.devices <= 1:
         exposed = "none (1 device: nothing to exchange)"
     elif whole or apart:
         exposed = "not resolved"

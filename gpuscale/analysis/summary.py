@@ -200,7 +200,16 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     ``step_time_s`` alone, which nothing read: ignored when read.)"""
     compute_s: float | None = None
     allreduce_s: float | None = None
-    """Median exposed all-reduce: the part of the step spent waiting for gradients."""
+    """Median exposed all-reduce: the part of the step spent waiting for gradients
+    (0 on one device, which exchanges nothing: see :attr:`lone_exchange_s`)."""
+    lone_exchange_s: float | None = None
+    """On one device, the exposed all-reduce the probes timed nonetheless (the
+    median difference of their two passes, which do the same work there: probes of
+    gpuscale before it stopped timing the second pass on one device, or another
+    tool's): noise, not an exchange, so not counted (``allreduce_s`` is 0, as a
+    sweep file's point of 1 device with an ``allreduce_s`` has it left out:
+    :func:`gpuscale.analysis.sweep.lone_exchange_problem`), and said
+    (:func:`lone_exchange_words`). ``None`` where none was timed."""
     allreduce_total_s: float | None = None
     """Median all-reduce timed alone, when the trainer measures it."""
     apply_s: float | None = None
@@ -706,6 +715,10 @@ class RunAccumulator:
         s.compute_err_s = metrics.median_halfwidth(computes)
         # unfloored differences where the probe kept T(compute + all-reduce) (1.2)
         exchanges = [_exposed(p) for p in phases]
+        if s.devices <= 1 and any(exchanges):
+            # one device exchanges nothing: two passes of the same work differ by noise
+            s.lone_exchange_s = metrics.median(exchanges)
+            exchanges = [0.0] * len(exchanges)
         applies = [_apply(p) for p in phases]
         s.allreduce_s = max(0.0, metrics.median(exchanges))
         s.allreduce_err_s = metrics.median_halfwidth(exchanges)
@@ -878,6 +891,19 @@ class PhaseJudgement(NamedTuple):
     phases given and together under the step)."""
     contradiction: str | None
     """What contradicts (:func:`_contradiction`), where something does."""
+
+
+def lone_exchange_words(s: RunSummary) -> str | None:
+    """What is said of a one-device run whose probes timed an exposed all-reduce
+    (:attr:`RunSummary.lone_exchange_s`): ``the probes timed an exposed all-reduce of
+    6.0 ms on 1 device, which exchanges nothing: noise, counted as 0``; ``None``
+    where they did not."""
+    if s.lone_exchange_s is None:
+        return None
+    return (
+        f"the probes timed an exposed all-reduce of {s.lone_exchange_s * 1000:.1f} ms on "
+        "1 device, which exchanges nothing: noise, counted as 0"
+    )
 
 
 def judge_phases(

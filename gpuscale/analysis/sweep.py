@@ -736,12 +736,15 @@ def _read_recording(path: str | Path) -> tuple[tuple[Any, Any, str], list[str], 
     """One recording as ``(summary, start, source)``, the reader's warnings, and a
     key that is the same for two copies of one run (its start event, which names
     the run and when it started)."""
-    from gpuscale.analysis.summary import summarize
+    from gpuscale.analysis.summary import lone_exchange_words, summarize
     from gpuscale.recording.reader import load_run
 
     warnings: list[str] = []
     run = load_run(path, warnings.append)
     summary = summarize(run.events)
+    lone = lone_exchange_words(summary)
+    if lone is not None:  # as a sweep file's point of 1 device with an allreduce_s
+        warnings.append(lone)
     if run.end is not None and run.end.status == "stopped" and summary.steps_counted:
         # as a sweep's name says it of its runs cut short (gpuscale runs, recommend --from)
         warnings.append(

@@ -13,6 +13,7 @@ import re
 import msgspec
 
 from gpuscale.events.schema import SCHEMA_MAJOR, SCHEMA_VERSION
+from gpuscale.formatting import format_duration_s
 
 TIME_TOLERANCE_S = 5.0
 """How far ``t`` may go backwards between two consecutive events of one worker.
@@ -68,13 +69,54 @@ def gzip_header_damaged(exc: Exception) -> bool:
     return "header" in reason or reason in ("unknown compression method", "invalid window size")
 
 
-def gzip_damage_warning(problem: str, lines: int) -> str:
+def gzip_damage_warning(problem: str, lines: int, lost: str = "") -> str:
     """What is said of a ``.gz`` recording whose gzip data is damaged after ``lines``
-    whole lines (:func:`gzip_problem`'s ``problem``), which are read: ``its gzip data
-    is damaged after line 90: the 90 lines before it are read``; the same words in
-    ``replay``, ``recommend --from`` and ``runs``."""
+    whole lines (:func:`gzip_problem`'s ``problem``), which are read, and what is
+    lost (:func:`gzip_loss_words`): ``its gzip data is damaged after line 90: the 90
+    lines before it are read; ...``; the same words in ``replay``, ``recommend
+    --from`` and ``runs``."""
     kept = "the line before it is read" if lines == 1 else f"the {lines:,} lines before it are read"
-    return f"{problem}: {kept}"
+    return f"{problem}: {kept}" + (f"; {lost}" if lost else "")
+
+
+def is_gzip_damage_warning(text: str) -> bool:
+    """Whether a reader's warning (without its file name) is
+    :func:`gzip_damage_warning`'s (the listing shows those as the file's damage)."""
+    return text.startswith(("its gzip data is damaged", "something that is not gzip follows"))
+
+
+def gzip_loss_words(
+    before_s: float | None,
+    after_s: float | None,
+    noticed_at: int | None,
+    file_size: int | None,
+    resumed_at: int | None,
+) -> str:
+    """What damaged gzip data loses, of the run (``before_s``: seconds into it of
+    the last event read before the damage; ``after_s``: of the first read after it)
+    and of the file (zlib noticed the damage at byte ``noticed_at``, ``None`` where
+    the text of a gzip member cut off before its checksum holds it; ``resumed_at``:
+    the offset of the later gzip member read on from, ``None`` when there is none):
+    ``the run after 1m 05s is lost (damage noticed at byte 40,000 of 52,000; no
+    later gzip member to read on from)``, or ``read on from the next gzip member (byte 48,000): the run
+    from 1m 05s to 1m 20s is lost``."""
+    since = f"from {format_duration_s(before_s)}" if before_s is not None else "from its start"
+    if resumed_at is not None:
+        until = f" to {format_duration_s(after_s)}" if after_s is not None else ""
+        return (
+            f"read on from the next gzip member (byte {resumed_at:,}): "
+            f"the run {since}{until} is lost"
+        )
+    after = since.replace("from", "after", 1)
+    if noticed_at is None:
+        return (
+            f"the run {after} is lost (its last gzip member, cut off before its checksum, "
+            "holds text that is no event in order there)"
+        )
+    where = f"byte {noticed_at:,}" + (f" of {file_size:,}" if file_size else "")
+    return (
+        f"the run {after} is lost (damage noticed at {where}; no later gzip member to read on from)"
+    )
 
 
 DECODE_ERRORS = (msgspec.MsgspecError, RecursionError, ValueError, TypeError, OverflowError)

@@ -9,7 +9,8 @@ exactly one event) is it decoded again line by line, to name the bad line.
 How it stays safe: nothing is executed (JSON only, decoded into typed structs);
 memory is bounded (one chunk plus one line of at most
 :data:`~gpuscale.recording.format.MAX_LINE_BYTES`; gzip output is decompressed
-a chunk at a time, so a compression bomb is read like a large file; :func:`load_run`
+a chunk at a time, so a compression bomb is read like a large file, with at most
+:data:`GZIP_HOLD_BYTES` held until its member's checksum is read; :func:`load_run`
 counts the memory the decoded events take, not only their text); files are
 opened through :mod:`gpuscale.events.bounded` (devices refused, a FIFO without a
 writer not waited on); the start line's nesting is checked before it is decoded;
@@ -19,7 +20,8 @@ and the line, after the events before it were yielded (:func:`iter_events`).
 
 What is forgiven, with a one-line warning: a cut-off last line (the writer was
 killed while writing it), a gzip stream that ends early (the same crash), gzip data
-damaged mid-way (the whole lines before the damage are read: :func:`gunzip_chunks`,
+damaged mid-way (the whole lines before the damage are read, and the gzip members
+after it, with the part of the run lost: :func:`gunzip_chunks`,
 :func:`lines_before_damage`), a missing end event (the run was killed or is still
 running), a damaged first line with a start event further in the first chunk (read
 from that start), events run together on one line (a lost newline: each read), a
@@ -36,6 +38,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import stat
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -73,6 +76,7 @@ from gpuscale.recording.format import (
     TIME_TOLERANCE_S,
     gzip_damage_warning,
     gzip_header_damaged,
+    gzip_loss_words,
     gzip_problem,
     parse_version,
     version_problem,
@@ -170,6 +174,7 @@ _CUT_START = "the start event is cut off (the run was killed while writing it): 
 
 
 _raw_decoder = msgspec.json.Decoder(msgspec.Raw)
+_event_decoder = msgspec.json.Decoder(Event)
 _TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
 
 
@@ -220,6 +225,48 @@ def joined_parts(
     return parts
 
 
+def is_event(
+    part: bytes, decode: Callable[[bytes], object] | None = None, newer_minor: bool = False
+) -> bool:
+    """Whether ``part`` is an event (``decode`` does not raise), or, with
+    ``newer_minor`` (a file of a newer minor version), an event of a kind this
+    gpuscale does not know: what :func:`joined_parts` splits a line by, in the
+    reader and the listing alike."""
+    try:
+        (decode or _event_decoder.decode)(part)
+    except _DECODE_ERRORS:
+        return newer_minor and _unknown_kind(part)
+    return True
+
+
+def decode_parts(
+    parts: list[bytes], decode: Callable[[bytes], Event] | None = None
+) -> tuple[list[Event], list[tuple[bytes, Exception]]]:
+    """The events of :func:`joined_parts`'s ``parts``, and the parts that are none
+    with why."""
+    decode = decode or _event_decoder.decode
+    events: list[Event] = []
+    damaged: list[tuple[bytes, Exception]] = []
+    for part in parts:
+        try:
+            events.append(decode(part))
+        except _DECODE_ERRORS as exc:
+            damaged.append((part, exc))
+    return events, damaged
+
+
+def joined_events(
+    line: bytes, decode: Callable[[bytes], Event] | None = None, newer_minor: bool = False
+) -> list[Event]:
+    """The events of a line holding several run together (a newline lost), as the
+    reader reads them: split by :func:`joined_parts` (with its early give-up) where
+    the first part is an event (:func:`is_event`), the parts that are events. Empty
+    when ``line`` is no such line."""
+    decode = decode or _event_decoder.decode
+    parts = joined_parts(line, lambda part: is_event(part, decode, newer_minor))
+    return decode_parts(parts, decode)[0] if parts else []
+
+
 START_FURTHER_IN = "read from the start event on line"
 """How the warning of a recording read from a start event after its damaged first
 line says so (``line 1: the start event is cut off (...); read from the start event
@@ -253,22 +300,45 @@ class _DamageAfter(Exception):
 
 class GzipCut(Exception):
     """The gzip stream ended before its end marker (a crash while writing): what
-    it decoded was yielded (:func:`gunzip_chunks`)."""
+    it decoded of its members whose checksum matched was yielded
+    (:func:`gunzip_chunks`); :attr:`text` is what it decoded of the last, cut
+    before its checksum (so not verified)."""
+
+    def __init__(self, text: bytes = b""):
+        super().__init__("the gzip stream ends early")
+        self.text = text
 
 
 class GzipDamaged(Exception):
     """zlib refused a gzip stream (:func:`gunzip_chunks`): what it decoded before
     was yielded, but for :attr:`salvaged`. ``fatal``: the file's first gzip header
-    is damaged (it is not gzip at all), so nothing of it can be read."""
+    is damaged (it is not gzip at all), so nothing of it can be read. Raised where
+    nothing after the damage can be read; yielded (a gap in the text) where a later
+    gzip member is read on from (:attr:`resumed_at`)."""
 
-    def __init__(self, error: zlib.error, first_member: bool, salvaged: bytes):
+    def __init__(
+        self,
+        error: zlib.error,
+        first_member: bool,
+        salvaged: bytes,
+        noticed_at: int | None = 0,
+        file_size: int | None = None,
+    ):
         super().__init__(str(error))
         self.error = error
         self.first_member = first_member
         self.fatal = first_member and gzip_header_damaged(error)
         self.salvaged = salvaged
-        """What zlib decoded of the refused data before it noticed the damage: the
-        text before the damage, and maybe garbage after it (up to where zlib noticed)."""
+        """What zlib decoded of the damaged gzip member and not yet yielded: the
+        text before the damage, and maybe garbage after it (up to where zlib
+        noticed); the same for a member whose checksum does not match."""
+        self.noticed_at = noticed_at
+        """Offset in the file (compressed bytes) where zlib noticed the damage: the
+        damage is there or a little before."""
+        self.file_size = file_size
+        """The file's size in bytes (``None`` when not a regular file)."""
+        self.resumed_at: int | None = None
+        """Offset in the file of the gzip member read on from; ``None``: none."""
 
     def problem(self, after_line: int = 0) -> str:
         """What is wrong, in the words of :func:`~gpuscale.recording.format.gzip_problem`."""
@@ -278,43 +348,155 @@ class GzipDamaged(Exception):
 SALVAGE_BYTES = 64
 """Compressed bytes fed at a time to decode what comes before damaged gzip data."""
 
+GZIP_HOLD_BYTES = 2 * 1024 * 1024
+"""Decompressed text :func:`gunzip_chunks` holds back until its gzip member's
+checksum is read and matches: damaged deflate data decodes to garbage (often
+copies of earlier lines, which read as events out of order) before zlib notices,
+so text is yielded once its member is verified, or once this much follows it in
+one member (the recorder starts a new member every
+:data:`~gpuscale.recording.writer.GZIP_MEMBER_BYTES`, so its members are always
+verified before they are read)."""
 
-def gunzip_chunks(f, size: int = CHUNK_BYTES) -> Iterator[bytes]:
+_MEMBER_HEADER = b"\x1f\x8b\x08"
+"""How a gzip member begins: its magic number and the deflate method."""
+MEMBER_CHECK_BYTES = 4096
+"""Compressed bytes a candidate gzip member is tried on, after damage."""
+
+
+def _gunzipper():
+    return zlib.decompressobj(16 + zlib.MAX_WBITS)
+
+
+def gunzip_chunks(f, size: int = CHUNK_BYTES) -> Iterator[bytes | GzipDamaged]:
     """The decompressed bytes of the gzip file ``f`` (concatenated members too), at
-    most ``size`` at a time, so that a compression bomb is read like a large file.
-    Raises :class:`GzipCut` after the last bytes when the stream ends early (a
-    crash while writing), :class:`GzipDamaged` where zlib refuses the data, with
-    what decodes of the refused call before the damage (its ``salvaged``: the call is
-    repeated on a copy of the decompressor, :data:`SALVAGE_BYTES` at a time; zlib's
-    output of a refused call is otherwise lost). ``OSError`` passes through."""
-    decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    most ``size`` at a time, so that a compression bomb is read like a large file;
+    a member's text is held back (up to :data:`GZIP_HOLD_BYTES`) until its
+    checksum matches. Raises :class:`GzipCut` with the last member's text when the
+    stream ends early (a crash while writing: that text is not verified). Where zlib refuses the data, the member's
+    text not yet yielded (and what decodes of the refused call before the damage:
+    the call is repeated on a copy of the decompressor, :data:`SALVAGE_BYTES` at a
+    time; zlib's output of a refused call is otherwise lost) is the ``salvaged`` of
+    a :class:`GzipDamaged`: yielded, and the bytes of the next gzip member after the
+    damage follow (gzip data cannot be read on past damage within a member, but a
+    new member starts afresh), or raised where there is none. ``OSError`` passes
+    through."""
+    raw = b""  # compressed bytes read last
+    raw_at = 0  # their offset in the file
+    pos = 0  # of raw, fed to the decompressor so far
+    previous = b""  # the compressed bytes read before raw
+    member_at = 0
     first_member = True
+    fed = False  # the current member has been fed bytes
+    decomp = _gunzipper()
+    held = bytearray()
     while True:
-        if decomp.eof:
-            data = decomp.unused_data or f.read(size)
-            if not data:
-                return  # clean end of the last gzip member
-            decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)  # concatenated member
-            first_member = False
-        elif decomp.unconsumed_tail:
-            data = decomp.unconsumed_tail
-        else:
+        damage: GzipDamaged | None = None
+        if pos >= len(raw):
             data = f.read(size)
             if not data:
+                if not fed:
+                    return  # clean end of the last gzip member
                 try:
-                    rest = decomp.flush()
+                    held += decomp.flush()
                 except zlib.error as exc:
-                    raise GzipDamaged(exc, first_member, b"") from None
-                if rest:
-                    yield rest
-                raise GzipCut
-        before = decomp.copy()
-        try:
-            out = decomp.decompress(data, size)
-        except zlib.error as exc:
-            raise GzipDamaged(exc, first_member, _salvage(before, data, size)) from None
-        if out:
-            yield out
+                    damage = GzipDamaged(
+                        exc, first_member, bytes(held), raw_at + pos, _file_size(f)
+                    )
+                else:  # cut off, or damaged so that zlib ran on into the members after it
+                    damage = GzipDamaged(_RAN_ON, first_member, bytes(held), None, _file_size(f))
+            else:
+                previous, raw, raw_at, pos = raw, data, raw_at + len(raw), 0
+        if damage is None:
+            before = decomp.copy()
+            data = memoryview(raw)[pos:]
+            try:
+                out = decomp.decompress(data, size)
+            except zlib.error as exc:
+                salvaged, noticed = _salvage(before, data, size)
+                damage = GzipDamaged(
+                    exc, first_member, bytes(held) + salvaged, raw_at + pos + noticed, _file_size(f)
+                )
+        if damage is not None:
+            found = None
+            if not damage.fatal:
+                found = _next_member(f, previous + raw, raw_at - len(previous), member_at + 1, size)
+            if found is None:
+                if damage.error is _RAN_ON:
+                    raise GzipCut(damage.salvaged)
+                raise damage from None
+            raw, raw_at = found
+            previous, pos = b"", 0
+            damage.resumed_at = member_at = raw_at
+            first_member, fed, decomp, held = False, False, _gunzipper(), bytearray()
+            yield damage
+            continue
+        fed = True
+        pos = len(raw) - len(decomp.unconsumed_tail) - len(decomp.unused_data)
+        held += out
+        if decomp.eof:  # the member's checksum matched: its text is whole
+            yield from _release(held, size)
+            member_at = raw_at + pos
+            first_member, fed, decomp = False, False, _gunzipper()
+        elif len(held) > GZIP_HOLD_BYTES + size:
+            yield from _release(held, size, keep=GZIP_HOLD_BYTES)
+
+
+_RAN_ON = zlib.error("Error -3 while decompressing data: a gzip member runs on into the next")
+"""The damage of a gzip member that zlib decoded to the file's end without noticing
+damage, where a gzip member begins after it: damage made it run on into it."""
+
+
+def _release(held: bytearray, size: int, keep: int = 0) -> Iterator[bytes]:
+    """``held`` but its last ``keep`` bytes, ``size`` at a time, removed from it."""
+    end = len(held) - keep
+    for begin in range(0, end, size):
+        yield bytes(held[begin : min(begin + size, end)])
+    del held[:end]
+
+
+def _file_size(f) -> int | None:
+    try:
+        info = os.fstat(f.fileno())
+    except (OSError, AttributeError, ValueError):
+        return None
+    return info.st_size if stat.S_ISREG(info.st_mode) else None
+
+
+def _next_member(f, buf: bytes, buf_at: int, after: int, size: int) -> tuple[bytes, int] | None:
+    """The compressed bytes from the first gzip member that begins at or after file
+    offset ``after`` on, and its offset: ``buf`` (at offset ``buf_at``) is searched,
+    then the rest of ``f``. A member is a gzip header whose first text begins a
+    JSON object (a member the recorder started, at a line's start); ``None`` when
+    there is none."""
+    at = max(after - buf_at, 0)
+    ended = False
+    while True:
+        at = buf.find(_MEMBER_HEADER, at)
+        if at >= 0 and (ended or len(buf) - at >= MEMBER_CHECK_BYTES):
+            if _begins_text(buf[at : at + MEMBER_CHECK_BYTES]):
+                return buf[at:], buf_at + at
+            at += 1
+            continue
+        if ended:
+            return None
+        data = f.read(size)
+        if not data:
+            ended = True
+            continue
+        cut = at if at >= 0 else max(len(buf) - len(_MEMBER_HEADER) + 1, 0)
+        buf_at += cut
+        buf, at = buf[cut:] + data, 0
+
+
+def _begins_text(data: bytes) -> bool:
+    """Whether ``data`` begins a gzip member whose text begins with ``{``."""
+    if len(data) < 10 or data[3] & 0xE0:  # reserved header flags set: not gzip
+        return False
+    try:
+        out = _gunzipper().decompress(data, 64)
+    except zlib.error:
+        return False
+    return out.lstrip(_JSON_SPACE)[:1] == b"{"
 
 
 def lines_before_damage(
@@ -322,16 +504,28 @@ def lines_before_damage(
     decode: Callable[[bytes], object] | None = None,
     newer_minor: bool = False,
     at_start: bool = False,
+    last_t: dict[int, float] | None = None,
+    copies: bool = True,
 ) -> bytes:
-    """Of ``data``, the text decoded last before damaged gzip data, its whole lines
-    before the first that is no event (``decode`` raises; blank lines pass): zlib
-    notices damage some bytes after it, and decodes garbage until then; the same in
-    the reader and the listing. With ``newer_minor``, a line of an event kind
-    unknown to this gpuscale passes. ``at_start``: ``data`` is the file's first
-    text, its byte-order mark (an editor's) removed. Empty when there is none."""
-    decode = decode or msgspec.json.Decoder(Event).decode
+    """Of ``data``, the text of a damaged gzip member (decoded before zlib noticed
+    the damage, or whose checksum does not match), its whole lines before the first
+    that is no event (``decode`` raises; blank lines pass), a copy of an earlier
+    line of ``data``, or an event more than TIME_TOLERANCE_S before the latest of
+    its worker (``last_t``: the latest read before ``data``, per worker): damaged
+    deflate data decodes to garbage, often to copies of earlier text, until zlib
+    notices; the same in the reader and the listing. With ``newer_minor``, a line of
+    an event kind unknown to this gpuscale passes. ``at_start``: ``data`` is the
+    file's first text, its byte-order mark (an editor's) removed, and the lines
+    before its first start event pass (the reader judges them: a damaged first
+    line). ``copies=False``: a copy of an earlier line passes (the text of a gzip
+    member cut off before its checksum, damaged or not). Empty when there is none."""
+    decode = decode or _event_decoder.decode
+    latest = dict(last_t or {})
+    setters: dict[int, tuple[int, float | None]] = {}
+    seen: set[bytes] = set()
     if at_start and data.startswith(UTF8_BOM):
         data = data[len(UTF8_BOM) :]
+    before_start = at_start
     cut = data.rfind(b"\n")
     end = 0
     while end <= cut:
@@ -339,12 +533,53 @@ def lines_before_damage(
         line = data[end:next_end]
         if line.strip(_JSON_SPACE):
             try:
-                decode(line)
+                event = decode(line)
             except _DECODE_ERRORS:
-                if not (newer_minor and _unknown_kind(line)):
+                if not (before_start or (newer_minor and _unknown_kind(line))):
                     break
+                event = None
+            if before_start and type(event) is StartEvent:  # its version: kinds to skip
+                before_start = False
+                newer_minor = (parse_version(event.schema) or (0, 0))[1] > READER_MINOR
+            if copies and line in seen:
+                break
+            outlier = _out_of_order(event, end, latest, setters)
+            if outlier is not None:
+                end = outlier
+                break
+            if copies:
+                seen.add(line)
         end = next_end
     return data[:end]
+
+
+def _out_of_order(
+    event: object, at: int, latest: dict[int, float], setters: dict[int, tuple[int, float | None]]
+) -> int | None:
+    """Where damaged text goes wrong if ``event`` (its line at offset ``at``) goes
+    back in time more than the reader tolerates: at it, or at the line that set its
+    worker's latest time where that one jumped ahead (a damaged digit: ``t`` of
+    1790000060 for 1790000050) and ``event`` is in order with the time before it.
+    ``None`` when in order (``latest`` and ``setters`` are updated)."""
+    if event is None or type(event) in (StartEvent, EndEvent):
+        return None
+    worker, t = getattr(event, "worker", None), getattr(event, "t", None)
+    if not isinstance(worker, int) or not isinstance(t, (int, float)):
+        return None
+    previous = latest.get(worker)
+    if type(event) is LogEvent and event.source == CLOCK_SOURCE:
+        latest[worker] = t
+        setters[worker] = (at, previous)
+        return None
+    if previous is not None and t < previous - TIME_TOLERANCE_S:
+        setter = setters.get(worker)
+        if setter is not None and setter[1] is not None and t >= setter[1] - TIME_TOLERANCE_S:
+            return setter[0]
+        return at
+    if previous is None or t > previous:
+        latest[worker] = t
+        setters[worker] = (at, previous)
+    return None
 
 
 def _unknown_kind(line: bytes) -> bool:
@@ -355,11 +590,12 @@ def _unknown_kind(line: bytes) -> bool:
     return isinstance(kind, str) and kind not in _KNOWN_KINDS
 
 
-def _salvage(decomp, data: bytes, size: int) -> bytes:
+def _salvage(decomp, data: bytes, size: int) -> tuple[bytes, int]:
     """What ``decomp`` decodes of ``data`` before zlib refuses it (at most ``size``
-    bytes: the call that failed asked for no more): fed :data:`SALVAGE_BYTES` at a
-    time, and the piece it refuses again a byte at a time (a refused call's output
-    is lost, and a piece of compressed bytes can hold several lines)."""
+    bytes: the call that failed asked for no more), and the offset in ``data`` of
+    the byte refused: fed :data:`SALVAGE_BYTES` at a time, and the piece it refuses
+    again a byte at a time (a refused call's output is lost, and a piece of
+    compressed bytes can hold several lines)."""
     out: list[bytes] = []
     total = 0
     step = SALVAGE_BYTES
@@ -378,7 +614,7 @@ def _salvage(decomp, data: bytes, size: int) -> bytes:
         if decomp.eof or decomp.unconsumed_tail:
             break
         begin += step
-    return b"".join(out)
+    return b"".join(out), min(begin, len(data))
 
 
 class _Reader:
@@ -411,6 +647,11 @@ class _Reader:
         self._pending_start: StartEvent | None = None
         self._pending_joined: list[Event] = []
         """Events run together with the start on its line, read after it."""
+        self._gap: tuple[GzipDamaged, int, float | None] | None = None
+        """Damaged gzip data read on past (the damage, lines before it, the run's
+        time before it), until the first line after it says the time lost."""
+        self.gaps = 0
+        """Places gzip data was damaged and read on past."""
 
     # -- errors and warnings -------------------------------------------------------
 
@@ -490,21 +731,50 @@ class _Reader:
             pending_len = 0
             stream_cut = False
             gzip_damage: GzipDamaged | None = None
+            gap: GzipDamaged | None = None
             chunks = self.chunks(f)
-            while gzip_damage is None:
+            while gzip_damage is None and not stream_cut:
+                if gap is not None:  # the lines before a gap are read
+                    if not self.started:
+                        raise self.error(gap.problem())
+                    self._gap_opened(gap)
+                    gap = None
                 try:
                     chunk = next(chunks)
                 except StopIteration:
                     break
-                except GzipCut:
+                except GzipCut as cut:  # the last member's text, read as far as it is whole
                     stream_cut = True
-                    break
+                    chunk = cut.text
+                    gzip_damage = self._cut_member_damage(pending, chunk)
+                    if gzip_damage is not None:
+                        chunk = self._before_damage(b"".join(pending) + chunk, copies=False)
+                        pending, pending_len = [], 0
+                    if self._gap is not None and chunk:
+                        self._gap_closed(b"".join(pending) + chunk)
                 except GzipDamaged as exc:  # the whole lines before it, then no more
                     gzip_damage = exc
                     chunk = self._before_damage(b"".join(pending) + exc.salvaged)
                     pending, pending_len = [], 0
+                    if self._gap is not None and chunk:
+                        self._gap_closed(chunk)
                     if not chunk:
                         break
+                else:
+                    if isinstance(chunk, GzipDamaged):  # the lines before it, then a gap
+                        damage = chunk
+                        chunk = self._before_damage(b"".join(pending) + damage.salvaged)
+                        pending, pending_len = [], 0
+                        if self._gap is not None:
+                            if not chunk:  # nothing read between: one gap, to the later member
+                                self._gap = (damage, *self._gap[1:])
+                                continue
+                            self._gap_closed(chunk)
+                        gap = damage
+                        if not chunk:
+                            continue
+                    elif self._gap is not None:
+                        self._gap_closed(chunk)
                 if self.bytes_read == 0 and chunk.startswith(UTF8_BOM):
                     chunk = chunk[len(UTF8_BOM) :]  # an editor's byte-order mark
                 self.bytes_read += len(chunk)
@@ -551,6 +821,12 @@ class _Reader:
                 if events:
                     yield events
             tail = b"".join(pending)
+            if gap is not None and not self.started:
+                raise self.error(gap.problem())
+            if self._gap is not None or gap is not None:  # nothing read after the gap
+                if gap is not None:
+                    self._gap_opened(gap)
+                self._gap_closed(b"")
             if gzip_damage is not None:
                 self._damaged_stream(gzip_damage)
             else:
@@ -568,24 +844,83 @@ class _Reader:
                 f"{self.skipped_lines} damaged lines skipped in all (the first "
                 f"{MAX_SKIP_WARNINGS} named above); read the rest"
             )
+        if self.gaps > MAX_SKIP_WARNINGS:
+            self.warn(
+                f"its gzip data is damaged in {self.gaps} places in all (the first "
+                f"{MAX_SKIP_WARNINGS} named above); read the gzip members after each"
+            )
         if self.end is None and gzip_damage is None:  # its warning says what is lost
             self.warn(f"no end event after line {self.line_no}: {self._why_no_end()}")
 
-    def _before_damage(self, data: bytes) -> bytes:
+    def _before_damage(self, data: bytes, copies: bool = True) -> bytes:
         """:func:`lines_before_damage`, a line of a kind unknown to this reader in a
         file of a newer minor version taken as whole (it is skipped, not damage)."""
         return lines_before_damage(
-            data, self.decoder.decode, self.newer_minor, at_start=self.bytes_read == 0
+            data,
+            self.decoder.decode,
+            self.newer_minor,
+            at_start=self.bytes_read == 0,
+            last_t=self.last_t,
+            copies=copies,
         )
 
+    def _cut_member_damage(self, pending: list[bytes], text: bytes) -> GzipDamaged | None:
+        """The damage in the text of a gzip member cut off before its checksum (not
+        verified: damaged data that zlib did not notice decodes to garbage), where
+        a whole line of it is no event, or goes back in time: ``None`` if none."""
+        data = b"".join(pending) + text
+        whole = data.rfind(b"\n") + 1
+        if len(self._before_damage(data, copies=False)) == whole:
+            return None
+        error = zlib.error("Error -3 while decompressing data: damaged text in a cut member")
+        return GzipDamaged(error, False, b"", noticed_at=None)
+
     def _damaged_stream(self, damage: GzipDamaged) -> None:
-        """Gzip data damaged after some lines: they are kept (what decoded after them
-        is not: :meth:`_before_damage`), with a warning; with no line yet, nothing to
-        read."""
+        """Gzip data damaged after some lines, none readable after: they are kept
+        (what decoded after them is not: :meth:`_before_damage`), with a warning
+        saying what is lost; with no line yet, nothing to read."""
         if not self.started:
             raise self.error(damage.problem())
         self.truncated = True
-        self.warn(gzip_damage_warning(damage.problem(self.line_no), self.line_no))
+        lost = ""  # its end event was read before the damage: nothing of the run is lost
+        if self.end is None:
+            lost = gzip_loss_words(
+                self._run_time(), None, damage.noticed_at, damage.file_size, resumed_at=None
+            )
+        self.warn(gzip_damage_warning(damage.problem(self.line_no), self.line_no, lost))
+
+    def _run_time(self) -> float | None:
+        """Seconds into the run of the latest event read (``None``: none yet)."""
+        if self.start is None or not self.last_t:
+            return None
+        return max(max(self.last_t.values()) - self.start.t, 0.0)
+
+    def _gap_opened(self, gap: GzipDamaged) -> None:
+        """Gzip data damaged, a later member read on from: said once its first line
+        is seen (:meth:`_gap_closed`), with the time lost."""
+        self._gap = (gap, self.line_no, self._run_time())
+        self.last_t.clear()  # lines were lost: the order starts again after the gap
+
+    def _gap_closed(self, chunk: bytes) -> None:
+        """Say what the gap lost: the run from the last event before it to the first
+        after it (the first line of ``chunk``, the text after the gap)."""
+        assert self._gap is not None
+        gap, lines, before = self._gap
+        self._gap = None
+        after = None
+        first = chunk.lstrip(_JSON_SPACE).partition(b"\n")[0]
+        if first and self.start is not None:
+            try:
+                event = self.decoder.decode(first)
+            except _DECODE_ERRORS:
+                event = None
+            if event is not None and type(event) not in (StartEvent, EndEvent):
+                after = max(event.t - self.start.t, 0.0)
+        self.gaps += 1
+        if self.gaps > MAX_SKIP_WARNINGS:
+            return
+        lost = gzip_loss_words(before, after, gap.noticed_at, gap.file_size, gap.resumed_at)
+        self.warn(gzip_damage_warning(gap.problem(lines), lines, lost))
 
     def _why_no_end(self) -> str:
         """Why a recording has no end event: still being written, or interrupted
@@ -761,11 +1096,7 @@ class _Reader:
         return events, numbers
 
     def _is_event(self, part: bytes) -> bool:
-        try:
-            self.decoder.decode(part)
-        except _DECODE_ERRORS:
-            return self.newer_minor and _unknown_kind(part)
-        return True
+        return is_event(part, self.decoder.decode, self.newer_minor)
 
     def _joined(self, line: bytes, number: int) -> list[Event]:
         """The events of a line that holds several run together (a newline lost:
@@ -783,15 +1114,9 @@ class _Reader:
         """The events of ``parts`` (of line ``number``; ``first``: its first, read
         already, not returned), with a warning: events run together where every part
         after the first is an object, else an event followed by damaged bytes."""
-        events: list[Event] = []
-        damaged: list[tuple[bytes, Exception]] = []
-        for index, part in enumerate(parts):
-            if index == 0 and first is not None:
-                continue
-            try:
-                events.append(self.decoder.decode(part))
-            except _DECODE_ERRORS as exc:
-                damaged.append((part, exc))
+        events, damaged = decode_parts(
+            parts[1:] if first is not None else parts, self.decoder.decode
+        )
         if not events and first is None:
             return []
         if not all(part.lstrip(_JSON_SPACE).startswith(b"{") for part in parts[1:]):

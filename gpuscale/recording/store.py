@@ -31,8 +31,10 @@ from gpuscale.recording.format import (
     GZIP_CUT_AT_START,
     GZIP_MAGIC,
     MAX_LINE_BYTES,
+    READER_MINOR,
     SUFFIXES,
-    gzip_damage_warning,
+    is_gzip_damage_warning,
+    parse_version,
     version_problem,
 )
 from gpuscale.recording.liveness import writer_alive
@@ -43,8 +45,7 @@ from gpuscale.recording.reader import (
     RecordingError,
     gunzip_chunks,
     iter_events,
-    joined_parts,
-    lines_before_damage,
+    joined_events,
 )
 
 ENV_DATA_DIR = "GPUSCALE_DATA_DIR"
@@ -216,6 +217,8 @@ def _info(path: Path) -> RunInfo:
         size = 0
     try:
         head, tail, whole, damage = _head_and_tail(path)
+    except _ReadWhole:
+        return _info_read(path, size)
     except RecordingError as exc:
         return _unreadable(path, size, exc.reason)
     except OSError as exc:
@@ -232,9 +235,29 @@ def _info(path: Path) -> RunInfo:
     first = start
     if start.provisional:  # the run's own start follows: what the listing shows
         start = _superseding_start(path) or start
-    end, last_step, last_t = _scan_tail(tail, whole) if tail is not None else (None, None, None)
-    steps_counted: int | None = None
+    newer_minor = (parse_version(first.schema) or (0, 0))[1] > READER_MINOR
     if tail is None:
+        return _run_info(path, size, first, start, None, None, None, damage, scanned=False)
+    end, last_step, last_t = _scan_tail(tail, whole, newer_minor)
+    return _run_info(path, size, first, start, end, last_step, last_t, damage)
+
+
+def _run_info(
+    path: Path,
+    size: int,
+    first: StartEvent,
+    start: StartEvent,
+    end: EndEvent | None,
+    last_step: int | None,
+    last_t: float | None,
+    damage: str | None,
+    *,
+    scanned: bool = True,
+) -> RunInfo:
+    """A listed run: from its first start event, the start it is shown by (its own
+    after a provisional first), its end event, highest step and latest time."""
+    steps_counted: int | None = None
+    if not scanned:
         steps, duration, status = None, None, "unscanned"
     elif end is not None:
         steps: int | None = end.steps
@@ -321,22 +344,29 @@ def _head_and_tail(path: Path) -> tuple[bytes, bytes | None, bool, str | None]:
         return head, f.read(TAIL_BYTES), offset == 0, None
 
 
+class _ReadWhole(Exception):
+    """A ``.gz`` whose gzip data is damaged mid-way: listed from what the reader
+    reads of it (:func:`_info_read`), so that both say the same of it (one over
+    :data:`LIST_GZIP_BYTES` whose first line is whole: from that line, unscanned)."""
+
+
 def _gzip_head_and_tail(f, path: Path) -> tuple[bytes, bytes | None, bool, str | None]:
     head = b""
     tail = b""
-    lines = 0
     dropped = False
-    damage = None
     too_large = os.fstat(f.fileno()).st_size > LIST_GZIP_BYTES
     chunks = gunzip_chunks(f, 1 << 20)
     try:
         for out in chunks:
+            if isinstance(out, GzipDamaged):  # read on past damage: as the reader does
+                if too_large and b"\n" in (head := _head_with(head, out)):
+                    break  # listed from its first line, unscanned, as a whole one
+                raise _ReadWhole
             if not head or (b"\n" not in head and len(head) < MAX_LINE_BYTES):
                 head += out[: MAX_LINE_BYTES - len(head)]
             if too_large and (b"\n" in head or len(head) >= MAX_LINE_BYTES):
                 break  # the first line is all a listing reads of a large .gz
             tail += out
-            lines += out.count(b"\n")
             if len(tail) > 2 * TAIL_BYTES:
                 tail = tail[-TAIL_BYTES:]
                 dropped = True
@@ -346,19 +376,8 @@ def _gzip_head_and_tail(f, path: Path) -> tuple[bytes, bytes | None, bool, str |
     except GzipDamaged as exc:
         if exc.fatal:
             raise RecordingError(path, exc.problem()) from None
-        # the whole lines before the damage are listed, as the reader reads them:
-        # of what zlib decoded of the refused data, the lines before the first that
-        # is no event (the rest may be garbage)
-        cut = tail.rfind(b"\n") + 1
-        partial = tail[cut:]  # the line the damage is in, as far as it was yielded
-        good = lines_before_damage(partial + exc.salvaged, at_start=lines == 0)
-        if b"\n" not in head and good:  # the first line ends in what was salvaged
-            head = (head + good[len(partial) :])[:MAX_LINE_BYTES]
-        tail = tail[:cut] + good
-        lines += good.count(b"\n")
-        if not lines:
-            raise RecordingError(path, exc.problem()) from None
-        damage = gzip_damage_warning(exc.problem(lines), lines)
+        if not (too_large and b"\n" in (head := _head_with(head, exc))):
+            raise _ReadWhole from None
     finally:
         chunks.close()
     nl = head.find(b"\n")
@@ -366,7 +385,56 @@ def _gzip_head_and_tail(f, path: Path) -> tuple[bytes, bytes | None, bool, str |
         head = head[: nl + 1]
     if too_large:
         return head, None, False, None
-    return head, tail, not dropped, damage
+    return head, tail, not dropped, None
+
+
+def _head_with(head: bytes, damage: GzipDamaged) -> bytes:
+    """``head`` (the text before the first newline so far) with what the damaged
+    gzip member held of it: the first line may be in a member not yet verified."""
+    if b"\n" in head:
+        return head
+    return (head + damage.salvaged)[:MAX_LINE_BYTES]
+
+
+def _info_read(path: Path, size: int) -> RunInfo:
+    """A recording listed from all its events as the reader reads them (a ``.gz``
+    damaged mid-way): what it says of the damage, the run's start (its own, when
+    a provisional one came first), end, last step and time."""
+    said: list[str] = []
+    events = iter_events(path, said.append)
+    first = start = end = None
+    last_step = last_t = None
+    try:
+        for event in events:
+            cls = type(event)
+            if cls is StartEvent:
+                if first is None:
+                    first = start = event
+                elif start.provisional and not event.provisional:
+                    start = event
+            elif cls is EndEvent:
+                end = event
+            else:
+                if cls is StepEvent and (last_step is None or event.step > last_step):
+                    last_step = event.step
+                if last_t is None or event.t > last_t:
+                    last_t = event.t
+    except RecordingError as exc:
+        where = f"line {exc.line}: " if exc.line is not None else ""
+        return _unreadable(path, size, where + exc.reason)
+    except OSError as exc:
+        return _unreadable(path, size, f"cannot read: {exc.strerror or exc}")
+    finally:
+        events.close()
+    if first is None or start is None:
+        return _unreadable(path, size, "no start event: not a gpuscale recording")
+    prefix = f"{path}: "
+    damage = "; ".join(
+        w.removeprefix(prefix)
+        for w in said
+        if START_FURTHER_IN in w or is_gzip_damage_warning(w.removeprefix(prefix))
+    )
+    return _run_info(path, size, first, start, end, last_step, last_t, damage)
 
 
 _probe = msgspec.json.Decoder(dict)
@@ -439,8 +507,12 @@ def _superseding_start(path: Path) -> StartEvent | None:
     return None
 
 
-def _scan_tail(tail: bytes, whole: bool) -> tuple[EndEvent | None, int | None, float | None]:
-    """(end event, highest step, latest t) among the complete lines of ``tail``."""
+def _scan_tail(
+    tail: bytes, whole: bool, newer_minor: bool = False
+) -> tuple[EndEvent | None, int | None, float | None]:
+    """(end event, highest step, latest t) among the complete lines of ``tail``; a
+    line of events run together read as the reader reads it (:func:`joined_events`;
+    ``newer_minor``: the file is of a newer minor version)."""
     lines = tail.split(b"\n")
     if not whole:
         lines = lines[1:]  # the first is probably cut
@@ -453,7 +525,8 @@ def _scan_tail(tail: bytes, whole: bool) -> tuple[EndEvent | None, int | None, f
         try:
             events = [_event_decoder.decode(line)]
         except DECODE_ERRORS:
-            events = _joined_events(line)  # a newline lost: the events run together
+            # a newline lost: the events run together
+            events = joined_events(line, _event_decoder.decode, newer_minor)
         for event in reversed(events):
             if isinstance(event, EndEvent) and end is None:
                 end = event
@@ -462,17 +535,6 @@ def _scan_tail(tail: bytes, whole: bool) -> tuple[EndEvent | None, int | None, f
             if not isinstance(event, StartEvent) and (last_t is None or event.t > last_t):
                 last_t = event.t
     return end, last_step, last_t
-
-
-def _joined_events(line: bytes) -> list[Event]:
-    """The events of a line holding several run together (as the reader reads them)."""
-    events = []
-    for part in joined_parts(line) or ():
-        try:
-            events.append(_event_decoder.decode(part))
-        except DECODE_ERRORS:
-            continue
-    return events
 
 
 def find_run(name: str, directory: str | os.PathLike | None = None) -> Path:

@@ -17,9 +17,14 @@ This costs a few microseconds per event in the recording process (measured by
 Memory is bounded: a batch never holds more than :data:`MAX_BATCH_BYTES` (the
 producer writes it out itself when the flusher is behind).
 
-Compressed recordings (a name ending in ``.gz``) go through one gzip stream that
+Compressed recordings (a name ending in ``.gz``) go through a gzip stream that
 is sync-flushed (``Z_SYNC_FLUSH``: every byte so far becomes decodable) with each
-batch, so the same loss window holds.
+batch, so the same loss window holds. A new gzip member (concatenated members are
+one gzip file to every gzip reader) begins after the batch that brings the
+current one to :data:`GZIP_MEMBER_BYTES` of text: damaged gzip data cannot be
+read on past within a member, so a disk or a copy that garbles some bytes loses
+the rest of one member, not the rest of the run (the reader reads on from the
+next member: :func:`~gpuscale.recording.reader.gunzip_chunks`).
 
 Problems never stop the run: an unwritable path, a full disk, or any other
 ``OSError`` is reported once through ``on_problem(message)`` and the recorder
@@ -61,6 +66,12 @@ FSYNC_INTERVAL_S = 1.0
 can lose, on top of :data:`FLUSH_INTERVAL_S`)."""
 GZIP_FLUSH_INTERVAL_S = FLUSH_INTERVAL_S
 """A .gz recording is sync-flushed with every batch: the same loss window."""
+GZIP_MEMBER_BYTES = 256 * 1024
+"""Text (uncompressed) after which a .gz recording begins a new gzip member, at
+the end of a batch. Measured on a simulated hour of events (8 GPUs, 10 steps a
+second: 24 MB of text; 1 GPU, 2 steps a second: 4 MB): the file grows by 0.5%
+(0.13% at 1 MiB, 2% at 64 KiB); what damage loses is at most one member, about
+40 s of the busier run."""
 MAX_BATCH_BYTES = 1 << 20
 """A batch this large is written at once, by the producer (bounded memory)."""
 
@@ -150,6 +161,8 @@ class Recorder:
         self._fd: int | None = None
         self._gzip = self.path.name.endswith(".gz")
         self._compressor = None
+        self._member_bytes = 0
+        """Text in the current gzip member (see GZIP_MEMBER_BYTES)."""
         self._encoder = msgspec.json.Encoder(enc_hook=_enc_hook)
         self._decoder = msgspec.json.Decoder(Event)
         self._last_t: dict[int, float] = {}
@@ -326,6 +339,7 @@ class Recorder:
         for line in self._lines(event):
             if self._compressor is not None:
                 self._batch += self._compressor.compress(line + b"\n")
+                self._member_bytes += len(line) + 1
             else:
                 self._batch += line
                 self._batch += b"\n"
@@ -337,11 +351,17 @@ class Recorder:
         """Write the batch in one call (caller holds ``_lock``); fsync with ``sync``
         (the periodic fsync is the flusher's, outside ``_lock``: see _sync_if_due)."""
         if self._compressor is not None and (self._batch_events or final):
+            member_full = self._member_bytes >= GZIP_MEMBER_BYTES
             try:
-                tail = self._compressor.flush(zlib.Z_FINISH if final else zlib.Z_SYNC_FLUSH)
+                tail = self._compressor.flush(
+                    zlib.Z_FINISH if final or member_full else zlib.Z_SYNC_FLUSH
+                )
             except zlib.error:
                 tail = b""
             self._batch += tail
+            if member_full and not final:  # the next batch begins a new gzip member
+                self._compressor = _gzip_compressor()
+                self._member_bytes = 0
         data = bytes(self._batch)
         count = self._batch_events
         self._batch.clear()
@@ -426,7 +446,7 @@ class Recorder:
             self._fail(exc)
             return
         if self._gzip:
-            self._compressor = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+            self._compressor = _gzip_compressor()
         _open_recorders.add(self)
 
     def _write_all(self, data: bytes) -> None:
@@ -580,6 +600,11 @@ class Recorder:
         fields.pop("schema", None)
         ordered.update(fields)
         return self._encoder.encode(ordered)
+
+
+def _gzip_compressor():
+    """A gzip member's compressor (header, deflate data and trailer)."""
+    return zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
 
 
 def _make_parent(path: Path) -> None:

@@ -238,6 +238,9 @@ def build_breakdown_chart(
         UNRESOLVED_COLOR if name in unresolved else color
         for name, color in zip(PHASE_NAMES, PHASE_COLORS, strict=True)
     ]
+    # one device exchanges nothing: what its probes timed as an exposed all-reduce is
+    # noise (the summary counts it as 0: RunSummary.lone_exchange_s), no bar of it
+    lone = summary is not None and summary.devices <= 1 and summary.lone_exchange_s is not None
     legend = None
     if height >= 8:
         # the Keras callback's probe cannot see the input wait: no bar, said so
@@ -253,11 +256,13 @@ def build_breakdown_chart(
             ]
             if unmeasured:
                 entries[-1] = ("█", UNRESOLVED_COLOR, "input: not measured")
+            if lone:
+                entries[1] = ("█", UNRESOLVED_COLOR, "all-reduce: none (1 device), noise not drawn")
         legend = legend_text(entries, width)
     plot = _new_plot(width, height - (len(legend.split()) if legend is not None else 0))
     series = [
         [p.compute_s * 1000 for p in drawn],
-        [p.allreduce_s * 1000 for p in drawn],
+        [0.0 if lone else p.allreduce_s * 1000 for p in drawn],
         [p.apply_s * 1000 for p in drawn],
         [p.input_s * 1000 for p in drawn],
     ]
