@@ -748,3 +748,24 @@ def test_a_damaged_gz_too_large_to_scan_is_listed_from_its_first_line(tmp_path, 
         path.write_bytes(_garbled(data, (members[member] + members[member + 1]) // 2))
         (listed,) = store.list_runs(path.parent)
         assert listed.status == "unscanned" and listed.model == "mnist-cnn" and not read
+
+
+def test_members_of_text_larger_than_a_read_are_read_whole(tmp_path):
+    """Members whose text is over the reader's output limit per call (1 MiB), each
+    compressed small: at a member's end zlib keeps that call's unconsumed input as
+    both unconsumed_tail and unused_data, and adding the two up read the next member
+    from the wrong byte: 'incorrect header check', then the file's first member
+    again ('a second start event'). A real 8-GPU hour at 10 Hz is 20 MB of text."""
+    from gpuscale.recording.reader import gunzip_chunks
+
+    text = b"".join(
+        b'{"kind":"gpu","t":%d.0,"index":7,"util_gpu_pct":90.0}\n' % i for i in range(90_000)
+    )
+    thirds = [text[: len(text) // 3], text[len(text) // 3 : 2 * len(text) // 3]]
+    thirds.append(text[2 * len(text) // 3 :])
+    path = tmp_path / "big.gz"
+    path.write_bytes(b"".join(gzip.compress(part) for part in thirds))
+    with open(path, "rb") as f:
+        chunks = list(gunzip_chunks(f))
+    assert all(isinstance(c, bytes) for c in chunks)  # no damage where there is none
+    assert b"".join(chunks) == text

@@ -431,7 +431,10 @@ def gunzip_chunks(f, size: int = CHUNK_BYTES) -> Iterator[bytes | GzipDamaged]:
             yield damage
             continue
         fed = True
-        pos = len(raw) - len(decomp.unconsumed_tail) - len(decomp.unused_data)
+        # at a member's end what follows it is unused_data; zlib leaves the call's
+        # unconsumed_tail as it was when the output limit was reached in that call
+        # too (the same bytes), so the two are never added up
+        pos = len(raw) - len(decomp.unused_data if decomp.eof else decomp.unconsumed_tail)
         held += out
         if decomp.eof:  # the member's checksum matched: its text is whole
             yield from _release(held, size)
