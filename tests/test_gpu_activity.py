@@ -54,8 +54,12 @@ def test_a_script_without_the_callback_is_summed_up_by_its_telemetry():
     assert s.gpu_util_mean_pct == 100.0
     assert s.gpu_sm_activity_mean_pct == 48.0
     assert s.gpu_tensor_activity_mean_pct == 46.5
+    assert s.gpu_window == "whole run" and s.gpu_window_s == 19.5  # first to last sample
     text = gpu_activity_text(s)
-    assert text == "busy 100% (time average) · working SM 48%, tensor 46% (GPM)"
+    assert text == (
+        "busy 100% · working SM 48%, tensor 46% (GPM): time averages over the whole run "
+        "(19.5 s sampled, start-up included)"
+    )
     assert busy_not_working(s) is not None and "SMs were active 48%" in busy_not_working(s)
 
 
@@ -84,7 +88,10 @@ def test_with_counted_steps_only_their_span_counts_and_the_laggard_is_named():
     s = summarize(events)
     assert s.gpu_util_mean_pct == 75.0  # the median of two GPUs' averages: 90 and 60
     assert s.gpu_util_min_pct == 60.0 and s.gpu_util_min_index == 1
-    assert gpu_activity_text(s) == "busy 75% (time average) · least busy GPU 1 60%"
+    assert s.gpu_window == "counted steps" and s.gpu_window_s == 5.0
+    assert gpu_activity_text(s) == (
+        "busy 75% · least busy GPU 1 60%: time averages over the counted steps"
+    )
     assert s.gpu_sm_activity_mean_pct is None
     assert "GPM" not in gpu_activity_text(s)
     assert busy_not_working(s) is None  # without GPM nothing tells busy from working
@@ -109,7 +116,7 @@ def test_the_median_field_is_a_median_and_the_mean_a_time_average():
     assert 55 < s.gpu_sm_activity_mean_pct < 65 and s.gpu_sm_activity_median_pct == 90.0
     assert 35 < s.gpu_tensor_activity_mean_pct < 45 and s.gpu_tensor_activity_median_pct == 60.0
     assert gpu_activity_text(s).startswith("busy 6")  # quotes the time average
-    assert "(time average)" in gpu_activity_text(s)
+    assert ": time averages over the whole run" in gpu_activity_text(s)
 
 
 def test_an_older_summary_with_only_the_median_field_says_median():
@@ -117,3 +124,55 @@ def test_an_older_summary_with_only_the_median_field_says_median():
 
     old = RunSummary(gpu_util_median_pct=98.0, gpu_sm_activity_median_pct=80.0)
     assert gpu_activity_text(old) == "busy 98% (median) · working SM 80% (GPM)"
+    # written with the time average but before the window was said: as it read then
+    older = RunSummary(gpu_util_mean_pct=55.0, gpu_sm_activity_mean_pct=37.0)
+    assert gpu_activity_text(older) == "busy 55% (time average) · working SM 37% (GPM)"
+
+
+def test_the_window_is_said_one_busy_figure_alone_is_a_time_average():
+    """No GPM, one GPU: one figure, "time average" in the singular; while the run goes
+    on, "the run so far"."""
+    s = summarize([_script_start(), *_samples(0, T0, T0 + 4, 50.0)])
+    assert s.status == "running" and s.gpu_window == "whole run"
+    assert gpu_activity_text(s) == (
+        "busy 50%: time average over the run so far (3.50 s sampled, start-up included)"
+    )
+
+
+def test_a_gpu_lost_before_the_counted_steps_is_not_averaged_over_the_start_up():
+    """The window is one for every GPU: a GPU without a sample in the counted steps'
+    span is left out, not averaged over its own start-up (it read as the least busy
+    GPU, idle all along)."""
+    start = StartEvent(
+        t=T0, model="m", strategy="mirrored", num_replicas=2, source="trainer", **COMMON
+    )
+    steps = [
+        StepEvent(t=T0 + 10 + 0.1 * (i + 1), step=i, step_time_s=0.1, samples=64) for i in range(50)
+    ]
+    events = [
+        start,
+        *_samples(0, T0, T0 + 15, 0.0),  # idle start-up, then busy
+        *_samples(0, T0 + 10, T0 + 15, 90.0),
+        *_samples(1, T0, T0 + 5, 0.0),  # lost in the start-up: no sample after T0 + 5
+        *steps,
+    ]
+    events = sorted(events, key=lambda e: e.t)
+    s = summarize(events)
+    assert s.gpu_window == "counted steps"
+    assert s.gpu_util_min_index == 0  # GPU 1 is not in the averages
+    assert "least busy" not in gpu_activity_text(s)
+
+
+def test_json_says_the_window():
+    """`run --json` prints the recorded summary with every default said
+    (:func:`with_defaults`): the window is two fields, what and how long."""
+    from gpuscale.analysis.summary import summary_document, with_defaults
+
+    events = [
+        _script_start(),
+        *_samples(0, T0, T0 + 10, 100.0, sm=0.0, tensor=0.0),
+        EndEvent(t=T0 + 10, status="completed", duration_s=10.0),
+    ]
+    doc = with_defaults(summary_document(summarize(events)))
+    assert doc["gpu_window"] == "whole run" and doc["gpu_window_s"] == 9.5
+    assert "gpu_window" not in with_defaults(summary_document(summarize([_script_start()])))

@@ -76,8 +76,13 @@ def test_replay_prints_its_duration_and_what_the_gpu_did():
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("load.py on 1 x NVIDIA H100 80GB HBM3: strategy unknown")
     assert "status: completed in 31.8 s, 0 steps" in done.stdout
-    assert "GPUs: busy 55% (time average) · working SM 36%, tensor 17% (GPM)" in done.stdout
+    # no step times: the whole recording, its start-up included, and it says so
+    assert (
+        "GPUs: busy 55% · working SM 36%, tensor 17% (GPM): time averages over the whole "
+        "run (31.5 s sampled, start-up included)"
+    ) in done.stdout
 
 
 async def test_the_dashboard_replays_it_with_its_samples_and_no_waiting():
@@ -89,7 +94,8 @@ async def test_the_dashboard_replays_it_with_its_samples_and_no_waiting():
         assert "load.py · strategy unknown · 1x GPU · batch unknown" in header
         assert "no step times · elapsed 0:31" in header
         advice = str(app.query_one(AdvicePanel).body.render())
-        assert "busy 55% (time average) · working SM 36%" in advice
+        assert "busy 55% · working SM 36%" in advice
+        assert "over the whole run (31.5 s sampled, start-up included)" in " ".join(advice.split())
         assert "No step times" in advice and "Waiting" not in advice
         screen = app.export_screenshot().replace("&#160;", " ")  # the SVG's spaces
         assert "Utilization (%)" in screen and "s since start" in screen  # the chart

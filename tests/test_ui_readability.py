@@ -5,6 +5,7 @@ samples says so."""
 
 from __future__ import annotations
 
+import pytest
 from ui_fixtures import cpu_run, gpu8_run, replay
 
 from gpuscale.events.schema import HostSample
@@ -205,8 +206,11 @@ async def test_utilization_ticks_are_round_percentages_at_every_size():
             assert "50" in ticks, (width, height, ticks)
 
 
-async def test_eight_gpus_are_all_named_under_the_utilization_chart_at_120_columns():
-    app = build_app(replay(gpu8_run(), end=True))
+@pytest.mark.parametrize("gpm", [False, True], ids=["without-gpm", "gpm"])
+async def test_eight_gpus_are_all_named_under_the_utilization_chart_at_120_columns(gpm):
+    """Without GPM a line per GPU, each named; with it (Hopper), busy beside working
+    as the eight GPUs' mean, which the legend says (tests/test_gpu_busy_working_views.py)."""
+    app = build_app(replay(gpu8_run(gpm=gpm), end=True))
     async with app.run_test(size=(120, 40)) as pilot:
         # settle again once the layout has its final sizes: the first settle can draw
         # the charts at the sizes of a layout still in progress (seen under load in CI)
@@ -218,7 +222,10 @@ async def test_eight_gpus_are_all_named_under_the_utilization_chart_at_120_colum
         drawn = str(app.charts[UTIL_CHART].render())
     legend = build_util_chart(app.model.snapshot(), width, height).plain.splitlines()[-1]
     assert legend in drawn
-    assert all(f"⠶{n}" in legend or f"GPU{n}" in legend for n in range(8)), legend
+    if gpm:
+        assert legend == "mean of 8 GPUs"  # under "⠶ busy  ⠶ SM (GPM)  ⠶ tensor (GPM)"
+    else:
+        assert all(f"⠶{n}" in legend or f"GPU{n}" in legend for n in range(8)), legend
     assert "…" not in legend and len(legend) <= width
 
 

@@ -12,6 +12,7 @@ host-to-device copies 100% busy, SM 0%.
 from __future__ import annotations
 
 from gpuscale.analysis.summary import RunSummary
+from gpuscale.formatting import format_duration_s
 
 BUSY_NOT_WORKING = 0.5
 """SM activity under this share of the utilization, with the GPUs at least half
@@ -37,14 +38,34 @@ def _activity(s: RunSummary) -> tuple[float | None, float | None, float | None, 
     return util, sm, tensor, "median"
 
 
+def gpu_window_text(s: RunSummary) -> str | None:
+    """Over which samples the GPU figures are taken (:attr:`RunSummary.gpu_window`):
+    ``over the counted steps``; with no counted step, ``over the whole run (31.5 s
+    sampled, start-up included)`` (``the run so far`` while it runs), how long said as
+    it is not the run's duration; ``None`` where the summary does not say (no GPU
+    samples, or written before it did)."""
+    if s.gpu_window == "counted steps":  # how long: the run's own duration says it
+        return "over the counted steps"
+    took = format_duration_s(s.gpu_window_s) if s.gpu_window_s is not None else None
+    if s.gpu_window == "whole run":
+        what = "the run so far" if s.status == "running" else "the whole run"
+        return f"over {what} ({f'{took} sampled, ' if took else ''}start-up included)"
+    return None
+
+
 def gpu_activity_text(s: RunSummary) -> str | None:
-    """``busy 99% (time average) · working SM 96%, tensor 93% (GPM) · least busy GPU 6
-    75%``: time averages (several GPUs: the median GPU's), the least busy GPU where it
-    lags by over 10 points; ``None`` without GPU samples. "busy" is NVML's utilization."""
+    """``busy 99% · working SM 96%, tensor 93% (GPM) · least busy GPU 6 75%: time
+    averages over the counted steps``: time averages (several GPUs: the median
+    GPU's), the least busy GPU where it lags by over 10 points, and the window they are
+    taken over (:func:`gpu_window_text`); ``None`` without GPU samples. "busy" is
+    NVML's utilization. A summary that does not say its window (written before it
+    did) reads ``busy 99% (time average) · ...``, or ``(median)`` where it has only
+    the median fields."""
     util, sm, tensor, statistic = _activity(s)
     if util is None:
         return None
-    parts = [f"busy {util:.0f}% ({statistic})"]
+    window = gpu_window_text(s) if statistic == "time average" else None
+    parts = [f"busy {util:.0f}%" + ("" if window else f" ({statistic})")]
     if sm is not None:
         parts.append(
             f"working SM {sm:.0f}%"
@@ -57,7 +78,11 @@ def gpu_activity_text(s: RunSummary) -> str | None:
         if s.workers > 1 and s.gpu_util_min_worker is not None:
             where = f"worker {s.gpu_util_min_worker} {where}"
         parts.append(f"least busy {where} {low:.0f}%")
-    return " · ".join(parts)
+    text = " · ".join(parts)
+    if window:
+        several = len(parts) > 1
+        text += f": time average{'s' if several else ''} {window}"
+    return text
 
 
 def busy_not_working(s: RunSummary) -> str | None:

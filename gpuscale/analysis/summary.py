@@ -310,8 +310,8 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     """Each GPU's mean utilization (NVML: the share of time any kernel ran; copies and
     NCCL's kernels count), a time average as the samples are evenly spaced; several
     GPUs: the median GPU's. Taken over the counted steps' span when there are counted
-    steps, else over the whole run. What every view quotes as "busy" (older summaries
-    have only ``gpu_util_median_pct``)."""
+    steps, else over the whole run (:attr:`gpu_window` says which). What every view
+    quotes as "busy" (older summaries have only ``gpu_util_median_pct``)."""
     gpu_util_median_pct: float | None = None
     """Each GPU's median utilization sample over the same span; several GPUs: the
     median GPU's. A run that idles a third of the time at 100 % otherwise reads
@@ -327,6 +327,15 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     """The time average for GPM's tensor-core activity (Hopper and newer)."""
     gpu_tensor_activity_median_pct: float | None = None
     """The median sample of GPM's tensor-core activity."""
+    gpu_window: str | None = None
+    """Over which samples the GPU fields above are taken: ``counted steps`` (the
+    counted steps' span, start-up and the end's idle left out) or ``whole run`` (no
+    counted step, or no sample inside their span: every sample from the launch on,
+    start-up included); ``None`` without GPU samples (and in summaries written
+    before this field, which took the counted steps' span where they had one)."""
+    gpu_window_s: float | None = None
+    """How long that window is, in seconds: the counted steps' span, or from the
+    first GPU sample to the last."""
     no_step_times: bool = False
     """The run is a script without gpuscale's callback: no step times will come,
     only telemetry."""
@@ -840,29 +849,47 @@ class RunAccumulator:
         """The median step time's 95 % half-width (``None`` below 3 steps)."""
         return metrics.median_halfwidth(self._step_times) if self._step_times else None
 
-    def _per_gpu(
-        self, samples: dict[tuple[int, int], list[tuple[float, float]]]
-    ) -> dict[tuple[int, int], tuple[float, float]]:
-        """Each GPU's (mean, median sample) over the counted steps' span (start-up and
-        the end's idle left out), or over all its samples when no counted step is known
-        or none falls inside; the mean is a time average (samples are evenly spaced)."""
+    def _gpu_window(self) -> tuple[str, float, float] | None:
+        """``(name, from, to)``: the samples every GPU field is taken over, the
+        counted steps' span where some GPU sample falls inside it (``counted steps``),
+        else every sample (``whole run``: first to last); ``None`` without samples."""
+        times = [t for rows in self._gpu_util.values() for t, _ in rows]
+        times += [t for series in self._gpm.values() for rows in series.values() for t, _ in rows]
+        if not times:
+            return None
         lo, hi = self._counted_from_t, self._last_step_t
+        if lo is not None and hi is not None and any(lo <= t <= hi for t in times):
+            return "counted steps", lo, hi
+        return "whole run", min(times), max(times)
+
+    def _per_gpu(
+        self,
+        samples: dict[tuple[int, int], list[tuple[float, float]]],
+        window: tuple[str, float, float],
+    ) -> dict[tuple[int, int], tuple[float, float]]:
+        """Each GPU's (mean, median sample) over the ``window``
+        (:meth:`_gpu_window`: the counted steps' span, start-up and the end's idle left
+        out, else the whole run); a GPU without a sample in it (lost before the counted
+        steps) is left out. The mean is a time average (samples are evenly spaced)."""
+        _, lo, hi = window
         out: dict[tuple[int, int], tuple[float, float]] = {}
         for key, rows in samples.items():
-            inside = [v for t, v in rows if lo is not None and hi is not None and lo <= t <= hi]
-            values = inside or [v for _, v in rows]
+            values = [v for t, v in rows if lo <= t <= hi]
             if values:
                 out[key] = (sum(values) / len(values), metrics.median(values))
         return out
 
     def _summarize_imbalance(self, s: RunSummary) -> None:
+        window = self._gpu_window()
+        if window is not None:
+            s.gpu_window, s.gpu_window_s = window[0], max(0.0, window[2] - window[1])
         for samples, field in (
             (self._gpm["sm"], "gpu_sm_activity"),
             (self._gpm["tensor"], "gpu_tensor_activity"),
             (self._gpu_util, "gpu_util"),
         ):
-            per_gpu = self._per_gpu(samples)  # several GPUs: the median GPU's
-            if not per_gpu:
+            per_gpu = self._per_gpu(samples, window) if window is not None else {}
+            if not per_gpu:  # several GPUs: the median GPU's, below
                 continue
             for at, stat in enumerate(("mean", "median")):
                 values = [both[at] for both in per_gpu.values()]

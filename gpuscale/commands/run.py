@@ -18,6 +18,7 @@ line after the summary, not gpuscale's bad input (refused before anything runs).
 from __future__ import annotations
 
 import argparse
+import re
 import signal
 import statistics
 import sys
@@ -379,13 +380,55 @@ def _platform(platform: str, count: int = 1) -> str:
     return {"gpu": "GPU", "cpu": "CPU"}.get(platform, platform)
 
 
+_PLACEHOLDER_GPU_NAME = re.compile(r"(/?(job:.*/)?device:)?gpu([: ]?\d+)?", re.IGNORECASE)
+"""A GPU's name that names no model: TensorFlow's ``GPU:0``, ``device:GPU:0``, ``GPU``
+(the Keras callback's and a multi-worker trainer's start say no more)."""
+
+
+def gpu_names(start) -> list[str]:
+    """The models of the start's GPUs, one per GPU it lists (``NVIDIA H200``): their
+    names, where every one is a model's; else, where NVML's view of the machine
+    (``start.topology``) has GPUs of one model only, that model for each; else none."""
+    gpus = [d for d in getattr(start, "devices", ()) or () if d.kind == "gpu"]
+    names = [(d.name or "").strip() for d in gpus]
+    if names and all(n and not _PLACEHOLDER_GPU_NAME.fullmatch(n) for n in names):
+        return names
+    topology = getattr(start, "topology", None)
+    models = {(g.name or "").strip() for g in topology.gpus} if topology is not None else set()
+    if len(models) == 1 and "" not in models and gpus:
+        return [models.pop()] * len(gpus)
+    return []
+
+
+def _gpus_named(start) -> str | None:
+    """``1 x NVIDIA H200``; GPUs of several models, ``3 x GPU (mixed: 2 x NVIDIA
+    H100 80GB HBM3, 1 x NVIDIA A100-SXM4-40GB)``; ``None`` where the start does not say
+    its GPUs' models (or lists another number of them than it has replicas)."""
+    names = gpu_names(start)
+    count = start.num_replicas
+    if not names or len(names) != count:
+        return None
+    models = dict.fromkeys(names)  # in order of first appearance
+    if len(models) == 1:
+        return f"{count} x {names[0]}"
+    mixed = ", ".join(f"{names.count(m)} x {m}" for m in models)
+    return f"{count} x GPU (mixed: {mixed})"
+
+
 def _devices(start) -> str:
-    """``2 x GPU``; with several workers, ``2 x CPU (2 workers, 1 each)``."""
+    """``2 x GPU``, naming the model where the start does (``1 x NVIDIA H200``, see
+    :func:`_gpus_named`); with several workers, ``2 x CPU (2 workers, 1 each)``, and
+    for GPUs the models of the start's own worker where it names them (the other
+    workers' are not in it): ``4 x GPU (2 workers, 2 each; worker 0's: NVIDIA H100)``."""
     text = f"{start.num_replicas} x {_platform(start.platform, start.num_replicas)}"
     workers = getattr(start, "num_workers", 1) or 1
     if workers > 1:
         each = len(getattr(start, "devices", ())) or max(1, start.num_replicas // workers)
-        text += f" ({workers} workers, {each} each)"
+        own = ", ".join(dict.fromkeys(gpu_names(start))) if start.platform == "gpu" else ""
+        mine = f"; worker {getattr(start, 'worker', 0)}'s: {own}" if own else ""
+        return text + f" ({workers} workers, {each} each{mine})"
+    if start.platform == "gpu":
+        return _gpus_named(start) or text
     return text
 
 

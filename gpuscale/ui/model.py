@@ -54,6 +54,16 @@ class DeviceState:
     lost: bool = False
     util_history_t: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
     """When each of ``util_history_pct`` was sampled (event ``t``, seconds)."""
+    gpm_history_t: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
+    """When each of ``sm_history_pct`` (GPM, Hopper and newer) was sampled; empty
+    where the GPU reads no GPM."""
+    sm_history_pct: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
+    """GPM's SM activity, a value per sample that read it: what the GPU worked, beside
+    ``util_history_pct``, what it was busy (any kernel running, copies included)."""
+    tensor_history_pct: deque[float | None] = field(
+        default_factory=lambda: deque(maxlen=HISTORY_POINTS)
+    )
+    """GPM's tensor-core activity at the same samples (``None`` where one did not read it)."""
 
     @property
     def kind(self) -> str:
@@ -210,6 +220,10 @@ class RunModel:
             elif event.util_gpu_pct is not None:
                 state.util_history_pct.append(event.util_gpu_pct)
                 state.util_history_t.append(t)
+            if not event.lost and event.gpm_sm_activity_pct is not None:
+                state.gpm_history_t.append(t)
+                state.sm_history_pct.append(event.gpm_sm_activity_pct)
+                state.tensor_history_pct.append(event.gpm_tensor_activity_pct)
         elif isinstance(event, StepEvent):
             self.steps.append(event)
             self.last_step = max(self.last_step, event.step)
@@ -315,6 +329,9 @@ class RunModel:
                         deque(d.util_history_pct),
                         d.lost,
                         deque(d.util_history_t),
+                        deque(d.gpm_history_t),
+                        deque(d.sm_history_pct),
+                        deque(d.tensor_history_pct),
                     )
                     for _, d in sorted(self.devices.items())
                 ],

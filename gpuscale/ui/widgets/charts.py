@@ -7,6 +7,8 @@ to :class:`ChartPanel` as finished text (see ``GpuscaleApp``).
 
 from __future__ import annotations
 
+import itertools
+
 from rich.text import Text
 from textual.widgets import Static
 from textual_plotext.plot import Plot
@@ -332,10 +334,134 @@ def percent_ticks(rows: int) -> list[int]:
     return [0, 100]
 
 
+BUSY_COLOR, SM_COLOR, TENSOR_COLOR = "cyan", "green", "magenta"
+"""The activity chart's lines: NVML's utilization (busy), GPM's SM and tensor-core
+activity (working)."""
+
+
+def mean_over_time(
+    series: list[tuple[list[float], list[float]]],
+) -> tuple[list[float], list[float]]:
+    """Several GPUs' ``(seconds, values)`` as one series, their mean at each sampling:
+    samples within half a sampling period (the median gap between one GPU's samples)
+    of the first of a group are one sampling (one sampler stamps its GPUs alike;
+    several workers' samplers do not). Only from the latest of the GPUs' first samples
+    on, where every GPU that still reports is in the mean."""
+    # from the latest first sample on: each GPU keeps its last samples, and a GPU lost
+    # early keeps older ones, whose "mean" would be that GPU alone
+    gaps = sorted(b - a for xs, _ in series for a, b in itertools.pairwise(xs) if b > a)
+    half = gaps[len(gaps) // 2] / 2 if gaps else 0.25
+    since = max((xs[0] for xs, _ in series if xs), default=0.0) - half
+    points = sorted(p for xs, ys in series for p in zip(xs, ys, strict=True) if p[0] > since)
+    if not points:
+        return [], []
+    groups: list[list[tuple[float, float]]] = []
+    for point in points:
+        if groups and point[0] - groups[-1][0][0] < half:
+            groups[-1].append(point)
+        else:
+            groups.append([point])
+    xs = [sum(x for x, _ in g) / len(g) for g in groups]
+    return xs, [sum(y for _, y in g) / len(g) for g in groups]
+
+
+def activity_legend(width: int, gpus: int, tensor: bool, max_lines: int) -> Text:
+    """The busy-and-working chart's legend on at most ``max_lines`` lines: ``⠶ busy
+    ⠶ SM (GPM)  ⠶ tensor (GPM)``, shorter where that does not fit, and for several GPUs
+    that the lines are their mean (``mean of 8 GPUs``), on the same line or the next."""
+    long = [("⠶", BUSY_COLOR, "busy"), ("⠶", SM_COLOR, "SM (GPM)")]
+    short = [("⠶", BUSY_COLOR, "busy"), ("⠶", SM_COLOR, "SM" if tensor else "SM (GPM)")]
+    if tensor:
+        long.append(("⠶", TENSOR_COLOR, "tensor (GPM)"))
+        short.append(("⠶", TENSOR_COLOR, "tensor (GPM)"))
+    note = f"mean of {gpus} GPUs" if gpus > 1 else None
+
+    def line(entries, after: str = "") -> Text:
+        text = legend_text(entries, 10**6)
+        if after:
+            text.append(after, style="dim")
+        return text
+
+    if note is None:
+        forms = [[line(long)], [line(short)]]
+    else:
+        forms = [[line(long, f"  {note}")], [line(short, f", {note}")]]
+        if max_lines >= 2:
+            forms += [[line(long), line([], note)], [line(short), line([], note)]]
+    for form in forms:
+        if all(part.cell_len <= width for part in form):
+            return Text("\n").join(form)
+    last = forms[1][0] if note is None else line(short, f", {note}")
+    last.no_wrap, last.overflow = True, "ellipsis"
+    last.truncate(width, overflow="ellipsis")
+    return last
+
+
+Series = tuple[list[float], list[float]]
+
+
+def activity_lines(snap: Snapshot, gpus: list) -> tuple[Series, Series, Series]:
+    """``(busy, SM, tensor)``, each ``(seconds since the start, %)``: the GPU's own
+    samples, or for several GPUs their mean at each sampling (:func:`mean_over_time`);
+    the SM and tensor lines empty where no GPU reads GPM."""
+    busy, sm, tensor = [], [], []
+    for device in gpus:
+        busy.append(since_start(snap.origin_t, device.util_history_t, device.util_history_pct))
+        sm.append(since_start(snap.origin_t, device.gpm_history_t, device.sm_history_pct))
+        read = [
+            (t, v)
+            for t, v in zip(device.gpm_history_t, device.tensor_history_pct, strict=True)
+            if v is not None
+        ]
+        tensor.append(since_start(snap.origin_t, [t for t, _ in read], [v for _, v in read]))
+    if len(gpus) == 1:
+        return busy[0], sm[0], tensor[0]
+    return mean_over_time(busy), mean_over_time(sm), mean_over_time(tensor)
+
+
+def build_activity_chart(snap: Snapshot, gpus: list, width: int, height: int) -> Text:
+    """Busy and working over time: NVML's utilization (any kernel running, copies and
+    NCCL's included) beside GPM's SM and tensor-core activity, so a copy reads 100%
+    busy with the tensor cores idle. One GPU: its lines; several: their mean (eight
+    GPUs' three lines each would be a tangle; each card has its own)."""
+    lines = activity_lines(snap, gpus)
+    if not lines[0][0] and not lines[1][0]:
+        return _empty(width, "utilization appears after the first samples")
+    has_tensor = bool(lines[2][0])
+    legend = None
+    if height >= 8:
+        legend = activity_legend(width, len(gpus), has_tensor, 2 if height >= 12 else 1)
+    legend_lines = len(legend.split()) if legend is not None else 0
+    plot = _new_plot(width, height - legend_lines)
+    times: list[float] = []
+    for (xs, ys), color in zip(lines, (BUSY_COLOR, SM_COLOR, TENSOR_COLOR), strict=True):
+        if xs:  # busy first: where working is as high, its line shows over it
+            plot.plot(xs, ys, color=color, marker="braille")
+            times += xs
+    plot.ylim(0, 100)
+    yticks = percent_ticks(height - legend_lines - PLOT_FRAME_ROWS)
+    plot.yticks(yticks, [str(t) for t in yticks])
+    _whole_xticks(plot, times, width)
+    plot.xlabel("s since start")
+    plot.ylabel("%")
+    text = Text.from_ansi(plot.build().rstrip("\n"), no_wrap=True)
+    if legend is not None:  # under the chart, never over the lines
+        text.append("\n")
+        text.append_text(legend)
+    return text
+
+
 def build_util_chart(snap: Snapshot, width: int, height: int) -> Text:
     """Utilization of every GPU over its recent samples (host CPU when no GPU),
     against the seconds since the run's start (live and replay alike: the
-    samples' own times)."""
+    samples' own times). Where the GPUs read GPM (Hopper and newer), busy beside
+    working instead: :func:`build_activity_chart`."""
+    with_gpm = [d for d in snap.devices if d.kind == "gpu" and d.sm_history_pct]
+    if with_gpm:
+        gpus = [
+            d for d in snap.devices if d.kind == "gpu" and (d.util_history_pct or d.sm_history_pct)
+        ]
+        return build_activity_chart(snap, gpus, width, height)
     legend_lines = 1 if height >= 8 else 0
     plot = _new_plot(width, height - legend_lines)
     plotted = False

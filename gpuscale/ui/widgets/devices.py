@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.widgets import Sparkline, Static
 
@@ -51,15 +51,37 @@ def _gauge(label: str, pct: float | None, width: int, tail: str) -> Content:
     )
 
 
-def _pair(name: str, rx: float | None, tx: float | None) -> str:
+def _pair(name: str, rx: float | None, tx: float | None, unit: bool = True) -> str:
+    """``PCIe ↓61 ↑5.3 GB/s`` (``unit``: with its unit), ``PCIe n/a``."""
     if rx is None and tx is None:
         return f"{name} n/a"
-    return f"{name} ↓{fmt.format_gb_s(rx)} ↑{fmt.format_gb_s(tx)}"
+    return f"{name} ↓{fmt.format_gb_s(rx)} ↑{fmt.format_gb_s(tx)}" + (" GB/s" if unit else "")
 
 
-def gpu_lines(sample: GpuSample | None, width: int, ended: bool = False) -> Content:
+def links_text(sample: GpuSample, width: int, nvlink_links: int | None = None) -> str:
+    """The card's link line, each rate with its unit and never a unit after an
+    ``n/a``: ``PCIe ↓61 ↑5.3 GB/s · NVLink n/a``; ``no NVLink`` where the device
+    information says it has no link (``nvlink_links`` 0). Both read, where that does
+    not fit ``width``: one unit for both, at the end (``PCIe ↓61 ↑5.3 · NVLink ↓120
+    ↑118 GB/s``, and without the dot where even that does not fit)."""
+    pcie = (sample.pcie_rx_bytes_s, sample.pcie_tx_bytes_s)
+    nvlink = (sample.nvlink_rx_bytes_s, sample.nvlink_tx_bytes_s)
+    no_nvlink = nvlink_links == 0 and nvlink == (None, None)
+    second = "no NVLink" if no_nvlink else _pair("NVLink", *nvlink)
+    full = f"{_pair('PCIe', *pcie)} · {second}"
+    both_read = pcie != (None, None) and nvlink != (None, None)
+    if len(full) <= width or not both_read:
+        return full
+    short = f"{_pair('PCIe', *pcie, unit=False)} · {second}"
+    return short if len(short) <= width else short.replace(" · ", " ")
+
+
+def gpu_lines(
+    sample: GpuSample | None, width: int, ended: bool = False, nvlink_links: int | None = None
+) -> Content:
     """The body of a full GPU card (5 lines); ``ended``: the run is over, so no
-    sample is coming."""
+    sample is coming; ``nvlink_links``: the GPU's active NVLink links, where the
+    device information says (0: the link line says ``no NVLink``)."""
     if sample is None:
         return Content(
             "no samples of this GPU in this run" if ended else "waiting for the first sample…"
@@ -77,9 +99,7 @@ def gpu_lines(sample: GpuSample | None, width: int, ended: bool = False) -> Cont
     temp = f"{fmt.format_number(sample.temp_c)} °C"
     clock = f"SM {fmt.format_number(sample.sm_clock_mhz)} MHz"
     lines.append(Content(f"{power} · {temp} · {clock}"))
-    links = f"{_pair('PCIe', sample.pcie_rx_bytes_s, sample.pcie_tx_bytes_s)}"
-    nvlink = _pair("NVLink", sample.nvlink_rx_bytes_s, sample.nvlink_tx_bytes_s)
-    lines.append(Content(f"{links} {nvlink} GB/s"))
+    lines.append(Content(links_text(sample, width, nvlink_links)))
     if sample.gpm_sm_activity_pct is None and sample.gpm_tensor_activity_pct is None:
         gpm = Content.styled("GPM activity n/a", "$text-muted")
     else:
@@ -176,7 +196,9 @@ def host_lines(
 
 
 class DeviceCard(Vertical):
-    """One device (or the host): a text body and its utilization history."""
+    """One device (or the host): a text body and its utilization history; a GPU that
+    reads GPM, its SM activity's history beside it (``busy ▁▁██ SM ▁▁█▁``: busy is not
+    working)."""
 
     def __init__(self, key: str, title: str) -> None:
         super().__init__(classes="card")
@@ -184,10 +206,28 @@ class DeviceCard(Vertical):
         self.border_title = title
         self.body = Static(classes="card-body")
         self.spark = Sparkline([], classes="card-spark")
+        self.spark_label = Static("busy", classes="spark-label")
+        self.sm_label = Static("SM", classes="spark-label sm")
+        self.sm_spark = Sparkline([], classes="card-spark sm")
+        for widget in (self.spark_label, self.sm_label, self.sm_spark):
+            widget.display = False  # until a GPU's GPM history shows
+        self.sparks = Horizontal(
+            self.spark_label, self.spark, self.sm_label, self.sm_spark, classes="card-sparks"
+        )
 
     def compose(self):
         yield self.body
-        yield self.spark
+        yield self.sparks
+
+    def show_sparks(self, busy: list[float], sm: list[float]) -> None:
+        """The busy history, and beside it the SM activity's where there is one (GPM);
+        without it the busy one alone, across the card."""
+        self.spark.data = busy or [0.0]
+        working = bool(sm)
+        for widget in (self.spark_label, self.sm_label, self.sm_spark):
+            widget.display = working
+        if working:
+            self.sm_spark.data = sm
 
     def show_device(
         self,
@@ -237,7 +277,7 @@ class DeviceCard(Vertical):
                     ]
                 )
             )
-            self.spark.display = False
+            self.sparks.display = False
             return
         if compact:
             body.update(gpu_line(device, width))
@@ -250,8 +290,9 @@ class DeviceCard(Vertical):
                 )
             )
         else:
-            body.update(gpu_lines(device.last, width, ended))
-        self.spark.data = list(device.util_history_pct) or [0.0]
+            links = info.nvlink_links if info is not None else None
+            body.update(gpu_lines(device.last, width, ended, links))
+        self.show_sparks(list(device.util_history_pct), list(device.sm_history_pct))
         used = device.last.proc_mem_bytes if device.last is not None else None
         self.border_subtitle = f"run uses {fmt.format_bytes(used)}" if used is not None else ""
 
@@ -267,7 +308,7 @@ class DeviceCard(Vertical):
     ) -> None:
         self.body.update(host_lines(host, width, compact, ended, trainer, who))
         if not compact:
-            self.spark.data = history or [0.0]
+            self.show_sparks(history, [])
 
 
 def device_title(device: DeviceState, workers: int = 1) -> str:
