@@ -8,6 +8,10 @@ EXIT_FAILED = 1
 """The run itself failed (trainer error, killed)."""
 EXIT_USAGE = 2
 """Bad input: a wrong flag, a missing or damaged file, a bad model spec."""
+EXIT_OUTPUT = 74
+"""The output could not be written: stdout or stderr failed (a full disk, an I/O
+error) or stdout was closed. sysexits.h's ``EX_IOERR``; a reader that went away
+(``| head -1``) is not this: that ends quietly with 0."""
 EXIT_INTERRUPTED = 130
 
 
