@@ -621,6 +621,8 @@ def _why_no_step_time(summary: Any) -> str:
             "telemetry was recorded. Add it to model.fit: "
             "callbacks=[gpuscale.keras.ScalingMonitor()], and run it again"
         )
+    if summary.steps_total == 0 and summary.status == "failed":
+        return "no steps: the run failed before its first step"
     if summary.steps_total == 0:
         return (
             "no usable steps (the run ended before its first step, or its step lines are damaged)"
@@ -763,6 +765,38 @@ def _same_file_key(path: Path) -> tuple[int, int] | None:
     return (stat.st_dev, stat.st_ino)
 
 
+def _leave_out(
+    unusable: list[tuple[str, str, list[str], Path]],
+    warnings: list[str],
+    *,
+    anything_left: bool,
+    cut_short: set[Path],
+) -> None:
+    """Recordings given to ``--from`` that have no step time (``(name as given,
+    why, what their reader forgave, path)``: a failed run, one that ended before
+    its first step or in its warm-up, a script without the callback, step lines all
+    damaged). Each is left out with one warning, ``FILE: why; left out``, after
+    what its reader forgave, when another input has steps, or when a sweep's name
+    brought it in (``cut_short``: the user named the sweep, not that run). When no
+    input has steps, the error is the reason of the one given (``FILE: why``, as
+    before), or for several says that none has one, each warned of above it."""
+    given = [entry for entry in unusable if entry[3] not in cut_short]
+    for name, why, read_warnings, path in unusable:
+        if path not in cut_short:  # (a sweep's run cut short: its name says it was)
+            warnings += [w if w.startswith(f"{path}:") else f"{path}: {w}" for w in read_warnings]
+        if anything_left or path in cut_short or len(given) > 1:
+            warnings.append(f"{name}: {why}; left out")
+    if anything_left or not given:
+        return
+    if len(given) == 1:
+        name, why, _read, _path = given[0]
+        raise GpuscaleError(f"{name}: {why}")
+    raise GpuscaleError(
+        f"none of the {len(given)} recordings given has a step time to recommend from "
+        "(each is said above)"
+    )
+
+
 class _KeptRecording(msgspec.Struct, kw_only=True):
     """One run's recording read by :func:`load_inputs`, for a fuller copy to replace."""
 
@@ -821,6 +855,7 @@ def _load_inputs(paths: Sequence[str | Path], warnings: list[str], cut_short: se
     # per run (its content key): where it is in recordings and sources, what its
     # reader forgave (in warnings) and its sweep's machine, for a fuller copy to replace
     kept: dict[bytes, _KeptRecording] = {}
+    unusable: list[tuple[str, str, list[str], Path]] = []  # recordings with no step time
     for raw in paths:
         path = Path(raw)
         if not path.exists():
@@ -838,8 +873,10 @@ def _load_inputs(paths: Sequence[str | Path], warnings: list[str], cut_short: se
             raise GpuscaleError(f"{path}: cannot read: {exc.strerror or exc}") from None
         if is_recording:
             run, read_warnings, content_key = _read_recording(path)
-            if path in cut_short and run[0].step_time_s is None:
-                warnings.append(f"{raw}: {_why_no_step_time(run[0])}; left out")
+            if run[0].step_time_s is None:  # nothing to measure: no step time (a failed run)
+                if file_key is not None:
+                    seen_files[file_key] = str(raw)
+                unusable.append((str(raw), _why_no_step_time(run[0]), read_warnings, path))
                 continue
         else:
             sweep = read_sweep_file(path)
@@ -899,6 +936,10 @@ def _load_inputs(paths: Sequence[str | Path], warnings: list[str], cut_short: se
         notes += sweep.notes
         if sweep.available_devices:
             available.append(sweep.available_devices)
+    if unusable:
+        _leave_out(
+            unusable, warnings, anything_left=bool(points or recordings), cut_short=cut_short
+        )
     available += [entry.available for entry in kept.values() if entry.available]
     points += _points_of(recordings)  # together: one script's runs settle into one workload
     return Sweep(
