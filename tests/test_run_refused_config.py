@@ -80,3 +80,15 @@ def test_a_trainer_that_fails_otherwise_keeps_its_recording_listed_failed(
     assert path is not None and path.exists()
     assert main(["runs", "--json"]) == 0
     assert '"status": "failed"' in capsys.readouterr().out
+
+
+def test_replay_says_a_run_that_failed_before_its_first_step_failed(
+    tmp_path, _isolated_data_dir, capsys
+):
+    """Its summary said "stopped before it started: TensorFlow was still starting"."""
+    run = _run(tmp_path, 1, "ResourceExhaustedError: out of memory")
+    capsys.readouterr()
+    assert main(["replay", str(run.recording_path)]) == 0  # off a terminal: the summary
+    out = capsys.readouterr().out
+    assert "  failed before its first step: nothing was measured" in out
+    assert "stopped" not in out

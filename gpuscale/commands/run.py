@@ -513,11 +513,17 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
             console.print(f"  {status_word(end)}{took}, {before}: no step times (telemetry only)")
             for line in gpu_activity_lines(run_summary_of(s, start.num_replicas)):
                 console.print(line)
-        else:
+        elif steps:
+            console.print(
+                f"  the trainer never described the run ({plural(steps, 'step')} recorded)"
+            )
+        elif status_word(end) == "stopped":
             console.print(
                 "  stopped before it started: TensorFlow was still starting and nothing was measured"
-                if not steps
-                else f"  the trainer never described the run ({plural(steps, 'step')} recorded)"
+            )
+        else:  # failed, lost, interrupted: said as it ended, never as "stopped"
+            console.print(
+                f"  {_escape(status_word(end))} before its first step: nothing was measured"
             )
         _print_recording(console, run)
         return
