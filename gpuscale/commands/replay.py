@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gpuscale.commands.paths import path_arg
+
 MAX_SPEED = 1e6
 """Fastest --speed (run seconds per wall second): a day of run in a tenth of a second."""
 
@@ -30,7 +32,7 @@ def register(sub) -> None:
     )
     parser.add_argument(
         "files",
-        type=Path,
+        type=path_arg,
         nargs="+",
         metavar="FILE",
         help="a recording made by gpuscale; several, or a sweep's name as 'gpuscale runs' "

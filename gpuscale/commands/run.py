@@ -38,6 +38,7 @@ from gpuscale.analysis.phase_report import (
 )
 from gpuscale.analysis.script_runs import count_chosen, note_of, scaling_of
 from gpuscale.analysis.summary import RunSummary
+from gpuscale.commands.paths import path_arg
 from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from gpuscale.events.schema import ErrorEvent, LogEvent, StartEvent, StepEvent
 from gpuscale.formatting import (
@@ -72,7 +73,7 @@ def register(sub) -> None:
     rec = out.add_mutually_exclusive_group()
     rec.add_argument(
         "--record",
-        type=Path,
+        type=path_arg,
         metavar="PATH",
         help="record the run's events to PATH (default: the runs folder)",
     )
