@@ -32,7 +32,7 @@ from gpuscale.analysis.exchange import Exchange, exchange_of
 from gpuscale.analysis.metrics import resolved
 from gpuscale.analysis.script_runs import scaling_of
 from gpuscale.analysis.topology import link_of_run
-from gpuscale.errors import GpuscaleError
+from gpuscale.errors import GpuscaleError, folder_given
 from gpuscale.events import limits
 from gpuscale.events.bounded import (
     DECODE_ERRORS,
@@ -861,7 +861,7 @@ def _load_inputs(paths: Sequence[str | Path], warnings: list[str], cut_short: se
         if not path.exists():
             raise GpuscaleError(f"{path}: no such file")
         if path.is_dir():
-            raise GpuscaleError(f"{path}: is a folder; give sweep files or recordings")
+            raise GpuscaleError(folder_given(raw))
         file_key = _same_file_key(path)
         if file_key is not None and file_key in seen_files:
             first = seen_files[file_key]
