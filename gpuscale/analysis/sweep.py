@@ -336,6 +336,17 @@ def looks_like_recording(path: Path) -> bool:
     return probe.kind is not None
 
 
+SWEEP_FILE_SHAPE = (
+    'a sweep file is one JSON object, {"points": [...]}, with one point per measured '
+    "device count (docs/sweep-format.md)"
+)
+"""What every refusal of a sweep file's shape says is expected (``{}``, ``[]``, no
+points, only predicted ones)."""
+
+_JSON_KINDS = {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}
+_JSON_KINDS[type(None)] = "null"
+
+
 def read_sweep_file(path: str | Path) -> Sweep:
     """Read and validate one sweep file (measured points only, normalized)."""
     path = Path(path)
@@ -352,7 +363,8 @@ def read_sweep_file(path: str | Path) -> Sweep:
             raise GpuscaleError(f"{path}: neither a recording nor a sweep file: {exc}") from None
         raise GpuscaleError(f"{path}: {exc}") from None
     if not isinstance(raw, dict):
-        raise GpuscaleError(f"{path}: a sweep file is one JSON object with a 'points' list")
+        kind = _JSON_KINDS.get(type(raw), "value")
+        raise GpuscaleError(f"{path}: a JSON {kind}, not a sweep file: {SWEEP_FILE_SHAPE}")
     if raw.get("format") == CORPUS_FORMAT_NAME:
         raise GpuscaleError(f"{path}: {corpus_not_a_sweep(raw)}")
     try:
@@ -365,6 +377,8 @@ def read_sweep_file(path: str | Path) -> Sweep:
             f"{path}: sweep format version {sweep.version} is newer than this gpuscale "
             f"reads ({FORMAT_VERSION}); upgrade gpuscale"
         )
+    if "points" not in raw:  # {} (a misspelt key is refused above, by name)
+        raise GpuscaleError(f"{path}: no 'points' list: {SWEEP_FILE_SHAPE}")
     points: list[SweepPoint] = []
     warnings: list[str] = []
     defaults = sweep.defaults or {}
@@ -408,8 +422,15 @@ def read_sweep_file(path: str | Path) -> Sweep:
             )
             point = without_phases(point)
         points.append(point)
-    if not points:
-        raise GpuscaleError(f"{path}: no measured points (every point is missing or predicted)")
+    if not sweep.points:
+        raise GpuscaleError(f"{path}: its 'points' list is empty: {SWEEP_FILE_SHAPE}")
+    if not points:  # every one predicted: a recommendation's output, nothing measured
+        n = len(sweep.points)
+        which = "its one point is" if n == 1 else f"all {n} points are"
+        raise GpuscaleError(
+            f'{path}: no measured points: {which} predicted ("predicted": true), and a '
+            "recommendation needs measured ones"
+        )
     return Sweep(
         points=points,
         sources=[sweep.source or str(path)],
