@@ -10,9 +10,10 @@ import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from gpuscale import __version__
-from gpuscale.errors import EXIT_INTERRUPTED, EXIT_USAGE, GpuscaleError
+from gpuscale.errors import EXIT_INTERRUPTED, EXIT_OUTPUT, EXIT_USAGE, GpuscaleError
 
 COMMANDS = ("run", "watch", "recommend", "replay", "runs", "devices")
 
@@ -103,6 +104,32 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command ``argv`` asks for; its exit status. Output that cannot be
+    written (stdout or stderr: a full disk, an I/O error, stdout closed) is one
+    line on stderr where stderr works and :data:`EXIT_OUTPUT`, never a traceback;
+    a reader that went away (``| head -1``) is a quiet 0."""
+    if sys.stdout is None:  # started with stdout closed (``>&-``): nowhere to answer
+        return _output_failed(None)
+    streams = _CheckedStream.install()
+    try:
+        try:
+            code = _main(argv)
+        except SystemExit:  # argparse: --help, --version, a usage error
+            failed = _CheckedStream.flush_all(streams)
+            if failed is not None:
+                return _output_failed(failed)
+            raise
+        failed = _CheckedStream.flush_all(streams)  # also a write error someone swallowed
+        return code if failed is None else _output_failed(failed)
+    except OutputFailed as exc:
+        return _output_failed(exc)
+    except BrokenPipeError:
+        return _reader_went_away()
+    finally:
+        _CheckedStream.uninstall(streams)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = _parse(parser, argv)
     if getattr(args, "func", None) is None:  # no COMMAND (a command may define its own "command")
@@ -111,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with stop_signals_interrupt():
             code = int(args.func(args) or 0)
-            sys.stdout.flush()  # a closed pipe is found here, not after main returns
+            sys.stdout.flush()  # a closed pipe or a full disk is found here, not at exit
         return code
     except GpuscaleError as exc:
         from gpuscale.formatting import visible  # messages quote data: shown, not obeyed
@@ -125,8 +152,114 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("gpuscale: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        return _reader_went_away()
+
+
+class OutputFailed(Exception):
+    """Writing stdout or stderr failed with ``error`` (not a closed pipe: that is
+    :class:`BrokenPipeError`, a quiet exit). Not an :class:`OSError`, so that no
+    ``except OSError`` on the way (argparse's ``--help`` has one) swallows it."""
+
+    def __init__(self, stream: str, error: OSError):
+        super().__init__(f"{stream}: {error}")
+        self.stream = stream
+        self.error = error
+
+
+class _CheckedStream:
+    """``sys.stdout`` or ``sys.stderr`` while :func:`main` runs: the stream itself
+    (every attribute passed through: ``isatty``, ``fileno``, ...), but a write or
+    flush that fails with an :class:`OSError` raises :class:`OutputFailed` and is
+    remembered (:attr:`failed`), so the one handler in :func:`main` says it. A
+    :class:`BrokenPipeError` passes as it is."""
+
+    def __init__(self, name: str, stream: Any):
+        self._name = name
+        self._stream = stream
+        self.failed: OutputFailed | None = None
+
+    @classmethod
+    def install(cls) -> list[_CheckedStream]:
+        checked = []
+        for name in ("stdout", "stderr"):
+            stream = getattr(sys, name)
+            if stream is not None and not isinstance(stream, cls):
+                checked.append(cls(name, stream))
+                setattr(sys, name, checked[-1])
+        return checked
+
+    @staticmethod
+    def uninstall(checked: list[_CheckedStream]) -> None:
+        for stream in checked:
+            if getattr(sys, stream._name) is stream:
+                setattr(sys, stream._name, stream._stream)
+
+    def _call(self, method: str, *args: Any) -> Any:
+        try:
+            return getattr(self._stream, method)(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            if self.failed is None:
+                self.failed = OutputFailed(self._name, exc)
+            raise self.failed from None
+
+    def write(self, text: str) -> int:
+        return self._call("write", text)
+
+    def writelines(self, lines: Any) -> None:
+        self._call("writelines", lines)
+
+    def flush(self) -> None:
+        self._call("flush")
+
+    @staticmethod
+    def flush_all(checked: list[_CheckedStream]) -> OutputFailed | None:
+        """Flush each of ``checked`` (what is buffered must reach the file before
+        the status is known); the first write that failed, even one that something
+        on the way caught, or ``None``. A closed pipe raises :class:`BrokenPipeError`."""
+        for stream in checked:
+            if stream.failed is None:
+                try:
+                    stream.flush()
+                except OutputFailed:
+                    pass
+        return next((stream.failed for stream in checked if stream.failed), None)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _output_failed(failed: OutputFailed | None) -> int:
+    """Say on stderr, where it works, that the output could not be written
+    (``failed``; ``None``: stdout was closed before gpuscale started), and return
+    :data:`EXIT_OUTPUT`. The stream that failed is pointed at /dev/null, so that
+    Python's own flush at exit finds nothing left to fail on."""
+    why = "stdout is closed" if failed is None else (failed.error.strerror or str(failed.error))
+    stderr = sys.stderr._stream if isinstance(sys.stderr, _CheckedStream) else sys.stderr
+    if failed is None or failed.stream == "stdout":
+        _to_devnull(sys.stdout._stream if isinstance(sys.stdout, _CheckedStream) else sys.stdout)
+    said = False
+    if stderr is not None and (failed is None or failed.stream != "stderr"):
+        try:
+            print(f"gpuscale: error: cannot write the output: {why}", file=stderr, flush=True)
+            said = True
+        except (OSError, ValueError):
+            pass
+    if not said:
+        _to_devnull(stderr)
+    return EXIT_OUTPUT
+
+
+def _to_devnull(stream: Any) -> None:
+    """Point ``stream``'s file descriptor at /dev/null (nothing when it has none)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, stream.fileno())
+        finally:
+            os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real file (a test's capture)
+        pass
 
 
 def _reader_went_away() -> int:
@@ -134,12 +267,7 @@ def _reader_went_away() -> int:
     wanted was printed, so end quietly with status 0, every command alike (as
     ``git log | head`` does). stdout is pointed at /dev/null first, so that
     Python's own flush at exit finds no broken pipe to report."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):  # no real stdout (a test's capture)
-        pass
+    _to_devnull(sys.stdout)
     return 0
 
 

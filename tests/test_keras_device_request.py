@@ -213,3 +213,105 @@ def test_gpuscale_traceback_shows_the_uneven_batchs_whole_traceback():
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "Traceback (most recent call last)" in proc.stderr, proc.stderr[-3000:]
     assert "InvalidArgumentError" in proc.stderr and "gpuscale: error:" not in proc.stderr
+
+
+# GPUSCALE_DEVICES is checked as --devices is (trial: =3 on 2 cores was exit 2, but
+# =0 and =abc were ignored with a warning, exit 0, where --devices 0 is exit 2).
+
+
+class _FakeConfig:
+    """Stands for ``tf.config``: ``gpus`` GPUs, one CPU; records what was set up."""
+
+    def __init__(self, gpus: int):
+        self.gpus = [f"GPU:{i}" for i in range(gpus)]
+        self.visible: list | None = None
+        self.logical: list | None = None
+
+    def list_physical_devices(self, kind):
+        return list(self.gpus) if kind == "GPU" else ["CPU:0"]
+
+    def set_visible_devices(self, devices, kind):
+        self.visible = list(devices)
+
+    def set_logical_device_configuration(self, device, configs):
+        self.logical = list(configs)
+
+    @staticmethod
+    def LogicalDeviceConfiguration():  # noqa: N802 - TensorFlow's name
+        return object()
+
+
+def _apply_device_request(monkeypatch, environ: dict[str, str], *, gpus: int = 0, cores: int = 2):
+    """``gpuscale.keras.devices.apply_device_request`` on a stand-in TensorFlow
+    (``gpus`` GPUs, ``cores`` cores): its result and the fake ``tf.config``. The
+    module is loaded from its file, so neither TensorFlow nor ``gpuscale.keras``'s
+    own imports run in this process."""
+    config = _FakeConfig(gpus)
+    monkeypatch.setitem(sys.modules, "tensorflow", types.SimpleNamespace(config=config))
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    path = Path(__file__).resolve().parents[1] / "gpuscale" / "keras" / "devices.py"
+    spec = importlib.util.spec_from_file_location("_keras_devices_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.apply_device_request(environ), config
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("0", "GPUSCALE_DEVICES must be at least 1, not 0"),
+        ("-2", "GPUSCALE_DEVICES must be at least 1, not -2"),
+        ("abc", "GPUSCALE_DEVICES: invalid int value: 'abc'"),
+        ("2.5", "GPUSCALE_DEVICES: invalid int value: '2.5'"),
+        ("70000", "GPUSCALE_DEVICES 70000 is more than gpuscale supports (65,536)"),
+        (
+            "3",
+            "GPUSCALE_DEVICES=3 asks for 3 CPU logical devices but this machine has no GPU "
+            "and 2 CPU cores: devices beyond the cores only wait for one; use at most 2",
+        ),
+    ],
+)
+def test_a_value_devices_refuses_is_refused_in_one_line_exit_2(monkeypatch, capsys, value, said):
+    with pytest.raises(SystemExit) as stopped:
+        _apply_device_request(monkeypatch, {"GPUSCALE_DEVICES": value})
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [f"gpuscale: error: {said}"]
+
+
+def test_more_gpus_than_tensorflow_sees_are_refused_as_devices_refuses_them(monkeypatch, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        _apply_device_request(monkeypatch, {"GPUSCALE_DEVICES": "5"}, gpus=2)
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "gpuscale: error: GPUSCALE_DEVICES=5: this machine has 2 GPU(s) TensorFlow can use"
+    ]
+    got, config = _apply_device_request(monkeypatch, {"GPUSCALE_DEVICES": "1"}, gpus=2)
+    assert got == 1 and config.visible == ["GPU:0"]
+
+
+@pytest.mark.parametrize("value", ["1", "2", " 2 "])
+def test_what_devices_takes_the_variable_takes(monkeypatch, capsys, value):
+    """1 device too (the README once said at least 2: 2 are always allowed, even on one core)."""
+    got, config = _apply_device_request(monkeypatch, {"GPUSCALE_DEVICES": value}, cores=1)
+    assert got == int(value) and len(config.logical) == int(value)
+    assert capsys.readouterr().err == ""
+
+
+def test_unset_or_empty_is_the_script_deciding(monkeypatch, capsys):
+    for environ in ({}, {"GPUSCALE_DEVICES": ""}):
+        got, config = _apply_device_request(monkeypatch, environ)
+        assert got is None and config.logical is None and config.visible is None
+    assert capsys.readouterr().err == ""
+
+
+def test_devices_and_the_variable_say_the_same_words(capsys):
+    """`--devices 0` and `GPUSCALE_DEVICES=0`: one message, each naming its own."""
+    from gpuscale.cli import main
+    from gpuscale.errors import GpuscaleError
+    from gpuscale.live.devices import env_devices_request
+
+    assert main(["run", "--devices", "0", "--", sys.executable, "-c", "pass"]) == 2
+    flag = capsys.readouterr().err.strip()
+    with pytest.raises(GpuscaleError) as refused:
+        env_devices_request({"GPUSCALE_DEVICES": "0"})
+    assert flag == f"gpuscale: error: {refused.value}".replace("GPUSCALE_DEVICES", "--devices")

@@ -92,7 +92,7 @@ async def test_the_dashboard_replays_it_with_its_samples_and_no_waiting():
         await pilot.pause()
         header = str(app.query_one(RunHeader).render())
         assert "load.py · strategy unknown · 1x GPU · batch unknown" in header
-        assert "no step times · elapsed 0:31" in header
+        assert "replay 0:31/0:31 1x · no step times" in header  # one clock: the replay's
         advice = str(app.query_one(AdvicePanel).body.render())
         assert "busy 55% · working SM 36%" in advice
         assert "over the whole run (31.5 s sampled, start-up included)" in " ".join(advice.split())
@@ -170,7 +170,7 @@ async def test_playing_it_says_telemetry_without_step_times_not_waiting():
         await pilot.pause()
         assert app.model.start.provisional and app.model.end is None
         header = str(app.query_one(RunHeader).render())
-        assert "RUNNING" in header and "no step times yet · elapsed 0:1" in header, header
+        assert "RUNNING  replay 0:15/0:31 1x · no step times yet" in header, header
         assert "step 0" not in header
         advice = str(app.query_one(AdvicePanel).body.render())
         assert "Waiting for the first steps" not in advice
@@ -182,6 +182,6 @@ async def test_playing_it_says_telemetry_without_step_times_not_waiting():
         await app.settle()
         await pilot.pause()
         header = str(app.query_one(RunHeader).render())
-        assert "COMPLETED" in header and "no step times · elapsed 0:31" in header
+        assert "COMPLETED  replay 0:31/0:31 1x · no step times" in header, header
         advice = str(app.query_one(AdvicePanel).body.render())
         assert "No step times" in advice and "yet" not in advice

@@ -99,7 +99,7 @@ def test_rich_table_marks_predicted_rows_and_the_recommendation(capsys):
             '{"points": [{"devices": 2, "scaling": "weak", "global_batch": 8, "step_tme_s": 1}]}',
             "step_tme_s",
         ),
-        ('{"points": []}', "no measured points"),
+        ('{"points": []}', "its 'points' list is empty"),
         (  # the published corpus: what it is and how to use a table of it, not a raw enum error
             '{"format": "published-scaling-tables", "version": 1, "tables": [{"id": "t"}]}',
             "the corpus of 1 published scaling tables (published-scaling-tables), not a sweep file",
@@ -118,6 +118,39 @@ def test_bad_input_exits_2_with_one_line_naming_the_file(tmp_path, content, expe
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith(f"gpuscale: error: {bad}") and expected in lines[0]
+
+
+SHAPE = (
+    'a sweep file is one JSON object, {"points": [...]}, with one point per measured device '
+    "count (docs/sweep-format.md)"
+)
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ("{}", f"no 'points' list: {SHAPE}"),
+        ('{"title": "t"}', f"no 'points' list: {SHAPE}"),
+        ("[]", f"a JSON list, not a sweep file: {SHAPE}"),
+        ('[{"devices": 1}]', f"a JSON list, not a sweep file: {SHAPE}"),
+        ('"points"', f"a JSON string, not a sweep file: {SHAPE}"),
+        ('{"points": []}', f"its 'points' list is empty: {SHAPE}"),
+        (
+            '{"points": [{"devices": 2, "scaling": "weak", "global_batch": 8, '
+            '"step_time_s": 1, "predicted": true}]}',
+            'no measured points: its one point is predicted ("predicted": true), and a '
+            "recommendation needs measured ones",
+        ),
+    ],
+    ids=["object", "no-points", "list", "list-of-points", "string", "empty-points", "predicted"],
+)
+def test_a_sweep_file_of_the_wrong_shape_says_what_is_expected(tmp_path, capsys, content, said):
+    """Trial: ``{}`` said "no measured points", ``[]`` "one JSON object with a
+    'points' list": each now says what it is and what a sweep file is."""
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    assert main(["recommend", "--from", str(bad)]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"gpuscale: error: {bad}: {said}"]
 
 
 def test_missing_file_exits_2(capsys, tmp_path):

@@ -113,3 +113,76 @@ def test_a_script_without_the_callback_says_to_add_it(capsys):
     assert "does not use gpuscale's callback" in err[0]
     assert "callbacks=[gpuscale.keras.ScalingMonitor()]" in err[0]
     assert "warm-up" not in err[0]
+
+
+def _failed_before_its_first_step(path: Path) -> Path:
+    """What `gpuscale run --model mymod:build` left (build() returned an int): the
+    provisional start, TensorFlow's log, the trainer's error, a failed end."""
+    from gpuscale.events.schema import EndEvent, ErrorEvent, LogEvent
+
+    t = 1_800_000_100.0
+    events = [
+        StartEvent(
+            t=t,
+            gpuscale_version="0",
+            host="h",
+            pid=2,
+            provisional=True,
+            config={"strategy": "mirrored", "model": "mymod:build"},
+            model="mymod:build",
+            strategy="mirrored",
+            num_replicas=2,
+            platform="cpu-logical",
+        ),
+        LogEvent(t=t + 1, message="oneDNN custom operations are on", level="debug"),
+        ErrorEvent(
+            t=t + 2,
+            message="--model mymod:build: build() returned 'int', not a Keras model",
+        ),
+        EndEvent(t=t + 2, status="failed", duration_s=2.0),
+    ]
+    path.write_bytes(b"".join(encode(e) + b"\n" for e in events))
+    return path
+
+
+def test_a_recording_without_steps_among_others_is_left_out_with_one_warning(tmp_path, capsys):
+    """Trial: a failed run's leftover in the runs folder made `recommend --from
+    runs/*.ndjson` stop with "no usable steps". Each such recording is now left
+    out, one warning naming it and why, and the rest recommended from."""
+    r1 = _record(tmp_path / "r1.ndjson", 1, 0.100, 0.0)
+    failed = _failed_before_its_first_step(tmp_path / "failed.ndjson")
+    r2 = _record(tmp_path / "r2.ndjson", 2, 0.110, 0.010)
+    lines = r1.read_text().splitlines()  # every step line damaged: no step either
+    damaged = tmp_path / "damaged.ndjson"
+    damaged.write_text(
+        "\n".join(x.replace('"kind":"step"', '"kind":"step","t":"x"') for x in lines) + "\n"
+    )
+    args = ["recommend", "--json", "--max-devices", "2", "--from", str(r1), str(failed)]
+    assert main([*args, str(r2), str(damaged)]) == 0
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert sorted(p["devices"] for p in doc["points"]) == [1, 2]
+    left_out = [x for x in captured.err.splitlines() if x.endswith("; left out")]
+    assert left_out == [
+        f"gpuscale: warning: {failed}: no steps: the run failed before its first step; left out",
+        f"gpuscale: warning: {damaged}: no usable steps (the run ended before its first step, "
+        "or its step lines are damaged); left out",
+    ]
+    assert any(f"{damaged}: line 2:" in x for x in captured.err.splitlines())  # its damage too
+    assert doc["recommendation"]["warnings"][-1] == left_out[-1].removeprefix("gpuscale: warning: ")
+
+
+def test_recordings_none_of_which_has_steps_are_one_error(tmp_path, capsys):
+    failed = _failed_before_its_first_step(tmp_path / "failed.ndjson")
+    other = _failed_before_its_first_step(tmp_path / "other.ndjson")
+    assert main(["recommend", "--from", str(failed)]) == 2  # alone: its reason, as before
+    assert capsys.readouterr().err.splitlines() == [
+        f"gpuscale: error: {failed}: no steps: the run failed before its first step"
+    ]
+    assert main(["recommend", "--from", str(failed), str(other)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"gpuscale: warning: {failed}: no steps: the run failed before its first step; left out",
+        f"gpuscale: warning: {other}: no steps: the run failed before its first step; left out",
+        "gpuscale: error: none of the 2 recordings given has a step time to recommend from "
+        "(each is said above)",
+    ]

@@ -208,3 +208,19 @@ def test_before_its_own_start_a_run_says_telemetry_and_no_step_times_yet():
     settled = StartEvent(source="script", config={"callback": False}, **common)
     assert before_own_start(settled, 1) is None  # no step times, and none will come
     assert before_own_start(None, 1) is None
+
+
+def test_the_batch_note_is_a_sentence_that_parses():
+    """Trial: "…is weak scaling, which runs at several device counts show" did not
+    parse; the note (and the README) now say it plainly."""
+    from pathlib import Path
+
+    from gpuscale.analysis.script_runs import SCRIPT_BATCH_NOTE
+
+    assert SCRIPT_BATCH_NOTE == (
+        "the batch is the script's own: Keras splits it across the replicas (strong scaling); "
+        "if the script multiplies it by the replicas instead (weak scaling), only runs at two "
+        "or more device counts can show it, and recommend then reads them as weak"
+    )
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert "which runs at several" not in " ".join(readme.split())

@@ -254,7 +254,7 @@ def test_missing_file(tmp_path):
 
 
 def test_directory(tmp_path):
-    with pytest.raises(RecordingError, match="is a directory"):
+    with pytest.raises(RecordingError, match="is a folder, not a recording or a sweep file"):
         load_run(tmp_path)
 
 

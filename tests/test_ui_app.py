@@ -506,7 +506,8 @@ async def test_one_duration_in_the_header_the_log_and_the_toast():
         from gpuscale.formatting import format_clock_s, format_duration_s
 
         took = format_duration_s(elapsed)
-        assert f"elapsed {format_clock_s(elapsed)}" in text_of(app.query_one(RunHeader))
+        clock = format_clock_s(elapsed)  # a replay's one clock, at its end
+        assert f"replay {clock}/{clock} 1x" in text_of(app.query_one(RunHeader))
         assert any(line.message.endswith(took) for line in app.model.logs)
         assert any(took in n.message for n in app._notifications)
         assert not any("47.5" in line.message for line in app.model.logs)

@@ -129,3 +129,40 @@ async def test_a_run_without_an_end_event_is_interrupted_everywhere(capsys, tmp_
         header = app.query_one(RunHeader)
         line = "".join(s.text for s in header.render_lines(header.region.reset_offset)[1])
     assert line.strip().startswith("INTERRUPTED (no end event)"), line
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["replay", "{dir}"],
+        ["replay", "{dir}", str(SAMPLES / "mnist-cnn_1xcpu.ndjson")],
+        ["recommend", "--from", "{dir}"],
+        ["recommend", "--from", str(SAMPLES / "mnist-cnn_1xcpu.ndjson"), "{dir}"],
+    ],
+    ids=["replay", "replay-several", "recommend", "recommend-several"],
+)
+def test_a_folder_given_as_a_file_is_said_in_one_wording(capsys, tmp_path, monkeypatch, argv):
+    """Trial: `replay adir` said "adir is a directory, not a recording", `recommend
+    --from adir` "adir: is a folder; give sweep files or recordings"."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "adir").mkdir()
+    assert main([a.replace("{dir}", "adir") for a in argv]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "gpuscale: error: adir: is a folder, not a recording or a sweep file "
+        "(gpuscale runs --dir adir lists the recordings in it)"
+    ]
+
+
+def test_the_readers_say_a_folder_in_the_same_words(tmp_path):
+    from gpuscale.analysis.sweep import read_sweep_file
+    from gpuscale.errors import GpuscaleError, folder_given
+    from gpuscale.recording.reader import load_run
+
+    folder = tmp_path / "a b"
+    folder.mkdir()
+    said = f"{folder}: is a folder, not a recording or a sweep file (gpuscale runs --dir '{folder}' lists the recordings in it)"
+    assert folder_given(folder) == said
+    for read in (load_run, read_sweep_file):
+        with pytest.raises(GpuscaleError) as refused:
+            read(folder)
+        assert str(refused.value) == said

@@ -75,8 +75,8 @@ def before_own_start(start: Any, gpus_sampled: int) -> str | None:
 
 SCRIPT_BATCH_NOTE = (
     "the batch is the script's own: Keras splits it across the replicas (strong scaling); "
-    "a script that multiplies it by the replicas is weak scaling, which runs at several "
-    "device counts show"
+    "if the script multiplies it by the replicas instead (weak scaling), only runs at two "
+    "or more device counts can show it, and recommend then reads them as weak"
 )
 """What a ``fit`` run with the callback says about its batch (in place of the older
 start's note)."""

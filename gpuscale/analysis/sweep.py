@@ -32,7 +32,7 @@ from gpuscale.analysis.exchange import Exchange, exchange_of
 from gpuscale.analysis.metrics import resolved
 from gpuscale.analysis.script_runs import scaling_of
 from gpuscale.analysis.topology import link_of_run
-from gpuscale.errors import GpuscaleError
+from gpuscale.errors import GpuscaleError, folder_given
 from gpuscale.events import limits
 from gpuscale.events.bounded import (
     DECODE_ERRORS,
@@ -336,6 +336,17 @@ def looks_like_recording(path: Path) -> bool:
     return probe.kind is not None
 
 
+SWEEP_FILE_SHAPE = (
+    'a sweep file is one JSON object, {"points": [...]}, with one point per measured '
+    "device count (docs/sweep-format.md)"
+)
+"""What every refusal of a sweep file's shape says is expected (``{}``, ``[]``, no
+points, only predicted ones)."""
+
+_JSON_KINDS = {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}
+_JSON_KINDS[type(None)] = "null"
+
+
 def read_sweep_file(path: str | Path) -> Sweep:
     """Read and validate one sweep file (measured points only, normalized)."""
     path = Path(path)
@@ -352,7 +363,8 @@ def read_sweep_file(path: str | Path) -> Sweep:
             raise GpuscaleError(f"{path}: neither a recording nor a sweep file: {exc}") from None
         raise GpuscaleError(f"{path}: {exc}") from None
     if not isinstance(raw, dict):
-        raise GpuscaleError(f"{path}: a sweep file is one JSON object with a 'points' list")
+        kind = _JSON_KINDS.get(type(raw), "value")
+        raise GpuscaleError(f"{path}: a JSON {kind}, not a sweep file: {SWEEP_FILE_SHAPE}")
     if raw.get("format") == CORPUS_FORMAT_NAME:
         raise GpuscaleError(f"{path}: {corpus_not_a_sweep(raw)}")
     try:
@@ -365,6 +377,8 @@ def read_sweep_file(path: str | Path) -> Sweep:
             f"{path}: sweep format version {sweep.version} is newer than this gpuscale "
             f"reads ({FORMAT_VERSION}); upgrade gpuscale"
         )
+    if "points" not in raw:  # {} (a misspelt key is refused above, by name)
+        raise GpuscaleError(f"{path}: no 'points' list: {SWEEP_FILE_SHAPE}")
     points: list[SweepPoint] = []
     warnings: list[str] = []
     defaults = sweep.defaults or {}
@@ -408,8 +422,15 @@ def read_sweep_file(path: str | Path) -> Sweep:
             )
             point = without_phases(point)
         points.append(point)
-    if not points:
-        raise GpuscaleError(f"{path}: no measured points (every point is missing or predicted)")
+    if not sweep.points:
+        raise GpuscaleError(f"{path}: its 'points' list is empty: {SWEEP_FILE_SHAPE}")
+    if not points:  # every one predicted: a recommendation's output, nothing measured
+        n = len(sweep.points)
+        which = "its one point is" if n == 1 else f"all {n} points are"
+        raise GpuscaleError(
+            f'{path}: no measured points: {which} predicted ("predicted": true), and a '
+            "recommendation needs measured ones"
+        )
     return Sweep(
         points=points,
         sources=[sweep.source or str(path)],
@@ -621,6 +642,8 @@ def _why_no_step_time(summary: Any) -> str:
             "telemetry was recorded. Add it to model.fit: "
             "callbacks=[gpuscale.keras.ScalingMonitor()], and run it again"
         )
+    if summary.steps_total == 0 and summary.status == "failed":
+        return "no steps: the run failed before its first step"
     if summary.steps_total == 0:
         return (
             "no usable steps (the run ended before its first step, or its step lines are damaged)"
@@ -766,6 +789,38 @@ def _same_file_key(path: Path) -> tuple[int, int] | None:
     return (stat.st_dev, stat.st_ino)
 
 
+def _leave_out(
+    unusable: list[tuple[str, str, list[str], Path]],
+    warnings: list[str],
+    *,
+    anything_left: bool,
+    cut_short: set[Path],
+) -> None:
+    """Recordings given to ``--from`` that have no step time (``(name as given,
+    why, what their reader forgave, path)``: a failed run, one that ended before
+    its first step or in its warm-up, a script without the callback, step lines all
+    damaged). Each is left out with one warning, ``FILE: why; left out``, after
+    what its reader forgave, when another input has steps, or when a sweep's name
+    brought it in (``cut_short``: the user named the sweep, not that run). When no
+    input has steps, the error is the reason of the one given (``FILE: why``, as
+    before), or for several says that none has one, each warned of above it."""
+    given = [entry for entry in unusable if entry[3] not in cut_short]
+    for name, why, read_warnings, path in unusable:
+        if path not in cut_short:  # (a sweep's run cut short: its name says it was)
+            warnings += [w if w.startswith(f"{path}:") else f"{path}: {w}" for w in read_warnings]
+        if anything_left or path in cut_short or len(given) > 1:
+            warnings.append(f"{name}: {why}; left out")
+    if anything_left or not given:
+        return
+    if len(given) == 1:
+        name, why, _read, _path = given[0]
+        raise GpuscaleError(f"{name}: {why}")
+    raise GpuscaleError(
+        f"none of the {len(given)} recordings given has a step time to recommend from "
+        "(each is said above)"
+    )
+
+
 class _KeptRecording(msgspec.Struct, kw_only=True):
     """One run's recording read by :func:`load_inputs`, for a fuller copy to replace."""
 
@@ -824,12 +879,13 @@ def _load_inputs(paths: Sequence[str | Path], warnings: list[str], cut_short: se
     # per run (its content key): where it is in recordings and sources, what its
     # reader forgave (in warnings) and its sweep's machine, for a fuller copy to replace
     kept: dict[bytes, _KeptRecording] = {}
+    unusable: list[tuple[str, str, list[str], Path]] = []  # recordings with no step time
     for raw in paths:
         path = Path(raw)
         if not path.exists():
             raise GpuscaleError(f"{path}: no such file")
         if path.is_dir():
-            raise GpuscaleError(f"{path}: is a folder; give sweep files or recordings")
+            raise GpuscaleError(folder_given(raw))
         file_key = _same_file_key(path)
         if file_key is not None and file_key in seen_files:
             first = seen_files[file_key]
@@ -841,8 +897,10 @@ def _load_inputs(paths: Sequence[str | Path], warnings: list[str], cut_short: se
             raise GpuscaleError(f"{path}: cannot read: {exc.strerror or exc}") from None
         if is_recording:
             run, read_warnings, content_key = _read_recording(path)
-            if path in cut_short and run[0].step_time_s is None:
-                warnings.append(f"{raw}: {_why_no_step_time(run[0])}; left out")
+            if run[0].step_time_s is None:  # nothing to measure: no step time (a failed run)
+                if file_key is not None:
+                    seen_files[file_key] = str(raw)
+                unusable.append((str(raw), _why_no_step_time(run[0]), read_warnings, path))
                 continue
         else:
             sweep = read_sweep_file(path)
@@ -902,6 +960,10 @@ def _load_inputs(paths: Sequence[str | Path], warnings: list[str], cut_short: se
         notes += sweep.notes
         if sweep.available_devices:
             available.append(sweep.available_devices)
+    if unusable:
+        _leave_out(
+            unusable, warnings, anything_left=bool(points or recordings), cut_short=cut_short
+        )
     available += [entry.available for entry in kept.values() if entry.available]
     points += _points_of(recordings)  # together: one script's runs settle into one workload
     return Sweep(

@@ -11,6 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from gpuscale.commands.paths import name_arg
 from gpuscale.errors import EXIT_INTERRUPTED, GpuscaleError
 from gpuscale.events.limits import MAX_DEVICES
 from gpuscale.formatting import join_clauses
@@ -29,6 +30,7 @@ def register(sub) -> None:
     parser.add_argument(
         "--from",
         dest="inputs",
+        type=name_arg,
         nargs="+",
         metavar="FILE",
         help="recordings (.ndjson) and/or sweep files (.json, see docs/sweep-format.md), "
@@ -72,6 +74,7 @@ def register(sub) -> None:
     )
     parser.add_argument(
         "--plot",
+        type=name_arg,
         metavar="FILE",
         help="also write the scaling chart to FILE, SVG or PNG by its extension "
         "(needs the 'plot' extra: pip install 'gpuscale[plot]')",

@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gpuscale.commands.paths import path_arg
+
 MAX_SPEED = 1e6
 """Fastest --speed (run seconds per wall second): a day of run in a tenth of a second."""
 
@@ -30,7 +32,7 @@ def register(sub) -> None:
     )
     parser.add_argument(
         "files",
-        type=Path,
+        type=path_arg,
         nargs="+",
         metavar="FILE",
         help="a recording made by gpuscale; several, or a sweep's name as 'gpuscale runs' "
@@ -67,7 +69,7 @@ def _is_sweep_file(path: Path) -> bool:
 
 
 def main(args: argparse.Namespace) -> int:
-    from gpuscale.errors import GpuscaleError
+    from gpuscale.errors import GpuscaleError, folder_given
     from gpuscale.ui.sources import ReplaySource
 
     timeline = [
@@ -93,7 +95,7 @@ def main(args: argparse.Namespace) -> int:
         return _show_sweep(view, args.files)
     args.file = args.files[0]
     if args.file.is_dir():
-        raise GpuscaleError(f"{args.file} is a directory, not a recording")
+        raise GpuscaleError(folder_given(args.file))
     # Read (and validate) the whole file before the screen opens: an unusable
     # file is one line and exit 2; a forgivable problem (a cut last line, no
     # end event) is shown inside the dashboard.

@@ -39,6 +39,7 @@ from gpuscale.analysis.phase_report import (
 )
 from gpuscale.analysis.script_runs import count_chosen, note_of, scaling_of
 from gpuscale.analysis.summary import RunSummary
+from gpuscale.commands.paths import path_arg
 from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from gpuscale.events.schema import ErrorEvent, LogEvent, StartEvent, StepEvent
 from gpuscale.formatting import (
@@ -73,7 +74,7 @@ def register(sub) -> None:
     rec = out.add_mutually_exclusive_group()
     rec.add_argument(
         "--record",
-        type=Path,
+        type=path_arg,
         metavar="PATH",
         help="record the run's events to PATH (default: the runs folder)",
     )
@@ -564,11 +565,17 @@ def print_run_summary(run: Any, shown_notes: Collection[str] = ()) -> None:
             console.print(f"  {status_word(end)}{took}, {before}: no step times (telemetry only)")
             for line in gpu_activity_lines(run_summary_of(s, start.num_replicas)):
                 console.print(line)
-        else:
+        elif steps:
+            console.print(
+                f"  the trainer never described the run ({plural(steps, 'step')} recorded)"
+            )
+        elif status_word(end) == "stopped":
             console.print(
                 "  stopped before it started: TensorFlow was still starting and nothing was measured"
-                if not steps
-                else f"  the trainer never described the run ({plural(steps, 'step')} recorded)"
+            )
+        else:  # failed, lost, interrupted: said as it ended, never as "stopped"
+            console.print(
+                f"  {_escape(status_word(end))} before its first step: nothing was measured"
             )
         _print_recording(console, run)
         return

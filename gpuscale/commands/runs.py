@@ -9,6 +9,7 @@ import re
 import sys
 from pathlib import Path
 
+from gpuscale.commands.paths import folder_arg
 from gpuscale.formatting import format_bytes, format_duration_s, markup_literal, visible
 
 _TIME_PREFIX = re.compile(r"^\d{8}-\d{6}_")
@@ -30,7 +31,7 @@ def register(sub) -> None:
     )
     parser.add_argument(
         "--dir",
-        type=Path,
+        type=folder_arg,
         default=None,
         metavar="DIR",
         help="folder to list (default: gpuscale's runs folder; $GPUSCALE_DATA_DIR/runs if set)",

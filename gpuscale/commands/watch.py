@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gpuscale.commands.paths import path_arg
+
 
 def register(sub) -> None:
     parser = sub.add_parser(
@@ -27,7 +29,7 @@ def register(sub) -> None:
     add_script_arguments(parser)
     rec = parser.add_argument_group("recording").add_mutually_exclusive_group()
     rec.add_argument(
-        "--record", type=Path, metavar="PATH", help="record to PATH (default: the runs folder)"
+        "--record", type=path_arg, metavar="PATH", help="record to PATH (default: the runs folder)"
     )
     rec.add_argument("--no-record", action="store_true", help="do not record this run")
     add_sample_interval_argument(parser)

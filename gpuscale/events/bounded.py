@@ -36,6 +36,8 @@ from typing import Any
 import msgspec
 import msgspec.inspect
 
+from gpuscale.errors import folder_given_reason
+
 MAX_DEPTH = 64
 """Deepest JSON nesting gpuscale accepts anywhere. Its own files nest at most 5
 levels (a sweep file's recommendation; a start event's ``config``); 64 leaves
@@ -351,7 +353,7 @@ def open_untrusted(path: str | os.PathLike) -> tuple[Any, bool]:
     except FileNotFoundError:
         raise JsonInputError("no such file") from None
     except IsADirectoryError:
-        raise JsonInputError("is a folder, not a file") from None
+        raise JsonInputError(folder_given_reason(path)) from None
     except PermissionError:
         raise JsonInputError("permission denied (cannot read the file)") from None
     except OSError as exc:
@@ -359,7 +361,7 @@ def open_untrusted(path: str | os.PathLike) -> tuple[Any, bool]:
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
-            raise JsonInputError("is a folder, not a file")
+            raise JsonInputError(folder_given_reason(path))
         if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
             raise JsonInputError("is a device, not a file; give a recording or a sweep file")
         if hasattr(os, "set_blocking"):

@@ -7,7 +7,9 @@ initialises them (the first op, or ``tf.config.list_logical_devices``), so the
 import must come before anything that runs TensorFlow; ``import tensorflow`` and
 ``import keras`` alone are fine. Set by ``gpuscale run|watch|recommend --devices N
 -- python train.py``, or by hand: ``GPUSCALE_DEVICES=2 python train.py``, checked
-as ``--devices`` is (without a GPU, no more logical devices than cores, at least 2).
+as ``--devices`` is, with the same one-line refusal and exit 2: a whole number, at least
+1; no more GPUs than TensorFlow sees; without a GPU, no more logical devices than
+cores (2 are always allowed).
 A global batch Keras's ``fit`` cannot split evenly over the replicas is said in one
 line instead of TensorFlow's traceback (:func:`install_batch_split_hook`;
 ``GPUSCALE_TRACEBACK=1`` shows the traceback).
@@ -17,41 +19,48 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import NoReturn
 
 import tensorflow as tf
 
-from gpuscale.live.devices import ENV_DEVICES, env_devices_refusal, uneven_batch_hook
+from gpuscale.errors import EXIT_USAGE, GpuscaleError
+from gpuscale.live.devices import (
+    ENV_DEVICES,
+    env_devices_refusal,
+    env_devices_request,
+    uneven_batch_hook,
+)
 
 
 def apply_device_request(environ: dict[str, str] | None = None) -> int | None:
     """Set up the devices ``GPUSCALE_DEVICES`` asks for; the count set up, or ``None``
-    when the variable is unset or cannot be honoured (said once on stderr: the
-    script then runs on what TensorFlow finds). More CPU logical devices than
-    ``--devices`` allows (:func:`~gpuscale.live.devices.env_devices_refusal`: past
-    the cores they only wait for one) are refused as ``--devices`` refuses them:
-    one line, exit 2, before TensorFlow starts them."""
-    text = (os.environ if environ is None else environ).get(ENV_DEVICES, "").strip()
-    if not text:
+    when the variable is unset (or empty), or cannot be honoured because TensorFlow
+    has set up its devices already or the script is one worker of a cluster (said
+    once on stderr: the script then runs on what TensorFlow finds). The value is
+    checked as ``--devices`` is, and refused as ``--devices`` refuses it, one line
+    naming the variable and exit 2, before TensorFlow starts the devices: not a
+    whole number, below 1
+    (:func:`~gpuscale.live.devices.env_devices_request`), more GPUs than TensorFlow
+    sees, or without a GPU more CPU logical devices than the cores (2 are always
+    allowed: :func:`~gpuscale.live.devices.env_devices_refusal`)."""
+    environ = os.environ if environ is None else environ
+    try:
+        n = env_devices_request(environ)
+    except GpuscaleError as exc:
+        _refuse(str(exc))
+    if n is None:
         return None
-    if not text.isdigit() or int(text) < 1:
-        _say(f"{ENV_DEVICES}={text!r} ignored: expected a whole number of devices, at least 1")
-        return None
-    n = int(text)
-    if "TF_CONFIG" in (os.environ if environ is None else environ):
+    if "TF_CONFIG" in environ:
         _say(f"{ENV_DEVICES} ignored under TF_CONFIG: each worker of a cluster has its own devices")
         return None
     try:
         gpus = tf.config.list_physical_devices("GPU")
+        refusal = env_devices_refusal(n, gpus=len(gpus))
+        if refusal is not None:
+            _refuse(refusal)
         if gpus:
-            if n > len(gpus):
-                _say(f"{ENV_DEVICES}={n}: TensorFlow sees only {len(gpus)} GPU(s); using them all")
-                return len(gpus)
             tf.config.set_visible_devices(gpus[:n], "GPU")
             return n
-        refusal = env_devices_refusal(n)
-        if refusal is not None:
-            print(f"gpuscale: error: {refusal}", file=sys.stderr)
-            raise SystemExit(2)
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(
             cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(n)]
@@ -63,6 +72,12 @@ def apply_device_request(environ: dict[str, str] | None = None) -> int | None:
             "put 'import gpuscale.keras' before the first TensorFlow operation"
         )
         return None
+
+
+def _refuse(message: str) -> NoReturn:
+    """``--devices``' refusal: one line, exit 2 (before TensorFlow starts)."""
+    print(f"gpuscale: error: {message}", file=sys.stderr)
+    raise SystemExit(EXIT_USAGE)
 
 
 def _say(message: str) -> None:

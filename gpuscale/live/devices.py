@@ -48,8 +48,10 @@ def device_env(
     if gpus is not None:
         return {ENV_DEVICES: str(len(gpus)), "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus))}
     assert devices is not None
-    if devices < 1:
-        raise GpuscaleError(f"--devices must be at least 1, not {devices}")
+    from gpuscale.trainer.options import device_count_refusal
+
+    if why := device_count_refusal(devices):
+        raise GpuscaleError(why)
     out = {ENV_DEVICES: str(devices)}
     visible = env.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
@@ -73,16 +75,42 @@ def device_env(
     return out
 
 
-def env_devices_refusal(devices: int, *, cores: int | None = None) -> str | None:
+def env_devices_request(environ: Mapping[str, str] | None = None) -> int | None:
+    """The device count ``GPUSCALE_DEVICES`` asks for (``environ``, default the
+    process's), or ``None`` when it is unset or empty. Checked as ``--devices`` is,
+    and refused in the words ``--devices`` gets, naming the variable
+    (:class:`GpuscaleError`): a whole number (as ``int()`` reads it, as argparse
+    reads ``--devices``), at least 1, at most what gpuscale supports."""
+    from gpuscale.trainer.options import device_count_refusal
+
+    text = (os.environ if environ is None else environ).get(ENV_DEVICES, "").strip()
+    if not text:
+        return None
+    try:
+        devices = int(text)
+    except ValueError:
+        raise GpuscaleError(f"{ENV_DEVICES}: invalid int value: {text!r}") from None
+    if why := device_count_refusal(devices, ENV_DEVICES):
+        raise GpuscaleError(why)
+    return devices
+
+
+def env_devices_refusal(
+    devices: int, *, cores: int | None = None, gpus: int | None = None
+) -> str | None:
     """Why ``GPUSCALE_DEVICES=devices`` is refused in the script (``import
-    gpuscale.keras``) on a machine where TensorFlow sees no GPU, or ``None``: the
-    check ``--devices`` makes before the script starts
-    (:func:`gpuscale.trainer.options.cpu_devices_refusal`: no more CPU logical devices
-    than the cores, at least 2), for a script run without gpuscale
-    (``GPUSCALE_DEVICES=5 python train.py``), which nothing checked. With GPUs the
-    count is of GPUs, and the script checks it against those TensorFlow sees."""
+    gpuscale.keras``), or ``None``: the checks ``--devices`` makes before the script
+    starts, for a script run without gpuscale (``GPUSCALE_DEVICES=5 python
+    train.py``), which nothing checked. With ``gpus`` GPUs that TensorFlow sees, no
+    more than those (``--devices`` against the GPUs NVML sees); without a GPU, no
+    more CPU logical devices than the ``cores``, and 2 are always allowed
+    (:func:`gpuscale.trainer.options.cpu_devices_refusal`)."""
     from gpuscale.trainer.options import cpu_devices_refusal
 
+    if gpus:
+        if devices > gpus:
+            return f"{ENV_DEVICES}={devices}: this machine has {gpus} GPU(s) TensorFlow can use"
+        return None
     return cpu_devices_refusal([devices], cores or os.cpu_count() or 1, f"{ENV_DEVICES}={devices}")
 
 

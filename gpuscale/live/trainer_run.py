@@ -364,12 +364,28 @@ class LiveRun(RunBase):
             self._write(end)
             self.queue.put(end)
             if self._recorder is not None:
-                self._recorder.close()
-                if self._recorder.events_written == 0:
+                if self._refused_before_its_first_step(end):
+                    # bad input found by the trainer, not before it: what the parent's
+                    # own refusals leave, no recording (a run that never ran loses nothing)
+                    self._recorder.discard()
                     self.recording_path = None
+                else:
+                    self._recorder.close()
+                    if self._recorder.events_written == 0:
+                        self.recording_path = None
             self._pending.clear()  # ended before it started: nothing ran, nothing to keep
             self._done.set()
             self.queue.put(None)
+
+    def _refused_before_its_first_step(self, end: EndEvent) -> bool:
+        """The trainer refused its configuration (:func:`is_configuration_error`: a
+        ``--model`` whose function returns no model, ...; exit 2) before its first
+        step: nothing was measured, and the command exits 2 as for bad input."""
+        return (
+            end.status == "failed"
+            and is_configuration_error(self)
+            and not any(isinstance(e, StepEvent) for e in self._events)
+        )
 
     def _synthesize_end(self) -> EndEvent:
         code = self.returncode

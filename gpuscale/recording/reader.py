@@ -677,10 +677,7 @@ class _Reader:
         try:
             raw, regular = open_untrusted(self.path)
         except JsonInputError as exc:
-            reason = str(exc)
-            if reason.startswith("is a folder"):
-                reason = "is a directory, not a recording"
-            raise self.error(reason) from None
+            raise self.error(str(exc)) from None
         f = raw  # a buffered reader (peek works on pipes too); closed by the caller
         try:
             if self.max_bytes is not None and regular:

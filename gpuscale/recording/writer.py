@@ -317,6 +317,30 @@ class Recorder:
                     pass
             self._remove_if_empty()
 
+    def discard(self) -> None:
+        """Close without keeping anything: the file this recorder created is
+        removed (a run that never ran: refused on its configuration before its
+        first step). A file it did not create is never touched. Idempotent."""
+        with self._lock:
+            self._closing = True
+            self._wake.set()
+            self._held = []
+            self._batch.clear()
+            self._batch_events = 0
+            with self._io_lock:
+                fd, self._fd = self._fd, None
+                if fd is not None:
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+            if self._created:
+                try:
+                    self.path.unlink()
+                except OSError:
+                    pass
+                self._created = False
+
     def __enter__(self) -> Recorder:
         return self
 

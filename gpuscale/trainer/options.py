@@ -375,16 +375,23 @@ def check_cpu_devices(
         raise GpuscaleError(why)
 
 
+def device_count_refusal(devices: int, name: str = "--devices") -> str | None:
+    """Why ``devices`` is no device count (below 1, or past what gpuscale
+    supports), said of ``name`` (``--devices``, or ``GPUSCALE_DEVICES`` in a
+    script); ``None`` when it is one."""
+    if devices < 1:
+        return f"{name} must be at least 1, not {devices}"
+    if devices > limits.MAX_DEVICES:
+        return f"{name} {devices} is more than gpuscale supports ({limits.MAX_DEVICES:,})"
+    return None
+
+
 def validate(config: TrainConfig) -> None:
     """Raise :class:`GpuscaleError` for the first thing wrong with ``config``."""
     if config.devices is not None and config.gpus is not None:
         raise GpuscaleError("give --devices or --gpus, not both")
-    if config.devices is not None and config.devices < 1:
-        raise GpuscaleError(f"--devices must be at least 1, not {config.devices}")
-    if config.devices is not None and config.devices > limits.MAX_DEVICES:
-        raise GpuscaleError(
-            f"--devices {config.devices} is more than gpuscale supports ({limits.MAX_DEVICES:,})"
-        )
+    if config.devices is not None and (why := device_count_refusal(config.devices)):
+        raise GpuscaleError(why)
     if config.gpus is not None and max(config.gpus) >= limits.MAX_DEVICES:
         raise GpuscaleError(
             f"--gpus index {max(config.gpus)} is beyond any machine "

@@ -63,9 +63,26 @@ def elapsed_text(snap: Snapshot) -> str:
     more (``elapsed 0:10 · run 7.73 s``: the end line's and ``gpuscale runs``'
     figure, which leaves the start-up out), so the two never seem to disagree."""
     text = f"elapsed {fmt.format_clock_s(snap.elapsed_s)}"
+    run = run_duration_text(snap)
+    return f"{text} · {run}" if run else text
+
+
+def run_duration_text(snap: Snapshot) -> str | None:
+    """``run 7.73 s``, the run's own recorded duration, once it has ended and where
+    the start-up before its own start made it a second or more shorter than the
+    clock from the launch; else ``None``."""
     if snap.end is not None and snap.elapsed_s - snap.duration_s >= 1.0:
-        text += f" · run {fmt.format_duration_s(snap.duration_s)}"
-    return text
+        return f"run {fmt.format_duration_s(snap.duration_s)}"
+    return None
+
+
+def replay_text(replay: ReplayStatus) -> str:
+    """``replay 0:13/0:31 1x``: a replay's one clock, where it is in the recording
+    (seconds from its first event, the launch, as a live run's ``elapsed``) out of
+    the whole recording, then the speed or ``paused``."""
+    mode = "paused" if replay.paused else f"{replay.speed:g}x"
+    position = fmt.format_clock_s(replay.position_s)
+    return f"replay {position}/{fmt.format_clock_s(replay.duration_s)} {mode}"
 
 
 def path_tail(path: str, room: int) -> str:
@@ -138,15 +155,16 @@ class RunHeader(Static):
             and before_own_start(snap.start, snap.gpus_sampled)
         ):
             progress = "no step times yet"  # telemetry only until the run's own start
-        parts = [progress, elapsed_text(snap)]
         if replay is not None:
-            mode = "paused" if replay.paused else f"{replay.speed:g}x"
-            parts.insert(
-                0,
-                f"replay {fmt.format_clock_s(replay.position_s)}/{fmt.format_clock_s(replay.duration_s)} {mode}",
-            )
+            # One clock: the replay's position is the run's elapsed time at the moment
+            # shown (both count from the recording's first event, the launch); an
+            # "elapsed" beside it, from the last event drawn, lagged it by up to the
+            # gap between events (replay 0:13/0:31 ... elapsed 0:12)
+            run = run_duration_text(snap)
+            parts = [replay_text(replay), progress, *([run] if run else [])]
             what = "file"
         else:
+            parts = [progress, elapsed_text(snap)]
             what = "recording"
         word, _, reason = state.partition(" ")
         head = word.upper() + (f" {reason}" if reason else "")

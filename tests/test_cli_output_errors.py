@@ -1,0 +1,133 @@
+"""Output that cannot be written (stdout on a full disk, ``> /dev/full``; stderr
+there; stdout closed, ``>&-``) is one line on stderr where stderr works and exit
+74, never a traceback, for every command and with stdout buffered or not; a
+reader that went away stays a quiet 0 (test_cli_broken_pipe.py). No TensorFlow."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuscale.errors import EXIT_OUTPUT
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "sample_runs"
+FULL = "/dev/full"
+SAID = "gpuscale: error: cannot write the output: No space left on device"
+
+pytestmark = pytest.mark.skipif(not os.path.exists(FULL), reason="needs /dev/full (Linux)")
+
+COMMANDS = {
+    "recommend-json": ["recommend", "--from", str(SAMPLES / "seed002_mnist.json"), "--json"],
+    "recommend": ["recommend", "--from", str(SAMPLES / "seed002_mnist.json")],
+    "runs": ["runs", "--dir", str(SAMPLES)],
+    "runs-json": ["runs", "--dir", str(SAMPLES), "--json"],
+    "replay": ["replay", str(SAMPLES / "mnist-cnn_2xcpu.ndjson")],
+    "devices-json": ["devices", "--json", "--no-tf"],
+    "help": ["--help"],
+    "version": ["--version"],
+}
+
+
+def _env(buffered: bool) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUSCALE_")}
+    env["PYTHONPATH"] = str(ROOT)
+    env["COLUMNS"] = "100"
+    env.pop("PYTHONUNBUFFERED", None)
+    if not buffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _gpuscale(argv, *, buffered: bool, stdout=None, stderr=subprocess.PIPE, shell_suffix=""):
+    if shell_suffix:  # what only a shell can do to the streams (>&-)
+        quoted = " ".join(f"'{a}'" for a in [sys.executable, "-m", "gpuscale", *argv])
+        return subprocess.run(
+            ["sh", "-c", f"exec {quoted} {shell_suffix}"],
+            stderr=stderr,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+            env=_env(buffered),
+        )
+    return subprocess.run(
+        [sys.executable, "-m", "gpuscale", *argv],
+        stdout=stdout,
+        stderr=stderr,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env=_env(buffered),
+    )
+
+
+@pytest.mark.parametrize("buffered", [True, False], ids=["buffered", "unbuffered"])
+@pytest.mark.parametrize("argv", list(COMMANDS.values()), ids=list(COMMANDS))
+def test_a_full_disk_on_stdout_is_one_line_and_exit_74(argv, buffered):
+    with open(FULL, "w") as full:
+        result = _gpuscale(argv, buffered=buffered, stdout=full)
+    assert result.returncode == EXIT_OUTPUT, result.stderr
+    assert result.stderr.splitlines() == [SAID], result.stderr
+
+
+@pytest.mark.parametrize("buffered", [True, False], ids=["buffered", "unbuffered"])
+def test_a_closed_stdout_is_one_line_and_exit_74(buffered):
+    result = _gpuscale(["runs", "--dir", str(SAMPLES)], buffered=buffered, shell_suffix=">&-")
+    assert result.returncode == EXIT_OUTPUT, result.stderr
+    assert result.stderr.splitlines() == [
+        "gpuscale: error: cannot write the output: stdout is closed"
+    ], result.stderr
+
+
+@pytest.mark.parametrize("buffered", [True, False], ids=["buffered", "unbuffered"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["recommend", "--from", "no-such-file.json"],  # the error line itself
+        ["recommend", "--from", str(SAMPLES / "mnist-cnn_2xcpu_killed.ndjson")],  # a warning
+        ["--no-such-option"],  # argparse's own message
+    ],
+    ids=["error", "warning", "usage"],
+)
+def test_a_full_disk_on_stderr_is_exit_74_and_nothing_else(argv, buffered):
+    with open(FULL, "w") as full:
+        result = _gpuscale(argv, buffered=buffered, stdout=subprocess.PIPE, stderr=full)
+    assert result.returncode == EXIT_OUTPUT
+    assert "Traceback" not in result.stdout
+
+
+def test_stdout_and_stderr_both_full_is_exit_74():
+    with open(FULL, "w") as full:
+        result = _gpuscale(["runs", "--dir", str(SAMPLES)], buffered=True, stdout=full, stderr=full)
+    assert result.returncode == EXIT_OUTPUT
+
+
+def test_a_failed_json_leaves_an_empty_file_that_from_calls_empty(tmp_path):
+    """README: a `--json > sweep.json` that fails leaves an empty file (the JSON is
+    written only once the answer is known), which `--from` then calls empty."""
+    out = tmp_path / "sweep.json"
+    with out.open("w") as f:
+        result = _gpuscale(
+            ["recommend", "--from", "no-such-file.json", "--json"], buffered=True, stdout=f
+        )
+    assert result.returncode == 2 and out.read_bytes() == b""
+    again = _gpuscale(["recommend", "--from", str(out)], buffered=True, stdout=subprocess.PIPE)
+    assert again.returncode == 2
+    assert again.stderr.strip() == (
+        f"gpuscale: error: {out}: empty file: neither a sweep file nor a recording"
+    )
+
+
+def test_the_streams_are_given_back_after_main(capsys):
+    """In one process (the tests' own calls of main): sys.stdout and sys.stderr are
+    the same objects after main as before, and what it printed is there."""
+    from gpuscale.cli import main
+
+    before = (sys.stdout, sys.stderr)
+    assert main(["runs", "--dir", str(SAMPLES)]) == 0
+    assert (sys.stdout, sys.stderr) == before
+    assert "mnist-cnn_2xcpu.ndjson" in capsys.readouterr().out
