@@ -222,7 +222,7 @@ def main(args) -> int:
     if args.watch and args.json:
         raise GpuscaleError("--watch shows the sweep on screen; leave it out for --json")
     signal_name = None
-    failure = None  # a script sweep's count that failed after others were measured
+    failure = None  # a sweep's count that failed after others were measured
     if args.inputs:
         sweep, heading = load_from(args.inputs)
     elif command := split_command(args.command):
@@ -231,8 +231,8 @@ def main(args) -> int:
                 "--watch sweeps the built-in trainer; sweep your script without it: "
                 "gpuscale recommend -- python train.py"
             )
-        from gpuscale.commands.recommend_live import SweepInterrupted
-        from gpuscale.commands.recommend_script import SweepFailed, run_script_sweep
+        from gpuscale.commands.recommend_live import SweepFailed, SweepInterrupted
+        from gpuscale.commands.recommend_script import run_script_sweep
 
         try:
             sweep, heading = run_script_sweep(args, command, quiet=args.json)
@@ -241,20 +241,26 @@ def main(args) -> int:
         except SweepFailed as failed:  # what ran is printed, then the script's line and status
             sweep, heading, failure = failed.sweep, failed.heading, failed
     elif args.watch and sys.stdout.isatty():
+        from gpuscale.commands.recommend_live import SweepFailed
         from gpuscale.commands.recommend_watch import watch_sweep
 
-        watched, heading, signal_name = watch_sweep(args, floor)
+        try:
+            watched, heading, signal_name = watch_sweep(args, floor)
+        except SweepFailed as failed:  # what ran is printed, then the failure and exit 1
+            watched, heading, failure = failed.sweep, failed.heading, failed
         if watched is None:  # q before the first count: the user quit; a note, exit 0
             print(f"gpuscale: {heading}", file=sys.stderr)
             return 0
         sweep = watched
     else:
-        from gpuscale.commands.recommend_live import SweepInterrupted, run_sweep
+        from gpuscale.commands.recommend_live import SweepFailed, SweepInterrupted, run_sweep
 
         try:
             sweep, heading = run_sweep(args, quiet=args.json)
         except SweepInterrupted as stopped:  # what ran is printed, then exit 130
             sweep, heading, signal_name = stopped.sweep, stopped.heading, stopped.signal_name
+        except SweepFailed as failed:  # what ran is printed, then the failure and exit 1
+            sweep, heading, failure = failed.sweep, failed.heading, failed
         if args.watch:  # piped or redirected: a screen would write escape codes for ever
             # said after the sweep, so that a refused configuration stays one line
             print(

@@ -225,6 +225,7 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
     sweep_start = time.perf_counter()
     stopped_by: str | None = None
     cut_short: tuple[int, int] | None = None  # the count stopped, with steps counted
+    failed: tuple[int, str] | None = None  # the count that failed after others, and why
     try:
         for i, (n, config) in enumerate(zip(counts, configs, strict=True)):
             if shared is not None:
@@ -265,12 +266,8 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
                     raise GpuscaleError(
                         f"the {n}-device run failed: {message}", exit_code=EXIT_FAILED
                     )
-                console.print(
-                    f"gpuscale: the {n}-device run failed ({message}); recommending from the "
-                    f"{len(points)} run(s) that worked",
-                    style="yellow",
-                    markup=False,
-                )
+                # said after the report from the counts measured before it (exit 1)
+                failed = (n, f"the {n}-device run failed: {message}")
                 break
             source = source_of(run, unrecorded)
             points.append(point_from_summary(summary, acc.start, source))
@@ -290,6 +287,9 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
         raise SweepInterrupted(
             sweep, stopped_heading(heading, stopped_by, points, cut_short), stopped_by
         )
+    if failed is not None:
+        n, message = failed
+        raise SweepFailed(sweep, failed_heading(heading, n, points), message, EXIT_FAILED)
     return sweep, heading
 
 
@@ -344,6 +344,29 @@ def say_stopped_sweep(console, sweep_id: str | None, measured: bool) -> None:
             "counted before the stop, so there is nothing to recommend from.",
             markup=False,
         )
+
+
+def failed_heading(heading: str, n: int, points: list[SweepPoint]) -> str:
+    """The heading of a sweep whose ``n``-device run failed after ``points`` were
+    measured: which count failed and what the report rests on (why it failed is
+    the error line said after the report)."""
+    measured = plural([p.devices for p in points], "device")
+    return f"{heading}; the {n}-device run failed: recommending from {measured}"
+
+
+class SweepFailed(Exception):
+    """A live sweep whose count failed after others were measured: what was
+    measured and the heading for the report printed first, then ``message`` (one
+    line: the count and why it failed) and exit ``exit_code``: 1 for the built-in
+    trainer (a trainer that fails), the script's own status for a script's sweep
+    (:func:`gpuscale.commands.run.script_status`)."""
+
+    def __init__(self, sweep: Sweep, heading: str, message: str, exit_code: int):
+        super().__init__(message)
+        self.sweep = sweep
+        self.heading = heading
+        self.message = message
+        self.exit_code = exit_code
 
 
 class SweepInterrupted(KeyboardInterrupt):

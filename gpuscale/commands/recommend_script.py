@@ -15,8 +15,10 @@ same, weak scaling. Anything else is refused as a mix of workloads later.
 
 A count whose script fails ends the sweep there, and gpuscale exits with the
 script's own status as ``run`` passes it through (:func:`script_status`): the
-first count's failure is one line; a later one's (:class:`SweepFailed`) comes
-after the report from the counts measured before it.
+first count's failure is one line; a later one's
+(:class:`~gpuscale.commands.recommend_live.SweepFailed`: the count, the script,
+its status, its last stderr line) comes after the report from the counts
+measured before it.
 """
 
 from __future__ import annotations
@@ -41,8 +43,10 @@ def run_script_sweep(
     """Run ``command`` at each device count of the plan; the measured points as a Sweep."""
     from gpuscale.commands.console import text_console
     from gpuscale.commands.recommend_live import (
+        SweepFailed,
         SweepInterrupted,
         count_gpus,
+        failed_heading,
         ignore_stop_signals,
         kept_when_stopped,
         picked_gpus_note,
@@ -142,24 +146,8 @@ def run_script_sweep(
         raise SweepInterrupted(sweep, heading, stopped_by)
     if failed is not None:
         n, message, status = failed
-        measured = plural([p.devices for p in points], "device")
-        heading = f"{heading}; the {n}-device run failed: recommending from {measured}"
-        raise SweepFailed(sweep, heading, message, status)
+        raise SweepFailed(sweep, failed_heading(heading, n, points), message, status)
     return sweep, heading
-
-
-class SweepFailed(Exception):
-    """A script sweep whose count failed after others were measured: what was
-    measured and the heading for the report printed first, then ``message`` (one
-    line: the count, the script, its status, its last stderr line) and exit
-    ``exit_code`` (the script's own status)."""
-
-    def __init__(self, sweep: Sweep, heading: str, message: str, exit_code: int):
-        super().__init__(message)
-        self.sweep = sweep
-        self.heading = heading
-        self.message = message
-        self.exit_code = exit_code
 
 
 def _follow(run, acc: RunAccumulator, n: int, console, quiet: bool) -> None:

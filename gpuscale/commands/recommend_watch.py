@@ -15,18 +15,25 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpuscale.analysis.sweep import Sweep
-from gpuscale.errors import EXIT_INTERRUPTED, GpuscaleError
-from gpuscale.formatting import join_clauses
+from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED, GpuscaleError
+from gpuscale.formatting import join_clauses, plural
 
 
 def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep | None, str, str | None]:
     """Run the sweep on screen. Returns the measured sweep, the heading for the
     printed report, and the name of the signal that stopped it (or None); the sweep
     is None where ``q`` stopped it before a count was measured, the heading then the
-    note to say (:func:`nothing_measured`)."""
+    note to say (:func:`nothing_measured`). A count that failed after others were
+    measured raises :class:`~gpuscale.commands.recommend_live.SweepFailed` (the
+    report, then its line, exit 1, however the screen was closed)."""
     import msgspec
 
-    from gpuscale.commands.recommend_live import plan, shared_process, sweep_configs
+    from gpuscale.commands.recommend_live import (
+        SweepFailed,
+        plan,
+        shared_process,
+        sweep_configs,
+    )
     from gpuscale.trainer.options import config_from_args
     from gpuscale.trainer.preflight import check_config
     from gpuscale.ui.app import run_until_stop_signal
@@ -78,8 +85,14 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep | None, s
         )
         return None, said, signal_name
     state = final.state_line()
-    if runner.failure:
-        state = f"{runner.failure}; " + (state or "recommending from what was measured")
+    if runner.failure:  # why is the error line said after the report
+        what = (
+            f"the {runner.failed_devices}-device run"
+            if runner.failed_devices is not None
+            else "the sweep"
+        )
+        measured = plural(final.measured_counts, "device")
+        state = f"{what} failed: recommending from what was measured ({measured})"
     recorded = None if args.no_record else f"recorded as {runner.sweep_id}"
     heading = _heading(heading, notes, state, recorded)
     sweep = Sweep(
@@ -88,6 +101,8 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep | None, s
         available_devices=available,
         wall_s=time.perf_counter() - began,
     )
+    if runner.failure:  # the report from the counts measured, then the failure: exit 1
+        raise SweepFailed(sweep, heading, runner.failure, EXIT_FAILED)
     return sweep, heading, signal_name
 
 
@@ -128,7 +143,7 @@ def nothing_measured(
     message = f"no recommendation: {why}"
     if failure is None and signal_name is None:
         return message
-    raise GpuscaleError(message, exit_code=EXIT_INTERRUPTED if failure is None else 1)
+    raise GpuscaleError(message, exit_code=EXIT_INTERRUPTED if failure is None else EXIT_FAILED)
 
 
 @contextlib.contextmanager

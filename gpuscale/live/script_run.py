@@ -965,15 +965,18 @@ class _PumpState:
 
     def failed_start(self) -> StartEvent:
         """The start of a run whose script failed before its callback started
-        (:meth:`failed_before_start`): what gpuscale knows, its note saying so
-        (:meth:`before_step`), and whether it uses the callback not said
-        (``callback: None``: it never got that far), so no view calls it a script
-        without the callback."""
+        (:meth:`failed_before_start`): what gpuscale knows, the devices the script
+        was asked to use among it (as :meth:`provisional_start` says them: its
+        recording is named and listed for them, and a sweep's count found by
+        them), its note saying so (:meth:`before_step`), and whether it uses the
+        callback not said (``callback: None``: it never got that far), so no view
+        calls it a script without the callback."""
         failed = self.failed_before_start()
         assert failed is not None
-        start = self.synthetic_start(hint=False)
+        start = self.provisional_start()
         return msgspec.structs.replace(
             start,
+            provisional=False,
             config={**start.config, "callback": None},
             note=f"the script {describe_exit(failed[1])} {self.before_step()}",
         )

@@ -372,9 +372,11 @@ class GpuscaleApp(App[int]):
 
     def action_interrupt(self) -> None:
         """Ctrl-C: as ``q``, and a live run still going then counts as interrupted
-        (exit 130, like ``gpuscale run``); a replay, or a run already over, just quits."""
+        (exit 130, like ``gpuscale run``); a replay, or a run already over, just quits.
+        After ``q``, while the stop it began is under way, it changes nothing (exit 0,
+        as ``q``): the run ends the same, only the user is in a hurry."""
         over = self.model.end is not None or self._finished_posted
-        if not self.is_replay and not over and self.interrupted_by is None:
+        if not self.is_replay and not over and not self._quitting and self.interrupted_by is None:
             self.interrupted_by = "Ctrl-C"
         self.action_quit_run()
 

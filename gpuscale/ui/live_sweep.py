@@ -70,6 +70,8 @@ class LiveSweep:
         """Set when :meth:`run` has returned (or raised): :attr:`view` is final."""
         self.failure: str | None = None
         """Why the sweep ended early, other than a stop request."""
+        self.failed_devices: int | None = None
+        """The device count whose run failed (:attr:`failure` says why), if one did."""
         self._current: Any = None
         self._lock = threading.Lock()
         self.model: RunModel | None = None
@@ -121,7 +123,7 @@ class LiveSweep:
                 )
                 on_count(replace(self.view, status_line=None))
             if failure is not None:
-                self.failure = failure
+                self.failure, self.failed_devices = failure, n
                 break
         complete = [p.devices for p in points] == list(self.view.planned)
         self.view = replace(

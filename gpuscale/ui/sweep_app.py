@@ -496,8 +496,15 @@ class SweepApp(App[int]):
     def action_interrupt(self) -> None:
         """Ctrl-C: as ``q``; a live sweep still running then counts as interrupted
         (the report is still printed, exit 130); a sweep from recordings, or one
-        already over, just quits."""
-        if self.runner is not None and self.runner_active and self.interrupted_by is None:
+        already over, just quits. After ``q``, while the stop it began is under
+        way, it changes nothing: the user quit (exit 0) and is hurrying the stop,
+        which goes no faster for it, and the report is the same."""
+        if (
+            self.runner is not None
+            and self.runner_active
+            and not self._quitting
+            and self.interrupted_by is None
+        ):
             self.interrupted_by = "Ctrl-C"
         self.action_quit_run()
 
