@@ -190,6 +190,15 @@ def _one_device_run(noise_s: float | None, devices: int = 1) -> list:
     return events
 
 
+def test_probes_without_a_start_keep_their_exchange():
+    """Phase events summarized without their start (the overhead benchmarks compare
+    the probes' breakdowns so): the devices are unknown, not one, so the exposed
+    all-reduce is the probes' (it read 0.0 vs 0.0 in every benchmark process)."""
+    phases = [e for e in _one_device_run(None, devices=2) if isinstance(e, PhaseEvent)]
+    s = summarize(phases)
+    assert s.allreduce_s == pytest.approx(0.012) and s.lone_exchange_s is None
+
+
 def test_an_exposed_all_reduce_timed_on_one_device_is_noise_not_counted(tmp_path, capsys):
     """A 1-device recording whose probes timed a small exposed all-reduce (two passes
     of the same work differ by noise) showed it as the run's exchange (6 ms, 6% of

@@ -724,8 +724,9 @@ class RunAccumulator:
         s.compute_err_s = metrics.median_halfwidth(computes)
         # unfloored differences where the probe kept T(compute + all-reduce) (1.2)
         exchanges = [_exposed(p) for p in phases]
-        if s.devices <= 1 and any(exchanges):
+        if self.start is not None and s.devices <= 1 and any(exchanges):
             # one device exchanges nothing: two passes of the same work differ by noise
+            # (a start must say so: without one the devices are unknown, not one)
             s.lone_exchange_s = metrics.median(exchanges)
             exchanges = [0.0] * len(exchanges)
         applies = [_apply(p) for p in phases]
