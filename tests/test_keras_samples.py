@@ -119,9 +119,11 @@ def test_a_first_read_that_was_short_is_raised_by_a_full_one():
 
 
 def test_a_model_fitted_before_and_monitored_twice_counts_its_samples():
-    """A notebook's order: ``fit`` without gpuscale (Keras builds its train function
-    without the count), then two ``fit`` calls with a new ScalingMonitor each: every
-    step's samples are counted (none 0) and the probes run."""
+    """A notebook's order: ``fit`` without gpuscale, then two ``fit`` calls with a new
+    ScalingMonitor each: every step's samples are counted (none 0, a short last batch
+    right), the probes run, and Keras's own train function is kept (its loss tracker
+    counts the samples); a model with a ``train_step`` of its own is counted by
+    gpuscale's counter, as exactly."""
     import json
     import os
     import subprocess
@@ -137,8 +139,11 @@ def test_a_model_fitted_before_and_monitored_twice_counts_its_samples():
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     epoch = [32] * 11 + [8]
-    for fit in ("first", "second"):
+    for fit in ("first", "second", "own"):
         assert result[fit]["samples"] == epoch * 2, fit
         assert result[fit]["probed_after"] == [4, 9, 14, 19], fit
         # the scheduler judges the breakdown on the probes' phases, as the summary does
         assert result[fit]["scheduled_phases"] == 4 and result[fit]["replicas"] == 2, fit
+    # Keras's own train step counts the samples (its loss tracker): the function Keras
+    # built without gpuscale is the one that runs with it, never traced again
+    assert not result["first"]["built_again"] and not result["second"]["built_again"]

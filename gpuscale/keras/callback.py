@@ -28,13 +28,29 @@ step); at most every 0.5 s it is under 0.04 % of any run's wall clock."""
 
 
 class _Counting:
-    """The sample counter built into a model's train function, and the per-replica
-    input spec its trace saw: kept with the model (:data:`_COUNTING`) so a later
-    monitor on the same model reads the counter that function increments."""
+    """The sample counter built into a model's train function (``None`` where Keras's
+    own step counts them: :func:`keras_counts_samples`), and the per-replica input
+    spec its trace saw: kept with the model (:data:`_COUNTING`) so a later monitor on
+    the same model reads the counter that function increments."""
 
-    def __init__(self, variable: tf.Variable):
+    def __init__(self, variable: tf.Variable | None):
         self.variable = variable
         self.input_spec: Any = None
+
+
+def keras_counts_samples(model: Any) -> bool:
+    """Whether ``model`` trains with Keras's own ``train_step``, which counts every
+    step's samples in its loss tracker (``Mean``'s ``count``: each replica adds its
+    batch, ``tf.shape(x)[0]``; reset at every epoch's start): then gpuscale reads that
+    and adds nothing to the compiled step. A ``train_step`` of the user's own may not
+    update it: gpuscale counts in its own variable there."""
+    tracker = getattr(model, "_loss_tracker", None)
+    step = getattr(type(model), "train_step", None)
+    return (
+        getattr(tracker, "count", None) is not None
+        and step is not None
+        and getattr(step, "__module__", "").startswith("keras.")
+    )
 
 
 _COUNTING: weakref.WeakKeyDictionary[Any, _Counting] = weakref.WeakKeyDictionary()
@@ -94,6 +110,8 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         of the ``fit``, or of a later interval where every step had the same."""
         self._wrapped_model: Any = None
         self._counting: _Counting | None = None
+        self._tracker: Any = None
+        """Keras's loss tracker whose ``count`` is read (:func:`keras_counts_samples`)."""
         self._pending_start = False
 
     def set_model(self, model: Any) -> None:
@@ -105,35 +123,47 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
             self._wrap_train_step(model)
 
     def _wrap_train_step(self, model: Any) -> None:
-        """Count the samples of every step and capture the per-replica input spec.
+        """Learn every step's samples and capture the per-replica input spec.
 
-        The count is a ``tf.Variable`` (ON_READ/SUM: one copy per replica, each
-        replica adds its own ``tf.shape(x)[0]``), read on the host after the step:
-        exact even for a short last batch, and no cross-device traffic (only this
-        worker's replicas are summed; the total is that times the workers).
-        Takes effect when Keras builds the train function: a model whose train
-        function an earlier monitor's count is built into keeps it (this monitor
-        reads that counter); one built without a count (``fit`` before any monitor)
-        is built again with it, once (Keras traces it again), unless ``batch_size``
-        was given: then nothing needs counting.
+        Where Keras's own ``train_step`` runs (:func:`keras_counts_samples`), its loss
+        tracker already counts the samples: the monitor reads that count and the
+        compiled step stays Keras's own (the wrapper below only notes the input spec
+        while Keras traces; a train function built before stays as it is, the spec
+        then from the model). Otherwise the count is a ``tf.Variable`` of gpuscale's
+        (ON_READ/SUM: one copy per replica, each replica adds its own
+        ``tf.shape(x)[0]``). Either is read on the host after the step: exact even
+        for a short last batch, and no cross-device traffic (only this worker's
+        replicas are summed; the total is that times the workers). A model whose
+        train function an earlier monitor's count is built into keeps it (this
+        monitor reads that counter); one built without a count it needs (``fit``
+        before any monitor, a ``train_step`` of the user's own) is built again with
+        it, once (Keras traces it again), unless ``batch_size`` was given: then
+        nothing needs counting.
         """
         counting = _COUNTING.get(model)
         built = getattr(model, "train_function", None) is not None
+        own_count = keras_counts_samples(model)
+        if own_count:
+            self._tracker = model._loss_tracker
         if counting is not None and built:
             self._samples_var, self._counting = counting.variable, counting
+            if counting.variable is not None:
+                self._tracker = None  # the counter built in is the one that counts
             self._wrapped_model = model
             return
-        if built and self.batch_size:
-            return  # the step's own function stays; the batch is known, the spec from the model
-        with tf.init_scope():
-            variable = tf.Variable(
-                0,
-                dtype=tf.int64,
-                trainable=False,
-                synchronization=tf.VariableSynchronization.ON_READ,
-                aggregation=tf.VariableAggregation.SUM,
-                name="gpuscale_samples",
-            )
+        if built and (self.batch_size or own_count):
+            return  # the step's own function stays; the batch is known, the spec from model
+        variable = None
+        if not own_count:
+            with tf.init_scope():
+                variable = tf.Variable(
+                    0,
+                    dtype=tf.int64,
+                    trainable=False,
+                    synchronization=tf.VariableSynchronization.ON_READ,
+                    aggregation=tf.VariableAggregation.SUM,
+                    name="gpuscale_samples",
+                )
         counting = _COUNTING[model] = _Counting(variable)
         self._samples_var, self._counting = variable, counting
         original = model.train_step
@@ -146,8 +176,9 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
                 )
             except (TypeError, ValueError, AttributeError):
                 pass
-            first = tf.nest.flatten(x)[0]
-            variable.assign_add(tf.cast(tf.shape(first)[0], tf.int64))
+            if variable is not None:
+                first = tf.nest.flatten(x)[0]
+                variable.assign_add(tf.cast(tf.shape(first)[0], tf.int64))
             return original(data)
 
         model.train_step = train_step
@@ -156,12 +187,18 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         self._wrapped_model = model
 
     def _samples_seen(self) -> int | None:
-        """Samples counted so far on this worker times the workers (None if not counting)."""
-        if self._samples_var is None or self._strategy is None:
+        """Samples counted so far on this worker times the workers (None if not
+        counting): by gpuscale's counter, or by Keras's loss tracker this epoch."""
+        counter = self._samples_var
+        if counter is None and self._tracker is not None:
+            counter = getattr(self._tracker.count, "value", self._tracker.count)
+        if counter is None or self._strategy is None:
             return None
         try:
-            local = self._strategy.experimental_local_results(self._samples_var)
-            total = sum(int(v.numpy()) for v in local)
+            local = self._strategy.experimental_local_results(counter)
+            # the tracker's count is a float32 sum of whole batches: exact up to 2**24
+            # samples an epoch (16.7 M), then to float32's step there (2, 4, ... samples)
+            total = sum(int(round(float(v.numpy()))) for v in local)
         except Exception:
             return None
         workers = (self._strategy_info or {}).get("num_workers", 1)
@@ -181,6 +218,13 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         steps, epochs = (self.params or {}).get("steps"), (self.params or {}).get("epochs")
         if steps and epochs:  # the run's length so far: early probes may take half its budget
             self.schedule.horizon_steps = self.schedule.steps + int(steps) * int(epochs)
+
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        if self._tracker is not None and self._samples_var is None:
+            # Keras has just reset its loss tracker: its count starts again from 0
+            self._last_samples = 0
+            self._reported = self._unread_steps = 0
+            self._last_read_t = self._clock()
 
     # steps ---------------------------------------------------------------------------
     def _step_samples(self, executed: int, last_of_epoch: bool = False) -> int:

@@ -1,8 +1,10 @@
 """A user's script for gpuscale's tests: one model trained by several ``fit``
 calls, as in a notebook: first without gpuscale, then with a ScalingMonitor (two
-epochs whose last batch is short), then with a second ScalingMonitor. Prints one
-JSON line: for each monitored fit, the samples of its steps, the steps it
-probed after, and the probes and replicas its scheduler was given.
+epochs whose last batch is short), then with a second ScalingMonitor; then a model
+with a ``train_step`` of its own (which does not update Keras's loss tracker), with
+a monitor. Prints one JSON line: for each monitored fit, the samples of its steps,
+the steps it probed after, the probes and replicas its scheduler was given, and
+whether Keras's train function was built again for it.
 
     python train_refit.py
 """
@@ -29,7 +31,26 @@ x = tf.random.normal((n, 8), seed=1)
 y = tf.zeros((n,), tf.int32)
 
 
-def fit(monitor: ScalingMonitor | None) -> dict:
+class OwnStep(keras.Model):
+    """A custom ``train_step`` as Keras's guide writes one: no loss tracker update."""
+
+    def train_step(self, data):
+        x, y = data
+        with tf.GradientTape() as tape:
+            loss = self.compute_loss(x=x, y=y, y_pred=self(x, training=True))
+        grads = tape.gradient(loss, self.trainable_variables)
+        self.optimizer.apply_gradients(zip(grads, self.trainable_variables, strict=True))
+        return {"loss": loss}
+
+
+with strategy.scope():
+    inputs = keras.Input((8,))
+    own = OwnStep(inputs, keras.layers.Dense(3)(inputs))
+    own.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+
+
+def fit(monitor: ScalingMonitor | None, model=model) -> dict:
+    before = model.train_function
     events: list = []
     if monitor is not None:
         emit = monitor._emit
@@ -46,10 +67,12 @@ def fit(monitor: ScalingMonitor | None) -> dict:
         # what its probe scheduler judges the breakdown on (as the summary will)
         "scheduled_phases": len(monitor.schedule._phases) if monitor else 0,
         "replicas": monitor.schedule.replicas if monitor else 0,
+        "built_again": before is not None and model.train_function is not before,
     }
 
 
 fit(None)  # Keras builds its train function without gpuscale's count
 first = fit(ScalingMonitor(every=5, record=None, warmup_steps=0))
 second = fit(ScalingMonitor(every=5, record=None, warmup_steps=0))
-print(json.dumps({"first": first, "second": second}))
+own_fit = fit(ScalingMonitor(every=5, record=None, warmup_steps=0), own)
+print(json.dumps({"first": first, "second": second, "own": own_fit}))
