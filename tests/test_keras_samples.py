@@ -147,3 +147,31 @@ def test_a_model_fitted_before_and_monitored_twice_counts_its_samples():
     # Keras's own train step counts the samples (its loss tracker): the function Keras
     # built without gpuscale is the one that runs with it, never traced again
     assert not result["first"]["built_again"] and not result["second"]["built_again"]
+
+
+def test_keras_own_count_survives_validation_unknown_lengths_and_a_new_compile():
+    """Keras's loss tracker starts again from 0 every epoch and for validation, and a
+    compile() makes a new one: the samples reported still add up to the data, and a
+    subclassed model fitted before the monitor still gets its probes (the function is
+    traced again for the input shape, which the model cannot give)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).parent / "scripts_keras" / "train_counts.py"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUSCALE_", "TF_CONFIG"))}
+    env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    n = 32 * 11 + 8
+    unknown = result["unknown_length"]["samples"]
+    assert len(unknown) == 36 and sum(unknown) == 3 * n  # was 3 x 384: a short batch as full
+    again = result["compiled_again"]["samples"]
+    assert again == ([32] * 11 + [8]) * 2  # was 360 a step: the old tracker's count
+    sub = result["subclassed_fitted_before"]
+    assert sum(sub["samples"]) == 2 * n and sub["probes"] == 4

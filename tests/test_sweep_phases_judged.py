@@ -215,6 +215,8 @@ def test_an_exposed_all_reduce_timed_on_one_device_is_noise_not_counted(tmp_path
     noisy = _one_device_run(0.006)
     s = summarize(noisy)
     assert s.allreduce_s == 0.0 and s.comm_share == 0.0 and s.compute_comm_ratio is None
+    # what the noise took is the apply's again: the parts make the step (7 ms, not 1)
+    assert s.apply_s == pytest.approx(0.007)
     assert s.lone_exchange_s == pytest.approx(0.006)
     said = "none (1 device: nothing to exchange; the probes' 6.0 ms is noise, not counted)"
     assert next(i.value for i in phase_items(s) if i.label == "exposed all-reduce") == said

@@ -724,12 +724,14 @@ class RunAccumulator:
         s.compute_err_s = metrics.median_halfwidth(computes)
         # unfloored differences where the probe kept T(compute + all-reduce) (1.2)
         exchanges = [_exposed(p) for p in phases]
+        applies = [_apply(p) for p in phases]
         if self.start is not None and s.devices <= 1 and any(exchanges):
             # one device exchanges nothing: two passes of the same work differ by noise
-            # (a start must say so: without one the devices are unknown, not one)
+            # (a start must say so: without one the devices are unknown, not one); the
+            # step less its compute is the apply, as the probes time it there now
             s.lone_exchange_s = metrics.median(exchanges)
+            applies = [a + e for a, e in zip(applies, exchanges, strict=True)]
             exchanges = [0.0] * len(exchanges)
-        applies = [_apply(p) for p in phases]
         s.allreduce_s = max(0.0, metrics.median(exchanges))
         s.allreduce_err_s = metrics.median_halfwidth(exchanges)
         s.apply_s = max(0.0, metrics.median(applies))

@@ -13,7 +13,7 @@ import keras
 import tensorflow as tf
 
 from gpuscale.keras.custom_loop import CustomLoop
-from gpuscale.keras.describe import describe_strategy, strategy_of
+from gpuscale.keras.describe import describe_strategy, input_spec_from_model, strategy_of
 from gpuscale.keras.monitor import Monitor
 from gpuscale.trainer.schedule import DEFAULT_BUDGET
 
@@ -46,11 +46,27 @@ def keras_counts_samples(model: Any) -> bool:
     update it: gpuscale counts in its own variable there."""
     tracker = getattr(model, "_loss_tracker", None)
     step = getattr(type(model), "train_step", None)
+    own = vars(model).get("train_step")  # one the script set on the model itself
     return (
-        getattr(tracker, "count", None) is not None
+        _KERAS_COUNTS
+        and getattr(tracker, "count", None) is not None
         and step is not None
         and getattr(step, "__module__", "").startswith("keras.")
+        and (own is None or getattr(own, "_gpuscale_wrapper", False))
     )
+
+
+def _keras_version() -> tuple[int, int]:
+    try:
+        major, minor = keras.__version__.split(".")[:2]
+        return int(major), int(minor)
+    except (AttributeError, ValueError):
+        return (0, 0)
+
+
+_KERAS_COUNTS = _keras_version() >= (3, 2)
+"""Keras 3.2 and later weigh the loss tracker by the batch (keras-team/keras#19363);
+before, its count was of steps."""
 
 
 _COUNTING: weakref.WeakKeyDictionary[Any, _Counting] = weakref.WeakKeyDictionary()
@@ -112,6 +128,17 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         self._counting: _Counting | None = None
         self._tracker: Any = None
         """Keras's loss tracker whose ``count`` is read (:func:`keras_counts_samples`)."""
+        self._tracker_base = 0
+        """Samples of this ``fit``'s epochs before the current one (the tracker's count
+        starts again from 0 every epoch): what :meth:`_samples_seen` adds to it."""
+        self._epoch_open = False
+        """An epoch is running whose count has not been added to the base yet."""
+        self._own_step: Any = None
+        """A ``train_step`` the script set on the model itself, given back at the end."""
+        self._batches = 0
+        """Batches of the current epoch so far (Keras's ``batch`` index + 1)."""
+        self._epoch_batches: int | None = None
+        """Batches of the last epoch, where Keras does not know an epoch's length."""
         self._pending_start = False
 
     def set_model(self, model: Any) -> None:
@@ -119,7 +146,10 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         ``train_step`` (on this instance only) to learn the real batch (see
         :meth:`_wrap_train_step`)."""
         super().set_model(model)
-        if self._wrapped_model is not model and hasattr(model, "train_step"):
+        current = vars(model).get("train_step")
+        if hasattr(model, "train_step") and not getattr(current, "_gpuscale_wrapper", False):
+            # every fit: a model compiled again since (a new loss tracker, its train
+            # function gone) is wrapped again as a new one
             self._wrap_train_step(model)
 
     def _wrap_train_step(self, model: Any) -> None:
@@ -151,7 +181,8 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
                 self._tracker = None  # the counter built in is the one that counts
             self._wrapped_model = model
             return
-        if built and (self.batch_size or own_count):
+        spec_known = input_spec_from_model(model) is not None
+        if built and (self.batch_size or own_count) and (spec_known or not self.phases):
             return  # the step's own function stays; the batch is known, the spec from model
         variable = None
         if not own_count:
@@ -166,6 +197,9 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
                 )
         counting = _COUNTING[model] = _Counting(variable)
         self._samples_var, self._counting = variable, counting
+        if variable is not None:
+            self._tracker = None
+        self._own_step = vars(model).get("train_step")
         original = model.train_step
 
         def train_step(data: Any) -> Any:
@@ -181,8 +215,9 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
                 variable.assign_add(tf.cast(tf.shape(first)[0], tf.int64))
             return original(data)
 
+        train_step._gpuscale_wrapper = True  # type: ignore[attr-defined]
         model.train_step = train_step
-        if built:  # built without the count: Keras builds it again, with it
+        if built:  # built without the count (or the spec): Keras builds it again, with it
             model.train_function = None
         self._wrapped_model = model
 
@@ -190,15 +225,17 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         """Samples counted so far on this worker times the workers (None if not
         counting): by gpuscale's counter, or by Keras's loss tracker this epoch."""
         counter = self._samples_var
+        base = 0
         if counter is None and self._tracker is not None:
             counter = getattr(self._tracker.count, "value", self._tracker.count)
+            base = self._tracker_base
         if counter is None or self._strategy is None:
             return None
         try:
             local = self._strategy.experimental_local_results(counter)
             # the tracker's count is a float32 sum of whole batches: exact up to 2**24
             # samples an epoch (16.7 M), then to float32's step there (2, 4, ... samples)
-            total = sum(int(round(float(v.numpy()))) for v in local)
+            total = base + sum(int(round(float(v.numpy()))) for v in local)
         except Exception:
             return None
         workers = (self._strategy_info or {}).get("num_workers", 1)
@@ -211,7 +248,11 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         self._strategy_info = describe_strategy(self._strategy)
         self._pending_start = True
         self._ended = False
-        self._last_samples = self._samples_seen()
+        if self._samples_var is None and keras_counts_samples(self.model):
+            self._tracker = self.model._loss_tracker  # this compile's (a new one each time)
+        self._tracker_base = 0
+        self._epoch_open = False
+        self._last_samples = 0 if self._tracker is not None else self._samples_seen()
         self._last_read_t = self._clock()
         self._reported = self._unread_steps = 0
         self._per_step = None
@@ -220,11 +261,27 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
             self.schedule.horizon_steps = self.schedule.steps + int(steps) * int(epochs)
 
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
-        if self._tracker is not None and self._samples_var is None:
-            # Keras has just reset its loss tracker: its count starts again from 0
-            self._last_samples = 0
-            self._reported = self._unread_steps = 0
-            self._last_read_t = self._clock()
+        # Keras has just reset its loss tracker: its count starts again from 0
+        self._epoch_open = True
+        self._batches = 0
+
+    def _close_epoch(self) -> None:
+        """Add the epoch's count to the base before Keras resets the tracker (for
+        validation, or for the next epoch): a short last batch the last read did not
+        see then shows on the next epoch's first read."""
+        if self._epoch_open and self._tracker is not None and self._samples_var is None:
+            self._epoch_open = False
+            seen = self._samples_seen()  # the base and this epoch's count
+            if seen is not None:
+                self._tracker_base = seen
+
+    def on_test_begin(self, logs: dict | None = None) -> None:
+        self._close_epoch()  # fit's validation resets the tracker next
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        self._close_epoch()
+        if self._batches:
+            self._epoch_batches = self._batches
 
     # steps ---------------------------------------------------------------------------
     def _step_samples(self, executed: int, last_of_epoch: bool = False) -> int:
@@ -283,7 +340,10 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         elapsed = time.perf_counter() - self._batch_start
         self._batch_start = None
         executed = max(1, int(getattr(self.model, "steps_per_execution", 1) or 1))
-        steps = (self.params or {}).get("steps")
+        # an epoch of data of unknown length: the last one's length, as a guess (a
+        # wrong one costs one read more)
+        steps = (self.params or {}).get("steps") or self._epoch_batches
+        self._batches = batch + 1
         samples = self._step_samples(executed, last_of_epoch=bool(steps) and batch + 1 >= steps)
         if self._pending_start:
             self._pending_start = False
@@ -298,4 +358,6 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
             # own train_step back (so saving or subclass lookups see the original).
             with contextlib.suppress(AttributeError):
                 del self._wrapped_model.train_step
+            if self._own_step is not None:
+                self._wrapped_model.train_step = self._own_step
         self._finish("completed")
