@@ -64,11 +64,15 @@ def test_devices_with_local_workers_is_refused():
     assert proc.returncode != 0 and "each worker of a cluster" in proc.stderr
 
 
-def _readme_script() -> str:
-    """The README's own script: its first python block under "Your own training script"."""
+def _readme_script(block: int = 0) -> str:
+    """The README's own script: its first python block under "Your own training script"
+    (``block=1``: the second, the custom loop's)."""
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     section = readme[readme.index("## Your own training script") :]
-    begin = section.index("```python\n") + len("```python\n")
+    section = section[: section.index("\n## ", 1)]
+    begin = -1
+    for _ in range(block + 1):
+        begin = section.index("```python\n", begin + 1) + len("```python\n")
     return section[begin : section.index("\n```", begin)]
 
 
@@ -77,9 +81,12 @@ def script_runs(tmp_path_factory) -> dict[str, Future]:
     """The module's two `gpuscale` runs of a script, started together (their checks are
     of device counts and batches, never of timings); each test waits for its own:
     ``sweep``, `recommend --sweep 1,2` of train_readme.py; ``readme``, `run --devices 2`
-    of the README's script copied as a new user would (one epoch, not two)."""
+    of the README's script copied as a new user would (one epoch, not two); ``loop``,
+    the same of the README's custom loop."""
     script = tmp_path_factory.mktemp("readme") / "train.py"
     script.write_text(_readme_script().replace("epochs=2", "epochs=1"))
+    loop = script.parent / "loop.py"
+    loop.write_text(_readme_script(1))
     with ThreadPoolExecutor(2) as pool:
         yield {
             "sweep": pool.submit(
@@ -91,6 +98,11 @@ def script_runs(tmp_path_factory) -> dict[str, Future]:
                 _gpuscale,
                 *("run", "--json", "--no-record", "--devices", "2", "--"),
                 *(sys.executable, str(script)),
+            ),
+            "loop": pool.submit(
+                _gpuscale,
+                *("run", "--json", "--no-record", "--devices", "2", "--"),
+                *(sys.executable, str(loop)),
             ),
         }
 
@@ -121,4 +133,22 @@ def test_the_readmes_script_runs_as_written_on_2_devices_without_a_gpu(script_ru
     assert summary["devices"] == 2 and summary["platform"] == "cpu-logical"
     assert summary["per_replica_batch"] == batch // 2 and summary["global_batch"] == batch
     assert summary["model"] == "train.py"
+    assert summary["phase_steps"] > 0
+
+
+@pytest.mark.tf
+def test_the_readmes_custom_loop_runs_as_written_on_2_devices_without_a_gpu(script_runs):
+    """The README's custom loop (ScalingMonitor's start/step/close), copied as a new user
+    would, under `run --devices 2`: its steps counted with the batch it gave, strong
+    scaling as it said, a probe of its phases."""
+    code = _readme_script(1)
+    assert "monitor.start(" in code and "monitor.step()" in code and "monitor.close()" in code
+    batch = int(re.search(r"global_batch = (\d+)", code).group(1))
+    proc = script_runs["loop"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    assert summary["devices"] == 2 and summary["platform"] == "cpu-logical"
+    assert summary["global_batch"] == batch and summary["per_replica_batch"] == batch // 2
+    assert summary["scaling"] == "strong"
+    assert summary["model"] == "loop.py"
     assert summary["phase_steps"] > 0
