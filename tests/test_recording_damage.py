@@ -678,6 +678,31 @@ def test_damage_anywhere_in_a_recorded_gzip_loses_at_most_its_member(tmp_path, m
             assert len(read) >= whole - 2 * per_member, (at, cut)
 
 
+def test_one_flipped_bit_in_a_later_member_makes_nothing_up(tmp_path, monkeypatch):
+    """A bit flipped inside a later member's deflate data: zlib may decode a line that
+    is still a valid, in-order event (a digit of its time changed) before the checksum
+    fails, and keeping the member's lines before the failure kept such an event (a
+    review: a 2m 32s run read as 3m 10s). A damaged member's text is not kept where a
+    later member is read on from: every event read is one of the run's, unchanged."""
+    data, events = _recorded_gzip(tmp_path, monkeypatch)
+    members = _members(data)
+    middle = len(members) // 2
+    originals = {msgspec.json.encode(_key(e)) for e in events}
+    path = tmp_path / "flipped.ndjson.gz"
+    span = range(members[middle] + 20, members[middle + 1] - 20, 7)
+    for at in span:
+        for bit in (0, 3, 6):
+            damaged = bytearray(data)
+            damaged[at] ^= 1 << bit
+            path.write_bytes(bytes(damaged))
+            try:
+                run = load_run(path)
+            except RecordingError:
+                continue
+            made_up = [e for e in run.events if msgspec.json.encode(_key(e)) not in originals]
+            assert not made_up, (at, bit, made_up[:1])
+
+
 def test_a_single_gzip_member_damaged_mid_way_is_read_up_to_the_damage(tmp_path):
     """One gzip member (files of gpuscale before it started new ones, or gzip run
     by hand) damaged mid-way: zlib decodes garbage before it notices, often copies

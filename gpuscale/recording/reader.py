@@ -763,7 +763,12 @@ class _Reader:
                 else:
                     if isinstance(chunk, GzipDamaged):  # the lines before it, then a gap
                         damage = chunk
-                        chunk = self._before_damage(b"".join(pending) + damage.salvaged)
+                        # a later member is read on from: a damaged member's text failed
+                        # its checksum, and zlib does not say where, so none of it is
+                        # kept (an in-order line may still be made up: a flipped digit);
+                        # the first member's lines before the damage are (the start)
+                        salvaged = damage.salvaged if damage.first_member else b""
+                        chunk = self._before_damage(b"".join(pending) + salvaged)
                         pending, pending_len = [], 0
                         if self._gap is not None:
                             if not chunk:  # nothing read between: one gap, to the later member
