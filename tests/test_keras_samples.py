@@ -175,3 +175,33 @@ def test_keras_own_count_survives_validation_unknown_lengths_and_a_new_compile()
     assert again == ([32] * 11 + [8]) * 2  # was 360 a step: the old tracker's count
     sub = result["subclassed_fitted_before"]
     assert sum(sub["samples"]) == 2 * n and sub["probes"] == 4
+
+
+def test_a_monitor_used_for_two_fits_alone_records_both(tmp_path):
+    """Outside gpuscale, one ScalingMonitor given to two fit calls (compiled again
+    between them): the second fit said 'recorded 24 steps to FILE' and no FILE was
+    written (its recorder never got a start). Each fit is a recording of its own, as
+    two monitors make, with its own steps and samples."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from gpuscale.events.schema import StepEvent
+    from gpuscale.recording.reader import load_run
+
+    script = Path(__file__).parent / "scripts_keras" / "train_twice.py"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUSCALE_", "TF_CONFIG"))}
+    env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", GPUSCALE_DATA_DIR=str(tmp_path))
+    proc = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "nothing recorded" not in proc.stderr, proc.stderr
+    said = [line for line in proc.stderr.splitlines() if "gpuscale: recorded" in line]
+    files = sorted((tmp_path / "runs").glob("*.ndjson*"))
+    assert len(said) == len(files) == 2, (proc.stderr, files)
+    runs = sorted((load_run(f) for f in files), key=lambda r: r.start.t)
+    assert [r.end.steps for r in runs] == [12, 24]
+    steps = [[e for e in r.events if isinstance(e, StepEvent)] for r in runs]
+    assert [sum(e.samples for e in s) for s in steps] == [360, 720]

@@ -145,6 +145,8 @@ class Monitor:
         self._strategy_info: dict[str, Any] | None = None
         self._strategy: tf.distribute.Strategy | None = None
         self._started = False
+        self._run_ended = False
+        """The run's end went out (a later ``fit`` outside gpuscale is a new run)."""
         self._last_index = -1
         self._last_step_samples = 0
         self.batch_scaling: str | None = None
@@ -254,6 +256,21 @@ class Monitor:
         global_batch: int | None = None,
         custom_loop: bool = False,
     ) -> None:
+        shared = Channel.client() is not None
+        if self._started and not shared and self._run_ended:
+            # outside gpuscale a monitor used for a second fit records a run of its own,
+            # as a second monitor does (its recording was closed with the first run's
+            # end: the new one needs its own start, or nothing of it is saved)
+            self._started = False
+            horizon = self.schedule.horizon_steps  # this fit's length, set as it began
+            if horizon:
+                horizon = max(0, horizon - self.schedule.steps)
+            self.steps = 0
+            self._events = []
+            self.schedule = ProbeScheduler(self.budget, every=self.every)
+            self.schedule.horizon_steps = horizon
+            self._vote = None
+        self._run_ended = False
         self._strategy = strategy
         self.schedule.replicas = int(getattr(strategy, "num_replicas_in_sync", 1) or 1)
         if (
@@ -268,7 +285,6 @@ class Monitor:
             model, strategy, global_batch or self.batch_size or 0, custom_loop=custom_loop
         )
         self._open_recording(start.model, start.num_replicas, start.platform)
-        shared = Channel.client() is not None
         if (shared and Channel.started) or self._started:
             self._started = True
             next_step = Channel.steps_sent if shared else self.steps
@@ -402,6 +418,7 @@ class Monitor:
         self._ended = True
         if not self._started:  # no step ran: there is no run to end
             return
+        self._run_ended = True
         now = time.time()
         start = next((e for e in reversed(self._events) if isinstance(e, StartEvent)), None)
         latest = max((e.t for e in self._events), default=now)
