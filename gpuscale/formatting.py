@@ -133,6 +133,14 @@ def format_ms(value_s: float | None, digits: int = 1) -> str:
     return NA if _missing(value_ms) else f"{value_ms:.{digits}f} ms"
 
 
+def format_measured_ms(value_s: float | None, digits: int = 1) -> str:
+    """A duration measured without a stated uncertainty, in milliseconds, never a
+    0.0 that rounding made: under half the last digit it is ``< 0.1 ms``."""
+    if not _missing(value_s) and value_s * 1000 < 0.5 * 10.0**-digits:
+        return f"< {10.0**-digits:.{digits}f} ms"
+    return format_ms(value_s, digits)
+
+
 def resolved(value: float | None, halfwidth: float | None, resolution: float = 1e-4) -> bool:
     """The one rule for whether a measured value stands out of its own noise: it is
     *resolved* when, as shown (both rounded to ``resolution``, the last digit
@@ -155,7 +163,9 @@ def format_phase_s(value_s: float | None, err_s: float | None, digits: int = 1) 
     if value_s is None:
         return NA
     if err_s is None:
-        return format_ms(value_s, digits) if value_s > 0 else "not resolved (too few probes)"
+        if value_s * 1000 < 0.5 * 10.0**-digits:  # it would print as 0.0: noise is not zero
+            return "not resolved (too few probes)"
+        return format_ms(value_s, digits)
     if resolved(value_s, err_s, 10.0 ** -(digits + 3)):
         return f"{value_s * 1000:.{digits}f} ± {err_s * 1000:.{digits}f} ms"
     # at least the last digit shown: "< 0.0 ms" would be a zero that is noise

@@ -108,6 +108,8 @@ def test_a_phase_within_its_noise_is_not_resolved_never_zero():
     # old recordings' floored probes: all 0, no spread; never "< 0.0 ms"
     assert format_phase_s(0.0, 0.0) == "< 0.1 ms (not resolved)"
     assert format_phase_s(0.005, None) == "5.0 ms"
+    # one probe timed 7 µs: no uncertainty, and it would print as 0.0 ms (a trial saw it)
+    assert format_phase_s(0.000007, None) == "not resolved (too few probes)"
     assert format_phase_s(None, None) == "n/a"
 
 

@@ -118,7 +118,8 @@ def test_the_trainers_input_wait_stays_measured():
     s = summarize([_start(), *_epochs(gap_s=0.0, method="differenced")])
     assert s.input_s == 0.0 and s.input_share == 0.0
     items = {item.label: item.value for item in phase_items(s)}
-    assert items["input wait"].startswith("0.0 ms")
+    # measured, and under the last digit: never a 0.0 that rounding made
+    assert items["input wait"].startswith("< 0.1 ms")
     assert "input_s" in with_defaults(msgspec.to_builtins(s))
 
 

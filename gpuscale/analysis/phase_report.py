@@ -22,7 +22,7 @@ from gpuscale.analysis.sweep import SweepPoint, phases_not_split
 from gpuscale.formatting import (
     format_duration_s,
     format_fraction_pct,
-    format_ms,
+    format_measured_ms,
     format_phase_in_step_s,
     format_phase_s,
     format_points,
@@ -351,7 +351,7 @@ def phase_items(s: RunSummary) -> list[PhaseItem]:
         if apart or whole
         else format_phase_in_step_s(s.apply_s, s.apply_err_s, step, n)
     )
-    input_wait = INPUT_NOT_MEASURED if s.input_s is None else format_ms(s.input_s)
+    input_wait = INPUT_NOT_MEASURED if s.input_s is None else format_measured_ms(s.input_s)
     if s.input_s is not None and s.input_share is not None:
         input_wait += f" ({format_fraction_pct(s.input_share)} of the median step)"
     return [
