@@ -104,7 +104,7 @@ def test_steps_faster_than_their_median_say_so_with_a_sign():
     assert s.slow_steps_share is not None and s.slow_steps_share < -0.1
     assert s.wall_throughput_samples_s > s.throughput_samples_s
     text = wall_clock_text(s) or ""
-    assert "steps faster than the median (mean step 4.67 ms) -29% of it" in text, text
+    assert "steps faster than the median (mean step 4.67 ms) gave back 29% of it" in text, text
     assert "between steps" not in text  # none: not named
 
 
@@ -187,7 +187,7 @@ def test_a_short_last_batch_is_a_part_of_the_wall_clock_that_adds_up():
     assert _kept(s) == pytest.approx(s.wall_throughput_samples_s, rel=1e-9)
     assert wall_clock_text(s) == (
         "2,936 samples/s over the wall clock: smaller batches (mean 25 samples a step, "
-        "median 32) 26% of it, steps faster than the median (mean step 8.47 ms) -18%"
+        "median 32) 26% of it, steps faster than the median (mean step 8.47 ms) gave back 18%"
     )
 
 
@@ -198,7 +198,7 @@ def test_short_batches_and_time_between_steps_add_up():
     assert _kept(s) == pytest.approx(s.wall_throughput_samples_s, rel=1e-9)
     text = wall_clock_text(s, causes=False) or ""
     assert text.startswith("2,564 samples/s: smaller batches (mean 25 samples a step, median 32)")
-    assert "steps faster than the median (mean step 8.47 ms) -" in text
+    assert "steps faster than the median (mean step 8.47 ms) gave back" in text
     assert text.endswith("between steps 13%"), text
 
 

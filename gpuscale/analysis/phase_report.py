@@ -82,7 +82,8 @@ def wall_clock_text(s: RunSummary, *, causes: bool = True) -> str | None:
     Time between steps says its causes where known: ``between steps 48% (compiling
     the probes 22%, the probes 0.5%, the rest e.g. epoch starts, evaluation,
     checkpoints)``. A mean step under the median: ``steps faster than the median
-    (mean step 4.1 ms) -6%``; a mean batch over it: ``larger batches (...) -6%``.
+    (mean step 4.1 ms) gave back 6%``; a mean batch over it: ``larger batches (...) gave
+    back 6%`` (parts that take away from the rest, so that all add up).
     The parts are named only where they reconcile the two rates within
     :data:`PARTS_RECONCILE` (a summary recorded before the batches' part, or
     several workers' rates far apart, may not): else the wall-clock rate alone.
@@ -134,14 +135,14 @@ def _wall_parts(s: RunSummary, causes: bool) -> list[tuple[str, str]]:
         if batches > 0:
             parts.append((f"smaller batches{said} {format_fraction_pct(batches)}", ""))
         else:
-            parts.append((f"larger batches{said} -{format_fraction_pct(-batches)}", ""))
+            parts.append((f"larger batches{said} gave back {format_fraction_pct(-batches)}", ""))
     slow = s.slow_steps_share or 0.0
     if abs(slow) >= SHARE_SHOWN:
         mean = f"(mean step {format_duration_s(s.mean_step_time_s, DURATION_FIGURES)})"
         if slow > 0:
             parts.append((f"slow steps {mean} {format_fraction_pct(slow)}", ""))
         else:
-            faster = f"steps faster than the median {mean} -{format_fraction_pct(-slow)}"
+            faster = f"steps faster than the median {mean} gave back {format_fraction_pct(-slow)}"
             parts.append((faster, ""))
     between = s.between_steps_share or 0.0
     if between >= SHARE_SHOWN:
