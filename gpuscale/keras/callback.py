@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 import weakref
@@ -353,11 +352,12 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         self.record_step(elapsed / executed, samples, steps=executed)
 
     def on_train_end(self, logs: dict | None = None) -> None:
-        if self._wrapped_model is not None:
+        model = self._wrapped_model
+        if model is not None and getattr(vars(model).get("train_step"), "_gpuscale_wrapper", 0):
             # The built train function keeps the wrapper; the model object gets its
-            # own train_step back (so saving or subclass lookups see the original).
-            with contextlib.suppress(AttributeError):
-                del self._wrapped_model.train_step
+            # own train_step back (so saving or subclass lookups see the original):
+            # only gpuscale's wrapper is taken off, never a step the script set itself
+            del model.train_step
             if self._own_step is not None:
-                self._wrapped_model.train_step = self._own_step
+                model.train_step = self._own_step
         self._finish("completed")

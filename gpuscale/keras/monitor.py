@@ -262,6 +262,7 @@ class Monitor:
             # as a second monitor does (its recording was closed with the first run's
             # end: the new one needs its own start, or nothing of it is saved)
             self._started = False
+            self._ended = False  # a custom loop's second start: its close() ends it too
             horizon = self.schedule.horizon_steps  # this fit's length, set as it began
             if horizon:
                 horizon = max(0, horizon - self.schedule.steps)
