@@ -133,10 +133,15 @@ def format_ms(value_s: float | None, digits: int = 1) -> str:
     return NA if _missing(value_ms) else f"{value_ms:.{digits}f} ms"
 
 
+def _shows_as_zero_ms(value_s: float, digits: int) -> bool:
+    """Whether ``value_s`` would print as ``0.0 ms`` (or below) at ``digits``."""
+    return value_s * 1000 < 0.5 * 10.0**-digits
+
+
 def format_measured_ms(value_s: float | None, digits: int = 1) -> str:
     """A duration measured without a stated uncertainty, in milliseconds, never a
     0.0 that rounding made: under half the last digit it is ``< 0.1 ms``."""
-    if not _missing(value_s) and value_s * 1000 < 0.5 * 10.0**-digits:
+    if not _missing(value_s) and _shows_as_zero_ms(value_s, digits):
         return f"< {10.0**-digits:.{digits}f} ms"
     return format_ms(value_s, digits)
 
@@ -163,7 +168,7 @@ def format_phase_s(value_s: float | None, err_s: float | None, digits: int = 1) 
     if value_s is None:
         return NA
     if err_s is None:
-        if value_s * 1000 < 0.5 * 10.0**-digits:  # it would print as 0.0: noise is not zero
+        if _shows_as_zero_ms(value_s, digits):  # noise is not zero
             return "not resolved (too few probes)"
         return format_ms(value_s, digits)
     if resolved(value_s, err_s, 10.0 ** -(digits + 3)):

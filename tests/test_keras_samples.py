@@ -3,9 +3,28 @@ exact at every read (a short batch shows on the next read)."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 pytestmark = pytest.mark.tf
+
+
+def _run_script(name: str, **env_extra: str) -> subprocess.CompletedProcess:
+    """Run ``tests/scripts_keras/NAME`` in a fresh Python on CPU, outside gpuscale
+    (none of its variables), and check it exited 0."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUSCALE_", "TF_CONFIG"))}
+    env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", **env_extra)
+    script = Path(__file__).parent / "scripts_keras" / name
+    proc = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
 
 
 def _monitor():
@@ -124,20 +143,7 @@ def test_a_model_fitted_before_and_monitored_twice_counts_its_samples():
     right), the probes run, and Keras's own train function is kept (its loss tracker
     counts the samples); a model with a ``train_step`` of its own is counted by
     gpuscale's counter, as exactly."""
-    import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    script = Path(__file__).parent / "scripts_keras" / "train_refit.py"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUSCALE_", "TF_CONFIG"))}
-    env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-    proc = subprocess.run(
-        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = json.loads(_run_script("train_refit.py").stdout.strip().splitlines()[-1])
     epoch = [32] * 11 + [8]
     for fit in ("first", "second", "own"):
         assert result[fit]["samples"] == epoch * 2, fit
@@ -154,20 +160,7 @@ def test_keras_own_count_survives_validation_unknown_lengths_and_a_new_compile()
     compile() makes a new one: the samples reported still add up to the data, and a
     subclassed model fitted before the monitor still gets its probes (the function is
     traced again for the input shape, which the model cannot give)."""
-    import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    script = Path(__file__).parent / "scripts_keras" / "train_counts.py"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUSCALE_", "TF_CONFIG"))}
-    env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-    proc = subprocess.run(
-        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = json.loads(_run_script("train_counts.py").stdout.strip().splitlines()[-1])
     n = 32 * 11 + 8
     unknown = result["unknown_length"]["samples"]
     assert len(unknown) == 36 and sum(unknown) == 3 * n  # was 3 x 384: a short batch as full
@@ -182,21 +175,10 @@ def test_a_monitor_used_for_two_fits_alone_records_both(tmp_path):
     between them): the second fit said 'recorded 24 steps to FILE' and no FILE was
     written (its recorder never got a start). Each fit is a recording of its own, as
     two monitors make, with its own steps and samples."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
     from gpuscale.events.schema import StepEvent
     from gpuscale.recording.reader import load_run
 
-    script = Path(__file__).parent / "scripts_keras" / "train_twice.py"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUSCALE_", "TF_CONFIG"))}
-    env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", GPUSCALE_DATA_DIR=str(tmp_path))
-    proc = subprocess.run(
-        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = _run_script("train_twice.py", GPUSCALE_DATA_DIR=str(tmp_path))
     assert "nothing recorded" not in proc.stderr, proc.stderr
     said = [line for line in proc.stderr.splitlines() if "gpuscale: recorded" in line]
     files = sorted((tmp_path / "runs").glob("*.ndjson*"))

@@ -327,13 +327,7 @@ class Recorder:
             self._held = []
             self._batch.clear()
             self._batch_events = 0
-            with self._io_lock:
-                fd, self._fd = self._fd, None
-                if fd is not None:
-                    try:
-                        os.close(fd)
-                    except OSError:
-                        pass
+            self._close_fd()
             if self._created:
                 try:
                     self.path.unlink()
@@ -485,14 +479,18 @@ class Recorder:
         """Report ``exc`` once and stop recording."""
         self._give_up(_describe(exc, self.path, self.events_written))
 
-    def _give_up(self, message: str) -> None:
-        with self._io_lock:  # never closed under a write or fsync in progress
+    def _close_fd(self) -> None:
+        """Close the file, never under a write or fsync in progress; idempotent."""
+        with self._io_lock:
             fd, self._fd = self._fd, None
             if fd is not None:
                 try:
                     os.close(fd)
                 except OSError:
                     pass
+
+    def _give_up(self, message: str) -> None:
+        self._close_fd()
         self._batch.clear()
         self._batch_events = 0
         self._closing = True

@@ -397,6 +397,24 @@ def activity_legend(width: int, gpus: int, tensor: bool, max_lines: int) -> Text
     return last
 
 
+def _percent_over_time(
+    plot: Plot, times: list[float], width: int, plot_height: int, legend: Text | None
+) -> Text:
+    """A chart of percentages (0-100) against the seconds since the start, the lines
+    already drawn on ``plot``: its axes, then ``legend`` under it, never over the lines."""
+    plot.ylim(0, 100)
+    yticks = percent_ticks(plot_height - PLOT_FRAME_ROWS)
+    plot.yticks(yticks, [str(t) for t in yticks])
+    _whole_xticks(plot, times, width)
+    plot.xlabel("s since start")
+    plot.ylabel("%")
+    text = Text.from_ansi(plot.build().rstrip("\n"), no_wrap=True)
+    if legend is not None:
+        text.append("\n")
+        text.append_text(legend)
+    return text
+
+
 Series = tuple[list[float], list[float]]
 
 
@@ -438,17 +456,7 @@ def build_activity_chart(snap: Snapshot, gpus: list, width: int, height: int) ->
         if xs:  # busy first: where working is as high, its line shows over it
             plot.plot(xs, ys, color=color, marker="braille")
             times += xs
-    plot.ylim(0, 100)
-    yticks = percent_ticks(height - legend_lines - PLOT_FRAME_ROWS)
-    plot.yticks(yticks, [str(t) for t in yticks])
-    _whole_xticks(plot, times, width)
-    plot.xlabel("s since start")
-    plot.ylabel("%")
-    text = Text.from_ansi(plot.build().rstrip("\n"), no_wrap=True)
-    if legend is not None:  # under the chart, never over the lines
-        text.append("\n")
-        text.append_text(legend)
-    return text
+    return _percent_over_time(plot, times, width, height - legend_lines, legend)
 
 
 def build_util_chart(snap: Snapshot, width: int, height: int) -> Text:
@@ -486,17 +494,8 @@ def build_util_chart(snap: Snapshot, width: int, height: int) -> Text:
             plotted = True
     if not plotted:
         return _empty(width, "utilization appears after the first samples")
-    plot.ylim(0, 100)
-    yticks = percent_ticks(height - legend_lines - PLOT_FRAME_ROWS)
-    plot.yticks(yticks, [str(t) for t in yticks])
-    _whole_xticks(plot, times, width)
-    plot.xlabel("s since start")
-    plot.ylabel("%")
-    text = Text.from_ansi(plot.build().rstrip("\n"), no_wrap=True)
-    if legend_lines:  # under the chart, never over the lines
-        text.append("\n")
-        text.append_text(util_legend(names, width))
-    return text
+    legend = util_legend(names, width) if legend_lines else None
+    return _percent_over_time(plot, times, width, height - legend_lines, legend)
 
 
 def util_legend(names: list[tuple[str, str, str]], width: int) -> Text:
