@@ -117,6 +117,9 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         """Samples reported since the last read."""
         self._unread_steps = 0
         """Steps since the last read."""
+        self._owed = 0
+        """Samples the last read found reported beyond the count (a short batch said as
+        full, its own step short too): the next step reads again to pay them back."""
         self._clock = time.perf_counter
         self._last_read_t = 0.0
         """When the counter was last read (``_clock``)."""
@@ -253,7 +256,7 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         self._epoch_open = False
         self._last_samples = 0 if self._tracker is not None else self._samples_seen()
         self._last_read_t = self._clock()
-        self._reported = self._unread_steps = 0
+        self._reported = self._unread_steps = self._owed = 0
         self._per_step = None
         steps, epochs = (self.params or {}).get("steps"), (self.params or {}).get("epochs")
         if steps and epochs:  # the run's length so far: early probes may take half its budget
@@ -300,6 +303,7 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         if (
             self._per_step is not None
             and not last_of_epoch
+            and self._owed <= 0  # the last read found nothing reported beyond the count
             and (
                 self._unread_steps < SAMPLES_READ_EVERY
                 or self._clock() - self._last_read_t < SAMPLES_READ_INTERVAL_S
@@ -320,8 +324,11 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
             # is raised by the next read whose steps were all full
             self._per_step = usual
         # reported beyond what was counted (over the steps since the last read, or
-        # under by the remainder of // executed): carried to the next read
+        # under by the remainder of // executed): carried to the next read, which comes
+        # at the next step where it is over (a short batch said as full, found at a
+        # read whose own step is short too: the next step pays it back)
         self._reported = samples * executed - (counted - self._reported)
+        self._owed = self._reported
         self._last_samples, self._unread_steps = seen, 0
         return samples
 
