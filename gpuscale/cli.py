@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from gpuscale import __version__
+from gpuscale.commands import stdout_fallback
 from gpuscale.errors import EXIT_INTERRUPTED, EXIT_OUTPUT, EXIT_USAGE, GpuscaleError
 
 COMMANDS = ("run", "watch", "recommend", "replay", "runs", "devices")
@@ -110,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     a reader that went away (``| head -1``) is a quiet 0."""
     if sys.stdout is None:  # started with stdout closed (``>&-``): nowhere to answer
         return _output_failed(None)
+    stdout_fallback.take()  # what an earlier main() (a test's) left is not this one's
     streams = _CheckedStream.install()
     try:
         try:
@@ -127,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         return _reader_went_away()
     finally:
         _CheckedStream.uninstall(streams)
+        stdout_fallback.take()
 
 
 def _main(argv: list[str] | None) -> int:
@@ -233,8 +236,13 @@ def _output_failed(failed: OutputFailed | None) -> int:
     """Say on stderr, where it works, that the output could not be written
     (``failed``; ``None``: stdout was closed before gpuscale started), and return
     :data:`EXIT_OUTPUT`. The stream that failed is pointed at /dev/null, so that
-    Python's own flush at exit finds nothing left to fail on."""
+    Python's own flush at exit finds nothing left to fail on. Where stdout failed, the
+    line ends with what the command said only there, where it recorded the run
+    (:mod:`gpuscale.commands.stdout_fallback`)."""
     why = "stdout is closed" if failed is None else (failed.error.strerror or str(failed.error))
+    kept = stdout_fallback.take()
+    if kept and (failed is None or failed.stream == "stdout"):
+        why += f" ({'; '.join(kept)})"
     stderr = sys.stderr._stream if isinstance(sys.stderr, _CheckedStream) else sys.stderr
     if failed is None or failed.stream == "stdout":
         _to_devnull(sys.stdout._stream if isinstance(sys.stdout, _CheckedStream) else sys.stdout)

@@ -33,8 +33,10 @@ COMMANDS = {
 }
 
 
-def _env(buffered: bool) -> dict[str, str]:
+def _env(buffered: bool, data_dir: Path | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUSCALE_")}
+    if data_dir is not None:  # the runs folder of a command that records
+        env["GPUSCALE_DATA_DIR"] = str(data_dir)
     env["PYTHONPATH"] = str(ROOT)
     env["COLUMNS"] = "100"
     env.pop("PYTHONUNBUFFERED", None)
@@ -43,7 +45,9 @@ def _env(buffered: bool) -> dict[str, str]:
     return env
 
 
-def _gpuscale(argv, *, buffered: bool, stdout=None, stderr=subprocess.PIPE, shell_suffix=""):
+def _gpuscale(
+    argv, *, buffered: bool, stdout=None, stderr=subprocess.PIPE, shell_suffix="", data_dir=None
+):
     if shell_suffix:  # what only a shell can do to the streams (>&-)
         quoted = " ".join(f"'{a}'" for a in [sys.executable, "-m", "gpuscale", *argv])
         return subprocess.run(
@@ -61,7 +65,7 @@ def _gpuscale(argv, *, buffered: bool, stdout=None, stderr=subprocess.PIPE, shel
         text=True,
         timeout=120,
         cwd=ROOT,
-        env=_env(buffered),
+        env=_env(buffered, data_dir),
     )
 
 
@@ -131,3 +135,70 @@ def test_the_streams_are_given_back_after_main(capsys):
     assert main(["runs", "--dir", str(SAMPLES)]) == 0
     assert (sys.stdout, sys.stderr) == before
     assert "mnist-cnn_2xcpu.ndjson" in capsys.readouterr().out
+
+
+HELLO = [sys.executable, "-c", "print('hello')"]
+
+
+def _errors(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("gpuscale: error:")]
+
+
+@pytest.mark.parametrize("buffered", [True, False], ids=["buffered", "unbuffered"])
+@pytest.mark.parametrize(
+    "argv",
+    [["run", "--"], ["run", "--json", "--"], ["watch", "--"]],
+    ids=["run", "run-json", "watch"],
+)
+def test_a_full_stdout_still_names_the_recording_on_stderr(tmp_path, argv, buffered):
+    """`gpuscale run -- ... > /dev/full`: the recording's path is printed on stdout
+    only; the error line says it too, so the user learns where the run is."""
+    record = tmp_path / "run.ndjson"
+    with open(FULL, "w") as full:
+        result = _gpuscale(
+            [*argv[:-1], "--record", str(record), "--", *HELLO],
+            buffered=buffered,
+            stdout=full,
+            data_dir=tmp_path,
+        )
+    assert result.returncode == EXIT_OUTPUT, result.stderr
+    assert record.is_file()
+    assert _errors(result.stderr) == [f"{SAID} (the run is recorded in {record})"], result.stderr
+
+
+def test_a_full_stdout_names_the_recording_gpuscale_named_in_the_runs_folder(tmp_path):
+    with open(FULL, "w") as full:
+        result = _gpuscale(["run", "--", *HELLO], buffered=True, stdout=full, data_dir=tmp_path)
+    assert result.returncode == EXIT_OUTPUT, result.stderr
+    (recording,) = (tmp_path / "runs").glob("*.ndjson")
+    assert _errors(result.stderr) == [f"{SAID} (the run is recorded in {recording})"]
+
+
+def test_a_full_stdout_names_the_recorded_sweep_of_recommend_json(tmp_path):
+    """`recommend --json -- python train.py > /dev/full`: the JSON on stdout was the
+    only place that named the sweep's recordings (its text form says them on stderr)."""
+    script = Path(__file__).with_name("fake_script.py")
+    argv = ["recommend", "--sweep", "1,2", "--json", "--", sys.executable, str(script)]
+    with open(FULL, "w") as full:
+        result = _gpuscale(argv, buffered=True, stdout=full, data_dir=tmp_path)
+    assert result.returncode == EXIT_OUTPUT, result.stderr
+    recordings = sorted((tmp_path / "runs").glob("*.ndjson"))
+    assert len(recordings) == 2
+    from gpuscale.recording.reader import load_run
+
+    sweep = load_run(recordings[0]).start.sweep.id
+    assert _errors(result.stderr) == [f"{SAID} (the sweep is recorded as {sweep})"]
+
+
+def test_no_recording_is_named_where_stdout_works_or_nothing_was_recorded(tmp_path):
+    result = _gpuscale(
+        ["run", "--", *HELLO], buffered=True, stdout=subprocess.PIPE, data_dir=tmp_path
+    )
+    assert result.returncode == 0 and "recorded to" in result.stdout
+    assert _errors(result.stderr) == []
+    with open(FULL, "w") as full:
+        result = _gpuscale(
+            ["run", "--no-record", "--", *HELLO], buffered=True, stdout=full, data_dir=tmp_path
+        )
+    assert result.returncode == EXIT_OUTPUT
+    assert _errors(result.stderr) == [SAID]

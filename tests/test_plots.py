@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import subprocess
 import sys
@@ -320,3 +321,93 @@ def test_a_long_phase_chart_title_wraps_on_a_space_not_before_its_bracket():
     lines = scaling_text(build_scaling_chart(recommend(sweep.points)), 80).plain.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("Where the step time goes"))
     assert len(lines[start]) <= 80 and lines[start + 1] == "devices)", lines[start : start + 2]
+
+
+def _sweep_file(tmp_path, points, name="sweep.json"):
+    """A typed-in sweep of one configuration: ``points`` as (devices, samples/s)."""
+    doc = {
+        "format": "gpuscale-sweep",
+        "version": 1,
+        "title": "t",
+        "available_devices": max(n for n, _ in points),
+        "defaults": {"model": "m", "scaling": "strong", "global_batch": 64, "platform": "gpu"},
+        "points": [{"config": "a", "devices": n, "throughput": v} for n, v in points],
+    }
+    path = tmp_path / name
+    path.write_text(msgspec.json.encode(doc).decode())
+    return path
+
+
+def _labels_as_saved(monkeypatch):
+    """Every axis's tick labels (text and box) of each figure as it is saved."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    saved: list[list[list]] = []
+    savefig = Figure.savefig
+
+    def measuring(fig, *args, **kwargs):
+        fig.draw_without_rendering()
+        renderer = fig.canvas.get_renderer()
+        saved.append(
+            [
+                [
+                    (label.get_text(), label.get_window_extent(renderer))
+                    for label in axis.get_majorticklabels()
+                    if label.get_visible() and label.get_text()
+                ]
+                for ax in fig.axes
+                for axis in (ax.xaxis, ax.yaxis)
+            ]
+        )
+        return savefig(fig, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", measuring)
+    return saved
+
+
+@pytest.mark.parametrize(
+    "points",
+    [
+        [(1, 101), (2, 180)],  # a trial's: 202 (the ideal) was drawn on 200
+        [(1, 990), (2, 1900)],  # 990 on 1k
+        [(1, 1010), (2, 1300)],  # 2.02k on 2k
+        [(1, 480), (2, 900), (4, 1500)],
+        [(n, 1000 * n**0.8) for n in range(1, 17)],  # every count measured, 15 by 16
+        [(1, 0.21), (2, 0.35)],
+    ],
+    ids=["101-180", "990-1900", "1010-1300", "480-1500", "1-to-16", "fractions"],
+)
+def test_no_two_tick_labels_of_the_plot_overlap(tmp_path, monkeypatch, points):
+    saved = _labels_as_saved(monkeypatch)
+    write_plot(build_scaling_chart(_rec(_sweep_file(tmp_path, points))), tmp_path / "p.png")
+    _assert_apart(saved)
+
+
+def test_no_two_tick_labels_overlap_under_many_predicted_bars(tmp_path, monkeypatch):
+    """Predicted counts up to 1024: their bars' labels ("1024 (pred.)") crowd the axis."""
+    saved = _labels_as_saved(monkeypatch)
+    write_plot(build_scaling_chart(_rec(*CPU_RUNS, max_devices=1024)), tmp_path / "p.svg")
+    _assert_apart(saved)
+    (figure,) = saved
+    bars = figure[2]  # the bottom panel's x axis: still the first and the last count
+    assert bars[0][0] == "1" and bars[-1][0].startswith("1024")
+
+
+def test_the_sample_plots_label_their_ticks_apart(tmp_path, monkeypatch):
+    saved = _labels_as_saved(monkeypatch)
+    for sample in sorted(SAMPLES.glob("*.json")):
+        write_plot(build_scaling_chart(_rec(sample)), tmp_path / f"{sample.stem}.png")
+    write_plot(build_scaling_chart(_rec(*CPU_RUNS)), tmp_path / "cpu.png")
+    assert len(saved) == len(list(SAMPLES.glob("*.json"))) + 1
+    _assert_apart(saved)
+
+
+def _assert_apart(saved) -> None:
+    assert saved, "no figure was saved"
+    for figure in saved:
+        for labels in figure:
+            for (a, box_a), (b, box_b) in itertools.combinations(labels, 2):
+                assert not box_a.overlaps(box_b), f"tick labels {a!r} and {b!r} overlap"
+        throughput = figure[1]  # the top panel's y axis: labelled at least twice
+        assert len(throughput) >= 2, figure

@@ -280,8 +280,8 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
         say_stopped_sweep(console, sweep_id if not args.no_record else None, bool(points))
         if not points:
             raise KeyboardInterrupt(stopped_by)  # nothing measured: "gpuscale: interrupted"
-    elif not quiet and not args.no_record:
-        say_sweep_recorded(console, sweep_id)
+    elif not args.no_record:
+        say_sweep_recorded(console, sweep_id, quiet=quiet)
     sweep = Sweep(points=points, sources=sources, available_devices=available, wall_s=wall_s)
     if stopped_by is not None:
         raise SweepInterrupted(
@@ -408,8 +408,15 @@ def shared_process(
     return TrainerSweep(configs, record=record)
 
 
-def say_sweep_recorded(console, sweep_id: str) -> None:
-    """Where the sweep's recordings are found again, as one thing."""
+def say_sweep_recorded(console, sweep_id: str, *, quiet: bool = False) -> None:
+    """Where the sweep's recordings are found again, as one thing; ``quiet``
+    (``--json``, whose document on stdout names the recordings): said on stderr only
+    should stdout fail (:mod:`gpuscale.commands.stdout_fallback`)."""
+    if quiet:
+        from gpuscale.commands.stdout_fallback import say_if_stdout_fails
+
+        say_if_stdout_fails(f"the sweep is recorded as {sweep_id}")
+        return
     console.print(
         f"Recorded as {sweep_id}: 'gpuscale replay {sweep_id}' shows it again, "
         f"'gpuscale recommend --from {sweep_id}' re-judges it.",

@@ -132,8 +132,8 @@ def run_script_sweep(
         say_stopped_sweep(console, sweep_id if not args.no_record else None, bool(runs))
         if not runs:
             raise KeyboardInterrupt(stopped_by)  # nothing measured: "gpuscale: interrupted"
-    elif not quiet and not args.no_record:
-        say_sweep_recorded(console, sweep_id)
+    elif not args.no_record:
+        say_sweep_recorded(console, sweep_id, quiet=quiet)
     points = [point_from_summary(s, start, src) for s, start, src in settle_script_runs(runs)]
     sweep = Sweep(
         points=points,

@@ -94,6 +94,10 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep | None, s
         measured = plural(final.measured_counts, "device")
         state = f"{what} failed: recommending from what was measured ({measured})"
     recorded = None if args.no_record else f"recorded as {runner.sweep_id}"
+    if recorded is not None:  # the heading says it on stdout only
+        from gpuscale.commands.stdout_fallback import say_if_stdout_fails
+
+        say_if_stdout_fails(f"the sweep is {recorded}")
     heading = _heading(heading, notes, state, recorded)
     sweep = Sweep(
         points=final.points,

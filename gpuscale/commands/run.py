@@ -176,6 +176,7 @@ def main(args: argparse.Namespace) -> int:
     finally:
         if not run.done:
             run.stop()
+    say_recording_if_stdout_fails(run)  # named on stdout only, below
     end = run.end
     if args.json:
         import json
@@ -250,6 +251,17 @@ def stopped_program(args: argparse.Namespace) -> str:
     from gpuscale.live.script_run import split_command
 
     return "script" if split_command(getattr(args, "command", None)) else "trainer"
+
+
+def say_recording_if_stdout_fails(run: Any) -> None:
+    """The run's recording, which the summary names on stdout (``recorded to``, the
+    JSON's ``recording``), is said on stderr with the error line should stdout fail
+    (:mod:`gpuscale.commands.stdout_fallback`): the user still learns where the run is.
+    Called once the run is over, before anything is printed."""
+    from gpuscale.commands.stdout_fallback import say_if_stdout_fails
+
+    if run.recording_path:
+        say_if_stdout_fails(f"the run is recorded in {visible(str(run.recording_path))}")
 
 
 def print_run_error(run: Any) -> None:

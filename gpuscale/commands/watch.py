@@ -90,6 +90,9 @@ def main(args: argparse.Namespace) -> int:
         stopped_by = run_until_stop_signal(app)
     finally:
         source.stop()  # idempotent: a no-op when q already stopped it
+    from gpuscale.commands.run import say_recording_if_stdout_fails
+
+    say_recording_if_stdout_fails(run)  # named on stdout only, below
     if stopped_by:  # as `gpuscale run` does: the trainer stopped, then what ran
         from gpuscale.commands.run import print_run_summary
 

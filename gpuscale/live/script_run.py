@@ -262,6 +262,10 @@ class ScriptRun(RunBase):
         self._stderr_tail: dict[int, collections.deque[str]] = {}
         self._stopping = threading.Event()
         self._t0 = 0.0
+        self._launched_at: float | None = None
+        self._launched_mono = 0.0
+        """When the first script process was launched (wall clock, monotonic): where the
+        run lasts from (:meth:`_mark_launch`)."""
         self._consumer_dropped = 0
         self._descendants: dict[int, float] = {}
         """Processes the scripts started: pid -> start time (see _track_descendants)."""
@@ -340,7 +344,18 @@ class ScriptRun(RunBase):
         self._threads.append(pump)
         return self
 
+    def _mark_launch(self) -> None:
+        """Note the launch, just before the first script process is spawned: a run
+        without the callback's start lasts from here (its made-up start is stamped
+        with it), not from when gpuscale was done starting its own parts after it
+        (NVML, threads: they may take long on a busy machine, and the script runs
+        meanwhile)."""
+        if self._launched_at is None:
+            self._launched_at = time.time()
+            self._launched_mono = time.monotonic()
+
     def _launch_one(self, env: dict[str, str], worker: int) -> None:
+        self._mark_launch()
         try:
             proc = spawn(
                 self.argv,
@@ -359,6 +374,7 @@ class ScriptRun(RunBase):
 
     def _launch_local(self, env: dict[str, str]) -> None:
         assert self._server is not None
+        self._mark_launch()
         try:
             procs = cluster.launch_local_workers(
                 self.argv,
@@ -667,7 +683,14 @@ class _PumpState:
         self.held: list[Event] = []
         self.starts: dict[int, StartEvent] = {}
         self.announced_at: float | None = None
-        self.deadline = time.monotonic() + run.start_timeout_s
+        launched = run._launched_at is not None
+        self.t0 = run._launched_mono if launched else time.monotonic()
+        """When the run began (monotonic): the start timeout and the waits count from here."""
+        self.launched_at = run._launched_at if launched else time.time()
+        """When the run began (wall clock, the script's launch): a made-up start is stamped
+        with it, so a run without the callback's start, or stopped before it, lasts from
+        here."""
+        self.deadline = self.t0 + run.start_timeout_s
         if run._forward is not None:  # a non-chief worker: its events go to the chief
             self.deadline = time.monotonic()
         self.exited: dict[int, int] = {}
@@ -698,10 +721,6 @@ class _PumpState:
         """The script's output shows Keras beginning a second epoch."""
         self.keras_epoch = False
         """The script's output shows Keras beginning an epoch (the first counts)."""
-        self.t0 = time.monotonic()
-        self.launched_at = time.time()
-        """When the run began (wall clock): a run stopped before its own start lasted
-        from here."""
         self.awaited_said = 0.0
         """Seconds after the launch when the chief last said whom it awaits (0: never)."""
 

@@ -9,6 +9,11 @@ predicted: no single dot, but the line the terminal says, ``One count measured:
 count of the recommended configuration (compute, exposed all-reduce, apply, input
 wait), or, when no count has a phase breakdown, one line saying so instead. Every marker of a device count carries an SVG id ``point-<series>-<N>`` so a
 reader (or a test) can find it; text stays text in the SVG.
+
+No two tick labels of an axis overlap: the throughput axis has round ticks that
+frame the data (as the terminal chart's: never a data value next to a round one,
+``200`` on ``202``), and where an axis's labels still would (many device counts,
+``128`` and ``256`` under their bars) some are left out (:func:`_keep_labels_apart`).
 """
 
 from __future__ import annotations
@@ -89,6 +94,7 @@ def write_plot(chart: ScalingChart, path: str | Path, *, title: str | None = Non
                 ax.xaxis.set_minor_formatter(NullFormatter())
             top.xaxis.set_major_locator(FixedLocator(chart.counts))
             fig.suptitle(title or chart.title, fontsize=11)
+            _keep_labels_apart(fig)
             try:
                 fig.savefig(path, format=fmt, dpi=150, metadata=_metadata(fmt))
             except OSError as exc:
@@ -96,6 +102,81 @@ def write_plot(chart: ScalingChart, path: str | Path, *, title: str | None = Non
         finally:
             plt.close(fig)
     return path
+
+
+LABEL_GAP_PT = 2.0
+"""The least room between two tick labels of an axis, in points."""
+
+
+def _keep_labels_apart(fig) -> None:
+    """Lay ``fig`` out and, on every axis whose major tick labels would overlap
+    (or come closer than :data:`LABEL_GAP_PT`), leave out the labels that come too
+    close to one kept before them (from the axis's start; its last label is kept,
+    in place of those too close before it), so none is drawn on another. The ticks
+    stay."""
+    fig.draw_without_rendering()  # constrained layout: where each label lands
+    renderer = fig.canvas.get_renderer()
+    gap = LABEL_GAP_PT * fig.dpi / 72
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            vertical = axis is ax.yaxis
+            low, high = sorted(axis.get_view_interval())
+            shown = sorted(
+                (
+                    (tick.get_loc(), tick.label1.get_window_extent(renderer))
+                    for tick in axis.get_major_ticks()
+                    if tick.label1.get_visible()
+                    and tick.label1.get_text()
+                    and low <= tick.get_loc() <= high
+                ),
+                key=lambda item: item[1].y0 if vertical else item[1].x0,
+            )
+            kept = _apart(shown, gap, vertical)
+            if len(kept) < len(shown):
+                _label_only(axis, {loc for loc, _ in kept})
+
+
+def _apart(shown: list, gap: float, vertical: bool) -> list:
+    """Of ``shown`` (``(value, box)`` in order along the axis), those whose labels
+    keep ``gap`` (pixels) between them: from the first on, then the last in place of
+    the kept ones too close before it."""
+
+    def clear(a, b) -> bool:
+        return (b.y0 - a.y1 if vertical else b.x0 - a.x1) >= gap
+
+    if len(shown) < 2:
+        return shown
+    kept = [shown[0]]
+    for item in shown[1:]:
+        if clear(kept[-1][1], item[1]):
+            kept.append(item)
+    last = shown[-1]
+    if kept[-1] is not last:
+        while len(kept) > 1 and not clear(kept[-1][1], last[1]):
+            kept.pop()
+        if clear(kept[-1][1], last[1]):
+            kept.append(last)
+    return kept
+
+
+def _label_only(axis, keep: set) -> None:
+    """``axis``'s major tick labels as before at the values in ``keep``, none elsewhere."""
+    from matplotlib.ticker import Formatter
+
+    own = axis.get_major_formatter()
+
+    class Some(Formatter):
+        def set_locs(self, locs):
+            own.set_locs(locs)
+            super().set_locs(locs)
+
+        def __call__(self, x, pos=None):
+            return own(x, pos) if x in keep else ""
+
+        def get_offset(self):
+            return own.get_offset()
+
+    axis.set_major_formatter(Some())
 
 
 def _metadata(fmt: str) -> dict:
@@ -178,7 +259,13 @@ def _draw_throughput(ax, chart: ScalingChart) -> None:
     values = [p.throughput for s in chart.series for p in s.points]
     values += [v for s in chart.series for p in s.points for v in (p.low, p.high) if v]
     values += [v for _, v in chart.ideal]
-    ax.yaxis.set_major_locator(FixedLocator(log_ticks(min(values), max(values))))
+    # round ticks that frame the data, as the terminal chart's (never the data's own
+    # ends beside a round value: 200 drawn on 202), and the axis reaching them
+    ticks = log_ticks(min(values), max(values), widen=True)
+    ax.yaxis.set_major_locator(FixedLocator(ticks))
+    low, high = min(ticks[0], *values), max(ticks[-1], *values)
+    pad = (high / low) ** 0.05 if high > low else 1.1  # matplotlib's own margin
+    ax.set_ylim(low / pad, high * pad)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: short_number(v)))
     ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
@@ -215,7 +302,7 @@ def _draw_one_count(ax, chart: ScalingChart) -> None:
 
 def _draw_phases(ax, chart: ScalingChart) -> None:
     bars = chart.bars
-    labels = [f"{b.devices}" + (" (pred.)" if b.predicted else "") for b in bars]
+    labels = [f"{b.devices}" + ("\n(pred.)" if b.predicted else "") for b in bars]
     xs = list(range(len(bars)))
     bottom = [0.0] * len(bars)
     split = any(b.phases_s for b in bars)
