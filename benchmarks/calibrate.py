@@ -43,6 +43,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
+import msgspec
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import corpus  # noqa: E402
@@ -78,15 +80,60 @@ SAMPLES = Path(__file__).resolve().parent.parent / "sample_runs"
 Sample = tuple[str, str, str, int, int, float]
 """(fold, class, load, top, predicted count, published / model)"""
 
+GROWTH_CLASSES = ("nvlink",)
+"""Interconnect classes whose ring growth (:attr:`gpuscale.analysis.model.ScalingModel.ring_growth`)
+is learned: NVLink meshes without a switch, where more GPUs bring more links into
+the exchange (:mod:`gpuscale.analysis.model`). Every other class keeps the ring's
+``2 (N - 1) / N``: the exponent the corpus would give them differs in sign between
+its sources (``python benchmarks/prediction_terms.py``, the model's docstring)."""
 
-def samples(tables: list[dict]) -> list[Sample]:
+GROWTH_GRID = [i / 100 for i in range(151)]
+"""Exponents tried (0 to 1.5): 0 is an exchange that does not grow past 2 devices."""
+
+
+def ring_growth(tables: list[dict]) -> dict[str, float]:
+    """The ring growth exponent per class of :data:`GROWTH_CLASSES`: the one that
+    minimizes ``sum |log(published / predicted)|`` over the class's predictions
+    from 1 and 2 GPUs whose exchange is visible there (at least 5 % of the 2-GPU
+    step: a light one says nothing of its growth). From 1 and 2 counts the fit
+    does not depend on the exponent (``v(1) = 0``, ``v(2) = 1``), so each table is
+    fitted once and its predictions re-evaluated per exponent."""
+    out: dict[str, float] = {}
+    for klass in GROWTH_CLASSES:
+        cases = []
+        for t in tables:
+            rows = corpus.throughputs(t)
+            for fitted, targets in corpus.cases(t):
+                pts = corpus.points(t, fitted)
+                if fitted != (1, 2) or interconnect_class(pts[0]) != klass:
+                    continue
+                model = fit(pts)
+                if load_of(model, 2) != "light":
+                    cases.extend((model, n, rows[n]) for n in targets)
+        if not cases:
+            continue
+
+        def loss(g: float, cases: list = cases) -> float:
+            return math.fsum(
+                abs(math.log(x / msgspec.structs.replace(m, ring_growth=g).throughput(n)))
+                for m, n, x in cases
+            )
+
+        out[klass] = min(GROWTH_GRID, key=lambda g: (loss(g), abs(g - 1)))
+    return out
+
+
+def samples(tables: list[dict], growth: dict[str, float] | None = None) -> list[Sample]:
+    """Every corpus prediction's ratio ``published / predicted``, fitted with
+    ``growth`` (the ring growth per class, :func:`ring_growth`)."""
+    growth = growth or {}
     out = []
     for t in tables:
         rows = corpus.throughputs(t)
         for fitted, targets in corpus.cases(t):
             pts = corpus.points(t, fitted)
-            model = fit(pts)
             klass = interconnect_class(pts[0])
+            model = fit(pts, ring_growth=growth.get(klass, 1.0))
             top = max(fitted)
             load = load_of(model, top)
             anchor = anchor_of(model, top, rows[top])
@@ -222,7 +269,8 @@ def learn(
     """The calibration learned from ``tables``; ``point`` gives a stratum's factor
     from its ratios ``published / predicted`` (:func:`point_factor`; other rules
     are compared by ``benchmarks/prediction_terms.py``)."""
-    data = samples(tables)
+    growth = ring_growth(tables)
+    data = samples(tables, growth)
     keyed: dict[tuple[str, str, int, int], list[Sample]] = defaultdict(list)
     for s in data:
         for klass in (s[1], "*"):
@@ -254,6 +302,7 @@ def learn(
         source="published-scaling.json (532 tables; benchmarks/calibrate.py)",
         strata=strata,
         seeds=learn_seeds() if seeds is True else (seeds or None),
+        ring_growth=growth,
     )
 
 
@@ -265,6 +314,8 @@ def main() -> int:
             f"{s.interconnect:9s} {s.load:7s} {s.top}->{s.devices:<2d} n={s.tables:4d} factor {s.factor:.3f} "
             f"range {s.q_low:+.1%} .. {s.q_high:+.1%}, bet bound {s.bet_bound:+.1%}"
         )
+    for klass, g in cal.ring_growth.items():
+        print(f"{klass}: the ring's exchange grows as (2(N-1)/N)^{g:g}")
     if cal.seeds is not None:
         sd = cal.seeds
         print(

@@ -128,7 +128,7 @@ def evaluate(
     """Results and the verdicts (wrong bets, bets, cautious answers); ``fold_of``
     groups the tables for cross-validation (by source unless told)."""
     from gpuscale.analysis.model import fit
-    from gpuscale.analysis.predict import load_of
+    from gpuscale.analysis.predict import fit_calibrated, load_of
     from gpuscale.analysis.recommend import recommend
 
     calibrations: dict[str, object] = {}
@@ -183,7 +183,7 @@ def evaluate(
                 rec = recommend(
                     pts, max_devices=max(rows), min_efficiency=FLOOR, calibration=calibration
                 )
-            load = load_of(fit(pts), max(fitted))
+            load = load_of(fit(pts) if baseline else fit_calibrated(pts, calibration), max(fitted))
             for r in results[-len(targets) :]:
                 r.load = f"{load} exchange"
             supported = published_choice(rows)

@@ -719,3 +719,33 @@ def test_superlinear_and_noisy_measurements_give_both_reasons_for_the_guess(caps
     assert main(["recommend", "--from", str(f), "--no-chart"]) == 0
     footer = next(line for line in capsys.readouterr().out.splitlines() if "a guess" in line)
     assert "scale superlinearly" in footer and "spread up to 94%" in footer
+
+
+def test_an_nvlink_meshs_exchange_grows_as_the_calibration_learned_and_other_links_as_a_ring():
+    """The ring growth per interconnect class (``Calibration.ring_growth``): an
+    NVLink sweep is fitted and predicted with its class's exponent, everywhere the
+    model is used (``predict_rows`` and ``recommend``'s rows alike); a PCIe sweep
+    with the same rows keeps the ring's ``2 (N - 1) / N``."""
+    cal = _calibration(-0.1, 0.1)
+    cal.ring_growth = {"nvlink": 0.0}
+    rows = {1: 1000.0, 2: 1600.0}  # step 0.896 s alone, 1.12 s with 2: 0.224 s of exchange
+    nvlink = _points(rows, interconnect="nvlink")
+    pcie = _points(rows, interconnect="pcie")
+    flat = predict_rows(nvlink, [8], calibration=cal)[0]
+    ring = predict_rows(pcie, [8], calibration=cal)[0]
+    # growth 0: the exchange at 8 is the one measured at 2, so 8 x 896 / 1.12 s
+    assert flat.throughput == pytest.approx(8 * 896 / 1.12)
+    assert ring.throughput == pytest.approx(8 * 896 / (0.896 + 0.224 * 1.75))
+    rec = recommend(nvlink, calibration=cal, max_devices=8)
+    shown = {r.devices: r for r in rec.table if r.predicted}
+    assert shown[8].throughput == pytest.approx(flat.throughput)
+
+
+def test_the_shipped_calibration_grows_an_nvlink_meshs_exchange_slower_than_a_ring():
+    """What ``benchmarks/calibrate.py`` learned from the corpus' NVLink tables (two
+    sources agree: DGX-1 V100 and NVLink-bridged RTX 2080 Ti / Quadro RTX 8000);
+    every other class keeps the ring."""
+    cal = default_calibration()
+    assert 0.0 <= cal.growth_of("nvlink") < 1.0
+    for klass in ("nvswitch", "pcie", "unknown", "host", "network"):
+        assert cal.growth_of(klass) == 1.0

@@ -7,7 +7,9 @@ A predicted throughput is::
     X(N) = X_model(N) * X_measured(top) / X_model(top) * factor(class, load, top, N)
 
 (anchored at the largest measured count, :func:`anchor_of`, so that a fit that
-misses it does not carry the miss into every prediction beyond it)
+misses it does not carry the miss into every prediction beyond it; ``X_model``
+fitted with the ring growth learned for the class, :func:`fit_calibrated`: below
+the ring's on NVLink meshes, :mod:`gpuscale.analysis.model`)
 
 and its range at coverage ``c`` (default 80 %)::
 
@@ -263,6 +265,15 @@ class Calibration(msgspec.Struct, kw_only=True, dict=True):
     strata: list[Stratum]
     seeds: SeedRange | None = None
     """Ranges for the exchanges the corpus does not cover (``None``: no range)."""
+    ring_growth: dict[str, float] = {}
+    """The exponent on a ring's ``v(N)`` per interconnect class
+    (:attr:`~gpuscale.analysis.model.ScalingModel.ring_growth`), where the corpus
+    shows the exchange growing unlike the ring's ``2 (N - 1) / N``; a class not
+    listed keeps 1.0 (:func:`fit_calibrated`)."""
+
+    def growth_of(self, interconnect: str) -> float:
+        """The ring growth exponent of ``interconnect`` (1.0 unless learned)."""
+        return self.ring_growth.get(interconnect, 1.0)
 
     def statement(self, interconnect: str | None = None) -> str:
         """The coverage statement of a prediction ranged by the corpus strata; for a
@@ -305,6 +316,7 @@ class _CalibrationFile(msgspec.Struct):
     source: str
     strata: list[Stratum]
     seeds: SeedRange | None = None
+    ring_growth: dict[str, float] = {}
 
 
 @functools.cache
@@ -312,7 +324,13 @@ def default_calibration() -> Calibration:
     """The calibration shipped with the package (``calibration.json``)."""
     text = resources.files("gpuscale.analysis").joinpath("calibration.json").read_text("utf-8")
     raw = msgspec.json.decode(text, type=_CalibrationFile)
-    return Calibration(coverage=raw.coverage, source=raw.source, strata=raw.strata, seeds=raw.seeds)
+    return Calibration(
+        coverage=raw.coverage,
+        source=raw.source,
+        strata=raw.strata,
+        seeds=raw.seeds,
+        ring_growth=raw.ring_growth,
+    )
 
 
 def calibration_to_json(cal: Calibration) -> str:
@@ -323,6 +341,8 @@ def calibration_to_json(cal: Calibration) -> str:
     }
     if cal.seeds is not None:
         doc["seeds"] = msgspec.to_builtins(cal.seeds)
+    if cal.ring_growth:
+        doc["ring_growth"] = dict(sorted(cal.ring_growth.items()))
     return json.dumps(doc, indent=1) + "\n"
 
 
@@ -770,6 +790,14 @@ def with_ratios(point: SweepPoint, base_throughput: float, base_devices: int) ->
     return msgspec.structs.replace(point, speedup=s, efficiency=e, **extra)
 
 
+def fit_calibrated(points: Sequence[SweepPoint], calibration: Calibration | None) -> ScalingModel:
+    """:func:`~gpuscale.analysis.model.fit` with the ring growth the calibration
+    learned for the points' interconnect class (:attr:`Calibration.ring_growth`;
+    the ring's own growth without a calibration or for a class it did not learn)."""
+    growth = calibration.growth_of(interconnect_class(points[0])) if calibration else 1.0
+    return fit(points, ring_growth=growth)
+
+
 def predict_rows(
     points: Sequence[SweepPoint],
     devices: Sequence[int],
@@ -779,7 +807,7 @@ def predict_rows(
     """Fit one configuration's measured points and predict ``devices`` with
     ranges (``calibration``: the shipped one when ``None``)."""
     cal = calibration or default_calibration()
-    model = fit(points)
+    model = fit_calibrated(points, cal)
     template = points[0]
     top = top_measured(points)
     klass = interconnect_class(template)

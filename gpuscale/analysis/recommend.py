@@ -46,12 +46,12 @@ from gpuscale.analysis.decide import (
 from gpuscale.analysis.explain import explain
 from gpuscale.analysis.hierarchy import TwoLevelModel, fit_two_level
 from gpuscale.analysis.hierarchy import explain as explain_multi_worker
-from gpuscale.analysis.model import fit
 from gpuscale.analysis.pooled import pooled_phases
 from gpuscale.analysis.predict import (
     Calibration,
     anchor_of,
     default_calibration,
+    fit_calibrated,
     interconnect_class,
     predicted_point,
     two_level_point,
@@ -91,11 +91,17 @@ counts are refused: no data-parallel step grows or shrinks a thousand-fold by
 adding devices, so the units or the batch are wrong."""
 
 
-def _group(points: Sequence[SweepPoint], warnings: list[str] | None = None) -> list[Group]:
+def _group(
+    points: Sequence[SweepPoint],
+    warnings: list[str] | None = None,
+    calibration: Calibration | None = None,
+) -> list[Group]:
     """The configurations of ``points``, each with its runs at one count combined
     into the row its table shows (:func:`combine_runs`; a disagreement is added to
-    ``warnings``) and its model fitted to those rows: what ``--json`` writes is
-    then what everything was judged on, and reads back to the same answer."""
+    ``warnings``) and its model fitted to those rows (with the ring growth
+    ``calibration`` learned for their interconnect class, :func:`fit_calibrated`):
+    what ``--json`` writes is then what everything was judged on, and reads back
+    to the same answer."""
     by_key: dict[tuple[str, str], list[SweepPoint]] = defaultdict(list)
     for p in points:
         by_key[(p.config, p.scaling)].append(p)
@@ -127,7 +133,9 @@ def _group(points: Sequence[SweepPoint], warnings: list[str] | None = None) -> l
         for p in ps:
             per_n[p.devices].append(msgspec.structs.replace(p, config=name))
         ps = [combine_runs(runs, name, warnings) for runs in per_n.values()]
-        groups.append(Group(config=name, scaling=scaling, points=ps, model=fit(ps)))
+        groups.append(
+            Group(config=name, scaling=scaling, points=ps, model=fit_calibrated(ps, calibration))
+        )
     return groups
 
 
@@ -166,8 +174,8 @@ def recommend(
     caps = [x for x in (max_devices, available_devices) if x]
     limit = max(1, min(caps)) if caps else None
     warnings: list[str] = []
-    groups = _group(measured_points, warnings)
     cal = calibration or default_calibration()
+    groups = _group(measured_points, warnings, cal)
     for g in groups:
         _fill_rows(g, limit or DEFAULT_MAX_DEVICES, cal)
     if limit is not None and all(n > limit for g in groups for n in g.measured):
