@@ -189,3 +189,18 @@ def test_a_monitor_used_for_two_fits_alone_records_both(tmp_path):
     assert [r.end.steps if r.end else None for r in runs] == [12, 24, 3, 3]
     steps = [[e for e in r.events if isinstance(e, StepEvent)] for r in runs]
     assert [sum(e.samples for e in s) for s in steps] == [360, 720, 96, 96]
+
+
+def test_a_monitor_given_to_another_model_probes_and_counts_that_model():
+    """One ScalingMonitor given to a second model's fit: its probe ran the first
+    model's gradients (4 tensors, inputs of 8 features, not the second's 2 tensors
+    and 5 features), and its samples were read from the first model's counter (360
+    a step, then 0)."""
+    result = json.loads(_run_script("train_reuse.py").stdout.strip().splitlines()[-1])
+    epoch = [32] * 11 + [8]
+    assert result["first"]["samples"] == result["second"]["samples"] == epoch
+    assert result["first"]["probe_tensors"] == [4, 4]
+    assert result["first"]["probe_input"] == [[16, 8]]  # 32 a step over 2 replicas
+    assert result["second"]["probe_tensors"] == [2, 2]
+    assert result["second"]["probe_input"] == [[16, 5]]
+    assert result["first"]["warnings"] == result["second"]["warnings"] == []

@@ -146,13 +146,24 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
     def set_model(self, model: Any) -> None:
         """Keras calls this before it builds the train function: wrap the model's
         ``train_step`` (on this instance only) to learn the real batch (see
-        :meth:`_wrap_train_step`)."""
+        :meth:`_wrap_train_step`). Another model than the last one's: nothing of that
+        one's is kept (its counter, its loss tracker, its input spec)."""
+        previous = self._model
         super().set_model(model)
+        if previous is not None and model is not previous:
+            self._forget_model()
         current = vars(model).get("train_step")
         if hasattr(model, "train_step") and not getattr(current, "_gpuscale_wrapper", False):
             # every fit: a model compiled again since (a new loss tracker, its train
             # function gone) is wrapped again as a new one
             self._wrap_train_step(model)
+
+    def _forget_model(self) -> None:
+        """The monitor is given another model: what it read and traced of the last one
+        goes (the probe goes when it next runs, :meth:`Monitor._run_probe`)."""
+        self._samples_var = self._counting = self._tracker = None
+        self._own_step = self._wrapped_model = None
+        self._input_spec = None
 
     def _wrap_train_step(self, model: Any) -> None:
         """Learn every step's samples and capture the per-replica input spec.
