@@ -14,14 +14,14 @@ import pytest
 pytestmark = pytest.mark.tf
 
 
-def _run_script(name: str, **env_extra: str) -> subprocess.CompletedProcess:
-    """Run ``tests/scripts_keras/NAME`` in a fresh Python on CPU, outside gpuscale
+def _run_script(name: str, *args: str, **env_extra: str) -> subprocess.CompletedProcess:
+    """Run ``tests/scripts_keras/NAME ARGS`` in a fresh Python on CPU, outside gpuscale
     (none of its variables), and check it exited 0."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUSCALE_", "TF_CONFIG"))}
     env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", **env_extra)
     script = Path(__file__).parent / "scripts_keras" / name
     proc = subprocess.run(
-        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600
+        [sys.executable, str(script), *args], env=env, capture_output=True, text=True, timeout=600
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
@@ -204,3 +204,22 @@ def test_a_monitor_given_to_another_model_probes_and_counts_that_model():
     assert result["second"]["probe_tensors"] == [2, 2]
     assert result["second"]["probe_input"] == [[16, 5]]
     assert result["first"]["warnings"] == result["second"]["warnings"] == []
+
+
+@pytest.fixture(scope="module")
+def unknown_length(tmp_path_factory) -> dict:
+    """train_unknown_length.py's fits (data of unknown length, the counter's clock
+    frozen), and the path of the one it recorded."""
+    path = tmp_path_factory.mktemp("unknown") / "run.ndjson"
+    proc = _run_script("train_unknown_length.py", str(path))
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result["path"] = path
+    return result
+
+
+def test_a_second_fit_of_unknown_length_does_not_take_the_first_fits_length(unknown_length):
+    """A second fit on data of unknown length took the first fit's epoch length (3
+    batches) for its own and read the counter at every step past it (0.17 ms a read),
+    as though each were an epoch's last: read at its first step and its epoch's end."""
+    assert unknown_length["three_batches"]["reads"] == [1, 3]
+    assert unknown_length["then_twelve"]["reads"] == [1, 12]

@@ -269,6 +269,7 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         self._last_read_t = self._clock()
         self._reported = self._unread_steps = self._owed = 0
         self._per_step = None
+        self._batches, self._epoch_batches = 0, None  # another fit's data: its own length
         steps, epochs = (self.params or {}).get("steps"), (self.params or {}).get("epochs")
         if steps and epochs:  # the run's length so far: early probes may take half its budget
             self.schedule.horizon_steps = self.schedule.steps + int(steps) * int(epochs)
