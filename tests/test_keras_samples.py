@@ -164,6 +164,7 @@ def test_keras_own_count_survives_validation_unknown_lengths_and_a_new_compile()
     n = 32 * 11 + 8
     unknown = result["unknown_length"]["samples"]
     assert len(unknown) == 36 and sum(unknown) == 3 * n  # was 3 x 384: a short batch as full
+    assert unknown == ([32] * 11 + [8]) * 3  # each epoch's last step settled at its end
     again = result["compiled_again"]["samples"]
     assert again == ([32] * 11 + [8]) * 2  # was 360 a step: the old tracker's count
     sub = result["subclassed_fitted_before"]
@@ -223,3 +224,30 @@ def test_a_second_fit_of_unknown_length_does_not_take_the_first_fits_length(unkn
     as though each were an epoch's last: read at its first step and its epoch's end."""
     assert unknown_length["three_batches"]["reads"] == [1, 3]
     assert unknown_length["then_twelve"]["reads"] == [1, 12]
+
+
+def test_one_epoch_of_unknown_length_reports_its_short_last_batch(unknown_length):
+    """One epoch of data of unknown length whose last batch is short: nothing told the
+    callback it was the last step (no next epoch, no known length), so it was said as
+    full, 384 samples for the 360 trained on. The step is held back until the next
+    step or the epoch's end, where the counter is read once more."""
+    from gpuscale.analysis.summary import summarize
+    from gpuscale.events.schema import StepEvent
+    from gpuscale.recording.reader import load_run
+
+    epoch = [32] * 11 + [8]
+    assert unknown_length["then_twelve"]["samples"] == epoch  # a monitor's second fit
+    assert unknown_length["recorded"]["samples"] == epoch
+    run = load_run(unknown_length["path"])
+    steps = [e for e in run.events if isinstance(e, StepEvent)]
+    assert [e.step for e in steps] == list(range(12))
+    assert [e.samples for e in steps] == epoch
+    # each step's time is its end, not the later one at which it was reported: a step
+    # began after the one before it ended (a later time made the last step begin
+    # about a step before the one before it ended: a negative gap between steps)
+    for before, step in zip(steps, steps[1:], strict=False):
+        assert step.t - step.step_time_s >= before.t - 1e-4, (before, step)
+    summary = summarize(run.events)
+    assert summary.mean_samples_per_step * 12 == pytest.approx(360)
+    step_s = sum(e.step_time_s for e in steps)
+    assert summary.mean_step_throughput_samples_s == pytest.approx(360 / step_s)

@@ -301,8 +301,11 @@ class Monitor:
         self._emit(start)
 
     # steps ---------------------------------------------------------------------------
-    def record_step(self, step_time_s: float, samples: int, *, steps: int = 1) -> None:
-        """Report ``steps`` steps whose mean time was ``step_time_s`` (synchronised)."""
+    def record_step(
+        self, step_time_s: float, samples: int, *, steps: int = 1, t: float | None = None
+    ) -> None:
+        """Report ``steps`` steps whose mean time was ``step_time_s`` (synchronised),
+        which ended at ``t`` (``time.time()``; default: now)."""
         self.steps += steps
         self._last_step_samples = samples
         warmup = self.steps <= self.warmup_steps
@@ -312,7 +315,7 @@ class Monitor:
         self._last_index = index
         self._emit(
             StepEvent(
-                t=time.time(),
+                t=time.time() if t is None else t,
                 worker=self.worker,
                 step=index,
                 step_time_s=step_time_s,
