@@ -251,3 +251,27 @@ def test_one_epoch_of_unknown_length_reports_its_short_last_batch(unknown_length
     assert summary.mean_samples_per_step * 12 == pytest.approx(360)
     step_s = sum(e.step_time_s for e in steps)
     assert summary.mean_step_throughput_samples_s == pytest.approx(360 / step_s)
+
+
+def test_steps_per_execution_counts_the_steps_of_an_epochs_last_call(tmp_path):
+    """With steps_per_execution=5 and 12-step epochs, each epoch's last call runs 2
+    steps, not 5: it was said as 5 steps of 8 samples (30 steps for the 24 trained,
+    indices 4, 9, 14, ...; its time divided by 5)."""
+    from gpuscale.events.schema import StepEvent
+    from gpuscale.recording.reader import load_run
+
+    path = tmp_path / "run.ndjson"
+    result = json.loads(
+        _run_script("train_multi_step.py", str(path)).stdout.strip().splitlines()[-1]
+    )
+    assert result["optimizer_steps"] == 24
+    assert result["steps"] == [4, 9, 11, 16, 21, 23]
+    assert result["samples"] == [32, 32, 20] * 2  # per step: 32 + 8 over the last 2
+    run = load_run(path)
+    assert run.end.steps == 24
+    # an event stands for the steps since the one before (its samples are per step)
+    ends = [e.step for e in run.events if isinstance(e, StepEvent)]
+    counts = [b - a for a, b in zip([-1, *ends], ends, strict=False)]
+    assert counts == [5, 5, 2] * 2
+    samples = [e.samples for e in run.events if isinstance(e, StepEvent)]
+    assert sum(s * c for s, c in zip(samples, counts, strict=True)) == 2 * (32 * 11 + 8)

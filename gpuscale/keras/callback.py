@@ -110,6 +110,8 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
             name=name,
         )
         self._batch_start: float | None = None
+        self._batch_begin = 0
+        """The first step of the current call (``on_train_batch_begin``'s ``batch``)."""
         self._samples_var: tf.Variable | None = None
         self._last_samples: int | None = None
         """The counter's value at the last read (None: not counting)."""
@@ -368,6 +370,7 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         return samples
 
     def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
+        self._batch_begin = batch
         self._batch_start = time.perf_counter()
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
@@ -382,7 +385,13 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         self._batch_start = None
         executed = max(1, int(getattr(self.model, "steps_per_execution", 1) or 1))
         steps = (self.params or {}).get("steps")
-        samples = self._step_samples(executed, last_of_epoch=bool(steps) and batch + 1 >= steps)
+        if steps and executed > 1:
+            # the epoch's last call runs the steps left, fewer where the epoch is no
+            # multiple of steps_per_execution (Keras's end_step, ``batch``, is always
+            # its begin_step + steps_per_execution - 1)
+            executed = max(1, min(executed, steps - self._batch_begin))
+        last_of_epoch = bool(steps) and self._batch_begin + executed >= steps
+        samples = self._step_samples(executed, last_of_epoch=last_of_epoch)
         if self._pending_start:
             self._pending_start = False
             if self._counting is not None and self._counting.input_spec is not None:
