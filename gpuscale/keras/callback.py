@@ -407,7 +407,7 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
             self.record_step(held[1], held[2], steps=held[3], t=held[0])
 
     def on_train_end(self, logs: dict | None = None) -> None:
-        self._close_epoch()  # an epoch Keras did not end (none does): its step held back
+        self._close_epoch()  # Keras ends every epoch first: only in case one was left open
         model = self._wrapped_model
         if model is not None and getattr(vars(model).get("train_step"), "_gpuscale_wrapper", 0):
             # The built train function keeps the wrapper; the model object gets its
