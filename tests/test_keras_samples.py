@@ -14,14 +14,14 @@ import pytest
 pytestmark = pytest.mark.tf
 
 
-def _run_script(name: str, **env_extra: str) -> subprocess.CompletedProcess:
-    """Run ``tests/scripts_keras/NAME`` in a fresh Python on CPU, outside gpuscale
+def _run_script(name: str, *args: str, **env_extra: str) -> subprocess.CompletedProcess:
+    """Run ``tests/scripts_keras/NAME ARGS`` in a fresh Python on CPU, outside gpuscale
     (none of its variables), and check it exited 0."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUSCALE_", "TF_CONFIG"))}
     env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", **env_extra)
     script = Path(__file__).parent / "scripts_keras" / name
     proc = subprocess.run(
-        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600
+        [sys.executable, str(script), *args], env=env, capture_output=True, text=True, timeout=600
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
@@ -164,6 +164,7 @@ def test_keras_own_count_survives_validation_unknown_lengths_and_a_new_compile()
     n = 32 * 11 + 8
     unknown = result["unknown_length"]["samples"]
     assert len(unknown) == 36 and sum(unknown) == 3 * n  # was 3 x 384: a short batch as full
+    assert unknown == ([32] * 11 + [8]) * 3  # each epoch's last step settled at its end
     again = result["compiled_again"]["samples"]
     assert again == ([32] * 11 + [8]) * 2  # was 360 a step: the old tracker's count
     sub = result["subclassed_fitted_before"]
@@ -189,3 +190,88 @@ def test_a_monitor_used_for_two_fits_alone_records_both(tmp_path):
     assert [r.end.steps if r.end else None for r in runs] == [12, 24, 3, 3]
     steps = [[e for e in r.events if isinstance(e, StepEvent)] for r in runs]
     assert [sum(e.samples for e in s) for s in steps] == [360, 720, 96, 96]
+
+
+def test_a_monitor_given_to_another_model_probes_and_counts_that_model():
+    """One ScalingMonitor given to a second model's fit: its probe ran the first
+    model's gradients (4 tensors, inputs of 8 features, not the second's 2 tensors
+    and 5 features), and its samples were read from the first model's counter (360
+    a step, then 0)."""
+    result = json.loads(_run_script("train_reuse.py").stdout.strip().splitlines()[-1])
+    epoch = [32] * 11 + [8]
+    assert result["first"]["samples"] == result["second"]["samples"] == epoch
+    assert result["first"]["probe_tensors"] == [4, 4]
+    assert result["first"]["probe_input"] == [[16, 8]]  # 32 a step over 2 replicas
+    assert result["second"]["probe_tensors"] == [2, 2]
+    assert result["second"]["probe_input"] == [[16, 5]]
+    assert result["first"]["warnings"] == result["second"]["warnings"] == []
+
+
+@pytest.fixture(scope="module")
+def unknown_length(tmp_path_factory) -> dict:
+    """train_unknown_length.py's fits (data of unknown length, the counter's clock
+    frozen), and the path of the one it recorded."""
+    path = tmp_path_factory.mktemp("unknown") / "run.ndjson"
+    proc = _run_script("train_unknown_length.py", str(path))
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result["path"] = path
+    return result
+
+
+def test_a_second_fit_of_unknown_length_does_not_take_the_first_fits_length(unknown_length):
+    """A second fit on data of unknown length took the first fit's epoch length (3
+    batches) for its own and read the counter at every step past it (0.17 ms a read),
+    as though each were an epoch's last: read at its first step and its epoch's end."""
+    assert unknown_length["three_batches"]["reads"] == [1, 3]
+    assert unknown_length["then_twelve"]["reads"] == [1, 12]
+
+
+def test_one_epoch_of_unknown_length_reports_its_short_last_batch(unknown_length):
+    """One epoch of data of unknown length whose last batch is short: nothing told the
+    callback it was the last step (no next epoch, no known length), so it was said as
+    full, 384 samples for the 360 trained on. The step is held back until the next
+    step or the epoch's end, where the counter is read once more."""
+    from gpuscale.analysis.summary import summarize
+    from gpuscale.events.schema import StepEvent
+    from gpuscale.recording.reader import load_run
+
+    epoch = [32] * 11 + [8]
+    assert unknown_length["then_twelve"]["samples"] == epoch  # a monitor's second fit
+    assert unknown_length["recorded"]["samples"] == epoch
+    run = load_run(unknown_length["path"])
+    steps = [e for e in run.events if isinstance(e, StepEvent)]
+    assert [e.step for e in steps] == list(range(12))
+    assert [e.samples for e in steps] == epoch
+    # each step's time is its end, not the later one at which it was reported: a step
+    # began after the one before it ended (a later time made the last step begin
+    # about a step before the one before it ended: a negative gap between steps)
+    for before, step in zip(steps, steps[1:], strict=False):
+        assert step.t - step.step_time_s >= before.t - 1e-4, (before, step)
+    summary = summarize(run.events)
+    assert summary.mean_samples_per_step * 12 == pytest.approx(360)
+    step_s = sum(e.step_time_s for e in steps)
+    assert summary.mean_step_throughput_samples_s == pytest.approx(360 / step_s)
+
+
+def test_steps_per_execution_counts_the_steps_of_an_epochs_last_call(tmp_path):
+    """With steps_per_execution=5 and 12-step epochs, each epoch's last call runs 2
+    steps, not 5: it was said as 5 steps of 8 samples (30 steps for the 24 trained,
+    indices 4, 9, 14, ...; its time divided by 5)."""
+    from gpuscale.events.schema import StepEvent
+    from gpuscale.recording.reader import load_run
+
+    path = tmp_path / "run.ndjson"
+    result = json.loads(
+        _run_script("train_multi_step.py", str(path)).stdout.strip().splitlines()[-1]
+    )
+    assert result["optimizer_steps"] == 24
+    assert result["steps"] == [4, 9, 11, 16, 21, 23]
+    assert result["samples"] == [32, 32, 20] * 2  # per step: 32 + 8 over the last 2
+    run = load_run(path)
+    assert run.end.steps == 24
+    # an event stands for the steps since the one before (its samples are per step)
+    ends = [e.step for e in run.events if isinstance(e, StepEvent)]
+    counts = [b - a for a, b in zip([-1, *ends], ends, strict=False)]
+    assert counts == [5, 5, 2] * 2
+    samples = [e.samples for e in run.events if isinstance(e, StepEvent)]
+    assert sum(s * c for s, c in zip(samples, counts, strict=True)) == 2 * (32 * 11 + 8)

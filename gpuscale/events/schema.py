@@ -228,7 +228,8 @@ class StepEvent(_Event, tag="step", kw_only=True):
     input pipeline for the batch until a value of every replica's updated
     variables is on the host; Keras callback, from ``on_train_batch_begin`` to
     ``on_train_batch_end`` (``fit`` fetches the batch inside that span), and with
-    ``steps_per_execution=N`` the execution's time divided by N; custom loop
+    ``steps_per_execution=N`` the execution's time divided by the steps it ran (N,
+    fewer in an epoch's last call); custom loop
     (``ScalingMonitor.step()``), the ``with`` block up to ``step.sync``."""
     samples: _Batch
     """Samples processed by the step across all replicas (the global batch)."""

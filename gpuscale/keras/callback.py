@@ -110,6 +110,8 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
             name=name,
         )
         self._batch_start: float | None = None
+        self._batch_begin = 0
+        """The first step of the current call (``on_train_batch_begin``'s ``batch``)."""
         self._samples_var: tf.Variable | None = None
         self._last_samples: int | None = None
         """The counter's value at the last read (None: not counting)."""
@@ -137,22 +139,34 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         """An epoch is running whose count has not been added to the base yet."""
         self._own_step: Any = None
         """A ``train_step`` the script set on the model itself, given back at the end."""
-        self._batches = 0
-        """Batches of the current epoch so far (Keras's ``batch`` index + 1)."""
-        self._epoch_batches: int | None = None
-        """Batches of the last epoch, where Keras does not know an epoch's length."""
+        self._held: tuple[float, float, int, int] | None = None
+        """Where Keras does not know an epoch's length, the latest step (its end's
+        ``time.time()``, step time, samples, steps), reported at the next step or, if
+        it was the epoch's last, at the epoch's end with its samples read then: a
+        short last batch is never reported as full (:meth:`_release_held`)."""
         self._pending_start = False
 
     def set_model(self, model: Any) -> None:
         """Keras calls this before it builds the train function: wrap the model's
         ``train_step`` (on this instance only) to learn the real batch (see
-        :meth:`_wrap_train_step`)."""
+        :meth:`_wrap_train_step`). Another model than the last one's: nothing of that
+        one's is kept (its counter, its loss tracker, its input spec)."""
+        previous = self._model
         super().set_model(model)
+        if previous is not None and model is not previous:
+            self._forget_model()
         current = vars(model).get("train_step")
         if hasattr(model, "train_step") and not getattr(current, "_gpuscale_wrapper", False):
             # every fit: a model compiled again since (a new loss tracker, its train
             # function gone) is wrapped again as a new one
             self._wrap_train_step(model)
+
+    def _forget_model(self) -> None:
+        """The monitor is given another model: what it read and traced of the last one
+        goes (the probe goes when it next runs, :meth:`Monitor._run_probe`)."""
+        self._samples_var = self._counting = self._tracker = None
+        self._own_step = self._wrapped_model = None
+        self._input_spec = None
 
     def _wrap_train_step(self, model: Any) -> None:
         """Learn every step's samples and capture the per-replica input spec.
@@ -246,6 +260,7 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
     def on_train_begin(self, logs: dict | None = None) -> None:
         # The start goes out after the first step, when the batch is known (the
         # first step also traces the model, so nothing is shown any later).
+        self._release_held()  # a fit stopped by an error: its last step, as it was said
         self._strategy = strategy_of(self.model)
         self._strategy_info = describe_strategy(self._strategy)
         self._pending_start = True
@@ -265,36 +280,58 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         # Keras has just reset its loss tracker: its count starts again from 0
         self._epoch_open = True
-        self._batches = 0
 
     def _close_epoch(self) -> None:
-        """Add the epoch's count to the base before Keras resets the tracker (for
-        validation, or for the next epoch): a short last batch the last read did not
-        see then shows on the next epoch's first read."""
-        if self._epoch_open and self._tracker is not None and self._samples_var is None:
-            self._epoch_open = False
-            seen = self._samples_seen()  # the base and this epoch's count
-            if seen is not None:
-                self._tracker_base = seen
+        """The epoch's training is over (validation, or the epoch's end, comes next):
+        add its count to the base before Keras resets the tracker, and report the step
+        held back (an epoch of unknown length: its last) with the samples counted."""
+        if not self._epoch_open:
+            return
+        self._epoch_open = False
+        keras_count = self._tracker is not None and self._samples_var is None
+        if not keras_count and self._held is None:
+            return
+        seen = self._samples_seen()  # with Keras's count: the base and this epoch's
+        if keras_count and seen is not None:
+            self._tracker_base = seen
+        self._release_held(seen)
+
+    def _release_held(self, seen: int | None = None) -> None:
+        """Report the step held back, its samples settled against ``seen`` (the
+        counter read now) where given: what the steps since the last read claimed
+        beyond the count is taken off it (a short last batch said as full), what they
+        left out added."""
+        held, self._held = self._held, None
+        if held is None:
+            return
+        t, step_time_s, samples, executed = held
+        if seen is not None and not self.batch_size and self._last_samples is not None:
+            total = samples * executed + (seen - self._last_samples) - self._reported
+            samples = max(0, total) // executed
+            # what is still reported beyond (or, the remainder, under) the count: paid
+            # back by the next read, at the next step (none in this fit: it stays)
+            self._reported = self._owed = samples * executed - total
+            self._last_samples, self._unread_steps = seen, 0
+            self._last_read_t = self._clock()
+        self.record_step(step_time_s, samples, steps=executed, t=t)
 
     def on_test_begin(self, logs: dict | None = None) -> None:
         self._close_epoch()  # fit's validation resets the tracker next
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         self._close_epoch()
-        if self._batches:
-            self._epoch_batches = self._batches
 
     # steps ---------------------------------------------------------------------------
     def _step_samples(self, executed: int, last_of_epoch: bool = False) -> int:
         """Samples per step of the step(s) just run: ``batch_size`` when given, else
         counted, else 0. The counter is read on the first step of a ``fit``, on an
-        epoch's last step and otherwise once at least :data:`SAMPLES_READ_EVERY`
-        steps and :data:`SAMPLES_READ_INTERVAL_S` seconds have passed; steps between
-        reads report the usual samples per step (``_per_step``), and a read reports
-        what the steps since the last read did not: the sum is exact at every read
-        (a short batch shows on the next read, at the latest on the epoch's last
-        step)."""
+        epoch's last step (where Keras does not know which that is: at the epoch's
+        end, :meth:`_close_epoch`, the last step held back until then) and otherwise
+        once at least :data:`SAMPLES_READ_EVERY` steps and
+        :data:`SAMPLES_READ_INTERVAL_S` seconds have passed; steps between reads
+        report the usual samples per step (``_per_step``), and a read reports what
+        the steps since the last read did not: the sum is exact at every read (a short
+        batch shows on the next read, at the latest on the epoch's last step)."""
         if self.batch_size:
             return self.batch_size
         if self._last_samples is None:
@@ -333,6 +370,7 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         return samples
 
     def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
+        self._batch_begin = batch
         self._batch_start = time.perf_counter()
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
@@ -346,19 +384,30 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         elapsed = time.perf_counter() - self._batch_start
         self._batch_start = None
         executed = max(1, int(getattr(self.model, "steps_per_execution", 1) or 1))
-        # an epoch of data of unknown length: the last one's length, as a guess (a
-        # wrong one costs one read more)
-        steps = (self.params or {}).get("steps") or self._epoch_batches
-        self._batches = batch + 1
-        samples = self._step_samples(executed, last_of_epoch=bool(steps) and batch + 1 >= steps)
+        steps = (self.params or {}).get("steps")
+        if steps and executed > 1:
+            # the epoch's last call runs the steps left, fewer where the epoch is no
+            # multiple of steps_per_execution (Keras's end_step, ``batch``, is always
+            # its begin_step + steps_per_execution - 1)
+            executed = max(1, min(executed, steps - self._batch_begin))
+        last_of_epoch = bool(steps) and self._batch_begin + executed >= steps
+        samples = self._step_samples(executed, last_of_epoch=last_of_epoch)
         if self._pending_start:
             self._pending_start = False
             if self._counting is not None and self._counting.input_spec is not None:
                 self._input_spec = self._counting.input_spec  # traced by now
             self._begin(self.model, self._strategy, samples)
-        self.record_step(elapsed / executed, samples, steps=executed)
+        if steps or self.batch_size or self._last_samples is None:
+            self.record_step(elapsed / executed, samples, steps=executed)
+            return
+        # an epoch of unknown length: this step may be its last, whose batch may be
+        # short; it is reported at the next step, or settled at the epoch's end
+        held, self._held = self._held, (time.time(), elapsed / executed, samples, executed)
+        if held is not None:
+            self.record_step(held[1], held[2], steps=held[3], t=held[0])
 
     def on_train_end(self, logs: dict | None = None) -> None:
+        self._close_epoch()  # Keras ends every epoch first: only in case one was left open
         model = self._wrapped_model
         if model is not None and getattr(vars(model).get("train_step"), "_gpuscale_wrapper", 0):
             # The built train function keeps the wrapper; the model object gets its

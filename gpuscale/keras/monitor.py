@@ -140,6 +140,8 @@ class Monitor:
         self._probe: PhaseProbe | None = None
         self._probe_batch: tuple | None = None
         self._probe_failed = False
+        self._probe_for: tuple[Any, Any] | None = None
+        """The model and strategy the probe (or its failure) is of."""
         self._input_spec: Any = None
         self._ended = False
         self._strategy_info: dict[str, Any] | None = None
@@ -299,8 +301,11 @@ class Monitor:
         self._emit(start)
 
     # steps ---------------------------------------------------------------------------
-    def record_step(self, step_time_s: float, samples: int, *, steps: int = 1) -> None:
-        """Report ``steps`` steps whose mean time was ``step_time_s`` (synchronised)."""
+    def record_step(
+        self, step_time_s: float, samples: int, *, steps: int = 1, t: float | None = None
+    ) -> None:
+        """Report ``steps`` steps whose mean time was ``step_time_s`` (synchronised),
+        which ended at ``t`` (``time.time()``; default: now)."""
         self.steps += steps
         self._last_step_samples = samples
         warmup = self.steps <= self.warmup_steps
@@ -310,7 +315,7 @@ class Monitor:
         self._last_index = index
         self._emit(
             StepEvent(
-                t=time.time(),
+                t=time.time() if t is None else t,
                 worker=self.worker,
                 step=index,
                 step_time_s=step_time_s,
@@ -373,14 +378,23 @@ class Monitor:
 
     def _run_probe(self, step_time_s: float) -> None:
         model = self._current_model()
-        if model is None or self._probe_failed:
+        if model is None:
             return
         strategy = self._strategy or strategy_of(model)
+        made_for = self._probe_for
+        if made_for is not None and (made_for[0] is not model or made_for[1] is not strategy):
+            # a monitor given to another model's fit (or another strategy): the probe
+            # built before runs the other model's gradients, and its failure was its own
+            self._probe = self._probe_batch = self._probe_for = None
+            self._probe_failed = False
+        if self._probe_failed:
+            return
         if type(strategy).__name__.startswith("_Default"):
             return  # no tf.distribute strategy: no gradient exchange to measure
         setup_s = None
         try:
             if self._probe is None:
+                self._probe_for = (model, strategy)
                 self._probe = self._make_probe(model, strategy)
                 if self._probe is None:
                     return

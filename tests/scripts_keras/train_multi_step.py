@@ -1,0 +1,52 @@
+"""A user's script for gpuscale's tests: ``steps_per_execution=5`` over epochs of 12
+steps (11 of 32, the last of 8), so each epoch's last call runs 2 steps, under a
+MirroredStrategy of one CPU device (of two it fails inside Keras 3.15 itself, with or
+without validation: a placeholder of its multi-step loop is never fed). Recorded to
+the file named by the first argument. Prints one JSON line: the steps' indices and
+samples, and the steps the optimizer took.
+
+    python train_multi_step.py RECORDING
+"""
+
+import json
+import sys
+
+import keras
+import tensorflow as tf
+
+from gpuscale.events.schema import StepEvent
+from gpuscale.keras import ScalingMonitor
+
+strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+with strategy.scope():
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(3)], name="multi")
+    model.compile(
+        "sgd",
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        steps_per_execution=5,
+    )
+n = 32 * 11 + 8
+x = tf.random.normal((n, 8), seed=1)
+y = tf.zeros((n,), tf.int32)
+monitor = ScalingMonitor(record=sys.argv[1], warmup_steps=0, phases=False)
+events: list = []
+emit = monitor._emit
+
+
+def keep(event):
+    events.append(event)
+    emit(event)
+
+
+monitor._emit = keep
+model.fit(x, y, batch_size=32, epochs=2, verbose=0, callbacks=[monitor])
+steps = [e for e in events if isinstance(e, StepEvent)]
+print(
+    json.dumps(
+        {
+            "steps": [e.step for e in steps],
+            "samples": [e.samples for e in steps],
+            "optimizer_steps": int(model.optimizer.iterations.numpy()),
+        }
+    )
+)
