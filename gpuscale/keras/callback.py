@@ -406,6 +406,11 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         if held is not None:
             self.record_step(held[1], held[2], steps=held[3], t=held[0])
 
+    def _end_at_exit(self, status: str | None) -> None:
+        self.phases = False  # no probe on the way out
+        self._release_held()  # the step held back, as it was said
+        super()._end_at_exit(status)
+
     def on_train_end(self, logs: dict | None = None) -> None:
         self._close_epoch()  # Keras ends every epoch first: only in case one was left open
         model = self._wrapped_model

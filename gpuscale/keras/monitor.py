@@ -38,6 +38,7 @@ from gpuscale.events.schema import (
     run_duration_s,
 )
 from gpuscale.formatting import plural
+from gpuscale.keras import at_exit
 from gpuscale.keras.channel import Channel, worker_index
 from gpuscale.keras.describe import (
     describe_strategy,
@@ -149,6 +150,8 @@ class Monitor:
         self._started = False
         self._run_ended = False
         """The run's end went out (a later ``fit`` outside gpuscale is a new run)."""
+        self._custom_loop = False
+        """The run is a custom loop's (``CustomLoop.start``), not ``fit``'s."""
         self._last_index = -1
         self._last_step_samples = 0
         self.batch_scaling: str | None = None
@@ -193,6 +196,7 @@ class Monitor:
             print(f"gpuscale: {message}", file=sys.stderr)
 
         self._recorder = Recorder(path, on_problem=problem)
+        at_exit.track(self)  # ended, recorded and said even if the script never ends it
 
     # the start -----------------------------------------------------------------------
     def _start_event(
@@ -274,6 +278,7 @@ class Monitor:
             self.schedule.horizon_steps = horizon
             self._vote = None
         self._run_ended = False
+        self._custom_loop = custom_loop
         self._strategy = strategy
         self.schedule.replicas = int(getattr(strategy, "num_replicas_in_sync", 1) or 1)
         if (
@@ -427,7 +432,16 @@ class Monitor:
         self._emit(event)
 
     # the end -------------------------------------------------------------------------
+    def _end_at_exit(self, status: str | None) -> None:
+        """The process exits with this run still open (:mod:`gpuscale.keras.at_exit`):
+        ``status`` from how it exits, else ``stopped`` where a ``fit`` never returned
+        (``sys.exit`` in a callback) and ``completed`` where a custom loop was never
+        closed."""
+        self.phases = False  # no probe on the way out
+        self._finish(status or ("completed" if self._custom_loop else "stopped"))
+
     def _finish(self, status: str) -> None:
+        at_exit.untrack(self)
         if self._ended:
             return
         self._ended = True
@@ -460,8 +474,9 @@ class Monitor:
         self._emit(end)
         if self._recorder is not None:
             self._recorder.close()
+            how = "" if status == "completed" else f" (the run {status})"
             print(
-                f"gpuscale: recorded {plural(self.steps, 'step')} to {self._recorder.path} "
+                f"gpuscale: recorded {plural(self.steps, 'step')}{how} to {self._recorder.path} "
                 f"(gpuscale replay {self._recorder.path})",
                 file=sys.stderr,
             )
