@@ -8,7 +8,7 @@ import re
 
 from sweep_fixtures import CPU_RUNS, SAMPLES
 
-from gpuscale.analysis.confidence import CPU_LOGICAL_CAVEAT, CPU_LOGICAL_MEASURED_CAVEAT
+from gpuscale.analysis.confidence import CPU_LOGICAL_MEASURED_SCOPE, CPU_LOGICAL_PREDICTED_SCOPE
 from gpuscale.analysis.recommend import recommend
 from gpuscale.analysis.sweep import load_inputs
 from gpuscale.cli import main
@@ -19,7 +19,7 @@ from gpuscale.plots.terminal import scaling_text
 def test_one_cpu_count_says_what_was_measured_not_predictions():
     rec = recommend(load_inputs([SAMPLES / "mnist-cnn_1xcpu.ndjson"]).points)
     assert not any(r.predicted for r in rec.table)
-    assert rec.platform_note == CPU_LOGICAL_MEASURED_CAVEAT
+    assert rec.platform_note.endswith(": " + CPU_LOGICAL_MEASURED_SCOPE)
     assert not any("predictions are for" in line for line in rec.confidence)
     chart = build_scaling_chart(rec)
     assert chart.one_count
@@ -31,7 +31,7 @@ def test_one_cpu_count_says_what_was_measured_not_predictions():
 def test_two_counts_draw_the_chart_and_keep_the_caveat_on_predictions():
     rec = recommend(load_inputs(CPU_RUNS).points)
     assert any(r.predicted for r in rec.table)
-    assert rec.platform_note == CPU_LOGICAL_CAVEAT
+    assert rec.platform_note.endswith(": " + CPU_LOGICAL_PREDICTED_SCOPE)
     chart = build_scaling_chart(rec)
     assert not chart.one_count
     assert "samples/s (log)" in scaling_text(chart, 80).plain

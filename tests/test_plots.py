@@ -298,7 +298,10 @@ def test_probed_counts_whose_phases_did_not_resolve_say_so_not_step_times_only()
     assert not chart.has_split
     text = scaling_text(chart, 80).plain
     # wrapped on spaces at 80 columns (a terminal cut it mid-word: "step tim" / "es only")
-    note = "Where the step time goes: phases measured but not resolved (21 probes): step times only"
+    note = (
+        "Where the step time goes: phases measured but not resolved (9 probes at 1 device, "
+        "12 at 2 devices): step times only"
+    )
     assert note in text.replace("\n", " ")
     assert all(len(line) <= 80 for line in text.splitlines())
     assert "no phase breakdown" not in text

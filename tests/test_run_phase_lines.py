@@ -162,10 +162,16 @@ def test_compute_above_the_step_with_one_probe_is_not_printed_as_a_fact():
     )
     text = "\n".join(phase_lines(one_probe, replicas=2))
     assert "534.7" not in text
-    assert "compute \u2248 the whole step (1 probe; exposed exchange not resolved)" in text
+    # the parts do not add up to the step (phase_consistent False): no figure, and no
+    # "≈ the whole step" beside the note that says they are not the step (trial 11-28)
+    assert "compute not resolved" in text and "\u2248 the whole step" not in text
     assert "exposed all-reduce not resolved" in text and "of the step" not in text
     one_device = "\n".join(phase_lines(one_probe, replicas=1))
-    assert "compute \u2248 the whole step (1 probe)," in one_device
+    assert "compute not resolved," in one_device
+    agreeing = {**one_probe, "phase_consistent": True}  # within their noise: about the step
+    assert "compute \u2248 the whole step (1 probe; exposed exchange not resolved)" in "\n".join(
+        phase_lines(agreeing, replicas=2)
+    )
 
 
 def test_a_phase_within_the_step_keeps_its_value():

@@ -53,6 +53,7 @@ def test_run_completes_with_one_start_and_one_end(finished_run):
     assert len(starts) == 1
     start = starts[0]
     assert start.num_replicas == 2 and start.platform == "cpu-logical"
+    assert start.cpu_cores == os.cpu_count()  # the cores its logical devices share
     assert [d.tf_name.rsplit(":", 1)[-1] for d in start.devices] == ["0", "1"]
     assert start.scaling == "strong" and start.global_batch == 32 and start.per_replica_batch == 16
     steps = [e for e in events if isinstance(e, StepEvent)]

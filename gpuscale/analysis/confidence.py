@@ -4,6 +4,7 @@ only words them). Pure functions, no TensorFlow, no Textual."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import msgspec
@@ -23,40 +24,74 @@ NOTABLE_COMM_SHARE = 0.2
 """An exposed all-reduce above this share of the whole step is worth a look: a
 fifth of every step waits for the gradient exchange."""
 
-CPU_LOGICAL_CAVEAT = (
-    "CPU logical devices share this machine's cores, so more of them add no "
-    "compute: the predictions are for these logical devices, not for GPUs"
+CPU_LOGICAL_HEAD = (
+    "CPU logical devices share this machine's cores, so a speedup from more of them "
+    "comes from putting more of those cores to work{used}, never more than it has"
 )
-"""Said next to predictions made from runs on CPU logical devices."""
+"""The first half of the caveat on CPU logical devices (:func:`cpu_logical_caveat`):
+what they share, and so what a speedup measured on them is. (It said "so more of
+them add no compute" beside a measured 1.73x from 1 to 2 devices, the one device
+having kept about one of the two cores busy: they add no *cores*.)"""
 
-CPU_LOGICAL_MEASURED_CAVEAT = (
-    "CPU logical devices share this machine's cores, so more of them add no "
-    "compute: what is measured here is for these logical devices, not for GPUs"
-)
+CPU_LOGICAL_PREDICTED_SCOPE = "the predictions are for these logical devices, not for GPUs"
+CPU_LOGICAL_MEASURED_SCOPE = "what is measured here is for these logical devices, not for GPUs"
+
+
+def cpu_logical_caveat(predicted: bool, cores_used: Sequence[tuple[int, float]] = ()) -> str:
+    """Said next to what runs on CPU logical devices measured (``predicted``: and
+    predicted from them): they share the machine's cores, so a speedup is more of
+    those cores put to work, and none of it is about GPUs. ``cores_used``: (device
+    count, CPU use of its run in percent of one core) where the recordings said it
+    (:attr:`~gpuscale.analysis.sweep.SweepPoint.proc_cpu_pct`): ``(1 device kept
+    about 1.0 core busy, 2 devices about 1.9)``."""
+    used = ""
+    if cores_used:
+        said = [(plural(n, "device"), f"{pct / 100:.1f}") for n, pct in sorted(cores_used)]
+        first = (
+            f"{said[0][0]} kept about {said[0][1]} core{'' if said[0][1] == '1.0' else 's'} busy"
+        )
+        used = f" ({', '.join([first, *(f'{who} about {cores}' for who, cores in said[1:])])})"
+    scope = CPU_LOGICAL_PREDICTED_SCOPE if predicted else CPU_LOGICAL_MEASURED_SCOPE
+    return f"{CPU_LOGICAL_HEAD.format(used=used)}: {scope}"
+
+
+CPU_LOGICAL_CAVEAT = cpu_logical_caveat(True)
+"""Said next to predictions made from runs on CPU logical devices (where no
+recording said how many cores they kept busy)."""
+
+CPU_LOGICAL_MEASURED_CAVEAT = cpu_logical_caveat(False)
 """Said instead of :data:`CPU_LOGICAL_CAVEAT` where nothing is predicted (one
-measured count and nothing to predict from)."""
+measured count and nothing to predict from, or the machine's devices all measured)."""
 
 LOCAL_WORKERS_CAVEAT = (
-    "the workers all ran on one machine and share its cores, so more of them add no "
-    "compute: this shows the mechanism (the exchange between workers), not what "
-    "separate machines would do"
+    "the workers all ran on one machine and share its cores, so a speedup from more of "
+    "them comes from putting more of those cores to work, never more than it has: this "
+    "shows the mechanism (the exchange between workers), not what separate machines "
+    "would do"
 )
 """Said next to predictions made from several workers on one machine's CPUs
 (``--local-workers N``, :attr:`gpuscale.analysis.sweep.SweepPoint.local_cpu_workers`)."""
 
-CAVEAT_SCOPE = {
-    CPU_LOGICAL_CAVEAT: "the predictions are for these CPU logical devices, not for GPUs",
-    CPU_LOGICAL_MEASURED_CAVEAT: (
+_SCOPES = {
+    CPU_LOGICAL_PREDICTED_SCOPE: "the predictions are for these CPU logical devices, not for GPUs",
+    CPU_LOGICAL_MEASURED_SCOPE: (
         "what is measured here is for these CPU logical devices, not for GPUs"
     ),
-    LOCAL_WORKERS_CAVEAT: (
+    LOCAL_WORKERS_CAVEAT.split(": ", 1)[1]: (
         "this shows the mechanism (the exchange between workers on one machine), not what "
         "separate machines would do"
     ),
 }
-"""Each platform caveat without its first half (the cores are shared, so more of
-them add no compute): what recommend's confidence says where a reason of its Why
-already said that half, so that the two say it once."""
+
+
+def caveat_scope(note: str) -> str:
+    """A platform caveat without its first half (the cores are shared): what
+    recommend's confidence says where a reason of its Why already said that half,
+    so that the two say it once; ``note`` itself where it is no such caveat."""
+    for half, scope in _SCOPES.items():
+        if note.endswith(": " + half):
+            return scope
+    return note
 
 
 class RunConfidence(msgspec.Struct, kw_only=True):

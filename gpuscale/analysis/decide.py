@@ -278,16 +278,16 @@ class Group(msgspec.Struct):
 
 
 SHARED_CORES_NEXT = (
-    "more CPU logical devices cannot pay on one machine's shared cores (they add no "
-    "compute, and 'gpuscale run' gives no more of them than there are cores), so "
-    "measuring more would not tell: GPUs are what the question needs"
+    "more CPU logical devices only share one machine's cores (they add no cores, and "
+    "'gpuscale run' gives no more of them than there are cores), so measuring more "
+    "would not tell: GPUs are what the question needs"
 )
 """What to measure next said instead of "measure N next" for devices that share one
 machine's cores (the model's ``shared_cores``): no count of them would answer it."""
 
 LOCAL_WORKERS_NEXT = (
-    "more workers on this machine cannot pay on its shared cores (they add no compute), "
-    "so measuring more would not tell: workers on separate machines (a TF_CONFIG "
+    "more workers on this machine only share its cores (they add no cores), so "
+    "measuring more would not tell: workers on separate machines (a TF_CONFIG "
     "cluster) or GPUs are what the question needs"
 )
 """:data:`SHARED_CORES_NEXT` for several workers on one machine's CPUs (the

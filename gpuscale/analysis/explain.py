@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import msgspec
 
 from gpuscale.analysis import metrics
-from gpuscale.analysis.confidence import CAVEAT_SCOPE, ENOUGH_STEPS, NOISY_SPREAD
+from gpuscale.analysis.confidence import ENOUGH_STEPS, NOISY_SPREAD, caveat_scope
 from gpuscale.analysis.decide import (
     LOCAL_WORKERS_NEXT,
     SHARED_CORES_NEXT,
@@ -415,7 +415,7 @@ CORES_SHARED_SAID = (
 )
 """Words of a reason that says the devices share one machine's cores, so that more
 of them cannot pay: the platform caveat's first half, which the confidence then
-leaves out (:data:`~gpuscale.analysis.confidence.CAVEAT_SCOPE`)."""
+leaves out (:func:`~gpuscale.analysis.confidence.caveat_scope`)."""
 
 
 def _shared_cores_reason(m: ScalingModel) -> str:
@@ -687,7 +687,7 @@ def _confidence(rec: Recommendation, groups: Sequence[Group], walk: Sequence[Wal
     if rec.platform_note:
         note = rec.platform_note
         if any(said in r for r in rec.reasons for said in CORES_SHARED_SAID):
-            note = CAVEAT_SCOPE.get(note, note)  # the Why said the cores are shared
+            note = caveat_scope(note)  # the Why said the cores are shared
         lines.append(note[0].upper() + note[1:] + ".")
     far = sorted(
         {

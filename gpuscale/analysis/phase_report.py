@@ -324,8 +324,10 @@ def phase_items(s: RunSummary) -> list[PhaseItem]:
     apart = s.phase_consistent is False
     compute = format_phase_in_step_s(s.compute_s, s.compute_err_s, step, n, s.devices)
     whole = s.compute_fills_step  # nothing left of the step to split
-    if apart and (not whole or s.phase_contradiction is not None):
-        # a contradiction is no figure at all (parts_note says so), whole step or not
+    if apart or s.phase_contradiction is not None:
+        # parts that do not add up to the step (or contradict) are no figure at all,
+        # as parts_note says: "≈ the whole step" only where they add up within their
+        # noise (a pass 20% over the step beside "not the median step" contradicted it)
         compute = "not resolved"
     notable = False
     if s.devices <= 1 and s.lone_exchange_s is not None:  # what the probes timed: noise

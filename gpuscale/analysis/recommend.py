@@ -22,9 +22,8 @@ import msgspec
 
 from gpuscale.analysis import metrics
 from gpuscale.analysis.confidence import (
-    CPU_LOGICAL_CAVEAT,
-    CPU_LOGICAL_MEASURED_CAVEAT,
     LOCAL_WORKERS_CAVEAT,
+    cpu_logical_caveat,
     live_predictions,
 )
 from gpuscale.analysis.cost import Cost, cost_line, cost_of, per_million_samples, relative_text
@@ -149,6 +148,17 @@ def _counts(limit: int, measured: Iterable[int]) -> list[int]:
     return sorted(c for c in counts if c in have or low < c <= limit)
 
 
+def cores_used(points: Sequence[SweepPoint]) -> list[tuple[int, float]]:
+    """(device count, median CPU use of its runs in percent of one core) of the
+    measured CPU logical device counts whose recordings said it
+    (:attr:`SweepPoint.proc_cpu_pct`): how many of the machine's cores each kept busy."""
+    by_count: dict[int, list[float]] = defaultdict(list)
+    for p in points:
+        if p.platform in ("cpu-logical", "cpu") and p.proc_cpu_pct is not None:
+            by_count[p.devices].append(p.proc_cpu_pct)
+    return [(n, metrics.median(v)) for n, v in sorted(by_count.items())]
+
+
 def recommend(
     points: Sequence[SweepPoint],
     *,
@@ -226,7 +236,7 @@ def recommend(
     rec.measure_next = measure_next(rec, groups, walk)
     if any(p.platform == "cpu-logical" for p in measured_points):
         predicted = any(row.predicted for row in rec.table)  # no note on predictions not made
-        rec.platform_note = CPU_LOGICAL_CAVEAT if predicted else CPU_LOGICAL_MEASURED_CAVEAT
+        rec.platform_note = cpu_logical_caveat(predicted, cores_used(measured_points))
     elif any(g.model.local_workers for g in groups):
         rec.platform_note = LOCAL_WORKERS_CAVEAT
     if price_per_device_hour is not None and not (

@@ -362,6 +362,14 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     """Slowest worker's median step time / median of the workers' medians."""
     host_cpu_pct: float | None = None
     """Median host CPU use, all cores (0-100)."""
+    proc_cpu_pct: float | None = None
+    """Median CPU use of the run's own processes while its counted steps ran, in
+    percent of one core (200: two cores busy): of the host samples whose whole
+    period lies between the first counted step's start and the last one's end
+    (start-up and compiling left out), one worker only; ``None`` below
+    :data:`~gpuscale.analysis.metrics.MIN_SAMPLES_FOR_UNCERTAINTY` such samples
+    (a short run: its number would be a sample or two of noise). How many of the
+    machine's cores CPU logical devices put to work (``recommend`` says it)."""
     step_time_rel_err: float | None = None
     """With ``precision_asked``: the median step time's 95 % half-width over the
     median (``None`` below 3 steps)."""
@@ -463,6 +471,9 @@ class RunAccumulator:
         }
         """(t, GPM activity) samples per (worker, GPU index), SM and tensor."""
         self._host_cpu: list[float] = []
+        self._proc_cpu: list[tuple[float, float, float]] = []
+        """(period start, period end, proc CPU %) of worker 0's host samples."""
+        self._last_host_t: float | None = None
         self._counted_from_t: float | None = None
         """When the first counted step began (its event's ``t`` less its step time)."""
         self._last_step_t: float | None = None
@@ -517,6 +528,10 @@ class RunAccumulator:
                 self._gpm["tensor"][key].append((event.t, event.gpm_tensor_activity_pct))
         elif isinstance(event, HostSample):
             self._host_cpu.append(event.cpu_pct)
+            if event.worker == 0:
+                began, self._last_host_t = self._last_host_t, event.t
+                if began is not None and event.proc_cpu_pct is not None:
+                    self._proc_cpu.append((began, event.t, event.proc_cpu_pct))
         elif isinstance(event, StartEvent):
             self.start = event
         elif isinstance(event, EndEvent):
@@ -585,10 +600,22 @@ class RunAccumulator:
         self._summarize_imbalance(s)
         if self._host_cpu:
             s.host_cpu_pct = metrics.median(self._host_cpu)
+        s.proc_cpu_pct = self._proc_cpu_in_steps() if s.workers == 1 else None
         asked = (start.config or {}).get("precision") if start is not None else None
         if isinstance(asked, (int, float)) and 0 < asked < 1:
             self._summarize_precision(s, float(asked))
         return s
+
+    def _proc_cpu_in_steps(self) -> float | None:
+        """:attr:`RunSummary.proc_cpu_pct`: the median of the samples whose period
+        lies within the counted steps."""
+        first, last = self._counted_from_t, self._last_step_t
+        if first is None or last is None:
+            return None
+        inside = [pct for began, ended, pct in self._proc_cpu if began >= first and ended <= last]
+        if len(inside) < metrics.MIN_SAMPLES_FOR_UNCERTAINTY:
+            return None
+        return metrics.median(inside)
 
     def _summarize_wall(self, s: RunSummary) -> None:
         """The mean step, the rates over the steps' summed times and over the wall

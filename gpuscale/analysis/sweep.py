@@ -71,6 +71,7 @@ _Price = Annotated[float, msgspec.Meta(gt=0, le=1e9)]
 _Fraction = Annotated[float, msgspec.Meta(gt=0, lt=1)]
 _Share = Annotated[float, msgspec.Meta(ge=0, le=1e6)]
 _MoreSteps = Annotated[int, msgspec.Meta(ge=0, le=limits.MAX_STEPS)]
+_CpuPct = Annotated[float, msgspec.Meta(ge=0, le=100 * limits.MAX_DEVICES)]
 
 
 class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
@@ -149,6 +150,11 @@ class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknow
     devices (:attr:`local_cpu_workers`). ``None``: not known (older files), taken
     as separate machines."""
     platform: Literal["gpu", "cpu-logical", "cpu"] = "gpu"
+    proc_cpu_pct: _CpuPct | None = None
+    """CPU use of the run's processes while its steps ran, percent of one core (200:
+    two cores busy), from a recording's host samples
+    (:attr:`~gpuscale.analysis.summary.RunSummary.proc_cpu_pct`): on CPU logical
+    devices, how many of the machine's cores the count put to work."""
     device_name: str | None = None
     interconnect: str | None = None
     """Free text, e.g. ``PCIe 3.0 x16``."""
@@ -696,6 +702,7 @@ def point_from_summary(summary: Any, start: Any, source: str) -> SweepPoint:
         workers=summary.workers,
         hosts=hosts_of(start) if summary.workers > 1 else None,
         platform=start.platform,
+        proc_cpu_pct=summary.proc_cpu_pct,
         device_name=device_name,
         interconnect=interconnect_text,
         interconnect_bytes_s=interconnect_bytes_s,
@@ -830,8 +837,28 @@ class _KeptRecording(msgspec.Struct, kw_only=True):
     """Its counted steps: of two copies, the one with more is kept."""
     read_warnings: list[str]
     available: int | None
+    cores_only: bool = False
+    """``available`` is the CPU logical devices its machine's cores allow
+    (:func:`machine_devices`), not a sweep's count."""
     index: int = 0
     source_index: int = 0
+
+
+def machine_devices(start: Any) -> tuple[int | None, bool]:
+    """How many devices a recording's machine could give its run, and whether only
+    its cores say it: a sweep's ``available_devices`` (format 1.4); else, for a run
+    of its own on one machine's CPUs whose start says the machine's cores (format
+    1.6, :attr:`~gpuscale.events.schema.StartEvent.cpu_cores`), the CPU logical
+    devices ``gpuscale run`` makes there at most (the larger of 2 and the cores:
+    :func:`gpuscale.trainer.options.check_cpu_devices`); ``(None, False)`` when the
+    recording does not say."""
+    ref = getattr(start, "sweep", None)
+    if ref is not None and ref.available_devices:
+        return ref.available_devices, False
+    cores = getattr(start, "cpu_cores", None)
+    if cores and start.platform != "gpu" and start.num_workers == 1:
+        return max(2, cores), True
+    return None, False
 
 
 def load_inputs(paths: Sequence[str | Path], *, cut_short: Iterable[str | Path] = ()) -> Sweep:
@@ -847,7 +874,9 @@ def load_inputs(paths: Sequence[str | Path], *, cut_short: Iterable[str | Path] 
 
     The machine's device count (:attr:`Sweep.available_devices`, where predictions
     stop) is the largest any input says: a sweep file's ``available_devices``, a
-    recording's sweep's (format 1.4 on); ``None`` when none says.
+    recording's sweep's (format 1.4 on), or for a run of its own on CPU devices its
+    machine's cores (format 1.6 on, :func:`machine_devices`; not where an input is
+    on GPUs, whose machine they do not tell); ``None`` when none says.
 
     What the readers forgave (damaged lines skipped, a cut last line, a run
     stopped before its end) is in the sweep's ``warnings``; when an input then
@@ -910,14 +939,16 @@ def _load_inputs(paths: Sequence[str | Path], warnings: list[str], cut_short: se
         if file_key is not None:
             seen_files[file_key] = str(raw)
         if is_recording:
-            ref = getattr(run[1], "sweep", None)  # a sweep's run knows its machine (format 1.4)
+            # a sweep's run knows its machine (format 1.4), a CPU run its cores (1.6)
+            machine, cores_only = machine_devices(run[1])
             entry = _KeptRecording(
                 name=str(raw),
                 steps=run[0].steps_counted,
                 read_warnings=[
                     w if w.startswith(f"{path}:") else f"{path}: {w}" for w in read_warnings
                 ],
-                available=ref.available_devices if ref is not None else None,
+                available=machine,
+                cores_only=cores_only,
             )
             before = kept.get(content_key)
             if before is not None:
@@ -964,8 +995,13 @@ def _load_inputs(paths: Sequence[str | Path], warnings: list[str], cut_short: se
         _leave_out(
             unusable, warnings, anything_left=bool(points or recordings), cut_short=cut_short
         )
-    available += [entry.available for entry in kept.values() if entry.available]
     points += _points_of(recordings)  # together: one script's runs settle into one workload
+    on_gpus = any(p.platform == "gpu" for p in points)  # CPU cores say nothing of GPUs
+    available += [
+        entry.available
+        for entry in kept.values()
+        if entry.available and not (entry.cores_only and on_gpus)
+    ]
     return Sweep(
         points=points,
         sources=sources,

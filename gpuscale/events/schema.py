@@ -32,12 +32,13 @@ import msgspec
 
 from gpuscale.events import limits
 
-SCHEMA_VERSION = "1.5"
+SCHEMA_VERSION = "1.6"
 """1.1: StartEvent.topology; 1.2: PhaseEvent.compute_allreduce_s and probe_cost_s (probe
 budget), StartEvent.provisional and the ``source: "clock"`` log marker (write-ahead);
 1.3: StartEvent.sweep (the runs of one ``gpuscale recommend`` sweep); 1.4:
 SweepRef.available_devices (the devices the sweep's machine had); 1.5: PhaseEvent.setup_s
-(compiling the probe's passes once)."""
+(compiling the probe's passes once); 1.6: StartEvent.cpu_cores (the machine's cores, for
+CPU devices)."""
 SCHEMA_MAJOR = 1
 
 # Plausible ranges (gpuscale.events.limits) for the fields the analysis divides by
@@ -216,6 +217,13 @@ class StartEvent(_Event, tag="start", kw_only=True):
     sweep: SweepRef | None = None
     """The sweep this run is one count of; ``None`` for a run of its own, and in
     recordings older than schema 1.3. Since format 1.3."""
+    cpu_cores: _Devices | None = None
+    """How many CPU cores the run's machine has (``os.cpu_count()``), written where
+    its devices are CPUs (``platform`` ``cpu-logical`` or ``cpu``): CPU logical
+    devices share them, and ``gpuscale run`` makes no more of them than the larger
+    of 2 and this, so a run of its own (no ``sweep`` to say its machine's devices)
+    tells ``recommend --from`` where to stop predicting. ``None`` on GPUs and in
+    recordings older than schema 1.6. Since format 1.6."""
 
 
 class StepEvent(_Event, tag="step", kw_only=True):

@@ -238,6 +238,7 @@ class Monitor:
             config=config,
             devices=info["devices"],
             platform=info["platform"],
+            cpu_cores=os.cpu_count() if info["platform"] != "gpu" else None,  # as a sweep's
             model=workload_name(model, self.workload_name, sys.argv),
             strategy=info["strategy"],
             cross_device_ops=info["cross_device_ops"],

@@ -142,16 +142,36 @@ class ScalingChart:
     @property
     def split_note(self) -> str:
         """What is said in place of the bars when there are none (``has_split`` is
-        false): probed counts whose phases did not resolve say so, with their probes;
-        an input without probes has step times only."""
-        probes = sum(b.probes for b in self.bars if not b.predicted)
-        if probes:
-            return UNRESOLVED_SPLIT_NOTE.format(probes=plural(probes, "probe"))
+        false): probed counts whose phases did not resolve say so, with their probes
+        per device count, as the table counts them (:func:`probes_per_count`); an
+        input without probes has step times only."""
+        probed = [(b.devices, b.probes) for b in self.bars if not b.predicted and b.probes]
+        if probed:
+            return UNRESOLVED_SPLIT_NOTE.format(probes=probes_per_count(probed))
         return NO_SPLIT_NOTE
 
     @property
     def several_configs(self) -> bool:
         return len(self.series) > 1
+
+
+def probes_per_count(probed: list[tuple[int, int]]) -> str:
+    """``(devices, probes)`` of the probed counts, said per count as ``recommend``'s
+    table says each row's (``not resolved (1 probe)``), never summed across counts
+    (the trial read "2 probes" under a table whose 2-device row said "1 probe"):
+    ``1 probe at 2 devices``, ``1 probe at each of 1 and 2 devices``, ``3 probes at
+    1 device, 5 at 2 devices``."""
+    probed = sorted(probed)
+    counts = [n for n, _ in probed]
+    where = [f"{n} device{'s' if n != 1 else ''}" for n in counts]
+    if len(probed) == 1:
+        return f"{plural(probed[0][1], 'probe')} at {where[0]}"
+    if len({p for _, p in probed}) == 1:
+        names = ", ".join(map(str, counts[:-1])) + f" and {counts[-1]}"
+        return f"{plural(probed[0][1], 'probe')} at each of {names} devices"
+    first = f"{plural(probed[0][1], 'probe')} at {where[0]}"
+    rest = [f"{p:,} at {w}" for (_, p), w in zip(probed[1:], where[1:], strict=True)]
+    return ", ".join([first, *rest])
 
 
 def build_scaling_chart(rec: Recommendation) -> ScalingChart:

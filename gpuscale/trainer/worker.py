@@ -377,6 +377,7 @@ def _train(
             },
             devices=plan.infos,
             platform=plan.platform,
+            cpu_cores=os.cpu_count() if plan.platform != "gpu" else None,
             model=config.model
             if trainer.sizing.width in (None, 128)
             else f"{config.model}-w{trainer.sizing.width}",
