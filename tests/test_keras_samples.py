@@ -275,3 +275,26 @@ def test_steps_per_execution_counts_the_steps_of_an_epochs_last_call(tmp_path):
     assert counts == [5, 5, 2] * 2
     samples = [e.samples for e in run.events if isinstance(e, StepEvent)]
     assert sum(s * c for s, c in zip(samples, counts, strict=True)) == 2 * (32 * 11 + 8)
+
+
+def test_steps_per_execution_first_call_is_warm_up_and_the_summary_counts_every_step(tmp_path):
+    """The first call of several steps carries the tracing: it is warm-up (it was
+    counted: a compile's seconds in the throughput), and a run's first event stands
+    for the steps from 0 (its 5, not 1: 710.4 samples for the 720 trained)."""
+    from gpuscale.analysis.summary import summarize
+    from gpuscale.events.schema import StepEvent
+    from gpuscale.keras.monitor import Monitor
+
+    monitor = Monitor(record=None, phases=False)  # the default 2 warm-up steps
+    sent: list = []
+    monitor._emit = sent.append
+    monitor._started = True
+    for _ in range(3):
+        monitor.record_step(0.01, 32, steps=5)
+    assert [e.warmup for e in sent] == [True, False, False]
+    steps = [
+        StepEvent(t=1.0 + i, worker=0, step=s, step_time_s=0.2, samples=30, warmup=False)
+        for i, s in enumerate([4, 9, 11])
+    ]
+    summary = summarize(steps)
+    assert summary.mean_samples_per_step * 12 == pytest.approx(360)

@@ -502,11 +502,13 @@ class RunAccumulator:
             if event.warmup:
                 self._warmup_steps.add((event.worker, event.step))
                 return
-            steps = max(1, event.step - before) if before is not None else 1
+            # an event stands for the steps since the one before; the first, for the
+            # steps from 0 (several steps a call: the first call's 5 steps, index 4)
+            steps = max(1, event.step - before if before is not None else event.step + 1)
             if previous is not None and previous[2]:
                 began = event.t - event.step_time_s * steps
                 self._gaps[event.worker].append((previous[0], began - previous[1]))
-            self._add_stepping(event, event.step - before if before is not None else 1)
+            self._add_stepping(event, steps)
             self._step_times.append(event.step_time_s)
             self._step_at[(event.worker, event.step)] = event.step_time_s
             began = event.t - event.step_time_s

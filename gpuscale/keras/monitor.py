@@ -314,7 +314,9 @@ class Monitor:
         which ended at ``t`` (``time.time()``; default: now)."""
         self.steps += steps
         self._last_step_samples = samples
-        warmup = self.steps <= self.warmup_steps
+        # warm-up where it includes one of the first steps: several steps a call
+        # (steps_per_execution) put the first call's tracing in its first event
+        warmup = self.steps - steps < self.warmup_steps
         index = self.steps - 1
         if Channel.client() is not None:  # a second monitor continues the stream's numbering
             index = Channel.next_indices(steps)
