@@ -174,9 +174,9 @@ def test_a_full_stdout_names_the_recording_gpuscale_named_in_the_runs_folder(tmp
     assert _errors(result.stderr) == [f"{SAID} (the run is recorded in {recording})"]
 
 
-def test_a_full_stdout_names_the_recorded_sweep_of_recommend_json(tmp_path):
-    """`recommend --json -- python train.py > /dev/full`: the JSON on stdout was the
-    only place that named the sweep's recordings (its text form says them on stderr)."""
+def test_a_full_stdout_leaves_the_recorded_sweep_of_recommend_json_named(tmp_path):
+    """`recommend --json -- python train.py > /dev/full`: stderr names the sweep before
+    the JSON is written (as its text form does), so the error line need not."""
     script = Path(__file__).with_name("fake_script.py")
     argv = ["recommend", "--sweep", "1,2", "--json", "--", sys.executable, str(script)]
     with open(FULL, "w") as full:
@@ -187,7 +187,8 @@ def test_a_full_stdout_names_the_recorded_sweep_of_recommend_json(tmp_path):
     from gpuscale.recording.reader import load_run
 
     sweep = load_run(recordings[0]).start.sweep.id
-    assert _errors(result.stderr) == [f"{SAID} (the sweep is recorded as {sweep})"]
+    assert _errors(result.stderr) == [SAID]
+    assert f"Recorded as {sweep}: 'gpuscale replay {sweep}'" in result.stderr
 
 
 def test_no_recording_is_named_where_stdout_works_or_nothing_was_recorded(tmp_path):

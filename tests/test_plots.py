@@ -24,7 +24,7 @@ from gpuscale.plots.scaling import (
     log_ticks,
     short_number,
 )
-from gpuscale.plots.terminal import phase_chart, scaling_text
+from gpuscale.plots.terminal import phase_chart, scaling_text, throughput_chart
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_runs"
 CPU_RUNS = [SAMPLES / "mnist-cnn_1xcpu.ndjson", SAMPLES / "mnist-cnn_2xcpu.ndjson"]
@@ -120,7 +120,7 @@ def test_terminal_chart_names_its_axes_and_puts_the_legend_under_the_plot():
     # a typed-in table has no phase breakdown: one line, no bars of whole steps
     assert "Where the step time goes: no phase breakdown in this input: step times only" in text
     assert "ms per step" not in text and "not split" not in text
-    legend = next(i for i, line in enumerate(lines) if "── ideal" in line)
+    legend = next(i for i, line in enumerate(lines) if "╌╌ ideal" in line)
     assert "devices (log2)" in lines[legend - 1]  # right under the x axis title, not inside
     assert max(len(line) for line in lines) <= 90
 
@@ -414,3 +414,45 @@ def _assert_apart(saved) -> None:
                 assert not box_a.overlaps(box_b), f"tick labels {a!r} and {b!r} overlap"
         throughput = figure[1]  # the top panel's y axis: labelled at least twice
         assert len(throughput) >= 2, figure
+
+
+def _columns_in(text, style: str) -> set[int]:
+    """The columns of ``text``'s lines that have a cell drawn in ``style`` (a colour)."""
+    starts, offset = [], 0
+    for line in text.plain.split("\n"):
+        starts.append(offset)
+        offset += len(line) + 1
+    columns = set()
+    for span in text.spans:
+        if style not in str(span.style):
+            continue
+        for at in range(span.start, span.end):
+            if text.plain[at] in " \n":
+                continue
+            row = max(i for i, start in enumerate(starts) if start <= at)
+            columns.add(at - starts[row])
+    return columns
+
+
+def test_the_ideal_line_is_dashed_as_its_legend_and_the_readme_say():
+    """The README and --plot's file draw the ideal line dashed; the terminal drew it
+    solid, a line like the measured one, under a legend of '── ideal'."""
+    from gpuscale.plots.scaling import ChartPoint, ChartSeries, ScalingChart
+
+    flat = [ChartPoint(n, 1000.0, False) for n in (1, 2, 4, 8)]  # far under the ideal
+    chart = ScalingChart(
+        series=[ChartSeries("a", flat)],
+        ideal=[(n, 1000.0 * n) for n in (1, 2, 4, 8)],
+        recommended=flat[0],
+        recommended_config="a",
+        bars=[],
+        scaling="strong",
+        counts=[1, 2, 4, 8],
+    )
+    text = throughput_chart(chart, 80, 20)
+    assert "╌╌ ideal" in text.plain and "── ideal" not in text.plain
+    plot = text[: text.plain.index("samples/s (log)")]  # the legend's own symbol left out
+    ideal = _columns_in(plot, "color(8)")  # plotext's grey
+    assert len(ideal) > 20
+    gaps = [c for c in range(min(ideal), max(ideal)) if c not in ideal and c > min(ideal) + 8]
+    assert len(gaps) >= 10, sorted(ideal)  # pieces with gaps between, across the chart

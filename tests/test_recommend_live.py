@@ -8,6 +8,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -120,7 +121,10 @@ def test_live_sweep_records_each_run_and_recommends(sweep):
     refs = [load_run(r).start.sweep for r in recordings]
     assert refs[0] is not None and refs[0].id == refs[1].id
     assert [(r.index, r.planned) for r in refs] == [(0, [1, 2]), (1, [1, 2])]
-    assert f"Recorded as {refs[0].id}" not in sweep["err"]  # --json: quiet
+    # --json: stderr says where the sweep is recorded (no progress: not a terminal),
+    # and the document names it
+    assert f"Recorded as {refs[0].id}" in sweep["err"] and doc["sweep"] == refs[0].id
+    assert not re.search(r"^\d+ devices?: ", sweep["err"], re.MULTILINE)
     listed = json.loads(_gpuscale("runs", "--json", env=env).stdout)
     (group,) = listed["sweeps"]
     assert group["id"] == refs[0].id and not group["guessed"]

@@ -150,6 +150,25 @@ def test_cli_runs_empty_says_where_it_looked(capsys):
     }
 
 
+def test_cli_runs_empty_dir_says_the_truth_of_that_folder(capsys, tmp_path, monkeypatch):
+    """Runs are saved in the runs folder, not in any folder given with --dir: an empty
+    one is said to be empty, and where gpuscale's own recordings are."""
+    empty = tmp_path / "emptydir"
+    empty.mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(["runs", "--dir", "emptydir"]) == 0
+    out = capsys.readouterr().out
+    assert out == (
+        f"No recordings in emptydir (gpuscale saves its runs in {runs_dir()}, which "
+        "'gpuscale runs' lists without --dir).\n"
+    )
+    assert "saves one there" not in out
+    # the runs folder itself, however it is written, is where every run is saved
+    runs_dir().mkdir(parents=True)
+    assert cli_main(["runs", "--dir", f"{runs_dir()}/../runs/"]) == 0
+    assert "(every 'gpuscale run' saves one there)" in capsys.readouterr().out
+
+
 def test_cli_runs_dir(tmp_path, capsys):
     write_run(tmp_path / "mine.ndjson")
     assert cli_main(["runs", "--dir", str(tmp_path), "--json"]) == 0

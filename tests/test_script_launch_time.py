@@ -63,3 +63,38 @@ def test_a_made_up_start_is_stamped_at_the_launch_whatever_came_after_it(tmp_pat
     recorded = [e for e in loaded.events if isinstance(e, StartEvent)]
     assert recorded and all(s.t <= script_began for s in recorded)
     assert run.end is not None and run.end.duration_s >= run.end.t - script_began
+
+
+# Fails at once: writes when it began to argv[1], then a traceback on stderr.
+FAILER = STAMPER + "print(1 / 0)\n"
+
+
+def test_a_script_that_fails_at_once_lasts_from_its_launch(tmp_path):
+    """`watch -- python -c "print(1/0)"`: its traceback's log lines were stamped before
+    the run's start (gpuscale's start-up took longer than the script), and the run
+    lasted 1.4 ms, from that start to the end, shorter than the script itself."""
+    from gpuscale.events.schema import EndEvent, LogEvent
+
+    began = tmp_path / "began"
+    path = tmp_path / "run.ndjson"
+    nvml = SlowNvml(began)  # gpuscale's start-up ends after the script began
+    run = ScriptRun(
+        [sys.executable, "-c", FAILER, str(began)],
+        record=path,
+        start_timeout_s=3600.0,
+        nvml=nvml,
+    ).start()
+    events = list(run.events(timeout=120))
+    assert run.done and run.status == "failed" and nvml.waited.is_set()
+    script_began = float(began.read_text())
+    for seen in (events, load_run(path).events):
+        starts = [e for e in seen if isinstance(e, StartEvent)]
+        said = [e for e in seen if isinstance(e, LogEvent) and e.source == "script"]
+        (end,) = [e for e in seen if isinstance(e, EndEvent)]
+        assert said and any("ZeroDivisionError" in e.message for e in said)
+        # no event of the run before its start, which is the launch
+        assert starts and all(s.t <= script_began for s in starts)
+        assert all(e.t >= max(s.t for s in starts) for e in said)
+        assert end.status == "failed"
+        assert end.duration_s >= end.t - script_began
+        assert end.duration_s >= max(e.t for e in said) - min(s.t for s in starts)

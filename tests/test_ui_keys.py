@@ -15,6 +15,7 @@ from gpuscale.ui.app import CHART_IDS, GpuscaleApp, build_app
 from gpuscale.ui.messages import RunFailed
 from gpuscale.ui.sources import LiveSource
 from gpuscale.ui.sweep_app import SweepApp
+from gpuscale.ui.widgets.screens import ErrorScreen
 
 README = (Path(__file__).parent.parent / "README.md").read_text()
 
@@ -60,9 +61,9 @@ async def test_the_footer_fits_80_columns(mode):
 @pytest.mark.parametrize("mode", ["replay", "live"])
 async def test_the_footer_keeps_its_order_when_the_focus_moves(mode):
     """Tab to a panel (which binds the arrows itself) left the footer as it was:
-    ``q Quit ? Help ...``, not ``←/→ Seek q Quit ...``. (A live run's ``←/→ Panel``
-    is not a priority key: where a focused panel scrolls with the arrows, it leaves
-    the footer, the others keeping their places.)"""
+    ``q Quit ? Help ...``, not ``←/→ Seek q Quit ...``; a live run's ``←/→ Panel``
+    stays too (it vanished after Tab or ``d``, where a focused panel scrolled with
+    the arrows: they now move between panels wherever the focus is)."""
     source = (
         replay(cpu_run(), end=True)
         if mode == "replay"
@@ -79,15 +80,58 @@ async def test_the_footer_keeps_its_order_when_the_focus_moves(mode):
 
         before = footer()
         assert before[:2] == ["q", "?"], before
-        for _ in range(4):
-            await pilot.press("tab")
+        assert "←/→" in before
+        for key in ("tab", "tab", "tab", "tab", "d", "tab", "d"):
+            await pilot.press(key)
             await pilot.pause()
-            after = footer()
-            if mode == "replay":
-                assert after == before, (app.focused, after)
-            else:
-                assert after == [k for k in before if k in after], (app.focused, after)
-                assert set(before) - set(after) <= {"←/→"}
+            assert footer() == before, (key, app.focused, footer())
+
+
+async def test_the_arrows_move_between_a_live_runs_panels_wherever_the_focus_is():
+    """The log and the summary scroll: focused, they took ← and → for themselves."""
+    app = build_app(LiveSource(FakeLiveRun(cpu_run()[:40], finish=False)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        visited = []
+        for _ in range(8):
+            await pilot.press("right")
+            await pilot.pause()
+            visited.append(app.focused)
+        names = {w.id for w in visited if w is not None}
+        assert {"log", "advice"} <= names, names  # → went through them, and on
+        at = app.focused
+        await pilot.press("right", "left")
+        await pilot.pause()
+        assert app.focused is at
+
+
+async def test_e_says_why_it_shows_nothing_on_a_run_that_did_not_fail():
+    """`e` on a completed run did nothing and said nothing."""
+    app = build_app(replay(cpu_run(), end=True))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        app.clear_notifications()
+        footer = {str(k.key_display) for k in app.screen.query(FooterKey)}
+        assert "e" not in footer  # not offered where there is no error
+        await pilot.press("e")
+        await pilot.pause()
+        assert not isinstance(app.screen, ErrorScreen)
+        said = [n.message for n in app._notifications]
+        assert said == ["No error to show: the run completed (e shows a failed run's error)."]
+
+    from gpuscale.ui.synthetic import synthetic_run
+
+    failed = build_app(LiveSource(FakeLiveRun(synthetic_run(fail=True))))
+    async with failed.run_test(size=(80, 24)) as pilot:
+        await failed.settle()
+        await pilot.pause()
+        await pilot.press("escape")  # the error screen, shown once by itself
+        await pilot.pause()
+        assert "e" in {str(k.key_display) for k in failed.screen.query(FooterKey)}
+        await pilot.press("e")
+        assert isinstance(failed.screen, ErrorScreen)
 
 
 def test_help_and_readme_list_every_key():

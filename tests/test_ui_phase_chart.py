@@ -117,3 +117,32 @@ async def test_the_callbacks_unmeasured_input_wait_is_said_so_in_the_legend():
     assert "input: not measured" in " ".join(shown.split()), shown
     measured = build_breakdown_chart(snap, 80, 16, msgspec.structs.replace(summary, input_s=0.0))
     assert "not measured" not in measured.plain
+
+
+def _one_probe(events: list) -> list:
+    """``events`` with their first probe only."""
+    first = next(e for e in events if isinstance(e, PhaseEvent))
+    return [e for e in events if not isinstance(e, PhaseEvent) or e is first]
+
+
+async def test_one_probe_is_so_far_only_while_the_run_goes_on():
+    """A run that ended with one probe said `probed step (one probe so far)`: no
+    other probe will come."""
+    from ui_fixtures import FakeLiveRun
+
+    from gpuscale.events.schema import EndEvent
+    from gpuscale.ui.sources import LiveSource
+
+    events = _one_probe(cpu_run())
+    app, snap, summary, shown = await _final(events)
+    assert snap.end is not None and len(snap.phases) == 1
+    assert "probed step (one probe)" in shown and "so far" not in shown, shown
+
+    going = [e for e in events if not isinstance(e, EndEvent)]
+    app = build_app(LiveSource(FakeLiveRun(going, finish=False)))
+    async with app.run_test(size=(200, 50)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        await app.settle()
+        assert app.model.end is None
+        assert "probed step (one probe so far)" in str(app.charts[BREAKDOWN_CHART].render())

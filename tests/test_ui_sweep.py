@@ -163,16 +163,53 @@ async def test_no_phase_breakdown_is_one_line_not_bars(size):
     app = SweepApp(published_sweep())
     async with app.run_test(size=size) as pilot:
         await settle(pilot)
-        if size[1] < 36:  # one chart at a time: no bars to switch to, the line stays
+        note = "no phase breakdown in this input: step times only"
+        if size[1] < 36:  # one chart at a time: no bars to switch to, the line on its border
             await pilot.press("c")
             await pilot.pause()
-            assert app.throughput_panel.display
-        phases = str(app.phases_panel.render())
-        assert phases == "no phase breakdown in this input: step times only"
+            assert app.throughput_panel.display and not app.phases_panel.display
+            assert app.throughput_panel.border_subtitle == note
+            return
+        assert str(app.phases_panel.render()) == note
         assert app.phases_panel.outer_size.height == 3
         if size[1] >= 36:
             assert app.throughput_panel.outer_size.height > 20
             assert "samples/s (log)" in str(app.throughput_panel.render())
+
+
+def _plot_rows(panel) -> int:
+    """The rows of the throughput chart's plot: between its frame's top and bottom."""
+    lines = str(panel.render()).splitlines()
+    top = next(i for i, line in enumerate(lines) if "┌" in line)
+    bottom = next(i for i, line in enumerate(lines) if "└" in line)
+    return bottom - top - 1
+
+
+MIN_PLOT_ROWS = 5
+"""The fewest rows the throughput chart's plot gets at 80x24 (2 read as no scaling)."""
+
+
+@pytest.mark.parametrize("sweep", [published_sweep, cpu_sweep], ids=["unsplit", "split"])
+async def test_the_throughput_chart_keeps_a_useful_height_at_80x24(sweep):
+    """At 80x24 a sweep without bars kept their one line in a panel of its own under
+    the chart, which left the plot 2 rows tall (the measured line flat along one row,
+    reading as no scaling): the line is on the chart's lower border instead."""
+    app = SweepApp(sweep())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert app.throughput_panel.display
+        assert _plot_rows(app.throughput_panel) >= MIN_PLOT_ROWS
+        if sweep is published_sweep:
+            assert not app.phases_panel.display
+            note = "no phase breakdown in this input: step times only"
+            assert app.throughput_panel.border_subtitle == note
+            # a tall screen has room for the line's own panel: not said twice
+            await pilot.resize_terminal(80, 40)
+            await settle(pilot)
+            assert app.phases_panel.display and app.throughput_panel.border_subtitle == ""
+            assert str(app.phases_panel.render()) == note
+        else:
+            assert app.throughput_panel.border_subtitle == ""
 
 
 async def test_s_saves_a_screenshot_with_the_chart(tmp_path):

@@ -231,6 +231,9 @@ class SweepFile(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown
     sweep_wall_s: float | None = None
     """Output only: seconds a live sweep took, all its counts (TensorFlow's start
     included)."""
+    sweep: str | None = None
+    """Output only: the recorded sweep's name (``sweep-...``), which ``replay`` and
+    ``recommend --from`` take."""
 
 
 class Sweep(msgspec.Struct, kw_only=True):
@@ -247,6 +250,9 @@ class Sweep(msgspec.Struct, kw_only=True):
     available_devices: int | None = None
     wall_s: float | None = None
     """Seconds a live sweep took, all its counts; ``None`` for ``--from``."""
+    name: str | None = None
+    """The recorded sweep's name (``sweep-...``): a live sweep's that was recorded, or
+    the one sweep ``--from`` was given by name; ``None`` otherwise."""
 
 
 def normalize(point: SweepPoint, where: str = "") -> SweepPoint:
@@ -1088,6 +1094,7 @@ def sweep_document(
     models: list[Any] | None = None,
     recommendation: Any | None = None,
     sweep_wall_s: float | None = None,
+    sweep_name: str | None = None,
 ) -> dict[str, Any]:
     """The sweep file as plain data (what ``--json`` prints and ``--from`` reads)."""
     configs = {p.config for p in points}
@@ -1101,5 +1108,6 @@ def sweep_document(
         models=models,
         recommendation=recommendation,
         sweep_wall_s=sweep_wall_s,
+        sweep=sweep_name,
     )
     return msgspec.to_builtins(doc)

@@ -235,7 +235,7 @@ def main(args) -> int:
         from gpuscale.commands.recommend_script import run_script_sweep
 
         try:
-            sweep, heading = run_script_sweep(args, command, quiet=args.json)
+            sweep, heading = run_script_sweep(args, command, quiet=no_progress(args))
         except SweepInterrupted as stopped:  # what ran is printed, then exit 130
             sweep, heading, signal_name = stopped.sweep, stopped.heading, stopped.signal_name
         except SweepFailed as failed:  # what ran is printed, then the script's line and status
@@ -256,7 +256,7 @@ def main(args) -> int:
         from gpuscale.commands.recommend_live import SweepFailed, SweepInterrupted, run_sweep
 
         try:
-            sweep, heading = run_sweep(args, quiet=args.json)
+            sweep, heading = run_sweep(args, quiet=no_progress(args))
         except SweepInterrupted as stopped:  # what ran is printed, then exit 130
             sweep, heading, signal_name = stopped.sweep, stopped.heading, stopped.signal_name
         except SweepFailed as failed:  # what ran is printed, then the failure and exit 1
@@ -288,6 +288,17 @@ def main(args) -> int:
     return EXIT_INTERRUPTED if signal_name else code
 
 
+def no_progress(args) -> bool:
+    """Whether a live sweep keeps its progress off stderr: with ``--json`` where stderr
+    is not a terminal (a log beside the document; on a terminal a person waits).
+    Where the sweep is recorded is said on stderr either way."""
+    if not args.json:
+        return False
+    from gpuscale.commands.console import text_console
+
+    return not text_console(stderr=True).is_terminal
+
+
 def load_from(inputs: list) -> tuple:
     """``--from``'s inputs (files, sweep names) -> the sweep and its heading; what
     the readers forgave is said on stderr. Shared with ``replay`` off a terminal."""
@@ -303,6 +314,8 @@ def load_from(inputs: list) -> tuple:
     except GpuscaleError as exc:
         exc.warnings = [*resolved.warnings, *exc.warnings]
         raise
+    if len(inputs) == 1 and len(resolved.sweeps) == 1:  # one sweep, by its name
+        sweep.name = resolved.sweeps[0].name
     sweep.notes = [*resolved.notes, *sweep.notes]
     sweep.warnings = [*resolved.warnings, *sweep.warnings]  # a count's file unreadable
     print_warnings(sweep.warnings)
@@ -420,6 +433,7 @@ def report(
             models=msgspec.to_builtins(rec.models),
             recommendation=body,
             sweep_wall_s=sweep.wall_s,
+            sweep_name=sweep.name,
         )
         # msgspec encodes 100k points in well under a second (json.dump with an indent
         # writes piece by piece in pure Python: half a minute), and writes a non-finite

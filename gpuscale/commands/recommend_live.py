@@ -184,7 +184,9 @@ def sweep_configs(
 
 
 def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, str]:
-    """Run the trainer at each count of the plan; the measured points as a Sweep."""
+    """Run the trainer at each count of the plan; the measured points as a Sweep.
+    ``quiet``: no progress on stderr (its heading and each count's line); what was
+    adjusted and where the sweep is recorded are said all the same."""
     from gpuscale.commands.console import text_console
     from gpuscale.live.trainer_run import LiveRun
     from gpuscale.trainer.options import config_from_args
@@ -218,8 +220,8 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
             style="bold",
             markup=False,
         )
-        for note in notes:
-            console.print(f"gpuscale: {note}", style="yellow", markup=False)
+    for note in notes:  # with --json too: what was adjusted is no progress
+        console.print(f"gpuscale: {note}", style="yellow", markup=False)
     points: list[SweepPoint] = []
     sources: list[str] = []
     sweep_start = time.perf_counter()
@@ -281,8 +283,14 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
         if not points:
             raise KeyboardInterrupt(stopped_by)  # nothing measured: "gpuscale: interrupted"
     elif not args.no_record:
-        say_sweep_recorded(console, sweep_id, quiet=quiet)
-    sweep = Sweep(points=points, sources=sources, available_devices=available, wall_s=wall_s)
+        say_sweep_recorded(console, sweep_id)
+    sweep = Sweep(
+        points=points,
+        sources=sources,
+        available_devices=available,
+        wall_s=wall_s,
+        name=None if args.no_record else sweep_id,
+    )
     if stopped_by is not None:
         raise SweepInterrupted(
             sweep, stopped_heading(heading, stopped_by, points, cut_short), stopped_by
@@ -408,15 +416,9 @@ def shared_process(
     return TrainerSweep(configs, record=record)
 
 
-def say_sweep_recorded(console, sweep_id: str, *, quiet: bool = False) -> None:
-    """Where the sweep's recordings are found again, as one thing; ``quiet``
-    (``--json``, whose document on stdout names the recordings): said on stderr only
-    should stdout fail (:mod:`gpuscale.commands.stdout_fallback`)."""
-    if quiet:
-        from gpuscale.commands.stdout_fallback import say_if_stdout_fails
-
-        say_if_stdout_fails(f"the sweep is recorded as {sweep_id}")
-        return
+def say_sweep_recorded(console, sweep_id: str) -> None:
+    """Where the sweep's recordings are found again, as one thing, on stderr (with
+    ``--json`` too, whose document also names the sweep)."""
     console.print(
         f"Recorded as {sweep_id}: 'gpuscale replay {sweep_id}' shows it again, "
         f"'gpuscale recommend --from {sweep_id}' re-judges it.",
@@ -427,29 +429,20 @@ def say_sweep_recorded(console, sweep_id: str, *, quiet: bool = False) -> None:
 def _follow(
     run, acc: RunAccumulator, n: int, steps: int, console, quiet: bool, starting: str
 ) -> None:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from gpuscale.commands.count_progress import CountProgress
 
-    progress = Progress(
-        TextColumn(f"[bold]{n} device{'s' if n > 1 else ''}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[status]}"),
-        console=console,
-        disable=quiet,
-    )
-    task = progress.add_task("", total=steps, status=starting)
-    with progress:
+    with CountProgress(console, n, total=steps, status=starting, quiet=quiet) as progress:
         for event in run.events(timeout=None):
             acc.add(event)
             if isinstance(event, StepEvent):
                 status = "warm-up" if event.warmup else f"{format_ms(event.step_time_s, 0)}/step"
-                progress.update(task, completed=event.step + 1, status=status)
+                progress.step(event.step + 1, status)
             elif isinstance(event, EndEvent):
-                progress.update(task, status=event.status)
-            elif isinstance(event, LogEvent) and event.source == "precision" and not quiet:
+                progress.status(event.status)
+            elif isinstance(event, LogEvent) and event.source == "precision":
                 # --precision out of reach at this budget: said as soon as the trainer knows
-                progress.console.print(
+                # (with --json too: a warning, not progress)
+                progress.say(
                     f"gpuscale: {n} device{'s' if n > 1 else ''}: {visible(event.message)}",
                     style="yellow",
-                    markup=False,
                 )

@@ -40,7 +40,8 @@ from gpuscale.recording.sweeps import new_sweep_id
 def run_script_sweep(
     args: argparse.Namespace, command: list[str], *, quiet: bool = False
 ) -> tuple[Sweep, str]:
-    """Run ``command`` at each device count of the plan; the measured points as a Sweep."""
+    """Run ``command`` at each device count of the plan; the measured points as a
+    Sweep. ``quiet``: no progress on stderr, as :func:`~gpuscale.commands.recommend_live.run_sweep`."""
     from gpuscale.commands.console import text_console
     from gpuscale.commands.recommend_live import (
         SweepFailed,
@@ -69,9 +70,9 @@ def run_script_sweep(
             style="bold",
             markup=False,
         )
-        picked = picked_gpus_note(pool, topology, counts) if pool else None
-        if picked:
-            console.print(f"gpuscale: {picked}", style="yellow", markup=False)
+    picked = picked_gpus_note(pool, topology, counts) if pool else None
+    if picked:  # with --json too: no progress, but which GPUs each count took
+        console.print(f"gpuscale: {picked}", style="yellow", markup=False)
     runs: list[tuple[RunSummary, StartEvent, str]] = []
     sweep_id = new_sweep_id()
     began = time.perf_counter()
@@ -133,13 +134,14 @@ def run_script_sweep(
         if not runs:
             raise KeyboardInterrupt(stopped_by)  # nothing measured: "gpuscale: interrupted"
     elif not args.no_record:
-        say_sweep_recorded(console, sweep_id, quiet=quiet)
+        say_sweep_recorded(console, sweep_id)
     points = [point_from_summary(s, start, src) for s, start, src in settle_script_runs(runs)]
     sweep = Sweep(
         points=points,
         sources=[r[2] for r in runs],
         available_devices=available,
         wall_s=time.perf_counter() - began,
+        name=None if args.no_record else sweep_id,
     )
     if stopped_by is not None:
         heading = stopped_heading(heading, stopped_by, points, cut_short)
@@ -151,22 +153,13 @@ def run_script_sweep(
 
 
 def _follow(run, acc: RunAccumulator, n: int, console, quiet: bool) -> None:
-    from rich.progress import Progress, SpinnerColumn, TextColumn
+    from gpuscale.commands.count_progress import CountProgress
 
-    progress = Progress(
-        SpinnerColumn(),
-        TextColumn(f"[bold]{n} device{'s' if n > 1 else ''}"),
-        TextColumn("{task.fields[status]}"),
-        console=console,
-        disable=quiet,
-        transient=False,
-    )
-    task = progress.add_task("", total=None, status="starting the script")
-    with progress:
+    with CountProgress(console, n, status="starting the script", quiet=quiet) as progress:
         for event in run.events(timeout=None):
             acc.add(event)
             if isinstance(event, StepEvent):
                 what = "warm-up" if event.warmup else f"{format_ms(event.step_time_s, 0)}/step"
-                progress.update(task, status=f"step {event.step + 1}, {what}")
+                progress.step(event.step + 1, f"step {event.step + 1}, {what}")
             elif isinstance(event, EndEvent):
-                progress.update(task, status=event.status)
+                progress.status(event.status)

@@ -71,7 +71,7 @@ def main(args: argparse.Namespace) -> int:
         sys.stdout.write(msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n")
         return 0
     if not runs:
-        print(f"No recordings in {folder} (every 'gpuscale run' saves one there).")
+        print(empty_folder_line(folder))
         return 0
 
     from rich.text import Text
@@ -312,3 +312,24 @@ def _table(
     for row in rows:
         table.add_row(*(row[i] for i in keep))
     return table
+
+
+def empty_folder_line(folder: Path) -> str:
+    """What ``runs`` says of a folder with no recording: the runs folder is where every
+    ``gpuscale run`` saves one; another (``--dir``) holds only what was put there."""
+    from gpuscale.recording.store import runs_dir
+
+    default = runs_dir()
+    if _same_folder(folder, default):
+        return f"No recordings in {visible(str(folder))} (every 'gpuscale run' saves one there)."
+    return (
+        f"No recordings in {visible(str(folder))} (gpuscale saves its runs in "
+        f"{visible(str(default))}, which 'gpuscale runs' lists without --dir)."
+    )
+
+
+def _same_folder(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return a == b

@@ -4,8 +4,9 @@ dashboard's scaling view.
 Two charts, each with its axes named and its legend on a line of its own under it
 (a legend never sits on the data):
 
-- throughput against devices, both axes logarithmic (the ideal line is straight);
-  ``●`` measured, ``○`` predicted with ``│`` its range, ``◆`` the recommended count;
+- throughput against devices, both axes logarithmic (the ideal line is straight,
+  dashed, as in ``--plot``'s file); ``●`` measured, ``○`` predicted with ``│`` its
+  range, ``◆`` the recommended count;
 - one stacked bar per device count: compute, exposed all-reduce, apply, input wait
   (one line instead when the input has no phase breakdown at all).
 """
@@ -33,6 +34,12 @@ IDEAL_COLOR = "gray"
 RECOMMENDED_COLOR = "green"
 MIN_WIDTH = 40
 """Narrower than this, no chart is drawn (its numbers would be clipped)."""
+MIN_PLOT_ROWS = 5
+"""The throughput plot's rows, kept where the height allows by leaving out the axes'
+titles (the scaling view's panel title says what they are): fewer, at 80x24, and the
+measured line lay flat along a row."""
+FRAME_ROWS = 3
+"""Rows of a plotext chart besides its plot: the frame's top and bottom, the x ticks."""
 
 
 _RICH_NAMES = {"gray": "bright_black", "orange": "dark_orange"}
@@ -61,15 +68,15 @@ def _y(value: float) -> float:
 def throughput_chart(chart: ScalingChart, width: int, height: int) -> Text:
     """Throughput against devices, with its legend under it (wrapped to ``width``)."""
     legend = legend_text(_throughput_legend(chart), width)
-    fig = _figure(width, max(height - len(legend.split()), 6))
+    fig_height = max(height - len(legend.split()), 6)
+    fig = _figure(width, fig_height)
+    titled = fig_height - FRAME_ROWS - 1 >= MIN_PLOT_ROWS  # the axes' titles take a row
     values = [p.throughput for s in chart.series for p in s.points]
     values += [v for s in chart.series for p in s.points for v in (p.low, p.high) if v]
     values += [v for _, v in chart.ideal]
     low, high = min(values), max(values)
     if chart.ideal:
-        fig.plot(
-            [_x(n) for n, _ in chart.ideal], [_y(v) for _, v in chart.ideal], color=IDEAL_COLOR
-        )
+        _dashed(fig, [(_x(n), _y(v)) for n, v in chart.ideal], width)
     for n, series in enumerate(chart.series):
         color = SERIES_COLORS[n % len(SERIES_COLORS)]
         fig.plot(
@@ -105,12 +112,33 @@ def throughput_chart(chart: ScalingChart, width: int, height: int) -> Text:
     fig.yticks([_y(t) for t in ticks], [short_number(t) for t in ticks])
     span = _x(chart.counts[-1]) - _x(chart.counts[0]) or 1.0
     fig.xlim(_x(chart.counts[0]) - span * 0.04, _x(chart.counts[-1]) + span * 0.04)
-    fig.xlabel("devices (log2)")
-    fig.ylabel("samples/s (log)")
+    if titled:
+        fig.xlabel("devices (log2)")
+        fig.ylabel("samples/s (log)")
     text = Text.from_ansi(fig.build().rstrip("\n"), no_wrap=True)
     text.append("\n")
     text.append_text(legend)
     return text
+
+
+IDEAL_DASH_COLUMNS = 8
+"""The ideal line is drawn as one dash (about half of it inked) per this many columns."""
+
+
+def _dashed(fig: _Figure, points: list[tuple[float, float]], width: int) -> None:
+    """The straight line through ``points`` (first to last: the ideal line is straight
+    on log axes) as dashes, so that it reads as the ideal and not as measured data,
+    also without colour: every other piece of it, about :data:`IDEAL_DASH_COLUMNS`
+    columns a piece and its gap."""
+    (x0, y0), (x1, y1) = points[0], points[-1]
+    pieces = max(3, width // IDEAL_DASH_COLUMNS)
+    for i in range(pieces):
+        a, b = i / pieces, (i + 0.5) / pieces
+        fig.plot(
+            [x0 + (x1 - x0) * a, x0 + (x1 - x0) * b],
+            [y0 + (y1 - y0) * a, y0 + (y1 - y0) * b],
+            color=IDEAL_COLOR,
+        )
 
 
 def _throughput_legend(chart: ScalingChart) -> list[tuple[str, str, str]]:
@@ -124,7 +152,7 @@ def _throughput_legend(chart: ScalingChart) -> list[tuple[str, str, str]]:
             cover = f" {chart.coverage:.0%}" if chart.coverage is not None else ""
             label += f" │{cover} range"
         items.append(("○", "", label))
-    items.append(("──", IDEAL_COLOR, "ideal"))
+    items.append(("╌╌", IDEAL_COLOR, "ideal"))
     if chart.decided:
         where = f" ({chart.recommended_config})" if chart.several_configs else ""
         items.append(("◆", RECOMMENDED_COLOR, f"recommended: {chart.recommended.devices}{where}"))

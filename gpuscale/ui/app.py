@@ -351,6 +351,7 @@ class GpuscaleApp(App[int]):
         if self._hold(message):
             return
         self._failed = message
+        self.refresh_bindings()  # the footer offers `e` from now on
         self._show_advice(self._summary, None)
         if not self._error_shown:
             self._error_shown = True
@@ -362,9 +363,12 @@ class GpuscaleApp(App[int]):
             return self.is_replay
         if action in self.LIVE_ONLY:
             return not self.is_replay
-        if action == "show_error":
-            return self._failed is not None
-        return True
+        return True  # `e` without a failure says so (action_show_error)
+
+    def footer_hides(self, action: str) -> bool:
+        """Keys that work but are not offered in the footer now (:class:`StableFooter`):
+        ``e`` before the run failed (pressed, it says there is no error to show)."""
+        return action == "show_error" and self._failed is None
 
     async def action_quit(self) -> None:
         """ctrl+q (and the palette's quit) also stop a live run cleanly."""
@@ -504,6 +508,15 @@ class GpuscaleApp(App[int]):
     def action_show_error(self) -> None:
         if self._failed is not None:
             self.push_screen(ErrorScreen(self._failed.message, self._failed.traceback))
+            return
+        end = self.model.end
+        if end is not None:
+            state = f"the run {end.status}"
+        elif self._finished_posted:
+            state = "the run ended without an error"
+        else:
+            state = "the run has not failed"
+        self.notify(f"No error to show: {state} (e shows a failed run's error).", timeout=3)
 
     def get_system_commands(self, screen: Screen):
         yield from super().get_system_commands(screen)

@@ -97,6 +97,9 @@ KEYS: tuple[Key, ...] = (
         "Panel",
         "live",
         (("left", "panel(-1)"), ("right", "panel(1)")),
+        # before a focused panel's own arrows (a scrolling one binds them to scroll
+        # sideways): the keys keep their meaning, and the footer its label, after Tab
+        priority=True,
     ),
     Key("tab/shift+tab", "next / previous panel"),
     Key("↑/↓ pgup/pgdn", "scroll the focused panel"),

@@ -282,7 +282,9 @@ def build_breakdown_chart(
     yticks = even_ticks(max(totals), max(2, min(6, (height - 4) // 2)))
     plot.ylim(0, yticks[-1])
     plot.yticks(yticks, [tick_label(t) for t in yticks])
-    label = "probed step" if len(drawn) > 1 else "probed step (one probe so far)"
+    label = "probed step"
+    if len(drawn) == 1:  # "so far" only while more may come: not on a run that ended
+        label += " (one probe)" if snap.end is not None else " (one probe so far)"
     if left_out:  # the longest form that fits (plotext drops a label wider than the plot)
         forms = (
             f"probed step; {left_out} longer than the median step: not drawn",

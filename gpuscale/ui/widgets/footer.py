@@ -3,7 +3,8 @@
 Textual's footer lists the keys in the order of the focused widget's bindings
 first: after Tab to a scrolling panel (which binds the arrows too) ``←/→ Seek``
 jumped to the front. This one lists them in the order of the app's ``BINDINGS``
-(:mod:`gpuscale.ui.keys`), the others after them as they come.
+(:mod:`gpuscale.ui.keys`), the others after them as they come; a key the app's
+``footer_hides(action)`` says is not offered now (``e`` before a run failed) is left out.
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ class StableFooter(Footer):
             order.setdefault(action, len(order))
         by_action: dict[str, tuple] = {}
         active = self.screen.active_bindings
+        hides = getattr(self.app, "footer_hides", None)  # keys that work, not offered now
         for _, binding, enabled, tooltip in active.values():
+            if hides is not None and hides(binding.action):
+                continue
             if binding.show and binding.action not in by_action:
                 by_action[binding.action] = (binding, enabled, tooltip)
         shown = sorted(

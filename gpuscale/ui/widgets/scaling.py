@@ -61,6 +61,8 @@ class ScalingChartPanel(Static, can_focus=True):
         if key == self._drawn or width <= 0 or height <= 0:
             return
         self._drawn = key
+        if self.id == THROUGHPUT_PANEL:
+            self.border_subtitle = self._split_note_below()
         if self.chart is None:
             self.update(Text(self.waiting, style="dim"))
         elif self.id == PHASES_PANEL and not self.chart.has_split:
@@ -77,6 +79,15 @@ class ScalingChartPanel(Static, can_focus=True):
             if self.chart.recommended_config:
                 self.border_subtitle = self.chart.recommended_config
             self.update(phase_chart(self.chart, width, height))
+
+    def _split_note_below(self) -> str:
+        """On a short screen the line that says there are no bars (its own panel,
+        :data:`PHASES_PANEL`, is hidden there: the chart needs its rows) is said on
+        the throughput chart's lower border instead; elsewhere nothing."""
+        chart = self.chart
+        if chart is None or chart.has_split or not self.screen.has_class("-short"):
+            return ""
+        return chart.split_note
 
 
 def recommendation_text(rec: Recommendation | None, state: str | None = None) -> Text:
