@@ -12,6 +12,7 @@ import json
 
 import keras
 import tensorflow as tf
+from _shared import watched
 
 from gpuscale.events.schema import PhaseEvent, StepEvent
 from gpuscale.keras import ScalingMonitor
@@ -39,18 +40,6 @@ class Sub(keras.Model):
 
     def call(self, x, training=False):
         return self.dense(x)
-
-
-def watched(monitor: ScalingMonitor) -> list:
-    events: list = []
-    emit = monitor._emit
-
-    def keep(event):
-        events.append(event)
-        emit(event)
-
-    monitor._emit = keep
-    return events
 
 
 def report(events: list) -> dict:

@@ -13,6 +13,7 @@ import sys
 
 import keras
 import tensorflow as tf
+from _shared import watched
 
 from gpuscale.events.schema import StepEvent
 from gpuscale.keras import ScalingMonitor
@@ -29,16 +30,7 @@ n = 32 * 11 + 8
 x = tf.random.normal((n, 8), seed=1)
 y = tf.zeros((n,), tf.int32)
 monitor = ScalingMonitor(record=sys.argv[1], warmup_steps=0, phases=False)
-events: list = []
-emit = monitor._emit
-
-
-def keep(event):
-    events.append(event)
-    emit(event)
-
-
-monitor._emit = keep
+events = watched(monitor)
 model.fit(x, y, batch_size=32, epochs=2, verbose=0, callbacks=[monitor])
 steps = [e for e in events if isinstance(e, StepEvent)]
 print(

@@ -13,6 +13,7 @@ import json
 
 import keras
 import tensorflow as tf
+from _shared import OwnStep
 
 from gpuscale.events.schema import PhaseEvent, StepEvent
 from gpuscale.keras import ScalingMonitor
@@ -29,18 +30,6 @@ with strategy.scope():
 n = 32 * 11 + 8  # 12 steps an epoch: 11 of 32, the last of 8
 x = tf.random.normal((n, 8), seed=1)
 y = tf.zeros((n,), tf.int32)
-
-
-class OwnStep(keras.Model):
-    """A custom ``train_step`` as Keras's guide writes one: no loss tracker update."""
-
-    def train_step(self, data):
-        x, y = data
-        with tf.GradientTape() as tape:
-            loss = self.compute_loss(x=x, y=y, y_pred=self(x, training=True))
-        grads = tape.gradient(loss, self.trainable_variables)
-        self.optimizer.apply_gradients(zip(grads, self.trainable_variables, strict=True))
-        return {"loss": loss}
 
 
 with strategy.scope():

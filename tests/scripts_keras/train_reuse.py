@@ -13,6 +13,7 @@ import json
 
 import keras
 import tensorflow as tf
+from _shared import OwnStep, watched
 
 from gpuscale.events.schema import PhaseEvent, StepEvent
 from gpuscale.keras import ScalingMonitor
@@ -23,18 +24,6 @@ strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 n = 32 * 11 + 8  # 12 steps an epoch: 11 of 32, the last of 8
 y = tf.zeros((n,), tf.int32)
 loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-
-
-class OwnStep(keras.Model):
-    """A custom ``train_step`` as Keras's guide writes one: no loss tracker update."""
-
-    def train_step(self, data):
-        x, y = data
-        with tf.GradientTape() as tape:
-            loss = self.compute_loss(x=x, y=y, y_pred=self(x, training=True))
-        grads = tape.gradient(loss, self.trainable_variables)
-        self.optimizer.apply_gradients(zip(grads, self.trainable_variables, strict=True))
-        return {"loss": loss}
 
 
 with strategy.scope():
@@ -49,16 +38,7 @@ x5 = tf.random.normal((n, 5), seed=2)
 second.fit(x5, y, batch_size=32, epochs=1, verbose=0)  # built before the monitor came
 
 monitor = ScalingMonitor(every=5, record=None, warmup_steps=0)
-events: list = []
-emit = monitor._emit
-
-
-def keep(event):
-    events.append(event)
-    emit(event)
-
-
-monitor._emit = keep
+events = watched(monitor)
 out = {}
 for model, x in ((first, x8), (second, x5)):
     del events[:]
