@@ -60,7 +60,7 @@ from gpuscale.analysis.predict import (  # noqa: E402
     Stratum,
     anchor_of,
     calibration_to_json,
-    interconnect_class,
+    link_class,
     load_of,
     uncovered,
 )
@@ -105,7 +105,7 @@ def ring_growth(tables: list[dict]) -> dict[str, float]:
             rows = corpus.throughputs(t)
             for fitted, targets in corpus.cases(t):
                 pts = corpus.points(t, fitted)
-                if fitted != (1, 2) or interconnect_class(pts[0]) != klass:
+                if fitted != (1, 2) or link_class(pts) != klass:
                     continue
                 model = fit(pts)
                 if load_of(model, 2) != "light":
@@ -132,7 +132,7 @@ def samples(tables: list[dict], growth: dict[str, float] | None = None) -> list[
         rows = corpus.throughputs(t)
         for fitted, targets in corpus.cases(t):
             pts = corpus.points(t, fitted)
-            klass = interconnect_class(pts[0])
+            klass = link_class(pts)
             model = fit(pts, ring_growth=growth.get(klass, 1.0))
             top = max(fitted)
             load = load_of(model, top)

@@ -749,3 +749,24 @@ def test_the_shipped_calibration_grows_an_nvlink_meshs_exchange_slower_than_a_ri
     assert 0.0 <= cal.growth_of("nvlink") < 1.0
     for klass in ("nvswitch", "pcie", "unknown", "host", "network"):
         assert cal.growth_of(klass) == 1.0
+
+
+def test_the_ring_growth_is_the_links_class_whatever_the_order_of_the_points():
+    """A 1-GPU run's interconnect text is its GPU's own (``NVLink x18`` on an NVSwitch
+    machine: class nvlink); the class of the links is that of the runs on several
+    GPUs. The first point's class chose the growth: 0.37 or 1 by the order of the
+    points, and a 16-GPU prediction of 6,804 or 8,244 samples/s."""
+    cal = _calibration(-0.1, 0.1)
+    cal.ring_growth = {"nvlink": 0.0}
+    one = _points({1: 1000.0}, interconnect="NVLink x18: 900 GB/s")
+    several = _points({2: 1600.0, 4: 2900.0}, interconnect="nvswitch: NVSwitch")
+    forward = predict_rows(one + several, [16], calibration=cal)[0]
+    backward = predict_rows(several[::-1] + one, [16], calibration=cal)[0]
+    ring = predict_rows(
+        _points({1: 1000.0}, interconnect="nvswitch") + several, [16], calibration=cal
+    )[0]
+    assert forward.throughput == pytest.approx(backward.throughput)
+    assert forward.throughput == pytest.approx(ring.throughput)  # the ring, as on NVSwitch
+    rec = recommend(one + several, calibration=cal, max_devices=16)
+    shown = {r.devices: r for r in rec.table if r.predicted}
+    assert shown[16].throughput == pytest.approx(forward.throughput)

@@ -384,6 +384,15 @@ def interconnect_class(point: SweepPoint) -> str:
     return "unknown"
 
 
+def link_class(points: Sequence[SweepPoint]) -> str:
+    """The interconnect class of a configuration's links: that of its largest count of
+    several devices (a 1-device run has no link set: its interconnect text is its
+    GPU's own, ``NVLink x18`` on an NVSwitch machine, so it would read ``nvlink``),
+    else of its first point. The same class whatever the points' order."""
+    several = [p for p in points if p.devices > 1]
+    return interconnect_class(max(several, key=lambda p: p.devices) if several else points[0])
+
+
 LIGHT_SHARE = 0.05
 HEAVY_SHARE = 0.15
 
@@ -794,7 +803,7 @@ def fit_calibrated(points: Sequence[SweepPoint], calibration: Calibration | None
     """:func:`~gpuscale.analysis.model.fit` with the ring growth the calibration
     learned for the points' interconnect class (:attr:`Calibration.ring_growth`;
     the ring's own growth without a calibration or for a class it did not learn)."""
-    growth = calibration.growth_of(interconnect_class(points[0])) if calibration else 1.0
+    growth = calibration.growth_of(link_class(points)) if calibration else 1.0
     return fit(points, ring_growth=growth)
 
 
@@ -810,7 +819,7 @@ def predict_rows(
     model = fit_calibrated(points, cal)
     template = points[0]
     top = top_measured(points)
-    klass = interconnect_class(template)
+    klass = link_class(points)
     at_top = [p.step_time_s for p in points if p.devices == top and p.step_time_s]
     samples = model.samples_per_step(top)
     anchor = anchor_of(model, top, samples / metrics.median(at_top)) if at_top else 1.0

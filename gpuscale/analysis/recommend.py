@@ -52,6 +52,7 @@ from gpuscale.analysis.predict import (
     default_calibration,
     fit_calibrated,
     interconnect_class,
+    link_class,
     predicted_point,
     two_level_point,
     widened_if_noisy,
@@ -463,7 +464,7 @@ def _fill_rows(g: Group, limit: int, calibration: Calibration | None) -> None:
         template = max((p for p in g.points if p.local_cpu_workers), key=lambda p: p.devices)
     rows = list(combined.values())
     top = max(combined)
-    klass = interconnect_class(template)
+    klass = interconnect_class(template) if g.model.local_workers else link_class(g.points)
     # Several workers: the exposed exchange is the two-level model's, the same one
     # the explanation quotes (one model, one set of numbers); the flat ring over
     # all devices would put the whole step into "communication". Not for workers

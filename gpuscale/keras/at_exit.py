@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import atexit
 import sys
-import weakref
 from typing import Any
 
-_open: weakref.WeakSet = weakref.WeakSet()
+_open: set = set()
+"""Strong references: the README's ``callbacks=[ScalingMonitor()]`` holds none of its own
+(a weak set lost it before the exit came); :func:`untrack` at each run's end."""
 _uncaught: list[type[BaseException] | None] = [None]
 _installed = False
 
