@@ -2,7 +2,8 @@
 before the monitor's own end. ``MODE``: ``interrupt`` (Ctrl-C in ``fit``: a callback
 raises KeyboardInterrupt at the 3rd step of the 2nd epoch), ``error`` (a ValueError
 there), ``exit`` (``sys.exit(0)`` there), ``loop`` (a custom loop of 7 steps never
-closed). Records to the file named by the second argument.
+closed, in a function). Nothing refers to the monitor but gpuscale (``fit``'s is
+made in its ``callbacks`` list, as the README writes it). Records to the file named by the second argument.
 
     python train_cut_short.py MODE RECORDING
 """
@@ -19,14 +20,20 @@ model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)], name="cut")
 model.compile("sgd", "mse")
 x = tf.random.normal((64, 4), seed=0)
 y = tf.zeros((64, 2))
-monitor = ScalingMonitor(record=path, phases=False)
 
-if mode == "loop":
+
+def loop() -> None:
+    monitor = ScalingMonitor(record=path, phases=False)
     monitor.start(model)
     for _ in range(7):
         with monitor.step(samples=8) as step:
             step.sync(model.train_on_batch(x[:8], y[:8]))
-    sys.exit(0)  # no monitor.close()
+    # no monitor.close(), and nothing refers to the monitor once this returns
+
+
+if mode == "loop":
+    loop()
+    sys.exit(0)
 
 
 class CutShort(keras.callbacks.Callback):
@@ -42,4 +49,12 @@ class CutShort(keras.callbacks.Callback):
         self.epoch = epoch
 
 
-model.fit(x, y, batch_size=8, epochs=3, verbose=0, callbacks=[monitor, CutShort()])
+# the monitor made in the list, no reference kept, as the README writes it
+model.fit(
+    x,
+    y,
+    batch_size=8,
+    epochs=3,
+    verbose=0,
+    callbacks=[ScalingMonitor(record=path, phases=False), CutShort()],
+)
