@@ -277,6 +277,26 @@ def test_steps_per_execution_counts_the_steps_of_an_epochs_last_call(tmp_path):
     assert sum(s * c for s, c in zip(samples, counts, strict=True)) == 2 * (32 * 11 + 8)
 
 
+def test_steps_per_execution_on_data_that_repeats_counts_every_call_whole(tmp_path):
+    """With ``repeat()`` and ``steps_per_epoch=12`` at 5 steps a call, Keras runs each
+    epoch's last call whole (15 steps an epoch, 30 in all): the optimizer's count says
+    so, and the recording says 30 (it said 24, the last calls' time over 2 steps and
+    20 samples a step for a batch of 32)."""
+    from gpuscale.events.schema import StepEvent
+    from gpuscale.recording.reader import load_run
+
+    path = tmp_path / "run.ndjson"
+    result = json.loads(
+        _run_script("train_multi_step.py", str(path), "repeat").stdout.strip().splitlines()[-1]
+    )
+    assert result["optimizer_steps"] == 30
+    assert result["steps"] == [4, 9, 14, 19, 24, 29]
+    assert result["samples"] == [32] * 6
+    run = load_run(path)
+    assert run.end.steps == 30
+    assert sum(e.samples * 5 for e in run.events if isinstance(e, StepEvent)) == 30 * 32
+
+
 def test_steps_per_execution_first_call_is_warm_up_and_the_summary_counts_every_step(tmp_path):
     """The first call of several steps carries the tracing: it is warm-up (it was
     counted: a compile's seconds in the throughput), and a run's first event stands

@@ -112,6 +112,12 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         self._batch_start: float | None = None
         self._batch_begin = 0
         """The first step of the current call (``on_train_batch_begin``'s ``batch``)."""
+        self._per_call = 1
+        """``steps_per_execution`` of the fit."""
+        self._iterations_tell: bool | None = None
+        """Whether the optimizer's ``iterations`` counted a whole call's steps on the fit's
+        first call (None: not known yet); then an epoch's last call is counted by it."""
+        self._iterations_before: int | None = None
         self._samples_var: tf.Variable | None = None
         self._last_samples: int | None = None
         """The counter's value at the last read (None: not counting)."""
@@ -269,6 +275,8 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
             self._tracker = self.model._loss_tracker  # this compile's (a new one each time)
         self._tracker_base = 0
         self._epoch_open = False
+        self._per_call = max(1, int(getattr(self.model, "steps_per_execution", 1) or 1))
+        self._iterations_tell = self._iterations_before = None
         self._last_samples = 0 if self._tracker is not None else self._samples_seen()
         self._last_read_t = self._clock()
         self._reported = self._unread_steps = self._owed = 0
@@ -369,9 +377,36 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         self._last_samples, self._unread_steps = seen, 0
         return samples
 
+    def _optimizer_iterations(self) -> int | None:
+        iterations = getattr(getattr(self.model, "optimizer", None), "iterations", None)
+        try:
+            return int(iterations.numpy()) if iterations is not None else None
+        except Exception:  # a custom optimizer without a readable count: not used
+            return None
+
     def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
         self._batch_begin = batch
+        if self._per_call > 1:  # several steps a call: the first, and each epoch's last
+            steps = (self.params or {}).get("steps")
+            if self._iterations_tell is None or (steps and batch + self._per_call > steps):
+                self._iterations_before = self._optimizer_iterations()
         self._batch_start = time.perf_counter()
+
+    def _steps_of_last_call(self, executed: int, steps: int) -> int:
+        """The steps the call just ended ran (``executed`` a call, ``steps`` an epoch).
+        Keras's ``batch`` does not say: it is always ``begin + executed - 1``. Data that
+        ends with the epoch ends its last call early (12 steps at 5 a call: 5, 5, 2);
+        data that goes on (``repeat()`` with ``steps_per_epoch``) runs every call whole
+        (5, 5, 5: Keras overruns the epoch). The optimizer's ``iterations`` tells
+        them apart, where it counted the fit's first call whole; else the steps left."""
+        before, self._iterations_before = self._iterations_before, None
+        now = self._optimizer_iterations() if before is not None else None
+        ran = now - before if now is not None and before is not None else None
+        if self._iterations_tell is None:
+            self._iterations_tell = ran == executed
+        if self._iterations_tell and ran is not None and 1 <= ran <= executed:
+            return ran
+        return max(1, min(executed, steps - self._batch_begin))
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
         # Keras has already turned the logs into Python floats (a sync); touching
@@ -385,11 +420,12 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         self._batch_start = None
         executed = max(1, int(getattr(self.model, "steps_per_execution", 1) or 1))
         steps = (self.params or {}).get("steps")
-        if steps and executed > 1:
-            # the epoch's last call runs the steps left, fewer where the epoch is no
-            # multiple of steps_per_execution (Keras's end_step, ``batch``, is always
-            # its begin_step + steps_per_execution - 1)
-            executed = max(1, min(executed, steps - self._batch_begin))
+        if (
+            steps
+            and executed > 1
+            and (self._iterations_before is not None or self._batch_begin + executed > steps)
+        ):
+            executed = self._steps_of_last_call(executed, steps)
         last_of_epoch = bool(steps) and self._batch_begin + executed >= steps
         samples = self._step_samples(executed, last_of_epoch=last_of_epoch)
         if self._pending_start:
