@@ -318,3 +318,38 @@ def test_steps_per_execution_first_call_is_warm_up_and_the_summary_counts_every_
     ]
     summary = summarize(steps)
     assert summary.mean_samples_per_step * 12 == pytest.approx(360)
+
+
+def test_a_step_held_back_goes_out_before_a_probe_not_after(monkeypatch):
+    """Data of unknown length: each step is held to the next. A probe due there ran
+    before the step just ended was said, so that step's time came behind the probe's
+    events (a compile's seconds at first: the recorder's 'clock stepped back'). Now
+    the step goes out first and the events' times never go back."""
+    from types import SimpleNamespace
+
+    monitor, total, _reads = _monitor()
+    monitor.phases = True
+    monitor.schedule.every = 3  # a probe every 3rd step
+    monitor._started, monitor._pending_start = True, False
+    monitor._model = SimpleNamespace(steps_per_execution=1)
+    monitor.params = {"steps": None}
+    sent: list = []
+    monitor._emit = lambda event: sent.append((event.t, "step", event.step))
+    clock = [1000.0]
+
+    def probe(step_time_s: float) -> None:
+        clock[0] += 7.0  # the probe's compile
+        sent.append((clock[0], "probe", None))
+
+    monkeypatch.setattr(monitor, "_run_probe", probe)
+    monkeypatch.setattr("gpuscale.keras.callback.time.time", lambda: clock[0])
+    for batch in range(10):
+        monitor.on_train_batch_begin(batch)
+        total[0] += 32
+        clock[0] += 0.1
+        monitor.on_train_batch_end(batch)
+    monitor._release_held()
+    times = [t for t, _, _ in sent]
+    assert times == sorted(times)
+    assert [k for _, k, _ in sent].count("probe") == 3
+    assert [s for _, k, s in sent if k == "step"] == list(range(10))

@@ -439,8 +439,16 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         # an epoch of unknown length: this step may be its last, whose batch may be
         # short; it is reported at the next step, or settled at the epoch's end
         held, self._held = self._held, (time.time(), elapsed / executed, samples, executed)
-        if held is not None:
-            self.record_step(held[1], held[2], steps=held[3], t=held[0])
+        if held is not None and self.record_step(
+            held[1], held[2], steps=held[3], t=held[0], probe=False
+        ):
+            # a probe is due: the step just ended goes out before it, not after (its
+            # time would be behind the probe's events, a compile's seconds at first);
+            # said as usual, its batch is taken as full (a short one, the epoch's last,
+            # is paid back at the next read)
+            current, self._held = self._held, None
+            self.record_step(current[1], current[2], steps=current[3], t=current[0], probe=False)
+            self.probe_now(held[1])
 
     def _end_at_exit(self, status: str | None) -> None:
         self.phases = False  # no probe on the way out

@@ -308,10 +308,18 @@ class Monitor:
 
     # steps ---------------------------------------------------------------------------
     def record_step(
-        self, step_time_s: float, samples: int, *, steps: int = 1, t: float | None = None
-    ) -> None:
+        self,
+        step_time_s: float,
+        samples: int,
+        *,
+        steps: int = 1,
+        t: float | None = None,
+        probe: bool = True,
+    ) -> bool:
         """Report ``steps`` steps whose mean time was ``step_time_s`` (synchronised),
-        which ended at ``t`` (``time.time()``; default: now)."""
+        which ended at ``t`` (``time.time()``; default: now), and probe if one is due.
+        ``probe=False``: a due probe is not run but said (True), for the caller to
+        run once what must go out before it has."""
         self.steps += steps
         self._last_step_samples = samples
         # warm-up where it includes one of the first steps: several steps a call
@@ -332,14 +340,21 @@ class Monitor:
             )
         )
         if not self.phases:
-            return
+            return False
         self.schedule.add_step(step_time_s, steps=steps, warmup=warmup)
         if self._vote is not None:  # several workers: they vote, at the same steps
             due = self._vote.voting() and self._cast_vote()
         else:
             due = self.schedule.due()
-        if due:  # against the usual step, not this one (a retrace, a callback)
-            self._run_probe(self.schedule.reference_step_s(step_time_s))
+        if due and probe:
+            self.probe_now(step_time_s)
+            return False
+        return bool(due)
+
+    def probe_now(self, step_time_s: float) -> None:
+        """Run the probe that is due, against the usual step (not ``step_time_s``'s, a
+        retrace, a callback: :meth:`ProbeScheduler.reference_step_s`)."""
+        self._run_probe(self.schedule.reference_step_s(step_time_s))
 
     def _cast_vote(self) -> bool:
         """Every worker sums its ballot (replica 0's counts): whether to probe now.
