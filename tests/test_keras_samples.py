@@ -353,3 +353,22 @@ def test_a_step_held_back_goes_out_before_a_probe_not_after(monkeypatch):
     assert times == sorted(times)
     assert [k for _, k, _ in sent].count("probe") == 3
     assert [s for _, k, s in sent if k == "step"] == list(range(10))
+
+
+def test_another_models_first_steps_are_warm_up_again():
+    """A monitor given another model (under gpuscale its steps go on): that model's
+    first steps trace it, so they are warm-up as a fit's first are (they were counted:
+    a compile's seconds in the throughput)."""
+    from gpuscale.keras.callback import ScalingMonitor
+
+    monitor = ScalingMonitor(record=None, phases=False)
+    sent: list = []
+    monitor._emit = sent.append
+    monitor._started = True
+    for _ in range(3):
+        monitor.record_step(0.01, 32)
+    monitor._forget_model()  # set_model(another model) does this
+    for _ in range(3):
+        monitor.record_step(0.01, 32)
+    assert [e.warmup for e in sent] == [True, True, False] * 2
+    assert [e.step for e in sent] == list(range(6))

@@ -173,6 +173,7 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         self._samples_var = self._counting = self._tracker = None
         self._own_step = self._wrapped_model = None
         self._input_spec = None
+        self._warm_from = self.steps  # its first steps trace it: warm-up again
 
     def _wrap_train_step(self, model: Any) -> None:
         """Learn every step's samples and capture the per-replica input spec.

@@ -152,6 +152,8 @@ class Monitor:
         """The run's end went out (a later ``fit`` outside gpuscale is a new run)."""
         self._custom_loop = False
         """The run is a custom loop's (``CustomLoop.start``), not ``fit``'s."""
+        self._warm_from = 0
+        """The step the warm-up counts from: another model's first (its tracing)."""
         self._last_index = -1
         self._last_step_samples = 0
         self.batch_scaling: str | None = None
@@ -273,7 +275,7 @@ class Monitor:
             horizon = self.schedule.horizon_steps  # this fit's length, set as it began
             if horizon:
                 horizon = max(0, horizon - self.schedule.steps)
-            self.steps = 0
+            self.steps = self._warm_from = 0
             self._events = []
             self.schedule = ProbeScheduler(self.budget, every=self.every)
             self.schedule.horizon_steps = horizon
@@ -324,7 +326,7 @@ class Monitor:
         self._last_step_samples = samples
         # warm-up where it includes one of the first steps: several steps a call
         # (steps_per_execution) put the first call's tracing in its first event
-        warmup = self.steps - steps < self.warmup_steps
+        warmup = self.steps - steps - self._warm_from < self.warmup_steps
         index = self.steps - 1
         if Channel.client() is not None:  # a second monitor continues the stream's numbering
             index = Channel.next_indices(steps)
