@@ -451,11 +451,6 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
             self.record_step(current[1], current[2], steps=current[3], t=current[0], probe=False)
             self.probe_now(held[1])
 
-    def _end_at_exit(self, status: str | None) -> None:
-        self.phases = False  # no probe on the way out
-        self._release_held()  # the step held back, as it was said
-        super()._end_at_exit(status)
-
     def on_train_end(self, logs: dict | None = None) -> None:
         self._close_epoch()  # Keras ends every epoch first: only in case one was left open
         model = self._wrapped_model

@@ -458,7 +458,12 @@ class Monitor:
         (``sys.exit`` in a callback) and ``completed`` where a custom loop was never
         closed."""
         self.phases = False  # no probe on the way out
+        self._release_held()  # a step held back, as it was said
         self._finish(status or ("completed" if self._custom_loop else "stopped"))
+
+    def _release_held(self, seen: int | None = None) -> None:
+        """Report a step held back (Keras's callback holds one where an epoch's length
+        is unknown); nothing here."""
 
     def _finish(self, status: str) -> None:
         at_exit.untrack(self)
