@@ -372,3 +372,24 @@ def test_another_models_first_steps_are_warm_up_again():
         monitor.record_step(0.01, 32)
     assert [e.warmup for e in sent] == [True, True, False] * 2
     assert [e.step for e in sent] == list(range(6))
+
+
+def test_a_restart_with_another_batch_is_said(monkeypatch):
+    """Two fits of different batches under one ``gpuscale run`` are one run: its median
+    step and throughput mix both, so the restart says the batch changed."""
+    import keras
+    import tensorflow as tf
+
+    from gpuscale.keras.callback import ScalingMonitor
+
+    monitor = ScalingMonitor(record=None, phases=False)
+    sent: list = []
+    monitor._emit = sent.append
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    strategy = tf.distribute.get_strategy()
+    monitor._begin(model, strategy, 32)
+    monitor.record_step(0.01, 32)
+    monitor._run_ended = False  # as under gpuscale: the run goes on
+    monitor._begin(model, strategy, 128)
+    said = [e.message for e in sent if getattr(e, "level", "") == "warning"]
+    assert said and "the batch changed: 128 samples a step, was 32" in said[0]

@@ -86,3 +86,33 @@ def test_compute_and_the_note_never_contradict(devices, consistent, compute_s, c
         assert compute == "not resolved", (compute, note)
     if s.phase_consistent is False:
         assert compute == "not resolved", compute
+
+
+def test_steps_are_counted_not_events_with_several_steps_a_call():
+    """``steps_per_execution=4``: an event a call, its index the call's last step. The
+    summary said ``16 steps (15 counted, 1 warm-up)`` where Keras ran 60 (the end
+    event, ``runs`` and the stderr line said 60)."""
+    from gpuscale.analysis.summary import summarize
+    from gpuscale.events.schema import StepEvent
+
+    events = [
+        StepEvent(
+            t=1000.0 + i, worker=0, step=4 * i + 3, step_time_s=0.01, samples=64, warmup=i == 0
+        )
+        for i in range(15)
+    ]
+    summary = summarize(events)
+    assert summary.steps_total == 60
+    assert summary.steps_counted == 56
+
+
+def test_a_scripts_one_cpu_device_and_its_two_are_one_configuration():
+    """A custom loop's 1-device run says platform ``cpu``, its 2-device run
+    ``cpu-logical``: two labels (``…, CPU`` and ``…, CPU devices``) split one sweep
+    into two tables, each 'NONE yet'."""
+    from gpuscale.analysis.sweep import config_label
+
+    start = next(iter_events(STOPPED))
+    one = msgspec.structs.replace(start, platform="cpu", num_replicas=1)
+    two = msgspec.structs.replace(start, platform="cpu-logical", num_replicas=2)
+    assert config_label(one) == config_label(two)

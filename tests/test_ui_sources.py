@@ -134,12 +134,12 @@ def test_model_absorbs_a_run():
     snap = model.snapshot()
     last_step = max(e.step for e in events if isinstance(e, StepEvent))
     assert snap.last_step == last_step
-    assert snap.steps_done == last_step  # synthetic steps are numbered from 1
+    assert snap.steps_done == last_step + 1  # numbered from 0, as the format says
     assert snap.elapsed_s == pytest.approx(events[-1].t - events[0].t)
     assert [d.kind for d in snap.devices] == ["cpu-logical", "cpu-logical"]
     assert snap.end is not None and snap.host is not None
     version, summary = model.summary()
-    assert summary.steps_total == last_step and summary.phase_steps > 0
+    assert summary.steps_total == last_step + 1 == snap.end.steps and summary.phase_steps > 0
 
 
 def test_replay_command_never_imports_tensorflow(tmp_path):

@@ -494,7 +494,9 @@ class RunAccumulator:
     def add(self, event: object) -> None:
         """Take one event of the run (unknown kinds are ignored)."""
         if isinstance(event, StepEvent):
-            self._steps_seen[event.worker] += 1
+            # the steps, not the events (several steps a call: one event each call)
+            seen = self._steps_seen[event.worker]
+            self._steps_seen[event.worker] = max(seen + 1, event.step + 1)
             before = self._last_index.get(event.worker)
             self._last_index[event.worker] = event.step
             previous = self._last_end.get(event.worker)
@@ -583,7 +585,7 @@ class RunAccumulator:
         elif self.failed:
             s.status = "failed"
         s.steps_total = max(self._steps_seen.values(), default=0)
-        s.steps_counted = max((len(v) for v in self._worker_times.values()), default=0)
+        s.steps_counted = max((int(row[4]) for row in self._stepping.values()), default=0)
         if self._step_times:
             times = self._step_times
             s.step_time_s = metrics.median(times)

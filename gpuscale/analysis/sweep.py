@@ -642,7 +642,9 @@ def config_label(start: Any) -> str:
     if start.mixed_precision:
         parts.append("mixed precision")
     if start.platform != "gpu":
-        parts.append("CPU devices" if start.platform == "cpu-logical" else "CPU")
+        # one configuration whatever the count: a script's 1 CPU device says "cpu",
+        # its 2 say "cpu-logical" (two labels split one sweep into two tables)
+        parts.append("CPU devices")
     return ", ".join(parts)
 
 

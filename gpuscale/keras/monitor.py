@@ -303,6 +303,14 @@ class Monitor:
                 f"training restarted ({start.model}, {start.strategy}, "
                 f"{start.num_replicas} replicas); steps continue from {next_step}"
             )
+            before = self._last_step_samples
+            if start.global_batch and before and start.global_batch != before:
+                self._log(
+                    f"the batch changed: {start.global_batch} samples a step, was {before}; "
+                    "this run's median step and throughput mix both (to compare device "
+                    "counts, keep one batch a run)",
+                    "warning",
+                )
             return
         self._started = True
         Channel.started = Channel.started or shared

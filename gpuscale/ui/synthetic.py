@@ -122,7 +122,7 @@ def synthetic_run(
         add(
             StepEvent(
                 t=t,
-                step=step,
+                step=step - 1,  # numbered from 0, as the format says
                 step_time_s=step_time,
                 samples=per_replica * n,
                 warmup=step <= warmup_steps,
@@ -134,7 +134,7 @@ def synthetic_run(
             add(
                 PhaseEvent(
                     t=t + 0.001,
-                    step=step,
+                    step=step - 1,
                     step_time_s=c + a + 0.002,
                     compute_s=c,
                     allreduce_s=a,
