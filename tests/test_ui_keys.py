@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from textual.widgets import Footer
+from textual.widgets import Footer, Input
 from textual.widgets._footer import FooterKey
 from ui_fixtures import FakeLiveRun, cpu_run, replay
 
@@ -104,6 +104,41 @@ async def test_the_arrows_move_between_a_live_runs_panels_wherever_the_focus_is(
         await pilot.press("right", "left")
         await pilot.pause()
         assert app.focused is at
+
+
+@pytest.mark.parametrize("mode", ["replay", "live"])
+async def test_the_command_palette_keeps_the_keys_it_types_with(mode):
+    """←/→ (a live run's panels, a replay's seek), space and +/- are priority keys:
+    Textual tried them on the command palette too, whose cursor ← no longer moved."""
+    source = (
+        replay(cpu_run(), end=True)
+        if mode == "replay"
+        else LiveSource(FakeLiveRun(cpu_run()[:40], finish=False))
+    )
+    app = build_app(source)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press("a", "b", "c")
+        await pilot.pause()
+        palette = app.screen
+        entry = palette.query_one(Input)
+        await pilot.press("left")
+        await pilot.pause()
+        assert entry.cursor_position == 2
+        await pilot.press("space", "plus", "minus", "right")
+        await pilot.pause()
+        assert app.screen is palette
+        assert entry.value == "ab +-c" and entry.cursor_position == 6
+        await pilot.press("escape")
+        await pilot.pause()
+        if mode == "live":  # on the dashboard again, the arrows move between panels
+            at = app.focused
+            await pilot.press("right")
+            await pilot.pause()
+            assert app.focused is not at
 
 
 async def test_e_says_why_it_shows_nothing_on_a_run_that_did_not_fail():

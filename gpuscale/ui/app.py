@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 
 from textual import work
+from textual.actions import SkipAction
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal
 from textual.screen import Screen
@@ -437,24 +438,39 @@ class GpuscaleApp(App[int]):
                 elif isinstance(message, RunFailed):
                     self.on_run_failed(message)
 
+    def _keys_on_dashboard(self) -> None:
+        """Textual tries the app's priority bindings on a modal screen too (the command
+        palette, help, the error): there ←/→, space and +/- are the focused widget's
+        (the palette's cursor, its typing), not the dashboard's. (Not ``check_action``:
+        that would also take them off the dashboard's footer behind the modal.)"""
+        if self.screen is not self.screen_stack[0]:
+            raise SkipAction()
+
     def action_toggle_replay(self) -> None:
+        self._keys_on_dashboard()
+        self._toggle_replay()
+
+    def _toggle_replay(self) -> None:
         if isinstance(self.source, ReplaySource):
             paused = self.source.toggle_pause()
             self.notify("Replay paused (space resumes)" if paused else "Replay resumed", timeout=2)
             self._draw_header(None)
 
     def action_seek(self, direction: int) -> None:
+        self._keys_on_dashboard()
         if isinstance(self.source, ReplaySource):
             self.source.seek(direction * self.source.seek_step_s)
             self._draw_header(None)
 
     def action_panel(self, direction: int) -> None:
+        self._keys_on_dashboard()
         if direction < 0:
             self.screen.focus_previous()
         else:
             self.screen.focus_next()
 
     def action_speed(self, direction: int) -> None:
+        self._keys_on_dashboard()
         if isinstance(self.source, ReplaySource):
             speed = self.source.change_speed(direction)
             self.notify(f"Replay speed {speed:g}x", timeout=2)
@@ -537,9 +553,7 @@ class GpuscaleApp(App[int]):
             self.action_toggle_theme,
         )
         if self.is_replay:
-            yield SystemCommand(
-                "Replay: pause / resume", "Same as space", self.action_toggle_replay
-            )
+            yield SystemCommand("Replay: pause / resume", "Same as space", self._toggle_replay)
             yield SystemCommand("Replay: jump to end", "Show the final state", self.action_jump_end)
             yield SystemCommand(
                 "Replay: back to start", "Replay from the beginning", self.action_restart
