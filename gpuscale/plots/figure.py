@@ -19,6 +19,7 @@ frame the data (as the terminal chart's: never a data value next to a round one,
 from __future__ import annotations
 
 import re
+import textwrap
 from pathlib import Path
 
 from gpuscale.errors import GpuscaleError
@@ -28,6 +29,9 @@ FORMATS = {".svg": "svg", ".png": "png"}
 EXTRA_HINT = "pip install 'gpuscale[plot]'"
 PHASE_COLORS = ("#2ca02c", "#d62728", "#1f77b4", "#ff7f0e")
 UNSPLIT_COLOR = "#9e9e9e"
+NOTE_WRAP_CHARS = 100
+"""The note in place of the phase bars wraps at this many characters (inside the
+figure's 7.5 inches at its 8 points)."""
 
 
 def plot_format(path: str | Path) -> str:
@@ -75,7 +79,9 @@ def write_plot(chart: ScalingChart, path: str | Path, *, title: str | None = Non
             fig, top = plt.subplots(1, 1, figsize=(7.5, 2.0 if one else 4.6), layout="constrained")
             axes = (top,)
             fig.supxlabel(
-                f"Where the step time goes: {chart.split_note}",
+                textwrap.fill(
+                    f"Where the step time goes: {chart.split_note}", NOTE_WRAP_CHARS
+                ),  # a note of many probed counts ran off the figure's right edge
                 fontsize=8,
                 color="0.35",
                 x=0.02,
