@@ -169,6 +169,57 @@ async def test_e_says_why_it_shows_nothing_on_a_run_that_did_not_fail():
         assert isinstance(failed.screen, ErrorScreen)
 
 
+async def test_e_shows_a_failure_that_came_while_the_display_was_frozen():
+    """Frozen (p) when the run failed, its failure waited for the thaw and `e` said
+    "No error to show: the run failed": it shows the error, once."""
+    from gpuscale.ui.synthetic import synthetic_run
+
+    events = list(synthetic_run(fail=True))
+    run = FakeLiveRun(events[:10], finish=False)
+    app = build_app(LiveSource(run))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.press("p")
+        await pilot.pause()
+        for event in events[10:]:
+            run.queue.put(event)
+        run.queue.put(None)
+        await app.settle()
+        for _ in range(5):
+            await pilot.pause()
+        assert app.ended_while_frozen and app._failed is None
+        app.clear_notifications()
+        await pilot.press("e")
+        await pilot.pause()
+        assert isinstance(app.screen, ErrorScreen), [n.message for n in app._notifications]
+        await pilot.press("escape")
+        await pilot.press("p")  # the thaw: the failure is shown on the dashboard, not again
+        await pilot.pause()
+        assert app._failed is not None and not isinstance(app.screen, ErrorScreen)
+
+
+async def test_e_on_a_killed_recording_says_what_the_toast_said():
+    """A recording without an end event: the toast said the run was interrupted, then
+    `e` said "the run ended without an error"."""
+    from gpuscale.recording.reader import load_run
+
+    killed = Path(__file__).parent.parent / "sample_runs" / "mnist-cnn_2xcpu_killed.ndjson"
+    app = build_app(replay(list(load_run(killed).events), end=True))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        toasts = [n.message for n in app._notifications]
+        assert any("interrupted" in t for t in toasts), toasts
+        app.clear_notifications()
+        await pilot.press("e")
+        await pilot.pause()
+        said = [n.message for n in app._notifications]
+        assert said == [
+            "No error to show: the run was interrupted (no end event) and recorded no error "
+            "(e shows a failed run's error)."
+        ]
+
+
 def test_help_and_readme_list_every_key():
     for replay_mode in (False, True):
         rows = keys.help_rows(replay_mode)

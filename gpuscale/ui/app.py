@@ -342,11 +342,20 @@ class GpuscaleApp(App[int]):
                 severity="warning",
                 timeout=6,
             )
-        if snap_errors or (end is not None and end.status in ("failed", "lost")):
-            error = snap_errors[-1] if snap_errors else None
-            text = error.message if error else f"the run ended with status '{end.status}'"
-            self.post_message(RunFailed(text, error.traceback if error else None))
+        failed = self._failure(end)
+        if failed is not None:
+            self.post_message(failed)
         self.build_charts(self._chart_sizes())
+
+    def _failure(self, end: EndEvent | None) -> RunFailed | None:
+        """The run's failure, as its end says it: its last error, or a failed or lost
+        status; None where it did not fail."""
+        errors = self.model.snapshot(logs_after=2**62).errors
+        if errors or (end is not None and end.status in ("failed", "lost")):
+            error = errors[-1] if errors else None
+            text = error.message if error else f"the run ended with status '{end.status}'"
+            return RunFailed(text, error.traceback if error else None)
+        return None
 
     def on_run_failed(self, message: RunFailed) -> None:
         if self._hold(message):
@@ -522,14 +531,25 @@ class GpuscaleApp(App[int]):
         self.theme = "textual-light" if self.current_theme.dark else "textual-dark"
 
     def action_show_error(self) -> None:
-        if self._failed is not None:
-            self.push_screen(ErrorScreen(self._failed.message, self._failed.traceback))
+        failed = self._failed
+        held = [m for m in self._held if isinstance(m, RunFinished | RunFailed)]
+        if failed is None and held:
+            # frozen (p) when the run failed, the failure waits for the thaw: e, asked
+            # for it, shows it now (and the thaw does not show it again)
+            last = held[-1]
+            failed = last if isinstance(last, RunFailed) else self._failure(last.end)
+        if failed is not None:
+            self._error_shown = True
+            self.push_screen(ErrorScreen(failed.message, failed.traceback))
             return
         end = self.model.end
         if end is not None:
             state = f"the run {end.status}"
+        elif self._finished_posted and self.source.info.still_running:
+            state = "the run is still running, no error recorded so far"
         elif self._finished_posted:
-            state = "the run ended without an error"
+            # as the toast said when it ended: no end event, and no error was recorded
+            state = "the run was interrupted (no end event) and recorded no error"
         else:
             state = "the run has not failed"
         self.notify(f"No error to show: {state} (e shows a failed run's error).", timeout=3)
