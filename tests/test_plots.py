@@ -430,6 +430,30 @@ def test_no_two_tick_labels_overlap_under_many_predicted_bars(tmp_path, monkeypa
     assert bars[0][0] == "1" and bars[-1][0].startswith("1024")
 
 
+def test_a_crowded_log_axis_keeps_its_decades(tmp_path, monkeypatch):
+    """Predicted up to 1024 devices (a trial's CPU sweep), the throughput axis spans
+    20 to 1.7M: thinning its labels from the bottom kept 500, 5k and 50k and left 1k,
+    10k and 100k out."""
+    saved = _labels_as_saved(monkeypatch)
+    chart = build_scaling_chart(_rec(*CPU_RUNS, max_devices=1024))
+    (series,) = chart.series
+    falling = [
+        replace(p, throughput=1700 * p.devices**-0.65, low=None, high=None) for p in series.points
+    ]
+    chart = replace(
+        chart,
+        series=[replace(series, points=falling)],
+        ideal=[(n, 1700.0 * n) for n in chart.counts],
+        recommended=falling[0],
+    )
+    write_plot(chart, tmp_path / "p.png")
+    _assert_apart(saved)
+    (figure,) = saved
+    throughput = [text for text, _ in figure[1]]
+    assert {"100", "1k", "10k", "100k", "1M"} <= set(throughput), throughput
+    assert len(throughput) > 5, throughput  # and labels between them where they fit
+
+
 def test_the_sample_plots_label_their_ticks_apart(tmp_path, monkeypatch):
     saved = _labels_as_saved(monkeypatch)
     for sample in sorted(SAMPLES.glob("*.json")):
