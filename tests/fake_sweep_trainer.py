@@ -1,7 +1,8 @@
 """A stand-in for ``python -m gpuscale.trainer --sweep JSON`` without TensorFlow:
 reports each device count as the real trainer does (start, steps, end, one count
 after the other on one event stream). ``FAKE_SWEEP`` picks what happens:
-``complete``; ``fail-second`` (the second count fails, exit 1); ``crash-second``
+``complete``; ``fail-second`` (the second count fails, exit 1; ``fail-first``: the
+first); ``crash-second``
 (the process dies during the second count, exit 3); ``slow`` (steps take 0.1 s
 and SIGTERM stops after the current one); ``FAKE_STEP_S`` sets how long a
 step takes (default 0.001 s, 0.1 s when ``slow``). ``FAKE_LATE_LINES=1``: each
@@ -47,7 +48,7 @@ def main() -> int:
     for index, config in enumerate(configs):
         n = config["devices"]
         began = time.time()
-        if scenario == "fail-second" and index == 1:
+        if (scenario, index) in (("fail-second", 1), ("fail-first", 0)):
             client.send(ErrorEvent(t=time.time(), message="the trainer ran out of device memory"))
             client.send(EndEvent(t=time.time(), status="failed", steps=0, duration_s=0.1))
             code = 1

@@ -312,6 +312,39 @@ def test_probed_counts_whose_phases_did_not_resolve_say_so_not_step_times_only()
     )
 
 
+def test_the_plots_note_of_many_probed_counts_stays_inside_the_figure(tmp_path, monkeypatch):
+    """Four probed counts whose phases did not resolve: the note, said per count, ran
+    off the PNG's right edge ("..., 15 at 8 device")."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    from gpuscale.analysis.sweep import SweepPoint, normalize
+
+    common = {"scaling": "strong", "global_batch": 64, "model": "train.py"}
+    points = [
+        normalize(SweepPoint(devices=n, step_time_s=0.004 * n**0.3, probes=p, **common))
+        for n, p in ((1, 9), (2, 12), (4, 7), (8, 15))
+    ]
+    chart = build_scaling_chart(recommend(points))
+    assert not chart.has_split and "15 at 8 devices" in chart.split_note
+    boxes = []
+    savefig = Figure.savefig
+
+    def measuring(fig, *args, **kwargs):
+        fig.draw_without_rendering()
+        renderer = fig.canvas.get_renderer()
+        (note,) = [t for t in fig.texts if t.get_gid() == "no-split-note"]
+        boxes.append((note.get_text(), note.get_window_extent(renderer), fig.bbox))
+        return savefig(fig, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", measuring)
+    write_plot(chart, tmp_path / "p.png")
+    ((text, box, figure),) = boxes
+    assert "15 at 8 devices" in text.replace("\n", " ")
+    assert figure.x0 <= box.x0 and box.x1 <= figure.x1, (box, figure)
+    assert figure.y0 <= box.y0, (box, figure)
+
+
 def test_a_long_phase_chart_title_wraps_on_a_space_not_before_its_bracket():
     # at 80 columns "Where the step time goes (..., CPU devices" left ")" alone
     trial = Path(__file__).parent / "fixtures" / "trial"
@@ -395,6 +428,30 @@ def test_no_two_tick_labels_overlap_under_many_predicted_bars(tmp_path, monkeypa
     (figure,) = saved
     bars = figure[2]  # the bottom panel's x axis: still the first and the last count
     assert bars[0][0] == "1" and bars[-1][0].startswith("1024")
+
+
+def test_a_crowded_log_axis_keeps_its_decades(tmp_path, monkeypatch):
+    """Predicted up to 1024 devices (a trial's CPU sweep), the throughput axis spans
+    20 to 1.7M: thinning its labels from the bottom kept 500, 5k and 50k and left 1k,
+    10k and 100k out."""
+    saved = _labels_as_saved(monkeypatch)
+    chart = build_scaling_chart(_rec(*CPU_RUNS, max_devices=1024))
+    (series,) = chart.series
+    falling = [
+        replace(p, throughput=1700 * p.devices**-0.65, low=None, high=None) for p in series.points
+    ]
+    chart = replace(
+        chart,
+        series=[replace(series, points=falling)],
+        ideal=[(n, 1700.0 * n) for n in chart.counts],
+        recommended=falling[0],
+    )
+    write_plot(chart, tmp_path / "p.png")
+    _assert_apart(saved)
+    (figure,) = saved
+    throughput = [text for text, _ in figure[1]]
+    assert {"100", "1k", "10k", "100k", "1M"} <= set(throughput), throughput
+    assert len(throughput) > 5, throughput  # and labels between them where they fit
 
 
 def test_the_sample_plots_label_their_ticks_apart(tmp_path, monkeypatch):

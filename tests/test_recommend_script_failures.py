@@ -9,6 +9,7 @@ No TensorFlow: the script is a stand-in (tests/fake_script.py) run as a real one
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -63,6 +64,19 @@ def test_the_first_count_failing_is_its_line_and_its_status(monkeypatch, capsys)
     (error,) = _errors(err)
     assert error.startswith("gpuscale: error: the 1-device run failed: the script (")
     assert "exited with status 3 " in error and error.endswith(": RuntimeError: out of memory")
+
+
+def test_the_first_count_failing_names_its_recording(monkeypatch, capsys):
+    """Recorded, a first count that failed said only its error: no report names the
+    sweep, so nothing said where its run was written."""
+    monkeypatch.setenv("FAKE_FAIL_AT", "1")
+    argv = [a for a in ARGV if a != "--no-record"]
+    assert main(argv) == 3
+    (error,) = _errors(capsys.readouterr().err)
+    assert error.startswith("gpuscale: error: the 1-device run failed: the script (")
+    recorded = re.search(r" \(recorded in (.+\.ndjson)\)$", error)
+    assert recorded, error
+    assert Path(recorded[1]).is_file()
 
 
 def test_json_keeps_the_counts_measured_and_the_status(monkeypatch, capsys):

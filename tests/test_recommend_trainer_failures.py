@@ -10,6 +10,7 @@ the stand-in trainer (tests/fake_sweep_trainer.py), `--watch` stand-in runs
 from __future__ import annotations
 
 import json
+import re
 import stat
 import sys
 from pathlib import Path
@@ -97,6 +98,18 @@ def test_a_recorded_sweep_that_failed_still_says_its_name(stand_in, capsys):
     assert err.rstrip().splitlines()[-1].startswith("gpuscale: error: the 2-device run failed")
 
 
+def test_a_recorded_first_count_that_failed_names_its_recording(stand_in, capsys):
+    """No report names the sweep when its first count fails: the error line said
+    nothing of where the run was written."""
+    stand_in("fail-first")
+    assert main(ARGV) == EXIT_FAILED
+    (error,) = _errors(capsys.readouterr().err)
+    assert error.startswith("gpuscale: error: the 1-device run failed: the trainer ran out")
+    recorded = re.search(r" \(recorded in (.+\.ndjson)\)$", error)
+    assert recorded, error
+    assert Path(recorded[1]).is_file()
+
+
 def test_a_sweep_that_works_still_exits_0(stand_in, capsys):
     stand_in("complete")
     assert main([*ARGV, "--no-record"]) == 0
@@ -146,6 +159,34 @@ def test_watch_prints_the_counts_measured_then_the_failure_and_exits_1(
     (error,) = _errors(err)
     assert error == "gpuscale: error: the 2-device run failed: the trainer ran out of device memory"
     assert err.rstrip().endswith(error)
+
+
+def test_watch_first_count_failing_names_its_recording(monkeypatch, capsys, tmp_path):
+    import gpuscale.ui.app as ui_app
+
+    monkeypatch.setattr(recommend_live, "plan", lambda args: ([1, 2], "Sweep", None, 2))
+    monkeypatch.setattr(recommend_live, "sweep_configs", lambda *a: ([1, 2], []))
+    monkeypatch.setattr(recommend_live, "shared_process", lambda *a, **k: None)
+    recording = tmp_path / "20261128-000000_fake_1xcpu.ndjson"
+    recording.write_text("")
+
+    def recorded(n):
+        run = FailingRun(n)
+        run.recording_path = recording
+        return run
+
+    def fake_run(app):
+        app.runner.run_factory = lambda n, record: recorded(n)
+        app.runner.run(lambda v: None, lambda v: None)
+        return None
+
+    monkeypatch.setattr(ui_app, "run_until_stop_signal", fake_run)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    assert main(["recommend", "--watch", "--no-chart"]) == EXIT_FAILED
+    assert _errors(capsys.readouterr().err) == [
+        "gpuscale: error: no recommendation: the 1-device run failed: the trainer ran out of "
+        f"device memory (recorded in {recording})"
+    ]
 
 
 def test_watch_first_count_failing_is_its_line_and_exit_1(monkeypatch, capsys):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from textual.widgets import Footer
+from textual.widgets import Footer, Input
 from textual.widgets._footer import FooterKey
 from ui_fixtures import FakeLiveRun, cpu_run, replay
 
@@ -106,6 +106,41 @@ async def test_the_arrows_move_between_a_live_runs_panels_wherever_the_focus_is(
         assert app.focused is at
 
 
+@pytest.mark.parametrize("mode", ["replay", "live"])
+async def test_the_command_palette_keeps_the_keys_it_types_with(mode):
+    """←/→ (a live run's panels, a replay's seek), space and +/- are priority keys:
+    Textual tried them on the command palette too, whose cursor ← no longer moved."""
+    source = (
+        replay(cpu_run(), end=True)
+        if mode == "replay"
+        else LiveSource(FakeLiveRun(cpu_run()[:40], finish=False))
+    )
+    app = build_app(source)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press("a", "b", "c")
+        await pilot.pause()
+        palette = app.screen
+        entry = palette.query_one(Input)
+        await pilot.press("left")
+        await pilot.pause()
+        assert entry.cursor_position == 2
+        await pilot.press("space", "plus", "minus", "right")
+        await pilot.pause()
+        assert app.screen is palette
+        assert entry.value == "ab +-c" and entry.cursor_position == 6
+        await pilot.press("escape")
+        await pilot.pause()
+        if mode == "live":  # on the dashboard again, the arrows move between panels
+            at = app.focused
+            await pilot.press("right")
+            await pilot.pause()
+            assert app.focused is not at
+
+
 async def test_e_says_why_it_shows_nothing_on_a_run_that_did_not_fail():
     """`e` on a completed run did nothing and said nothing."""
     app = build_app(replay(cpu_run(), end=True))
@@ -132,6 +167,57 @@ async def test_e_says_why_it_shows_nothing_on_a_run_that_did_not_fail():
         assert "e" in {str(k.key_display) for k in failed.screen.query(FooterKey)}
         await pilot.press("e")
         assert isinstance(failed.screen, ErrorScreen)
+
+
+async def test_e_shows_a_failure_that_came_while_the_display_was_frozen():
+    """Frozen (p) when the run failed, its failure waited for the thaw and `e` said
+    "No error to show: the run failed": it shows the error, once."""
+    from gpuscale.ui.synthetic import synthetic_run
+
+    events = list(synthetic_run(fail=True))
+    run = FakeLiveRun(events[:10], finish=False)
+    app = build_app(LiveSource(run))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.press("p")
+        await pilot.pause()
+        for event in events[10:]:
+            run.queue.put(event)
+        run.queue.put(None)
+        await app.settle()
+        for _ in range(5):
+            await pilot.pause()
+        assert app.ended_while_frozen and app._failed is None
+        app.clear_notifications()
+        await pilot.press("e")
+        await pilot.pause()
+        assert isinstance(app.screen, ErrorScreen), [n.message for n in app._notifications]
+        await pilot.press("escape")
+        await pilot.press("p")  # the thaw: the failure is shown on the dashboard, not again
+        await pilot.pause()
+        assert app._failed is not None and not isinstance(app.screen, ErrorScreen)
+
+
+async def test_e_on_a_killed_recording_says_what_the_toast_said():
+    """A recording without an end event: the toast said the run was interrupted, then
+    `e` said "the run ended without an error"."""
+    from gpuscale.recording.reader import load_run
+
+    killed = Path(__file__).parent.parent / "sample_runs" / "mnist-cnn_2xcpu_killed.ndjson"
+    app = build_app(replay(list(load_run(killed).events), end=True))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.pause()
+        toasts = [n.message for n in app._notifications]
+        assert any("interrupted" in t for t in toasts), toasts
+        app.clear_notifications()
+        await pilot.press("e")
+        await pilot.pause()
+        said = [n.message for n in app._notifications]
+        assert said == [
+            "No error to show: the run was interrupted (no end event) and recorded no error "
+            "(e shows a failed run's error)."
+        ]
 
 
 def test_help_and_readme_list_every_key():

@@ -177,6 +177,39 @@ async def test_no_phase_breakdown_is_one_line_not_bars(size):
             assert "samples/s (log)" in str(app.throughput_panel.render())
 
 
+async def test_phases_not_resolved_is_said_short_on_the_charts_and_in_full_beside():
+    """The trial's sweep (probed, phases not resolved): at 80x24 the note on the
+    chart's border was cut ("…(1 probe at each of 1 and 2 devices): st…"), at 80x40
+    its own panel ended in "…": the charts say it short, the recommendation in full."""
+    from pathlib import Path
+
+    from gpuscale.analysis.sweep import load_inputs
+    from gpuscale.ui.sweep_app import SweepView, sweep_heading
+
+    trial = Path(__file__).parent / "fixtures" / "trial"
+    sweep = load_inputs(
+        [
+            str(trial / "20261128-013323_mnist-cnn-w32_1xcpu.ndjson.gz"),
+            str(trial / "20261128-013329_mnist-cnn-w32_2xcpu.ndjson.gz"),
+        ]
+    )
+    short = "phases not resolved: step times only"
+    full = "phases measured but not resolved (1 probe at each of 1 and 2 devices)"
+    app = SweepApp(SweepView(points=sweep.points, heading=sweep_heading(sweep.points, 2)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert app.throughput_panel.border_subtitle == short
+        assert short in app.export_screenshot().replace("&#160;", " ")  # whole on screen
+        advice = " ".join(_text_of(app.advice_panel.body).split())
+        assert f"Where the step time goes: {full}: step times only." in advice
+        await pilot.resize_terminal(80, 40)
+        await settle(pilot)
+        assert app.phases_panel.display and str(app.phases_panel.render()) == short
+        await pilot.resize_terminal(200, 60)
+        await settle(pilot)
+        assert str(app.phases_panel.render()) == f"{full}: step times only"
+
+
 def _plot_rows(panel) -> int:
     """The rows of the throughput chart's plot: between its frame's top and bottom."""
     lines = str(panel.render()).splitlines()

@@ -10,6 +10,7 @@ import argparse
 import math
 import os
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -264,9 +265,10 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
                 message = (
                     run.error.message if run.error is not None else "the run ended without steps"
                 )
-                if not points:
+                if not points:  # no report to name the sweep: the line names the run's file
                     raise GpuscaleError(
-                        f"the {n}-device run failed: {message}", exit_code=EXIT_FAILED
+                        f"the {n}-device run failed: {message}{recorded_in(run)}",
+                        exit_code=EXIT_FAILED,
                     )
                 # said after the report from the counts measured before it (exit 1)
                 failed = (n, f"the {n}-device run failed: {message}")
@@ -304,6 +306,13 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
 def source_of(run, unrecorded: str) -> str:
     """What a sweep's run is named by in the result: its recording, else ``unrecorded``."""
     return str(run.recording_path) if run.recording_path else unrecorded
+
+
+def recorded_in(run) -> str:
+    """`` (recorded in PATH)`` where ``run`` left a recording, else nothing: said by a
+    sweep whose first count failed (no report names its sweep, as later ones do)."""
+    path = run.recording_path
+    return f" (recorded in {visible(str(path))})" if path and Path(path).exists() else ""
 
 
 def kept_when_stopped(run, acc: RunAccumulator, n: int, unrecorded: str):

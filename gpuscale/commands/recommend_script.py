@@ -52,6 +52,7 @@ def run_script_sweep(
         kept_when_stopped,
         picked_gpus_note,
         plan,
+        recorded_in,
         say_stopped_sweep,
         say_sweep_recorded,
         source_of,
@@ -117,8 +118,10 @@ def run_script_sweep(
             # the script's own status, passed through as `run` does; said after the
             # report from the counts measured before it, where there are some
             status = script_status(getattr(run, "returncode", None) if run.error else None)
-            if not runs:
-                raise GpuscaleError(f"the {n}-device run failed: {message}", exit_code=status)
+            if not runs:  # no report to name the sweep: the line names the run's file
+                raise GpuscaleError(
+                    f"the {n}-device run failed: {message}{recorded_in(run)}", exit_code=status
+                )
             failed = (n, f"the {n}-device run failed: {message}", status)
             break
         if summary.devices != n:

@@ -16,7 +16,7 @@ from typing import Any
 
 from gpuscale.analysis.sweep import Sweep
 from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED, GpuscaleError
-from gpuscale.formatting import join_clauses, plural
+from gpuscale.formatting import join_clauses, plural, visible
 
 
 def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep | None, str, str | None]:
@@ -81,7 +81,11 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep | None, s
     final = runner.view
     if not final.points:  # q: the note, exit 0; else an error (exit 1, or 130 on a signal)
         said = nothing_measured(
-            runner.failure, signal_name, runner.cut_short, runner.cut_short_recording
+            runner.failure,
+            signal_name,
+            runner.cut_short,
+            runner.cut_short_recording,
+            failed_recording=runner.failed_recording,
         )
         return None, said, signal_name
     state = final.state_line()
@@ -126,6 +130,8 @@ def nothing_measured(
     signal_name: str | None,
     cut_short: str | None = None,
     recording: str | None = None,
+    *,
+    failed_recording: str | None = None,
 ) -> str:
     """What ends a ``--watch`` sweep that measured no count (a count cut short after
     counting steps is measured: :attr:`gpuscale.ui.live_sweep.LiveSweep.kept_cut_short`).
@@ -135,9 +141,12 @@ def nothing_measured(
     ...``), said as it is.
     A failed count is an error (exit 1); Ctrl-C or another stop signal, exit 130.
     ``cut_short``: the count the stop cut short and how far it got
-    (:attr:`gpuscale.ui.live_sweep.LiveSweep.cut_short`), ``recording`` its file."""
+    (:attr:`gpuscale.ui.live_sweep.LiveSweep.cut_short`), ``recording`` its file;
+    ``failed_recording``: the file of the count that failed."""
     if failure:
         why = failure
+        if failed_recording:  # no report names the sweep: the line names the run's file
+            why += f" (recorded in {visible(failed_recording)})"
     elif cut_short:
         why = f"the sweep stopped during {cut_short}: no step was counted, so nothing to judge"
         if recording:

@@ -18,7 +18,9 @@ frame the data (as the terminal chart's: never a data value next to a round one,
 
 from __future__ import annotations
 
+import math
 import re
+import textwrap
 from pathlib import Path
 
 from gpuscale.errors import GpuscaleError
@@ -28,6 +30,9 @@ FORMATS = {".svg": "svg", ".png": "png"}
 EXTRA_HINT = "pip install 'gpuscale[plot]'"
 PHASE_COLORS = ("#2ca02c", "#d62728", "#1f77b4", "#ff7f0e")
 UNSPLIT_COLOR = "#9e9e9e"
+NOTE_WRAP_CHARS = 100
+"""The note in place of the phase bars wraps at this many characters (inside the
+figure's 7.5 inches at its 8 points)."""
 
 
 def plot_format(path: str | Path) -> str:
@@ -75,7 +80,9 @@ def write_plot(chart: ScalingChart, path: str | Path, *, title: str | None = Non
             fig, top = plt.subplots(1, 1, figsize=(7.5, 2.0 if one else 4.6), layout="constrained")
             axes = (top,)
             fig.supxlabel(
-                f"Where the step time goes: {chart.split_note}",
+                textwrap.fill(
+                    f"Where the step time goes: {chart.split_note}", NOTE_WRAP_CHARS
+                ),  # a note of many probed counts ran off the figure's right edge
                 fontsize=8,
                 color="0.35",
                 x=0.02,
@@ -112,8 +119,8 @@ def _keep_labels_apart(fig) -> None:
     """Lay ``fig`` out and, on every axis whose major tick labels would overlap
     (or come closer than :data:`LABEL_GAP_PT`), leave out the labels that come too
     close to one kept before them (from the axis's start; its last label is kept,
-    in place of those too close before it), so none is drawn on another. The ticks
-    stay."""
+    in place of those too close before it; on a log axis its decades first, the others
+    where they fit between them), so none is drawn on another. The ticks stay."""
     fig.draw_without_rendering()  # constrained layout: where each label lands
     renderer = fig.canvas.get_renderer()
     gap = LABEL_GAP_PT * fig.dpi / 72
@@ -131,19 +138,43 @@ def _keep_labels_apart(fig) -> None:
                 ),
                 key=lambda item: item[1].y0 if vertical else item[1].x0,
             )
-            kept = _apart(shown, gap, vertical)
+            decade = _is_decade if axis.get_scale() == "log" else None
+            kept = _apart(shown, gap, vertical, prefer=decade)
             if len(kept) < len(shown):
                 _label_only(axis, {loc for loc, _ in kept})
 
 
-def _apart(shown: list, gap: float, vertical: bool) -> list:
+def _is_decade(value: float) -> bool:
+    """A power of ten (``1k``, ``10k``): a log axis's labels to keep first."""
+    return value > 0 and abs(math.log10(value) - round(math.log10(value))) < 1e-9
+
+
+def _apart(shown: list, gap: float, vertical: bool, prefer=None) -> list:
     """Of ``shown`` (``(value, box)`` in order along the axis), those whose labels
     keep ``gap`` (pixels) between them: from the first on, then the last in place of
-    the kept ones too close before it."""
+    the kept ones too close before it. With ``prefer`` (a log axis: its decades) and
+    two or more labels it prefers, those are chosen so first, then every other label
+    that keeps its distance from them (a log axis lost ``1k``, ``10k`` and ``100k``
+    to ``500``, ``5k`` and ``50k`` kept before them)."""
 
     def clear(a, b) -> bool:
         return (b.y0 - a.y1 if vertical else b.x0 - a.x1) >= gap
 
+    preferred = [item for item in shown if prefer is not None and prefer(item[0])]
+    if len(preferred) < 2:
+        return _first_and_last_apart(shown, clear)
+    kept = _first_and_last_apart(preferred, clear)
+    for item in shown:
+        if item in kept:
+            continue
+        before = [k for k in kept if shown.index(k) < shown.index(item)]
+        after = [k for k in kept if shown.index(k) > shown.index(item)]
+        if all(clear(k[1], item[1]) for k in before) and all(clear(item[1], k[1]) for k in after):
+            kept.append(item)
+    return sorted(kept, key=shown.index)
+
+
+def _first_and_last_apart(shown: list, clear) -> list:
     if len(shown) < 2:
         return shown
     kept = [shown[0]]

@@ -35,6 +35,9 @@ NO_SPLIT_NOTE = "no phase breakdown in this input: step times only"
 UNRESOLVED_SPLIT_NOTE = "phases measured but not resolved ({probes}): step times only"
 """Said instead of :data:`NO_SPLIT_NOTE` when the counts were probed but no
 breakdown added up to its step (recordings whose probes stayed within their noise)."""
+UNRESOLVED_SHORT_NOTE = "phases not resolved: step times only"
+""":data:`UNRESOLVED_SPLIT_NOTE` where one line has no room for its probes per count
+(the scaling view's chart border at 80 columns): the detail is in its recommendation."""
 
 
 @dataclass(frozen=True)
@@ -145,10 +148,19 @@ class ScalingChart:
         false): probed counts whose phases did not resolve say so, with their probes
         per device count, as the table counts them (:func:`probes_per_count`); an
         input without probes has step times only."""
-        probed = [(b.devices, b.probes) for b in self.bars if not b.predicted and b.probes]
+        probed = self._probed
         if probed:
             return UNRESOLVED_SPLIT_NOTE.format(probes=probes_per_count(probed))
         return NO_SPLIT_NOTE
+
+    @property
+    def split_note_short(self) -> str:
+        """:attr:`split_note` without the probes per count (:data:`UNRESOLVED_SHORT_NOTE`)."""
+        return UNRESOLVED_SHORT_NOTE if self._probed else NO_SPLIT_NOTE
+
+    @property
+    def _probed(self) -> list[tuple[int, int]]:
+        return [(b.devices, b.probes) for b in self.bars if not b.predicted and b.probes]
 
     @property
     def several_configs(self) -> bool:

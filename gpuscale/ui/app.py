@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 
 from textual import work
+from textual.actions import SkipAction
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal
 from textual.screen import Screen
@@ -341,11 +342,20 @@ class GpuscaleApp(App[int]):
                 severity="warning",
                 timeout=6,
             )
-        if snap_errors or (end is not None and end.status in ("failed", "lost")):
-            error = snap_errors[-1] if snap_errors else None
-            text = error.message if error else f"the run ended with status '{end.status}'"
-            self.post_message(RunFailed(text, error.traceback if error else None))
+        failed = self._failure(end)
+        if failed is not None:
+            self.post_message(failed)
         self.build_charts(self._chart_sizes())
+
+    def _failure(self, end: EndEvent | None) -> RunFailed | None:
+        """The run's failure, as its end says it: its last error, or a failed or lost
+        status; None where it did not fail."""
+        errors = self.model.snapshot(logs_after=2**62).errors
+        if errors or (end is not None and end.status in ("failed", "lost")):
+            error = errors[-1] if errors else None
+            text = error.message if error else f"the run ended with status '{end.status}'"
+            return RunFailed(text, error.traceback if error else None)
+        return None
 
     def on_run_failed(self, message: RunFailed) -> None:
         if self._hold(message):
@@ -437,24 +447,39 @@ class GpuscaleApp(App[int]):
                 elif isinstance(message, RunFailed):
                     self.on_run_failed(message)
 
+    def _keys_on_dashboard(self) -> None:
+        """Textual tries the app's priority bindings on a modal screen too (the command
+        palette, help, the error): there ←/→, space and +/- are the focused widget's
+        (the palette's cursor, its typing), not the dashboard's. (Not ``check_action``:
+        that would also take them off the dashboard's footer behind the modal.)"""
+        if self.screen is not self.screen_stack[0]:
+            raise SkipAction()
+
     def action_toggle_replay(self) -> None:
+        self._keys_on_dashboard()
+        self._toggle_replay()
+
+    def _toggle_replay(self) -> None:
         if isinstance(self.source, ReplaySource):
             paused = self.source.toggle_pause()
             self.notify("Replay paused (space resumes)" if paused else "Replay resumed", timeout=2)
             self._draw_header(None)
 
     def action_seek(self, direction: int) -> None:
+        self._keys_on_dashboard()
         if isinstance(self.source, ReplaySource):
             self.source.seek(direction * self.source.seek_step_s)
             self._draw_header(None)
 
     def action_panel(self, direction: int) -> None:
+        self._keys_on_dashboard()
         if direction < 0:
             self.screen.focus_previous()
         else:
             self.screen.focus_next()
 
     def action_speed(self, direction: int) -> None:
+        self._keys_on_dashboard()
         if isinstance(self.source, ReplaySource):
             speed = self.source.change_speed(direction)
             self.notify(f"Replay speed {speed:g}x", timeout=2)
@@ -506,14 +531,25 @@ class GpuscaleApp(App[int]):
         self.theme = "textual-light" if self.current_theme.dark else "textual-dark"
 
     def action_show_error(self) -> None:
-        if self._failed is not None:
-            self.push_screen(ErrorScreen(self._failed.message, self._failed.traceback))
+        failed = self._failed
+        held = [m for m in self._held if isinstance(m, RunFinished | RunFailed)]
+        if failed is None and held:
+            # frozen (p) when the run failed, the failure waits for the thaw: e, asked
+            # for it, shows it now (and the thaw does not show it again)
+            last = held[-1]
+            failed = last if isinstance(last, RunFailed) else self._failure(last.end)
+        if failed is not None:
+            self._error_shown = True
+            self.push_screen(ErrorScreen(failed.message, failed.traceback))
             return
         end = self.model.end
         if end is not None:
             state = f"the run {end.status}"
+        elif self._finished_posted and self.source.info.still_running:
+            state = "the run is still running, no error recorded so far"
         elif self._finished_posted:
-            state = "the run ended without an error"
+            # as the toast said when it ended: no end event, and no error was recorded
+            state = "the run was interrupted (no end event) and recorded no error"
         else:
             state = "the run has not failed"
         self.notify(f"No error to show: {state} (e shows a failed run's error).", timeout=3)
@@ -537,9 +573,7 @@ class GpuscaleApp(App[int]):
             self.action_toggle_theme,
         )
         if self.is_replay:
-            yield SystemCommand(
-                "Replay: pause / resume", "Same as space", self.action_toggle_replay
-            )
+            yield SystemCommand("Replay: pause / resume", "Same as space", self._toggle_replay)
             yield SystemCommand("Replay: jump to end", "Show the final state", self.action_jump_end)
             yield SystemCommand(
                 "Replay: back to start", "Replay from the beginning", self.action_restart

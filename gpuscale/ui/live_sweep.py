@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from gpuscale.analysis.summary import RunAccumulator
@@ -84,6 +85,9 @@ class LiveSweep:
         """What a stop request cut short, when it stopped a count in progress:
         ``the first count (1 device, 133 of 300 steps)``; ``None`` otherwise."""
         self.cut_short_recording: str | None = None
+        self.failed_recording: str | None = None
+        """The recording of the count that failed, where it left one (a first count's
+        error line names it: no report names the sweep then)."""
         """That count's recording (it ends ``stopped``), when it was recorded."""
         self.kept_cut_short: tuple[int, int] | None = None
         """``(devices, steps counted)`` of the count the stop cut short, when it had
@@ -192,6 +196,8 @@ class LiveSweep:
                 self._note_cut_short(n, index, steps_done, steps, run)
                 return None, None
             message = run.error.message if run.error is not None else "the run ended without steps"
+            path = getattr(run, "recording_path", None)
+            self.failed_recording = str(path) if path and Path(path).exists() else None
             return None, f"the {n}-device run failed: {message}"
         if self.stop_requested.is_set() and (run.end is None or run.end.status != "completed"):
             self._note_cut_short(n, index, steps_done, steps, run)

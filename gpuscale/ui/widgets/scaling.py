@@ -16,7 +16,7 @@ from gpuscale.analysis.decide import expected_speedup
 from gpuscale.analysis.phase_report import count_precision_text
 from gpuscale.analysis.recommend import Recommendation
 from gpuscale.formatting import format_fraction_pct
-from gpuscale.plots.scaling import ScalingChart
+from gpuscale.plots.scaling import ScalingChart, build_scaling_chart
 from gpuscale.plots.terminal import MIN_WIDTH, phase_chart, throughput_chart
 
 THROUGHPUT_PANEL = "scaling-throughput"
@@ -66,7 +66,10 @@ class ScalingChartPanel(Static, can_focus=True):
         if self.chart is None:
             self.update(Text(self.waiting, style="dim"))
         elif self.id == PHASES_PANEL and not self.chart.has_split:
-            self.update(Text(self.chart.split_note, style="dim", no_wrap=True, overflow="ellipsis"))
+            note = self.chart.split_note
+            if len(note) > width:  # the probes per count are in the recommendation
+                note = self.chart.split_note_short
+            self.update(Text(note, style="dim", no_wrap=True, overflow="ellipsis"))
         elif self.id == THROUGHPUT_PANEL and self.chart.one_count:
             # a chart of one dot says nothing: what was measured and what comes next
             note = textwrap.fill(self.chart.one_count_note, width, break_long_words=False)
@@ -83,11 +86,12 @@ class ScalingChartPanel(Static, can_focus=True):
     def _split_note_below(self) -> str:
         """On a short screen the line that says there are no bars (its own panel,
         :data:`PHASES_PANEL`, is hidden there: the chart needs its rows) is said on
-        the throughput chart's lower border instead; elsewhere nothing."""
+        the throughput chart's lower border instead, in its short form (Textual cuts a
+        border's text: the probes per count are in the recommendation); elsewhere nothing."""
         chart = self.chart
         if chart is None or chart.has_split or not self.screen.has_class("-short"):
             return ""
-        return chart.split_note
+        return chart.split_note_short
 
 
 def recommendation_text(rec: Recommendation | None, state: str | None = None) -> Text:
@@ -141,6 +145,10 @@ def recommendation_text(rec: Recommendation | None, state: str | None = None) ->
     text.append("Confidence\n", style="bold")
     for line in rec.confidence:
         text.append(f"- {line}\n")
+    chart = build_scaling_chart(rec)
+    if not chart.has_split and chart.split_note != chart.split_note_short:
+        # the charts say it short (one line): the probes per count are said here
+        text.append(f"- Where the step time goes: {chart.split_note}.\n")
     text.rstrip()
     return text
 
