@@ -393,3 +393,24 @@ def test_a_restart_with_another_batch_is_said(monkeypatch):
     monitor._begin(model, strategy, 128)
     said = [e.message for e in sent if getattr(e, "level", "") == "warning"]
     assert said and "the batch changed: 128 samples a step, was 32" in said[0]
+
+
+def test_a_loop_started_outside_its_strategy_says_it_is_taken_as_one_device(monkeypatch):
+    """``wrap()``/``step()`` start the run with the current strategy: outside
+    ``with strategy.scope()`` none, and a 2-device loop was said to be 1 device
+    (``--devices 2 but the script trains on 1 replica``) without a word why."""
+    import tensorflow as tf
+
+    from gpuscale.keras import custom_loop
+    from gpuscale.keras.callback import ScalingMonitor
+
+    monkeypatch.setattr(custom_loop, "_several_devices", lambda: True)
+    for strategy, warned in ((None, True), (tf.distribute.OneDeviceStrategy("/cpu:0"), False)):
+        monitor = ScalingMonitor(record=None, phases=False, batch_size=8)
+        sent: list = []
+        monitor._emit = sent.append
+        monitor.start(strategy=strategy)
+        said = [e.message for e in sent if getattr(e, "level", "") == "warning"]
+        assert bool(said) is warned
+        if warned:
+            assert "call monitor.start(model, strategy) before the loop" in said[0]
