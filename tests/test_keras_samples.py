@@ -297,6 +297,26 @@ def test_steps_per_execution_on_data_that_repeats_counts_every_call_whole(tmp_pa
     assert sum(e.samples * 5 for e in run.events if isinstance(e, StepEvent)) == 30 * 32
 
 
+def test_steps_per_execution_on_data_of_unknown_length_counts_the_last_call_right(tmp_path):
+    """Data of unknown length (a ``filter``), 12 steps an epoch at 5 a call: each
+    epoch's last call runs 2, and was said as 5 (30 steps for 24, samples over)."""
+    from gpuscale.events.schema import StepEvent
+    from gpuscale.recording.reader import load_run
+
+    path = tmp_path / "run.ndjson"
+    result = json.loads(
+        _run_script("train_multi_step.py", str(path), "filter").stdout.strip().splitlines()[-1]
+    )
+    assert result["optimizer_steps"] == 24
+    run = load_run(path)
+    assert run.end.steps == 24
+    ends = [e.step for e in run.events if isinstance(e, StepEvent)]
+    counts = [b - a for a, b in zip([-1, *ends], ends, strict=False)]
+    assert counts == [5, 5, 2] * 2
+    samples = [e.samples for e in run.events if isinstance(e, StepEvent)]
+    assert sum(s * c for s, c in zip(samples, counts, strict=True)) == 2 * (32 * 11 + 8)
+
+
 def test_steps_per_execution_first_call_is_warm_up_and_the_summary_counts_every_step(tmp_path):
     """The first call of several steps carries the tracing: it is warm-up (it was
     counted: a compile's seconds in the throughput), and a run's first event stands
@@ -393,3 +413,24 @@ def test_a_restart_with_another_batch_is_said(monkeypatch):
     monitor._begin(model, strategy, 128)
     said = [e.message for e in sent if getattr(e, "level", "") == "warning"]
     assert said and "the batch changed: 128 samples a step, was 32" in said[0]
+
+
+def test_a_loop_started_outside_its_strategy_says_it_is_taken_as_one_device(monkeypatch):
+    """``wrap()``/``step()`` start the run with the current strategy: outside
+    ``with strategy.scope()`` none, and a 2-device loop was said to be 1 device
+    (``--devices 2 but the script trains on 1 replica``) without a word why."""
+    import tensorflow as tf
+
+    from gpuscale.keras import custom_loop
+    from gpuscale.keras.callback import ScalingMonitor
+
+    monkeypatch.setattr(custom_loop, "_several_devices", lambda: True)
+    for strategy, warned in ((None, True), (tf.distribute.OneDeviceStrategy("/cpu:0"), False)):
+        monitor = ScalingMonitor(record=None, phases=False, batch_size=8)
+        sent: list = []
+        monitor._emit = sent.append
+        monitor.start(strategy=strategy)
+        said = [e.message for e in sent if getattr(e, "level", "") == "warning"]
+        assert bool(said) is warned
+        if warned:
+            assert "call monitor.start(model, strategy) before the loop" in said[0]

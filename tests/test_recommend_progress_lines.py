@@ -128,3 +128,14 @@ def test_a_count_stopped_before_its_end_says_how_far_it_got():
         p.step(5, "step 5, 3 ms/step")
         raise KeyboardInterrupt
     assert file.getvalue().splitlines()[-1] == "1 device: step 5, 3 ms/step"
+
+
+def test_a_steps_time_keeps_a_decimal_under_10_ms():
+    """``1 ms/step`` for 0.8 and 1.6 ms steps alike, ``0 ms/step`` for 0.3 ms (a trial)."""
+    from gpuscale.commands.count_progress import step_words
+
+    assert step_words(0.0008, False) == "0.8 ms/step"
+    assert step_words(0.0016, False) == "1.6 ms/step"
+    assert step_words(0.00003, False) == "< 0.1 ms/step"
+    assert step_words(0.052, False) == "52 ms/step"
+    assert step_words(0.5, True) == "warm-up"

@@ -12,6 +12,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuscale.formatting import format_measured_ms
+
+
+def step_words(step_time_s: float, warmup: bool) -> str:
+    """A step as the progress line says it: ``warm-up``, ``52 ms/step``; under 10 ms
+    with a decimal (``0.8 ms/step``, not ``1 ms/step`` for 0.8 and 1.6 alike), never
+    ``0 ms``."""
+    if warmup:
+        return "warm-up"
+    return f"{format_measured_ms(step_time_s, 0 if step_time_s >= 0.01 else 1)}/step"
+
 
 class CountProgress:
     """One count's progress line (use as a context manager).

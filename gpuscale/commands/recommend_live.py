@@ -20,7 +20,7 @@ from gpuscale.analysis.sweep import Sweep, SweepPoint, point_from_summary
 from gpuscale.analysis.topology import best_subset, pair_class
 from gpuscale.errors import EXIT_FAILED, GpuscaleError
 from gpuscale.events.schema import EndEvent, LogEvent, StepEvent, SweepRef, Topology
-from gpuscale.formatting import format_ms, plural, visible
+from gpuscale.formatting import plural, visible
 from gpuscale.recording.sweeps import new_sweep_id
 
 if TYPE_CHECKING:
@@ -438,14 +438,13 @@ def say_sweep_recorded(console, sweep_id: str) -> None:
 def _follow(
     run, acc: RunAccumulator, n: int, steps: int, console, quiet: bool, starting: str
 ) -> None:
-    from gpuscale.commands.count_progress import CountProgress
+    from gpuscale.commands.count_progress import CountProgress, step_words
 
     with CountProgress(console, n, total=steps, status=starting, quiet=quiet) as progress:
         for event in run.events(timeout=None):
             acc.add(event)
             if isinstance(event, StepEvent):
-                status = "warm-up" if event.warmup else f"{format_ms(event.step_time_s, 0)}/step"
-                progress.step(event.step + 1, status)
+                progress.step(event.step + 1, step_words(event.step_time_s, event.warmup))
             elif isinstance(event, EndEvent):
                 progress.status(event.status)
             elif isinstance(event, LogEvent) and event.source == "precision":

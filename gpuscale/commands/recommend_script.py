@@ -33,7 +33,7 @@ from gpuscale.analysis.sweep import Sweep, point_from_summary
 from gpuscale.commands.run import script_status
 from gpuscale.errors import EXIT_FAILED, GpuscaleError
 from gpuscale.events.schema import EndEvent, StartEvent, StepEvent, SweepRef
-from gpuscale.formatting import format_ms, plural
+from gpuscale.formatting import plural
 from gpuscale.recording.sweeps import new_sweep_id
 
 
@@ -156,13 +156,13 @@ def run_script_sweep(
 
 
 def _follow(run, acc: RunAccumulator, n: int, console, quiet: bool) -> None:
-    from gpuscale.commands.count_progress import CountProgress
+    from gpuscale.commands.count_progress import CountProgress, step_words
 
     with CountProgress(console, n, status="starting the script", quiet=quiet) as progress:
         for event in run.events(timeout=None):
             acc.add(event)
             if isinstance(event, StepEvent):
-                what = "warm-up" if event.warmup else f"{format_ms(event.step_time_s, 0)}/step"
+                what = step_words(event.step_time_s, event.warmup)
                 progress.step(event.step + 1, f"step {event.step + 1}, {what}")
             elif isinstance(event, EndEvent):
                 progress.status(event.status)

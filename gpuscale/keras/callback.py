@@ -118,6 +118,9 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         """Whether the optimizer's ``iterations`` counted a whole call's steps on the fit's
         first call (None: not known yet); then an epoch's last call is counted by it."""
         self._iterations_before: int | None = None
+        self._epoch_from: tuple[int | None, int] | None = None
+        """Where the epoch's length is unknown and a call runs several steps: the
+        optimizer's count and the steps said as the epoch began."""
         self._samples_var: tf.Variable | None = None
         self._last_samples: int | None = None
         """The counter's value at the last read (None: not counting)."""
@@ -289,6 +292,11 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         # Keras has just reset its loss tracker: its count starts again from 0
         self._epoch_open = True
+        self._epoch_from = None
+        if self._per_call > 1 and not (self.params or {}).get("steps"):
+            # several steps a call, the epoch's length unknown: its last call's steps
+            # are what the optimizer ran in the epoch less those said (_close_epoch)
+            self._epoch_from = (self._optimizer_iterations(), self.steps)
 
     def _close_epoch(self) -> None:
         """The epoch's training is over (validation, or the epoch's end, comes next):
@@ -303,19 +311,37 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         seen = self._samples_seen()  # with Keras's count: the base and this epoch's
         if keras_count and seen is not None:
             self._tracker_base = seen
-        self._release_held(seen)
+        self._release_held(seen, steps_ran=self._held_call_steps())
 
-    def _release_held(self, seen: int | None = None) -> None:
+    def _held_call_steps(self) -> int | None:
+        """The steps the held call ran, where the epoch's length is unknown and a call
+        runs several (the data ran out in it): the optimizer's steps in the epoch less
+        those already said, where its ``iterations`` counted the fit's first call whole."""
+        began, self._epoch_from = self._epoch_from, None
+        if began is None or began[0] is None or self._held is None or not self._iterations_tell:
+            return None
+        now = self._optimizer_iterations()
+        if now is None:
+            return None
+        ran = (now - began[0]) - (self.steps - began[1])
+        return ran if 1 <= ran <= self._held[3] else None
+
+    def _release_held(self, seen: int | None = None, steps_ran: int | None = None) -> None:
         """Report the step held back, its samples settled against ``seen`` (the
         counter read now) where given: what the steps since the last read claimed
         beyond the count is taken off it (a short last batch said as full), what they
-        left out added."""
+        left out added. ``steps_ran``: the steps the held call really ran (several a
+        call: fewer where the data ran out), its time theirs."""
         held, self._held = self._held, None
         if held is None:
             return
         t, step_time_s, samples, executed = held
+        total = samples * executed
+        if steps_ran is not None:
+            step_time_s, executed = step_time_s * executed / steps_ran, steps_ran
+            samples = total // executed
         if seen is not None and not self.batch_size and self._last_samples is not None:
-            total = samples * executed + (seen - self._last_samples) - self._reported
+            total += (seen - self._last_samples) - self._reported
             samples = max(0, total) // executed
             # what is still reported beyond (or, the remainder, under) the count: paid
             # back by the next read, at the next step (none in this fit: it stays)
@@ -393,7 +419,7 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
                 self._iterations_before = self._optimizer_iterations()
         self._batch_start = time.perf_counter()
 
-    def _steps_of_last_call(self, executed: int, steps: int) -> int:
+    def _steps_of_last_call(self, executed: int, steps: int | None) -> int:
         """The steps the call just ended ran (``executed`` a call, ``steps`` an epoch).
         Keras's ``batch`` does not say: it is always ``begin + executed - 1``. Data that
         ends with the epoch ends its last call early (12 steps at 5 a call: 5, 5, 2);
@@ -407,6 +433,8 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
             self._iterations_tell = ran == executed
         if self._iterations_tell and ran is not None and 1 <= ran <= executed:
             return ran
+        if not steps:  # the epoch's length unknown: its last call is settled at its end
+            return executed
         return max(1, min(executed, steps - self._batch_begin))
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
@@ -421,10 +449,8 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         self._batch_start = None
         executed = max(1, int(getattr(self.model, "steps_per_execution", 1) or 1))
         steps = (self.params or {}).get("steps")
-        if (
-            steps
-            and executed > 1
-            and (self._iterations_before is not None or self._batch_begin + executed > steps)
+        if executed > 1 and (
+            self._iterations_before is not None or (steps and self._batch_begin + executed > steps)
         ):
             executed = self._steps_of_last_call(executed, steps)
         last_of_epoch = bool(steps) and self._batch_begin + executed >= steps

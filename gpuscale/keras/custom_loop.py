@@ -70,6 +70,14 @@ class CustomLoop:
             strategy_of(model) if model is not None else tf.distribute.get_strategy()
         )
         self._begin(model, strategy, custom_loop=True)
+        if type(strategy).__name__.startswith("_Default") and _several_devices():
+            self._log(
+                "the loop's run started without its strategy (no model or strategy given, "
+                "outside any strategy's scope): it is reported as 1 device; call "
+                "monitor.start(model, strategy) before the loop (step() and wrap() start "
+                "it for you only inside `with strategy.scope()`)",
+                "warning",
+            )
 
     @contextlib.contextmanager
     def step(self, samples: int | None = None) -> Iterator[Step]:
@@ -98,3 +106,9 @@ class CustomLoop:
     def close(self, status: str = "completed") -> None:
         """End a custom-loop run: sends the end event, closes the recording."""
         self._finish(status)
+
+
+def _several_devices() -> bool:
+    """More than one device this process could train on (GPUs, or CPU logical devices:
+    ``--devices 2``)."""
+    return any(len(tf.config.list_logical_devices(kind)) > 1 for kind in ("GPU", "CPU"))

@@ -3,11 +3,12 @@ steps (11 of 32, the last of 8), so each epoch's last call runs 2 steps, under a
 MirroredStrategy of one CPU device (of two it fails inside Keras 3.15 itself, with or
 without validation: a placeholder of its multi-step loop is never fed). Recorded to
 the file named by the first argument. With ``repeat``, 11 full batches repeat and each
-epoch is ``steps_per_epoch=12``: Keras then runs every call whole (15 steps an epoch).
+epoch is ``steps_per_epoch=12``: Keras then runs every call whole (15 steps an epoch). With ``filter``, the data of the
+first case, of a length Keras does not know.
 Prints one JSON line: the steps' indices and samples, and the steps the optimizer
 took.
 
-    python train_multi_step.py RECORDING [repeat]
+    python train_multi_step.py RECORDING [repeat | filter]
 """
 
 import json
@@ -33,7 +34,10 @@ x = tf.random.normal((n, 8), seed=1)
 y = tf.zeros((n,), tf.int32)
 monitor = ScalingMonitor(record=sys.argv[1], warmup_steps=0, phases=False)
 events = watched(monitor)
-if sys.argv[2:] == ["repeat"]:
+if sys.argv[2:] == ["filter"]:  # the same data, of unknown length to Keras
+    data = tf.data.Dataset.from_tensor_slices((x, y)).filter(lambda a, b: True).batch(32)
+    model.fit(data, epochs=2, verbose=0, callbacks=[monitor])
+elif sys.argv[2:] == ["repeat"]:
     data = tf.data.Dataset.from_tensor_slices((x[:352], y[:352])).batch(32).repeat()
     model.fit(data, steps_per_epoch=12, epochs=2, verbose=0, callbacks=[monitor])
 else:
