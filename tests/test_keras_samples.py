@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -297,24 +298,32 @@ def test_steps_per_execution_on_data_that_repeats_counts_every_call_whole(tmp_pa
     assert sum(e.samples * 5 for e in run.events if isinstance(e, StepEvent)) == 30 * 32
 
 
-def test_steps_per_execution_on_data_of_unknown_length_counts_the_last_call_right(tmp_path):
+@pytest.mark.parametrize("mode", ["filter", "filter-twice", "filter-batch"])
+def test_steps_per_execution_on_data_of_unknown_length_counts_the_last_call_right(tmp_path, mode):
     """Data of unknown length (a ``filter``), 12 steps an epoch at 5 a call: each
-    epoch's last call runs 2, and was said as 5 (30 steps for 24, samples over)."""
+    epoch's last call runs 2, and was said as 5 (30 steps for 24, samples over); so
+    too in a monitor's second fit alone (its steps counted from the last fit's: 27),
+    and with ``batch_size`` given (never held back: 30)."""
     from gpuscale.events.schema import StepEvent
     from gpuscale.recording.reader import load_run
 
     path = tmp_path / "run.ndjson"
-    result = json.loads(
-        _run_script("train_multi_step.py", str(path), "filter").stdout.strip().splitlines()[-1]
-    )
-    assert result["optimizer_steps"] == 24
-    run = load_run(path)
+    proc = _run_script("train_multi_step.py", str(path), mode)
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    fits = 2 if mode == "filter-twice" else 1
+    assert result["optimizer_steps"] == 24 * fits
+    ends = result["steps"]  # the second fit alone is a run of its own, from 0
+    counts = [b - a if b > a else b + 1 for a, b in zip([-1, *ends], ends, strict=False)]
+    assert counts == [5, 5, 2] * 2 * fits
+    total = sum(s * c for s, c in zip(result["samples"], counts, strict=True))
+    # batch_size says every step's samples, the short last batch's too (README)
+    per_epoch = 32 * 12 if mode == "filter-batch" else 32 * 11 + 8
+    assert total == 2 * fits * per_epoch
+    run = load_run(path)  # the first fit's (the second's is refused: the file is there)
     assert run.end.steps == 24
-    ends = [e.step for e in run.events if isinstance(e, StepEvent)]
-    counts = [b - a for a, b in zip([-1, *ends], ends, strict=False)]
-    assert counts == [5, 5, 2] * 2
-    samples = [e.samples for e in run.events if isinstance(e, StepEvent)]
-    assert sum(s * c for s, c in zip(samples, counts, strict=True)) == 2 * (32 * 11 + 8)
+    assert [e.step for e in run.events if isinstance(e, StepEvent)] == ends[:6]
+    if mode == "filter-twice":
+        assert "gpuscale: 24 steps, not recorded" in proc.stderr
 
 
 def test_steps_per_execution_first_call_is_warm_up_and_the_summary_counts_every_step(tmp_path):
@@ -354,12 +363,14 @@ def test_a_step_held_back_goes_out_before_a_probe_not_after(monkeypatch):
     monitor._model = SimpleNamespace(steps_per_execution=1)
     monitor.params = {"steps": None}
     sent: list = []
-    monitor._emit = lambda event: sent.append((event.t, "step", event.step))
+    monitor._emit = lambda event: sent.append(
+        (event.t, "step", event.step) if hasattr(event, "step") else (event.t, "probe", None)
+    )
     clock = [1000.0]
 
     def probe(step_time_s: float) -> None:
         clock[0] += 7.0  # the probe's compile
-        sent.append((clock[0], "probe", None))
+        monitor._emit(SimpleNamespace(t=clock[0]))  # its event, as _run_probe emits it
 
     monkeypatch.setattr(monitor, "_run_probe", probe)
     monkeypatch.setattr("gpuscale.keras.callback.time.time", lambda: clock[0])
@@ -409,10 +420,13 @@ def test_a_restart_with_another_batch_is_said(monkeypatch):
     strategy = tf.distribute.get_strategy()
     monitor._begin(model, strategy, 32)
     monitor.record_step(0.01, 32)
+    monitor.record_step(0.01, 8)  # the data's short last batch: no change of batch
     monitor._run_ended = False  # as under gpuscale: the run goes on
+    monitor._begin(model, strategy, 32)
+    monitor.record_step(0.01, 32)
     monitor._begin(model, strategy, 128)
     said = [e.message for e in sent if getattr(e, "level", "") == "warning"]
-    assert said and "the batch changed: 128 samples a step, was 32" in said[0]
+    assert len(said) == 1 and "the batch changed: 128 samples a step, was 32" in said[0]
 
 
 def test_a_loop_started_outside_its_strategy_says_it_is_taken_as_one_device(monkeypatch):
@@ -434,3 +448,54 @@ def test_a_loop_started_outside_its_strategy_says_it_is_taken_as_one_device(monk
         assert bool(said) is warned
         if warned:
             assert "call monitor.start(model, strategy) before the loop" in said[0]
+
+
+def test_a_probe_due_just_before_an_epochs_short_last_step_leaves_it_settled(monkeypatch):
+    """A probe due at the held step before an epoch's last: the last step was sent at
+    once as a full batch so the probe could follow it, and nothing settled it after
+    (32 said for 8; with several steps a call, 15 steps for 12). Now the probe's events
+    wait for it, and the epoch's end settles it."""
+    from types import SimpleNamespace
+
+    from gpuscale.events.schema import StepEvent
+
+    monitor, total, _reads = _monitor()
+    monitor.phases = True
+    monitor.schedule.every = 9  # due when the 9th step of 10 is said
+    monitor._started, monitor._pending_start = True, False
+    monitor._model = SimpleNamespace(steps_per_execution=1)
+    monitor.params = {"steps": None}
+    sent: list = []
+    monitor._emit = sent.append
+    monitor._run_probe = lambda step_time_s: monitor._emit(SimpleNamespace(t=time.time()))
+    monitor.on_epoch_begin(0)
+    for batch, size in enumerate([32] * 9 + [8]):
+        monitor.on_train_batch_begin(batch)
+        total[0] += size
+        monitor.on_train_batch_end(batch)
+    monitor.on_epoch_end(0)
+    steps = [e for e in sent if isinstance(e, StepEvent)]
+    assert sum(e.samples for e in steps) == 9 * 32 + 8
+    assert len(sent) == 11  # and the probe's event
+    times = [e.t for e in sent]
+    assert times == sorted(times)
+
+
+def test_the_optimizers_count_is_not_trusted_under_loss_scaling():
+    """fp16's loss scaling skips a step whose gradients overflow, uncounted by its
+    ``iterations``: an epoch's last call would read short (5, 5, 1 for 5, 5, 2)."""
+    from types import SimpleNamespace
+
+    import keras
+
+    from gpuscale.keras.callback import ScalingMonitor
+
+    monitor = ScalingMonitor(record=None)
+    monitor._model = SimpleNamespace(optimizer=keras.optimizers.SGD())
+    assert monitor._optimizer_iterations() == 0
+    scaled = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD())
+    monitor._model = SimpleNamespace(optimizer=scaled)
+    assert monitor._optimizer_iterations() is None
+    accumulating = keras.optimizers.SGD(gradient_accumulation_steps=4)
+    monitor._model = SimpleNamespace(optimizer=accumulating)
+    assert monitor._optimizer_iterations() is None

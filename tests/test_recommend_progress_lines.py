@@ -138,4 +138,5 @@ def test_a_steps_time_keeps_a_decimal_under_10_ms():
     assert step_words(0.0016, False) == "1.6 ms/step"
     assert step_words(0.00003, False) == "< 0.1 ms/step"
     assert step_words(0.052, False) == "52 ms/step"
+    assert step_words(0.00996, False) == "10 ms/step"  # not "10.0"
     assert step_words(0.5, True) == "warm-up"

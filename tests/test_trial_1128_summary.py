@@ -116,3 +116,5 @@ def test_a_scripts_one_cpu_device_and_its_two_are_one_configuration():
     one = msgspec.structs.replace(start, platform="cpu", num_replicas=1)
     two = msgspec.structs.replace(start, platform="cpu-logical", num_replicas=2)
     assert config_label(one) == config_label(two)
+    several_hosts = msgspec.structs.replace(start, platform="cpu", num_workers=2)
+    assert config_label(several_hosts) != config_label(two)  # CPU hosts: another thing

@@ -21,7 +21,7 @@ def step_words(step_time_s: float, warmup: bool) -> str:
     ``0 ms``."""
     if warmup:
         return "warm-up"
-    return f"{format_measured_ms(step_time_s, 0 if step_time_s >= 0.01 else 1)}/step"
+    return f"{format_measured_ms(step_time_s, 0 if step_time_s >= 0.00995 else 1)}/step"
 
 
 class CountProgress:

@@ -118,6 +118,8 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         """Whether the optimizer's ``iterations`` counted a whole call's steps on the fit's
         first call (None: not known yet); then an epoch's last call is counted by it."""
         self._iterations_before: int | None = None
+        self._waiting: list = []
+        """A probe's events run at a held step's successor, sent once that one is said."""
         self._epoch_from: tuple[int | None, int] | None = None
         """Where the epoch's length is unknown and a call runs several steps: the
         optimizer's count and the steps said as the epoch began."""
@@ -296,7 +298,7 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         if self._per_call > 1 and not (self.params or {}).get("steps"):
             # several steps a call, the epoch's length unknown: its last call's steps
             # are what the optimizer ran in the epoch less those said (_close_epoch)
-            self._epoch_from = (self._optimizer_iterations(), self.steps)
+            self._epoch_from = (self._optimizer_iterations(), self.steps_said)
 
     def _close_epoch(self) -> None:
         """The epoch's training is over (validation, or the epoch's end, comes next):
@@ -323,7 +325,7 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         now = self._optimizer_iterations()
         if now is None:
             return None
-        ran = (now - began[0]) - (self.steps - began[1])
+        ran = (now - began[0]) - (self.steps_said - began[1])
         return ran if 1 <= ran <= self._held[3] else None
 
     def _release_held(self, seen: int | None = None, steps_ran: int | None = None) -> None:
@@ -336,10 +338,9 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         if held is None:
             return
         t, step_time_s, samples, executed = held
-        total = samples * executed
-        if steps_ran is not None:
+        total = samples * executed  # as said for it so far (in _reported)
+        if steps_ran is not None:  # samples a step as they were (batch_size, or settled below)
             step_time_s, executed = step_time_s * executed / steps_ran, steps_ran
-            samples = total // executed
         if seen is not None and not self.batch_size and self._last_samples is not None:
             total += (seen - self._last_samples) - self._reported
             samples = max(0, total) // executed
@@ -348,7 +349,10 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
             self._reported = self._owed = samples * executed - total
             self._last_samples, self._unread_steps = seen, 0
             self._last_read_t = self._clock()
-        self.record_step(step_time_s, samples, steps=executed, t=t)
+        due = self.record_step(step_time_s, samples, steps=executed, t=t, probe=False)
+        self._say_waiting()  # a probe run after it, waiting for it
+        if due:
+            self.probe_now(step_time_s)
 
     def on_test_begin(self, logs: dict | None = None) -> None:
         self._close_epoch()  # fit's validation resets the tracker next
@@ -405,7 +409,15 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         return samples
 
     def _optimizer_iterations(self) -> int | None:
-        iterations = getattr(getattr(self.model, "optimizer", None), "iterations", None)
+        """The optimizer's step count, where it is one: not under loss scaling (a step
+        whose gradients overflow is skipped, uncounted: fp16's dynamic scale does it on
+        purpose) or gradient accumulation."""
+        optimizer = getattr(self.model, "optimizer", None)
+        if isinstance(optimizer, keras.optimizers.LossScaleOptimizer) or getattr(
+            optimizer, "gradient_accumulation_steps", None
+        ):
+            return None
+        iterations = getattr(optimizer, "iterations", None)
         try:
             return int(iterations.numpy()) if iterations is not None else None
         except Exception:  # a custom optimizer without a readable count: not used
@@ -460,22 +472,40 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
             if self._counting is not None and self._counting.input_spec is not None:
                 self._input_spec = self._counting.input_spec  # traced by now
             self._begin(self.model, self._strategy, samples)
-        if steps or self.batch_size or self._last_samples is None:
+        if steps or (self._per_call == 1 and (self.batch_size or self._last_samples is None)):
             self.record_step(elapsed / executed, samples, steps=executed)
             return
         # an epoch of unknown length: this step may be its last, whose batch may be
         # short; it is reported at the next step, or settled at the epoch's end
         held, self._held = self._held, (time.time(), elapsed / executed, samples, executed)
-        if held is not None and self.record_step(
-            held[1], held[2], steps=held[3], t=held[0], probe=False
-        ):
-            # a probe is due: the step just ended goes out before it, not after (its
-            # time would be behind the probe's events, a compile's seconds at first);
-            # said as usual, its batch is taken as full (a short one, the epoch's last,
-            # is paid back at the next read)
-            current, self._held = self._held, None
-            self.record_step(current[1], current[2], steps=current[3], t=current[0], probe=False)
-            self.probe_now(held[1])
+        if held is None:
+            return
+        due = self.record_step(held[1], held[2], steps=held[3], t=held[0], probe=False)
+        self._say_waiting()
+        if due:
+            # the probe runs now; what it says waits for the step just ended (held: it
+            # may be the epoch's last, its batch short), whose time is before the probe's
+            self._waiting = self._captured(lambda: self.probe_now(held[1]))
+
+    def _captured(self, run: Any) -> list:
+        """What ``run()`` emits, kept instead of sent."""
+        kept: list = []
+        mine = self.__dict__.get("_emit")  # a test's stand-in, else the class's
+        self._emit = kept.append
+        try:
+            run()
+        finally:
+            if mine is None:
+                del self._emit
+            else:
+                self._emit = mine
+        return kept
+
+    def _say_waiting(self) -> None:
+        """Send what waited for the held step (a probe's events), now that it is said."""
+        waiting, self._waiting = self._waiting, []
+        for event in waiting:
+            self._emit(event)
 
     def on_train_end(self, logs: dict | None = None) -> None:
         self._close_epoch()  # Keras ends every epoch first: only in case one was left open

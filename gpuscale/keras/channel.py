@@ -30,6 +30,8 @@ class Channel:
     _tried = False
     started = False
     """Whether a StartEvent already went out from this process."""
+    batch = 0
+    """The global batch of the stream's latest start or restart (0: not known)."""
     steps_sent = 0
     """Steps reported by every monitor of the process (one step index sequence per stream)."""
 

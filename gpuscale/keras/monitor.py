@@ -131,6 +131,8 @@ class Monitor:
         self.worker = worker_index()
         self.steps = 0
         """Training steps seen so far (across ``fit`` calls)."""
+        self.steps_said = 0
+        """Steps reported by this monitor, never reset (a new run's ``steps`` is)."""
         self.schedule = ProbeScheduler(budget, every=every)
         self._vote: GapVote | None = None
         """Several workers by budget: worker 0's schedule decides for all."""
@@ -153,6 +155,8 @@ class Monitor:
         self._custom_loop = False
         """The run is a custom loop's (``CustomLoop.start``), not ``fit``'s."""
         self._warm_from = 0
+        self._start_batch = 0
+        """The global batch the run started or restarted with (0: not known)."""
         """The step the warm-up counts from: another model's first (its tracing)."""
         self._last_index = -1
         self._last_step_samples = 0
@@ -303,7 +307,7 @@ class Monitor:
                 f"training restarted ({start.model}, {start.strategy}, "
                 f"{start.num_replicas} replicas); steps continue from {next_step}"
             )
-            before = self._last_step_samples
+            before = Channel.batch if shared else self._start_batch
             if start.global_batch and before and start.global_batch != before:
                 self._log(
                     f"the batch changed: {start.global_batch} samples a step, was {before}; "
@@ -311,10 +315,20 @@ class Monitor:
                     "counts, keep one batch a run)",
                     "warning",
                 )
+            self._note_batch(start.global_batch, shared)
             return
         self._started = True
         Channel.started = Channel.started or shared
+        self._note_batch(start.global_batch, shared)
         self._emit(start)
+
+    def _note_batch(self, batch: int | None, shared: bool) -> None:
+        """The batch of the run's (re)start, which a restart compares its own with (the
+        stream's, kept for every monitor of the process, under gpuscale)."""
+        if batch:
+            self._start_batch = batch
+            if shared:
+                Channel.batch = batch
 
     # steps ---------------------------------------------------------------------------
     def record_step(
@@ -331,6 +345,7 @@ class Monitor:
         ``probe=False``: a due probe is not run but said (True), for the caller to
         run once what must go out before it has."""
         self.steps += steps
+        self.steps_said += steps
         self._last_step_samples = samples
         # warm-up where it includes one of the first steps: several steps a call
         # (steps_per_execution) put the first call's tracing in its first event
@@ -506,11 +521,16 @@ class Monitor:
                 pass
         self._emit(end)
         if self._recorder is not None:
-            self._recorder.close()
+            recorder, self._recorder = self._recorder, None
+            recorder.close()
             how = "" if status == "completed" else f" (the run {status})"
+            if recorder.problem is not None and not recorder.events_written:
+                # it said why as it stopped (the file was there, the disk full): no
+                # "recorded to" a file that holds nothing of this run
+                print(f"gpuscale: {plural(self.steps, 'step')}{how}, not recorded", file=sys.stderr)
+                return
             print(
-                f"gpuscale: recorded {plural(self.steps, 'step')}{how} to {self._recorder.path} "
-                f"(gpuscale replay {self._recorder.path})",
+                f"gpuscale: recorded {plural(self.steps, 'step')}{how} to {recorder.path} "
+                f"(gpuscale replay {recorder.path})",
                 file=sys.stderr,
             )
-            self._recorder = None

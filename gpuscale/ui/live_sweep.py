@@ -85,10 +85,10 @@ class LiveSweep:
         """What a stop request cut short, when it stopped a count in progress:
         ``the first count (1 device, 133 of 300 steps)``; ``None`` otherwise."""
         self.cut_short_recording: str | None = None
+        """That count's recording (it ends ``stopped``), when it was recorded."""
         self.failed_recording: str | None = None
         """The recording of the count that failed, where it left one (a first count's
         error line names it: no report names the sweep then)."""
-        """That count's recording (it ends ``stopped``), when it was recorded."""
         self.kept_cut_short: tuple[int, int] | None = None
         """``(devices, steps counted)`` of the count the stop cut short, when it had
         counted steps: they are its measurement (a point of :attr:`view`)."""

@@ -4,11 +4,12 @@ MirroredStrategy of one CPU device (of two it fails inside Keras 3.15 itself, wi
 without validation: a placeholder of its multi-step loop is never fed). Recorded to
 the file named by the first argument. With ``repeat``, 11 full batches repeat and each
 epoch is ``steps_per_epoch=12``: Keras then runs every call whole (15 steps an epoch). With ``filter``, the data of the
-first case, of a length Keras does not know.
+first case, of a length Keras does not know (``filter-twice``: fitted twice with one
+monitor; ``filter-batch``: the monitor given ``batch_size=32``).
 Prints one JSON line: the steps' indices and samples, and the steps the optimizer
 took.
 
-    python train_multi_step.py RECORDING [repeat | filter]
+    python train_multi_step.py RECORDING [repeat | filter | filter-twice | filter-batch]
 """
 
 import json
@@ -32,12 +33,16 @@ with strategy.scope():
 n = 32 * 11 + 8
 x = tf.random.normal((n, 8), seed=1)
 y = tf.zeros((n,), tf.int32)
-monitor = ScalingMonitor(record=sys.argv[1], warmup_steps=0, phases=False)
+mode = sys.argv[2] if len(sys.argv) > 2 else ""
+batch = 32 if mode == "filter-batch" else None
+monitor = ScalingMonitor(record=sys.argv[1], warmup_steps=0, phases=False, batch_size=batch)
 events = watched(monitor)
-if sys.argv[2:] == ["filter"]:  # the same data, of unknown length to Keras
+if mode.startswith("filter"):  # the same data, of unknown length to Keras
     data = tf.data.Dataset.from_tensor_slices((x, y)).filter(lambda a, b: True).batch(32)
     model.fit(data, epochs=2, verbose=0, callbacks=[monitor])
-elif sys.argv[2:] == ["repeat"]:
+    if mode == "filter-twice":  # the monitor again, alone: a run of its own
+        model.fit(data, epochs=2, verbose=0, callbacks=[monitor])
+elif mode == "repeat":
     data = tf.data.Dataset.from_tensor_slices((x[:352], y[:352])).batch(32).repeat()
     model.fit(data, steps_per_epoch=12, epochs=2, verbose=0, callbacks=[monitor])
 else:
