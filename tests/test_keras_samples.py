@@ -499,3 +499,17 @@ def test_the_optimizers_count_is_not_trusted_under_loss_scaling():
     accumulating = keras.optimizers.SGD(gradient_accumulation_steps=4)
     monitor._model = SimpleNamespace(optimizer=accumulating)
     assert monitor._optimizer_iterations() is None
+
+
+def test_a_strategys_one_cpu_device_is_the_same_platform_as_its_two():
+    """A script's 1-device run (a MirroredStrategy of one CPU device) said ``cpu``, its
+    2-device run ``cpu-logical``: ``recommend`` split them into two configurations
+    (``…, CPU`` and ``…, CPU devices``), each with no answer. The built-in trainer says
+    ``cpu-logical`` at every count; no strategy at all stays ``cpu``."""
+    import tensorflow as tf
+
+    from gpuscale.keras.describe import describe_strategy
+
+    one = describe_strategy(tf.distribute.MirroredStrategy(["/cpu:0"]))
+    assert one["platform"] == "cpu-logical"
+    assert describe_strategy(tf.distribute.get_strategy())["platform"] == "cpu"

@@ -104,17 +104,3 @@ def test_steps_are_counted_not_events_with_several_steps_a_call():
     summary = summarize(events)
     assert summary.steps_total == 60
     assert summary.steps_counted == 56
-
-
-def test_a_scripts_one_cpu_device_and_its_two_are_one_configuration():
-    """A custom loop's 1-device run says platform ``cpu``, its 2-device run
-    ``cpu-logical``: two labels (``…, CPU`` and ``…, CPU devices``) split one sweep
-    into two tables, each 'NONE yet'."""
-    from gpuscale.analysis.sweep import config_label
-
-    start = next(iter_events(STOPPED))
-    one = msgspec.structs.replace(start, platform="cpu", num_replicas=1)
-    two = msgspec.structs.replace(start, platform="cpu-logical", num_replicas=2)
-    assert config_label(one) == config_label(two)
-    several_hosts = msgspec.structs.replace(start, platform="cpu", num_workers=2)
-    assert config_label(several_hosts) != config_label(two)  # CPU hosts: another thing

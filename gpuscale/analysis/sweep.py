@@ -642,11 +642,7 @@ def config_label(start: Any) -> str:
     if start.mixed_precision:
         parts.append("mixed precision")
     if start.platform != "gpu":
-        # one configuration whatever the count: a script's 1 CPU device says "cpu",
-        # its 2 say "cpu-logical" (two labels split one sweep into two tables); CPU
-        # hosts of several workers are another thing
-        several_hosts = start.platform == "cpu" and (start.num_workers or 1) > 1
-        parts.append("CPU" if several_hosts else "CPU devices")
+        parts.append("CPU devices" if start.platform == "cpu-logical" else "CPU")
     return ", ".join(parts)
 
 

@@ -72,7 +72,9 @@ def describe_strategy(strategy: tf.distribute.Strategy) -> dict[str, Any]:
         ]
     if any(d.kind == "gpu" for d in devices):
         platform = "gpu"
-    elif len(devices) > 1:
+    elif worker_devices:
+        # a strategy's CPU devices, one or several: as the built-in trainer says them
+        # (a script's 1-device run said "cpu", its 2 "cpu-logical": two configurations)
         platform = "cpu-logical"
     else:
         platform = "cpu"
