@@ -863,7 +863,7 @@ def machine_devices(start: Any) -> tuple[int | None, bool]:
         return ref.available_devices, False
     cores = getattr(start, "cpu_cores", None)
     if cores and start.platform != "gpu" and start.num_workers == 1:
-        return max(2, cores), True
+        return limits.cpu_devices_allowed(cores), True
     return None, False
 
 

@@ -267,7 +267,7 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
                 )
                 if not points:  # no report to name the sweep: the line names the run's file
                     raise GpuscaleError(
-                        f"the {n}-device run failed: {message}{recorded_in(run)}",
+                        f"the {n}-device run failed: {message}{recorded_in(run.recording_path)}",
                         exit_code=EXIT_FAILED,
                     )
                 # said after the report from the counts measured before it (exit 1)
@@ -308,10 +308,10 @@ def source_of(run, unrecorded: str) -> str:
     return str(run.recording_path) if run.recording_path else unrecorded
 
 
-def recorded_in(run) -> str:
-    """`` (recorded in PATH)`` where ``run`` left a recording, else nothing: said by a
-    sweep whose first count failed (no report names its sweep, as later ones do)."""
-    path = run.recording_path
+def recorded_in(path: str | Path | None) -> str:
+    """`` (recorded in PATH)`` where a count's run left its recording at ``path``, else
+    nothing: said by a sweep whose first count failed (no report names its sweep, as
+    later ones do)."""
     return f" (recorded in {visible(str(path))})" if path and Path(path).exists() else ""
 
 

@@ -120,7 +120,8 @@ def run_script_sweep(
             status = script_status(getattr(run, "returncode", None) if run.error else None)
             if not runs:  # no report to name the sweep: the line names the run's file
                 raise GpuscaleError(
-                    f"the {n}-device run failed: {message}{recorded_in(run)}", exit_code=status
+                    f"the {n}-device run failed: {message}{recorded_in(run.recording_path)}",
+                    exit_code=status,
                 )
             failed = (n, f"the {n}-device run failed: {message}", status)
             break

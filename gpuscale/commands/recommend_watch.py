@@ -16,7 +16,7 @@ from typing import Any
 
 from gpuscale.analysis.sweep import Sweep
 from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED, GpuscaleError
-from gpuscale.formatting import join_clauses, plural, visible
+from gpuscale.formatting import join_clauses, plural
 
 
 def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep | None, str, str | None]:
@@ -144,9 +144,10 @@ def nothing_measured(
     (:attr:`gpuscale.ui.live_sweep.LiveSweep.cut_short`), ``recording`` its file;
     ``failed_recording``: the file of the count that failed."""
     if failure:
-        why = failure
-        if failed_recording:  # no report names the sweep: the line names the run's file
-            why += f" (recorded in {visible(failed_recording)})"
+        from gpuscale.commands.recommend_live import recorded_in
+
+        # no report names the sweep: the line names the run's file
+        why = failure + recorded_in(failed_recording)
     elif cut_short:
         why = f"the sweep stopped during {cut_short}: no step was counted, so nothing to judge"
         if recording:

@@ -14,6 +14,13 @@ MAX_DEVICES = 65_536
 more than any TensorFlow job has run on (the largest pods have a few thousand
 accelerators), and small enough that a list of device counts up to it is cheap."""
 
+
+def cpu_devices_allowed(cores: int) -> int:
+    """Most CPU logical devices gpuscale makes on a machine of ``cores`` CPU cores:
+    one a core, and 2 at least (a 1-core machine still compares 1 with 2)."""
+    return max(2, cores)
+
+
 MAX_WORKERS = MAX_DEVICES
 """Most workers (machines): never more than devices."""
 

@@ -459,7 +459,7 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
             return
         elapsed = time.perf_counter() - self._batch_start
         self._batch_start = None
-        executed = max(1, int(getattr(self.model, "steps_per_execution", 1) or 1))
+        executed = self._per_call  # steps_per_execution, as the fit began
         steps = (self.params or {}).get("steps")
         if executed > 1 and (
             self._iterations_before is not None or (steps and self._batch_begin + executed > steps)
@@ -503,6 +503,8 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
 
     def _say_waiting(self) -> None:
         """Send what waited for the held step (a probe's events), now that it is said."""
+        if not self._waiting:  # the usual case, on the per-step path
+            return
         waiting, self._waiting = self._waiting, []
         for event in waiting:
             self._emit(event)

@@ -155,9 +155,9 @@ class Monitor:
         self._custom_loop = False
         """The run is a custom loop's (``CustomLoop.start``), not ``fit``'s."""
         self._warm_from = 0
+        """The step the warm-up counts from: another model's first (its tracing)."""
         self._start_batch = 0
         """The global batch the run started or restarted with (0: not known)."""
-        """The step the warm-up counts from: another model's first (its tracing)."""
         self._last_index = -1
         self._last_step_samples = 0
         self.batch_scaling: str | None = None
@@ -484,7 +484,7 @@ class Monitor:
         self._release_held()  # a step held back, as it was said
         self._finish(status or ("completed" if self._custom_loop else "stopped"))
 
-    def _release_held(self, seen: int | None = None) -> None:
+    def _release_held(self, seen: int | None = None, steps_ran: int | None = None) -> None:
         """Report a step held back (Keras's callback holds one where an epoch's length
         is unknown); nothing here."""
 

@@ -334,7 +334,7 @@ def cpu_devices_refusal(counts: list[int], cores: int, flag: str) -> str | None:
     ``None`` when they do. Logical devices share the cores: past the cores (and
     the default 2) each replica waits for a core, and 99 of them on 2 cores start
     TensorFlow for minutes and make no step."""
-    limit = max(2, cores)
+    limit = limits.cpu_devices_allowed(cores)
     too_many = [n for n in counts if n > limit]
     if not too_many:
         return None
@@ -362,7 +362,7 @@ def check_cpu_devices(
     cores = cores or os.cpu_count() or 1
     asked = [(n, "--devices") for n in [config.devices] if n is not None]
     asked += [(n, "--sweep") for n in sweep or []]
-    over = [(n, flag) for n, flag in asked if n > max(2, cores)]
+    over = [(n, flag) for n, flag in asked if n > limits.cpu_devices_allowed(cores)]
     if not over:
         return
     if gpus_found is None:
