@@ -118,6 +118,8 @@ def test_fit_sends_start_steps_phases_end(reported_events):
         assert phase.compute_s > 0 and phase.allreduce_s >= 0 and phase.apply_s >= 0
         assert phase.payload_bytes == TINY_PARAMS * 4 and phase.num_tensors == 4
         assert phase.method == "callback-probe"
+    # the passes' order alternates and is recorded, for the summary to balance
+    assert [p.compute_first for p in phases] == [True, False]
     # compiling the probe's passes, once, timed apart from the first probe's cost
     assert phases[0].setup_s is not None and phases[0].setup_s > 0
     assert phases[1].setup_s is None
@@ -174,6 +176,7 @@ def test_one_replica_reports_no_exchange(scripts):
     assert phases[0].setup_s and [p.setup_s for p in phases[1:]] == [None, None]
     for p in phases:
         assert p.allreduce_s == 0.0
+        assert p.compute_first is None  # one pass: no order
         assert p.compute_allreduce_s is None and p.allreduce_total_s is None
         assert p.probe_cost_s is not None and p.probe_cost_s > 0
         # against the usual step: the median of the counted steps so far that followed

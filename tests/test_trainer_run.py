@@ -100,6 +100,8 @@ def test_probes_keep_their_raw_timing_and_cost(finished_run):
         assert p.allreduce_s == pytest.approx(max(0.0, p.compute_allreduce_s - p.compute_s))
         assert p.probe_cost_s is not None  # the extra passes: compute and the all-reduce alone
         assert p.probe_cost_s >= p.compute_s + p.allreduce_total_s
+    # the compute pass before the split step, then after it: recorded, for the summary
+    assert [p.compute_first for p in phases] == [i % 2 == 0 for i in range(len(phases))]
 
 
 def test_compiling_the_probe_is_timed_apart_on_the_first_probe(finished_run):

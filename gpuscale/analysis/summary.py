@@ -750,9 +750,11 @@ class RunAccumulator:
         s.probes = len(phases)
         if not phases:
             return
+        # each phase's median balanced over the order of the probe's passes (1.7): the
+        # first pass after a step runs slower, whichever it is
+        orders = [p.compute_first for p in phases]
         computes = [p.compute_s for p in phases]
-        s.compute_s = metrics.median(computes)
-        s.compute_err_s = metrics.median_halfwidth(computes)
+        s.compute_s, s.compute_err_s, _ = metrics.balanced_median(computes, orders)
         # unfloored differences where the probe kept T(compute + all-reduce) (1.2)
         exchanges = [_exposed(p) for p in phases]
         applies = [_apply(p) for p in phases]
@@ -760,13 +762,13 @@ class RunAccumulator:
             # one device exchanges nothing: two passes of the same work differ by noise
             # (a start must say so: without one the devices are unknown, not one); the
             # step less its compute is the apply, as the probes time it there now
-            s.lone_exchange_s = metrics.median(exchanges)
+            s.lone_exchange_s = metrics.balanced_median(exchanges, orders).median
             applies = [a + e for a, e in zip(applies, exchanges, strict=True)]
             exchanges = [0.0] * len(exchanges)
-        s.allreduce_s = max(0.0, metrics.median(exchanges))
-        s.allreduce_err_s = metrics.median_halfwidth(exchanges)
-        s.apply_s = max(0.0, metrics.median(applies))
-        s.apply_err_s = metrics.median_halfwidth(applies)
+        exposed = metrics.balanced_median(exchanges, orders)
+        s.allreduce_s, s.allreduce_err_s = max(0.0, exposed.median), exposed.halfwidth
+        apply = metrics.balanced_median(applies, orders)
+        s.apply_s, s.apply_err_s = max(0.0, apply.median), apply.halfwidth
         # the Keras callback's probe cannot see the input wait: not measured, not 0
         waits = [p.input_s for p in phases if p.method != "callback-probe"]
         s.input_s = metrics.median(waits) if waits else None
@@ -1066,9 +1068,11 @@ def _contradiction(
     noise. ``None``: nothing contradicts."""
     noise = max(metrics.PARTS_TOLERANCE * whole_s, err_s or 0.0)
     if exposed_s < -noise or (floored_apart and exposed_s < 0):
-        fused = [p.compute_allreduce_s for p in phases if p.compute_allreduce_s is not None]
-        if fused:
-            compute = metrics.median([p.compute_s for p in phases])
+        kept = [p for p in phases if p.compute_allreduce_s is not None]
+        if kept:
+            orders = [p.compute_first for p in kept]
+            compute = metrics.balanced_median([p.compute_s for p in kept], orders).median
+            fused = metrics.balanced_median([p.compute_allreduce_s for p in kept], orders).median
             why = (
                 ", beyond their noise"
                 if exposed_s < -noise
@@ -1077,7 +1081,7 @@ def _contradiction(
             )
             return (
                 f"compute alone {compute * 1000:.1f} ms is longer than compute + all-reduce "
-                f"{metrics.median(fused) * 1000:.1f} ms{why}"
+                f"{fused * 1000:.1f} ms{why}"
             )
     if alone_s is not None and exposed_s > 2 * alone_s + noise:
         return (

@@ -32,13 +32,13 @@ import msgspec
 
 from gpuscale.events import limits
 
-SCHEMA_VERSION = "1.6"
+SCHEMA_VERSION = "1.7"
 """1.1: StartEvent.topology; 1.2: PhaseEvent.compute_allreduce_s and probe_cost_s (probe
 budget), StartEvent.provisional and the ``source: "clock"`` log marker (write-ahead);
 1.3: StartEvent.sweep (the runs of one ``gpuscale recommend`` sweep); 1.4:
 SweepRef.available_devices (the devices the sweep's machine had); 1.5: PhaseEvent.setup_s
 (compiling the probe's passes once); 1.6: StartEvent.cpu_cores (the machine's cores, for
-CPU devices)."""
+CPU devices); 1.7: PhaseEvent.compute_first (the order of a probe's passes)."""
 SCHEMA_MAJOR = 1
 
 # Plausible ranges (gpuscale.events.limits) for the fields the analysis divides by
@@ -330,6 +330,13 @@ class PhaseEvent(_Event, tag="phase", kw_only=True):
     clock, between steps. On the first probe after the compile: the Keras
     callback's compiles right before it; the built-in trainer's right after the
     run's first step. None where nothing was compiled, and before schema 1.5."""
+    compute_first: bool | None = None
+    """Whether the probe's compute pass ran before its compute + all-reduce pass (the
+    probed split step's first half, ``split-step``); probes alternate the order, and
+    the first pass after a training step runs slower (cold caches), so summaries
+    take each order's median and average the two
+    (:func:`gpuscale.analysis.metrics.balanced_median`). None with one replica (one
+    pass) and in recordings before format 1.7."""
 
 
 class GpuSample(_Event, tag="gpu", kw_only=True):

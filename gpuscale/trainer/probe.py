@@ -25,7 +25,10 @@ Two methods
   extra pass is *compute* (and the all-reduce alone). The compute pass runs just
   before the split step in one probe and just after it in the next, so what the
   first pass after a usual step pays (cold caches, a switch of compiled
-  function) falls on each alike and cancels in the medians. The split step
+  function) falls on each alike: the summaries take each order's median and
+  average the two (:func:`gpuscale.analysis.metrics.balanced_median`; pooled, the
+  two orders' values form two clusters whose median lands on either by chance).
+  The split step
   costs a little more than the usual fused one (a host synchronisation between
   the halves, no overlap of the update with the exchange): that excess shows in
   its own step time and the scheduler counts it into the probe's cost.
@@ -74,6 +77,8 @@ class ProbeTimes(msgspec.Struct, frozen=True, kw_only=True):
     allreduce_alone_s: float | None
     cost_s: float
     """Wall clock of all the probe's passes (what the run paid for it)."""
+    compute_first: bool | None = None
+    """The compute pass ran before the compute + all-reduce pass (None: one pass)."""
 
 
 def touch(tensors: Sequence[Any]) -> tf.Tensor:
@@ -193,7 +198,7 @@ class PhaseProbe:
         reduce_s, apply_s = split_step(batch)
         extra_s -= time.perf_counter() - split_start
         if self.replicas > 1:
-            if compute_s is None:  # the other order: what follows a step cancels in the median
+            if compute_s is None:  # the other order: what follows a step, balanced in the summary
                 compute_s = self._timed(self.compute_fn, batch)
             alone_s = self._timed(self.allreduce_fn, self._buffers)
         self.probes += 1
@@ -207,6 +212,7 @@ class PhaseProbe:
             compute_allreduce_s=reduce_s,
             allreduce_alone_s=alone_s,
             cost_s=extra_s,
+            compute_first=(self.probes - 1) % 2 == 0,
         ), reduce_s + apply_s
 
     def measure(self, batch: tuple) -> ProbeTimes:
@@ -215,12 +221,13 @@ class PhaseProbe:
         self.prepare(batch)
         start = time.perf_counter()
         grads_s = alone_s = None
+        compute_first = None if self.replicas == 1 else self.probes % 2 == 0
         if self.replicas == 1:
             compute_s = self._timed(self.compute_fn, batch)
         elif self.probes % 2 == 0:
             compute_s = self._timed(self.compute_fn, batch)
             grads_s = self._timed(self.grads_fn, batch)
-        else:  # the other order: what the first pass after a step pays cancels in the median
+        else:  # the other order: what the first pass after a step pays, balanced in the summary
             grads_s = self._timed(self.grads_fn, batch)
             compute_s = self._timed(self.compute_fn, batch)
         if self.replicas > 1:
@@ -231,6 +238,7 @@ class PhaseProbe:
             compute_allreduce_s=grads_s,
             allreduce_alone_s=alone_s,
             cost_s=time.perf_counter() - start,
+            compute_first=compute_first,
         )
 
 
@@ -268,6 +276,7 @@ def phase_event(
         probe_cost_s=times.cost_s,
         split_excess_s=split_excess_s,
         setup_s=setup_s,
+        compute_first=times.compute_first,
     )
 
 
