@@ -598,3 +598,46 @@ def test_resolved_follows_the_step_the_phases_are_judged_against():
     for _ in range(400):
         scheduler.add_step(0.14)  # back at 140 ms: split again
     assert scheduler.resolved and scheduler.unsplit_why is None
+
+
+class _LookingEveryStep(ProbeScheduler):
+    """The scheduler as it was: the whole check at every step."""
+
+    def due(self) -> bool:
+        self._due_after = (0.0, 0)
+        return super().due()
+
+
+@pytest.mark.parametrize("noisy", [False, True])
+def test_between_probes_due_answers_from_the_wall_clock_as_the_whole_check_would(noisy):
+    """``due`` skips its whole check until the steps' wall clock can pay for the next
+    probe (10 µs a step inside a Keras fit): where nothing but the wall clock
+    changes between probes, it probes at the very steps the whole check does,
+    a shift and a resolved breakdown included."""
+    kw = dict(
+        step_s=lambda i: 0.1 if i < 1500 else 0.3,
+        share=(lambda i: 0.10 + (0.2 if i % 2 else -0.2)) if noisy else (lambda i: 0.10),
+    )
+    fast, whole = ProbeScheduler(0.02), _LookingEveryStep(0.02)
+    probed = simulate(fast, 3000, **kw)
+    assert probed == simulate(whole, 3000, **kw)
+    assert fast.shifts == whole.shifts == 1 and len(probed) > 10
+    assert any(p > 1500 for p in probed[:-1])  # probes came back after the shift
+
+
+def test_a_new_run_length_is_looked_at_within_the_recheck_steps():
+    """What the wall clock does not tell (the run's length set between fits, as the
+    Keras callback does) is looked at again within DUE_RECHECK_STEPS steps."""
+    from gpuscale.trainer.schedule import DUE_RECHECK_STEPS
+
+    scheduler = ProbeScheduler(0.02, horizon_steps=210)  # a short fit first
+    simulate(scheduler, 200, share=lambda i: 0.10 + (0.3 if i % 2 else -0.3))
+    assert not scheduler.resolved  # a noisy share: the run's length counts
+    scheduler.add_step(0.1)
+    assert not scheduler.due()  # a probe waits for the wall clock to pay for it
+    scheduler.horizon_steps = 100_000  # a long fit begins: its allowance is spent early
+    waited = 0
+    while not scheduler.due():
+        scheduler.add_step(0.1)
+        waited += 1
+        assert waited <= 16 == DUE_RECHECK_STEPS

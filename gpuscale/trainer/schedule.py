@@ -144,6 +144,15 @@ counted 1.1-1.9 steps, 1.5 on average: two thirds of the two-pass probe, as
 much as it in one run on a busier machine, where the split steps and the steps
 after them ran 16 ms over the usual 39 ms step)."""
 
+DUE_RECHECK_STEPS = 16
+"""Between probes, :meth:`ProbeScheduler.due` works out how far the steps' wall clock
+must grow before the budget can pay for the next probe and answers from that
+alone until then, but looks at everything again at least every this many steps
+(what the wall clock alone does not tell: a shift, the run's length, the fastest
+steps, the breakdown's state). In the Keras callback on a 4.5 ms CPU step the whole
+check cost 10 µs a step (measured inside ``fit``), a quarter of the callback's own
+per-step work."""
+
 
 def period_for_budget(budget: float, passes: float = 2.0) -> int | None:
     """The fixed probe period that keeps a probe of ``passes`` step-sized passes
@@ -213,6 +222,8 @@ class ProbeScheduler:
         """Step-time shifts detected."""
         self._costs: list[float] = []
         self._shares: list[float] = []
+        self._share_orders: list[bool | None] = []
+        """Each share's probe ran its compute pass first (None: unknown or one pass)."""
         self._phases: list[PhaseEvent] = []
         """The probes' phases where :meth:`add_probe` was given them (all the run's,
         as its summary splits the step with all of them)."""
@@ -235,6 +246,9 @@ class ProbeScheduler:
         self._reference_median: float | None = None
         self._cost_cache: tuple[tuple[int, int, int], float] = ((0, 0, 0), 0.0)
         self._unsplit_cache: tuple[tuple[int, int], str | None] = ((0, 0), None)
+        self._due_after = (0.0, 0)
+        """(steps' wall clock, steps): :meth:`due` says no without looking again
+        while both are below these."""
 
     # -- input ----------------------------------------------------------------------
     def add_step(
@@ -279,7 +293,9 @@ class ProbeScheduler:
             now = metrics.median(list(self._recent))
             if ref > 0 and abs(now / ref - 1) > self.shift:
                 self.shifts += 1
+                self._due_after = (0.0, 0)  # the breakdown is to be probed again
                 self._shares = []  # the breakdown of the old regime says little about the new
+                self._share_orders = []
                 self._reference = []  # the next steps are the new regime's reference
                 self._reference_median = None
                 self._recent.clear()
@@ -301,6 +317,7 @@ class ProbeScheduler:
         self._usual_since_probe = 0
         if share is not None:
             self._shares.append(share)
+            self._share_orders.append(None if phases is None else phases.compute_first)
 
     def add_overhead(self, cost_s: float) -> None:
         """Deciding cost ``cost_s`` of wall clock (a vote among workers): paid from the
@@ -320,15 +337,22 @@ class ProbeScheduler:
 
     @property
     def share_halfwidth(self) -> float | None:
-        """How well the probed share is known (95 % half-width; None: too few probes).
+        """How well the probed share is known (95 % half-width; None: too few probes),
+        balanced over the order of the probes' passes as the summary takes it
+        (:func:`~gpuscale.analysis.metrics.balanced_median`: the two orders' values
+        are two clusters, whose spread around one median is no noise of the share).
 
-        Below 6 probes the MAD behind :func:`~gpuscale.analysis.metrics.median_halfwidth`
-        can be about 0 by chance (two of three probes agreeing), so the half-width is
-        at least 0.8 x the range of the probes then (for 3 normal samples the 95 %
-        half-width of the median is about 0.84 x their expected range)."""
-        width = metrics.median_halfwidth(self._shares)
+        Below 6 probes the MAD behind the half-width can be about 0 by chance (two
+        of three probes agreeing), so the half-width is at least 0.8 x the range of
+        the probes' deviations then (for 3 normal samples the 95 % half-width of the
+        median is about 0.84 x their expected range)."""
+        if not self._shares:
+            return None
+        balanced = metrics.balanced_median(self._shares, self._share_orders)
+        width = balanced.halfwidth
         if width is not None and len(self._shares) < RANGE_FLOOR_PROBES:
-            width = max(width, 0.8 * (max(self._shares) - min(self._shares)))
+            noise = balanced.residuals
+            width = max(width, 0.8 * (max(noise) - min(noise)))
         return width
 
     @property
@@ -502,6 +526,9 @@ class ProbeScheduler:
             return False
         if not self._usual_since_probe:
             return False  # a usual step first: the reference the next probe splits
+        wall_after, steps_after = self._due_after
+        if self.step_wall_s < wall_after and self.steps < steps_after:
+            return False  # the budget cannot pay for it yet (worked out below)
         cost = self.expected_cost_s()
         budget = self.probe_budget
         allowance = budget * self.step_wall_s
@@ -513,7 +540,13 @@ class ProbeScheduler:
             allowance = max(allowance, budget * projected)
         if resolved:
             allowance = self.resolved_rate * budget * self.step_wall_s
-        return self.probe_wall_s + cost <= allowance
+        needed = self.probe_wall_s + cost
+        if needed <= allowance:
+            return True
+        # the steps' wall clock at which the allowance pays for it by the steps alone
+        rate = budget * (self.resolved_rate if resolved else 1.0)
+        self._due_after = (needed / rate if rate > 0 else math.inf, self.steps + DUE_RECHECK_STEPS)
+        return False
 
     def steps_for_precision(self, precision: float) -> int | None:
         """Counted steps in all this run would likely need to know the probed share to
