@@ -608,8 +608,9 @@ class _LookingEveryStep(ProbeScheduler):
         return super().due()
 
 
+@pytest.mark.parametrize("horizon", [None, 20_000])
 @pytest.mark.parametrize("noisy", [False, True])
-def test_between_probes_due_answers_from_the_wall_clock_as_the_whole_check_would(noisy):
+def test_between_probes_due_answers_from_the_wall_clock_as_the_whole_check_would(noisy, horizon):
     """``due`` skips its whole check until the steps' wall clock can pay for the next
     probe (10 µs a step inside a Keras fit): where nothing but the wall clock
     changes between probes, it probes at the very steps the whole check does,
@@ -618,11 +619,26 @@ def test_between_probes_due_answers_from_the_wall_clock_as_the_whole_check_would
         step_s=lambda i: 0.1 if i < 1500 else 0.3,
         share=(lambda i: 0.10 + (0.2 if i % 2 else -0.2)) if noisy else (lambda i: 0.10),
     )
-    fast, whole = ProbeScheduler(0.02), _LookingEveryStep(0.02)
+    fast = ProbeScheduler(0.02, horizon_steps=horizon)
+    whole = _LookingEveryStep(0.02, horizon_steps=horizon)
     probed = simulate(fast, 3000, **kw)
     assert probed == simulate(whole, 3000, **kw)
     assert fast.shifts == whole.shifts == 1 and len(probed) > 10
     assert any(p > 1500 for p in probed[:-1])  # probes came back after the shift
+
+
+def test_the_fastest_steps_follow_the_run_when_due_looks_only_now_and_then():
+    """The run's projected wall clock (its length x the fastest tenth of its steps)
+    follows the steps though ``due`` skips its whole check between probes (a review:
+    refreshed only at multiples of 64 steps, it froze at its value before step 64,
+    and a run of 0.1 s then 0.118 s steps waited until step 16,622 for probes the
+    whole check ran at 447-767)."""
+    kw = dict(step_s=lambda i: 0.1 if i < 64 else 0.118, share=lambda i: 0.10 + 0.3 * (-1) ** i)
+    fast = ProbeScheduler(0.02, horizon_steps=20_000)
+    whole = _LookingEveryStep(0.02, horizon_steps=20_000)
+    probed = simulate(fast, 2000, **kw)
+    assert probed == simulate(whole, 2000, **kw)
+    assert fast._fast_step_s() > 0.1
 
 
 def test_a_new_run_length_is_looked_at_within_the_recheck_steps():

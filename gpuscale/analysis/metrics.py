@@ -144,8 +144,9 @@ class Balanced(NamedTuple):
     halfwidth: float | None
     """Approximate 95 % half-width (``None``: fewer than 3 values)."""
     residuals: tuple[float, ...]
-    """Each value less the median of its own order (of all, where not balanced): the
-    noise the half-width is made of."""
+    """Each value less the median of its own order, scaled for the fitted median (an
+    odd order's middle value left out), or less the median of all where not balanced:
+    the noise the half-width is made of."""
 
 
 def balanced_median(values: Sequence[float], first: Sequence[bool | None]) -> Balanced:
@@ -156,14 +157,22 @@ def balanced_median(values: Sequence[float], first: Sequence[bool | None]) -> Ba
     probes spaced out by the budget read the exposed all-reduce as 0.00 ms when the
     compute pass ran first and 0.68 ms when the fused pass did (dense probes, one a
     step: 0.15 and 0.18 ms). Pooled, such values are two clusters whose median lands
-    on either one as chance orders them; so where both orders have at least 2 values
+    on either one as chance orders them; so where both orders have a value
     (``first[i]``: ``values[i]``'s probe ran its compute pass first), the median is
     the mean of the two orders' medians, which cancels a penalty of the first place
-    whichever pass it falls on, and the half-width is
+    whichever pass it falls on. With at least 2 values of each order the half-width is
     ``1.96 x 1.2533 x sigma x sqrt(1/n1 + 1/n2) / 2`` with ``sigma = 1.4826 x`` the
-    median absolute deviation of each value from its own order's median. Otherwise
-    (one order, or an order unknown: recordings before format 1.7, one replica) the
-    plain :func:`median` and :func:`median_halfwidth`."""
+    median absolute deviation of each value from its own order's median, times
+    ``sqrt(n / (n - 1))`` for the median fitted to the same ``n`` values, with an odd
+    order's middle value (0 by construction) left out. For normal noise its 95 % range
+    then holds for 85-95 % of draws at 2 + 2 to 30 + 30 probes (20,000 draws each:
+    4 + 4 85 %, 3 + 3 95 %, without the two corrections 70 %); the plain median's
+    half-width holds for 84 % at 6 values, 89 % at 10.
+    With one value of an order, the plain half-width of all. Where an order is unknown (recordings
+    before format 1.7, one replica) or missing: the plain :func:`median` and
+    :func:`median_halfwidth`."""
+    if not values:
+        raise ValueError("median of no values")
     groups: dict[bool, list[float]] = {True: [], False: []}
     for value, order in zip(values, first, strict=True):
         if order is None:
@@ -171,14 +180,22 @@ def balanced_median(values: Sequence[float], first: Sequence[bool | None]) -> Ba
         groups[bool(order)].append(value)
     else:
         a, b = groups[True], groups[False]
-        if len(a) >= 2 and len(b) >= 2:
-            mid_a, mid_b = median(a), median(b)
-            residuals = tuple([v - mid_a for v in a] + [v - mid_b for v in b])
+        if a and b:
+            mid = (median(a) + median(b)) / 2
+            if len(a) < 2 or len(b) < 2:
+                plain = median(values)
+                return Balanced(mid, median_halfwidth(values), tuple(v - plain for v in values))
+            residuals: list[float] = []
+            for group in (a, b):
+                ordered = sorted(group)
+                centre = median(ordered)
+                scale = math.sqrt(len(ordered) / (len(ordered) - 1))  # the centre is fitted
+                if len(ordered) % 2:
+                    del ordered[len(ordered) // 2]  # the middle value: its residual is 0
+                residuals += [(v - centre) * scale for v in ordered]
             mad = median([abs(r) for r in residuals])
             width = 1.96 * 1.2533 * 1.4826 * mad * math.sqrt(1 / len(a) + 1 / len(b)) / 2
-            return Balanced((mid_a + mid_b) / 2, width, residuals)
-    if not values:
-        raise ValueError("median of no values")
+            return Balanced(mid, width, tuple(residuals))
     mid = median(values)
     return Balanced(mid, median_halfwidth(values), tuple(v - mid for v in values))
 

@@ -800,7 +800,7 @@ class RunAccumulator:
         whole = s.step_time_s or s.phase_full_step_s
         judged = judge_phases(
             compute_s=s.compute_s,
-            exposed_s=metrics.median(exchanges),
+            exposed_s=exposed.median,  # unfloored, balanced as allreduce_s is
             apply_s=s.apply_s,
             input_s=s.input_s,
             whole_s=whole,

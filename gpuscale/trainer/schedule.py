@@ -422,9 +422,10 @@ class ProbeScheduler:
         return self._unsplit_cache[1]
 
     def _fast_step_s(self) -> float:
-        """The 10th percentile of the counted step times (refreshed every 64 steps after 64)."""
+        """The 10th percentile of the counted step times (refreshed every 64 steps after
+        64: by distance, since :meth:`due` looks only every few steps between probes)."""
         n = len(self._counted)
-        if n and n != self._fast_cache[0] and (n < 64 or n % 64 == 0):
+        if n and n != self._fast_cache[0] and (n < 64 or n - self._fast_cache[0] >= 64):
             self._fast_cache = (n, metrics.percentile(self._counted, 10.0))
         return self._fast_cache[1]
 
