@@ -85,6 +85,48 @@ async def test_ctrl_c_stops_the_live_run_as_an_interruption():
     assert app.interrupted_by == "Ctrl-C"
 
 
+class _ScriptLikeRun(FakeLiveRun):
+    """A live script's run: stopped by hand it gets Ctrl-C first (``interrupt``)."""
+
+    interrupt_grace_s = 10.0
+
+    def __init__(self, events, **kwargs) -> None:
+        super().__init__(events, **kwargs)
+        self.interrupt_calls = 0
+
+    def interrupt(self) -> None:
+        self.interrupt_calls += 1
+        self.queue.put(None)
+        self._done.set()
+
+
+@pytest.mark.parametrize("key", ["q", "ctrl+c", "ctrl+q"])
+async def test_quitting_by_hand_passes_ctrl_c_on_to_a_live_script(key):
+    """``q``, Ctrl-C and ``ctrl+q`` stop a live script as Ctrl-C stops it run alone
+    (its ``except KeyboardInterrupt`` saves its work), not with SIGTERM."""
+    run = _ScriptLikeRun(cpu_run()[:40], finish=False)
+    app = build_app(LiveSource(run))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        await pilot.press(key)
+        await pilot.pause(0.2)
+    assert (run.interrupt_calls, run.stop_calls) == (1, 0)
+
+
+@pytest.mark.parametrize("name, by_hand", [("SIGTERM", False), ("SIGHUP", False), ("SIGINT", True)])
+async def test_a_stop_signal_stops_a_live_script_as_the_signal_asks(name, by_hand):
+    """SIGTERM, SIGHUP to gpuscale (run_until_stop_signal notes it, then quits the app):
+    the script gets SIGTERM, as gpuscale is terminated; SIGINT is Ctrl-C, passed on."""
+    run = _ScriptLikeRun(cpu_run()[:40], finish=False)
+    app = build_app(LiveSource(run))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.settle()
+        app.stop_signal = name
+        app.action_quit_run()
+        await pilot.pause(0.2)
+    assert (run.interrupt_calls, run.stop_calls) == ((1, 0) if by_hand else (0, 1))
+
+
 async def test_ctrl_c_after_the_run_ended_just_quits():
     """The run completed and its summary is on screen: Ctrl-C leaves, exit 0."""
     run = FakeLiveRun(cpu_run())

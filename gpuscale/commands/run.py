@@ -4,7 +4,8 @@ The trainer runs in a child process (TensorFlow is never imported here); its
 events are recorded (unless ``--no-record``) and summarised at the end.
 ``--json`` prints only the summary, as JSON, on stdout.
 Exit status: 0 completed, 1 the trainer failed, 2 bad options, 130 interrupted
-(Ctrl-C, or SIGTERM/SIGHUP: the trainer is stopped and the recording ends the same way)
+(Ctrl-C, or SIGTERM/SIGHUP: the trainer is stopped and the recording ends the same way;
+Ctrl-C reaches your script as Ctrl-C first, :meth:`~gpuscale.live.script_run.ScriptRun.interrupt`)
 or stopped without gpuscale (a worker, or the trainer, killed on its own: the run
 ends ``stopped`` all the same), or stopped by the script itself (its custom loop's
 ``close("stopped")``, say from its own SIGTERM handler, then exit 0: 130 too, with a
@@ -166,11 +167,23 @@ def main(args: argparse.Namespace) -> int:
         for name in ("SIGINT", "SIGTERM", "SIGHUP"):  # a second one must not cut the stop short
             if hasattr(signal, name):
                 signal.signal(getattr(signal, name), signal.SIG_IGN)
+        # Ctrl-C (a KeyboardInterrupt without a signal's name) is passed on to a script as
+        # Ctrl-C: its own `except KeyboardInterrupt` runs; SIGTERM, SIGHUP stop it as before
+        by_hand = not exc.args
+        grace_s = run.interrupt_grace_s if by_hand else 0.0
         if not args.json:
             why = exc.args[0] if exc.args else "Ctrl-C"
             what = stopped_program(args)
-            print(f"gpuscale: stopping the {what} ({why})...", file=sys.stderr)
-        run.stop()
+            how = (
+                f": Ctrl-C passed on to it, SIGTERM if it is still running in {grace_s:g} s"
+                if grace_s
+                else ""
+            )
+            print(f"gpuscale: stopping the {what} ({why}){how}...", file=sys.stderr)
+        if by_hand:
+            run.interrupt()
+        else:
+            run.stop()
         for event in run.drain():
             view.on_event(event, live=False)
     finally:

@@ -63,6 +63,20 @@ class RunBase:
     def stop(self) -> None:
         raise NotImplementedError
 
+    interrupt_grace_s: float = 0.0
+    """How long :meth:`interrupt` gives the program after passing Ctrl-C on to it
+    before it stops it as :meth:`stop` does; 0: :meth:`interrupt` is :meth:`stop`."""
+
+    def interrupt(self) -> None:
+        """Stop the run as the user asked by hand (Ctrl-C in ``gpuscale run``, the
+        dashboard's ``q``): :meth:`stop`, unless the run has a gentler way first (a
+        user's script is sent Ctrl-C: :meth:`gpuscale.live.script_run.ScriptRun.interrupt`)."""
+        self.stop()
+
+    def hurry(self) -> None:
+        """A stop signal to gpuscale (SIGTERM, SIGHUP) came while :meth:`interrupt`
+        waits for the program: stop it now as :meth:`stop` does. Nothing here."""
+
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the run is over; False if ``timeout`` passed first."""
         return self._done.wait(timeout)

@@ -20,6 +20,12 @@ STOP_DEADLINE_S = 5.0
 """The longest :meth:`LiveRun.stop` takes, SIGKILL and the final EndEvent included."""
 STOP_GRACE_S = 3.0
 """How long :meth:`LiveRun.stop` waits after SIGTERM before SIGKILL."""
+INTERRUPT_GRACE_S = 10.0
+"""How long a user's script stopped by hand (Ctrl-C in ``gpuscale run``, the dashboard's
+``q``) has after the Ctrl-C gpuscale passes on to it (SIGINT to its process group) to
+run its own ``except KeyboardInterrupt`` (save a checkpoint) and exit, before it is
+stopped as a signal to gpuscale stops it (SIGTERM, SIGKILL after :data:`STOP_GRACE_S`):
+such a stop takes at most this plus :data:`STOP_DEADLINE_S`."""
 AFTER_EXIT_S = 2.0
 """How long to wait, after the child exits, for its last events to arrive."""
 

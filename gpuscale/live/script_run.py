@@ -47,7 +47,7 @@ to fail, whose status ``returncode`` is; without a step, "before its first step"
 only where the script loaded the callback, else "before gpuscale's callback
 reported a step"; a script that evidently trained without the callback, Keras's
 epoch lines or ``trained_after_s``, gets the missing-callback warning), ``stopped``
-(:meth:`stop`; or a worker's own end said ``stopped``, as every worker of the built-in
+(:meth:`stop`, :meth:`interrupt`; or a worker's own end said ``stopped``, as every worker of the built-in
 trainer's does when one was stopped alone: a warning names the worker asked to stop;
 a script's own early stop, a custom loop's ``close("stopped")`` with no worker asked to
 stop, is recorded ``stopped`` too, with no warning: ``stopped_by_script``),
@@ -104,7 +104,15 @@ from gpuscale.events.transport import (
 from gpuscale.formatting import plural
 from gpuscale.live import cluster
 from gpuscale.live.base import RunBase
-from gpuscale.live.child import STOP_DEADLINE_S, describe_exit, read_lines, release, spawn
+from gpuscale.live.child import (
+    INTERRUPT_GRACE_S,
+    STOP_DEADLINE_S,
+    STOP_GRACE_S,
+    describe_exit,
+    read_lines,
+    release,
+    spawn,
+)
 from gpuscale.live.devices import ENV_DEVICES, device_env
 from gpuscale.live.terminal import settle_line
 from gpuscale.telemetry.topology import probe_topology
@@ -261,6 +269,11 @@ class ScriptRun(RunBase):
         self._forward: EventClient | None = None
         self._stderr_tail: dict[int, collections.deque[str]] = {}
         self._stopping = threading.Event()
+        self._hurry = threading.Event()
+        """Set by :meth:`stop`: an :meth:`interrupt` waiting for the script stops waiting."""
+        self.interrupt_grace_s = 0.0 if builtin_trainer_model(self.argv) else INTERRUPT_GRACE_S
+        """A user's script gets Ctrl-C first when stopped by hand (:meth:`interrupt`); the
+        built-in trainer as a worker program stops on SIGTERM as on SIGINT, at once."""
         self._t0 = 0.0
         self._launched_at: float | None = None
         self._launched_mono = 0.0
@@ -651,9 +664,45 @@ class ScriptRun(RunBase):
                 self.recording_path = None  # "recorded to" only a file that was written
         self._close_transport()
 
-    def stop(self, grace_s: float = 3.0) -> None:
+    def _interrupt(self, grace_s: float) -> None:
+        """Pass Ctrl-C on to the scripts: SIGINT to their process groups, as a terminal
+        sends it to a program run alone (a process that left the group gets none there
+        either); return once they have exited, after ``grace_s``, or at :meth:`hurry`."""
+        self._track_descendants()
+        interrupted = []
+        for proc in self._procs.values():
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGINT)
+                    interrupted.append(proc)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        deadline = time.monotonic() + grace_s
+        while any(proc.poll() is None for proc in interrupted):
+            left = deadline - time.monotonic()
+            if left <= 0 or self._hurry.wait(min(0.05, left)):
+                return
+
+    def interrupt(self, grace_s: float = STOP_GRACE_S) -> None:
+        """Stop the script as the user asked by hand (Ctrl-C in ``gpuscale run``, the
+        dashboard's ``q``), as Ctrl-C stops it run alone: SIGINT to its process group
+        (its ``except KeyboardInterrupt`` runs: a checkpoint saved), then, if it is
+        still running :attr:`interrupt_grace_s` later, as :meth:`stop`; the run ends
+        ``stopped``. Returns within :data:`INTERRUPT_GRACE_S` + 5 s in all. Idempotent."""
+        self._stop(grace_s, self.interrupt_grace_s)
+
+    def hurry(self) -> None:
+        """Cut the wait of an :meth:`interrupt` under way short: SIGTERM now."""
+        self._hurry.set()
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         """Stop the script (SIGTERM to its process group, SIGKILL after ``grace_s``) and
-        end the run as ``stopped``; returns within 5 s in all. Idempotent."""
+        end the run as ``stopped``; returns within 5 s in all (called while
+        :meth:`interrupt` waits for the script, it cuts that wait short). Idempotent."""
+        self.hurry()
+        self._stop(grace_s, 0.0)
+
+    def _stop(self, grace_s: float, interrupt_s: float) -> None:
         if self._done.is_set():
             return
         if not self._pump_started:  # start() failed or never ran: nothing to wait for
@@ -662,9 +711,11 @@ class ScriptRun(RunBase):
             self._done.set()
             self.queue.put(None)
             return
-        deadline = time.monotonic() + STOP_DEADLINE_S
+        deadline = time.monotonic() + interrupt_s + STOP_DEADLINE_S
         self._stopping.set()
         self._incoming.put(None)
+        if interrupt_s > 0 and not self._hurry.is_set():
+            self._interrupt(interrupt_s)
         self._terminate(grace_s=min(grace_s, STOP_DEADLINE_S - 2.0))
         self._done.wait(timeout=max(0.0, deadline - time.monotonic()))
 

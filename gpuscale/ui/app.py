@@ -6,7 +6,7 @@ the screen from the model at most ``refresh_hz`` times a second, whatever the
 event rate; charts and the analysis are computed in another thread at most
 every ``chart_interval_s`` and arrive as coalescing messages. The app never
 asks where events come from beyond ``source.replay_status()`` (the transport
-keys) and ``source.stop()`` (quit).
+keys) and ``source.interrupt()`` / ``source.stop()`` (quit by hand / on SIGTERM, SIGHUP).
 """
 
 from __future__ import annotations
@@ -104,6 +104,9 @@ class GpuscaleApp(App[int]):
         self._summary_version = -1
         self._quitting = False
         self.interrupted_by: str | None = None  # "Ctrl-C" when that key stopped a live run
+        self.stop_signal: str | None = None
+        """The stop signal that quits the app (``SIGTERM``...; :func:`run_until_stop_signal`):
+        a live run is then stopped as that signal asks, not by hand."""
         self._last_snap: Snapshot | None = None
         self._drawn_replay: ReplayStatus | None = None
         for warning in source.info.warnings:
@@ -400,6 +403,12 @@ class GpuscaleApp(App[int]):
     def action_help(self) -> None:
         self.push_screen(HelpScreen(replay=self.is_replay))
 
+    def by_hand(self) -> bool:
+        """Whether the app is quit by the user (``q``, Ctrl-C, ``ctrl+q``, or SIGINT, as
+        Ctrl-C): a live script is then sent Ctrl-C first (:meth:`EventSource.interrupt`);
+        after SIGTERM or SIGHUP it is stopped at once."""
+        return self.stop_signal in (None, "SIGINT")
+
     def action_quit_run(self) -> None:
         """Quit; a live run's trainer is stopped cleanly first (the recording is
         finalized by the run's own stop)."""
@@ -407,13 +416,24 @@ class GpuscaleApp(App[int]):
             return
         self._quitting = True
         if self.source.info.kind == "live":
-            self.notify("Stopping the trainer and finalizing the recording…", timeout=10)
+            grace_s = getattr(self.source, "interrupt_grace_s", 0.0) if self.by_hand() else 0.0
+            if grace_s:
+                self.notify(
+                    f"Stopping the script: Ctrl-C passed on to it (SIGTERM if it is still "
+                    f"running in {grace_s:g} s); then the recording is finalized…",
+                    timeout=grace_s + 10,
+                )
+            else:
+                self.notify("Stopping the trainer and finalizing the recording…", timeout=10)
         self._stop_and_exit()
 
     @work(thread=True, group="quit", exit_on_error=False)
     def _stop_and_exit(self) -> None:
         try:
-            self.source.stop()
+            if self.by_hand():
+                self.source.interrupt()
+            else:
+                self.source.stop()
         finally:
             self.call_from_thread(self.exit, 0)
 
@@ -593,7 +613,8 @@ def build_app(source: EventSource, **options: object) -> GpuscaleApp:
 STOP_SIGNAL_EXIT_S = 5.0
 """After SIGTERM or SIGHUP, the process is gone within this (the run stopped and
 its recording ended first), even when the terminal is gone and the dashboard's
-own shutdown blocks writing to it."""
+own shutdown blocks writing to it. After SIGINT, which a live script gets as Ctrl-C
+first, within :data:`~gpuscale.live.child.INTERRUPT_GRACE_S` more."""
 
 
 def run_until_stop_signal(app: App) -> str | None:
@@ -619,10 +640,14 @@ def run_until_stop_signal(app: App) -> str | None:
     received: list[str] = []
     returned = threading.Event()  # app.run() is over: its terminal is given back
 
-    def watchdog(began: float) -> None:
-        deadline = began + STOP_SIGNAL_EXIT_S
+    def watchdog(began: float, by_hand: bool) -> None:
+        grace_s = getattr(app.source, "interrupt_grace_s", 0.0) if by_hand else 0.0
+        deadline = began + STOP_SIGNAL_EXIT_S + grace_s
         try:
-            app.source.stop()  # idempotent; a live run ends its recording here
+            # idempotent; a live run ends its recording here (after SIGINT a script gets
+            # Ctrl-C first; after SIGTERM, SIGHUP a Ctrl-C that q passed on is cut short)
+            interrupt = getattr(app.source, "interrupt", None) if by_hand else None
+            (interrupt if callable(interrupt) else app.source.stop)()
             # a second stop() returns at once: wait for the run itself to be over
             wait = getattr(getattr(app.source, "run", None), "wait", None)
             if callable(wait):
@@ -635,8 +660,13 @@ def run_until_stop_signal(app: App) -> str | None:
     def on_stop_signal(signum: int, frame: object) -> None:
         received.append(signal.Signals(signum).name)
         if len(received) == 1:
+            app.stop_signal = received[0]  # type: ignore[attr-defined]  # how to stop a run
+            by_hand = received[0] == "SIGINT"
             threading.Thread(
-                target=watchdog, args=(time.monotonic(),), name="gpuscale-stop", daemon=True
+                target=watchdog,
+                args=(time.monotonic(), by_hand),
+                name="gpuscale-stop",
+                daemon=True,
             ).start()
         try:
             asyncio.get_running_loop().call_soon_threadsafe(app.action_quit_run)

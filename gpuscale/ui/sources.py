@@ -86,6 +86,11 @@ class EventSource:
         """Stop producing (a live run stops its trainer and finalizes the recording).
         Idempotent."""
 
+    def interrupt(self) -> None:
+        """Stop as the user asked by hand (``q``, Ctrl-C): :meth:`stop`, unless the
+        source has a gentler way (a live script is sent Ctrl-C first)."""
+        self.stop()
+
     def replay_status(self) -> ReplayStatus | None:
         """Transport state for a replay; ``None`` for a live run."""
         return None
@@ -406,11 +411,30 @@ class LiveSource(EventSource):
 
     def stop(self) -> None:
         """Stop the trainer cleanly (the run finalizes its recording); idempotent:
-        a second call (from another thread) returns once the run is over too."""
+        a second call (from another thread) returns once the run is over too, and
+        cuts short the wait of an :meth:`interrupt` under way (a stop signal came)."""
+        self._stop(by_hand=False)
+
+    def interrupt(self) -> None:
+        """As :meth:`stop`, by hand (``q``, Ctrl-C): the run's own ``interrupt()`` where
+        it has one (your script gets Ctrl-C first: its ``except KeyboardInterrupt`` runs,
+        for :data:`~gpuscale.live.child.INTERRUPT_GRACE_S` at most)."""
+        self._stop(by_hand=True)
+
+    @property
+    def interrupt_grace_s(self) -> float:
+        """How long :meth:`interrupt` may wait for the run's program after its Ctrl-C."""
+        return float(getattr(self.run, "interrupt_grace_s", 0.0) or 0.0)
+
+    def _stop(self, by_hand: bool) -> None:
         if not self._stopped:
             self._stopped = True
-            self.run.stop()
+            how = getattr(self.run, "interrupt", None) if by_hand else None
+            (how if callable(how) else self.run.stop)()
             return
+        hurry = None if by_hand else getattr(self.run, "hurry", None)
+        if callable(hurry):
+            hurry()
         wait = getattr(self.run, "wait", None)
         if callable(wait):
             wait(STOP_WAIT_S)
