@@ -157,3 +157,43 @@ def test_a_stop_signal_cuts_short_the_wait_after_the_dashboards_q(tmp_path):
         run.stop()
     assert run.status == "stopped"
     assert run._procs[0].returncode == -signal.SIGTERM
+
+
+def test_ctrl_c_to_a_recommend_sweep_of_a_script_reaches_the_script(tmp_path):
+    """``gpuscale recommend -- python train.py``: Ctrl-C stops the count in progress as
+    ``run`` does, the script's own handler first."""
+    script = tmp_path / "train.py"
+    # says it is up from inside its loop, so Ctrl-C cannot land before the handler is set
+    script.write_text(
+        SAVES_ON_CTRL_C.replace(
+            "        time.sleep(0.05)\n",
+            "        time.sleep(0.05)\n        open(sys.argv[2], 'a').close()\n",
+        )
+    )
+    checkpoint, started = tmp_path / "ckpt.txt", tmp_path / "started"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuscale", "recommend", "--sweep", "1,2", "--no-chart"]
+        + ["--", sys.executable, str(script), str(checkpoint), str(started)],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "200", "GPUSCALE_DATA_DIR": str(tmp_path / "data")},
+        preexec_fn=_default_sigint,
+    )
+    try:
+        deadline = time.monotonic() + 120  # a hang guard only
+        while not started.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert checkpoint.read_text().startswith("saved at step"), out + err
+    assert "Ctrl-C passed on to it" in out + err, out + err
+    assert proc.returncode == 130, out + err
+    assert "Traceback" not in out + err

@@ -96,7 +96,19 @@ def run_script_sweep(
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (gpuscale.cli)
             ignore_stop_signals()  # a second one must not cut the stop short
             stopped_by = exc.args[0] if exc.args else "Ctrl-C"
-            console.print(f"gpuscale: stopping the {n}-device run ({stopped_by})...", markup=False)
+            # Ctrl-C reaches the script as Ctrl-C (its own `except KeyboardInterrupt`
+            # runs), as under `gpuscale run`; SIGTERM, SIGHUP stop it at once
+            how = (
+                f": Ctrl-C passed on to it, SIGTERM if it is still running in "
+                f"{run.interrupt_grace_s:g} s"
+                if not exc.args
+                else ""
+            )
+            console.print(
+                f"gpuscale: stopping the {n}-device run ({stopped_by}){how}...", markup=False
+            )
+            if not exc.args:
+                run.interrupt()
         finally:
             if not run.done:
                 run.stop()
