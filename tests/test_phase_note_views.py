@@ -100,3 +100,17 @@ def test_printed_and_dashboard_notes_agree(change):
         assert note in printed and note in shown
     else:
         assert "add up to" not in printed and "add up to" not in shown
+
+
+def test_a_part_at_or_below_zero_is_never_said_as_a_bare_zero():
+    """A trial: ``the probes' phases add up to 96.6 ms (compute 94.0, exposed all-reduce
+    0.0, apply 2.6, input 0.0 ms)``: a median at or below 0 (counted as 0 in the sum)
+    read as a measured 0.0; the views say "never 0.0"."""
+    from gpuscale.analysis.summary import RunSummary
+
+    s = RunSummary(devices=2, step_time_s=0.0631)
+    s.compute_s, s.allreduce_s, s.apply_s, s.input_s = 0.0940, 0.0, 0.0026, 0.0
+    s.phase_parts_s, s.phase_consistent, s.probes = 0.0966, False, 5
+    note = parts_note(s)
+    assert note is not None and "(compute 94.0, exposed all-reduce < 0.1, apply 2.6, " in note
+    assert "input < 0.1 ms)" in note and " 0.0" not in note

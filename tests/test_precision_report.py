@@ -111,7 +111,7 @@ def test_the_probes_share_of_the_wall_clock_and_their_budget_are_summarised():
     assert s.share_target == 0.03  # --precision, where asked
     text = probes_text(s)
     assert text.startswith(
-        "4, 2.1% of wall (201.0 ms with the steps they slowed; budget 2%, 1% of it for probes), "
+        "4, 2.1% of wall (201.0 ms with the steps they slowed; budget 2%: 1% for the probes, 1% for the per-step cost), "
         "over the budget: "  # 4 probes of a step each in 100 steps: over 2%, and said so
     )
     assert "exposed share known to \u00b13 points" in text
@@ -131,7 +131,7 @@ def test_a_first_probe_over_the_budget_is_said_to_be_the_exception():
     s = summarize(run_events(2, steps=15, probe_at=(10,)))
     assert s.probe_wall_share > s.probe_budget
     assert (
-        "(51.0 ms with the steps they slowed; budget 2%, 1% of it for probes), "
+        "(51.0 ms with the steps they slowed; budget 2%: 1% for the probes, 1% for the per-step cost), "
         "over the budget: the first probe always runs"
     ) in probes_text(s)
     assert "over the budget" not in probes_text(summarize(run_events(2, probe_at=(10, 70))))

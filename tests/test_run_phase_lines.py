@@ -119,7 +119,7 @@ def test_the_probes_cost_is_said_against_the_wall_clock_and_the_budget():
     s = _summary(counted_wall_s=125.0, probe_wall_share=0.02, probe_budget=0.02, share_target=0.02)
     text = "\n".join(phase_lines(s, replicas=2))
     assert (
-        "probes: 12, 2.0% of wall (2.50 s with the steps they slowed; budget 2%, 1% of it for probes); "
+        "probes: 12, 2.0% of wall (2.50 s with the steps they slowed; budget 2%: 1% for the probes, 1% for the per-step cost); "
     ) in text
     assert "exposed share not yet known to \u00b12 points (\u00b13 so far)" in text
     fixed = _summary(probe_every=10, probe_wall_share=0.2, comm_share_err=0.011, share_target=0.03)

@@ -111,3 +111,21 @@ def test_ctrl_c_output_of_run_says_the_note_once(tmp_path):
     text = seen + out
     assert "stopping the script" in text, text
     assert text.count("CPU only (2 cores), no GPU: a stand-in note") == 1, text
+
+
+def test_without_devices_asked_the_count_is_not_said_to_be_asked():
+    """A trial: a script run without ``--devices`` (1 CPU device: what gpuscale sees)
+    was summarized ``1 x CPU (as asked)`` when nothing was asked."""
+    from gpuscale.analysis.script_runs import count_chosen
+    from gpuscale.live.script_run import ScriptRun, _PumpState
+
+    plain = ScriptRun([sys.executable, "-c", "pass"], record=None, sampler=False)
+    start = _PumpState(plain).provisional_start()
+    assert start.config["devices"] is None and count_chosen(start) == "the default"
+    from gpuscale.live.devices import ENV_DEVICES
+
+    two = ScriptRun(
+        [sys.executable, "-c", "pass"], record=None, sampler=False, env={ENV_DEVICES: "2"}
+    )
+    start = _PumpState(two).provisional_start()
+    assert start.config["devices"] == 2 and count_chosen(start) == "as asked"

@@ -258,5 +258,8 @@ def test_a_precision_not_reached_is_said_in_the_final_summary(tmp_path):
     )
     assert "more steps would" in line
     # and said early, as soon as the first probe's cost showed it (stderr, above the bar)
-    assert "--precision ±0.5%: at the probe budget (2%, 1% of it for probes" in result.stderr
+    assert (
+        "--precision ±0.5%: at the probe budget (2%: 1% for the probes, 1% for the per-step cost"
+        in result.stderr
+    )
     assert "it will likely end before reaching it" in result.stderr

@@ -289,7 +289,9 @@ def test_a_precision_out_of_reach_at_the_budget_is_said_after_the_first_probe():
     scheduler.add_probe(0.25, 0.05)
     assert scheduler.steps_for_precision(0.1) == 750
     said = scheduler.precision_outlook(0.1)
-    assert said.startswith("--precision \u00b110.0%: at the probe budget (2%, 1% of it for probes;")
+    assert said.startswith(
+        "--precision \u00b110.0%: at the probe budget (2%: 1% for the probes, 1% for the per-step cost;"
+    )
     assert "at least 3 probes, about 750 counted steps, more than this run's 295" in said
     assert ProbeScheduler(0.02, horizon_steps=1000).precision_outlook(0.1) is None
     longer = ProbeScheduler(0.02, horizon_steps=1000)

@@ -70,7 +70,13 @@ def test_a_stop_signal_to_gpuscale_replay_quits_without_a_traceback(signum):
 @pytest.mark.skipif(shutil.which("script") is None, reason="needs util-linux 'script' for a pty")
 def test_the_ctrl_c_key_stops_gpuscale_watch_with_exit_130(tmp_path):
     recording = tmp_path / "watched.ndjson"
-    script = "import time; print('script running', flush=True); time.sleep(120)"
+    # the key reaches the script as Ctrl-C (its own handler runs, as run alone); one
+    # without a handler prints Python's KeyboardInterrupt traceback, its own output
+    script = (
+        "import time\nprint('script running', flush=True)\n"
+        "try:\n    time.sleep(120)\nexcept KeyboardInterrupt:\n"
+        "    print('script saw Ctrl-C', flush=True)\n"
+    )
     command = shlex.join(
         [sys.executable, "-m", "gpuscale", "watch", "--record", str(recording), "--"]
         + [sys.executable, "-c", script]
@@ -115,3 +121,4 @@ def test_the_ctrl_c_key_stops_gpuscale_watch_with_exit_130(tmp_path):
 
     loaded = load_run(recording)
     assert loaded.end is not None and loaded.end.status == "stopped"
+    assert "script saw Ctrl-C" in [getattr(e, "message", None) for e in loaded.events]

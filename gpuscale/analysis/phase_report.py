@@ -227,7 +227,7 @@ def parts_note(s: RunSummary) -> str | None:
     """Why the phases are not numbers that split the step
     (:attr:`RunSummary.unsplit_why`), with the numbers: where they do not add up to
     it, ``the probes' phases add up to 27.2 ms (compute 1.4, exposed all-reduce 25.4,
-    apply 0.0, input 0.0 ms), not the median step 4.4 ms: the breakdown is not
+    apply < 0.1, input < 0.1 ms), not the median step 4.4 ms: the breakdown is not
     resolved (...)``; where they do within their noise but compute alone fills the
     step, ``the probes' phases add up to 9.2 ms (compute 6.4, exposed all-reduce 1.1,
     apply 1.7 ms) against the median step 6.1 ms (within their noise), and compute
@@ -248,11 +248,16 @@ def parts_note(s: RunSummary) -> str | None:
         return PASSES_LONGER_NOTE if s.phase_consistent is False else None
     if s.phase_parts_s is None:
         return None
+
+    def part(value_s: float | None) -> str:  # never a bare 0.0 (a median at or below 0)
+        shown = f"{(value_s or 0.0) * 1000:.1f}"
+        return "< 0.1" if shown == "0.0" else shown
+
     ms = [
-        f"compute {(s.compute_s or 0.0) * 1000:.1f}",
-        f"exposed all-reduce {(s.allreduce_s or 0.0) * 1000:.1f}",
-        f"apply {(s.apply_s or 0.0) * 1000:.1f}",
-        f"input {(s.input_s or 0.0) * 1000:.1f} ms",
+        f"compute {part(s.compute_s)}",
+        f"exposed all-reduce {part(s.allreduce_s)}",
+        f"apply {part(s.apply_s)}",
+        f"input {part(s.input_s)} ms",
     ]
     if s.input_s is None:  # not measured: no part of the sum
         ms[-2] += " ms"
@@ -379,7 +384,11 @@ def probes_text(s: RunSummary) -> str:
     elif s.probe_budget is not None:
         pace = f"budget {_pct(s.probe_budget)}"
         if s.probe_budget > 0:
-            pace += f", {_pct(s.probe_budget * (1 - PROBE_RESERVE))} of it for probes"
+            aim = s.probe_budget * (1 - PROBE_RESERVE)
+            pace += (
+                f": {_pct(aim)} for the probes, {_pct(s.probe_budget - aim)} for the "
+                "per-step cost"
+            )
     if s.probe_cost_s is not None:
         took = f"{format_duration_s(s.probe_cost_s)} with the steps they slowed"
         if s.probe_wall_share is not None:

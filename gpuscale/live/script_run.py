@@ -1072,8 +1072,11 @@ class _PumpState:
         start = self.synthetic_start(hint=False)
         replicas = self.asked_replicas(start.num_replicas)
         logical = start.platform == "cpu" and replicas > 1
+        # what --devices asked, else None: "(the default)", not "(as asked)", is said
+        asked = replicas if self.asked_replicas(0) else None
         return msgspec.structs.replace(
             start,
+            config={**(start.config or {}), "devices": asked},
             num_replicas=replicas,
             platform="cpu-logical" if logical else start.platform,
             provisional=True,

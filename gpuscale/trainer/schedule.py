@@ -621,7 +621,8 @@ class ProbeScheduler:
             pace = f"a probe every {self.every} steps"
         else:
             pace = (
-                f"the probe budget ({self.budget:.0%}, {self.probe_budget:.1%} of it for probes; "
+                f"the probe budget ({self.budget:.0%}: {self.probe_budget:.1%} for the probes, "
+                f"{self.budget - self.probe_budget:.1%} for the per-step cost; "
                 f"a probe costs about {self.probe_wall_s / self.probes / step:.1f} steps)"
             ).replace(".0%", "%")
         return (
