@@ -197,3 +197,98 @@ def test_ctrl_c_to_a_recommend_sweep_of_a_script_reaches_the_script(tmp_path):
     assert "Ctrl-C passed on to it" in out + err, out + err
     assert proc.returncode == 130, out + err
     assert "Traceback" not in out + err
+
+
+COUNTS_CTRL_C = """
+import signal, sys, time
+seen = []
+def count(signum, frame):
+    seen.append(signum)
+    print(f"SIGINT {len(seen)}", flush=True)
+    if len(seen) == 1:
+        time.sleep(1.0)  # the handler's save, under way when a second one would come
+        print("saved", flush=True)
+        sys.exit(0)
+signal.signal(signal.SIGINT, count)
+print("training", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_second_interrupt_sends_no_second_ctrl_c(tmp_path):
+    """A review: the dashboard's quit and a signal's watchdog both stop by hand; a
+    second SIGINT raises inside the script's handler and cuts its save short."""
+    run = _script_run(tmp_path, COUNTS_CTRL_C)
+    previous = signal.signal(signal.SIGINT, signal.SIG_DFL)  # as in a terminal
+    try:
+        run.start()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    try:
+        _wait_for_output(run, "training")
+        callers = [threading.Thread(target=run.interrupt, daemon=True) for _ in range(2)]
+        for caller in callers:
+            caller.start()
+        for caller in callers:
+            caller.join(60)  # a hang guard
+        assert run.wait(60)
+    finally:
+        run.stop()
+    said = [getattr(e, "message", None) for e in load_run(tmp_path / "run.ndjson").events]
+    assert said.count("SIGINT 1") == 1 and "SIGINT 2" not in said and "saved" in said
+
+
+def test_a_second_stop_by_hand_waits_as_long_as_the_first_ones_ctrl_c():
+    """A review: SIGINT to ``watch`` (its watchdog's interrupt) and the dashboard's own
+    quit (a second interrupt) both stop by hand; the second waited 6 s, then the
+    app exited and SIGTERM cut the script's 10 s handler short."""
+    from gpuscale.ui.sources import STOP_WAIT_S
+
+    class Run:
+        interrupt_grace_s = 10.0
+        queue = None
+        recording_path = None
+
+        def __init__(self):
+            self.waited: list[float] = []
+            self.calls: list[str] = []
+
+        def interrupt(self):
+            self.calls.append("interrupt")
+
+        def stop(self):
+            self.calls.append("stop")
+
+        def hurry(self):
+            self.calls.append("hurry")
+
+        def wait(self, timeout=None):
+            self.waited.append(timeout)
+            return True
+
+    run = Run()
+    source = LiveSource(run)
+    source.interrupt()  # the watchdog, after SIGINT
+    source.interrupt()  # the dashboard's quit
+    assert run.calls == ["interrupt"] and run.waited == [STOP_WAIT_S + 10.0]
+    source.stop()  # then SIGTERM: cut short at once
+    assert run.calls == ["interrupt", "hurry"] and run.waited[-1] == STOP_WAIT_S
+
+
+def test_a_script_that_inherits_an_ignored_ctrl_c_gets_no_grace(tmp_path):
+    """gpuscale started with SIGINT ignored (``cmd &`` from a script): the script
+    inherits it, so a Ctrl-C passed on would only wait out the grace."""
+    from gpuscale.live.base import passed_on_note
+
+    run = _script_run(tmp_path, IGNORES_CTRL_C)
+    assert run.interrupt_grace_s > 0
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        run.start()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    try:
+        assert run.interrupt_grace_s == 0.0
+        assert passed_on_note(run, by_hand=True) == ""  # no "in 0 s" said
+    finally:
+        run.stop()

@@ -386,8 +386,7 @@ def probes_text(s: RunSummary) -> str:
         if s.probe_budget > 0:
             aim = s.probe_budget * (1 - PROBE_RESERVE)
             pace += (
-                f": {_pct(aim)} for the probes, {_pct(s.probe_budget - aim)} for the "
-                "per-step cost"
+                f": {_pct(aim)} for the probes, {_pct(s.probe_budget - aim)} for the per-step cost"
             )
     if s.probe_cost_s is not None:
         took = f"{format_duration_s(s.probe_cost_s)} with the steps they slowed"

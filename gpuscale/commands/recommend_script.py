@@ -34,6 +34,7 @@ from gpuscale.commands.run import script_status
 from gpuscale.errors import EXIT_FAILED, GpuscaleError
 from gpuscale.events.schema import EndEvent, StartEvent, StepEvent, SweepRef
 from gpuscale.formatting import plural
+from gpuscale.live.base import passed_on_note
 from gpuscale.recording.sweeps import new_sweep_id
 
 
@@ -98,12 +99,7 @@ def run_script_sweep(
             stopped_by = exc.args[0] if exc.args else "Ctrl-C"
             # Ctrl-C reaches the script as Ctrl-C (its own `except KeyboardInterrupt`
             # runs), as under `gpuscale run`; SIGTERM, SIGHUP stop it at once
-            how = (
-                f": Ctrl-C passed on to it, SIGTERM if it is still running in "
-                f"{run.interrupt_grace_s:g} s"
-                if not exc.args
-                else ""
-            )
+            how = passed_on_note(run, by_hand=not exc.args)
             console.print(
                 f"gpuscale: stopping the {n}-device run ({stopped_by}){how}...", markup=False
             )

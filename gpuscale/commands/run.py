@@ -52,6 +52,7 @@ from gpuscale.formatting import (
     strategy_words,
     visible,
 )
+from gpuscale.live.base import passed_on_note
 from gpuscale.live.terminal import settle_visible
 from gpuscale.trainer.options import add_trainer_arguments, config_from_args
 from gpuscale.ui.model import MAX_DISPLAY_LINE
@@ -170,15 +171,10 @@ def main(args: argparse.Namespace) -> int:
         # Ctrl-C (a KeyboardInterrupt without a signal's name) is passed on to a script as
         # Ctrl-C: its own `except KeyboardInterrupt` runs; SIGTERM, SIGHUP stop it as before
         by_hand = not exc.args
-        grace_s = run.interrupt_grace_s if by_hand else 0.0
         if not args.json:
             why = exc.args[0] if exc.args else "Ctrl-C"
             what = stopped_program(args)
-            how = (
-                f": Ctrl-C passed on to it, SIGTERM if it is still running in {grace_s:g} s"
-                if grace_s
-                else ""
-            )
+            how = passed_on_note(run, by_hand)
             print(f"gpuscale: stopping the {what} ({why}){how}...", file=sys.stderr)
         if by_hand:
             run.interrupt()

@@ -22,6 +22,17 @@ from gpuscale.recording.writer import Recorder
 from gpuscale.telemetry.sampler import Sampler
 
 
+def passed_on_note(run: Any, by_hand: bool) -> str:
+    """What a stop of ``run`` does first, said after ``stopping the script (Ctrl-C)``:
+    ``: Ctrl-C passed on to it, SIGTERM if it is still running in 10 s`` where a stop
+    by hand gives the program a grace (:attr:`RunBase.interrupt_grace_s`), else ``""``.
+    One wording for ``run``, ``recommend`` and the dashboard."""
+    grace_s = float(getattr(run, "interrupt_grace_s", 0.0) or 0.0) if by_hand else 0.0
+    if grace_s <= 0:
+        return ""
+    return f": Ctrl-C passed on to it, SIGTERM if it is still running in {grace_s:g} s"
+
+
 class RunBase:
     """What :class:`LiveRun` and :class:`gpuscale.live.script_run.ScriptRun` share: the
     consumer's queue (events, then ``None``), the life cycle around ``start`` and

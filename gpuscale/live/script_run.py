@@ -269,6 +269,9 @@ class ScriptRun(RunBase):
         self._forward: EventClient | None = None
         self._stderr_tail: dict[int, collections.deque[str]] = {}
         self._stopping = threading.Event()
+        self._interrupt_lock = threading.Lock()
+        self._interrupt_sent = False
+        """:meth:`interrupt` has begun (one SIGINT a run)."""
         self._hurry = threading.Event()
         """Set by :meth:`stop`: an :meth:`interrupt` waiting for the script stops waiting."""
         self.interrupt_grace_s = 0.0 if builtin_trainer_model(self.argv) else INTERRUPT_GRACE_S
@@ -369,6 +372,10 @@ class ScriptRun(RunBase):
 
     def _launch_one(self, env: dict[str, str], worker: int) -> None:
         self._mark_launch()
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            # the script inherits an ignored SIGINT (gpuscale started with it ignored,
+            # `cmd &` from a script): a Ctrl-C passed on would only wait out the grace
+            self.interrupt_grace_s = 0.0
         try:
             proc = spawn(
                 self.argv,
@@ -688,7 +695,15 @@ class ScriptRun(RunBase):
         dashboard's ``q``), as Ctrl-C stops it run alone: SIGINT to its process group
         (its ``except KeyboardInterrupt`` runs: a checkpoint saved), then, if it is
         still running :attr:`interrupt_grace_s` later, as :meth:`stop`; the run ends
-        ``stopped``. Returns within :data:`INTERRUPT_GRACE_S` + 5 s in all. Idempotent."""
+        ``stopped``. Returns within :data:`INTERRUPT_GRACE_S` + 5 s in all. Idempotent:
+        a second call sends no second SIGINT (it would raise inside the script's
+        handler, cutting its save short) but waits for the run the first one stops."""
+        with self._interrupt_lock:
+            first = not self._interrupt_sent
+            self._interrupt_sent = True
+        if not first:
+            self._done.wait(timeout=self.interrupt_grace_s + STOP_DEADLINE_S)
+            return
         self._stop(grace_s, self.interrupt_grace_s)
 
     def hurry(self) -> None:

@@ -29,6 +29,7 @@ from gpuscale.analysis.summary import RunSummary
 from gpuscale.errors import EXIT_INTERRUPTED
 from gpuscale.events.schema import EndEvent
 from gpuscale.formatting import format_duration_s, plural
+from gpuscale.live.base import passed_on_note
 from gpuscale.recording.store import screenshots_dir
 from gpuscale.ui import keys
 from gpuscale.ui.messages import (
@@ -416,12 +417,11 @@ class GpuscaleApp(App[int]):
             return
         self._quitting = True
         if self.source.info.kind == "live":
-            grace_s = getattr(self.source, "interrupt_grace_s", 0.0) if self.by_hand() else 0.0
-            if grace_s:
+            how = passed_on_note(self.source, self.by_hand())
+            if how:
                 self.notify(
-                    f"Stopping the script: Ctrl-C passed on to it (SIGTERM if it is still "
-                    f"running in {grace_s:g} s); then the recording is finalized…",
-                    timeout=grace_s + 10,
+                    f"Stopping the script{how}; then the recording is finalized…",
+                    timeout=getattr(self.source, "interrupt_grace_s", 0.0) + 10,
                 )
             else:
                 self.notify("Stopping the trainer and finalizing the recording…", timeout=10)

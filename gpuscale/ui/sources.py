@@ -359,6 +359,8 @@ class LiveSource(EventSource):
         self.run = run
         self._ended = False
         self._stopped = False
+        self._stopped_by_hand = False
+        self._stop_lock = threading.Lock()
         self._had_path = False
         self.end: EndEvent | None = None
         """The run's EndEvent once it arrived."""
@@ -427,8 +429,12 @@ class LiveSource(EventSource):
         return float(getattr(self.run, "interrupt_grace_s", 0.0) or 0.0)
 
     def _stop(self, by_hand: bool) -> None:
-        if not self._stopped:
+        with self._stop_lock:  # the dashboard's quit and a signal's watchdog call at once
+            first = not self._stopped
             self._stopped = True
+            if first:
+                self._stopped_by_hand = by_hand
+        if first:
             how = getattr(self.run, "interrupt", None) if by_hand else None
             (how if callable(how) else self.run.stop)()
             return
@@ -437,4 +443,7 @@ class LiveSource(EventSource):
             hurry()
         wait = getattr(self.run, "wait", None)
         if callable(wait):
-            wait(STOP_WAIT_S)
+            # a second stop by hand waits as long as the first one's Ctrl-C may take
+            # (a SIGINT's watchdog and `q` both call here: 6 s had cut the 10 s short)
+            extra = self.interrupt_grace_s if by_hand and self._stopped_by_hand else 0.0
+            wait(STOP_WAIT_S + extra)
