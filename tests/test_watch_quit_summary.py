@@ -57,7 +57,8 @@ def test_q_leaves_the_runs_summary_on_the_terminal(tmp_path):
         env=env,
     )
     assert code == 0, text[-2000:]
-    summary_at = text.rfind("(as asked)")  # the summary's first line: `run`'s words
+    # the summary's first line, `run`'s words (no --devices given: the default count)
+    summary_at = text.rfind("(the default)")
     assert summary_at > 0, text[-2000:]
     after = " ".join(text[summary_at:].split())  # unwrapped
     assert "stopped after" in after and "no step times (telemetry only)" in after, after
