@@ -93,3 +93,25 @@ def test_a_sweep_that_works_still_exits_0(monkeypatch, capsys):
     assert main(ARGV) == 0
     out, err = capsys.readouterr()
     assert "measured" in out and not _errors(err)
+
+
+@pytest.mark.parametrize(
+    ("program", "why"),
+    [("/nonexistent/train.sh", "No such file or directory"), ("no-such-program-x", "No such")],
+)
+def test_a_script_that_cannot_start_is_one_line_before_any_banner(capsys, program, why):
+    """A trial: ``recommend --sweep 1,2 -- /nonexistent`` printed its 'Running ... on 1,
+    2 devices' banner, then the error: gpuscale's own exit 2 is one line."""
+    assert main([*ARGV[:-2], program]) == 2
+    out, err = capsys.readouterr()
+    lines = [line for line in (out + err).splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("gpuscale: error: cannot start "), lines
+    assert why in lines[0]
+
+
+def test_a_script_that_is_not_executable_says_so(tmp_path, capsys):
+    script = tmp_path / "train.sh"
+    script.write_text("echo hi\n")  # no execute bit
+    assert main([*ARGV[:-2], str(script)]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot start {script}: Permission denied" in err

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import time
 
 from gpuscale.analysis.script_runs import settle_script_runs
@@ -60,15 +61,19 @@ def run_script_sweep(
         stopped_heading,
         sweep_topology,
     )
+    from gpuscale.live.child import cannot_start
     from gpuscale.live.devices import device_env
     from gpuscale.live.script_run import ScriptRun
 
+    why = cannot_start(command)
+    if why is not None:  # one line, before the sweep's banner (as `run -- ...` says it)
+        raise GpuscaleError(f"cannot start {shlex.join(command)}: {why}")
     counts, heading, pool, available = plan(args)
     topology = sweep_topology(pool)
     console = text_console(stderr=True, highlight=False)
     if not quiet:
         console.print(
-            f"Running {' '.join(command)} on {plural(counts, 'device')}, one run each:",
+            f"Running {shlex.join(command)} on {plural(counts, 'device')}, one run each:",
             style="bold",
             markup=False,
         )

@@ -9,6 +9,7 @@ import ctypes
 import os
 import queue
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -104,6 +105,23 @@ def _spawner() -> None:
         except BaseException as exc:  # handed back to the caller
             box.append(exc)
         ready.set()
+
+
+def cannot_start(argv: list[str]) -> str | None:
+    """Why ``argv`` cannot be started, as the OS would say it (``No such file or
+    directory``, ``Permission denied``), where that is plain before trying: a
+    program named with a path that does not exist or is not executable, or a bare
+    name not on ``PATH``. ``None``: it may start (starting it tells the rest)."""
+    program = argv[0] if argv else ""
+    if not program:
+        return "No such file or directory"
+    if os.sep in program or (os.altsep and os.altsep in program):
+        if not os.path.exists(program):
+            return "No such file or directory"
+        if os.path.isdir(program) or not os.access(program, os.X_OK):
+            return "Permission denied"
+        return None
+    return None if shutil.which(program) else "No such file or directory"
 
 
 def spawn(args: list[str], **kwargs: Any) -> subprocess.Popen:
