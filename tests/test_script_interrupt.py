@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from gpuscale.live.script_run import ScriptRun
@@ -72,14 +73,11 @@ def _script_run(tmp_path: Path, code: str, *args: str) -> ScriptRun:
     )
 
 
-def test_ctrl_c_to_gpuscale_run_reaches_the_script_which_saves_its_work(tmp_path):
-    script = tmp_path / "train.py"
-    script.write_text(SAVES_ON_CTRL_C)
-    checkpoint = tmp_path / "ckpt.txt"
-    recording = tmp_path / "run.ndjson"
+def _ctrl_c_gpuscale(tmp_path: Path, args: list[str], up: Callable[[], bool]) -> tuple:
+    """``gpuscale ARGS`` in a subprocess, given Ctrl-C as a terminal gives it (SIGINT to
+    gpuscale alone) once ``up()``: its exit status, stdout and stderr."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuscale", "run", "--record", str(recording), "--"]
-        + [sys.executable, str(script), str(checkpoint)],
+        [sys.executable, "-m", "gpuscale", *args],
         cwd=tmp_path,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -89,19 +87,32 @@ def test_ctrl_c_to_gpuscale_run_reaches_the_script_which_saves_its_work(tmp_path
         preexec_fn=_default_sigint,
     )
     try:
-        # under way once the script's first line is recorded
         deadline = time.monotonic() + 120  # a hang guard only
-        while not (recording.exists() and '"message":"training"' in recording.read_text()):
+        while not up():
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.05)
-        proc.send_signal(signal.SIGINT)  # Ctrl-C: the terminal sends it to gpuscale alone
+        proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+    return proc.returncode, out, err
+
+
+def test_ctrl_c_to_gpuscale_run_reaches_the_script_which_saves_its_work(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(SAVES_ON_CTRL_C)
+    checkpoint = tmp_path / "ckpt.txt"
+    recording = tmp_path / "run.ndjson"
+    # under way once the script's first line is recorded
+    code, out, err = _ctrl_c_gpuscale(
+        tmp_path,
+        ["run", "--record", str(recording), "--", sys.executable, str(script), str(checkpoint)],
+        lambda: recording.exists() and '"message":"training"' in recording.read_text(),
+    )
     assert checkpoint.read_text().startswith("saved at step"), err
-    assert proc.returncode == 130, err
+    assert code == 130, err
     assert "stopping the script (Ctrl-C): Ctrl-C passed on to it" in err, err
     assert "Traceback" not in out + err
     run = load_run(recording)
@@ -171,31 +182,15 @@ def test_ctrl_c_to_a_recommend_sweep_of_a_script_reaches_the_script(tmp_path):
         )
     )
     checkpoint, started = tmp_path / "ckpt.txt", tmp_path / "started"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuscale", "recommend", "--sweep", "1,2", "--no-chart"]
-        + ["--", sys.executable, str(script), str(checkpoint), str(started)],
-        cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "COLUMNS": "200", "GPUSCALE_DATA_DIR": str(tmp_path / "data")},
-        preexec_fn=_default_sigint,
+    code, out, err = _ctrl_c_gpuscale(
+        tmp_path,
+        ["recommend", "--sweep", "1,2", "--no-chart", "--"]
+        + [sys.executable, str(script), str(checkpoint), str(started)],
+        started.exists,
     )
-    try:
-        deadline = time.monotonic() + 120  # a hang guard only
-        while not started.exists():
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert checkpoint.read_text().startswith("saved at step"), out + err
     assert "Ctrl-C passed on to it" in out + err, out + err
-    assert proc.returncode == 130, out + err
+    assert code == 130, out + err
     assert "Traceback" not in out + err
 
 

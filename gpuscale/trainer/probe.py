@@ -192,7 +192,8 @@ class PhaseProbe:
         start = time.perf_counter()
         compute_s = alone_s = None
         extra_s = 0.0
-        if self.replicas > 1 and self.probes % 2 == 0:
+        compute_first = self.probes % 2 == 0  # the order alternates between probes
+        if self.replicas > 1 and compute_first:
             compute_s = self._timed(self.compute_fn, batch)
         split_start = time.perf_counter()
         reduce_s, apply_s = split_step(batch)
@@ -212,7 +213,7 @@ class PhaseProbe:
             compute_allreduce_s=reduce_s,
             allreduce_alone_s=alone_s,
             cost_s=extra_s,
-            compute_first=(self.probes - 1) % 2 == 0,
+            compute_first=compute_first,
         ), reduce_s + apply_s
 
     def measure(self, batch: tuple) -> ProbeTimes:
@@ -224,7 +225,7 @@ class PhaseProbe:
         compute_first = None if self.replicas == 1 else self.probes % 2 == 0
         if self.replicas == 1:
             compute_s = self._timed(self.compute_fn, batch)
-        elif self.probes % 2 == 0:
+        elif compute_first:
             compute_s = self._timed(self.compute_fn, batch)
             grads_s = self._timed(self.grads_fn, batch)
         else:  # the other order: what the first pass after a step pays, balanced in the summary
