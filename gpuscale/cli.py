@@ -30,6 +30,8 @@ class _Parser(argparse.ArgumentParser):
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
+        # argparse's own attribute (not public; a Python that renamed it fails
+        # tests/test_cli_small_findings.py's negative-value tests)
         self._negative_number_matcher = self.NEGATIVE_NUMBER
 
     def error(self, message: str):  # one line, exit 2, like every other bad input
