@@ -23,8 +23,9 @@ import re
 import signal
 import statistics
 import sys
+import time
 from collections import deque
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ from gpuscale.analysis.script_runs import count_chosen, note_of, scaling_of
 from gpuscale.analysis.summary import RunSummary
 from gpuscale.commands.paths import path_arg
 from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
-from gpuscale.events.schema import ErrorEvent, LogEvent, StartEvent, StepEvent
+from gpuscale.events.schema import ErrorEvent, Event, LogEvent, StartEvent, StepEvent
 from gpuscale.formatting import (
     exchange_words,
     format_bytes,
@@ -161,7 +162,10 @@ def main(args: argparse.Namespace) -> int:
     try:
         run.start()
         with view:
-            for event in run.events(timeout=None):
+            events = run.events(timeout=None)
+            if not args.json and split_command(args.command):  # its output waits for its start
+                events = events_saying_the_wait(run, lambda: view.say(held_output_note(run)))
+            for event in events:
                 view.on_event(event)
     except KeyboardInterrupt as exc:
         interrupted = True
@@ -218,6 +222,43 @@ def main(args: argparse.Namespace) -> int:
         print_run_error(run)
         return failed_status(run, args)
     return 0
+
+
+HELD_OUTPUT_NOTE_AFTER_S = 3.0
+"""How long ``run -- COMMAND`` shows nothing of the script before it says why
+(:func:`held_output_note`)."""
+
+
+def held_output_note(run: Any) -> str:
+    """Why a script's output has not shown yet: it waits for the run's start, the
+    callback's with its first step, or after ``start_timeout_s`` the one gpuscale
+    makes up (:mod:`gpuscale.live.script_run`), so that the run's header comes first.
+    Said on the screen only, never recorded: the recording has every line as it came."""
+    return (
+        f"gpuscale: {run.name} is running; its output shows from the run's start (its first "
+        f"training step with gpuscale.keras.ScalingMonitor), at most {run.start_timeout_s:g} s "
+        "after its launch"
+    )
+
+
+def events_saying_the_wait(
+    run: Any, say: Callable[[], None], after_s: float | None = None
+) -> Iterator[Event]:
+    """``run.events()``, and ``say()`` once where no start came ``after_s`` seconds
+    (default :data:`HELD_OUTPUT_NOTE_AFTER_S`) from now and the run is not over."""
+    after_s = HELD_OUTPUT_NOTE_AFTER_S if after_s is None else after_s
+    deadline = time.monotonic() + after_s
+    while True:
+        left = deadline - time.monotonic()
+        event = next(run.events(timeout=left), None) if left > 0 else None
+        if event is None:  # quiet until the deadline, or the run is over
+            if not run.done:
+                say()
+            break
+        yield event
+        if isinstance(event, StartEvent):
+            break
+    yield from run.events(timeout=None)
 
 
 SCRIPT_STOPPED_NOTE = (
@@ -333,6 +374,10 @@ class _ProgressView:
         self.recent: deque[float] = deque(maxlen=10)
         self.notes_shown: set[str] = set()
         """Start notes printed above the bar (not again for a later start with the same note)."""
+
+    def say(self, note: str) -> None:
+        """A line of gpuscale's own above the bar (dim)."""
+        self.console.print(f"[dim]{_escape(note)}[/]")
 
     def __enter__(self):
         if self.console.is_terminal:  # elsewhere it draws nothing but a blank line at the end
