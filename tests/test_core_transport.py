@@ -366,3 +366,58 @@ def test_lines_dropped_at_the_end_are_still_said_when_the_client_closes(monkeypa
         "dropped 15 log lines of worker 1: they came faster than they could be sent"
     )
     assert events[10].level == "warning" and events[10].worker == 1
+
+
+def _steps_then(client: EventClient, received: queue.Queue, last) -> list:
+    """Send a step (the first after a quiet spell: it goes at once, and the client then
+    waits its interval), two more steps, then ``last``: the events received, in order."""
+    client.send(StepEvent(t=1.0, step=0, step_time_s=0.1, samples=1))
+    assert [e.step for e in _drain(received, 1)] == [0]
+    for i in (1, 2):
+        client.send(StepEvent(t=1.0 + i, step=i, step_time_s=0.1, samples=1))
+    return last()
+
+
+def test_steps_wait_for_the_interval_and_a_runs_end_goes_at_once_with_them(monkeypatch):
+    """While events keep coming the client writes once per SEND_INTERVAL_S (one wake-up
+    and one write for all the steps of it, a timer's: a step only queues itself); the
+    events that say where the run is (start, probe, error, end) go at once, after the
+    steps queued before them."""
+    monkeypatch.setattr(transport, "SEND_INTERVAL_S", 600.0)  # no step goes by the timer
+    received: queue.Queue = queue.Queue()
+    server = EventServer(received.put)
+    try:
+        client = EventClient(server.address, server.token)
+
+        def end() -> list:
+            time.sleep(0.3)
+            assert received.empty()  # the steps wait for the interval (or a hurry)
+            client.send(EndEvent(t=9.0, status="completed", steps=3))
+            return _drain(received, 3, timeout_s=10.0)  # not 600 s
+
+        got = _steps_then(client, received, end)
+        assert [getattr(e, "step", "end") for e in got] == [1, 2, "end"]
+        client.close(timeout_s=5)
+    finally:
+        server.close()
+
+
+def test_close_sends_what_waits_for_the_interval_at_once(monkeypatch):
+    """A process that exits (or crashes) closes the client at exit: what waited for the
+    interval goes then, not after it (it was lost where the interval outlasted
+    close's wait)."""
+    monkeypatch.setattr(transport, "SEND_INTERVAL_S", 600.0)
+    received: queue.Queue = queue.Queue()
+    server = EventServer(received.put)
+    try:
+        client = EventClient(server.address, server.token)
+
+        def close() -> list:
+            began = time.monotonic()
+            client.close(timeout_s=30)
+            assert time.monotonic() - began < 25  # returned as it sent, not at its timeout
+            return _drain(received, 2, timeout_s=10.0)
+
+        assert [e.step for e in _steps_then(client, received, close)] == [1, 2]
+    finally:
+        server.close()

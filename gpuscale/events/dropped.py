@@ -35,6 +35,8 @@ class DroppedLines:
     def notice(self, t: float | None = None) -> LogEvent | None:
         """The notice for the lines dropped since the last one (``t``: when; now by
         default), or ``None`` if none were; the count starts again from zero."""
+        if not self._count:  # the usual case (every event sent asks): no lock; a line
+            return None  # dropped meanwhile is in the next notice
         with self._lock:
             count, self._count = self._count, 0
         if not count:

@@ -51,7 +51,16 @@ import msgspec
 
 from gpuscale.events.bounded import JsonInputError, check_depth
 from gpuscale.events.dropped import DroppedLines
-from gpuscale.events.schema import EndEvent, Event, LogEvent, decode, encode
+from gpuscale.events.schema import (
+    EndEvent,
+    ErrorEvent,
+    Event,
+    LogEvent,
+    PhaseEvent,
+    StartEvent,
+    decode,
+    encode,
+)
 from gpuscale.formatting import visible
 
 ENV_ADDRESS = "GPUSCALE_EVENTS"
@@ -78,13 +87,20 @@ ACK_TIMEOUT_S = 10.0
 """How long a client waits for the server's answer to its hello."""
 RECONNECT_BACKOFF_S = (0.5, 1.0, 2.0)
 """How long :class:`EventClient` tries each reconnection after a send fails."""
-SEND_INTERVAL_S = 0.05
-"""An :class:`EventClient` sends at most once per this many seconds: what came in
-meanwhile goes out together, in one write (an event after a quiet spell goes at
-once). One wake-up of its thread and one system call per step cost a 6 ms step on
-2 CPU logical devices about 45 us (``benchmarks/callback_overhead.py``); at 20
-writes a second they cost nothing a step can see, and the dashboard redraws less
-often than that."""
+SEND_INTERVAL_S = 0.2
+"""While events keep coming, an :class:`EventClient` sends once per this many seconds,
+all that came meanwhile in one write, its thread woken by a timer (a step's ``send``
+only queues it); the first event after a quiet spell goes at once, and so do the
+rare ones that say where the run is (:data:`SENT_AT_ONCE`). A write costs about
+0.2 ms of CPU on a 2-core machine (the writer's wake-ups, the system call, the
+receiving end's wake-up and read), taken from the training's cores: at one per
+50 ms that was 20 us a 4.5 ms step at the writer and 9 us at the receiver, at one
+per 0.2 s 7 us and 5 us (2026-11-28, ``benchmarks/callback_overhead.py``'s model).
+The dashboard redraws 4-10 times a second."""
+SENT_AT_ONCE: tuple[type, ...] = (StartEvent, PhaseEvent, ErrorEvent, EndEvent)
+"""Kinds an :class:`EventClient` sends without waiting for the interval (with what is
+queued before them, in order): a run's start, its probes, errors and end, a few a
+run. Steps, samples and log lines wait at most :data:`SEND_INTERVAL_S`."""
 LOST_GRACE_S = sum(RECONNECT_BACKOFF_S) + 2.5
 """How long a worker whose connection closed without an end event may take to
 reconnect before it counts as lost (longer than the client's whole back-off)."""
@@ -439,7 +455,9 @@ def _read_ack(sock: socket.socket, address: str) -> _Ack:
 class EventClient:
     """Sends events to an :class:`EventServer` from a background thread, so a slow
     network never stalls the training step; at most one write per
-    :data:`SEND_INTERVAL_S`, of all the events queued meanwhile. Connecting retries for
+    :data:`SEND_INTERVAL_S` while events keep coming, of all the events queued
+    meanwhile (sooner for :data:`SENT_AT_ONCE`'s kinds, and at :meth:`close`, which
+    sends everything queued before it). Connecting retries for
     ``connect_timeout_s``; a broken connection is retried a few times with back-off,
     then events are dropped with one message on stderr (training goes on)."""
 
@@ -458,6 +476,11 @@ class EventClient:
         self._token = token
         self._reconnect_attempts = reconnect_attempts
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._hurry = threading.Lock()
+        """Held while nothing hurries the sender; released (:meth:`_wake`) to end its wait
+        for the interval early: an event of :data:`SENT_AT_ONCE`'s kinds, :meth:`close`.
+        A plain lock, not a ``threading.Event``: its timed wait costs the least CPU."""
+        self._hurry.acquire()
         self._sock: socket.socket | None = None
         self._broken = False
         self._dropped = DroppedLines(
@@ -521,27 +544,41 @@ class EventClient:
         if (notice := self._dropped.notice(event.t)) is not None:
             self._queue.put(notice)
         self._queue.put(event)
+        if type(event) in SENT_AT_ONCE:
+            self._wake()
+
+    def _wake(self) -> None:
+        """End the sender's wait for the interval now (or its next one, if not waiting)."""
+        try:
+            self._hurry.release()
+        except RuntimeError:  # released already: the sender has not waited since
+            pass
 
     def _send_loop(self) -> None:
-        last = -SEND_INTERVAL_S
         while True:
-            items = [self._queue.get()]
-            wait = last + SEND_INTERVAL_S - time.monotonic()
-            if wait > 0 and items[0] is not _STOP:
-                time.sleep(wait)  # gather what comes meanwhile: one write for all
+            items = [self._queue.get()]  # quiet until now: the first event goes at once
+            self._hurry.acquire(blocking=False)  # what hurried it is being sent now
             while True:
+                while True:
+                    try:
+                        items.append(self._queue.get_nowait())
+                    except queue.Empty:
+                        break
+                stop = next((i for i, item in enumerate(items) if item is _STOP), None)
+                if stop is not None:
+                    items = items[:stop]
+                if items and not self._broken:
+                    self._send(b"".join(encode(item) + b"\n" for item in items))
+                if stop is not None:
+                    return
+                # events may keep coming: wait the interval (a timer, not the producer,
+                # wakes this thread), then send what came meanwhile in one write
+                self._hurry.acquire(timeout=SEND_INTERVAL_S)  # held again either way
+                items = []
                 try:
                     items.append(self._queue.get_nowait())
                 except queue.Empty:
-                    break
-            stop = next((i for i, item in enumerate(items) if item is _STOP), None)
-            if stop is not None:
-                items = items[:stop]
-            if items and not self._broken:
-                self._send(b"".join(encode(item) + b"\n" for item in items))
-            last = time.monotonic()
-            if stop is not None:
-                return
+                    break  # nothing came: wait for the next event
 
     def _send(self, data: bytes) -> None:
         """Write ``data`` (whole lines), reconnecting a few times if the connection broke."""
@@ -575,6 +612,7 @@ class EventClient:
         if (notice := self._dropped.notice()) is not None:  # the last lines were dropped
             self._queue.put(notice)
         self._queue.put(_STOP)
+        self._wake()  # not a moment of the interval more
         self._thread.join(timeout=timeout_s)
         if self._sock is not None:
             try:

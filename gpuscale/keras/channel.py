@@ -37,14 +37,17 @@ class Channel:
 
     @classmethod
     def client(cls) -> EventClient | None:
+        if cls._tried:  # every step asks: answered without the lock once it is known
+            return cls._client
         with cls._lock:
             if not cls._tried:
-                cls._tried = True
                 try:
                     cls._client = EventClient.from_env(connect_timeout_s=5.0)
                 except (ConnectionError, ValueError) as exc:
                     print(f"gpuscale: {exc}; this run is not reported", file=sys.stderr)
                     cls._client = None
+                finally:  # after the client: a thread that sees it tried sees the client
+                    cls._tried = True
                 if cls._client is not None:
                     atexit.register(cls._client.close)
             return cls._client

@@ -211,8 +211,10 @@ class Monitor:
         strategy: tf.distribute.Strategy,
         global_batch: int,
         custom_loop: bool = False,
+        info: dict[str, Any] | None = None,
     ) -> StartEvent:
-        info = describe_strategy(strategy)
+        """The run's start (``info``: :func:`describe_strategy`'s, if already known)."""
+        info = info if info is not None else describe_strategy(strategy)
         self._strategy_info = info
         params, payload = trainable_bytes(model) if model is not None else (None, None)
         replicas = info["num_replicas"]
@@ -288,35 +290,41 @@ class Monitor:
         self._custom_loop = custom_loop
         self._strategy = strategy
         self.schedule.replicas = int(getattr(strategy, "num_replicas_in_sync", 1) or 1)
+        info = describe_strategy(strategy)
         if (
             self._vote is None
             and self.schedule.every is None
             and self.schedule.budget > 0
-            and describe_strategy(strategy)["num_workers"] > 1
+            and info["num_workers"] > 1
         ):  # the probe's all-reduce is a collective: every worker must probe at the same steps
             self._vote = GapVote(self.schedule, chief=True)  # replica 0's ballot counts
             self._vote_fn = vote_function(strategy)
-        start = self._start_event(
-            model, strategy, global_batch or self.batch_size or 0, custom_loop=custom_loop
-        )
-        self._open_recording(start.model, start.num_replicas, start.platform)
+        global_batch = global_batch or self.batch_size or 0
         if (shared and Channel.started) or self._started:
+            # a restart (every fit after the first) is a log line naming the few fields
+            # of a start it needs, not a whole StartEvent built and dropped (its
+            # parameter count, host, cores...: 0.2-0.4 ms of a fit's first step)
+            self._strategy_info = info
+            model_name = workload_name(model, self.workload_name, sys.argv)
+            self._open_recording(model_name, info["num_replicas"], info["platform"])
             self._started = True
             next_step = Channel.steps_sent if shared else self.steps
             self._log(
-                f"training restarted ({start.model}, {start.strategy}, "
-                f"{start.num_replicas} replicas); steps continue from {next_step}"
+                f"training restarted ({model_name}, {info['strategy']}, "
+                f"{info['num_replicas']} replicas); steps continue from {next_step}"
             )
             before = Channel.batch if shared else self._start_batch
-            if start.global_batch and before and start.global_batch != before:
+            if global_batch and before and global_batch != before:
                 self._log(
-                    f"the batch changed: {start.global_batch} samples a step, was {before}; "
+                    f"the batch changed: {global_batch} samples a step, was {before}; "
                     "this run's median step and throughput mix both (to compare device "
                     "counts, keep one batch a run)",
                     "warning",
                 )
-            self._note_batch(start.global_batch, shared)
+            self._note_batch(global_batch, shared)
             return
+        start = self._start_event(model, strategy, global_batch, custom_loop=custom_loop, info=info)
+        self._open_recording(start.model, start.num_replicas, start.platform)
         self._started = True
         Channel.started = Channel.started or shared
         self._note_batch(start.global_batch, shared)
