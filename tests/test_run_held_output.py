@@ -77,8 +77,9 @@ def test_run_says_why_the_scripts_output_waits(tmp_path, monkeypatch, capsys, re
     err = capsys.readouterr().err.splitlines()
     (note,) = [line for line in err if NOTE in line]
     assert note == (
-        "gpuscale: python -c is running; its output shows from the run's start (its first "
-        "training step with gpuscale.keras.ScalingMonitor), at most 15 s after its launch"
+        "gpuscale: python -c is running; its output shows from the run's start: its "
+        "ScalingMonitor's first training step (a script that does not import gpuscale.keras: "
+        "15 s after its launch)"
     )
     assert err.index(note) < err.index("hello")  # said first; the output as before
     if record:  # the note is the screen's: the recording has the script's line, not it

@@ -235,9 +235,9 @@ def held_output_note(run: Any) -> str:
     makes up (:mod:`gpuscale.live.script_run`), so that the run's header comes first.
     Said on the screen only, never recorded: the recording has every line as it came."""
     return (
-        f"gpuscale: {run.name} is running; its output shows from the run's start (its first "
-        f"training step with gpuscale.keras.ScalingMonitor), at most {run.start_timeout_s:g} s "
-        "after its launch"
+        f"gpuscale: {run.name} is running; its output shows from the run's start: its "
+        "ScalingMonitor's first training step (a script that does not import gpuscale.keras: "
+        f"{run.start_timeout_s:g} s after its launch)"
     )
 
 
