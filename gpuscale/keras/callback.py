@@ -187,6 +187,7 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         """The monitor is given another model: what it read and traced of the last one
         goes (the probe goes when it next runs, :meth:`Monitor._run_probe`)."""
         self._samples_var = self._counting = self._tracker = None
+        self._no_probe = False
         self._own_step = self._wrapped_model = None
         self._input_spec = None
         self._warm_from = self.steps  # its first steps trace it: warm-up again

@@ -143,6 +143,10 @@ class Monitor:
         self._probe: PhaseProbe | None = None
         self._probe_batch: tuple | None = None
         self._probe_failed = False
+        self._no_probe = False
+        """No probe can run in this fit (no ``tf.distribute`` strategy, or the probe
+        failed): its steps stop asking the schedule (:meth:`record_step`); each
+        :meth:`_begin` (a fit's, a custom loop's) asks again."""
         self._probe_for: tuple[Any, Any] | None = None
         """The model and strategy the probe (or its failure) is of."""
         self._input_spec: Any = None
@@ -272,6 +276,7 @@ class Monitor:
         custom_loop: bool = False,
     ) -> None:
         shared = Channel.client() is not None
+        self._no_probe = False  # another fit: perhaps another model or strategy
         if self._started and not shared and self._run_ended:
             # outside gpuscale a monitor used for a second fit records a run of its own,
             # as a second monitor does (its recording was closed with the first run's
@@ -377,6 +382,11 @@ class Monitor:
         self.schedule.add_step(step_time_s, steps=steps, warmup=warmup)
         if self._vote is not None:  # several workers: they vote, at the same steps
             due = self._vote.voting() and self._cast_vote()
+        elif self._no_probe:
+            # none can run: a schedule that never sees one is due at every step, and
+            # asking it and the probe cost 2-3 us a step warm (a script without a
+            # strategy, its 1-device baseline); a worker that votes still votes above
+            return False
         else:
             due = self.schedule.due()
         if due and probe:
@@ -443,16 +453,17 @@ class Monitor:
             # built before runs the other model's gradients, and its failure was its own
             self._probe = self._probe_batch = self._probe_for = None
             self._probe_failed = False
-        if self._probe_failed:
+        if self._probe_failed or type(strategy).__name__.startswith("_Default"):
+            # failed, or no tf.distribute strategy (no gradient exchange to measure)
+            self._no_probe = True
             return
-        if type(strategy).__name__.startswith("_Default"):
-            return  # no tf.distribute strategy: no gradient exchange to measure
         setup_s = None
         try:
             if self._probe is None:
                 self._probe_for = (model, strategy)
                 self._probe = self._make_probe(model, strategy)
                 if self._probe is None:
+                    self._no_probe = True
                     return
             if not self._probe.ready:  # compiled once, timed apart: not the probe budget's
                 began = time.perf_counter()
@@ -460,7 +471,7 @@ class Monitor:
                 setup_s = time.perf_counter() - began
             times = self._probe.measure(self._probe_batch)
         except Exception as exc:  # the probe must never stop the training
-            self._probe_failed = True
+            self._probe_failed = self._no_probe = True
             self._log(f"phase breakdown unavailable: {type(exc).__name__}: {exc}", "warning")
             return
         share = exposed_share(times, step_time_s)
