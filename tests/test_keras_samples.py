@@ -429,21 +429,28 @@ def test_another_models_first_steps_are_warm_up_again():
     assert [e.step for e in sent] == list(range(6))
 
 
-def test_a_restart_with_another_batch_is_said(monkeypatch):
-    """Two fits of different batches under one ``gpuscale run`` are one run: its median
-    step and throughput mix both, so the restart says the batch changed."""
+def _begun_monitor(**kwargs):
+    """A monitor (no probes, no recording) whose run began with a 32-sample step, on a
+    small model without a strategy: (monitor, the events it sent, model, strategy)."""
     import keras
     import tensorflow as tf
 
     from gpuscale.keras.callback import ScalingMonitor
 
-    monitor = ScalingMonitor(record=None, phases=False)
+    monitor = ScalingMonitor(record=None, phases=False, **kwargs)
     sent: list = []
     monitor._emit = sent.append
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
     strategy = tf.distribute.get_strategy()
     monitor._begin(model, strategy, 32)
     monitor.record_step(0.01, 32)
+    return monitor, sent, model, strategy
+
+
+def test_a_restart_with_another_batch_is_said(monkeypatch):
+    """Two fits of different batches under one ``gpuscale run`` are one run: its median
+    step and throughput mix both, so the restart says the batch changed."""
+    monitor, sent, model, strategy = _begun_monitor()
     monitor.record_step(0.01, 8)  # the data's short last batch: no change of batch
     monitor._run_ended = False  # as under gpuscale: the run goes on
     monitor._begin(model, strategy, 32)
@@ -457,22 +464,12 @@ def test_a_restart_is_said_without_building_a_whole_start(monkeypatch):
     """Every fit after the first (under gpuscale, or one monitor's) is a restart, said in
     a log line; it built a whole StartEvent and dropped it (the parameter count, the
     host, the cores: 0.2-0.4 ms of the fit's first step). What it says is the same."""
-    import keras
-    import tensorflow as tf
-
     import gpuscale.keras.monitor as monitor_module
-    from gpuscale.keras.callback import ScalingMonitor
 
     counted: list = []
     count = monitor_module.trainable_bytes
     monkeypatch.setattr(monitor_module, "trainable_bytes", lambda m: counted.append(m) or count(m))
-    monitor = ScalingMonitor(record=None, phases=False, name="restarts")
-    sent: list = []
-    monitor._emit = sent.append
-    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
-    strategy = tf.distribute.get_strategy()
-    monitor._begin(model, strategy, 32)
-    monitor.record_step(0.01, 32)
+    monitor, sent, model, strategy = _begun_monitor(name="restarts")
     monitor._begin(model, strategy, 64)
     assert len(counted) == 1  # the start's, not the restart's
     assert type(sent[0]).__name__ == "StartEvent" and sent[0].model == "restarts"
@@ -489,17 +486,11 @@ def test_the_count_is_read_in_one_op_a_replica(monkeypatch):
     first and last steps). The same count, read without it."""
     import tensorflow as tf
 
-    from gpuscale.keras.callback import ScalingMonitor
+    from gpuscale.keras.callback import ScalingMonitor, sample_counter
 
     strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
     with strategy.scope():
-        counter = tf.Variable(
-            0,
-            dtype=tf.int64,
-            trainable=False,
-            synchronization=tf.VariableSynchronization.ON_READ,
-            aggregation=tf.VariableAggregation.SUM,
-        )
+        counter = sample_counter()
     strategy.run(lambda: counter.assign_add(24))
     monitor = ScalingMonitor(record=None, phases=False)
     monitor._strategy, monitor._samples_var = strategy, counter

@@ -100,6 +100,16 @@ def _ctrl_c_gpuscale(tmp_path: Path, args: list[str], up: Callable[[], bool]) ->
     return proc.returncode, out, err
 
 
+def _start_as_in_a_terminal(run) -> None:
+    """Start ``run`` with SIGINT at its default, as in a terminal (pytest may ignore it,
+    and a script inherits an ignored SIGINT)."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_DFL)
+    try:
+        run.start()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_ctrl_c_to_gpuscale_run_reaches_the_script_which_saves_its_work(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(SAVES_ON_CTRL_C)
@@ -129,11 +139,7 @@ def test_interrupt_passes_ctrl_c_on_and_stop_still_terminates(tmp_path):
         folder.mkdir()
         checkpoint = folder / "ckpt.txt"
         run = _script_run(folder, SAVES_ON_CTRL_C, str(checkpoint))
-        previous = signal.signal(signal.SIGINT, signal.SIG_DFL)  # as in a terminal
-        try:
-            run.start()
-        finally:
-            signal.signal(signal.SIGINT, previous)
+        _start_as_in_a_terminal(run)
         try:
             _wait_for_output(run, "training")
             getattr(run, how)()
@@ -214,11 +220,7 @@ def test_a_second_interrupt_sends_no_second_ctrl_c(tmp_path):
     """A review: the dashboard's quit and a signal's watchdog both stop by hand; a
     second SIGINT raises inside the script's handler and cuts its save short."""
     run = _script_run(tmp_path, COUNTS_CTRL_C)
-    previous = signal.signal(signal.SIGINT, signal.SIG_DFL)  # as in a terminal
-    try:
-        run.start()
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    _start_as_in_a_terminal(run)
     try:
         _wait_for_output(run, "training")
         callers = [threading.Thread(target=run.interrupt, daemon=True) for _ in range(2)]

@@ -37,6 +37,21 @@ def _read(variable: Any) -> Any:
     return tf.raw_ops.ReadVariableOp(resource=handle, dtype=variable.dtype)
 
 
+def sample_counter() -> tf.Variable:
+    """gpuscale's own sample counter, for a ``train_step`` that does not count in Keras's
+    loss tracker: one copy per replica of the strategy in scope (ON_READ/SUM), each
+    replica adding its own ``tf.shape(x)[0]``, read on the host after the step."""
+    with tf.init_scope():
+        return tf.Variable(
+            0,
+            dtype=tf.int64,
+            trainable=False,
+            synchronization=tf.VariableSynchronization.ON_READ,
+            aggregation=tf.VariableAggregation.SUM,
+            name="gpuscale_samples",
+        )
+
+
 class _Counting:
     """The sample counter built into a model's train function (``None`` where Keras's
     own step counts them: :func:`keras_counts_samples`), and the per-replica input
@@ -224,17 +239,7 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         spec_known = input_spec_from_model(model) is not None
         if built and (self.batch_size or own_count) and (spec_known or not self.phases):
             return  # the step's own function stays; the batch is known, the spec from model
-        variable = None
-        if not own_count:
-            with tf.init_scope():
-                variable = tf.Variable(
-                    0,
-                    dtype=tf.int64,
-                    trainable=False,
-                    synchronization=tf.VariableSynchronization.ON_READ,
-                    aggregation=tf.VariableAggregation.SUM,
-                    name="gpuscale_samples",
-                )
+        variable = None if own_count else sample_counter()
         counting = _COUNTING[model] = _Counting(variable)
         self._samples_var, self._counting = variable, counting
         if variable is not None:
