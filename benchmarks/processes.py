@@ -5,15 +5,22 @@ fixed -2 % to +5 % against another for a whole process (two identical trainers
 built side by side in one process differed by -1.9 % to +2.4 %; the same
 benchmark on the same code gave 0.2 % to 6.0 % in five processes), so one
 process's figure lands near 0 % or near 5 % whatever the code; the median of
-several says what a user meets."""
+several says what a user meets. With so few processes the median itself is
+uncertain: each figure's line says by how much (a bootstrap interval of the median),
+and ``python benchmarks/processes.py LOG [LOG ...]`` pools the processes of several
+saved runs of one benchmark (on the same code) into one median and interval."""
 
 from __future__ import annotations
 
 import argparse
+import random
 import re
 import statistics
 import subprocess
 import sys
+
+#: draws of the bootstrap; seeded, so a figure's interval is the same every time
+BOOTSTRAP_DRAWS = 10_000
 
 
 def add_processes_argument(parser: argparse.ArgumentParser) -> None:
@@ -52,10 +59,63 @@ def in_processes(script: str, count: int, figures: tuple[str, ...]) -> int:
             if hits:
                 values.append(float(hits[-1]))
     for name, values in found.items():
-        if not values:
-            continue
-        each = ", ".join(f"{v:.1f}%" for v in values)
-        print(
-            f"{name}: {statistics.median(values):.1f}% (median of {len(values)} processes: {each})"
-        )
+        if values:
+            print(median_line(name, values))
     return 0
+
+
+def median_interval(values: list[float], coverage: float = 0.95) -> tuple[float, float]:
+    """A percentile bootstrap interval of the median of ``values`` (seeded): how far
+    the median of so few processes may be from the one many more would give."""
+    rng = random.Random(0)
+    n = len(values)
+    medians = sorted(statistics.median(rng.choices(values, k=n)) for _ in range(BOOTSTRAP_DRAWS))
+    tail = (1 - coverage) / 2
+    return medians[int(tail * BOOTSTRAP_DRAWS)], medians[int((1 - tail) * BOOTSTRAP_DRAWS) - 1]
+
+
+def median_line(name: str, values: list[float]) -> str:
+    """``NAME: X% (median of N processes: ...; 95% bootstrap interval of the median
+    a% to b%)``: the figure first, as :func:`in_processes` and the docs read it."""
+    each = ", ".join(f"{v:.1f}%" for v in values)
+    low, high = median_interval(values)
+    return (
+        f"{name}: {statistics.median(values):.1f}% (median of {len(values)} processes: "
+        f"{each}; 95% bootstrap interval of the median {low:.1f}% to {high:.1f}%)"
+    )
+
+
+def process_figures(text: str, name: str) -> list[float]:
+    """The per-process figures ``name`` in a saved output of :func:`in_processes`:
+    each process's last ``NAME: X%`` line before the next process's header."""
+    values = []
+    for part in re.split(r"^--- process \d+ of \d+$", text, flags=re.MULTILINE)[1:]:
+        hits = re.findall(rf"^{re.escape(name)}: (-?[0-9.]+)%$", part, re.MULTILINE)
+        if hits:
+            values.append(float(hits[-1]))
+    return values
+
+
+def pool(argv: list[str] | None = None) -> int:
+    """Pool the processes of saved runs of one benchmark (``--processes P`` output)."""
+    parser = argparse.ArgumentParser(description=pool.__doc__)
+    parser.add_argument("logs", nargs="+", help="saved outputs of one benchmark")
+    parser.add_argument("--figure", default="wall overhead", help="the figure's name")
+    args = parser.parse_args(argv)
+    values: list[float] = []
+    for path in args.logs:
+        try:
+            with open(path, encoding="utf-8") as f:
+                found = process_figures(f.read(), args.figure)
+        except OSError as exc:
+            parser.error(f"{path}: {exc.strerror or exc}")
+        if not found:
+            parser.error(f"{path}: no process's '{args.figure}: X%' line in it")
+        print(f"{path}: {len(found)} processes")
+        values += found
+    print(median_line(args.figure, values))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(pool())
