@@ -254,3 +254,38 @@ def test_a_lone_shared_cores_count_gets_no_measure_next_count():
     assert rec.verdict == "none"
     # the 1-device baseline is still worth measuring; a bigger count is not
     assert rec.measure_next is not None and "measure 4" not in rec.measure_next
+
+
+def _throughputs(config: str, tput: dict[int, float]) -> list[SweepPoint]:
+    return [
+        normalize(
+            SweepPoint(
+                devices=n,
+                scaling="weak",
+                per_replica_batch=64,
+                throughput=x,
+                config=config,
+            )
+        )
+        for n, x in tput.items()
+    ]
+
+
+def test_a_predicted_count_is_not_bet_on_past_where_its_own_configuration_stops():
+    # 'A' measured at 1, 2; 'B' at 1, 2, 4 (slower). At 4 the envelope takes B's
+    # measured 2,400; at 8 A's prediction. A on its own stops at 4 (its 4 -> 8 is
+    # not a safe bet), yet the walk bet on A at 8 from B's 4 (3.03x, "152%"), so the
+    # verdict said "8 devices with 'A'" beside "Each configuration on its own: 'A'
+    # -> 4 devices".
+    a = _throughputs("A", {1: 1000, 2: 1900})
+    b = _throughputs("B", {1: 900, 2: 1500, 4: 2400})
+    rec = recommend(a + b, available_devices=8)
+    own = {c.config: c.devices for c in rec.configs}
+    assert own == {"A": 4, "B": 4}
+    assert not (rec.config == "A" and rec.devices > own["A"])
+    assert (rec.devices, rec.config, rec.predicted) == (4, "B", False)
+    last = rec.walk[-1]
+    assert (last.devices_to, last.config_to, last.accepted) == (8, "A", False)
+    assert last.uncertain and rec.measure_next and rec.measure_next.startswith("measure 8 next")
+    why = next(r for r in rec.reasons if r.startswith("4 ('B') -> 8 ('A')"))
+    assert "'A' on its own stops at 4 devices" in why

@@ -121,6 +121,10 @@ class WalkStep(msgspec.Struct, kw_only=True):
     uncalibrated: bool = False
     """Predicted ``to`` whose range has no bet bound (an exchange the published
     tables do not cover): never accepted; ``uncertain`` when it passes on its value."""
+    own_stop: int | None = None
+    """Predicted ``to`` beyond the count at which its configuration's own walk stops
+    (that count): never accepted, whatever the step from another configuration's
+    row gains; ``uncertain`` when the own walk's step to it was."""
 
 
 class ConfigResult(msgspec.Struct, kw_only=True):
@@ -215,6 +219,12 @@ class Candidate(msgspec.Struct):
     high: float | None = None
     bettable: bool = True
     """False for a predicted count with a range but no bet bound (module docstring)."""
+    own_stop: int | None = None
+    """Predicted: where its configuration's own walk stops, when below this count
+    (:func:`beyond_own_walk`); the walk over several configurations never bets past it."""
+    own_uncertain: bool = False
+    """With :attr:`own_stop`: the own walk's step to this count was only not a safe
+    bet (it passed on its value), so measuring it would settle the answer."""
 
 
 def choose_devices(
@@ -246,6 +256,12 @@ def choose_devices(
             and not uncalibrated
             and (eff_low is None or passes_floor(eff_low, floor))
         )
+        beyond = nxt.predicted and nxt.own_stop is not None
+        uncertain = passes_floor(eff, floor) and not ok
+        if beyond and ok:
+            # the step from another configuration's row passes, but this
+            # configuration's own curve does not reach the count: no bet on it
+            ok, uncertain = False, nxt.own_uncertain
         steps.append(
             WalkStep(
                 devices_from=current.devices,
@@ -257,8 +273,9 @@ def choose_devices(
                 accepted=ok,
                 predicted=nxt.predicted,
                 marginal_efficiency_low=eff_low,
-                uncertain=passes_floor(eff, floor) and not ok,
+                uncertain=uncertain,
                 uncalibrated=uncalibrated,
+                own_stop=nxt.own_stop if beyond else None,
             )
         )
         if not ok:
@@ -382,6 +399,22 @@ def walk_config(g: Group, floor: float, limit: int | None) -> ConfigResult:
         measured_devices=sorted(g.measured),
         walk=walk,
     )
+
+
+def beyond_own_walk(curve: Sequence[Candidate], configs: Sequence[ConfigResult]) -> None:
+    """Mark the predicted candidates of ``curve`` (the :func:`envelope`) that lie
+    beyond where their configuration's own walk stops (:attr:`Candidate.own_stop`):
+    from another configuration's row a step to one can pass (a slower configuration
+    measured at 4, a faster one predicted at 8), while its own configuration's
+    doubling to it does not, and a recommendation of it would contradict that
+    configuration's own answer."""
+    by_name = {c.config: c for c in configs}
+    for cand in curve:
+        own = by_name.get(cand.config)
+        if not cand.predicted or own is None or cand.devices <= own.devices:
+            continue
+        cand.own_stop = own.devices
+        cand.own_uncertain = any(s.devices_to == cand.devices and s.uncertain for s in own.walk)
 
 
 def envelope(groups: Sequence[Group], limit: int | None) -> list[Candidate]:

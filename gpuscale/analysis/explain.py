@@ -115,7 +115,11 @@ def explain(
             )
         if step.uncalibrated:
             low = f", its range a guess{_why_guessed(by_name[step.config_to])}"
-        if step.uncertain:
+        if step.own_stop is not None:
+            verdict = f"not a safe bet: '{step.config_to}' on its own stops at {dev(step.own_stop)}"
+            if step.uncertain:
+                verdict += "; " + (rec.measure_next or f"measure {step.devices_to} next")
+        elif step.uncertain:
             verdict = "not a safe bet: " + (rec.measure_next or f"measure {step.devices_to} next")
         rec.reasons.append(
             f"{start} -> {step.devices_to}{label}{tag}: {step.throughput_gain:.2f}x the "

@@ -34,6 +34,7 @@ from gpuscale.analysis.decide import (
     Group,
     Recommendation,
     WalkStep,
+    beyond_own_walk,
     candidates,
     choose_devices,
     dev,
@@ -196,6 +197,7 @@ def recommend(
         )
     configs = [walk_config(g, min_efficiency, limit) for g in groups if candidates(g, limit)]
     curve = envelope(groups, limit)
+    beyond_own_walk(curve, configs)
     chosen, walk = choose_devices(curve, min_efficiency)
     base = min(curve, key=lambda c: c.devices)
     speedup = metrics.speedup(chosen.throughput, base.throughput)
