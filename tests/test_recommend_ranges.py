@@ -770,3 +770,25 @@ def test_the_ring_growth_is_the_links_class_whatever_the_order_of_the_points():
     rec = recommend(one + several, calibration=cal, max_devices=16)
     shown = {r.devices: r for r in rec.table if r.predicted}
     assert shown[16].throughput == pytest.approx(forward.throughput)
+
+
+def test_seed004_why_quotes_the_predicted_workers_with_the_tables_range(capsys):
+    """The Why's "4 workers 91% (predicted)" was a bare number beside a table row of
+    the same count with its range: now the same value and range, said borrowed; and a
+    step that fails at its own bet bound says so, not that its configuration stops."""
+    source = str(SAMPLES / "seed004_multiworker.json")
+    assert main(["recommend", "--json", "--max-devices", "32", "--from", source]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    row = next(
+        p for p in doc["points"] if p["config"] == "CollectiveAllReduce" and p["devices"] == 32
+    )
+    assert row["predicted"] and row["coverage"] == 0.8
+    reasons = doc["recommendation"]["reasons"]
+    across = next(r for r in reasons if r.startswith("Across machines"))
+    said = re.search(r"4 workers (\d+)% \((\d+)%–(\d+)%\) \(predicted; 80% ranges borrowed", across)
+    assert said, across
+    table = [round(row[k] * 100) for k in ("efficiency", "efficiency_low", "efficiency_high")]
+    assert [int(x) for x in said.groups()] == table
+    step = next(r for r in reasons if r.startswith("24 -> 32"))
+    assert "46% at its bet bound" in step and "not a safe bet: measure 32 next" in step
+    assert "on its own stops" not in step

@@ -256,11 +256,12 @@ def choose_devices(
             and not uncalibrated
             and (eff_low is None or passes_floor(eff_low, floor))
         )
-        beyond = nxt.predicted and nxt.own_stop is not None
         uncertain = passes_floor(eff, floor) and not ok
-        if beyond and ok:
-            # the step from another configuration's row passes, but this
-            # configuration's own curve does not reach the count: no bet on it
+        # the step from another configuration's row passes, but this configuration's
+        # own curve does not reach the count: no bet on it (only then the reason said;
+        # a step that fails on its own is said as such)
+        beyond = ok and nxt.predicted and nxt.own_stop is not None
+        if beyond:
             ok, uncertain = False, nxt.own_uncertain
         steps.append(
             WalkStep(

@@ -39,7 +39,7 @@ device shrinking with W) is not modelled here.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import msgspec
 
@@ -170,11 +170,30 @@ def fit_two_level(points: Sequence[SweepPoint]) -> TwoLevelModel | None:
     return model
 
 
-def explain(points: Sequence[SweepPoint], max_workers: int = 4) -> list[str]:
+def anchor_of_two_level(model: TwoLevelModel, at_top: SweepPoint) -> float:
+    """:func:`gpuscale.analysis.predict.anchor_of` for the two-level model: the
+    measured over the modelled throughput at the largest measured count (1.0 when
+    that count is not whole machines)."""
+    g = model.devices_per_worker
+    if at_top.devices % g or not at_top.throughput:
+        return 1.0
+    modelled = model.throughput(at_top.devices // g)
+    return at_top.throughput / modelled if modelled > 0 else 1.0
+
+
+def explain(
+    points: Sequence[SweepPoint],
+    max_workers: int = 4,
+    span: Callable[[int, int], tuple[float, float] | None] | None = None,
+    coverage: float | None = None,
+) -> list[str]:
     """Sentences on intra-node vs inter-node communication for a sweep with
     multi-worker points: which configuration is fastest inside one machine, and
     how throughput grows across machines (measured and predicted up to
-    ``max_workers``). Empty when the sweep has no multi-worker point."""
+    ``max_workers``). ``span(top, devices)``: a prediction's range from the largest
+    measured count ``top`` to ``devices`` as relative errors (``low <= 0 <= high``),
+    the one the table's predicted rows carry (of ``coverage``); ``None``: no range.
+    Empty when the sweep has no multi-worker point."""
     by_config: dict[str, list[SweepPoint]] = defaultdict(list)
     for p in points:
         by_config[p.config].append(p)
@@ -207,8 +226,16 @@ def explain(points: Sequence[SweepPoint], max_workers: int = 4) -> list[str]:
             for w, t in zip(model.fitted_workers, model.measured_step_s, strict=True)
         )
         ahead = [w for w in range(max(model.fitted_workers) + 1, max_workers + 1)]
+        at_top = max(ps, key=lambda p: p.devices)
+        # anchored at the largest measured count, as the table's predicted rows are
+        anchor = anchor_of_two_level(model, at_top)
         predicted = ", ".join(
-            f"{w} workers {format_fraction_pct(model.efficiency(w))}" for w in ahead
+            f"{w} workers {format_fraction_pct(model.efficiency(w) * anchor)}"
+            + _range(
+                model.efficiency(w) * anchor,
+                span(at_top.devices, w * model.devices_per_worker) if span else None,
+            )
+            for w in ahead
         )
         network = (
             f", an effective {format_rate_bytes_s(model.network_bytes_s)} per machine"
@@ -221,7 +248,23 @@ def explain(points: Sequence[SweepPoint], max_workers: int = 4) -> list[str]:
             f"at 2 workers, modelled from step times ({format_fraction_pct(model.inter_s(2) / model.step_time_s(2))} "
             f"of the step{network}); "
             f"efficiency against linear: {measured} (measured)"
-            + (f", {predicted} (predicted)" if predicted else "")
+            + (f", {predicted} (predicted{_borrowed(span, coverage)})" if predicted else "")
             + "."
         )
     return lines
+
+
+def _range(value: float, span: tuple[float, float] | None) -> str:
+    """`` (82%–96%)``: ``value``'s range, or nothing without one."""
+    if span is None:
+        return ""
+    low, high = span
+    return f" ({format_fraction_pct(value * (1 + low))}–{format_fraction_pct(value * (1 + high))})"
+
+
+def _borrowed(span: Callable | None, coverage: float | None) -> str:
+    """What the predicted efficiencies' ranges are: the same as the table's rows'."""
+    if span is None:
+        return ", without a range"
+    ranges = f"{coverage:.0%} ranges" if coverage else "ranges"
+    return f"; {ranges} borrowed from one-machine tables: no published table has several machines"

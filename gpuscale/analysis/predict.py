@@ -756,17 +756,30 @@ def two_level_point(
             else ""
         ),
     )
-    stratum = calibration.stratum("*", "*", top, devices) if calibration else None
+    stratum = network_stratum(calibration, top, devices)
     if stratum is None or calibration is None:
         return point
+    low, high = stratum_span(stratum)
     return msgspec.structs.replace(
         point,
-        throughput_low=x * (1 + min(stratum.q_low, 0.0)),
-        throughput_high=x * (1 + max(stratum.q_high, 0.0)),
+        throughput_low=x * (1 + low),
+        throughput_high=x * (1 + high),
         throughput_safe=x * (1 + stratum.bet_bound),
         coverage=calibration.coverage,
         coverage_basis=calibration.statement("network"),
     )
+
+
+def network_stratum(calibration: Calibration | None, top: int, devices: int) -> Stratum | None:
+    """The stratum a multi-worker prediction from ``top`` to ``devices`` is ranged by:
+    the pooled all-class one (no published table has several machines)."""
+    return calibration.stratum("*", "*", top, devices) if calibration else None
+
+
+def stratum_span(stratum: Stratum) -> tuple[float, float]:
+    """The stratum's range around a prediction, as relative errors (``low <= 0 <= high``):
+    the point always lies inside its own range."""
+    return min(stratum.q_low, 0.0), max(stratum.q_high, 0.0)
 
 
 def anchor_of(model: ScalingModel, top: int, measured_throughput: float) -> float:

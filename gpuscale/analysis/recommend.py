@@ -44,7 +44,7 @@ from gpuscale.analysis.decide import (
     walk_config,
 )
 from gpuscale.analysis.explain import explain
-from gpuscale.analysis.hierarchy import TwoLevelModel, fit_two_level
+from gpuscale.analysis.hierarchy import anchor_of_two_level, fit_two_level
 from gpuscale.analysis.hierarchy import explain as explain_multi_worker
 from gpuscale.analysis.pooled import pooled_phases
 from gpuscale.analysis.predict import (
@@ -54,7 +54,9 @@ from gpuscale.analysis.predict import (
     fit_calibrated,
     interconnect_class,
     link_class,
+    network_stratum,
     predicted_point,
+    stratum_span,
     two_level_point,
     widened_if_noisy,
     with_ratios,
@@ -253,9 +255,23 @@ def recommend(
     if any(p is not None for p in prices.values()):
         _costs(rec, groups, prices)
     # multi-worker sweeps: communication inside a machine and between machines, fitted apart
-    rec.reasons.extend(explain_multi_worker(measured_points))
+    rec.reasons.extend(
+        explain_multi_worker(
+            measured_points,
+            span=lambda top, n: _network_span(cal, top, n),
+            coverage=cal.coverage,
+        )
+    )
     rec.confidence.extend(w[0].upper() + w[1:] + "." for w in warnings)
     return rec
+
+
+def _network_span(
+    calibration: Calibration | None, top: int, devices: int
+) -> tuple[float, float] | None:
+    """A multi-worker prediction's range, as the table's predicted rows carry it."""
+    stratum = network_stratum(calibration, top, devices)
+    return stratum_span(stratum) if stratum is not None else None
 
 
 def _price_of(g: Group) -> float | None:
@@ -523,17 +539,6 @@ def _fill_rows(g: Group, limit: int, calibration: Calibration | None) -> None:
         # (a modelled 0 % beside "not resolved" is false precision)
         filled = [msgspec.structs.replace(r, comm_share=None) if r.predicted else r for r in filled]
     g.rows = filled
-
-
-def anchor_of_two_level(model: TwoLevelModel, at_top: SweepPoint) -> float:
-    """:func:`gpuscale.analysis.predict.anchor_of` for the two-level model: the
-    measured over the modelled throughput at the largest measured count (1.0 when
-    that count is not whole machines)."""
-    g = model.devices_per_worker
-    if at_top.devices % g or not at_top.throughput:
-        return 1.0
-    modelled = model.throughput(at_top.devices // g)
-    return at_top.throughput / modelled if modelled > 0 else 1.0
 
 
 def recommend_from_run(
