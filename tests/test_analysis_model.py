@@ -105,6 +105,21 @@ def test_one_point_predicts_only_from_a_known_link_peak():
     assert peak.comm_time_s(2) == pytest.approx(0.001)
 
 
+@pytest.mark.parametrize("scaling", ["weak", "strong"])
+def test_a_link_peak_count_above_one_holds_its_exchange(scaling):
+    """One count measured at 2 devices: its step already holds the exchange, so the
+    model passes through it (it added the exchange on top of the whole step: 9.3% off
+    the only measured point, and exposed shares of 8%, 3%, 7% at 2, 4 and 8)."""
+    peak = fit(
+        _points({2: 0.0674}, scaling=scaling, payload_bytes=100_000_000, interconnect_bytes_s=16e9)
+    )
+    assert peak.basis == "link peak"
+    assert peak.step_time_s(2) == pytest.approx(0.0674)
+    assert peak.comm_time_s(2) == pytest.approx(0.00625)
+    shares = [peak.comm_share(n) for n in (2, 4, 8)]
+    assert shares == sorted(shares) and shares[0] == pytest.approx(0.00625 / 0.0674)
+
+
 def test_compute_scale_matches_the_closed_form():
     # Weak ring 1 -> 2: marginal efficiency = k c / (k c + beta); reaching f needs
     # k = f beta / ((1 - f) c).

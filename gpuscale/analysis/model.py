@@ -98,7 +98,8 @@ How it is fitted (weighted least squares on relative error, all terms >= 0):
   mix of ``1`` and ``1/N``, so a serial part cannot be told apart from it.
 * One measured count and nothing to fit comm from: if the payload and the link's
   peak are known, ``beta = payload / peak`` (an optimistic prediction, the link at
-  its peak); otherwise nothing is predicted.
+  its peak), and compute is what the measured step leaves of it (the whole step at
+  one device); otherwise nothing is predicted.
 
 What it accounts for: the compute split (strong) or constant per-device work
 plus measured upward drift (weak), CPU logical devices (and workers on one machine's
@@ -627,6 +628,14 @@ def _fit_from_step_times(
     if peaks and payloads and model.exchange != "host":
         model.basis = "link peak"
         model.beta_s = metrics.median(payloads) / min(peaks)
+        # the measured step holds that exchange (a count above 1): compute is the rest,
+        # not the whole step with the exchange added on top of it
+        rest = [max(y - model.comm_time_s(n), 0.0) for n, y in zip(ns, ys, strict=True)]
+        compute = nnls(compute_columns, rest)[0]
+        if model.scaling == "strong":
+            model.parallel_s = compute
+        else:
+            model.c0_s = compute
     else:
         model.basis = "none"
         model.predicts = False
