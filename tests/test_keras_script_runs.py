@@ -160,6 +160,9 @@ def test_a_script_that_loaded_the_callback_but_sent_no_step_is_not_told_to_add_i
     assert recorded.start.note == LOADED_NO_STEP_HINT and not recorded.start.provisional
     assert (recorded.start.num_replicas, recorded.start.platform) == (2, "cpu-logical")
     assert recorded.end.status == "completed"
+    # no view says it "does not use gpuscale's callback" (the dashboard, recommend)
+    assert recorded.start.config["callback"] is None
+    assert not recorded.end.summary.get("no_step_times")
 
 
 @pytest.mark.tf

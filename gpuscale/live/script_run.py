@@ -1113,11 +1113,15 @@ class _PumpState:
         """The made-up start recorded as the run's own where no start came from the
         callback: :meth:`synthetic_start`, or, where the script imported
         ``gpuscale.keras`` (which set up the devices ``--devices N`` asked for), those
-        devices (as :meth:`provisional_start` says them) and :data:`LOADED_NO_STEP_HINT`."""
+        devices (as :meth:`provisional_start` says them) and :data:`LOADED_NO_STEP_HINT`,
+        and whether the script uses the callback not said (``callback: None``: loaded,
+        it may be in a ``fit`` that trained nothing), so no view calls it a script
+        without the callback."""
         if not self.callback_loaded() or self.run_._forward is not None:
             return self.synthetic_start()
         start = self.provisional_start(LOADED_NO_STEP_HINT)
-        return msgspec.structs.replace(start, provisional=False)
+        config = {**(start.config or {}), "callback": None}
+        return msgspec.structs.replace(start, provisional=False, config=config)
 
     def synthetic_start(self, hint: bool = True) -> StartEvent:
         run = self.run_
