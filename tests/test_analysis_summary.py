@@ -451,6 +451,10 @@ def test_probes_that_contradict_each_other_are_not_a_breakdown():
     # within the noise (10% of the step below 3 probes): a breakdown
     probe = msgspec.structs.replace(_probe(3, 0.4, 0.45, step_s=0.9), allreduce_total_s=0.004)
     assert summarize(_run([0.9] * 8, phases=[probe])).phase_contradiction is None
+    # a sub-ms step (a custom loop's 0.77 ms): the two are said with the decimals that
+    # tell them apart, never "compute alone 0.7 ms is longer than compute + all-reduce 0.7 ms"
+    s = summarize(_run([0.00077] * 8, phases=[_probe(3, 0.00074, 0.00066, step_s=0.00077)]))
+    assert "compute alone 0.74 ms is longer than compute + all-reduce 0.66 ms" in parts_note(s)
 
 
 def test_a_negative_exposed_part_floored_out_of_the_sum_is_the_contradiction_said():

@@ -13,7 +13,12 @@ import pytest
 from script_flags import wait_for_flag
 
 from gpuscale.events.schema import LogEvent, StartEvent, StepEvent
-from gpuscale.live.script_run import ADD_CALLBACK_HINT, PROVISIONAL_NOTE, ScriptRun
+from gpuscale.live.script_run import (
+    ADD_CALLBACK_HINT,
+    LOADED_NO_STEP_HINT,
+    PROVISIONAL_NOTE,
+    ScriptRun,
+)
 from gpuscale.recording.reader import load_run
 
 SCRIPT = Path(__file__).parent / "scripts_keras" / "train_readme.py"
@@ -123,6 +128,41 @@ def test_a_late_callback_withdraws_the_warning(tmp_path):
     assert [e.model for e in events if isinstance(e, StartEvent)][-1] == "late"
     assert run.start_event.model == "late" and run.end.summary["global_batch"] == 64
     assert any(isinstance(e, StepEvent) for e in load_run(tmp_path / "r.ndjson").events)
+
+
+def test_a_script_that_loaded_the_callback_but_sent_no_step_is_not_told_to_add_it(tmp_path):
+    """`gpuscale run --devices 2` of a script that imported gpuscale.keras (which set up
+    its 2 devices) and ended without a step (its fit had nothing to train: epochs=3,
+    initial_epoch=3): the warning says so, not that the callback is missing and
+    --devices was not applied, and the run's start keeps the 2 devices asked for."""
+    script = (
+        "import os, time\n"
+        "from gpuscale.events.transport import EventClient\n"
+        "from gpuscale.events.schema import LogEvent\n"
+        "c = EventClient.from_env()\n"  # what import gpuscale.keras sends
+        "c.send(LogEvent(t=time.time(), message='gpuscale.keras loaded in process 1',"
+        " source='keras-callback', level='debug'))\n"
+        "c.close()\n"
+        "print('done', flush=True)\n"
+    )
+    run = ScriptRun(
+        [sys.executable, "-c", script],
+        record=tmp_path / "r.ndjson",
+        start_timeout_s=0.2,
+        sampler=False,
+        env=_env(tmp_path, GPUSCALE_DEVICES="2"),
+    )
+    logs = _logs(_collect(run))
+    assert LOADED_NO_STEP_HINT in logs
+    assert not any(m.startswith(ADD_CALLBACK_HINT) for m in logs)
+    assert not any("was not applied" in m for m in logs)
+    recorded = load_run(tmp_path / "r.ndjson")
+    assert recorded.start.note == LOADED_NO_STEP_HINT and not recorded.start.provisional
+    assert (recorded.start.num_replicas, recorded.start.platform) == (2, "cpu-logical")
+    assert recorded.end.status == "completed"
+    # no view says it "does not use gpuscale's callback" (the dashboard, recommend)
+    assert recorded.start.config["callback"] is None
+    assert not recorded.end.summary.get("no_step_times")
 
 
 @pytest.mark.tf

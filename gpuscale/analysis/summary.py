@@ -1046,6 +1046,16 @@ def unsplit_reason(
     return None
 
 
+def _apart_ms(longer_s: float, shorter_s: float) -> tuple[str, str]:
+    """Two times in ms with the decimals (1 to 3) that show them apart: a sub-ms step's
+    0.74 and 0.66 ms are not "0.7 ms is longer than 0.7 ms"."""
+    for digits in (1, 2, 3):
+        pair = (f"{longer_s * 1000:.{digits}f}", f"{shorter_s * 1000:.{digits}f}")
+        if pair[0] != pair[1]:
+            break
+    return pair
+
+
 def _contradiction(
     phases: list[PhaseEvent],
     exposed_s: float,
@@ -1079,9 +1089,10 @@ def _contradiction(
                 else f" (the exposed all-reduce, {exposed_s * 1000:.1f} ms, counted as 0, is "
                 "why the phases miss the median step)"
             )
+            compute_ms, fused_ms = _apart_ms(compute, fused)
             return (
-                f"compute alone {compute * 1000:.1f} ms is longer than compute + all-reduce "
-                f"{fused * 1000:.1f} ms{why}"
+                f"compute alone {compute_ms} ms is longer than compute + all-reduce "
+                f"{fused_ms} ms{why}"
             )
     if alone_s is not None and exposed_s > 2 * alone_s + noise:
         return (

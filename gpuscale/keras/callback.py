@@ -14,6 +14,7 @@ import tensorflow as tf
 from gpuscale.keras.custom_loop import CustomLoop
 from gpuscale.keras.describe import describe_strategy, input_spec_from_model, strategy_of
 from gpuscale.keras.monitor import Monitor
+from gpuscale.keras.order import fit_callback_list, run_end_hook_first
 from gpuscale.trainer.schedule import DEFAULT_BUDGET
 
 SAMPLES_READ_EVERY = 10
@@ -290,6 +291,9 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         # The start goes out after the first step, when the batch is known (the
         # first step also traces the model, so nothing is shown any later).
         self._release_held()  # a fit stopped by an error: its last step, as it was said
+        callbacks = fit_callback_list(self)
+        if callbacks is not None:  # other callbacks' end-of-batch work is not the step
+            run_end_hook_first(callbacks, self)
         self._strategy = strategy_of(self.model)
         self._strategy_info = describe_strategy(self._strategy)
         self._pending_start = True

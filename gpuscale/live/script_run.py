@@ -30,7 +30,10 @@ supersedes the recording's provisional start.
 The missing-callback warning (:data:`ADD_CALLBACK_HINT`) is given only when it
 is true as far as gpuscale can tell: the script ended without a start from the
 callback, or Keras's output shows a second epoch beginning without one, or
-``callback_timeout_s`` passed without even ``import gpuscale.keras``. The
+``callback_timeout_s`` passed without even ``import gpuscale.keras``; where the
+script did import it (its devices set up, as asked), the warning says so instead
+(:data:`LOADED_NO_STEP_HINT`: the callback not in ``fit``'s list, or a ``fit`` that
+trained nothing), not that the callback and ``--devices`` were missing. The
 made-up start (with the warning as its note) is then recorded as the run's own;
 should the callback's start come after all, consumers still receive it and a
 log line withdraws the warning. With several workers,
@@ -131,6 +134,13 @@ ADD_CALLBACK_HINT = (
     "step times are unavailable: the script does not use gpuscale's callback. "
     "Add it with one line: model.fit(..., callbacks=[gpuscale.keras.ScalingMonitor()])"
 )
+LOADED_NO_STEP_HINT = (
+    "step times are unavailable: the script imported gpuscale.keras, but no "
+    "ScalingMonitor reported a training step (is it in model.fit(..., callbacks=[...])? "
+    "a fit with nothing to train, e.g. initial_epoch=epochs, reports none)"
+)
+"""The warning where ``import gpuscale.keras`` said so (its devices were set up) but no
+start came: the callback is loaded, not used, or used by a fit that ran no step."""
 PROVISIONAL_NOTE = (
     "no start from gpuscale's callback yet (it sends one with the first training step): "
     "until then this is what gpuscale sees from outside the script"
@@ -924,10 +934,11 @@ class _PumpState:
         """The script does not use the callback (as far as gpuscale can tell): say so."""
         self.hinted = True
         if self.provisional:
-            self.commit(self.synthetic_start())
-        message = ADD_CALLBACK_HINT
+            self.commit(self.callbackless_start())
+        loaded = self.callback_loaded()
+        message = LOADED_NO_STEP_HINT if loaded else ADD_CALLBACK_HINT
         asked = self.asked_replicas(0)
-        if asked > 1:  # --devices N reaches the script through gpuscale.keras alone
+        if asked > 1 and not loaded:  # --devices N reaches the script through gpuscale.keras
             message += (
                 f". --devices {asked} was not applied either: gpuscale.keras sets up the "
                 "logical devices when the script imports it"
@@ -967,7 +978,7 @@ class _PumpState:
         """One StartEvent for the run from the workers' own (or a made-up one)."""
         run = self.run_
         if not self.starts:
-            return self.synthetic_start()
+            return self.callbackless_start()
         first = self.starts[min(self.starts)]
         if run.num_workers == 1 and len(self.starts) == 1:
             return first
@@ -1097,6 +1108,20 @@ class _PumpState:
             provisional=True,
             note=start.note if note is None else note,
         )
+
+    def callbackless_start(self) -> StartEvent:
+        """The made-up start recorded as the run's own where no start came from the
+        callback: :meth:`synthetic_start`, or, where the script imported
+        ``gpuscale.keras`` (which set up the devices ``--devices N`` asked for), those
+        devices (as :meth:`provisional_start` says them) and :data:`LOADED_NO_STEP_HINT`,
+        and whether the script uses the callback not said (``callback: None``: loaded,
+        it may be in a ``fit`` that trained nothing), so no view calls it a script
+        without the callback."""
+        if not self.callback_loaded() or self.run_._forward is not None:
+            return self.synthetic_start()
+        start = self.provisional_start(LOADED_NO_STEP_HINT)
+        config = {**(start.config or {}), "callback": None}
+        return msgspec.structs.replace(start, provisional=False, config=config)
 
     def synthetic_start(self, hint: bool = True) -> StartEvent:
         run = self.run_
