@@ -4,6 +4,8 @@ phase the text calls not resolved is drawn grey with a legend that says so."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import msgspec
 from ui_fixtures import cpu_run, replay
 
@@ -146,3 +148,21 @@ async def test_one_probe_is_so_far_only_while_the_run_goes_on():
         await app.settle()
         assert app.model.end is None
         assert "probed step (one probe so far)" in str(app.charts[BREAKDOWN_CHART].render())
+
+
+async def test_recent_probes_too_long_do_not_call_a_resolved_breakdown_unresolved():
+    """The chart shows the last few probes; were they all longer than the median step
+    while the run's phases (the medians of all its probes) split it, the chart said
+    "phases not resolved" beside a panel with "apply 2.4 ± 0.3 ms" (a trial's find)."""
+    total = sum(isinstance(e, PhaseEvent) for e in cpu_run())
+    app, snap, summary, shown = await _final(_with_probes({total - 1: 3.0, total - 2: 3.0}))
+    assert not any("not resolved" in item.value for item in phase_items(summary)[:3])
+    narrow = build_breakdown_chart(snap, 12, 16, summary).plain  # the last 4 probes
+    assert len(snap.phases[-4:]) == 4
+    recent = build_breakdown_chart(
+        dataclasses.replace(snap, phases=snap.phases[-2:]), 12, 16, summary
+    ).plain
+    said = " ".join(recent.split())
+    assert "no bar drawn" in said and "not resolved" not in said, recent
+    assert f"medians of all {summary.phase_steps} probes" in said, recent
+    assert "┤" in narrow  # older probes among those shown are drawn

@@ -230,11 +230,15 @@ def build_breakdown_chart(
         if note is not None:  # the summary's own reason, in its words (every view says it)
             return _empty(width, f"{note}: no bar drawn")
         who = "the probe adds" if left_out == 1 else f"each of the {left_out} probes here adds"
-        return _empty(
-            width,
-            f"phases not resolved: {who} up to more than the median step "
-            f"({format_duration_s(step_s or 0.0)}): no bar drawn (see the summary)",
-        )
+        longer = f"{who} up to more than the median step ({format_duration_s(step_s or 0.0)})"
+        if summary is not None and not unresolved_phases(summary):
+            # older probes than these split the step: the summary's phases stand
+            return _empty(
+                width,
+                f"no bar drawn: {longer}; the summary's phases are the medians of all "
+                f"{summary.phase_steps} probes",
+            )
+        return _empty(width, f"phases not resolved: {longer}: no bar drawn (see the summary)")
     unresolved = unresolved_phases(summary)
     colors = [
         UNRESOLVED_COLOR if name in unresolved else color
