@@ -583,3 +583,25 @@ def test_a_strategys_one_cpu_device_is_the_same_platform_as_its_two():
     one = describe_strategy(tf.distribute.MirroredStrategy(["/cpu:0"]))
     assert one["platform"] == "cpu-logical"
     assert describe_strategy(tf.distribute.get_strategy())["platform"] == "cpu"
+
+
+def test_a_loop_without_a_batch_is_told_how_to_give_it_once():
+    """A custom loop without ``batch_size`` (nor ``samples=``) had a summary saying
+    "batch unknown" and no throughput, without a word on how to give it."""
+    import tensorflow as tf
+
+    from gpuscale.keras.callback import ScalingMonitor
+    from gpuscale.keras.custom_loop import NO_BATCH_HINT
+
+    for batch, hinted in ((None, 1), (8, 0)):
+        monitor = ScalingMonitor(record=None, phases=False, batch_size=batch)
+        sent: list = []
+        monitor._emit = sent.append
+        monitor.start(strategy=tf.distribute.OneDeviceStrategy("/cpu:0"))
+        for _ in range(3):
+            with monitor.step() as step:
+                step.sync(tf.ones(2))
+        said = [e.message for e in sent if getattr(e, "level", "") == "warning"]
+        assert said.count(NO_BATCH_HINT) == hinted, said
+        assert sum(type(e).__name__ == "StepEvent" for e in sent) == 3
+    assert "ScalingMonitor(batch_size=" in NO_BATCH_HINT

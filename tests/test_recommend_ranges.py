@@ -790,5 +790,6 @@ def test_seed004_why_quotes_the_predicted_workers_with_the_tables_range(capsys):
     table = [round(row[k] * 100) for k in ("efficiency", "efficiency_low", "efficiency_high")]
     assert [int(x) for x in said.groups()] == table
     step = next(r for r in reasons if r.startswith("24 -> 32"))
-    assert "46% at its bet bound" in step and "not a safe bet: measure 32 next" in step
+    assert "46% at its bet bound" in step
+    assert "not a safe bet: measure 32 with 'CollectiveAllReduce' next" in step
     assert "on its own stops" not in step

@@ -286,6 +286,7 @@ def test_a_predicted_count_is_not_bet_on_past_where_its_own_configuration_stops(
     assert (rec.devices, rec.config, rec.predicted) == (4, "B", False)
     last = rec.walk[-1]
     assert (last.devices_to, last.config_to, last.accepted) == (8, "A", False)
-    assert last.uncertain and rec.measure_next and rec.measure_next.startswith("measure 8 next")
+    assert last.uncertain and rec.measure_next
+    assert rec.measure_next.startswith("measure 8 with 'A' next")
     why = next(r for r in rec.reasons if r.startswith("4 ('B') -> 8 ('A')"))
     assert "'A' on its own stops at 4 devices" in why

@@ -192,7 +192,7 @@ def test_the_recommend_footer_says_the_range_is_a_guess(capsys):
     assert out.count("a guess, not a calibrated range (no gather exchange") == 1
     assert "80% ranges" not in out
     assert "MULTI: 4 devices with 'variables on CPU'" in out and "(predicted)" not in out
-    assert "Measure 8 next" in out
+    assert "Measure 8 with " in out
 
 
 def test_the_chart_states_80_percent_only_when_no_drawn_range_is_a_guess():

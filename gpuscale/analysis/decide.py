@@ -332,8 +332,10 @@ def measure_next(
         if step.uncertain:
             row = row_at(by_name[step.config_to], step.devices_to)
             if row is not None:
+                # which configuration, where the sweep has several
+                which = f" with '{step.config_to}'" if len(groups) > 1 else ""
                 return (
-                    f"measure {step.devices_to} next: predicted "
+                    f"measure {step.devices_to}{which} next: predicted "
                     f"{format_with_range(row.throughput, row.throughput_low, row.throughput_high, ',.0f')} samples/s"
                 )
     if rec.verdict != "none":

@@ -23,6 +23,15 @@ import tensorflow as tf
 from gpuscale.keras.describe import strategy_of
 
 
+NO_BATCH_HINT = (
+    "the loop's samples per step are unknown, so its throughput is too (the summary "
+    "says 'batch unknown'): give ScalingMonitor(batch_size=the global batch), or "
+    "monitor.step(samples=N) / monitor.wrap(fn, samples=N)"
+)
+"""Said once a run where a custom loop's step comes without a sample count: a loop
+has no count of Keras's to read, unlike ``fit``."""
+
+
 class Step:
     """Handle of one timed step in :meth:`CustomLoop.step`."""
 
@@ -69,6 +78,7 @@ class CustomLoop:
         strategy = strategy or (
             strategy_of(model) if model is not None else tf.distribute.get_strategy()
         )
+        self._batch_said = False
         self._begin(model, strategy, custom_loop=True)
         if type(strategy).__name__.startswith("_Default") and _several_devices():
             self._log(
@@ -90,7 +100,11 @@ class CustomLoop:
         start = time.perf_counter()
         yield handle
         elapsed = time.perf_counter() - start
-        self.record_step(elapsed, samples if samples is not None else (self.batch_size or 0))
+        count = samples if samples is not None else (self.batch_size or 0)
+        if not count and not getattr(self, "_batch_said", False):
+            self._batch_said = True  # once a run: its steps go on, without a throughput
+            self._log(NO_BATCH_HINT, "warning")
+        self.record_step(elapsed, count)
 
     def wrap(self, step_fn: Callable[..., Any], samples: int | None = None) -> Callable[..., Any]:
         """``step_fn`` timed as one step per call, synchronised on its return value."""
