@@ -22,7 +22,6 @@ import tensorflow as tf
 
 from gpuscale.keras.describe import strategy_of
 
-
 NO_BATCH_HINT = (
     "the loop's samples per step are unknown, so its throughput is too (the summary "
     "says 'batch unknown'): give ScalingMonitor(batch_size=the global batch), or "
