@@ -54,7 +54,7 @@ def test_a_script_sweeps_progress_off_a_terminal_is_plain_lines(capsys):
     for label in ("1 device", "2 devices"):
         assert f"{label}: starting the script" in lines
         (done,) = [line for line in lines if line.startswith(f"{label}: completed")]
-        assert re.fullmatch(rf"{label}: completed, step 12, \d+ ms/step median", done), done
+        assert re.fullmatch(rf"{label}: completed, step 12, median \d+ ms/step", done), done
     assert lines.index("1 device: starting the script") < lines.index(
         "2 devices: starting the script"
     )
@@ -152,7 +152,7 @@ def test_a_trainer_counts_ending_line_says_its_median_step_as_the_table_does():
     )
     assert acc.summary().step_time_s == pytest.approx(0.055)
     last = file.getvalue().splitlines()[-1]
-    assert last == "1 device: completed, 7/7 steps, 55 ms/step median", last
+    assert last == "1 device: completed, 7/7 steps, median 55 ms/step", last
 
 
 def test_a_count_stopped_before_its_end_says_how_far_it_got():

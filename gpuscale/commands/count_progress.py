@@ -26,11 +26,11 @@ def step_words(step_time_s: float, warmup: bool) -> str:
 
 def median_words(step_time_s: float | None) -> str | None:
     """The count's median step as its ending line says it, the step time its report's
-    table shows (``52 ms/step median``), not the last step's; ``None`` where it has
-    none (no counted step)."""
+    table shows (``median 52 ms/step``, as the scaling view's header says it), not the
+    last step's; ``None`` where it has none (no counted step)."""
     if step_time_s is None:
         return None
-    return f"{step_words(step_time_s, False)} median"
+    return f"median {step_words(step_time_s, False)}"
 
 
 class CountProgress:
@@ -121,7 +121,7 @@ class CountProgress:
 
     def plain_line(self) -> str:
         """The line that ends the count off a terminal: ``2 devices: completed,
-        12/12 steps, 52 ms/step median``."""
+        12/12 steps, median 52 ms/step``."""
         parts = [self._status] if self._status else []
         if self._completed is not None and self.total is not None:
             parts.append(f"{self._completed}/{self.total} steps")
