@@ -6,6 +6,8 @@ figures to differ where a share says they do."""
 
 from __future__ import annotations
 
+import re
+
 import msgspec
 import pytest
 from recording_samples import script_start
@@ -27,9 +29,9 @@ def _trainer_start():
     )
 
 
-def _split_step_run() -> list:
+def _split_step_run(passes: float = PASSES) -> list:
     """100 steps of 10 ms (2 warm-up); a split-step probe every 10 steps from step 20:
-    the split step takes 10 ms more (its excess), its passes 2 ms between it and the
+    the split step takes 10 ms more (its excess), its passes (2 ms) between it and the
     next step, and the step after it 10 ms more (cold caches)."""
     probed = set(range(20, 100, 10))
     events: list = []
@@ -39,7 +41,7 @@ def _split_step_run() -> list:
         t += took
         events.append(StepEvent(t=t, step=step, step_time_s=took, samples=64, warmup=step < 2))
         if step in probed:
-            t += PASSES
+            t += passes
             events.append(
                 PhaseEvent(
                     t=t,
@@ -50,7 +52,7 @@ def _split_step_run() -> list:
                     apply_s=0.003,
                     compute_allreduce_s=0.007,
                     method="split-step",
-                    probe_cost_s=PASSES + EXCESS,
+                    probe_cost_s=passes + EXCESS,
                     split_excess_s=EXCESS,
                 )
             )
@@ -68,9 +70,23 @@ def test_the_probes_part_between_steps_is_their_passes_alone():
     said = wall_clock_text(s)
     assert said is not None
     between = s.between_steps_share
-    assert f"between steps 1% (the probes {100 * between:.1f}%, the rest e.g." in said, said
+    said_between = f"{100 * between:.1f}%"
+    assert f"between steps {said_between} (the probes {said_between}, the rest e.g." in said, said
     # the cost with the slowed steps (15%) is not a part of "between steps" (1%)
     assert f"the probes {100 * s.probe_wall_share:.0f}%" not in said
+
+
+@pytest.mark.parametrize("passes", [0.002, 0.0035, 0.005])
+def test_time_between_steps_is_said_to_its_parts_decimal(passes):
+    # a trial: "between steps 2% (the probes 2.4%, ...)", a part said larger than its whole
+    s = summarize([_trainer_start(), *_split_step_run(passes)])
+    said = wall_clock_text(s)
+    assert said is not None
+    found = re.search(r"between steps ([0-9.]+)% \(the probes ([0-9.]+)%", said)
+    assert found, said
+    whole, part = (float(x) for x in found.groups())
+    assert part <= whole, said
+    assert whole == pytest.approx(100 * s.between_steps_share, abs=0.05), said
 
 
 def _custom_loop_run() -> list:

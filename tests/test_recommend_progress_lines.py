@@ -54,7 +54,7 @@ def test_a_script_sweeps_progress_off_a_terminal_is_plain_lines(capsys):
     for label in ("1 device", "2 devices"):
         assert f"{label}: starting the script" in lines
         (done,) = [line for line in lines if line.startswith(f"{label}: completed")]
-        assert re.fullmatch(rf"{label}: completed, step 12, \d+ ms/step", done), done
+        assert re.fullmatch(rf"{label}: completed, step 12, median \d+ ms/step", done), done
     assert lines.index("1 device: starting the script") < lines.index(
         "2 devices: starting the script"
     )
@@ -116,6 +116,43 @@ def test_the_trainers_count_line(terminal):
             "gpuscale: 2 devices: a warning",
             "2 devices: completed, 12/12 steps, 52 ms/step",
         ]
+
+
+class _Run:
+    """A count's run as :func:`recommend_live._follow` reads it: its events."""
+
+    def __init__(self, events):
+        self._events = events
+
+    def events(self, timeout=None):
+        yield from self._events
+
+
+def test_a_trainer_counts_ending_line_says_its_median_step_as_the_table_does():
+    # a trial: "1 device: completed, 100/100 steps, 53 ms/step" (its last step) above
+    # a table whose 1-device row said 54.1 ms (the median step)
+    import msgspec
+    from recording_samples import script_start
+
+    from gpuscale.analysis.summary import RunAccumulator
+    from gpuscale.events.schema import EndEvent, StepEvent
+
+    t0 = 1_800_000_000.0
+    start = msgspec.structs.replace(script_start(1, t0), source="trainer", model="mlp")
+    times = [0.5, 0.5, 0.054, 0.056, 0.055, 0.058, 0.053]  # 2 warm-up; the last 53 ms
+    events, t = [start], t0
+    for step, took in enumerate(times):
+        t += took
+        events.append(StepEvent(t=t, step=step, step_time_s=took, samples=64, warmup=step < 2))
+    events.append(EndEvent(t=t, status="completed", steps=len(times)))
+    file = io.StringIO()
+    acc = RunAccumulator()
+    recommend_live._follow(
+        _Run(events), acc, 1, len(times), Console(file=file, width=200), False, "starting"
+    )
+    assert acc.summary().step_time_s == pytest.approx(0.055)
+    last = file.getvalue().splitlines()[-1]
+    assert last == "1 device: completed, 7/7 steps, median 55 ms/step", last
 
 
 def test_a_count_stopped_before_its_end_says_how_far_it_got():

@@ -146,8 +146,11 @@ def _wall_parts(s: RunSummary, causes: bool) -> list[tuple[str, str]]:
             parts.append((faster, ""))
     between = s.between_steps_share or 0.0
     if between >= SHARE_SHOWN:
+        named = _between_parts(s) if causes else []
         why = f" ({_between_causes(s)})" if causes else ""
-        parts.append((f"between steps {format_fraction_pct(between)}", why))
+        # said to the decimal of its parts, never "between steps 2% (the probes 2.4%)"
+        whole = _part_pct(between) if named else format_fraction_pct(between)
+        parts.append((f"between steps {whole}", why))
     return parts
 
 
@@ -170,14 +173,24 @@ def _between_causes(s: RunSummary) -> str:
     why = between_steps_examples(s)
     if s.probes_run and s.probe_passes_wall_share is None:
         return f"e.g. the probes, {why}"
-    parts = []
-    if s.probes_run and (s.probe_setup_wall_share or 0.0) >= PART_SHOWN:
-        parts.append(f"compiling the probes {_part_pct(s.probe_setup_wall_share or 0.0)}")
-    if s.probes_run and (s.probe_passes_wall_share or 0.0) >= PART_SHOWN:
-        parts.append(f"the probes {_part_pct(s.probe_passes_wall_share or 0.0)}")
+    parts = _between_parts(s)
     if parts:
         return f"{', '.join(parts)}, the rest e.g. {why}"
     return f"e.g. {why}"
+
+
+def _between_parts(s: RunSummary) -> list[str]:
+    """The known parts of the time between steps, each with its share of the wall
+    clock (:func:`_part_pct`): ``compiling the probes 22%``, ``the probes 0.5%``;
+    none where they are not known apart or too small to name."""
+    if not s.probes_run or s.probe_passes_wall_share is None:
+        return []
+    parts = []
+    if (s.probe_setup_wall_share or 0.0) >= PART_SHOWN:
+        parts.append(f"compiling the probes {_part_pct(s.probe_setup_wall_share or 0.0)}")
+    if (s.probe_passes_wall_share or 0.0) >= PART_SHOWN:
+        parts.append(f"the probes {_part_pct(s.probe_passes_wall_share or 0.0)}")
+    return parts
 
 
 TRAINER_BETWEEN = "the loop's own work, a busy machine"

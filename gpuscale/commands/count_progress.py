@@ -24,6 +24,15 @@ def step_words(step_time_s: float, warmup: bool) -> str:
     return f"{format_measured_ms(step_time_s, 0 if step_time_s >= 0.00995 else 1)}/step"
 
 
+def median_words(step_time_s: float | None) -> str | None:
+    """The count's median step as its ending line says it, the step time its report's
+    table shows (``median 52 ms/step``, as the scaling view's header says it), not the
+    last step's; ``None`` where it has none (no counted step)."""
+    if step_time_s is None:
+        return None
+    return f"median {step_words(step_time_s, False)}"
+
+
 class CountProgress:
     """One count's progress line (use as a context manager).
 
@@ -97,6 +106,14 @@ class CountProgress:
         self._status = text
         self._update(status=text)
 
+    def finish(self, status: str, step_text: str | None) -> None:
+        """The count ended (``completed``, ``failed``): ``step_text``, where given,
+        says its steps as the report will (:func:`median_words`) in place of the
+        latest step's time."""
+        if step_text is not None:
+            self._step_text = step_text
+        self.status(status)
+
     def say(self, text: str, style: str | None = None) -> None:
         """A line of its own, above the progress line (a warning)."""
         target = self._progress.console if self._progress is not None else self.console
@@ -104,7 +121,7 @@ class CountProgress:
 
     def plain_line(self) -> str:
         """The line that ends the count off a terminal: ``2 devices: completed,
-        12/12 steps, 52 ms/step``."""
+        12/12 steps, median 52 ms/step``."""
         parts = [self._status] if self._status else []
         if self._completed is not None and self.total is not None:
             parts.append(f"{self._completed}/{self.total} steps")

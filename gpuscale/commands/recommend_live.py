@@ -435,18 +435,24 @@ def say_sweep_recorded(console, sweep_id: str) -> None:
     )
 
 
+def counted_median(acc: RunAccumulator) -> float | None:
+    """The median counted step of the run so far (what the count's row will show),
+    ``None`` before its start or its first counted step."""
+    return acc.summary().step_time_s if acc.start is not None else None
+
+
 def _follow(
     run, acc: RunAccumulator, n: int, steps: int, console, quiet: bool, starting: str
 ) -> None:
-    from gpuscale.commands.count_progress import CountProgress, step_words
+    from gpuscale.commands.count_progress import CountProgress, median_words, step_words
 
     with CountProgress(console, n, total=steps, status=starting, quiet=quiet) as progress:
         for event in run.events(timeout=None):
             acc.add(event)
             if isinstance(event, StepEvent):
                 progress.step(event.step + 1, step_words(event.step_time_s, event.warmup))
-            elif isinstance(event, EndEvent):
-                progress.status(event.status)
+            elif isinstance(event, EndEvent):  # the median step, as the table says it
+                progress.finish(event.status, median_words(counted_median(acc)))
             elif isinstance(event, LogEvent) and event.source == "precision":
                 # --precision out of reach at this budget: said as soon as the trainer knows
                 # (with --json too: a warning, not progress)

@@ -170,13 +170,17 @@ def run_script_sweep(
 
 
 def _follow(run, acc: RunAccumulator, n: int, console, quiet: bool) -> None:
-    from gpuscale.commands.count_progress import CountProgress, step_words
+    from gpuscale.commands.count_progress import CountProgress, median_words, step_words
+    from gpuscale.commands.recommend_live import counted_median
 
+    last = None  # the latest step, counted from 1
     with CountProgress(console, n, status="starting the script", quiet=quiet) as progress:
         for event in run.events(timeout=None):
             acc.add(event)
             if isinstance(event, StepEvent):
+                last = event.step + 1
                 what = step_words(event.step_time_s, event.warmup)
-                progress.step(event.step + 1, f"step {event.step + 1}, {what}")
-            elif isinstance(event, EndEvent):
-                progress.status(event.status)
+                progress.step(last, f"step {last}, {what}")
+            elif isinstance(event, EndEvent):  # the median step, as the table says it
+                median = median_words(counted_median(acc))
+                progress.finish(event.status, median and f"step {last}, {median}")
