@@ -154,6 +154,17 @@ def test_a_missing_field_and_a_misspelt_top_level_key_are_said_plainly(tmp_path,
     assert code == 2 and 'the file has an unknown key "pts" (did you mean points?)' in output
 
 
+def test_another_tools_json_is_not_called_a_sweep_file_with_a_typo(tmp_path, capsys):
+    """A Chrome trace (``{"traceEvents": [...]}``) was refused with 'the file has an
+    unknown key "traceEvents"', as if a sweep file had a typo."""
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": [], "displayTimeUnit": "ms"}))
+    code, output = _cli(["recommend", "--from", str(path)], capsys)
+    assert code == 2 and output.count("\n") == 1, output
+    assert f"{path}: neither a recording nor a sweep file" in output
+    assert '("traceEvents", "displayTimeUnit")' in output and "unknown key" not in output
+
+
 @pytest.mark.parametrize(
     ("key", "value", "expected"),
     [

@@ -21,6 +21,7 @@ predictions are always made afresh from the measured points.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -379,6 +380,15 @@ def read_sweep_file(path: str | Path) -> Sweep:
         raise GpuscaleError(f"{path}: a JSON {kind}, not a sweep file: {SWEEP_FILE_SHAPE}")
     if raw.get("format") == CORPUS_FORMAT_NAME:
         raise GpuscaleError(f"{path}: {corpus_not_a_sweep(raw)}")
+    fields = SweepFile.__struct_fields__
+    if raw and not any(difflib.get_close_matches(str(k), fields, n=1) for k in raw):
+        # another tool's JSON (a trace, a config), not a sweep file with a misspelt key
+        # (that one is refused below by name, "did you mean points?")
+        keys = ", ".join(f'"{k}"' for k in list(raw)[:3]) + (", ..." if len(raw) > 3 else "")
+        raise GpuscaleError(
+            f"{path}: neither a recording nor a sweep file: a JSON object with none of a "
+            f"sweep file's keys ({keys}); {SWEEP_FILE_SHAPE}"
+        )
     try:
         sweep = msgspec.convert(raw, SweepFile)
     except msgspec.ValidationError as exc:
