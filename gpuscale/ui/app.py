@@ -58,6 +58,21 @@ from gpuscale.ui.widgets.logpane import LogPane
 from gpuscale.ui.widgets.screens import ErrorScreen, HelpScreen
 
 CHART_IDS = (STEP_CHART, BREAKDOWN_CHART, UTIL_CHART)
+
+
+def rows_beside_cards(width: int, height: int) -> int:
+    """The rows the dashboard needs besides full device cards (app.tcss), else they
+    condense: the header (2), the grid's border (1), a chart with four rows of plot
+    (10), the log (5; 8 from 36 rows), the footer (1) and, 120 columns wide or more,
+    the recommendation's row under the charts (at most 6 rows; 9 from 36 rows). That
+    row was not counted: at 120x30 the step-time chart kept one row of plot."""
+    tall = height >= 36
+    rows = 2 + 1 + 10 + (8 if tall else 5) + 1
+    if width >= 120:
+        rows += 9 if tall else 6
+    return rows
+
+
 READ_TIMEOUT_S = 0.05
 
 
@@ -127,7 +142,7 @@ class GpuscaleApp(App[int]):
         # Kept as attributes: a modal screen (help, error) may be on top while
         # the dashboard underneath keeps being drawn.
         self.header_panel = RunHeader(id="header")
-        self.device_grid = DeviceGrid(id="devices")
+        self.device_grid = DeviceGrid(id="devices", rows_left=rows_beside_cards)
         self.charts = {chart_id: ChartPanel(chart_id) for chart_id in CHART_IDS}
         self.advice_panel = AdvicePanel(id="advice")
         self.log_pane = LogPane(id="log")
