@@ -27,7 +27,7 @@ from textual.worker import get_current_worker
 from gpuscale.analysis.script_runs import before_own_start
 from gpuscale.analysis.summary import RunSummary
 from gpuscale.errors import EXIT_INTERRUPTED
-from gpuscale.events.schema import EndEvent
+from gpuscale.events.schema import EndEvent, ErrorEvent
 from gpuscale.formatting import format_duration_s, plural
 from gpuscale.live.base import passed_on_note
 from gpuscale.recording.store import screenshots_dir
@@ -169,7 +169,17 @@ class GpuscaleApp(App[int]):
         try:
             self.source.start()
         except Exception as exc:  # a live run that cannot start: show why, stay open
-            self.post_message(RunFailed(str(exc) or type(exc).__name__))
+            message = str(exc) or type(exc).__name__
+            # the model too: the header said STARTING and the host card waited for a
+            # first sample for ever beside the error (the run ended here, failed)
+            now = time.time()
+            self.model.absorb(
+                [
+                    ErrorEvent(t=now, message=message, source="gpuscale"),
+                    EndEvent(t=now, status="failed"),
+                ]
+            )
+            self.post_message(RunFailed(message))
             return
         while not worker.is_cancelled and not self._quitting:
             try:
