@@ -40,7 +40,7 @@ def main(args: argparse.Namespace) -> int:
     import sys
 
     from gpuscale.commands.run import check_sample_interval
-    from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
+    from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, GpuscaleError
     from gpuscale.live.script_run import script_run_from_args, wants_script_run
     from gpuscale.live.trainer_run import LiveRun, is_configuration_error
     from gpuscale.trainer.options import config_from_args
@@ -90,6 +90,10 @@ def main(args: argparse.Namespace) -> int:
         stopped_by = run_until_stop_signal(app)
     finally:
         source.stop()  # idempotent: a no-op when q already stopped it
+    if isinstance(source.start_error, GpuscaleError):
+        # the run never began (a script that cannot start): `run`'s one error line and
+        # exit status, not "The trainer ended before training began."
+        raise source.start_error
     from gpuscale.commands.run import say_recording_if_stdout_fails
 
     say_recording_if_stdout_fails(run)  # named on stdout only, below

@@ -27,7 +27,7 @@ from textual.worker import get_current_worker
 from gpuscale.analysis.script_runs import before_own_start
 from gpuscale.analysis.summary import RunSummary
 from gpuscale.errors import EXIT_INTERRUPTED
-from gpuscale.events.schema import EndEvent
+from gpuscale.events.schema import EndEvent, ErrorEvent
 from gpuscale.formatting import format_duration_s, plural
 from gpuscale.live.base import passed_on_note
 from gpuscale.recording.store import screenshots_dir
@@ -58,6 +58,21 @@ from gpuscale.ui.widgets.logpane import LogPane
 from gpuscale.ui.widgets.screens import ErrorScreen, HelpScreen
 
 CHART_IDS = (STEP_CHART, BREAKDOWN_CHART, UTIL_CHART)
+
+
+def rows_beside_cards(width: int, height: int) -> int:
+    """The rows the dashboard needs besides full device cards (app.tcss), else they
+    condense: the header (2), the grid's border (1), a chart with four rows of plot
+    (10), the log (5; 8 from 36 rows), the footer (1) and, 120 columns wide or more,
+    the recommendation's row under the charts (at most 6 rows; 9 from 36 rows). That
+    row was not counted: at 120x30 the step-time chart kept one row of plot."""
+    tall = height >= 36
+    rows = 2 + 1 + 10 + (8 if tall else 5) + 1
+    if width >= 120:
+        rows += 9 if tall else 6
+    return rows
+
+
 READ_TIMEOUT_S = 0.05
 
 
@@ -127,7 +142,7 @@ class GpuscaleApp(App[int]):
         # Kept as attributes: a modal screen (help, error) may be on top while
         # the dashboard underneath keeps being drawn.
         self.header_panel = RunHeader(id="header")
-        self.device_grid = DeviceGrid(id="devices")
+        self.device_grid = DeviceGrid(id="devices", rows_left=rows_beside_cards)
         self.charts = {chart_id: ChartPanel(chart_id) for chart_id in CHART_IDS}
         self.advice_panel = AdvicePanel(id="advice")
         self.log_pane = LogPane(id="log")
@@ -154,7 +169,17 @@ class GpuscaleApp(App[int]):
         try:
             self.source.start()
         except Exception as exc:  # a live run that cannot start: show why, stay open
-            self.post_message(RunFailed(str(exc) or type(exc).__name__))
+            message = str(exc) or type(exc).__name__
+            # the model too: the header said STARTING and the host card waited for a
+            # first sample for ever beside the error (the run ended here, failed)
+            now = time.time()
+            self.model.absorb(
+                [
+                    ErrorEvent(t=now, message=message, source="gpuscale"),
+                    EndEvent(t=now, status="failed"),
+                ]
+            )
+            self.post_message(RunFailed(message))
             return
         while not worker.is_cancelled and not self._quitting:
             try:

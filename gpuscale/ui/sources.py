@@ -364,6 +364,8 @@ class LiveSource(EventSource):
         self._had_path = False
         self.end: EndEvent | None = None
         """The run's EndEvent once it arrived."""
+        self.start_error: Exception | None = None
+        """Why the run could not start, where it could not (:meth:`start` raised it)."""
         self.info = SourceInfo("live", "", waiting=waiting_text(run))
         self._update_label()
 
@@ -382,7 +384,15 @@ class LiveSource(EventSource):
             self.info.label = "(starts with the run)"
 
     def start(self) -> None:
-        self.run.start()
+        try:
+            self.run.start()
+        except Exception as exc:
+            # the run never began (a script that cannot start): nothing will come, and
+            # nothing was recorded; `watch` says why once the screen closes
+            self.start_error = exc
+            self._ended = True
+            self._update_label()
+            raise
         self.info.waiting = waiting_text(self.run)  # what was asked, once it began
 
     def read(self, timeout_s: float) -> Batch | None:

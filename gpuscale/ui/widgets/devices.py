@@ -8,6 +8,7 @@ small terminal) every card condenses to one line.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
@@ -29,7 +30,9 @@ MIN_ROWS_LEFT = 19
 """Rows full cards must leave to the rest of the screen, else they condense: the
 dashboard's header (2), the grid's border (1), a chart with four rows of plot (10),
 the log (5) and the footer (1). At 80x24 one row of full cards (a run on one device,
-or a script's before its devices are known) left the step-time chart one row."""
+or a script's before its devices are known) left the step-time chart one row. A grid
+given ``rows_left`` asks it instead (the dashboard's log and recommendation row
+take more where the screen is tall or wide)."""
 
 HOST_KEY = "host"
 
@@ -336,8 +339,17 @@ class DeviceGrid(Vertical, can_focus=True):
 
     BORDER_TITLE = "Devices"
 
-    def __init__(self, *, id: str | None = None, max_share: float = MAX_SHARE_OF_SCREEN) -> None:
+    def __init__(
+        self,
+        *,
+        id: str | None = None,
+        max_share: float = MAX_SHARE_OF_SCREEN,
+        rows_left: Callable[[int, int], int] | None = None,
+    ) -> None:
         super().__init__(id=id)
+        self.rows_left = rows_left or (lambda width, height: MIN_ROWS_LEFT)
+        """The rows full cards must leave to the rest of a ``width`` x ``height``
+        screen, else they condense (:data:`MIN_ROWS_LEFT` unless given)."""
         self._keys: list[str] = []
         self._cards: list[DeviceCard] = []
         self._snap: Snapshot | None = None
@@ -355,7 +367,7 @@ class DeviceGrid(Vertical, can_focus=True):
         cards_height = rows * CARD_HEIGHT
         if (
             cards_height <= screen_height * self.max_share
-            and screen_height - cards_height >= MIN_ROWS_LEFT
+            and screen_height - cards_height >= self.rows_left(width, screen_height)
         ):
             card_width = (width - (columns - 1)) // columns
             return columns, False, card_width - 4  # border and padding
