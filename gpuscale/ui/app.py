@@ -359,15 +359,15 @@ class GpuscaleApp(App[int]):
                 timeout=RUN_ENDED_TOAST_S,
             )
         elif end is None and not snap_errors and self.source.info.still_running:
+            # one line at 80x24 too, as the completed run's (the header says the rest)
             self.notify(
-                f"The run is still running: {plural(snap.steps_done, 'step')}, {took} "
-                "recorded so far (replay it again for the rest).",
+                f"Still running: {plural(snap.steps_done, 'step')} in {took}.",
                 timeout=6,
             )
         elif end is None and not snap_errors:
+            # the log says once that there is no end event, and the header INTERRUPTED
             self.notify(
-                f"The run was interrupted after {plural(snap.steps_done, 'step')}, {took} "
-                "(no end event): showing everything recorded.",
+                f"Run interrupted: {plural(snap.steps_done, 'step')} in {took}.",
                 severity="warning",
                 timeout=6,
             )
