@@ -55,13 +55,19 @@ def in_processes(script: str, count: int, figures: tuple[str, ...]) -> int:
             sys.stderr.write(done.stderr[-3000:])
             return done.returncode
         for name, values in found.items():
-            hits = re.findall(rf"^{re.escape(name)}: (-?[0-9.]+)%", done.stdout, re.MULTILINE)
+            hits = re.findall(_figure(name), done.stdout, re.MULTILINE)
             if hits:
                 values.append(float(hits[-1]))
     for name, values in found.items():
         if values:
             print(median_line(name, values))
     return 0
+
+
+def _figure(name: str) -> str:
+    """A process's ``NAME: X%`` line (``step-time-only overhead: 0.9% (split)`` too),
+    not the medians' line :func:`in_processes` prints after the processes."""
+    return rf"^{re.escape(name)}: (-?[0-9.]+)%(?! \(median of)"
 
 
 def median_interval(values: list[float], coverage: float = 0.95) -> tuple[float, float]:
@@ -90,7 +96,7 @@ def process_figures(text: str, name: str) -> list[float]:
     each process's last ``NAME: X%`` line before the next process's header."""
     values = []
     for part in re.split(r"^--- process \d+ of \d+$", text, flags=re.MULTILINE)[1:]:
-        hits = re.findall(rf"^{re.escape(name)}: (-?[0-9.]+)%$", part, re.MULTILINE)
+        hits = re.findall(_figure(name), part, re.MULTILINE)
         if hits:
             values.append(float(hits[-1]))
     return values

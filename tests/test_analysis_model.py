@@ -120,6 +120,17 @@ def test_a_link_peak_count_above_one_holds_its_exchange(scaling):
     assert shares == sorted(shares) and shares[0] == pytest.approx(0.00625 / 0.0674)
 
 
+def test_a_link_peak_slower_than_the_measured_step_predicts_nothing():
+    """The exchange alone at the peak (6.25 ms) longer than the whole measured step
+    (5 ms): compute was floored at 0, every count's exposed share read 100% and
+    1-device throughput divided by zero. The peak cannot be right: no prediction."""
+    from gpuscale.analysis.model import IMPLAUSIBLE_PEAK
+
+    pts = _points({2: 0.005}, payload_bytes=100_000_000, interconnect_bytes_s=16e9)
+    peak = fit(pts)
+    assert not peak.predicts and peak.basis == IMPLAUSIBLE_PEAK
+
+
 def test_compute_scale_matches_the_closed_form():
     # Weak ring 1 -> 2: marginal efficiency = k c / (k c + beta); reaching f needs
     # k = f beta / ((1 - f) c).

@@ -21,6 +21,10 @@ wall overhead: 0.5% (median of 2 processes: 1.0%, -2.5%)
 
 def test_each_process_last_figure_not_the_summary() -> None:
     assert process_figures(SAVED, "wall overhead") == [1.0, -2.5]
+    # a figure with words after it (benchmarks/overhead.py: "... 0.9% (split)") counts
+    assert process_figures(
+        "--- process 1 of 1\nstep-time-only overhead: 0.9% (split)\n", ("step-time-only overhead")
+    ) == [0.9]
     assert process_figures(SAVED, "step-time-only overhead (callback without probes)") == [0.5]
 
 

@@ -116,7 +116,7 @@ async def test_the_gpu_card_shows_sm_activity_over_time_beside_busy():
     """The card's history line: ``busy ▁▁██ SM ▁▁█▁`` where the GPU reads GPM; the host
     card (and a GPU without GPM) keep one history across the card."""
     app = build_app(ReplaySource(H200, end=True))
-    async with app.run_test(size=(120, 36)) as pilot:
+    async with app.run_test(size=(120, 48)) as pilot:
         await app.settle()
         await pilot.pause()
         host, gpu = list(app.query(DeviceCard))

@@ -774,8 +774,9 @@ def test_the_ring_growth_is_the_links_class_whatever_the_order_of_the_points():
 
 def test_seed004_why_quotes_the_predicted_workers_with_the_tables_range(capsys):
     """The Why's "4 workers 91% (predicted)" was a bare number beside a table row of
-    the same count with its range: now the same value and range, said borrowed; and a
-    step that fails at its own bet bound says so, not that its configuration stops."""
+    the same count with its range: now the table's own value and range, said borrowed
+    (and no prediction where the table has none: the default stops at the measured 24);
+    a step that fails at its own bet bound says so, not that its configuration stops."""
     source = str(SAMPLES / "seed004_multiworker.json")
     assert main(["recommend", "--json", "--max-devices", "32", "--from", source]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -785,7 +786,10 @@ def test_seed004_why_quotes_the_predicted_workers_with_the_tables_range(capsys):
     assert row["predicted"] and row["coverage"] == 0.8
     reasons = doc["recommendation"]["reasons"]
     across = next(r for r in reasons if r.startswith("Across machines"))
-    said = re.search(r"4 workers (\d+)% \((\d+)%–(\d+)%\) \(predicted; 80% ranges borrowed", across)
+    said = re.search(
+        r"4 workers (\d+)% \((\d+)%–(\d+)%\) \(predicted; as in its table, 80% ranges borrowed",
+        across,
+    )
     assert said, across
     table = [round(row[k] * 100) for k in ("efficiency", "efficiency_low", "efficiency_high")]
     assert [int(x) for x in said.groups()] == table
@@ -793,3 +797,55 @@ def test_seed004_why_quotes_the_predicted_workers_with_the_tables_range(capsys):
     assert "46% at its bet bound" in step
     assert "not a safe bet: measure 32 with 'CollectiveAllReduce' next" in step
     assert "on its own stops" not in step
+    assert main(["recommend", "--json", "--from", source]) == 0  # the table stops at 24
+    doc = json.loads(capsys.readouterr().out)
+    across = next(r for r in doc["recommendation"]["reasons"] if r.startswith("Across machines"))
+    assert "predicted" not in across and "4 workers" not in across
+
+
+def test_the_why_quotes_a_multi_worker_row_of_combined_runs_and_its_capped_range(tmp_path, capsys):
+    """Found reading the change: the Why anchored its own prediction on the first raw
+    run at the largest count (not the table's combined row: two runs at 24 gave 99%
+    beside the table's 92%) and left the range uncapped (104% beside the table's 100%)."""
+    base = {"config": "C", "exchange": "ring"}
+    rows = [(8, 1, 1000.0), (16, 2, 1990.0), (24, 3, 2975.0), (24, 3, 2600.0)]
+    points = [{**base, "devices": d, "workers": w, "throughput": x} for d, w, x in rows]
+    doc = {"defaults": {"scaling": "weak", "per_replica_batch": 128}, "points": points}
+    for variant in (points, points[:3]):  # two runs at 24, then one (near-linear)
+        path = tmp_path / "sweep.json"
+        path.write_text(json.dumps({**doc, "points": variant}))
+        assert main(["recommend", "--json", "--max-devices", "32", "--from", str(path)]) == 0
+        out = json.loads(capsys.readouterr().out)
+        row = next(p for p in out["points"] if p["devices"] == 32)
+        across = next(
+            r for r in out["recommendation"]["reasons"] if r.startswith("Across machines")
+        )
+        said = re.search(r"4 workers (\d+)% \((\d+)%–(\d+)%\)", across)
+        assert said, across
+        table = [round(row[k] * 100) for k in ("efficiency", "efficiency_low", "efficiency_high")]
+        assert [int(x) for x in said.groups()] == table, (across, table)
+        assert int(said.group(3)) <= 100
+
+
+def test_a_step_beyond_its_configurations_own_stop_says_what_to_measure():
+    """'B' on its own stops at 4 on a step that was not a safe bet (48% at its bet
+    bound); the walk over both went 8 ('A') -> 16 ('B') predicted, said "not a safe bet:
+    'B' on its own stops at 4 devices" with nothing to measure, and the exchange line
+    said "8 -> 16 pays at any compute:communication ratio" beside it."""
+    a = _throughput_points("A", {1: 1000, 2: 1150, 4: 2200, 8: 4200})
+    b = _throughput_points("B", {1: 800, 2: 1500})
+    rec = recommend(a + b, available_devices=16)
+    assert (rec.verdict, rec.devices, rec.config) == ("multi", 8, "A")
+    assert rec.measure_next and rec.measure_next.startswith("measure 8 with 'B' next")
+    step = next(r for r in rec.reasons if r.startswith("8 ('A') -> 16 ('B')"))
+    assert "'B' on its own stops at 4 devices; measure 8 with 'B' next" in step
+    assert not any("pays at any" in r or "whether 8 -> 16 pays" in r for r in rec.reasons)
+
+
+def _throughput_points(config: str, throughputs: dict[int, float]) -> list[SweepPoint]:
+    return [
+        normalize(
+            SweepPoint(config=config, devices=n, throughput=x, scaling="weak", per_replica_batch=64)
+        )
+        for n, x in throughputs.items()
+    ]

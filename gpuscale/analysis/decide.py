@@ -124,7 +124,11 @@ class WalkStep(msgspec.Struct, kw_only=True):
     own_stop: int | None = None
     """Predicted ``to`` beyond the count at which its configuration's own walk stops
     (that count): never accepted, whatever the step from another configuration's
-    row gains; ``uncertain`` when the own walk's step to it was."""
+    row gains; ``uncertain`` when the own walk stopped on a step that was (its
+    :attr:`own_next` is then what to measure)."""
+    own_next: int | None = None
+    """With :attr:`own_stop`: the count of ``config_to`` whose measurement would
+    settle its own walk (the step it stopped on was not a safe bet)."""
 
 
 class ConfigResult(msgspec.Struct, kw_only=True):
@@ -222,9 +226,10 @@ class Candidate(msgspec.Struct):
     own_stop: int | None = None
     """Predicted: where its configuration's own walk stops, when below this count
     (:func:`beyond_own_walk`); the walk over several configurations never bets past it."""
-    own_uncertain: bool = False
-    """With :attr:`own_stop`: the own walk's step to this count was only not a safe
-    bet (it passed on its value), so measuring it would settle the answer."""
+    own_next: int | None = None
+    """With :attr:`own_stop`: the count the own walk stopped at was only not a safe
+    bet (it passed on its value), so measuring that count of this configuration
+    would settle the answer (:attr:`WalkStep.own_next`)."""
 
 
 def choose_devices(
@@ -262,7 +267,7 @@ def choose_devices(
         # a step that fails on its own is said as such)
         beyond = ok and nxt.predicted and nxt.own_stop is not None
         if beyond:
-            ok, uncertain = False, nxt.own_uncertain
+            ok, uncertain = False, nxt.own_next is not None
         steps.append(
             WalkStep(
                 devices_from=current.devices,
@@ -277,6 +282,7 @@ def choose_devices(
                 uncertain=uncertain,
                 uncalibrated=uncalibrated,
                 own_stop=nxt.own_stop if beyond else None,
+                own_next=nxt.own_next if beyond else None,
             )
         )
         if not ok:
@@ -330,12 +336,14 @@ def measure_next(
         if step.uncertain and by_name[step.config_to].model.shared_cores:
             return shared_cores_next(by_name[step.config_to].model)
         if step.uncertain:
-            row = row_at(by_name[step.config_to], step.devices_to)
+            # beyond where its configuration's own walk stops: the count that stop is at
+            devices = step.own_next or step.devices_to
+            row = row_at(by_name[step.config_to], devices)
             if row is not None:
                 # which configuration, where the sweep has several
                 which = f" with '{step.config_to}'" if len(groups) > 1 else ""
                 return (
-                    f"measure {step.devices_to}{which} next: predicted "
+                    f"measure {devices}{which} next: predicted "
                     f"{format_with_range(row.throughput, row.throughput_low, row.throughput_high, ',.0f')} samples/s"
                 )
     if rec.verdict != "none":
@@ -417,7 +425,11 @@ def beyond_own_walk(curve: Sequence[Candidate], configs: Sequence[ConfigResult])
         if not cand.predicted or own is None or cand.devices <= own.devices:
             continue
         cand.own_stop = own.devices
-        cand.own_uncertain = any(s.devices_to == cand.devices and s.uncertain for s in own.walk)
+        # the step the own walk stopped on (its last), where measuring would settle it
+        last = own.walk[-1] if own.walk else None
+        cand.own_next = (
+            last.devices_to if last is not None and not last.accepted and last.uncertain else None
+        )
 
 
 def envelope(groups: Sequence[Group], limit: int | None) -> list[Candidate]:

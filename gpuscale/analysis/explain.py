@@ -26,7 +26,12 @@ from gpuscale.analysis.decide import (
     shared_cores_next,
     speedup_text,
 )
-from gpuscale.analysis.model import ScalingModel, compute_scale_for, threshold_compute_scale
+from gpuscale.analysis.model import (
+    IMPLAUSIBLE_PEAK,
+    ScalingModel,
+    compute_scale_for,
+    threshold_compute_scale,
+)
 from gpuscale.analysis.predict import (
     BET_RISK,
     borrowed,
@@ -118,7 +123,7 @@ def explain(
         if step.own_stop is not None:
             verdict = f"not a safe bet: '{step.config_to}' on its own stops at {dev(step.own_stop)}"
             if step.uncertain:
-                verdict += "; " + (rec.measure_next or f"measure {step.devices_to} next")
+                verdict += "; " + (rec.measure_next or f"measure {step.own_next} next")
         elif step.uncertain:
             verdict = "not a safe bet: " + (rec.measure_next or f"measure {step.devices_to} next")
         rec.reasons.append(
@@ -189,7 +194,8 @@ def _deciding_step(walk: Sequence[WalkStep]) -> WalkStep | None:
 
 def _comm_reason(rec: Recommendation, by_name: dict[str, Group], walk: Sequence[WalkStep]) -> None:
     step = _deciding_step(walk)
-    if step is None:
+    if step is None or step.own_stop is not None:
+        # beyond where its configuration's own walk stops: the step's line says why
         return
     g = by_name[step.config_to]
     m = g.model
@@ -664,7 +670,13 @@ def _confidence(rec: Recommendation, groups: Sequence[Group], walk: Sequence[Wal
                 "are a guess and never recommended"
             )
         m = g.model
-        if not m.predicts:
+        if not m.predicts and m.basis == IMPLAUSIBLE_PEAK:
+            bits.append(
+                "nothing predicted: the gradient exchange alone, at the link's given peak, "
+                "would take the whole measured step or more, so the peak (or the payload) "
+                "cannot be right"
+            )
+        elif not m.predicts:
             bits.append("nothing predicted (one device count and no link peak to go on)")
         elif m.fit_error is None:
             bits.append(

@@ -39,7 +39,7 @@ device shrinking with W) is not modelled here.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 
 import msgspec
 
@@ -182,18 +182,14 @@ def anchor_of_two_level(model: TwoLevelModel, at_top: SweepPoint) -> float:
 
 
 def explain(
-    points: Sequence[SweepPoint],
-    max_workers: int = 4,
-    span: Callable[[int, int], tuple[float, float] | None] | None = None,
-    coverage: float | None = None,
+    points: Sequence[SweepPoint], rows: Mapping[str, Sequence[SweepPoint]] | None = None
 ) -> list[str]:
     """Sentences on intra-node vs inter-node communication for a sweep with
     multi-worker points: which configuration is fastest inside one machine, and
-    how throughput grows across machines (measured and predicted up to
-    ``max_workers``). ``span(top, devices)``: a prediction's range from the largest
-    measured count ``top`` to ``devices`` as relative errors (``low <= 0 <= high``),
-    the one the table's predicted rows carry (of ``coverage``); ``None``: no range.
-    Empty when the sweep has no multi-worker point."""
+    how throughput grows across machines, measured, and predicted where the
+    configuration's table (``rows``, by configuration) has predicted rows: their
+    throughput and range, as the table says them (never a number of its own), as
+    efficiencies against one machine. Empty when the sweep has no multi-worker point."""
     by_config: dict[str, list[SweepPoint]] = defaultdict(list)
     for p in points:
         by_config[p.config].append(p)
@@ -225,18 +221,6 @@ def explain(
             f"{w} workers {format_fraction_pct(model.node_step_s / t)}"
             for w, t in zip(model.fitted_workers, model.measured_step_s, strict=True)
         )
-        ahead = [w for w in range(max(model.fitted_workers) + 1, max_workers + 1)]
-        at_top = max(ps, key=lambda p: p.devices)
-        # anchored at the largest measured count, as the table's predicted rows are
-        anchor = anchor_of_two_level(model, at_top)
-        predicted = ", ".join(
-            f"{w} workers {format_fraction_pct(model.efficiency(w) * anchor)}"
-            + _range(
-                model.efficiency(w) * anchor,
-                span(at_top.devices, w * model.devices_per_worker) if span else None,
-            )
-            for w in ahead
-        )
         network = (
             f", an effective {format_rate_bytes_s(model.network_bytes_s)} per machine"
             if model.network_bytes_s
@@ -248,23 +232,43 @@ def explain(
             f"at 2 workers, modelled from step times ({format_fraction_pct(model.inter_s(2) / model.step_time_s(2))} "
             f"of the step{network}); "
             f"efficiency against linear: {measured} (measured)"
-            + (f", {predicted} (predicted{_borrowed(span, coverage)})" if predicted else "")
+            + _predicted(model, (rows or {}).get(config, ()))
             + "."
         )
     return lines
 
 
-def _range(value: float, span: tuple[float, float] | None) -> str:
-    """`` (82%–96%)``: ``value``'s range, or nothing without one."""
-    if span is None:
+def _predicted(model: TwoLevelModel, rows: Sequence[SweepPoint]) -> str:
+    """``, 4 workers 91% (82%–96%) (predicted; ...)``: the table's predicted rows beyond
+    the measured workers, against one machine as the measured ones are; or nothing."""
+    base = model.throughput(1)  # one machine: the measured efficiencies' base
+    ahead = sorted(
+        (r for r in rows if r.predicted and r.throughput and r.workers > max(model.fitted_workers)),
+        key=lambda r: r.workers,
+    )
+    if not ahead or base <= 0:
         return ""
-    low, high = span
-    return f" ({format_fraction_pct(value * (1 + low))}–{format_fraction_pct(value * (1 + high))})"
 
+    def eff(x: float | None, w: int) -> str:
+        return format_fraction_pct((x or 0.0) / (w * base))
 
-def _borrowed(span: Callable | None, coverage: float | None) -> str:
-    """What the predicted efficiencies' ranges are: the same as the table's rows'."""
-    if span is None:
-        return ", without a range"
-    ranges = f"{coverage:.0%} ranges" if coverage else "ranges"
-    return f"; {ranges} borrowed from one-machine tables: no published table has several machines"
+    said = ", ".join(
+        f"{r.workers} workers {eff(r.throughput, r.workers)}"
+        + (
+            f" ({eff(r.throughput_low, r.workers)}–{eff(r.throughput_high, r.workers)})"
+            if r.throughput_low is not None and r.throughput_high is not None
+            else ""
+        )
+        for r in ahead
+    )
+    ranged = [r for r in ahead if r.throughput_low is not None]
+    if not ranged:
+        how = ", as in its table"
+    elif all(r.coverage for r in ranged):
+        how = (
+            f"; as in its table, {ranged[0].coverage:.0%} ranges borrowed from one-machine "
+            "tables: no published table has several machines"
+        )
+    else:
+        how = "; as in its table, the ranges a guess"
+    return f", {said} (predicted{how})"

@@ -630,7 +630,14 @@ def _fit_from_step_times(
         model.beta_s = metrics.median(payloads) / min(peaks)
         # the measured step holds that exchange (a count above 1): compute is the rest,
         # not the whole step with the exchange added on top of it
-        rest = [max(y - model.comm_time_s(n), 0.0) for n, y in zip(ns, ys, strict=True)]
+        rest = [y - model.comm_time_s(n) for n, y in zip(ns, ys, strict=True)]
+        if any(r <= 0 for r in rest):
+            # the exchange alone at the link's peak takes the whole measured step or
+            # more: the peak (or the payload) cannot be right, and nothing is predicted
+            model.basis = IMPLAUSIBLE_PEAK
+            model.beta_s = 0.0
+            model.predicts = False
+            return
         compute = nnls(compute_columns, rest)[0]
         if model.scaling == "strong":
             model.parallel_s = compute
@@ -639,6 +646,11 @@ def _fit_from_step_times(
     else:
         model.basis = "none"
         model.predicts = False
+
+
+IMPLAUSIBLE_PEAK = "implausible link peak"
+"""The basis of a model that predicts nothing because the exchange at the link's peak
+alone would take the whole measured step or more (:func:`_fit_from_step_times`)."""
 
 
 def predicted_like(template: SweepPoint, **fields: object) -> SweepPoint:

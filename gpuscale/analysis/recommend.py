@@ -54,9 +54,7 @@ from gpuscale.analysis.predict import (
     fit_calibrated,
     interconnect_class,
     link_class,
-    network_stratum,
     predicted_point,
-    stratum_span,
     two_level_point,
     widened_if_noisy,
     with_ratios,
@@ -255,23 +253,9 @@ def recommend(
     if any(p is not None for p in prices.values()):
         _costs(rec, groups, prices)
     # multi-worker sweeps: communication inside a machine and between machines, fitted apart
-    rec.reasons.extend(
-        explain_multi_worker(
-            measured_points,
-            span=lambda top, n: _network_span(cal, top, n),
-            coverage=cal.coverage,
-        )
-    )
+    rec.reasons.extend(explain_multi_worker(measured_points, {g.config: g.rows for g in groups}))
     rec.confidence.extend(w[0].upper() + w[1:] + "." for w in warnings)
     return rec
-
-
-def _network_span(
-    calibration: Calibration | None, top: int, devices: int
-) -> tuple[float, float] | None:
-    """A multi-worker prediction's range, as the table's predicted rows carry it."""
-    stratum = network_stratum(calibration, top, devices)
-    return stratum_span(stratum) if stratum is not None else None
 
 
 def _price_of(g: Group) -> float | None:

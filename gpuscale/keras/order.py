@@ -8,7 +8,8 @@ that writes every batch, a callback that sleeps. Those hooks are the script's
 work between steps, not the step (a 20 ms hook timed a 2.8 ms step as 22.9 ms).
 At ``on_train_begin`` (once a ``fit``, off the per-step path) the monitor moves
 itself ahead of the first such callback in the ``CallbackList`` Keras made for
-this ``fit`` (the script's own list stays as it was); the others keep their
+this ``fit`` (the script's own list stays as it was, unless the script passed a
+``CallbackList`` itself, which Keras uses as it is); the others keep their
 order. A callback it moves ahead of now runs its ``on_train_batch_begin``, if
 it has one, inside the step: begin hooks are rarely where the work is
 (``ModelCheckpoint`` saves, loggers write, at a batch's end).

@@ -361,7 +361,7 @@ class GpuscaleApp(App[int]):
         elif end is None and not snap_errors and self.source.info.still_running:
             # one line at 80x24 too, as the completed run's (the header says the rest)
             self.notify(
-                f"Still running: {plural(snap.steps_done, 'step')} in {took}.",
+                f"Still running: {plural(snap.steps_done, 'step')} so far.",
                 timeout=6,
             )
         elif end is None and not snap_errors:
