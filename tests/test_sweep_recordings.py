@@ -146,6 +146,40 @@ def test_a_scripts_runs_on_one_cpu_then_two_logical_devices_are_guessed_a_sweep(
     assert guess.platform == "cpu-logical"
 
 
+def test_a_script_and_the_built_in_trainer_of_one_model_name_are_no_guessed_sweep(tmp_path):
+    """``gpuscale run --local-workers 1 --model mlp`` then ``gpuscale run --local-workers
+    2 -- python examples/train_multiworker.py`` (its Keras model is also named
+    ``mlp``, 814 kB of gradients against the built-in's 11.7 MB) were guessed one
+    sweep, and ``recommend --from guess-...`` gave 2.70x on 2 workers sharing 2 cores
+    (135% efficiency): two different networks, one at each count. Runs of one source
+    and payload still are."""
+    one = sample_events(steps=12, gpus=1)
+    two = sample_events(steps=12, gpus=2)
+    for events, at, source, payload in (
+        (one, 0.0, "trainer", 11_700_000),
+        (two, 60.0, "script", 814_120),
+    ):
+        for event in events:
+            event.t += at
+            if isinstance(event, StartEvent):
+                event.source, event.payload_bytes = source, payload
+    write_run(tmp_path / "mlp_1xcpu.ndjson", one)
+    write_run(tmp_path / "mlp_2xcpu.ndjson", two)
+    assert sweep_groups(list_runs(tmp_path)) == []
+    with pytest.raises(GpuscaleError):
+        find_sweep("guess", tmp_path)
+
+    for events in (one, two):
+        for event in events:
+            if isinstance(event, StartEvent):
+                event.source, event.payload_bytes = "script", 814_120
+    (tmp_path / "same").mkdir()
+    write_run(tmp_path / "same" / "mlp_1xcpu.ndjson", one)
+    write_run(tmp_path / "same" / "mlp_2xcpu.ndjson", two)
+    (guess,) = sweep_groups(list_runs(tmp_path / "same"))
+    assert [r.devices for r in guess.runs] == [1, 2]
+
+
 def test_runs_json_lists_the_groups(recorded, capsys):
     assert main(["runs", "--dir", str(recorded), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)

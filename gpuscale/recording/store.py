@@ -167,6 +167,11 @@ class RunInfo(msgspec.Struct, kw_only=True):
     unknown)."""
     workers: int = 1
     """Worker processes of the run (the start event's ``num_workers``)."""
+    source: str = "trainer"
+    """Who produced the run (the start event's ``source``: ``trainer``, ``script``)."""
+    payload_bytes: int | None = None
+    """Gradient bytes per step (the start event's ``payload_bytes``; ``None``: not
+    known): two runs of one model name with different payloads are different models."""
 
     @property
     def when(self) -> datetime | None:
@@ -288,6 +293,8 @@ def _run_info(
         sweep=start.sweep,
         strategy=start.strategy,
         workers=start.num_workers,
+        source=start.source,
+        payload_bytes=start.payload_bytes,
     )
 
 

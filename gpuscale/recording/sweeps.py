@@ -279,6 +279,15 @@ def _family(platform: str) -> str:
     return "cpu" if platform.startswith("cpu") else platform
 
 
+def _same_program(a: RunInfo, b: RunInfo) -> bool:
+    """One model by its name, and by who ran it and its gradient bytes where both
+    runs say them: a script's ``mlp`` (the Keras model's name) and the built-in
+    trainer's ``mlp`` are different networks, as are two with different payloads."""
+    if a.model != b.model or a.source != b.source:
+        return False
+    return a.payload_bytes is None or b.payload_bytes is None or a.payload_bytes == b.payload_bytes
+
+
 def _guessed_groups(runs: Sequence[RunInfo]) -> list[SweepGroup]:
     done = sorted(
         (r for r in runs if r.status == "completed" and r.start_t is not None and r.devices),
@@ -291,7 +300,7 @@ def _guessed_groups(runs: Sequence[RunInfo]) -> list[SweepGroup]:
             last = current[-1]
             end = (last.start_t or 0.0) + (last.duration_s or 0.0)
             if (
-                run.model == last.model
+                _same_program(run, last)
                 and _family(run.platform) == _family(last.platform)
                 and run.devices > last.devices
                 and (run.start_t or 0.0) - end <= SWEEP_GAP_S
