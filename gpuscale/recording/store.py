@@ -16,6 +16,7 @@ from pathlib import Path
 
 import msgspec
 
+from gpuscale.errors import GpuscaleError
 from gpuscale.events.bounded import JsonInputError, check_depth, open_untrusted
 from gpuscale.events.run_name import script_name
 from gpuscale.events.schema import (
@@ -190,12 +191,17 @@ def list_runs(directory: str | os.PathLike | None = None) -> list[RunInfo]:
 
     Reads each file's first line and last :data:`TAIL_BYTES` (gzip files are
     decompressed in a stream, keeping only the tail), so listing is fast and
-    bounded in memory. A file that cannot be read is listed with its problem."""
+    bounded in memory. A file that cannot be read is listed with its problem; a
+    folder that does not exist holds none, one that cannot be read is a one-line
+    :class:`GpuscaleError`."""
     folder = Path(directory) if directory is not None else runs_dir()
     try:
         entries = [p for p in folder.iterdir() if p.name.endswith(SUFFIXES) and p.is_file()]
-    except OSError:
+    except FileNotFoundError:  # no run recorded yet
         return []
+    except OSError as exc:  # a folder it may not read: never "No recordings"
+        said = (exc.strerror or str(exc)).lower()
+        raise GpuscaleError(f"cannot list the recordings in {folder}: {said}") from None
     runs = [_safe_info(path) for path in entries]
     runs.sort(key=lambda r: (r.start_t is None, r.start_t or 0.0, r.path))
     return runs
