@@ -651,3 +651,34 @@ def test_a_sweeps_gzip_damaged_mid_way_is_measured_from_its_lines(tmp_path, caps
     assert main(["recommend", "--from", f"{tmp_path}/{sweep_id}"]) == 0
     err = capsys.readouterr().err
     assert any(line.startswith(f"gpuscale: warning: {gz}: {said}") for line in err.splitlines())
+
+
+def test_a_run_is_replayed_and_read_by_its_file_name_as_runs_lists_it(
+    tmp_path, monkeypatch, capsys
+):
+    """`gpuscale runs` lists file names only (under 'Recorded runs in DIR'): `replay
+    NAME` of one, from another folder, said 'NAME: no such file' (a sweep's name was
+    found, a run's was not). A bare name that is no file is a recording in the runs
+    folder whose name begins so; none or several: one line, exit 2."""
+    runs = tmp_path / "data" / "runs"
+    runs.mkdir(parents=True)
+    for name in ("mnist-cnn_1xcpu.ndjson", "mnist-cnn_2xcpu.ndjson"):
+        shutil.copy(SAMPLES / name, runs / f"20261121-1930{name[10]}0_{name}")
+    monkeypatch.setenv("GPUSCALE_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)
+    two = "20261121-193020_mnist-cnn_2xcpu.ndjson"
+    assert main(["replay", two]) == 0
+    assert "status: completed" in capsys.readouterr().out
+    assert main(["replay", "20261121-193010"]) == 0  # a unique beginning
+    assert "mnist-cnn" in capsys.readouterr().out
+    assert main(["recommend", "--from", "20261121-193010", two]) == 0
+    assert f"from {runs / two}" in capsys.readouterr().out
+    assert main(["replay", "20261121"]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"gpuscale: error: 20261121: 2 recordings in {runs} start with it"
+    )
+    assert main(["replay", "nothing.ndjson"]) == 2
+    assert capsys.readouterr().err == (
+        f"gpuscale: error: nothing.ndjson: no such file, and no recording in {runs} "
+        "starts with it\n"
+    )

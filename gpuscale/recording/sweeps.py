@@ -30,7 +30,7 @@ import msgspec
 
 from gpuscale.errors import GpuscaleError
 from gpuscale.formatting import plural
-from gpuscale.recording.store import RunInfo, list_runs, name_says, runs_dir
+from gpuscale.recording.store import RunInfo, find_run, list_runs, name_says, runs_dir
 
 SWEEP_PREFIX = "sweep-"
 """How every sweep id begins (recording file names begin with a digit)."""
@@ -384,7 +384,9 @@ class Resolved(msgspec.Struct, kw_only=True):
 def resolve_inputs(
     names: Sequence[str | os.PathLike], directory: str | os.PathLike | None = None
 ) -> Resolved:
-    """``names`` as paths: an existing file stays itself; a sweep's name (see
+    """``names`` as paths: an existing file stays itself; a bare name that is none
+    (no folder in it) is a recording in the runs folder whose file name begins so
+    (:func:`~gpuscale.recording.store.find_run`: one line when none or several); a sweep's name (see
     :func:`find_sweep`) becomes its measured recordings (:attr:`SweepGroup.readable`:
     completed runs, and runs stopped or interrupted after counting steps, which
     :meth:`SweepGroup.describe` says; a failed run measured nothing); anything
@@ -395,8 +397,16 @@ def resolve_inputs(
     warnings: list[str] = []
     for raw in names:
         name = str(raw)
-        if Path(name).expanduser().exists() or not is_sweep_name(name):
+        if Path(name).expanduser().exists():
             paths.append(Path(name))
+            continue
+        if not is_sweep_name(name):
+            # a recording's file name as `gpuscale runs` lists it (or a unique
+            # beginning of it), in the runs folder; a path is left for the reader
+            if os.sep in name or "/" in name or not name:
+                paths.append(Path(name))
+            else:
+                paths.append(find_run(name, directory))
             continue
         group = find_sweep(name, directory)
         readable = group.readable
