@@ -585,6 +585,31 @@ def test_a_strategys_one_cpu_device_is_the_same_platform_as_its_two():
     assert describe_strategy(tf.distribute.get_strategy())["platform"] == "cpu"
 
 
+def test_a_multi_worker_strategys_cpus_are_cpus_not_cpu_logical_devices():
+    """A script under ``--local-workers 2`` (MultiWorkerMirroredStrategy, one CPU per
+    worker) was recorded as ``cpu-logical``: its summary said "2 x CPU logical devices
+    (2 workers, 1 each)" and ``recommend`` missed that the workers share one host's
+    cores (no "not what separate machines would do"). The built-in trainer says ``cpu``."""
+    from types import SimpleNamespace
+
+    from gpuscale.keras.describe import describe_strategy
+
+    class MultiWorkerMirroredStrategy:  # the name describe_strategy goes by
+        num_replicas_in_sync = 2
+        cluster_resolver = SimpleNamespace(
+            cluster_spec=lambda: SimpleNamespace(
+                as_dict=lambda: {"worker": ["localhost:1", "localhost:2"]}
+            )
+        )
+        extended = SimpleNamespace(worker_devices=("/job:worker/replica:0/task:0/device:CPU:0",))
+
+    info = describe_strategy(MultiWorkerMirroredStrategy())
+    assert info["strategy"] == "multi-worker"
+    assert info["num_workers"] == 2
+    assert info["platform"] == "cpu"
+    assert [d.kind for d in info["devices"]] == ["cpu"]
+
+
 def test_a_loop_without_a_batch_is_told_how_to_give_it_once():
     """A custom loop without ``batch_size`` (nor ``samples=``) had a summary saying
     "batch unknown" and no throughput, without a word on how to give it."""

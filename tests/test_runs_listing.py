@@ -180,3 +180,39 @@ def test_a_sweep_and_a_multi_worker_run_fit_80_columns(capsys, monkeypatch, runs
     )
     assert "mw×N = multi-worker, N workers" in out
     assert all(line == line.rstrip() for line in out.splitlines()), out
+
+
+def test_a_runs_folder_that_cannot_be_read_is_said_not_listed_as_empty(
+    tmp_path, monkeypatch, capsys
+):
+    """A data folder gpuscale may not read (chmod 000, another user's) was listed as
+    "No recordings in ..." with exit 0, and `replay guess` said there was no such
+    sweep: the recordings are there, unread. One line and exit 2, for every command
+    that lists them; a folder that does not exist still holds no recordings."""
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    shutil.copy(Path(__file__).resolve().parent.parent / "sample_runs" / "mlp_2xcpu.ndjson", folder)
+    real_iterdir = Path.iterdir
+
+    def denied(self):
+        if self == folder:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_iterdir(self)
+
+    monkeypatch.setattr(Path, "iterdir", denied)
+    monkeypatch.setenv("GPUSCALE_DATA_DIR", str(tmp_path))
+    for argv in (
+        ["runs"],
+        ["runs", "--json"],
+        ["replay", "guess"],
+        ["recommend", "--from", "sweep"],
+    ):
+        assert main(argv) == 2, argv
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert captured.err == (
+            f"gpuscale: error: cannot list the recordings in {folder}: permission denied\n"
+        ), argv
+    monkeypatch.setenv("GPUSCALE_DATA_DIR", str(tmp_path / "none"))
+    assert main(["runs"]) == 0
+    assert "No recordings" in capsys.readouterr().out

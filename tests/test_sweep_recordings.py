@@ -146,6 +146,40 @@ def test_a_scripts_runs_on_one_cpu_then_two_logical_devices_are_guessed_a_sweep(
     assert guess.platform == "cpu-logical"
 
 
+def test_a_script_and_the_built_in_trainer_of_one_model_name_are_no_guessed_sweep(tmp_path):
+    """``gpuscale run --local-workers 1 --model mlp`` then ``gpuscale run --local-workers
+    2 -- python examples/train_multiworker.py`` (its Keras model is also named
+    ``mlp``, 814 kB of gradients against the built-in's 11.7 MB) were guessed one
+    sweep, and ``recommend --from guess-...`` gave 2.70x on 2 workers sharing 2 cores
+    (135% efficiency): two different networks, one at each count. Runs of one source
+    and payload still are."""
+    one = sample_events(steps=12, gpus=1)
+    two = sample_events(steps=12, gpus=2)
+    for events, at, source, payload in (
+        (one, 0.0, "trainer", 11_700_000),
+        (two, 60.0, "script", 814_120),
+    ):
+        for event in events:
+            event.t += at
+            if isinstance(event, StartEvent):
+                event.source, event.payload_bytes = source, payload
+    write_run(tmp_path / "mlp_1xcpu.ndjson", one)
+    write_run(tmp_path / "mlp_2xcpu.ndjson", two)
+    assert sweep_groups(list_runs(tmp_path)) == []
+    with pytest.raises(GpuscaleError):
+        find_sweep("guess", tmp_path)
+
+    for events in (one, two):
+        for event in events:
+            if isinstance(event, StartEvent):
+                event.source, event.payload_bytes = "script", 814_120
+    (tmp_path / "same").mkdir()
+    write_run(tmp_path / "same" / "mlp_1xcpu.ndjson", one)
+    write_run(tmp_path / "same" / "mlp_2xcpu.ndjson", two)
+    (guess,) = sweep_groups(list_runs(tmp_path / "same"))
+    assert [r.devices for r in guess.runs] == [1, 2]
+
+
 def test_runs_json_lists_the_groups(recorded, capsys):
     assert main(["runs", "--dir", str(recorded), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -617,3 +651,34 @@ def test_a_sweeps_gzip_damaged_mid_way_is_measured_from_its_lines(tmp_path, caps
     assert main(["recommend", "--from", f"{tmp_path}/{sweep_id}"]) == 0
     err = capsys.readouterr().err
     assert any(line.startswith(f"gpuscale: warning: {gz}: {said}") for line in err.splitlines())
+
+
+def test_a_run_is_replayed_and_read_by_its_file_name_as_runs_lists_it(
+    tmp_path, monkeypatch, capsys
+):
+    """`gpuscale runs` lists file names only (under 'Recorded runs in DIR'): `replay
+    NAME` of one, from another folder, said 'NAME: no such file' (a sweep's name was
+    found, a run's was not). A bare name that is no file is a recording in the runs
+    folder whose name begins so; none or several: one line, exit 2."""
+    runs = tmp_path / "data" / "runs"
+    runs.mkdir(parents=True)
+    for name in ("mnist-cnn_1xcpu.ndjson", "mnist-cnn_2xcpu.ndjson"):
+        shutil.copy(SAMPLES / name, runs / f"20261121-1930{name[10]}0_{name}")
+    monkeypatch.setenv("GPUSCALE_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)
+    two = "20261121-193020_mnist-cnn_2xcpu.ndjson"
+    assert main(["replay", two]) == 0
+    assert "status: completed" in capsys.readouterr().out
+    assert main(["replay", "20261121-193010"]) == 0  # a unique beginning
+    assert "mnist-cnn" in capsys.readouterr().out
+    assert main(["recommend", "--from", "20261121-193010", two]) == 0
+    assert f"from {runs / two}" in capsys.readouterr().out
+    assert main(["replay", "20261121"]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"gpuscale: error: 20261121: 2 recordings in {runs} start with it"
+    )
+    assert main(["replay", "nothing.ndjson"]) == 2
+    assert capsys.readouterr().err == (
+        f"gpuscale: error: nothing.ndjson: no such file, and no recording in {runs} "
+        "starts with it\n"
+    )

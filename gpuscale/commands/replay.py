@@ -93,7 +93,7 @@ def main(args: argparse.Namespace) -> int:
             raise
         view.warnings[:0] = resolved.warnings  # a count's recording unreadable
         return _show_sweep(view, args.files)
-    args.file = args.files[0]
+    args.file = resolved.paths[0]  # a run named by its file name: its path
     if args.file.is_dir():
         raise GpuscaleError(folder_given(args.file))
     # Read (and validate) the whole file before the screen opens: an unusable

@@ -55,13 +55,17 @@ def describe_strategy(strategy: tf.distribute.Strategy) -> dict[str, Any]:
         worker_devices = tuple(extended.worker_devices)
     except (RuntimeError, AttributeError, NotImplementedError):  # the default strategy
         worker_devices = ()
+    # MultiWorkerMirroredStrategy without GPUs: each worker's one CPU, not CPU logical
+    # devices carved out of it (the built-in trainer's multi-worker runs say "cpu", and
+    # recommend treats CPU workers on one host as sharing its cores from that)
+    cpu_kind = "cpu" if name == "multi-worker" else "cpu-logical"
     for index, tf_name in enumerate(worker_devices):
         is_gpu = "GPU" in tf_name.upper()
         devices.append(
             DeviceInfo(
                 index=index,
                 name=tf_name.rsplit("/", 1)[-1],
-                kind="gpu" if is_gpu else "cpu-logical",
+                kind="gpu" if is_gpu else cpu_kind,
                 tf_name=tf_name,
             )
         )
@@ -75,7 +79,7 @@ def describe_strategy(strategy: tf.distribute.Strategy) -> dict[str, Any]:
     elif worker_devices:
         # a strategy's CPU devices, one or several: as the built-in trainer says them
         # (a script's 1-device run said "cpu", its 2 "cpu-logical": two configurations)
-        platform = "cpu-logical"
+        platform = cpu_kind
     else:
         platform = "cpu"
     return {

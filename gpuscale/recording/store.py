@@ -16,6 +16,7 @@ from pathlib import Path
 
 import msgspec
 
+from gpuscale.errors import GpuscaleError
 from gpuscale.events.bounded import JsonInputError, check_depth, open_untrusted
 from gpuscale.events.run_name import script_name
 from gpuscale.events.schema import (
@@ -167,6 +168,11 @@ class RunInfo(msgspec.Struct, kw_only=True):
     unknown)."""
     workers: int = 1
     """Worker processes of the run (the start event's ``num_workers``)."""
+    source: str = "trainer"
+    """Who produced the run (the start event's ``source``: ``trainer``, ``script``)."""
+    payload_bytes: int | None = None
+    """Gradient bytes per step (the start event's ``payload_bytes``; ``None``: not
+    known): two runs of one model name with different payloads are different models."""
 
     @property
     def when(self) -> datetime | None:
@@ -185,12 +191,17 @@ def list_runs(directory: str | os.PathLike | None = None) -> list[RunInfo]:
 
     Reads each file's first line and last :data:`TAIL_BYTES` (gzip files are
     decompressed in a stream, keeping only the tail), so listing is fast and
-    bounded in memory. A file that cannot be read is listed with its problem."""
+    bounded in memory. A file that cannot be read is listed with its problem; a
+    folder that does not exist holds none, one that cannot be read is a one-line
+    :class:`GpuscaleError`."""
     folder = Path(directory) if directory is not None else runs_dir()
     try:
         entries = [p for p in folder.iterdir() if p.name.endswith(SUFFIXES) and p.is_file()]
-    except OSError:
+    except FileNotFoundError:  # no run recorded yet
         return []
+    except OSError as exc:  # a folder it may not read: never "No recordings"
+        said = (exc.strerror or str(exc)).lower()
+        raise GpuscaleError(f"cannot list the recordings in {folder}: {said}") from None
     runs = [_safe_info(path) for path in entries]
     runs.sort(key=lambda r: (r.start_t is None, r.start_t or 0.0, r.path))
     return runs
@@ -288,6 +299,8 @@ def _run_info(
         sweep=start.sweep,
         strategy=start.strategy,
         workers=start.num_workers,
+        source=start.source,
+        payload_bytes=start.payload_bytes,
     )
 
 

@@ -30,7 +30,7 @@ import msgspec
 
 from gpuscale.errors import GpuscaleError
 from gpuscale.formatting import plural
-from gpuscale.recording.store import RunInfo, list_runs, name_says, runs_dir
+from gpuscale.recording.store import RunInfo, find_run, list_runs, name_says, runs_dir
 
 SWEEP_PREFIX = "sweep-"
 """How every sweep id begins (recording file names begin with a digit)."""
@@ -279,6 +279,15 @@ def _family(platform: str) -> str:
     return "cpu" if platform.startswith("cpu") else platform
 
 
+def _same_program(a: RunInfo, b: RunInfo) -> bool:
+    """One model by its name, and by who ran it and its gradient bytes where both
+    runs say them: a script's ``mlp`` (the Keras model's name) and the built-in
+    trainer's ``mlp`` are different networks, as are two with different payloads."""
+    if a.model != b.model or a.source != b.source:
+        return False
+    return a.payload_bytes is None or b.payload_bytes is None or a.payload_bytes == b.payload_bytes
+
+
 def _guessed_groups(runs: Sequence[RunInfo]) -> list[SweepGroup]:
     done = sorted(
         (r for r in runs if r.status == "completed" and r.start_t is not None and r.devices),
@@ -291,7 +300,7 @@ def _guessed_groups(runs: Sequence[RunInfo]) -> list[SweepGroup]:
             last = current[-1]
             end = (last.start_t or 0.0) + (last.duration_s or 0.0)
             if (
-                run.model == last.model
+                _same_program(run, last)
                 and _family(run.platform) == _family(last.platform)
                 and run.devices > last.devices
                 and (run.start_t or 0.0) - end <= SWEEP_GAP_S
@@ -375,7 +384,9 @@ class Resolved(msgspec.Struct, kw_only=True):
 def resolve_inputs(
     names: Sequence[str | os.PathLike], directory: str | os.PathLike | None = None
 ) -> Resolved:
-    """``names`` as paths: an existing file stays itself; a sweep's name (see
+    """``names`` as paths: an existing file stays itself; a bare name that is none
+    (no folder in it) is a recording in the runs folder whose file name begins so
+    (:func:`~gpuscale.recording.store.find_run`: one line when none or several); a sweep's name (see
     :func:`find_sweep`) becomes its measured recordings (:attr:`SweepGroup.readable`:
     completed runs, and runs stopped or interrupted after counting steps, which
     :meth:`SweepGroup.describe` says; a failed run measured nothing); anything
@@ -386,8 +397,16 @@ def resolve_inputs(
     warnings: list[str] = []
     for raw in names:
         name = str(raw)
-        if Path(name).expanduser().exists() or not is_sweep_name(name):
+        if Path(name).expanduser().exists():
             paths.append(Path(name))
+            continue
+        if not is_sweep_name(name):
+            # a recording's file name as `gpuscale runs` lists it (or a unique
+            # beginning of it), in the runs folder; a path is left for the reader
+            if os.sep in name or "/" in name or not name:
+                paths.append(Path(name))
+            else:
+                paths.append(find_run(name, directory))
             continue
         group = find_sweep(name, directory)
         readable = group.readable
