@@ -682,3 +682,24 @@ def test_a_run_is_replayed_and_read_by_its_file_name_as_runs_lists_it(
         f"gpuscale: error: nothing.ndjson: no such file, and no recording in {runs} "
         "starts with it\n"
     )
+    # './NAME' is a file here, never one of the runs folder's (replay took it as a
+    # path, which drops the './', and played the runs folder's file of that name)
+    assert main(["replay", f"./{two}"]) == 2
+    assert "no such file" in capsys.readouterr().err
+    # the exact name beside a second run of the same second ('NAME-2'): that one
+    stem = two.removesuffix(".ndjson")
+    shutil.copy(runs / two, runs / f"{stem}-2.ndjson")
+    assert main(["replay", stem]) == 0
+    assert "status: completed" in capsys.readouterr().out
+
+
+def test_a_bare_name_in_a_runs_folder_that_cannot_be_read_says_so(tmp_path):
+    """find_run turned any folder error into 'no recording starts with it'; an
+    unreadable runs folder is an error everywhere else."""
+    from gpuscale.errors import GpuscaleError
+    from gpuscale.recording.store import find_run
+
+    not_a_folder = tmp_path / "runs"
+    not_a_folder.write_text("a file where the runs folder should be")
+    with pytest.raises(GpuscaleError, match="cannot list the recordings in .*: not a directory"):
+        find_run("20261121", not_a_folder)

@@ -218,8 +218,8 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     ``None`` where no probe did (the Keras callback's cannot: the batch is fetched
     inside the step it times), never a 0 that was not measured."""
     comm_share: float | None = None
-    """Exposed all-reduce over the median step (``step_time_s``): the one exposed
-    share every view says (``recommend``'s, a sweep point's, the dashboard's)."""
+    """Exposed all-reduce over the median step (``step_time_s``; where no step was
+    counted, ``phase_full_step_s``): the one exposed share every view says (``recommend``'s, a sweep point's, the dashboard's)."""
     input_share: float | None = None
     """Input wait over the median step (``step_time_s``); ``None`` where not measured."""
     compute_err_s: float | None = None
@@ -229,8 +229,8 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     apply_err_s: float | None = None
     """95 % half-width of ``apply_s``."""
     comm_share_err: float | None = None
-    """95 % half-width of ``comm_share``: ``allreduce_err_s / step_time_s`` (a fraction
-    of the step, like the share)."""
+    """95 % half-width of ``comm_share``: ``allreduce_err_s / step_time_s`` (else
+    ``phase_full_step_s``, as the share) (a fraction of the step, like the share)."""
     phase_parts_s: float | None = None
     """The phases' medians added up: compute + exposed all-reduce + apply + input wait
     (each as shown, never below 0)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gpuscale.commands.paths import path_arg
+from gpuscale.commands.paths import name_arg
 
 MAX_SPEED = 1e6
 """Fastest --speed (run seconds per wall second): a day of run in a tenth of a second."""
@@ -32,11 +32,12 @@ def register(sub) -> None:
     )
     parser.add_argument(
         "files",
-        type=path_arg,
+        type=name_arg,  # as typed: './NAME' is a file here, 'NAME' may be in the runs folder
         nargs="+",
         metavar="FILE",
-        help="a recording made by gpuscale; several, or a sweep's name as 'gpuscale runs' "
-        "shows it (sweep-..., DIR/sweep-...): the scaling view of a sweep",
+        help="a recording made by gpuscale (a path, or its file name or the file name's "
+        "beginning as 'gpuscale runs' lists it); several, or a sweep's name as 'gpuscale "
+        "runs' shows it (sweep-..., DIR/sweep-...): the scaling view of a sweep",
     )
     parser.add_argument(
         "--speed",

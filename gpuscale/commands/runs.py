@@ -26,7 +26,8 @@ def register(sub) -> None:
             "and file size. Every 'gpuscale run' is recorded here unless "
             "given --no-record. The runs of one 'gpuscale recommend' sweep are listed as one "
             "sweep, by the sweep id they carry (older recordings: by a guess, marked '?'); "
-            "'gpuscale replay NAME' and 'gpuscale recommend --from NAME' take a sweep's name."
+            "'gpuscale replay NAME' and 'gpuscale recommend --from NAME' take a sweep's name, "
+            "or a run's file name (or its beginning) as listed here."
         ),
     )
     parser.add_argument(

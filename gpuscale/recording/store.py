@@ -561,8 +561,18 @@ def find_run(name: str, directory: str | os.PathLike | None = None) -> Path:
         matches = sorted(
             p for p in folder.iterdir() if p.name.startswith(name) and p.name.endswith(SUFFIXES)
         )
-    except OSError:
+    except FileNotFoundError:  # no run recorded yet
         matches = []
+    except OSError as exc:  # a folder it may not read: never "no recording starts with it"
+        said = (exc.strerror or str(exc)).lower()
+        raise GpuscaleError(f"cannot list the recordings in {folder}: {said}") from None
+    # the whole file name, or its stem with a suffix, before its beginnings ('STEM' is
+    # STEM.ndjson even beside STEM-2.ndjson, a second run started in the same second)
+    exact = [p for p in matches if p.name == name] or [
+        p for p in matches if any(p.name == name + suffix for suffix in SUFFIXES)
+    ]
+    if len(exact) == 1:
+        return exact[0]
     if len(matches) == 1:
         return matches[0]
     if not matches:
