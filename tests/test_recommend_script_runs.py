@@ -224,3 +224,39 @@ def test_the_batch_note_is_a_sentence_that_parses():
     )
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     assert "which runs at several" not in " ".join(readme.split())
+
+
+def test_a_scripts_multi_worker_cpu_runs_stay_cpu_beside_its_logical_devices():
+    """A script's runs of one model: 1 CPU (relabelled a logical device, as a lone CPU
+    of the machine the 2-device run carved), 2 CPU logical devices under
+    MirroredStrategy, and 2 workers of MultiWorkerMirroredStrategy, one CPU each: those
+    were relabelled "cpu-logical" too, and recommend missed that they share the cores."""
+    from gpuscale.analysis.script_runs import settle_script_runs
+    from gpuscale.analysis.summary import RunSummary
+
+    def start(replicas: int, workers: int, platform: str) -> StartEvent:
+        return StartEvent(
+            t=1000.0,
+            gpuscale_version="t",
+            host="h",
+            pid=1,
+            source="script",
+            config={"script": "train.py", "every": 10},
+            model="train.py",
+            strategy="multi-worker" if workers > 1 else "mirrored",
+            num_replicas=replicas,
+            num_workers=workers,
+            platform=platform,
+            global_batch=64,
+            per_replica_batch=64 // replicas,
+        )
+
+    runs = [
+        (RunSummary(model="train.py"), start(1, 1, "cpu"), "a"),
+        (RunSummary(model="train.py"), start(2, 1, "cpu-logical"), "b"),
+        (RunSummary(model="train.py"), start(2, 2, "cpu"), "c"),
+    ]
+    settled = {source: s for _summary, s, source in settle_script_runs(runs)}
+    assert settled["a"].platform == "cpu-logical"
+    assert settled["b"].platform == "cpu-logical"
+    assert settled["c"].platform == "cpu"

@@ -180,6 +180,23 @@ def test_a_script_and_the_built_in_trainer_of_one_model_name_are_no_guessed_swee
     assert [r.devices for r in guess.runs] == [1, 2]
 
 
+def test_a_run_without_a_payload_does_not_join_two_payloads_into_one_guess(tmp_path):
+    """Each run was compared with the chain's last alone, and a run that does not say
+    its payload matches any: 100, none, 200 bytes made one guessed sweep of two models."""
+    chain = []
+    for gpus, at, payload in ((1, 0.0, 100), (2, 60.0, None), (4, 120.0, 200)):
+        events = sample_events(steps=12, gpus=gpus)
+        for event in events:
+            event.t += at
+            if isinstance(event, StartEvent):
+                event.payload_bytes = payload
+        chain.append(events)
+        write_run(tmp_path / f"m_{gpus}xgpu.ndjson", events)
+    groups = sweep_groups(list_runs(tmp_path))
+    assert all({r.payload_bytes for r in g.runs} - {None} != {100, 200} for g in groups)
+    assert [[r.devices for r in g.runs] for g in groups] == [[1, 2]]
+
+
 def test_runs_json_lists_the_groups(recorded, capsys):
     assert main(["runs", "--dir", str(recorded), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)

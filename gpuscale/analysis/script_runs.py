@@ -162,7 +162,9 @@ def settle_script_runs(runs: list[tuple[Any, Any, str]]) -> list[tuple[Any, Any,
             summary, start, source = runs[i]
             scaling = "weak" if grows else "strong"
             changes: dict[str, str] = {"scaling": scaling}
-            if logical and start.platform == "cpu":
+            # a lone CPU device is a logical one of its machine; a multi-worker run's
+            # workers each have their own CPU (recorded "cpu"), not carved ones
+            if logical and start.platform == "cpu" and start.num_workers <= 1:
                 changes["platform"] = "cpu-logical"
             if any(getattr(start, k) != v for k, v in changes.items()) or grows:
                 config = {**(start.config or {}), "batch_scaling": scaling}

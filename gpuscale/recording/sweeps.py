@@ -300,7 +300,9 @@ def _guessed_groups(runs: Sequence[RunInfo]) -> list[SweepGroup]:
             last = current[-1]
             end = (last.start_t or 0.0) + (last.duration_s or 0.0)
             if (
-                _same_program(run, last)
+                # one program with every run of the chain, not the last alone (a run
+                # that does not say its payload would join 100 and 200 bytes' runs)
+                all(_same_program(run, earlier) for earlier in current)
                 and _family(run.platform) == _family(last.platform)
                 and run.devices > last.devices
                 and (run.start_t or 0.0) - end <= SWEEP_GAP_S
