@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from test_recommend_rule import _throughputs
 
 from gpuscale.analysis.predict import (
     Calibration,
@@ -832,20 +833,11 @@ def test_a_step_beyond_its_configurations_own_stop_says_what_to_measure():
     bound); the walk over both went 8 ('A') -> 16 ('B') predicted, said "not a safe bet:
     'B' on its own stops at 4 devices" with nothing to measure, and the exchange line
     said "8 -> 16 pays at any compute:communication ratio" beside it."""
-    a = _throughput_points("A", {1: 1000, 2: 1150, 4: 2200, 8: 4200})
-    b = _throughput_points("B", {1: 800, 2: 1500})
+    a = _throughputs("A", {1: 1000, 2: 1150, 4: 2200, 8: 4200})
+    b = _throughputs("B", {1: 800, 2: 1500})
     rec = recommend(a + b, available_devices=16)
     assert (rec.verdict, rec.devices, rec.config) == ("multi", 8, "A")
     assert rec.measure_next and rec.measure_next.startswith("measure 8 with 'B' next")
     step = next(r for r in rec.reasons if r.startswith("8 ('A') -> 16 ('B')"))
     assert "'B' on its own stops at 4 devices; measure 8 with 'B' next" in step
     assert not any("pays at any" in r or "whether 8 -> 16 pays" in r for r in rec.reasons)
-
-
-def _throughput_points(config: str, throughputs: dict[int, float]) -> list[SweepPoint]:
-    return [
-        normalize(
-            SweepPoint(config=config, devices=n, throughput=x, scaling="weak", per_replica_batch=64)
-        )
-        for n, x in throughputs.items()
-    ]

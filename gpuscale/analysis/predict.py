@@ -196,9 +196,15 @@ class Stratum(msgspec.Struct, kw_only=True):
     relative residuals at :data:`BET_RISK` (``None``: ``q_low``)."""
 
     @property
+    def span(self) -> tuple[float, float]:
+        """The range around a prediction as relative errors, ``low <= 0 <= high``: the
+        point always lies inside its own range."""
+        return min(self.q_low, 0.0), max(self.q_high, 0.0)
+
+    @property
     def bet_bound(self) -> float:
         """``q_bet`` clipped to at most ``q_low`` and 0 (never above the range's low end)."""
-        low = min(self.q_low, 0.0)
+        low = self.span[0]
         return low if self.q_bet is None else min(self.q_bet, low)
 
 
@@ -694,8 +700,8 @@ def predicted_point(
         throughput=x,
         step_time_s=step,
         comm_share=metrics.share(comm, step) if step > 0 else point.comm_share,
-        throughput_low=x * (1 + min(stratum.q_low, 0.0)),
-        throughput_high=x * (1 + max(stratum.q_high, 0.0)),
+        throughput_low=x * (1 + stratum.span[0]),
+        throughput_high=x * (1 + stratum.span[1]),
         throughput_safe=x * (1 + stratum.bet_bound),
         coverage=calibration.coverage if calibration else None,
         coverage_basis=calibration.statement(interconnect) if calibration else None,
@@ -756,10 +762,10 @@ def two_level_point(
             else ""
         ),
     )
-    stratum = network_stratum(calibration, top, devices)
+    stratum = calibration.stratum("*", "*", top, devices) if calibration else None
     if stratum is None or calibration is None:
         return point
-    low, high = stratum_span(stratum)
+    low, high = stratum.span
     return msgspec.structs.replace(
         point,
         throughput_low=x * (1 + low),
@@ -768,18 +774,6 @@ def two_level_point(
         coverage=calibration.coverage,
         coverage_basis=calibration.statement("network"),
     )
-
-
-def network_stratum(calibration: Calibration | None, top: int, devices: int) -> Stratum | None:
-    """The stratum a multi-worker prediction from ``top`` to ``devices`` is ranged by:
-    the pooled all-class one (no published table has several machines)."""
-    return calibration.stratum("*", "*", top, devices) if calibration else None
-
-
-def stratum_span(stratum: Stratum) -> tuple[float, float]:
-    """The stratum's range around a prediction, as relative errors (``low <= 0 <= high``):
-    the point always lies inside its own range."""
-    return min(stratum.q_low, 0.0), max(stratum.q_high, 0.0)
 
 
 def anchor_of(model: ScalingModel, top: int, measured_throughput: float) -> float:
