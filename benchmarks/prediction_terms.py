@@ -39,6 +39,17 @@ The terms:
 * ``GPU prior``: the growth multiplier learned per GPU name (at least 5 tables),
   not per class: it helps when the same GPU's servers appear in other sources,
   and only then (see ``--folds machine``).
+* ``learned ...``: no physics, a learner: gradient-boosted trees (scikit-learn,
+  absolute-error loss, fitted per fold on the other folds' cases) predict the
+  log of ``published / bare`` from everything a model could be given: interconnect
+  class, fitted counts, predicted count, the efficiencies at every fitted count,
+  the exchange intensity, the 1-GPU step time, bytes per value, parameters,
+  batch and framework; ``+ names`` adds the GPU's and the model's names (which
+  a user's own model would not share with the corpus). If a learner with all of
+  it cannot find the tail's pattern across sources, no term written by hand
+  will: it is the check that the tail is not a missing feature. Needs
+  ``scikit-learn`` (``pip install scikit-learn``; not a dependency of gpuscale);
+  without it the lines say so.
 
 Run: ``python benchmarks/prediction_terms.py [--folds machine] [--corpus PATH]``.
 """
@@ -298,6 +309,64 @@ def gpu_prior(cases: list[Case]) -> list[float]:
     return [c.with_growth(m or 1.0) for c, m in zip(cases, mults, strict=True)]
 
 
+FRAMEWORKS = ("pytorch", "tensorflow", "mxnet")
+BYTES_PER_VALUE = {"amp": 2, "fp16": 2}
+
+
+def features(c: Case, names: dict[str, list[str]] | None) -> list[float]:
+    """What :func:`learned` is given of a case (``names``: the GPU and model name
+    lists to code, or ``None`` to leave the names out)."""
+    rows = corpus.throughputs(c.table)
+    effs = [rows[k] / (k * rows[1]) for k in c.fitted if k > 1]
+    step1 = c.steps[1]
+    params = c.table.get("params") or 0
+    width = BYTES_PER_VALUE.get(c.table["precision"], 4)
+    out = [
+        ("nvswitch", "nvlink", "pcie", "unknown").index(c.table["interconnect"]),
+        len(c.fitted),
+        math.log2(c.n),
+        effs[0],
+        effs[-1],
+        math.log(params * width / step1 + 1),
+        math.log(step1),
+        width,
+        math.log(params + 1),
+        math.log(c.table["batch_per_replica"]),
+        FRAMEWORKS.index(c.table["framework"]) if c.table["framework"] in FRAMEWORKS else -1,
+    ]
+    if names is not None:
+        out += [names["gpu"].index(c.gpu), names["model"].index(c.table["model"])]
+    return out
+
+
+def learned(cases: list[Case], with_names: bool) -> list[float] | None:
+    """Gradient-boosted trees on :func:`features`, per fold (``None`` without
+    scikit-learn)."""
+    try:
+        from sklearn.ensemble import GradientBoostingRegressor
+    except ImportError:
+        return None
+    names = None
+    if with_names:
+        names = {
+            "gpu": sorted({c.gpu for c in cases}),
+            "model": sorted({c.table["model"] for c in cases}),
+        }
+    x = [features(c, names) for c in cases]
+    y = [math.log(c.published / c.bare) for c in cases]
+    out = [0.0] * len(cases)
+    for fold in sorted({c.fold for c in cases}):
+        train = [i for i, c in enumerate(cases) if c.fold != fold]
+        test = [i for i, c in enumerate(cases) if c.fold == fold]
+        model = GradientBoostingRegressor(
+            loss="absolute_error", n_estimators=200, max_depth=3, learning_rate=0.05, random_state=0
+        )
+        model.fit([x[i] for i in train], [y[i] for i in train])
+        for i, v in zip(test, model.predict([x[i] for i in test]), strict=True):
+            out[i] = cases[i].bare * math.exp(v)
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", default=str(corpus.DEFAULT_CORPUS))
@@ -335,6 +404,9 @@ def main() -> int:
     print(line("growth prior by share", cases, growth_by_share(cases)))
     print(line("curvature (8 from 1,2,4)", cases, curvature(cases)))
     print(line("GPU prior", cases, gpu_prior(cases)))
+    for name, with_names in (("learned (trees)", False), ("learned (trees) + names", True)):
+        got = learned(cases, with_names)
+        print(line(name, cases, got) if got else f"{name:34s} skipped: pip install scikit-learn")
     return 0
 
 

@@ -60,3 +60,58 @@ def test_calibrate_takes_the_point_rule():
             b.load,
         )
         assert (1 + a.q_low) == pytest.approx((1 + b.q_low) * b.factor, abs=2e-3)
+
+
+def _table(tid: str, source: str, rows: dict[int, float], **extra) -> dict:
+    table = {
+        "id": tid,
+        "source": source,
+        "source_group": "lambda-pytorch",
+        "framework": "pytorch",
+        "machine": "8x Test Server (host a)",
+        "gpu": "Test GPU",
+        "interconnect": "pcie",
+        "model": "resnet50",
+        "params": 25_000_000,
+        "precision": "fp32",
+        "batch_per_replica": 64,
+        "scaling": "weak",
+        "unit": "images/s",
+        "throughput": {str(n): x for n, x in rows.items()},
+        "flags": [],
+    }
+    table.update(extra)
+    return table
+
+
+def test_repeats_count_a_table_published_again_that_grows_unlike_itself():
+    bound = pytest.importorskip("benchmarks.prediction_bound")
+    scales = _table("a", "snap 1", {1: 100, 2: 195, 4: 385, 8: 760})
+    collapses = _table("b", "snap 2", {1: 100, 2: 195, 4: 380, 8: 400})
+    again = _table("c", "snap 3", {1: 100, 2: 196, 4: 386, 8: 762})
+    other = _table("d", "snap 2", {1: 100, 2: 195, 4: 380, 8: 400}, model="vgg16")
+    # (a, b): 4 and 8 from 1, 2 (4 alike, 8 not), 8 from 1, 2, 4 (not): 2 of 3 differ;
+    # (a, c) and (b, c) likewise 0 and 2 of 3; another model is no repeat
+    assert bound.repeats([scales, collapses, again, other]) == (4, 9)
+    assert bound.repeats([scales, again]) == (0, 3)
+
+
+def test_the_learner_is_given_the_rows_and_optionally_the_names(monkeypatch):
+    table = _table("a", "snap 1", {1: 100, 2: 190, 4: 370, 8: 700})
+    case = terms.Case(table, (1, 2), 8, "snap 1")
+    plain = terms.features(case, None)
+    named = terms.features(case, {"gpu": ["Other", "Test GPU"], "model": ["resnet50"]})
+    assert named[: len(plain)] == plain and named[len(plain) :] == [1, 0]
+    assert plain[2] == 3.0 and plain[3] == pytest.approx(0.95)  # log2 N, efficiency at 2
+    # without scikit-learn the term is skipped, not faked
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_sklearn(name, *args, **kwargs):
+        if name.startswith("sklearn"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_sklearn)
+    assert terms.learned([case], with_names=False) is None
