@@ -190,7 +190,9 @@ def test_q_in_watch_before_any_count_is_a_note_and_exit_0(monkeypatch, capsys):
     # the failure is its own clause ("the sweep the 1-device run failed: boom")
     assert str(failed.value) == "no recommendation: the 1-device run failed: boom"
 
-    monkeypatch.setattr(recommend_watch, "watch_sweep", lambda args, floor: (None, said, None))
+    monkeypatch.setattr(
+        recommend_watch, "watch_sweep", lambda args, floor, command=None: (None, said, None)
+    )
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
     assert main([*ARGV, "--watch"]) == 0
     out, err = capsys.readouterr()

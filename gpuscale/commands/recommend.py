@@ -225,12 +225,19 @@ def main(args) -> int:
     failure = None  # a sweep's count that failed after others were measured
     if args.inputs:
         sweep, heading = load_from(args.inputs)
+    elif args.watch and sys.stdout.isatty():
+        from gpuscale.commands.recommend_live import SweepFailed
+        from gpuscale.commands.recommend_watch import watch_sweep
+
+        try:  # the built-in trainer's sweep, or the script's after '--'
+            watched, heading, signal_name = watch_sweep(args, floor, split_command(args.command))
+        except SweepFailed as failed:  # what ran is printed, then the failure and its status
+            watched, heading, failure = failed.sweep, failed.heading, failed
+        if watched is None:  # q before the first count: the user quit; a note, exit 0
+            print(f"gpuscale: {heading}", file=sys.stderr)
+            return 0
+        sweep = watched
     elif command := split_command(args.command):
-        if args.watch:
-            raise GpuscaleError(
-                "--watch sweeps the built-in trainer; sweep your script without it: "
-                "gpuscale recommend -- python train.py"
-            )
         from gpuscale.commands.recommend_live import SweepFailed, SweepInterrupted
         from gpuscale.commands.recommend_script import run_script_sweep
 
@@ -240,18 +247,7 @@ def main(args) -> int:
             sweep, heading, signal_name = stopped.sweep, stopped.heading, stopped.signal_name
         except SweepFailed as failed:  # what ran is printed, then the script's line and status
             sweep, heading, failure = failed.sweep, failed.heading, failed
-    elif args.watch and sys.stdout.isatty():
-        from gpuscale.commands.recommend_live import SweepFailed
-        from gpuscale.commands.recommend_watch import watch_sweep
-
-        try:
-            watched, heading, signal_name = watch_sweep(args, floor)
-        except SweepFailed as failed:  # what ran is printed, then the failure and exit 1
-            watched, heading, failure = failed.sweep, failed.heading, failed
-        if watched is None:  # q before the first count: the user quit; a note, exit 0
-            print(f"gpuscale: {heading}", file=sys.stderr)
-            return 0
-        sweep = watched
+        say_not_a_terminal(args)
     else:
         from gpuscale.commands.recommend_live import SweepFailed, SweepInterrupted, run_sweep
 
@@ -261,13 +257,7 @@ def main(args) -> int:
             sweep, heading, signal_name = stopped.sweep, stopped.heading, stopped.signal_name
         except SweepFailed as failed:  # what ran is printed, then the failure and exit 1
             sweep, heading, failure = failed.sweep, failed.heading, failed
-        if args.watch:  # piped or redirected: a screen would write escape codes for ever
-            # said after the sweep, so that a refused configuration stays one line
-            print(
-                "gpuscale: recommend --watch shows the sweep in a terminal; stdout is not one, "
-                "so this is the sweep's text result",
-                file=sys.stderr,
-            )
+        say_not_a_terminal(args)
     if args.max_devices is not None:  # asked for: predict that far, whatever the machine has
         sweep.available_devices = None
     code = report(
@@ -286,6 +276,18 @@ def main(args) -> int:
         print(f"gpuscale: error: {visible(failure.message)}", file=sys.stderr)
         return failure.exit_code
     return EXIT_INTERRUPTED if signal_name else code
+
+
+def say_not_a_terminal(args) -> None:
+    """``--watch`` piped or redirected: a screen would write escape codes for ever, so
+    the sweep ran as text; said after the sweep, so that a refused configuration
+    stays one line."""
+    if args.watch:
+        print(
+            "gpuscale: recommend --watch shows the sweep in a terminal; stdout is not one, "
+            "so this is the sweep's text result",
+            file=sys.stderr,
+        )
 
 
 def no_progress(args) -> bool:

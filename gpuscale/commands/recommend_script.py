@@ -48,7 +48,6 @@ def run_script_sweep(
     from gpuscale.commands.recommend_live import (
         SweepFailed,
         SweepInterrupted,
-        count_gpus,
         failed_heading,
         ignore_stop_signals,
         kept_when_stopped,
@@ -62,8 +61,8 @@ def run_script_sweep(
         sweep_topology,
     )
     from gpuscale.live.child import cannot_start
-    from gpuscale.live.devices import device_env
     from gpuscale.live.script_run import ScriptRun
+    from gpuscale.live.script_sweep import NO_STEPS, wrong_devices
 
     why = cannot_start(command)
     if why is not None:  # one line, before the sweep's banner (as `run -- ...` says it)
@@ -86,11 +85,7 @@ def run_script_sweep(
     stopped_by: str | None = None
     cut_short: tuple[int, int] | None = None  # the count stopped, with steps counted
     failed: tuple[int, str, int] | None = None  # the count that failed, why, its status
-    for index, n in enumerate(counts):
-        env = {
-            **os.environ,
-            **(device_env(None, count_gpus(pool, topology, n)) if pool else device_env(n, None)),
-        }
+    for index, (n, env) in enumerate(zip(counts, count_envs(pool, topology, counts), strict=True)):
         run = ScriptRun(command, record=None if args.no_record else "default", env=env)
         run.sweep_ref = SweepRef(
             id=sweep_id, index=index, planned=counts, available_devices=available
@@ -122,12 +117,7 @@ def run_script_sweep(
             break
         summary = acc.summary() if acc.start is not None else None
         if run.error is not None or summary is None or summary.step_time_s is None:
-            message = (
-                run.error.message
-                if run.error is not None
-                else "no step times (does the script's model.fit have "
-                "callbacks=[gpuscale.keras.ScalingMonitor()]?)"
-            )
+            message = run.error.message if run.error is not None else NO_STEPS
             # the script's own status, passed through as `run` does; said after the
             # report from the counts measured before it, where there are some
             status = script_status(getattr(run, "returncode", None) if run.error else None)
@@ -138,13 +128,9 @@ def run_script_sweep(
                 )
             failed = (n, f"the {n}-device run failed: {message}", status)
             break
-        if summary.devices != n:
-            raise GpuscaleError(
-                f"the {n}-device run trained on {summary.devices} replica(s): the script picks its "
-                "own devices. Use tf.distribute.MirroredStrategy() without a device list and "
-                "import gpuscale.keras before the first TensorFlow operation",
-                exit_code=EXIT_FAILED,
-            )
+        wrong = wrong_devices(n, summary.devices)
+        if wrong is not None:
+            raise GpuscaleError(wrong, exit_code=EXIT_FAILED)
         runs.append((summary, acc.start, source_of(run, unrecorded)))
     if stopped_by is not None:
         say_stopped_sweep(console, sweep_id if not args.no_record else None, bool(runs))
@@ -167,6 +153,21 @@ def run_script_sweep(
         n, message, status = failed
         raise SweepFailed(sweep, failed_heading(heading, n, points), message, status)
     return sweep, heading
+
+
+def count_envs(pool: list[int] | None, topology, counts: list[int]) -> list[dict[str, str]]:
+    """Each count's environment for the script: its devices in ``GPUSCALE_DEVICES``
+    (:mod:`gpuscale.live.devices`), the GPUs picked by topology where there are GPUs."""
+    from gpuscale.commands.recommend_live import count_gpus
+    from gpuscale.live.devices import device_env
+
+    return [
+        {
+            **os.environ,
+            **(device_env(None, count_gpus(pool, topology, n)) if pool else device_env(n, None)),
+        }
+        for n in counts
+    ]
 
 
 def _follow(run, acc: RunAccumulator, n: int, console, quiet: bool) -> None:

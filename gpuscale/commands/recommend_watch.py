@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import shlex
 import signal
 import threading
 import time
@@ -19,26 +20,36 @@ from gpuscale.errors import EXIT_FAILED, EXIT_INTERRUPTED, GpuscaleError
 from gpuscale.formatting import join_clauses, plural
 
 
-def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep | None, str, str | None]:
-    """Run the sweep on screen. Returns the measured sweep, the heading for the
-    printed report, and the name of the signal that stopped it (or None); the sweep
-    is None where ``q`` stopped it before a count was measured, the heading then the
-    note to say (:func:`nothing_measured`). A count that failed after others were
-    measured raises :class:`~gpuscale.commands.recommend_live.SweepFailed` (the
-    report, then its line, exit 1, however the screen was closed)."""
+def watch_sweep(
+    args: argparse.Namespace, floor: float, command: list[str] | None = None
+) -> tuple[Sweep | None, str, str | None]:
+    """Run the sweep on screen: the built-in trainer's, or ``command``'s (the user's
+    script, ``recommend --watch -- python train.py``: one run of it per count, as
+    :func:`~gpuscale.commands.recommend_script.run_script_sweep` runs it). Returns
+    the measured sweep, the heading for the printed report, and the name of the
+    signal that stopped it (or None); the sweep is None where ``q`` stopped it
+    before a count was measured, the heading then the note to say
+    (:func:`nothing_measured`). A count that failed after others were measured
+    raises :class:`~gpuscale.commands.recommend_live.SweepFailed` (the report, then
+    its line, exit 1 or the script's own status, however the screen was closed)."""
+    if command:
+        runner, heading, notes, shared, available = _script_runner(args, command, floor)
+    else:
+        runner, heading, notes, shared, available = _trainer_runner(args, floor)
+    return _watch(args, runner, heading, notes, shared, available)
+
+
+def _trainer_runner(args: argparse.Namespace, floor: float) -> tuple[Any, str, list[str], Any, int]:
+    """The built-in trainer's counts: their runner (whose ``view`` the screen
+    shows), the heading, its notes, the one trainer process they share (or
+    ``None``) and how many devices there are."""
     import msgspec
 
-    from gpuscale.commands.recommend_live import (
-        SweepFailed,
-        plan,
-        shared_process,
-        sweep_configs,
-    )
+    from gpuscale.commands.recommend_live import plan, shared_process, sweep_configs
     from gpuscale.trainer.options import config_from_args
     from gpuscale.trainer.preflight import check_config
-    from gpuscale.ui.app import run_until_stop_signal
     from gpuscale.ui.live_sweep import LiveSweep
-    from gpuscale.ui.sweep_app import SweepApp, SweepView
+    from gpuscale.ui.sweep_app import SweepView
 
     counts, heading, pool, available = plan(args)
     base = config_from_args(args)
@@ -69,6 +80,60 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep | None, s
         shared.stamp(runner.sweep_id, available)
     else:
         runner = LiveSweep(view, configs, record=not args.no_record)
+    return runner, heading, notes, shared, available
+
+
+def _script_runner(
+    args: argparse.Namespace, command: list[str], floor: float
+) -> tuple[Any, str, list[str], Any, int]:
+    """The user's script's counts, as :func:`_trainer_runner` returns the trainer's
+    (no shared process: each count is its own run of the script)."""
+    from gpuscale.commands.recommend_live import picked_gpus_note, plan, sweep_topology
+    from gpuscale.commands.recommend_script import count_envs
+    from gpuscale.live.child import cannot_start
+    from gpuscale.live.script_sweep import ScriptCounts
+    from gpuscale.ui.live_sweep import LiveSweep
+    from gpuscale.ui.sweep_app import SweepView
+
+    why = cannot_start(command)
+    if why is not None:  # one line, before the screen opens (as `run -- ...` says it)
+        raise GpuscaleError(f"cannot start {shlex.join(command)}: {why}")
+    counts, heading, pool, available = plan(args)
+    topology = sweep_topology(pool)
+    picked = picked_gpus_note(pool, topology, counts) if pool else None
+    heading += f"; {shlex.join(command)}, one run per count"
+    view = SweepView(
+        points=[],
+        heading=heading,
+        planned=counts,
+        state="running",
+        available_devices=available,
+        min_efficiency=floor,
+        max_devices=args.max_devices,
+    )
+    runner = LiveSweep(
+        view,
+        count_envs(pool, topology, counts),
+        record=not args.no_record,
+        script=ScriptCounts(command),
+    )
+    return runner, heading, [picked] if picked else [], None, available
+
+
+def _watch(
+    args: argparse.Namespace,
+    runner: Any,
+    heading: str,
+    notes: list[str],
+    shared: Any,
+    available: int,
+) -> tuple[Sweep | None, str, str | None]:
+    """:func:`watch_sweep` once its runner is made: the screen, then what it measured."""
+    from gpuscale.commands.recommend_live import SweepFailed
+    from gpuscale.ui.app import run_until_stop_signal
+    from gpuscale.ui.sweep_app import SweepApp
+
+    view = runner.view
     app = SweepApp(view, runner=runner)
     app.source = _SweepStop(runner, shared)  # type: ignore[attr-defined]
     began = time.perf_counter()
@@ -79,6 +144,11 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep | None, s
             with _stop_signals_ignored():  # a second Ctrl-C must not cut the stop short
                 shared.close()  # a count the view never reached is not left running
     final = runner.view
+    status = EXIT_FAILED
+    if runner.script is not None and runner.failed_returncode is not None:
+        from gpuscale.commands.run import script_status
+
+        status = script_status(runner.failed_returncode)  # passed through, as `run` does
     if not final.points:  # q: the note, exit 0; else an error (exit 1, or 130 on a signal)
         said = nothing_measured(
             runner.failure,
@@ -86,6 +156,7 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep | None, s
             runner.cut_short,
             runner.cut_short_recording,
             failed_recording=runner.failed_recording,
+            failed_status=status,
         )
         return None, said, signal_name
     state = final.state_line()
@@ -110,7 +181,7 @@ def watch_sweep(args: argparse.Namespace, floor: float) -> tuple[Sweep | None, s
         wall_s=time.perf_counter() - began,
     )
     if runner.failure:  # the report from the counts measured, then the failure: exit 1
-        raise SweepFailed(sweep, heading, runner.failure, EXIT_FAILED)
+        raise SweepFailed(sweep, heading, runner.failure, status)
     return sweep, heading, signal_name
 
 
@@ -132,6 +203,7 @@ def nothing_measured(
     recording: str | None = None,
     *,
     failed_recording: str | None = None,
+    failed_status: int = EXIT_FAILED,
 ) -> str:
     """What ends a ``--watch`` sweep that measured no count (a count cut short after
     counting steps is measured: :attr:`gpuscale.ui.live_sweep.LiveSweep.kept_cut_short`).
@@ -142,7 +214,8 @@ def nothing_measured(
     A failed count is an error (exit 1); Ctrl-C or another stop signal, exit 130.
     ``cut_short``: the count the stop cut short and how far it got
     (:attr:`gpuscale.ui.live_sweep.LiveSweep.cut_short`), ``recording`` its file;
-    ``failed_recording``: the file of the count that failed."""
+    ``failed_recording``: the file of the count that failed, ``failed_status`` the
+    exit status it ends gpuscale with (a script's own, passed through)."""
     if failure:
         from gpuscale.commands.recommend_live import recorded_in
 
@@ -157,7 +230,7 @@ def nothing_measured(
     message = f"no recommendation: {why}"
     if failure is None and signal_name is None:
         return message
-    raise GpuscaleError(message, exit_code=EXIT_INTERRUPTED if failure is None else EXIT_FAILED)
+    raise GpuscaleError(message, exit_code=EXIT_INTERRUPTED if failure is None else failed_status)
 
 
 @contextlib.contextmanager

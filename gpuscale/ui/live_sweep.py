@@ -55,13 +55,18 @@ class LiveSweep:
         status_interval_s: float = 0.25,
         sweep_id: str | None = None,
         one_process: bool = False,
+        script: Any = None,
     ) -> None:
         self.view = view
         self.sweep_id = sweep_id or new_sweep_id()
         """Carried by every run's start event (with its index and the planned counts)."""
         self.configs = configs
         self.record = record
-        self.run_factory = run_factory
+        self.script = script
+        """The counts are runs of the user's script: a
+        :class:`~gpuscale.live.script_sweep.ScriptCounts`, which is then the
+        ``run_factory`` too; its runs are settled as one workload."""
+        self.run_factory = script or run_factory
         self.one_process = one_process
         """The counts share one TensorFlow process (``run_factory`` hands out its runs):
         TensorFlow starts once, for the first; the others only build their model."""
@@ -73,6 +78,12 @@ class LiveSweep:
         """Why the sweep ended early, other than a stop request."""
         self.failed_devices: int | None = None
         """The device count whose run failed (:attr:`failure` says why), if one did."""
+        self.failed_returncode: int | None = None
+        """That run's exit status, where a script's run failed with one (passed
+        through as ``recommend -- python train.py`` passes it)."""
+        self._runs: list[tuple[Any, Any, str]] = []
+        """``(summary, start, source)`` of every count measured (a script's are
+        settled together)."""
         self._current: Any = None
         self._lock = threading.Lock()
         self.model: RunModel | None = None
@@ -119,6 +130,8 @@ class LiveSweep:
             if point is not None:
                 points.append(point)
                 sources.append(point.source or f"live run on {plural(n, 'device')}")
+                if self.script is not None:  # one workload: settled on every count's run
+                    points = self._settled()
                 self.view = replace(
                     self.view,
                     points=list(points),
@@ -160,6 +173,8 @@ class LiveSweep:
                 run.stop()
             last = 0.0
             starting = "building the model" if self.one_process and index else "starting TensorFlow"
+            if self.script is not None:
+                starting = self.script.starting
             status = f"{n} device{'s' if n > 1 else ''}: {starting}"
             on_status(replace(self.view, status_line=status))
             steps = getattr(config, "steps", None)
@@ -195,7 +210,10 @@ class LiveSweep:
             if self.stop_requested.is_set():
                 self._note_cut_short(n, index, steps_done, steps, run)
                 return None, None
-            message = run.error.message if run.error is not None else "the run ended without steps"
+            no_steps = self.script.no_steps if self.script else "the run ended without steps"
+            message = run.error.message if run.error is not None else no_steps
+            if run.error is not None:
+                self.failed_returncode = getattr(run, "returncode", None)
             path = getattr(run, "recording_path", None)
             self.failed_recording = str(path) if path and Path(path).exists() else None
             return None, f"the {n}-device run failed: {message}"
@@ -205,12 +223,24 @@ class LiveSweep:
                 return None, None  # cut short, and not a measurement of this count
             # its counted steps are: kept, as a plain sweep keeps them (kept_when_stopped)
             self.kept_cut_short = (n, summary.steps_counted)
+        wrong = self.script.check(n, summary.devices) if self.script else None
+        if wrong is not None:
+            return None, wrong
         source = (
             str(run.recording_path)
             if run.recording_path
             else f"live run on {n} device{'s' if n > 1 else ''} (not recorded)"
         )
+        self._runs.append((summary, acc.start, source))
         return point_from_summary(summary, acc.start, source), None
+
+    def _settled(self) -> list[SweepPoint]:
+        """The script's counts measured so far as one workload's points."""
+        from gpuscale.analysis.script_runs import settle_script_runs
+
+        return [
+            point_from_summary(s, start, src) for s, start, src in settle_script_runs(self._runs)
+        ]
 
     def _note_cut_short(
         self, n: int, index: int, steps_done: int, steps: int | None, run: Any
