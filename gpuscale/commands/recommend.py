@@ -90,7 +90,8 @@ def register(sub) -> None:
     live.add_argument(
         "--watch",
         action="store_true",
-        help="run the sweep inside the scaling view: the run in progress as 'watch' shows it "
+        help="run the sweep (the built-in trainer's, or your script's after '--') inside the "
+        "scaling view: the run in progress as 'watch' shows it "
         "(devices, step time, phases) beside throughput vs devices filling in, the "
         "recommendation after each count; q stops and recommends from what was measured "
         "(off a terminal: the plain text result)",
