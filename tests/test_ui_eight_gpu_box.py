@@ -11,6 +11,7 @@ from ui_fixtures import gpu8_run, replay
 
 from gpuscale.events.schema import Event, GpuSample
 from gpuscale.ui.app import build_app
+from gpuscale.ui.widgets.spark import percent_bars
 
 ODD = 3
 """The GPU that is held down."""
@@ -106,3 +107,39 @@ async def test_an_idle_gpus_reason_stays_behind_the_gpm_numbers():
     _, lines = await _screen(events, (200, 50))
     row = next(line for line in lines if "GPM SM" in line and "throttled" in line)
     assert row.index("GPM SM") < row.index("throttled")
+
+
+def test_percent_bars_are_drawn_against_0_to_100():
+    assert percent_bars([95.0] * 10, 5) == [95.0] * 5
+    assert percent_bars([0.0, 2.0, 0.0, 1.0], 2) == [2.0, 1.0]
+    assert percent_bars([10.0, 90.0], 4) == [10.0, 10.0, 90.0, 90.0]  # stretched
+    assert percent_bars([-5.0, 130.0], 2) == [0.0, 100.0]
+    assert percent_bars([], 5) == []
+
+
+def _spark_under(lines: list[str], title: str) -> str:
+    """The busy history of the card titled ``title`` (its ``busy ...`` row)."""
+    top = next(i for i, line in enumerate(lines) if title in line)
+    left = lines[top].rindex("╭", 0, lines[top].index(title))  # the card's corner
+    row = next(line for line in lines[top + 1 :] if "busy " in line[left : left + 10])
+    return row[left:].split("busy ", 1)[1].split(" ", 1)[0]
+
+
+async def test_card_histories_compare_across_gpus():
+    """Each card's utilization history is drawn against 0-100, as its gauge is: an
+    idle GPU's 0-2% of noise draws flat and low, a GPU steady at 95% high (drawn each
+    against its own range, the idle one spiked to full height and the steady one lay
+    as flat and low as an idle one)."""
+    idle, steady = 6, 7
+    events = []
+    for event in gpu8_run():
+        if isinstance(event, GpuSample) and not event.lost and event.index in (idle, steady):
+            util = (2.0 if int(event.t * 10) % 2 else 0.0) if event.index == idle else 95.0
+            event = msgspec.structs.replace(event, util_gpu_pct=util)
+        events.append(event)
+    compact, lines = await _screen(events, (200, 50))
+    assert not compact
+    idle_spark = _spark_under(lines, f"GPU {idle} ·")
+    steady_spark = _spark_under(lines, f"GPU {steady} ·")
+    assert idle_spark and set(idle_spark) == {"▁"}, idle_spark
+    assert steady_spark and set(steady_spark) <= {"▇", "█"}, steady_spark

@@ -15,11 +15,12 @@ from collections.abc import Callable
 
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
-from textual.widgets import Sparkline, Static
+from textual.widgets import Static
 
 from gpuscale import formatting as fmt
 from gpuscale.events.schema import GpuSample, HostSample
 from gpuscale.ui.model import DeviceState, Snapshot
+from gpuscale.ui.widgets.spark import PercentSparkline
 
 CARD_MIN_WIDTH = 40
 """Columns a full card needs (border included)."""
@@ -258,10 +259,10 @@ class DeviceCard(Vertical):
         self.key = key
         self.border_title = title
         self.body = Static(classes="card-body")
-        self.spark = Sparkline([], classes="card-spark")
+        self.spark = PercentSparkline([], classes="card-spark")
         self.spark_label = Static("busy", classes="spark-label")
         self.sm_label = Static("SM", classes="spark-label sm")
-        self.sm_spark = Sparkline([], classes="card-spark sm")
+        self.sm_spark = PercentSparkline([], classes="card-spark sm")
         for widget in (self.spark_label, self.sm_label, self.sm_spark):
             widget.display = False  # until a GPU's GPM history shows
         self.sparks = Horizontal(
