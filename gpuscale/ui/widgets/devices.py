@@ -2,7 +2,10 @@
 
 Cards show the latest sample; ``n/a`` where the device does not report a
 value. When full cards would take too much of the screen (many devices on a
-small terminal) every card condenses to one line.
+small terminal) every card condenses to one line. A GPU whose clocks something
+holds down (heat, a hardware slowdown, a power brake, a power limit lowered below
+its peers') says so in either form: in a synchronous data-parallel run every
+replica waits for the slowest, so on an 8-GPU box that one GPU sets the pace.
 """
 
 from __future__ import annotations
@@ -12,11 +15,12 @@ from collections.abc import Callable
 
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
-from textual.widgets import Sparkline, Static
+from textual.widgets import Static
 
 from gpuscale import formatting as fmt
 from gpuscale.events.schema import GpuSample, HostSample
 from gpuscale.ui.model import DeviceState, Snapshot
+from gpuscale.ui.widgets.spark import PercentSparkline
 
 CARD_MIN_WIDTH = 40
 """Columns a full card needs (border included)."""
@@ -35,6 +39,42 @@ given ``rows_left`` asks it instead (the dashboard's log and recommendation row
 take more where the screen is tall or wide)."""
 
 HOST_KEY = "host"
+
+
+SLOWDOWNS: dict[str, str] = {
+    "hw_power_brake": "power brake",
+    "hw_thermal": "HW thermal",
+    "sw_thermal": "thermal",
+    "hw_slowdown": "HW slowdown",
+    "reliability": "reliability",
+    "board_limit": "board limit",
+    "sw_power_cap": "power cap",
+}
+"""NVML's clock event reasons that slow a busy GPU, the most telling first, and
+what the cards call them. The other reasons (``gpu_idle``, ``applications_clocks``,
+``sync_boost``, ``display_clocks``) slow nothing that matters and stay at the end
+of a full card."""
+
+
+def slowdowns(sample: GpuSample) -> list[str]:
+    """The reasons in :data:`SLOWDOWNS` that hold ``sample``'s clocks down, most
+    telling first."""
+    reasons = set(sample.throttle_reasons or ())
+    return [reason for reason in SLOWDOWNS if reason in reasons]
+
+
+def slowdown_tag(sample: GpuSample, peer_limit_w: float | None = None) -> str | None:
+    """What a one-line card shows for a GPU held down, or ``None``. A power cap
+    counts only where the GPU's power limit is below ``peer_limit_w`` (the highest
+    limit of the same GPUs on its machine): every GPU under full load reaches its
+    cap, so a cap alone is no odd one out, a lowered limit is."""
+    for reason in slowdowns(sample):
+        if reason == "sw_power_cap":
+            limit = sample.power_limit_w
+            if limit is None or peer_limit_w is None or limit >= peer_limit_w:
+                continue
+        return SLOWDOWNS[reason]
+    return None
 
 
 def _pct_style(pct: float | None) -> str:
@@ -110,16 +150,20 @@ def gpu_lines(
             f"GPM SM {fmt.format_pct(sample.gpm_sm_activity_pct)}"
             f" · tensor {fmt.format_pct(sample.gpm_tensor_activity_pct)}"
         )
-    if sample.throttle_reasons:
-        gpm = gpm + Content.styled(
-            " · throttled: " + ",".join(sample.throttle_reasons), "$text-warning"
-        )
+    slowed = slowdowns(sample)
+    if slowed:  # first, so a narrow card cuts the GPM numbers, not this
+        words = ", ".join(SLOWDOWNS[reason] for reason in slowed)
+        gpm = Content.styled(f"throttled: {words}", "$text-warning") + " · " + gpm
+    others = [r for r in sample.throttle_reasons or () if r not in SLOWDOWNS]
+    if others:
+        gpm = gpm + Content.styled(" · throttled: " + ",".join(others), "$text-warning")
     lines.append(gpm)
     return Content("\n").join(lines)
 
 
-def gpu_line(device: DeviceState, width: int) -> Content:
-    """A GPU in one line (compact mode)."""
+def gpu_line(device: DeviceState, width: int, peer_limit_w: float | None = None) -> Content:
+    """A GPU in one line (compact mode); a GPU held down shows why in place of its
+    bar and memory (:func:`slowdown_tag`, ``peer_limit_w`` as there)."""
     name = f"GPU{device.index}" if device.worker == 0 else f"w{device.worker}/GPU{device.index}"
     if device.lost:
         return Content.assemble(
@@ -131,6 +175,13 @@ def gpu_line(device: DeviceState, width: int) -> Content:
     util = sample.util_gpu_pct
     mem = f"{fmt.format_gb(sample.mem_used_bytes)}/{fmt.format_gb(sample.mem_total_bytes)}G"
     tail = f" {fmt.format_number(util, '3.0f', '%')} {mem} {fmt.format_number(sample.power_w)}W {fmt.format_number(sample.temp_c)}°C"
+    tag = slowdown_tag(sample, peer_limit_w)
+    if tag is not None:  # why, in place of the bar and the memory (which it makes room for)
+        tail = f" {fmt.format_number(util, '3.0f', '%')} {fmt.format_number(sample.power_w)}W {fmt.format_number(sample.temp_c)}°C"
+        tag_width = max(width - len(name) - len(tail) - 1, len(tag))
+        return Content.assemble(
+            (name, "bold"), " ", (tag.ljust(tag_width), "bold $text-warning"), tail
+        )
     bar_width = max(width - len(name) - len(tail) - 1, 3)
     return Content.assemble(
         (name, "bold"), " ", (fmt.text_gauge(util, bar_width), _pct_style(util)), tail
@@ -208,10 +259,10 @@ class DeviceCard(Vertical):
         self.key = key
         self.border_title = title
         self.body = Static(classes="card-body")
-        self.spark = Sparkline([], classes="card-spark")
+        self.spark = PercentSparkline([], classes="card-spark")
         self.spark_label = Static("busy", classes="spark-label")
         self.sm_label = Static("SM", classes="spark-label sm")
-        self.sm_spark = Sparkline([], classes="card-spark sm")
+        self.sm_spark = PercentSparkline([], classes="card-spark sm")
         for widget in (self.spark_label, self.sm_label, self.sm_spark):
             widget.display = False  # until a GPU's GPM history shows
         self.sparks = Horizontal(
@@ -239,9 +290,11 @@ class DeviceCard(Vertical):
         width: int,
         ended: bool = False,
         replicas: int = 1,
+        peer_limit_w: float | None = None,
     ) -> None:
         """``replicas``: how many replicas the run has (the card of a lone CPU
-        replica does not speak of others)."""
+        replica does not speak of others); ``peer_limit_w``: the highest power limit
+        of the same GPUs on its machine (:func:`slowdown_tag`)."""
         body = self.body
         info = device.info
         self.set_class(device.lost, "lost")
@@ -283,7 +336,7 @@ class DeviceCard(Vertical):
             self.sparks.display = False
             return
         if compact:
-            body.update(gpu_line(device, width))
+            body.update(gpu_line(device, width, peer_limit_w))
             return
         if device.lost:
             body.update(
@@ -332,6 +385,19 @@ def device_title(device: DeviceState, workers: int = 1) -> str:
 
 def _workers(snap: Snapshot) -> int:
     return snap.start.num_workers if snap.start is not None else 1
+
+
+def peer_limits_w(devices: list[DeviceState]) -> dict[tuple[int, str], float]:
+    """The highest power limit of each kind of GPU on each machine, by
+    ``(worker, name)``: what a GPU's own limit is compared with (:func:`slowdown_tag`)."""
+    limits: dict[tuple[int, str], float] = {}
+    for device in devices:
+        sample = device.last
+        if device.kind != "gpu" or sample is None or sample.power_limit_w is None:
+            continue
+        key = (device.worker, device.info.name if device.info is not None else "")
+        limits[key] = max(limits.get(key, 0.0), sample.power_limit_w)
+    return limits
 
 
 class DeviceGrid(Vertical, can_focus=True):
@@ -410,6 +476,15 @@ class DeviceGrid(Vertical, can_focus=True):
         cards[0].show_host(
             snap.host, snap.host_cpu_history_pct, compact, text_width, ended, snap.host_trainer, who
         )
+        limits = peer_limits_w(snap.devices)
         for card, device in zip(cards[1:], snap.devices, strict=False):
             card.border_title = device_title(device, _workers(snap))
-            card.show_device(device, compact, text_width, ended, replicas=len(snap.devices))
+            name = device.info.name if device.info is not None else ""
+            card.show_device(
+                device,
+                compact,
+                text_width,
+                ended,
+                replicas=len(snap.devices),
+                peer_limit_w=limits.get((device.worker, name)),
+            )
