@@ -1,7 +1,11 @@
 """A script run alone whose run ends before the monitor's own end (Ctrl-C in ``fit``,
 an exception, ``sys.exit`` from a callback, a custom loop never closed): the
 recording gets its end, with how the run ended, and the script says where it is
-(:mod:`gpuscale.keras.at_exit`)."""
+(:mod:`gpuscale.keras.at_exit`). The status is the one ``gpuscale run -- python ...``
+gives the same exit (test_run_script_failures.py): ``sys.exit(3)`` in ``fit`` is a
+failure, recorded with its error line (it was recorded ``stopped`` while the script
+exited 3, and ``gpuscale run`` said ``failed``); ``sys.exit(0)`` there completed (it
+was ``stopped``, while ``gpuscale run`` said ``completed`` and exited 0)."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuscale.events.schema import EndEvent, StepEvent
+from gpuscale.events.schema import EndEvent, ErrorEvent, StepEvent
 from gpuscale.recording.reader import load_run
 
 pytestmark = pytest.mark.tf
@@ -25,7 +29,8 @@ SCRIPT = Path(__file__).parent / "scripts_keras" / "train_cut_short.py"
     [
         ("interrupt", -2, "stopped", 8 + 3),  # Python dies of the SIGINT it got
         ("error", 1, "failed", 8 + 3),
-        ("exit", 0, "stopped", 8 + 3),
+        ("exit", 0, "completed", 8 + 3),
+        ("exit3", 3, "failed", 8 + 3),
         ("loop", 0, "completed", 7),
     ],
 )
@@ -47,5 +52,44 @@ def test_a_run_cut_short_is_ended_recorded_and_said(tmp_path, mode, exit_code, s
     assert sum(isinstance(e, StepEvent) for e in events) == steps
     end = events[-1]
     assert isinstance(end, EndEvent) and end.status == status and end.steps == steps
+    assert end.summary is not None and end.summary["status"] == status
     if mode == "interrupt":
         assert "KeyboardInterrupt" in proc.stderr  # Python's own report still comes
+    errors = [e for e in events if isinstance(e, ErrorEvent)]
+    if status != "failed":
+        assert not errors
+    elif mode == "exit3":  # said as gpuscale says a script's failure
+        (error,) = errors
+        assert error.message.endswith(
+            f"train_cut_short.py exit3 {path}) exited with status 3 (sys.exit)"
+        )
+    else:
+        (error,) = errors
+        assert error.message.endswith("failed: ValueError: the data went bad")
+        assert "Traceback" in error.traceback
+
+
+@pytest.mark.parametrize(
+    ("status", "end", "said"),
+    [
+        (0, "completed", None),
+        (None, "completed", None),
+        (256, "completed", None),  # the shell sees 256 & 255: 0
+        (3, "failed", "exited with status 3 (sys.exit)"),
+        (-1, "failed", "exited with status 255 (sys.exit)"),
+        ("disk full", "failed", "exited with status 1: disk full (sys.exit)"),
+    ],
+)
+def test_a_sys_exit_ends_the_run_as_the_exit_status_it_makes(monkeypatch, status, end, said):
+    """What ``sys.exit(status)`` makes of a run still open, in process: the exit status
+    Python then exits with decides, as gpuscale's for a script's (0 completed, any
+    other failed); without a ``sys.exit`` nothing is known (the monitor's own word)."""
+    from gpuscale.keras import at_exit
+
+    monkeypatch.setattr(at_exit, "_uncaught", [None])
+    monkeypatch.setattr(at_exit, "_exit_asked", [None])
+    assert at_exit.how_it_exits() == at_exit.Exit(None)
+    at_exit._noting_exit(lambda status=None: None)(status)
+    how = at_exit.how_it_exits()
+    assert how.status == end
+    assert (how.error is None) if said is None else how.error.endswith(said)

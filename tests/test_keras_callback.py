@@ -144,6 +144,17 @@ def test_steps_per_execution_and_custom_loop_follow_fit(reported_events):
 
 
 @pytest.mark.tf
+def test_each_fits_steps_say_where_it_is_planned_to_end(reported_events):
+    """``StepEvent.total_steps`` (the progress bar's and the header's N/total): the
+    first fit's 7 steps; the second fit (another monitor, 4 steps) goes on in the
+    stream's numbering, so its steps say 11; the custom loop's say none (a script's
+    bar read 11/? throughout)."""
+    steps = [e for e in reported_events if isinstance(e, StepEvent)]
+    totals = [s.total_steps for s in steps]
+    assert totals == [FIT_STEPS] * FIT_STEPS + [FIT_STEPS + 4] * 2 + [None] * 3
+
+
+@pytest.mark.tf
 def test_standalone_script_writes_its_own_recording(scripts):
     proc, data_dir = scripts["alone"].result()
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -215,6 +215,8 @@ def test_a_monitor_used_for_two_fits_alone_records_both(tmp_path):
     assert [r.end.steps if r.end else None for r in runs] == [12, 24, 3, 3]
     steps = [[e for e in r.events if isinstance(e, StepEvent)] for r in runs]
     assert [sum(e.samples for e in s) for s in steps] == [360, 720, 96, 96]
+    # each run's steps say its fit's plan (one epoch of 12, then two): the loops none
+    assert [{e.total_steps for e in s} for s in steps] == [{12}, {24}, {None}, {None}]
 
 
 def test_a_monitor_given_to_another_model_probes_and_counts_that_model():
@@ -272,6 +274,8 @@ def test_one_epoch_of_unknown_length_reports_its_short_last_batch(unknown_length
     # about a step before the one before it ended: a negative gap between steps)
     for before, step in zip(steps, steps[1:], strict=False):
         assert step.t - step.step_time_s >= before.t - 1e-4, (before, step)
+    # Keras does not know the epoch's length: no total (the progress bar says N/?)
+    assert all(e.total_steps is None for e in steps)
     summary = summarize(run.events)
     assert summary.mean_samples_per_step * 12 == pytest.approx(360)
     step_s = sum(e.step_time_s for e in steps)

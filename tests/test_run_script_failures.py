@@ -209,3 +209,51 @@ def test_the_error_line_and_the_exit_status_name_the_same_worker(tmp_path):
     assert "the script worker 1 (" in error, proc.stderr
     assert error.endswith(f"exited with status 5 {NO_CALLBACK_STEP}: worker one broke"), error
     assert proc.returncode == 5, proc.stderr
+
+
+EXITS_MID_FIT = (
+    "import os, socket, sys, time\n"
+    "sys.path.insert(0, {root!r})\n"
+    "from gpuscale.events.schema import StartEvent, StepEvent\n"
+    "from gpuscale.events.transport import EventClient\n"
+    "# what ScalingMonitor sends by its third step, without TF; then a callback's\n"
+    "# sys.exit, which runs no on_train_end: no end of the callback's comes\n"
+    "client = EventClient.from_env()\n"
+    "client.send(StartEvent(t=time.time(), gpuscale_version='test', host=socket.gethostname(),\n"
+    "    pid=os.getpid(), source='script', model='train.py', strategy='mirrored',\n"
+    "    global_batch=32, per_replica_batch=32, scaling='strong'))\n"
+    "for step in range(3):\n"
+    "    client.send(StepEvent(t=time.time(), step=step, step_time_s=0.01, samples=32,\n"
+    "        warmup=step < 2))\n"
+    "client.close()\n"
+    "print('stopping the run', flush=True)\n"
+    "sys.exit({code})\n"
+)
+
+
+@pytest.mark.parametrize(("code", "status"), [(3, "failed"), (0, "completed")])
+def test_a_script_that_exits_mid_fit_ends_as_its_exit_status_says(tmp_path, code, status):
+    """A callback's ``sys.exit(3)`` in ``fit`` (steps reported, no end of the
+    callback's): the script failed; ``gpuscale run`` says so after the run's summary,
+    passes 3 through (the README's exit statuses), and the recording ends ``failed``
+    with its summary and the error; ``sys.exit(0)`` is a completed run, exit 0. The
+    script run alone records the same (test_keras_at_exit.py)."""
+    record = tmp_path / "r.ndjson"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = tmp_path / "train.py"
+    script.write_text(EXITS_MID_FIT.format(root=root, code=code))
+    proc = _gpuscale(tmp_path, "run", "--record", str(record), "--", sys.executable, str(script))
+    assert proc.returncode == code, proc.stderr
+    assert f"status: {status} in " in proc.stdout and "3 steps" in proc.stdout
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("gpuscale: error:")]
+    run = load_run(record)
+    assert run.end.status == status and run.end.summary["status"] == status
+    assert run.end.steps == 3
+    if code:
+        assert errors == [
+            f"gpuscale: error: the script ({sys.executable} {script}) exited with status 3"
+        ]
+        (error,) = [e for e in run.events if type(e).__name__ == "ErrorEvent"]
+        assert error.message == errors[0].removeprefix("gpuscale: error: ")
+    else:
+        assert not errors

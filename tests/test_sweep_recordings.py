@@ -89,7 +89,7 @@ def test_the_sweep_travels_in_the_start_event_and_old_recordings_still_read(tmp_
     ref = SweepRef(id="sweep-20261123-125500-3f2a", index=1, planned=[1, 2, 4])
     start = msgspec.structs.replace(sample_events()[0], sweep=ref)
     back = decode(encode(start))
-    assert back.sweep == ref and back.schema == SCHEMA_VERSION == "1.7"
+    assert back.sweep == ref and back.schema == SCHEMA_VERSION == "1.8"
     assert back.sweep.available_devices is None  # a 1.3 sweep: the machine unsaid
     known = msgspec.structs.replace(ref, available_devices=4)
     assert decode(encode(msgspec.structs.replace(start, sweep=known))).sweep == known

@@ -60,6 +60,7 @@ def test_run_completes_with_one_start_and_one_end(finished_run):
     assert [s.step for s in steps] == list(range(14))
     assert [s.warmup for s in steps[:3]] == [True, True, False]
     assert all(s.step_time_s > 0 and s.samples == 32 for s in steps)
+    assert all(s.total_steps == 14 for s in steps)  # --steps: the progress's N/14
 
 
 def test_payload_is_the_trainable_parameter_bytes(finished_run):

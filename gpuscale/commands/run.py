@@ -347,6 +347,9 @@ class _ProgressView:
     note and the trainer's warnings printed above it."""
 
     def __init__(self, steps: int | None):
+        """``steps``: the total until a step says its own (``StepEvent.total_steps``):
+        the built-in trainer's ``--steps``; None (``N/?``) for a script, whose steps
+        say where their ``fit`` is planned to end where Keras knows it."""
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -371,9 +374,21 @@ class _ProgressView:
         self.task = self.progress.add_task(
             "starting TensorFlow", total=steps, step="", throughput=""
         )
+        self.steps = steps
         self.recent: deque[float] = deque(maxlen=10)
         self.notes_shown: set[str] = set()
         """Start notes printed above the bar (not again for a later start with the same note)."""
+
+    def _set_total(self, total: int | None) -> None:
+        """The bar's total, ``None`` unknown (``N/?``): a script's later ``fit`` on data
+        of unknown length after one of known length (rich's ``update(total=None)``
+        leaves the total as it was)."""
+        if total is not None:
+            self.progress.update(self.task, total=total)
+            return
+        for task in self.progress.tasks:
+            if task.id == self.task and task.total is not None:
+                task.total = None
 
     def say(self, note: str) -> None:
         """A line of gpuscale's own above the bar (dim)."""
@@ -409,6 +424,9 @@ class _ProgressView:
                 self.recent.append(event.step_time_s)
             times = self.recent or [event.step_time_s]
             median = statistics.median(times)
+            total = event.total_steps if event.total_steps is not None else self.steps
+            # a step past its plan (Keras overrunning an epoch) is no "31/30"
+            self._set_total(max(total, event.step + 1) if total is not None else None)
             self.progress.update(
                 self.task,
                 completed=event.step + 1,

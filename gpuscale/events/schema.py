@@ -32,13 +32,14 @@ import msgspec
 
 from gpuscale.events import limits
 
-SCHEMA_VERSION = "1.7"
+SCHEMA_VERSION = "1.8"
 """1.1: StartEvent.topology; 1.2: PhaseEvent.compute_allreduce_s and probe_cost_s (probe
 budget), StartEvent.provisional and the ``source: "clock"`` log marker (write-ahead);
 1.3: StartEvent.sweep (the runs of one ``gpuscale recommend`` sweep); 1.4:
 SweepRef.available_devices (the devices the sweep's machine had); 1.5: PhaseEvent.setup_s
 (compiling the probe's passes once); 1.6: StartEvent.cpu_cores (the machine's cores, for
-CPU devices); 1.7: PhaseEvent.compute_first (the order of a probe's passes)."""
+CPU devices); 1.7: PhaseEvent.compute_first (the order of a probe's passes); 1.8:
+StepEvent.total_steps (where the training is planned to end: progress out of a total)."""
 SCHEMA_MAJOR = 1
 
 # Plausible ranges (gpuscale.events.limits) for the fields the analysis divides by
@@ -243,6 +244,17 @@ class StepEvent(_Event, tag="step", kw_only=True):
     """Samples processed by the step across all replicas (the global batch)."""
     warmup: bool = False
     """Warm-up steps are recorded but excluded from statistics."""
+    total_steps: _Count | None = None
+    """Where the training this step belongs to is planned to end, in ``step``
+    numbering (its last planned step's ``step`` + 1), so that ``step + 1`` of
+    ``total_steps`` is the progress: the built-in trainer's ``--steps`` (the most,
+    with ``--precision``); the Keras callback's current ``fit``, Keras's ``steps``
+    (per epoch) x the epochs it runs, plus the steps before that ``fit`` (steps
+    continue from one ``fit`` to the next, so a later ``fit`` raises the total).
+    None where it is not known (a ``fit`` on data of unknown length without
+    ``steps_per_epoch``, a custom loop) and in recordings before format 1.8. A
+    ``fit`` stopped early (``EarlyStopping``) ends below it; Keras overrunning an
+    epoch (``steps_per_execution`` on repeated data) may go past it. Since format 1.8."""
 
 
 class PhaseEvent(_Event, tag="phase", kw_only=True):

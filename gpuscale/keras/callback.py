@@ -98,6 +98,16 @@ before, its count was of steps."""
 _COUNTING: weakref.WeakKeyDictionary[Any, _Counting] = weakref.WeakKeyDictionary()
 
 
+def fit_total_steps(params: dict | None, first_epoch: int) -> int | None:
+    """The steps a ``fit`` plans: Keras's ``steps`` (per epoch) times the epochs it runs
+    from ``first_epoch`` (``initial_epoch``) to ``epochs``; None where Keras does not
+    know the epoch's length (data of unknown length without ``steps_per_epoch``)."""
+    steps, epochs = (params or {}).get("steps"), (params or {}).get("epochs")
+    if not steps or not epochs:
+        return None
+    return int(steps) * max(0, int(epochs) - int(first_epoch))
+
+
 class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
     """Reports a Keras training run to gpuscale: one StepEvent per step (per execution
     with ``steps_per_execution`` > 1) and, under a ``tf.distribute`` strategy, a
@@ -183,6 +193,8 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         it was the epoch's last, at the epoch's end with its samples read then: a
         short last batch is never reported as full (:meth:`_release_held`)."""
         self._pending_start = False
+        self._plan_pending = False
+        """A ``fit`` has begun whose length is read as its first epoch begins."""
 
     def set_model(self, model: Any) -> None:
         """Keras calls this before it builds the train function: wrap the model's
@@ -311,8 +323,13 @@ class ScalingMonitor(CustomLoop, Monitor, keras.callbacks.Callback):
         steps, epochs = (self.params or {}).get("steps"), (self.params or {}).get("epochs")
         if steps and epochs:  # the run's length so far: early probes may take half its budget
             self.schedule.horizon_steps = self.schedule.steps + int(steps) * int(epochs)
+        self._total_steps = self._planned = None  # this fit's, once its first epoch begins
+        self._plan_pending = True
 
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        if self._plan_pending:  # the fit's first epoch: ``initial_epoch``, the epochs it runs
+            self._plan_pending = False
+            self._planned = fit_total_steps(self.params, epoch)
         # Keras has just reset its loss tracker: its count starts again from 0
         self._epoch_open = True
         self._epoch_from = None

@@ -30,6 +30,7 @@ from gpuscale import __version__
 from gpuscale.analysis.script_runs import script_batch_note
 from gpuscale.events.schema import (
     EndEvent,
+    ErrorEvent,
     Event,
     LogEvent,
     PhaseEvent,
@@ -164,6 +165,12 @@ class Monitor:
         """The global batch the run started or restarted with (0: not known)."""
         self._last_index = -1
         self._last_step_samples = 0
+        self._planned: int | None = None
+        """The steps a ``fit`` plans (Keras's steps per epoch x its epochs), until its
+        first step places them in the stream's numbering (:attr:`_total_steps`)."""
+        self._total_steps: int | None = None
+        """Where the current ``fit`` is planned to end, in step numbering, as each of its
+        steps says (``StepEvent.total_steps``); None where not known (a custom loop)."""
         self.batch_scaling: str | None = None
         """What the script said its batch is (``"strong"``, ``"weak"``; ``CustomLoop.start``),
         None: ``fit``'s, split across the replicas (strong scaling)."""
@@ -293,6 +300,8 @@ class Monitor:
             self._vote = None
         self._run_ended = False
         self._custom_loop = custom_loop
+        if custom_loop:  # a loop's length is its own: no total (a fit's comes in its hooks)
+            self._planned = self._total_steps = None
         self._strategy = strategy
         self.schedule.replicas = int(getattr(strategy, "num_replicas_in_sync", 1) or 1)
         info = describe_strategy(strategy)
@@ -367,6 +376,9 @@ class Monitor:
         if Channel.client() is not None:  # a second monitor continues the stream's numbering
             index = Channel.next_indices(steps)
         self._last_index = index
+        if self._planned is not None:  # a fit's first step: its plan from this step's number
+            self._total_steps = index - steps + 1 + self._planned
+            self._planned = None
         self._emit(
             StepEvent(
                 t=time.time() if t is None else t,
@@ -375,6 +387,7 @@ class Monitor:
                 step_time_s=step_time_s,
                 samples=samples,
                 warmup=warmup,
+                total_steps=self._total_steps,
             )
         )
         if not self.phases:
@@ -494,13 +507,25 @@ class Monitor:
         self._emit(event)
 
     # the end -------------------------------------------------------------------------
-    def _end_at_exit(self, status: str | None) -> None:
+    def _end_at_exit(self, status: str | None, error: at_exit.Exit | None = None) -> None:
         """The process exits with this run still open (:mod:`gpuscale.keras.at_exit`):
-        ``status`` from how it exits, else ``stopped`` where a ``fit`` never returned
-        (``sys.exit`` in a callback) and ``completed`` where a custom loop was never
-        closed."""
+        ``status`` from how it exits (``error``: why it failed, recorded as gpuscale
+        records a failed script's), else ``stopped`` where a ``fit`` never returned (a
+        SystemExit whose status no hook saw) and ``completed`` where a custom loop was
+        never closed."""
         self.phases = False  # no probe on the way out
         self._release_held()  # a step held back, as it was said
+        said = status == "failed" and error is not None and error.error
+        if said and self._started and not self._ended:  # no step ran: no run to say it of
+            self._emit(
+                ErrorEvent(
+                    t=time.time(),
+                    worker=self.worker,
+                    message=error.error,
+                    traceback=error.traceback,
+                    source="script",
+                )
+            )
         self._finish(status or ("completed" if self._custom_loop else "stopped"))
 
     def _release_held(self, seen: int | None = None, steps_ran: int | None = None) -> None:

@@ -530,6 +530,7 @@ class Trainer:
                 step_time_s=step_s,
                 samples=self.global_batch,
                 warmup=warmup,
+                total_steps=config.steps,  # the most: --precision may end the run sooner
             )
             # compile the split step and the probe's passes once, after the first step, timed
             # apart (the next PhaseEvent's setup_s): in no probe's cost, so not the budget's

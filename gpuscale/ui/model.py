@@ -101,6 +101,11 @@ class Snapshot:
     steps_done: int
     """Steps so far, counted from the first step number seen (the trainer numbers
     from 0, a user's callback may number from 1)."""
+    steps_total: int | None
+    """Where the latest step said its training is planned to end
+    (``StepEvent.total_steps``), counted as ``steps_done`` is and never below it;
+    None where it did not say (a script's ``fit`` on data of unknown length, a
+    custom loop, recordings before format 1.8)."""
     steps_measured: int
     steps_t: list[int]
     steps_warmup: list[bool]
@@ -158,6 +163,8 @@ class RunModel:
             """``last_t`` when the end event came: where the run's duration stops."""
             self.last_step = 0
             self.first_step: int | None = None
+            self.total_steps: int | None = None
+            """The latest step's ``total_steps``."""
             self.steps: deque[StepEvent] = deque(maxlen=STEP_POINTS)
             self.steps_measured = 0
             self.phases: deque[PhaseEvent] = deque(maxlen=PHASE_POINTS)
@@ -227,6 +234,7 @@ class RunModel:
         elif isinstance(event, StepEvent):
             self.steps.append(event)
             self.last_step = max(self.last_step, event.step)
+            self.total_steps = event.total_steps
             if self.first_step is None or event.step < self.first_step:
                 self.first_step = event.step
             if not event.warmup:
@@ -302,6 +310,8 @@ class RunModel:
             own_t = self.own_start_t
             duration = run_duration_s(own_t, last_t) if (last_t and own_t) else 0.0
             steps = list(self.steps)
+            first_step = self.first_step
+            done = self.last_step - first_step + 1 if first_step is not None else 0
             return Snapshot(
                 version=self.version,
                 epoch=self.epoch,
@@ -309,8 +319,11 @@ class RunModel:
                 elapsed_s=elapsed,
                 duration_s=duration,
                 last_step=self.last_step,
-                steps_done=(
-                    self.last_step - self.first_step + 1 if self.first_step is not None else 0
+                steps_done=done,
+                steps_total=(
+                    max(done, self.total_steps - first_step)
+                    if self.total_steps is not None and first_step is not None
+                    else None
                 ),
                 steps_measured=self.steps_measured,
                 steps_t=[s.step for s in steps],

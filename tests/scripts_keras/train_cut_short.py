@@ -1,7 +1,7 @@
 """A user's script for gpuscale's tests, run alone (no gpuscale parent): its run ends
 before the monitor's own end. ``MODE``: ``interrupt`` (Ctrl-C in ``fit``: a callback
 raises KeyboardInterrupt at the 3rd step of the 2nd epoch), ``error`` (a ValueError
-there), ``exit`` (``sys.exit(0)`` there), ``loop`` (a custom loop of 7 steps never
+there), ``exit`` (``sys.exit(0)`` there), ``exit3`` (``sys.exit(3)`` there), ``loop`` (a custom loop of 7 steps never
 closed, in a function). Nothing refers to the monitor but gpuscale (``fit``'s is
 made in its ``callbacks`` list, as the README writes it). Records to the file named by the second argument.
 
@@ -43,6 +43,8 @@ class CutShort(keras.callbacks.Callback):
                 raise KeyboardInterrupt
             if mode == "exit":
                 sys.exit(0)
+            if mode == "exit3":
+                sys.exit(3)
             raise ValueError("the data went bad")
 
     def on_epoch_begin(self, epoch, logs=None):
