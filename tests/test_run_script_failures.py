@@ -56,6 +56,28 @@ def test_a_failing_script_passes_its_own_status_through(tmp_path, code, status):
         assert error.endswith(f"exited with status 3 {NO_CALLBACK_STEP}: bad things")
 
 
+AVX_NOTICE = (
+    "import sys\n"
+    "print('I0000 00:00:1795866374.441107   14782 cpu_feature_guard.cc:227] This TensorFlow "
+    "binary is optimized to use available CPU instructions.', file=sys.stderr)\n"
+    "print('To enable the following instructions: AVX2 FMA, in other operations, rebuild "
+    "TensorFlow with the appropriate compiler flags.', file=sys.stderr)\n"
+    "sys.exit(3)\n"
+)
+
+
+def test_tensorflows_start_up_notice_is_not_quoted_as_why_a_script_failed(tmp_path):
+    """A script that exits 3 without a word: its last stderr line was TensorFlow's
+    start-up notice about CPU instructions, quoted as if it were the error."""
+    script = tmp_path / "quiet.py"
+    script.write_text(AVX_NOTICE)
+    proc = _gpuscale(tmp_path, "run", "--no-record", "--", sys.executable, str(script))
+    assert proc.returncode == 3, proc.stderr
+    (error,) = [line for line in proc.stderr.splitlines() if line.startswith("gpuscale: error:")]
+    assert error.endswith(f"exited with status 3 {NO_CALLBACK_STEP}")
+    assert "instructions" not in error
+
+
 def test_a_missing_script_file_is_said_with_pythons_own_line(tmp_path):
     missing = tmp_path / "nofile.py"
     proc = _gpuscale(

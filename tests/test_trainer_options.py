@@ -161,6 +161,12 @@ def test_auto_global_batch_rounds_to_the_replica_count():
         ("E0000 00:00:1795289356.351890    7852 foo.cc:1] broken", "stderr", "error"),
         ("Traceback (most recent call last):", "stderr", "warning"),
         ("epoch 1 done", "stdout", "info"),
+        (
+            "To enable the following instructions: AVX2 AVX512F FMA, in other operations, "
+            "rebuild TensorFlow with the appropriate compiler flags.",
+            "stderr",
+            "debug",
+        ),
     ],
 )
 def test_classify_trainer_output(line, stream, level):

@@ -39,6 +39,9 @@ _HARMLESS = (
     "oneDNN custom operations are on",
     "Unable to register cu",  # cuDNN/cuFFT/cuBLAS factory double registration
     "computation placer already registered",
+    # the second line of cpu_feature_guard's notice (its first is an I-line): not an error,
+    # and a script that exits without a word of its own must not be quoted saying it
+    "To enable the following instructions:",
 )
 
 
