@@ -123,3 +123,16 @@ async def test_the_view_fills_in_the_scripts_counts():
         assert app.view.measured_counts == [1, 2]
         assert app.recommendation is not None
     assert "1 device: starting the script" in statuses
+
+
+def test_the_status_line_says_a_scripts_planned_total():
+    """A script's fit says its total (format 1.8): the line counts out of it, as the
+    trainer's counts do out of --steps."""
+    from gpuscale.events.schema import StepEvent
+    from gpuscale.ui.live_sweep import _status
+
+    step = StepEvent(t=1.0, step=4, step_time_s=0.01, samples=64, total_steps=60)
+    assert _status(2, step, "", None).startswith("2 devices: step 5/60, ")
+    unplanned = StepEvent(t=1.0, step=4, step_time_s=0.01, samples=64)
+    assert _status(2, unplanned, "", None).startswith("2 devices: step 5, ")
+    assert _status(2, step, "", 300).startswith("2 devices: step 5/300, ")  # --steps

@@ -181,7 +181,8 @@ def _follow(run, acc: RunAccumulator, n: int, console, quiet: bool) -> None:
             if isinstance(event, StepEvent):
                 last = event.step + 1
                 what = step_words(event.step_time_s, event.warmup)
-                progress.step(last, f"step {last}, {what}")
+                of = f"/{event.total_steps}" if event.total_steps else ""  # the fit's plan
+                progress.step(last, f"step {last}{of}, {what}")
             elif isinstance(event, EndEvent):  # the median step, as the table says it
                 median = median_words(counted_median(acc))
                 progress.finish(event.status, median and f"step {last}, {median}")

@@ -274,7 +274,8 @@ def _status(
     fills it), that they are not resolved (as the phase chart says)."""
     who = f"{n} device{'s' if n > 1 else ''}"
     if isinstance(event, StepEvent):
-        of = f"/{steps}" if steps else ""
+        total = steps or event.total_steps  # a script's fit says its own (format 1.8)
+        of = f"/{total}" if total else ""
         if event.warmup or median_step_s is None:
             what = "warm-up" if event.warmup else f"{format_ms(event.step_time_s, 0)}/step"
         else:
