@@ -687,6 +687,9 @@ def _confidence(rec: Recommendation, groups: Sequence[Group], walk: Sequence[Wal
                 f"the model ({m.basis}) fits the measured points within {_fit_pct(m.fit_error)}"
             )
         lines.append(f"'{g.config}': " + "; ".join(bits) + ".")
+    held = held_down_sentence(groups)
+    if held:
+        lines.append(held)
     smallest = min(n for g in groups for n in g.measured)
     if smallest > 1:
         lines.append(
@@ -736,6 +739,27 @@ def _confidence(rec: Recommendation, groups: Sequence[Group], walk: Sequence[Wal
             f"Close call: {s.devices_from} -> {s.devices_to} is {_against(s.marginal_efficiency, rec.floor)} against "
             f"a floor of {format_fraction_pct(rec.floor)}; a few percent of noise could flip it."
         )
+
+
+def held_down_sentence(groups: Sequence[Group]) -> str | None:
+    """One sentence on the measured counts whose run had a GPU held down
+    (:attr:`SweepPoint.held_down`): ``At 8 devices GPU 3 was held down in 100% of
+    its 38 busy samples (thermal): ...``; ``None``: none had."""
+    several = len(groups) > 1
+    said = [
+        f"at {dev(p.devices)}{f' with {g.config!r}' if several else ''} {p.held_down}"
+        for g in groups
+        for p in sorted(g.points, key=lambda p: p.devices)
+        if p.held_down and not p.predicted
+    ]
+    if not said:
+        return None
+    text = "; ".join(said)
+    return (
+        f"{text[0].upper()}{text[1:]}: a GPU held down runs slower and every replica "
+        "waits for the slowest, so the throughput measured there is a lower figure than "
+        "the machine can do (and so is what is predicted from it)."
+    )
 
 
 def _apart(value: float, bar: float) -> tuple[str, str]:

@@ -11,6 +11,7 @@ host-to-device copies 100% busy, SM 0%.
 
 from __future__ import annotations
 
+from gpuscale.analysis.held_down import gpu_name, held_down_said
 from gpuscale.analysis.summary import RunSummary
 from gpuscale.formatting import format_duration_s
 
@@ -93,4 +94,32 @@ def busy_not_working(s: RunSummary) -> str | None:
     return (
         f"busy is not working: a kernel ran {util:.0f}% of the time but the SMs were "
         f"active {sm:.0f}% (copies, communication or small kernels)"
+    )
+
+
+def held_down_text(s: RunSummary) -> str | None:
+    """The run's GPUs held down (:attr:`RunSummary.gpus_held_down`) and what that
+    costs: ``GPU 3 was held down in 100% of its 38 busy samples (thermal): every
+    replica waits for the slowest GPU, so it sets the pace of all 8``; ``None``:
+    none."""
+    said = held_down_said(s.gpus_held_down, s.workers)
+    if said is None:
+        return None
+    if s.devices <= 1:
+        return f"{said}: the run's throughput is below what the GPU does at full clocks"
+    who = "it sets" if len(s.gpus_held_down or ()) == 1 else "they set"
+    return f"{said}: every replica waits for the slowest GPU, so {who} the pace of all {s.devices}"
+
+
+def imbalance_text(s: RunSummary) -> str | None:
+    """``GPU 6 was busy 0% against 93% for the run's other GPUs (their median): an
+    imbalance, ...`` (:attr:`RunSummary.gpu_imbalance`); ``None``: none."""
+    odd = s.gpu_imbalance
+    if odd is None:
+        return None
+    return (
+        f"{gpu_name(odd.index, odd.worker, s.workers)} was busy {odd.util_pct:.0f}% against "
+        f"{odd.others_pct:.0f}% for the run's other GPUs (their median): an imbalance, so the "
+        "run's pace may be its input or its placement (which work runs on which GPU), "
+        "not communication"
     )

@@ -411,6 +411,8 @@ def combine_runs(
         spread=max([across] + [p.spread or 0.0 for p in points]),
         steps=steps,
         **phases,
+        # a run held down among them: said, whichever run it was
+        held_down="; ".join(dict.fromkeys(p.held_down for p in points if p.held_down)) or None,
         note=f"median of {len(points)} runs (step times {times[0] * 1000:.1f}-"
         f"{times[-1] * 1000:.1f} ms)",
     )

@@ -63,7 +63,11 @@ What is measured and how (formulas in :mod:`gpuscale.analysis.metrics`):
 * steps: each worker runs the same steps, so step counts are per worker (the
   worker that has run the most); the step-time statistics pool every worker's steps.
 * imbalance: per GPU, the mean utilization (a time average); ``gpu_util_min_pct``
-  against ``gpu_util_mean_pct`` shows a GPU that idles while the others work. With
+  against ``gpu_util_mean_pct`` shows a GPU that idles while the others work, and
+  ``gpu_imbalance`` names the run's least busy GPU where it lags the median of the
+  others markedly; ``gpus_held_down``, the GPUs whose clocks something held down in
+  a meaningful share of their busy samples (both: :mod:`gpuscale.analysis.held_down`,
+  the rule the dashboard's cards share). With
   several workers, the slowest worker's median step time over the median of the
   workers' medians (``worker_imbalance``, 1.0 = balanced).
 
@@ -88,6 +92,16 @@ import msgspec
 
 from gpuscale.analysis import metrics
 from gpuscale.analysis.exchange import exchange_of
+from gpuscale.analysis.held_down import (
+    GpuImbalance,
+    GpuKey,
+    GpuRow,
+    HeldDownGpu,
+    held_down_gpus,
+    imbalance,
+    run_gpus,
+    slowdowns,
+)
 from gpuscale.analysis.interconnect import Interconnect, slowest_interconnect
 from gpuscale.analysis.script_runs import is_callbackless_start, scaling_of
 from gpuscale.events.schema import (
@@ -356,6 +370,24 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     """The least busy GPU's index (as NVML counts on its worker's machine)."""
     gpu_util_min_worker: int | None = None
     """The worker the least busy GPU belongs to."""
+    gpu_imbalance: GpuImbalance | None = None
+    """The run's least busy GPU where it lags the median of the run's other GPUs
+    by :data:`~gpuscale.analysis.held_down.IMBALANCE_POINTS` or more (time averages
+    over ``gpu_window``): ``{"index": 6, "util_pct": 0.0, "others_pct": 93.0}``
+    (``worker`` too, where not 0). Every replica waits for it, so the run's pace may
+    be its input or its placement, not communication. ``None``: none, one GPU, or
+    the run's GPUs not known among those sampled
+    (:func:`~gpuscale.analysis.held_down.run_gpus`); absent in summaries written
+    before it."""
+    gpus_held_down: list[HeldDownGpu] | None = None
+    """The run's GPUs whose clocks something held down in at least
+    :data:`~gpuscale.analysis.held_down.HELD_DOWN_SHARE` of their busy samples in
+    ``gpu_window`` (the dashboard's cards' rule,
+    :func:`~gpuscale.analysis.held_down.held_down_reasons`: a power cap only below
+    the peers' power limit), the most held down first: ``[{"index": 3, "share":
+    1.0, "busy_samples": 38, "reasons": ["hw_slowdown", "sw_power_cap"],
+    "power_limit_w": 400.0, "peer_power_limit_w": 700.0}]``. ``None``: none (or
+    summaries written before it)."""
     worker_step_time_s: dict[int, float] | None = None
     """Median counted step time per worker (multi-worker runs)."""
     worker_imbalance: float | None = None
@@ -470,6 +502,13 @@ class RunAccumulator:
             "tensor": defaultdict(list),
         }
         """(t, GPM activity) samples per (worker, GPU index), SM and tensor."""
+        self._gpu_rows: dict[GpuKey, list[GpuRow]] = defaultdict(list)
+        """What :mod:`gpuscale.analysis.held_down` reads of each GPU sample."""
+        self._reasons: dict[tuple[str, ...], tuple[str, ...]] = {}
+        """One tuple per set of slowdowns seen (a sample keeps it, not a copy)."""
+        self._gpu_names: dict[GpuKey, str] = {}
+        """Each GPU's model, as the first start that lists it names it (a script's
+        callback names its devices as TensorFlow does, after gpuscale's start)."""
         self._host_cpu: list[float] = []
         self._proc_cpu: list[tuple[float, float, float]] = []
         """(period start, period end, proc CPU %) of worker 0's host samples."""
@@ -526,6 +565,13 @@ class RunAccumulator:
             key = (event.worker, event.index)
             if event.util_gpu_pct is not None and not event.lost:
                 self._gpu_util[key].append((event.t, event.util_gpu_pct))
+            if not event.lost:
+                held = tuple(slowdowns(event.throttle_reasons))
+                held = self._reasons.setdefault(held, held)
+                row = GpuRow(
+                    event.t, event.util_gpu_pct, held, event.power_limit_w, event.proc_mem_bytes
+                )
+                self._gpu_rows[key].append(row)
             if event.gpm_sm_activity_pct is not None:
                 self._gpm["sm"][key].append((event.t, event.gpm_sm_activity_pct))
             if event.gpm_tensor_activity_pct is not None:
@@ -538,6 +584,9 @@ class RunAccumulator:
                     self._proc_cpu.append((began, event.t, event.proc_cpu_pct))
         elif isinstance(event, StartEvent):
             self.start = event
+            for info in event.devices:
+                if info.kind == "gpu":
+                    self._gpu_names.setdefault((event.worker, info.index), info.name)
         elif isinstance(event, EndEvent):
             self.end = event
         elif isinstance(event, ErrorEvent):
@@ -934,12 +983,29 @@ class RunAccumulator:
                 key = min(per_gpu, key=lambda k: per_gpu[k][0])
                 s.gpu_util_min_pct = per_gpu[key][0]
                 s.gpu_util_min_worker, s.gpu_util_min_index = key
+        if window is not None:
+            self._summarize_held_down(s, window)
         if len(self._worker_times) > 1:
             per_worker = {w: metrics.median(v) for w, v in self._worker_times.items() if v}
             s.worker_step_time_s = per_worker
             mid = metrics.median(list(per_worker.values()))
             if mid > 0:
                 s.worker_imbalance = max(per_worker.values()) / mid
+
+    def _summarize_held_down(self, s: RunSummary, window: tuple[str, float, float]) -> None:
+        """The GPUs held down and the imbalance (:mod:`gpuscale.analysis.held_down`)
+        over the ``window`` the other GPU fields are taken over."""
+        _, lo, hi = window
+        rows = {
+            key: inside
+            for key, all_rows in self._gpu_rows.items()
+            if (inside := [r for r in all_rows if lo <= r.t <= hi])
+        }
+        gpus = run_gpus(rows, s.devices) if s.platform == "gpu" else None
+        s.gpus_held_down = held_down_gpus(rows, self._gpu_names, gpus) or None
+        if gpus is not None:
+            means = self._per_gpu(self._gpu_util, window)
+            s.gpu_imbalance = imbalance({k: means[k][0] for k in gpus if k in means})
 
 
 class PhaseJudgement(NamedTuple):

@@ -30,6 +30,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from gpuscale.analysis.exchange import Exchange, exchange_of
+from gpuscale.analysis.held_down import held_down_said
 from gpuscale.analysis.metrics import resolved
 from gpuscale.analysis.script_runs import scaling_of
 from gpuscale.analysis.topology import link_of_run
@@ -156,6 +157,12 @@ class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknow
     two cores busy), from a recording's host samples
     (:attr:`~gpuscale.analysis.summary.RunSummary.proc_cpu_pct`): on CPU logical
     devices, how many of the machine's cores the count put to work."""
+    held_down: str | None = None
+    """A GPU of the run held down, in words, from a recording's summary
+    (:attr:`~gpuscale.analysis.summary.RunSummary.gpus_held_down`: ``GPU 3 was held
+    down in 100% of its 38 busy samples (thermal)``): every replica waits for the
+    slowest GPU, so the count's throughput is a lower figure than the machine can
+    do; ``recommend`` says so under Confidence. ``None``: none said."""
     device_name: str | None = None
     interconnect: str | None = None
     """Free text, e.g. ``PCIe 3.0 x16``."""
@@ -719,6 +726,7 @@ def point_from_summary(summary: Any, start: Any, source: str) -> SweepPoint:
         hosts=hosts_of(start) if summary.workers > 1 else None,
         platform=start.platform,
         proc_cpu_pct=summary.proc_cpu_pct,
+        held_down=held_down_said(summary.gpus_held_down, summary.workers),
         device_name=device_name,
         interconnect=interconnect_text,
         interconnect_bytes_s=interconnect_bytes_s,

@@ -29,7 +29,12 @@ from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any
 
-from gpuscale.analysis.gpu_activity import busy_not_working, gpu_activity_text
+from gpuscale.analysis.gpu_activity import (
+    busy_not_working,
+    gpu_activity_text,
+    held_down_text,
+    imbalance_text,
+)
 from gpuscale.analysis.phase_report import (
     parts_note,
     phase_items,
@@ -523,17 +528,18 @@ def status_word(end) -> str:
 
 
 def gpu_activity_lines(summary: RunSummary | None) -> list[str]:
-    """``  GPUs: busy ... · working ...`` and, where it applies, the busy-is-not-working
-    warning (console markup)."""
+    """``  GPUs: busy ... · working ...`` and, where they apply, the warnings: a GPU
+    held down, one GPU markedly less busy than the others, busy is not working
+    (console markup)."""
     if summary is None:
         return []
     text = gpu_activity_text(summary)
     if text is None:
         return []
     lines = [f"  GPUs: {text}"]
-    warning = busy_not_working(summary)
-    if warning:
-        lines.append(f"  [yellow]{warning}[/]")
+    for warning in (held_down_text(summary), imbalance_text(summary), busy_not_working(summary)):
+        if warning:
+            lines.append(f"  [yellow]{_escape(warning)}[/]")
     return lines
 
 

@@ -18,6 +18,8 @@ from textual.content import Content
 from textual.widgets import Static
 
 from gpuscale import formatting as fmt
+from gpuscale.analysis.held_down import SLOWDOWNS, held_down_reasons, slowdowns
+from gpuscale.analysis.held_down import peer_limits_w as _peer_limits_w
 from gpuscale.events.schema import GpuSample, HostSample
 from gpuscale.ui.model import DeviceState, Snapshot
 from gpuscale.ui.widgets.spark import PercentSparkline
@@ -41,40 +43,14 @@ take more where the screen is tall or wide)."""
 HOST_KEY = "host"
 
 
-SLOWDOWNS: dict[str, str] = {
-    "hw_power_brake": "power brake",
-    "hw_thermal": "HW thermal",
-    "sw_thermal": "thermal",
-    "hw_slowdown": "HW slowdown",
-    "reliability": "reliability",
-    "board_limit": "board limit",
-    "sw_power_cap": "power cap",
-}
-"""NVML's clock event reasons that slow a busy GPU, the most telling first, and
-what the cards call them. The other reasons (``gpu_idle``, ``applications_clocks``,
-``sync_boost``, ``display_clocks``) slow nothing that matters and stay at the end
-of a full card."""
-
-
-def slowdowns(sample: GpuSample) -> list[str]:
-    """The reasons in :data:`SLOWDOWNS` that hold ``sample``'s clocks down, most
-    telling first."""
-    reasons = set(sample.throttle_reasons or ())
-    return [reason for reason in SLOWDOWNS if reason in reasons]
-
-
 def slowdown_tag(sample: GpuSample, peer_limit_w: float | None = None) -> str | None:
-    """What a one-line card shows for a GPU held down, or ``None``. A power cap
-    counts only where the GPU's power limit is below ``peer_limit_w`` (the highest
-    limit of the same GPUs on its machine): every GPU under full load reaches its
-    cap, so a cap alone is no odd one out, a lowered limit is."""
-    for reason in slowdowns(sample):
-        if reason == "sw_power_cap":
-            limit = sample.power_limit_w
-            if limit is None or peer_limit_w is None or limit >= peer_limit_w:
-                continue
-        return SLOWDOWNS[reason]
-    return None
+    """What a one-line card shows for a GPU held down, or ``None``: the most telling
+    reason by the rule a run's summary uses too
+    (:func:`gpuscale.analysis.held_down.held_down_reasons`: a power cap only where
+    the GPU's power limit is below ``peer_limit_w``, the highest limit of the same
+    GPUs on its machine; every GPU under full load reaches its cap)."""
+    held = held_down_reasons(sample.throttle_reasons, sample.power_limit_w, peer_limit_w)
+    return SLOWDOWNS[held[0]] if held else None
 
 
 def _pct_style(pct: float | None) -> str:
@@ -150,7 +126,7 @@ def gpu_lines(
             f"GPM SM {fmt.format_pct(sample.gpm_sm_activity_pct)}"
             f" · tensor {fmt.format_pct(sample.gpm_tensor_activity_pct)}"
         )
-    slowed = slowdowns(sample)
+    slowed = slowdowns(sample.throttle_reasons)
     if slowed:  # first, so a narrow card cuts the GPM numbers, not this
         words = ", ".join(SLOWDOWNS[reason] for reason in slowed)
         gpm = Content.styled(f"throttled: {words}", "$text-warning") + " · " + gpm
@@ -390,14 +366,15 @@ def _workers(snap: Snapshot) -> int:
 def peer_limits_w(devices: list[DeviceState]) -> dict[tuple[int, str], float]:
     """The highest power limit of each kind of GPU on each machine, by
     ``(worker, name)``: what a GPU's own limit is compared with (:func:`slowdown_tag`)."""
-    limits: dict[tuple[int, str], float] = {}
-    for device in devices:
-        sample = device.last
-        if device.kind != "gpu" or sample is None or sample.power_limit_w is None:
-            continue
-        key = (device.worker, device.info.name if device.info is not None else "")
-        limits[key] = max(limits.get(key, 0.0), sample.power_limit_w)
-    return limits
+    return _peer_limits_w(
+        (
+            device.worker,
+            device.info.name if device.info is not None else "",
+            device.last.power_limit_w,
+        )
+        for device in devices
+        if device.kind == "gpu" and device.last is not None
+    )
 
 
 class DeviceGrid(Vertical, can_focus=True):
