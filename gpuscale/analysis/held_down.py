@@ -25,6 +25,8 @@ Neither imports TensorFlow or Textual.
 
 from __future__ import annotations
 
+import math
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
@@ -112,6 +114,52 @@ class GpuRow(NamedTuple):
     """Its reasons in :data:`SLOWDOWNS` (:func:`slowdowns`)."""
     power_limit_w: float | None
     proc_mem_bytes: int | None
+
+
+class GpuRows:
+    """One GPU's rows (:class:`GpuRow`), kept in arrays (33 bytes a sample, not a
+    tuple's 180: a summary keeps every sample of a long run, 1.4 million in a day
+    of 8 GPUs sampled twice a second); :meth:`within` gives the rows back."""
+
+    def __init__(self) -> None:
+        self._t = array("d")
+        self._util = array("d")
+        self._held = array("B")
+        self._limit = array("d")
+        self._mem = array("q")
+        self._reasons: list[tuple[str, ...]] = []
+        self._codes: dict[tuple[str, ...], int] = {}
+
+    def __len__(self) -> int:
+        return len(self._t)
+
+    def append(self, row: GpuRow) -> None:
+        code = self._codes.get(row.slowdowns)
+        if code is None:  # at most 2**7 sets of the 7 reasons: a byte each
+            code = self._codes[row.slowdowns] = len(self._reasons)
+            self._reasons.append(row.slowdowns)
+        self._t.append(row.t)
+        self._util.append(_NAN if row.util_pct is None else row.util_pct)
+        self._held.append(code)
+        self._limit.append(_NAN if row.power_limit_w is None else row.power_limit_w)
+        self._mem.append(-1 if row.proc_mem_bytes is None else row.proc_mem_bytes)
+
+    def within(self, lo: float, hi: float) -> list[GpuRow]:
+        """The rows sampled from ``lo`` to ``hi`` (both included), in their order."""
+        return [
+            GpuRow(
+                t,
+                None if math.isnan(u := self._util[i]) else u,
+                self._reasons[self._held[i]],
+                None if math.isnan(w := self._limit[i]) else w,
+                None if (m := self._mem[i]) < 0 else m,
+            )
+            for i, t in enumerate(self._t)
+            if lo <= t <= hi
+        ]
+
+
+_NAN = float("nan")
 
 
 class HeldDownGpu(msgspec.Struct, kw_only=True, omit_defaults=True):

@@ -96,6 +96,7 @@ from gpuscale.analysis.held_down import (
     GpuImbalance,
     GpuKey,
     GpuRow,
+    GpuRows,
     HeldDownGpu,
     held_down_gpus,
     imbalance,
@@ -502,10 +503,13 @@ class RunAccumulator:
             "tensor": defaultdict(list),
         }
         """(t, GPM activity) samples per (worker, GPU index), SM and tensor."""
-        self._gpu_rows: dict[GpuKey, list[GpuRow]] = defaultdict(list)
+        self._gpu_rows: dict[GpuKey, GpuRows] = defaultdict(GpuRows)
         """What :mod:`gpuscale.analysis.held_down` reads of each GPU sample."""
         self._reasons: dict[tuple[str, ...], tuple[str, ...]] = {}
         """One tuple per set of slowdowns seen (a sample keeps it, not a copy)."""
+        self._held_down_cache: tuple | None = None
+        """(what it was read under, samples then, the run's GPUs, the GPUs held
+        down): :meth:`_summarize_held_down`."""
         self._gpu_names: dict[GpuKey, str] = {}
         """Each GPU's model, as the first start that lists it names it (a script's
         callback names its devices as TensorFlow does, after gpuscale's start)."""
@@ -968,6 +972,7 @@ class RunAccumulator:
         window = self._gpu_window()
         if window is not None:
             s.gpu_window, s.gpu_window_s = window[0], max(0.0, window[2] - window[1])
+        util: dict[tuple[int, int], tuple[float, float]] = {}
         for samples, field in (
             (self._gpm["sm"], "gpu_sm_activity"),
             (self._gpm["tensor"], "gpu_tensor_activity"),
@@ -980,11 +985,12 @@ class RunAccumulator:
                 values = [both[at] for both in per_gpu.values()]
                 setattr(s, f"{field}_{stat}_pct", metrics.median(values))
             if field == "gpu_util":  # the least busy GPU, by its time average
+                util = per_gpu
                 key = min(per_gpu, key=lambda k: per_gpu[k][0])
                 s.gpu_util_min_pct = per_gpu[key][0]
                 s.gpu_util_min_worker, s.gpu_util_min_index = key
         if window is not None:
-            self._summarize_held_down(s, window)
+            self._summarize_held_down(s, window, util)
         if len(self._worker_times) > 1:
             per_worker = {w: metrics.median(v) for w, v in self._worker_times.items() if v}
             s.worker_step_time_s = per_worker
@@ -992,20 +998,34 @@ class RunAccumulator:
             if mid > 0:
                 s.worker_imbalance = max(per_worker.values()) / mid
 
-    def _summarize_held_down(self, s: RunSummary, window: tuple[str, float, float]) -> None:
+    def _summarize_held_down(
+        self,
+        s: RunSummary,
+        window: tuple[str, float, float],
+        util: dict[tuple[int, int], tuple[float, float]],
+    ) -> None:
         """The GPUs held down and the imbalance (:mod:`gpuscale.analysis.held_down`)
-        over the ``window`` the other GPU fields are taken over."""
+        over the ``window`` the other GPU fields are taken over (``util``: each GPU's
+        mean and median utilization there). The rows are read again only once the
+        samples have grown by a tenth since (or the window's start, the run's end or
+        its devices changed): a live view asks for a summary every second, and a
+        day's run has over a million samples."""
         _, lo, hi = window
-        rows = {
-            key: inside
-            for key, all_rows in self._gpu_rows.items()
-            if (inside := [r for r in all_rows if lo <= r.t <= hi])
-        }
-        gpus = run_gpus(rows, s.devices) if s.platform == "gpu" else None
-        s.gpus_held_down = held_down_gpus(rows, self._gpu_names, gpus) or None
+        total = sum(len(r) for r in self._gpu_rows.values())
+        state = (lo, self.end is not None, s.devices, s.platform)
+        cached = self._held_down_cache
+        if cached is None or cached[0] != state or total >= cached[1] * 1.1 + 8:
+            rows = {
+                key: inside
+                for key, all_rows in self._gpu_rows.items()
+                if (inside := all_rows.within(lo, hi))
+            }
+            gpus = run_gpus(rows, s.devices) if s.platform == "gpu" else None
+            held = held_down_gpus(rows, self._gpu_names, gpus) or None
+            cached = self._held_down_cache = (state, total, gpus, held)
+        _, _, gpus, s.gpus_held_down = cached
         if gpus is not None:
-            means = self._per_gpu(self._gpu_util, window)
-            s.gpu_imbalance = imbalance({k: means[k][0] for k in gpus if k in means})
+            s.gpu_imbalance = imbalance({k: util[k][0] for k in gpus if k in util})
 
 
 class PhaseJudgement(NamedTuple):
