@@ -176,3 +176,25 @@ def test_the_cores_used_travel_in_the_sweep_file(tmp_path, capsys):
     assert "(1 device kept about 0.8 cores busy, 2 devices about 1.8)" in " ".join(
         capsys.readouterr().out.split()
     )
+
+
+def test_the_cores_each_count_kept_busy_stay_where_the_why_says_the_cores_are_shared():
+    # a docs trial's live sweep on 2 cores: 2 devices slower than 1, so the Why said
+    # "The devices are CPU logical devices sharing the same cores" and the Confidence
+    # kept only "what is measured here is for these CPU logical devices, not for
+    # GPUs", dropping how many cores each count kept busy, which the recordings said
+    # (and the README promises: "it says how many each count kept busy")
+    from gpuscale.analysis.sweep import SweepPoint, normalize
+
+    common = dict(scaling="strong", global_batch=128, platform="cpu-logical", config="c")
+    points = [
+        normalize(SweepPoint(devices=1, step_time_s=0.0582, proc_cpu_pct=128.0, **common)),
+        normalize(SweepPoint(devices=2, step_time_s=0.1003, proc_cpu_pct=103.0, **common)),
+    ]
+    rec = recommend(points, available_devices=2)
+    assert any("sharing the same cores" in r for r in rec.reasons)
+    assert (
+        "What is measured here is for these CPU logical devices, not for GPUs "
+        "(1 device kept about 1.3 cores busy, 2 devices about 1.0)." in rec.confidence
+    ), rec.confidence
+    assert sum("kept about" in line for line in [*rec.reasons, *rec.confidence]) == 1

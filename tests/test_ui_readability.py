@@ -335,3 +335,19 @@ async def test_two_cpu_workers_show_two_replicas_one_card_each():
     assert "worker 1's replica" in bodies[1] and "gRPC" in bodies[1]
     assert not any("only replica" in b or "logical" in b for b in bodies)
     assert "2 replicas (1 CPU per worker, 2 workers)" in header
+
+
+async def test_a_finished_run_with_too_few_samples_says_so_rather_than_waiting():
+    """A script's 1-second fit under `watch` (a docs trial): the host card had its
+    samples, but one fell within the run, and the Utilization chart still said
+    "utilization appears after the first samples" once the run was over."""
+    from gpuscale.ui.widgets.charts import build_util_chart
+
+    events = cpu_run()
+    hosts = [e for e in events if isinstance(e, HostSample)]
+    kept = [e for e in events if not isinstance(e, HostSample) or e is hosts[0]]
+    app, snap = await _final_snapshot(kept)
+    assert snap.end is not None and len(snap.host_cpu_history_t) == 1
+    chart = build_util_chart(snap, 60, 16).plain
+    assert "appears after" not in chart, chart
+    assert "1 sample within the run: too few to draw utilization over time" in chart, chart

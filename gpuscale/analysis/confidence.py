@@ -87,9 +87,16 @@ _SCOPES = {
 def caveat_scope(note: str) -> str:
     """A platform caveat without its first half (the cores are shared): what
     recommend's confidence says where a reason of its Why already said that half,
-    so that the two say it once; ``note`` itself where it is no such caveat."""
+    so that the two say it once; ``note`` itself where it is no such caveat. How
+    many cores each count kept busy, which only the first half gives, stays:
+    ``... not for GPUs (1 device kept about 1.3 cores busy, 2 devices about 1.0)``."""
+    before, after = CPU_LOGICAL_HEAD.split("{used}")
     for half, scope in _SCOPES.items():
         if note.endswith(": " + half):
+            head = note[: -len(": " + half)]
+            if head.startswith(before) and head.endswith(after):
+                used = head[len(before) : len(head) - len(after)]
+                return scope + used  # "" or " (1 device kept about ...)"
             return scope
     return note
 

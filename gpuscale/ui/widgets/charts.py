@@ -17,7 +17,7 @@ from gpuscale.analysis.metrics import PARTS_TOLERANCE
 from gpuscale.analysis.phase_report import parts_note, phase_items
 from gpuscale.analysis.summary import NO_STEP_TIMES_IN_RUN, RunSummary, without_step_times
 from gpuscale.events.schema import PhaseEvent
-from gpuscale.formatting import format_duration_s
+from gpuscale.formatting import format_duration_s, plural
 from gpuscale.plots.terminal import legend_text
 from gpuscale.ui.messages import ChartTexts
 from gpuscale.ui.model import Snapshot
@@ -43,6 +43,19 @@ def _new_plot(width: int, height: int) -> Plot:
 
 def _empty(width: int, message: str) -> Text:
     return Text(message, style="dim")
+
+
+def _no_utilization(snap: Snapshot, width: int, samples: int) -> Text:
+    """What the Utilization chart says with nothing to draw: while the run goes on,
+    that the samples are coming; once it is over, how few fell within it (a fit of a
+    second or two between two samples), not a wait for samples that never come."""
+    if snap.end is None:
+        return _empty(width, "utilization appears after the first samples")
+    if not samples:
+        return _empty(width, "no utilization samples within the run")
+    return _empty(
+        width, f"{plural(samples, 'sample')} within the run: too few to draw utilization over time"
+    )
 
 
 def binned(xs: list[float], ys: list[float], max_points: int) -> tuple[list[float], list[float]]:
@@ -450,7 +463,7 @@ def build_activity_chart(snap: Snapshot, gpus: list, width: int, height: int) ->
     GPUs' three lines each would be a tangle; each card has its own)."""
     lines = activity_lines(snap, gpus)
     if not lines[0][0] and not lines[1][0]:
-        return _empty(width, "utilization appears after the first samples")
+        return _no_utilization(snap, width, 0)
     has_tensor = bool(lines[2][0])
     legend = None
     if height >= 8:
@@ -491,15 +504,17 @@ def build_util_chart(snap: Snapshot, width: int, height: int) -> Text:
         names.append(("⠶", color, f"GPU{device.index}"))
         times += xs
         plotted = True
+    host_samples = 0
     if not gpus:
         xs, ys = since_start(snap.origin_t, snap.host_cpu_history_t, snap.host_cpu_history_pct)
+        host_samples = len(xs)
         if len(xs) >= 2:
             plot.plot(xs, ys, color="cyan", marker="braille")
             names.append(("⠶", "cyan", "host CPU"))
             times += xs
             plotted = True
     if not plotted:
-        return _empty(width, "utilization appears after the first samples")
+        return _no_utilization(snap, width, host_samples)
     legend = util_legend(names, width) if legend_lines else None
     return _percent_over_time(plot, times, width, height - legend_lines, legend)
 
