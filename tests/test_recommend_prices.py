@@ -219,3 +219,21 @@ def test_a_json_output_read_back_keeps_the_price_and_the_title(capsys, tmp_path)
     again = json.loads(capsys.readouterr().out)
     assert again["title"] == doc["title"]
     assert again["recommendation"] == doc["recommendation"]
+
+
+def test_a_next_count_that_is_slower_is_not_called_faster(capsys, tmp_path):
+    """Found by a docs trial: '(0.51x faster)' where 2 devices ran at half the speed."""
+    points = [{"devices": 1, "throughput": 1000.0}, {"devices": 2, "throughput": 510.0}]
+    rec = _json(capsys, "--from", _sweep(tmp_path, points), "--price-per-device-hour", "3.6")
+    assert rec["devices"] == 1
+    (line,) = [r for r in rec["reasons"] if r.startswith("Cost")]
+    assert "faster" not in line
+    assert line.endswith("2 devices would cost 3.92x that (0.51x the speed, slower).")
+
+
+def test_a_chosen_count_below_its_base_speed_is_not_called_faster():
+    from gpuscale.analysis.cost import Cost, cost_line
+
+    cost = Cost(config="c", devices=2, predicted=False, per_million_samples=2.0, relative=3.9)
+    line = cost_line(0.51, "0.51x", 1, cost, "2.00 per million")
+    assert line.startswith("2 devices: 0.51x the speed of 1, slower, 3.90x the cost")

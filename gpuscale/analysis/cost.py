@@ -82,13 +82,22 @@ def relative_text(cost: Cost) -> str:
     return format_with_range(cost.relative, cost.relative_low, cost.relative_high, ".2f", "x")
 
 
-def cost_line(speedup: str, base_devices: int, cost: Cost, what: str) -> str:
+def pace_words(speedup: float, text: str, than: str = "") -> str:
+    """``1.54x faster`` (``than``: `` than 1``); a speedup below 1 is no such thing:
+    ``0.51x the speed, slower`` (``text``: the speedup formatted, with its range)."""
+    if speedup >= 1:
+        return f"{text} faster{than}"
+    return f"{text} the speed{' of ' + than.removeprefix(' than ') if than else ''}, slower"
+
+
+def cost_line(speedup: float, text: str, base_devices: int, cost: Cost, what: str) -> str:
     """``8 devices: 5.07x faster than 1, 1.58x the cost per million samples (0.41
     per million at 1.2 per device-hour)`` (``what``: the part in brackets); a
-    predicted count says so and gives the ranges (``speedup`` comes formatted, with
-    its range)."""
+    predicted count says so and gives the ranges (``text``: the ``speedup``
+    formatted, with its range; below 1 it says slower, :func:`pace_words`)."""
     pred = " (predicted)" if cost.predicted else ""
+    pace = pace_words(speedup, text, f" than {base_devices}")
     return (
-        f"{plural(cost.devices, 'device')}{pred}: {speedup} faster than "
-        f"{base_devices}, {relative_text(cost)} the cost per million samples ({what})"
+        f"{plural(cost.devices, 'device')}{pred}: {pace}, "
+        f"{relative_text(cost)} the cost per million samples ({what})"
     )

@@ -26,7 +26,14 @@ from gpuscale.analysis.confidence import (
     cpu_logical_caveat,
     live_predictions,
 )
-from gpuscale.analysis.cost import Cost, cost_line, cost_of, per_million_samples, relative_text
+from gpuscale.analysis.cost import (
+    Cost,
+    cost_line,
+    cost_of,
+    pace_words,
+    per_million_samples,
+    relative_text,
+)
 from gpuscale.analysis.decide import (
     DEFAULT_MIN_EFFICIENCY,
     Candidate,
@@ -308,7 +315,11 @@ def _costs(rec: Recommendation, groups: Sequence[Group], prices: dict[str, float
         rec.reasons.append(
             label
             + cost_line(
-                speedup, base.devices, cost, f"{_per_million(cost)} at {price:g} per device-hour"
+                row.speedup or 1.0,
+                speedup,
+                base.devices,
+                cost,
+                f"{_per_million(cost)} at {price:g} per device-hour",
             )
             + "."
         )
@@ -334,9 +345,8 @@ def _base_cost_line(g: Group, cost: Cost, costs: Sequence[Cost], price: float) -
         return text
     speedup = format_with_range(row.speedup, row.speedup_low, row.speedup_high, ".2f", "x")
     pred = " (predicted)" if nxt.predicted else ""
-    return (
-        f"{text}; {dev(nxt.devices)}{pred} would cost {relative_text(nxt)} that ({speedup} faster)"
-    )
+    pace = pace_words(row.speedup, speedup)
+    return f"{text}; {dev(nxt.devices)}{pred} would cost {relative_text(nxt)} that ({pace})"
 
 
 def _workload(p: SweepPoint) -> str:

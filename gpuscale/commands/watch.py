@@ -11,9 +11,9 @@ from gpuscale.commands.paths import path_arg
 def register(sub) -> None:
     parser = sub.add_parser(
         "watch",
-        help="train with a live dashboard (same options as 'run')",
+        help="train with a live dashboard (the options of 'run' but --json)",
         description=(
-            "Start the trainer (same options as 'gpuscale run') and watch it live: devices, "
+            "Start the trainer (the options of 'gpuscale run' but --json) and watch it live: devices, "
             "step time, the compute / all-reduce breakdown and what it means. The run is "
             "recorded by default ('gpuscale replay FILE' shows it again). Keys: q stops the "
             "trainer cleanly and quits, Ctrl-C does too and exits 130, p freezes the display, "
