@@ -3,7 +3,8 @@ without TensorFlow: it reports a start, 12 steps and an end at the device count
 ``GPUSCALE_DEVICES`` gives it, as ``gpuscale.keras.ScalingMonitor`` does. At the
 count ``FAKE_FAIL_AT`` it fails before its first step instead: it prints a line
 on stderr and exits with ``FAKE_FAIL_STATUS`` (default 3), or kills itself with
-that signal when the status is negative (``-9``: SIGKILL)."""
+that signal when the status is negative (``-9``: SIGKILL). At ``FAKE_FAIL_LATE_AT``
+it fails after its steps: no end, the line on stderr, status 3."""
 
 from __future__ import annotations
 
@@ -48,6 +49,10 @@ def main() -> int:
         client.send(
             StepEvent(t=time.time(), step=step, step_time_s=step_s, samples=64, warmup=step < 2)
         )
+    if str(n) == os.environ.get("FAKE_FAIL_LATE_AT"):  # after its steps, without an end
+        client.close()
+        print("RuntimeError: lost a worker", file=sys.stderr, flush=True)
+        return 3
     client.send(EndEvent(t=time.time(), status="completed", steps=12))
     client.close()
     return 0

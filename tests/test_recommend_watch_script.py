@@ -136,3 +136,46 @@ def test_the_status_line_says_a_scripts_planned_total():
     unplanned = StepEvent(t=1.0, step=4, step_time_s=0.01, samples=64)
     assert _status(2, unplanned, "", None).startswith("2 devices: step 5, ")
     assert _status(2, step, "", 300).startswith("2 devices: step 5/300, ")  # --steps
+
+
+def test_a_count_whose_script_fails_after_its_steps_is_no_measurement(screen, monkeypatch, capsys):
+    """It was kept as a point and the sweep went on (exit 0): the plain sweep fails it."""
+    _in_a_terminal(monkeypatch)
+    monkeypatch.setenv("FAKE_FAIL_LATE_AT", "2")
+    assert main(ARGV) == 3
+    out, err = capsys.readouterr()
+    assert "Recommendation: NONE yet: measured at 1 device only" in out
+    (error,) = [line for line in err.splitlines() if line.startswith("gpuscale: error:")]
+    assert error.startswith("gpuscale: error: the 2-device run failed: the script (")
+    assert error.endswith("exited with status 3")
+
+
+class _Held:
+    """A count's run that is in progress until stopped, noting how it was stopped."""
+
+    interrupt_grace_s = 10.0
+
+    def __init__(self) -> None:
+        self.how: list[str] = []
+        self.done = False
+
+    def stop(self) -> None:
+        self.how.append("stop")
+        self.done = True
+
+    def interrupt(self) -> None:
+        self.how.append("interrupt")
+        self.done = True
+
+
+def test_q_gives_the_script_in_progress_ctrl_c_first_and_a_signal_stops_it():
+    """q (and Ctrl-C) stopped the script with SIGTERM at once: its own `except
+    KeyboardInterrupt` (a checkpoint) never ran, unlike under watch -- script."""
+    view = SweepView(points=[], heading="h", planned=[1], state="running")
+    for by_hand, expected in ((True, ["interrupt"]), (False, ["stop"])):
+        runner = LiveSweep(view, [{}], record=False, script=ScriptCounts(COMMAND))
+        held = _Held()
+        runner._current = held
+        assert runner.interrupt_grace_s == 10.0
+        (runner.interrupt if by_hand else runner.stop)()
+        assert held.how == expected and runner.stop_requested.is_set()

@@ -266,6 +266,20 @@ class _SweepStop:
 
     def stop(self) -> None:
         self.runner.stop()  # the run in progress, at once; no other begins
+        self._close_shared()
+
+    @property
+    def interrupt_grace_s(self) -> float:
+        """How long :meth:`interrupt` may wait for a script after its Ctrl-C."""
+        return self.runner.interrupt_grace_s
+
+    def interrupt(self) -> None:
+        """SIGINT (by hand): as :meth:`stop`, but a script in progress gets Ctrl-C
+        first (:meth:`gpuscale.ui.live_sweep.LiveSweep.interrupt`)."""
+        self.runner.interrupt()
+        self._close_shared()
+
+    def _close_shared(self) -> None:
         if self.shared is not None:
             self.shared.close()  # between two counts too: the process ends its count
 

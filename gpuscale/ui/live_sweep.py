@@ -106,11 +106,30 @@ class LiveSweep:
 
     def stop(self) -> None:
         """Stop the run in progress and start no other (any thread)."""
+        self._stop(by_hand=False)
+
+    def interrupt(self) -> None:
+        """As :meth:`stop`, by hand (``q``, Ctrl-C): the run in progress stops as
+        its own ``interrupt()`` stops it, so a script gets Ctrl-C first (its
+        ``except KeyboardInterrupt`` runs), as under ``watch -- python train.py``.
+        It may wait for the script: call it off the UI thread."""
+        self._stop(by_hand=True)
+
+    @property
+    def interrupt_grace_s(self) -> float:
+        """How long :meth:`interrupt` may wait for the run in progress after its
+        Ctrl-C (a script's; 0 for the trainer)."""
+        with self._lock:
+            current = self._current
+        return float(getattr(current, "interrupt_grace_s", 0.0) or 0.0)
+
+    def _stop(self, by_hand: bool) -> None:
         self.stop_requested.set()
         with self._lock:
             current = self._current
         if current is not None and not current.done:
-            current.stop()
+            gentle = getattr(current, "interrupt", None) if by_hand else None
+            (gentle if callable(gentle) else current.stop)()
 
     def run(self, on_status: Callback, on_count: Callback) -> SweepView:
         try:
@@ -206,7 +225,8 @@ class LiveSweep:
             with self._lock:
                 self._current = None
         summary = acc.summary() if acc.start is not None else None
-        if summary is None or summary.step_time_s is None:
+        failed = run.error is not None and not self.stop_requested.is_set()
+        if failed or summary is None or summary.step_time_s is None:
             if self.stop_requested.is_set():
                 self._note_cut_short(n, index, steps_done, steps, run)
                 return None, None

@@ -528,8 +528,10 @@ class SweepApp(App[int]):
 
     @work(thread=True, group="quit", exit_on_error=False)
     def _stop_runner(self) -> None:
+        """By hand (``q``, Ctrl-C): a script in progress gets Ctrl-C first."""
         assert self.runner is not None
-        self.runner.stop()
+        interrupt = getattr(self.runner, "interrupt", None)
+        (interrupt if callable(interrupt) else self.runner.stop)()
 
     async def action_quit(self) -> None:
         """ctrl+q (and the palette's quit) also stop a live sweep cleanly."""
