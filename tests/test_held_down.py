@@ -148,6 +148,17 @@ def test_no_imbalance_where_the_run_s_gpus_are_not_known(tmp_path):
     assert s.gpu_imbalance is None
 
 
+def test_no_gpu_is_named_held_down_where_the_run_s_gpus_are_not_known(tmp_path):
+    """2 replicas, 8 GPUs sampled, no process memory: GPU 5, hot with someone else's
+    work, was said to 'set the pace of all 2' (found by review)."""
+
+    def other_job(gpus, _sample):
+        held(gpus[5], THERMAL)
+
+    s = _summary(record(tmp_path / "two.ndjson", devices=2, sample_all=True, tweak=other_job))
+    assert s.gpus_held_down is None
+
+
 def test_the_fields_go_through_the_end_summary_and_old_ones_still_load(tmp_path):
     s = _summary(record(tmp_path / "run.ndjson", tweak=_capped_and_idle))
     doc = msgspec.json.decode(msgspec.json.encode(summary_document(s)))
@@ -293,13 +304,16 @@ def test_a_live_summary_reads_the_rows_again_only_as_they_grow(tmp_path):
         end = events.pop()
         for event in events:
             acc.add(event)
-        acc.summary()
+        acc.summary(live=True)
         first = len(reads)
-        acc.summary()
+        acc.summary(live=True)
         assert len(reads) == first  # nothing new: not read again
+        acc.summary()
+        assert len(reads) > first  # a summary not asked live is exact: read again
+        second = len(reads)
         acc.add(end)
-        final = acc.summary()
-        assert len(reads) > first  # the end: read whole
+        final = acc.summary(live=True)
+        assert len(reads) > second  # the end: read whole
     finally:
         summary_module.GpuRows.within = original
     assert final.gpus_held_down and final.gpus_held_down[0].index == 3

@@ -611,8 +611,11 @@ class RunAccumulator:
         for event in events:
             self.add(event)
 
-    def summary(self) -> RunSummary:
-        """The summary of the events so far."""
+    def summary(self, live: bool = False) -> RunSummary:
+        """The summary of the events so far. ``live``: asked again and again while
+        the run goes on (the dashboard, every second), so the slowest part may be
+        read again only as the samples grow (:meth:`_summarize_held_down`); a final
+        summary, and every other, is exact."""
         s = RunSummary()
         start = self.start
         if start is not None:
@@ -654,7 +657,7 @@ class RunAccumulator:
         self._summarize_phases(s, self._step_halfwidth())
         self._summarize_probing(s)
         self._summarize_share_steps(s)
-        self._summarize_imbalance(s)
+        self._summarize_imbalance(s, live)
         if self._host_cpu:
             s.host_cpu_pct = metrics.median(self._host_cpu)
         s.proc_cpu_pct = self._proc_cpu_in_steps() if s.workers == 1 else None
@@ -968,7 +971,7 @@ class RunAccumulator:
                 out[key] = (sum(values) / len(values), metrics.median(values))
         return out
 
-    def _summarize_imbalance(self, s: RunSummary) -> None:
+    def _summarize_imbalance(self, s: RunSummary, live: bool = False) -> None:
         window = self._gpu_window()
         if window is not None:
             s.gpu_window, s.gpu_window_s = window[0], max(0.0, window[2] - window[1])
@@ -990,7 +993,7 @@ class RunAccumulator:
                 s.gpu_util_min_pct = per_gpu[key][0]
                 s.gpu_util_min_worker, s.gpu_util_min_index = key
         if window is not None:
-            self._summarize_held_down(s, window, util)
+            self._summarize_held_down(s, window, util, live)
         if len(self._worker_times) > 1:
             per_worker = {w: metrics.median(v) for w, v in self._worker_times.items() if v}
             s.worker_step_time_s = per_worker
@@ -1003,25 +1006,28 @@ class RunAccumulator:
         s: RunSummary,
         window: tuple[str, float, float],
         util: dict[tuple[int, int], tuple[float, float]],
+        live: bool = False,
     ) -> None:
         """The GPUs held down and the imbalance (:mod:`gpuscale.analysis.held_down`)
         over the ``window`` the other GPU fields are taken over (``util``: each GPU's
-        mean and median utilization there). The rows are read again only once the
-        samples have grown by a tenth since (or the window's start, the run's end or
-        its devices changed): a live view asks for a summary every second, and a
-        day's run has over a million samples."""
+        mean and median utilization there), of the run's GPUs only (where they are
+        not known among those sampled, no GPU is named: a script's run samples every
+        GPU of the machine). ``live``: the rows are read again only once the samples
+        have grown by a tenth since (or the window's start, the run's end or its
+        devices changed): a live view asks for a summary every second, and a day's
+        run has over a million samples."""
         _, lo, hi = window
         total = sum(len(r) for r in self._gpu_rows.values())
         state = (lo, self.end is not None, s.devices, s.platform)
         cached = self._held_down_cache
-        if cached is None or cached[0] != state or total >= cached[1] * 1.1 + 8:
+        if not live or cached is None or cached[0] != state or total >= cached[1] * 1.1 + 8:
             rows = {
                 key: inside
                 for key, all_rows in self._gpu_rows.items()
                 if (inside := all_rows.within(lo, hi))
             }
             gpus = run_gpus(rows, s.devices) if s.platform == "gpu" else None
-            held = held_down_gpus(rows, self._gpu_names, gpus) or None
+            held = (held_down_gpus(rows, self._gpu_names, gpus) or None) if gpus else None
             cached = self._held_down_cache = (state, total, gpus, held)
         _, _, gpus, s.gpus_held_down = cached
         if gpus is not None:

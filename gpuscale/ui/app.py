@@ -277,8 +277,8 @@ class GpuscaleApp(App[int]):
     def analyze(self) -> tuple[int, object, object]:
         """(model version, RunSummary, Recommendation or None) for the panel; the
         recommendation from this one run predicts other device counts."""
-        version, summary = self.model.summary()
         final = self.model.end is not None or self._finished_posted
+        version, summary = self.model.summary(live=not final)
         return version, summary, predict_from_run(self.model.start, summary, final=final)
 
     def compute_charts(

@@ -287,12 +287,14 @@ class RunModel:
             )
 
     # -- reading -----------------------------------------------------------------
-    def summary(self) -> tuple[int, RunSummary]:
+    def summary(self, live: bool = False) -> tuple[int, RunSummary]:
         """The analysis of everything absorbed so far (``gpuscale.analysis``), with
         the model version it describes. Costs a sort of the step times: call it
-        at most about once a second, off the UI thread."""
+        at most about once a second, off the UI thread. ``live``: the run goes on
+        and this is asked again soon (the accumulator may reuse its slowest part,
+        :meth:`~gpuscale.analysis.summary.RunAccumulator.summary`)."""
         with self._lock:
-            return self.version, self.accumulator.summary()
+            return self.version, self.accumulator.summary(live=live)
 
     def snapshot(self, logs_after: int = 0) -> Snapshot:
         """Copies of what a frame needs; ``logs_after`` skips log lines already drawn."""
