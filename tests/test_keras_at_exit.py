@@ -93,3 +93,36 @@ def test_a_sys_exit_ends_the_run_as_the_exit_status_it_makes(monkeypatch, status
     how = at_exit.how_it_exits()
     assert how.status == end
     assert (how.error is None) if said is None else how.error.endswith(said)
+
+
+def test_a_caught_exit_a_ctrl_c_status_and_a_forked_child(monkeypatch):
+    """Found by review: argparse's ``sys.exit(2)`` caught in a ``try`` and training on
+    was recorded ``failed``; ``except KeyboardInterrupt: sys.exit(130)`` (Ctrl-C) was
+    ``failed``, not ``stopped``; a child made by ``os.fork()`` that exited ended its
+    parent's run."""
+    from gpuscale.keras import at_exit
+
+    monkeypatch.setattr(at_exit, "_uncaught", [None])
+    monkeypatch.setattr(at_exit, "_exit_asked", [None])
+    noting = at_exit._noting_exit(lambda *status: None)
+    noting(2)
+    at_exit.went_on()  # a step came after it: the script trained on
+    assert at_exit.how_it_exits() == at_exit.Exit(None)
+    noting(130)
+    assert at_exit.how_it_exits().status == "stopped"
+    noting()  # sys.exit() with no status: 0
+    assert at_exit.how_it_exits().status == "completed"
+
+    ended: list[object] = []
+
+    class Monitor:
+        def _end_at_exit(self, status, error=None):
+            ended.append(status)
+
+    monkeypatch.setattr(at_exit, "_open", {Monitor()})
+    monkeypatch.setattr(at_exit, "_pid", os.getpid() + 1)  # as in a forked child
+    at_exit.end_open_runs()
+    assert ended == []
+    monkeypatch.setattr(at_exit, "_pid", os.getpid())
+    at_exit.end_open_runs()
+    assert ended == ["completed"]

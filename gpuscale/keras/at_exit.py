@@ -28,8 +28,10 @@ recording keeps every step written, without its end.
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import shlex
+import signal
 import sys
 import threading
 import traceback
@@ -43,6 +45,8 @@ _uncaught: list[tuple[type[BaseException], BaseException, Any] | None] = [None]
 _exit_asked: list[tuple[Any] | None] = [None]
 """``(status,)`` of the latest ``sys.exit(status)`` (None: not called)."""
 _installed = False
+_pid = 0
+"""The process that tracks the runs (a forked child inherits the exit hook)."""
 
 
 @dataclass(frozen=True)
@@ -58,11 +62,12 @@ class Exit:
 
 def track(monitor: Any) -> None:
     """End ``monitor``'s run at the process's exit unless :func:`untrack`\\ ed first."""
-    global _installed
+    global _installed, _pid
     _open.add(monitor)
     if _installed:
         return
     _installed = True
+    _pid = os.getpid()
     previous = sys.excepthook
 
     def note_uncaught(exc_type, exc, tb):  # noqa: ANN001 (sys.excepthook's signature)
@@ -78,13 +83,19 @@ def _noting_exit(previous: Any) -> Any:
     """``sys.exit`` as it was, noting its status first: the main thread's only (another
     thread's SystemExit ends that thread, not the process)."""
 
-    def exit(status: Any = None) -> None:  # noqa: A001 (sys.exit's own name)
+    @functools.wraps(previous)
+    def exit(*status: Any) -> None:  # noqa: A001 (sys.exit's own name, its one positional)
         if threading.current_thread() is threading.main_thread():
-            _exit_asked[0] = (status,)
-        previous(status)
+            _exit_asked[0] = (status[0] if status else None,)
+        previous(*status)
 
-    exit.__doc__ = previous.__doc__
     return exit
+
+
+def went_on() -> None:
+    """The script trained on (a step was counted): a ``sys.exit`` it caught before is
+    not how it exits (argparse's ``sys.exit(2)`` inside a ``try``)."""
+    _exit_asked[0] = None
 
 
 def untrack(monitor: Any) -> None:
@@ -126,12 +137,17 @@ def how_it_exits() -> Exit:
     code = exit_code(status)
     if code == 0:
         return Exit("completed")
+    if code == 128 + signal.SIGINT:  # `except KeyboardInterrupt: sys.exit(130)`: Ctrl-C
+        return Exit("stopped")
     why = f": {status}" if not isinstance(status, int) else ""
     return Exit("failed", f"the script ({command()}) exited with status {code}{why} (sys.exit)")
 
 
 def end_open_runs() -> None:
-    """End every tracked run (the process is exiting)."""
+    """End every tracked run (the process is exiting); nothing in a child process
+    that ``os.fork()`` made (its exit is not the script's, and the run not its own)."""
+    if os.getpid() != _pid:
+        return
     how = how_it_exits()
     for monitor in list(_open):
         try:

@@ -376,6 +376,7 @@ class Monitor:
         if Channel.client() is not None:  # a second monitor continues the stream's numbering
             index = Channel.next_indices(steps)
         self._last_index = index
+        at_exit.went_on()  # a sys.exit caught before this step is not how the script ends
         if self._planned is not None:  # a fit's first step: its plan from this step's number
             self._total_steps = index - steps + 1 + self._planned
             self._planned = None
