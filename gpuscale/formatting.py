@@ -316,6 +316,12 @@ def format_pct_against_floor(fraction: float | None, floor: float, passes: bool)
     return format_fraction_pct(fraction)  # judged on more than this value: as it is
 
 
+def step_of(done: int, total: int | None) -> str:
+    """``21/60``: ``done`` steps of the planned ``total``; a step past its plan (Keras
+    overrunning an epoch) is no ``31/30``, the plan then the step; ``21`` without one."""
+    return f"{done}/{max(done, total)}" if total else str(done)
+
+
 def plural(count: int | Sequence[int], noun: str, many: str | None = None) -> str:
     """``count`` and ``noun``, the noun plural unless ``count`` is 1: ``1 step``,
     ``0 steps``, ``2 devices``; ``many`` for a plural other than ``noun + "s"``.

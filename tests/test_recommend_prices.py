@@ -237,3 +237,11 @@ def test_a_chosen_count_below_its_base_speed_is_not_called_faster():
     cost = Cost(config="c", devices=2, predicted=False, per_million_samples=2.0, relative=3.9)
     line = cost_line(0.51, "0.51x", 1, cost, "2.00 per million")
     assert line.startswith("2 devices: 0.51x the speed of 1, slower, 3.90x the cost")
+
+
+def test_a_speedup_that_reads_one_is_neither_faster_nor_slower():
+    from gpuscale.analysis.cost import pace_words
+
+    assert pace_words(0.996, "1.00x", " than 1") == "1.00x the speed of 1"
+    assert pace_words(1.004, "1.00x") == "1.00x the speed"
+    assert pace_words(1.006, "1.01x") == "1.01x faster"

@@ -179,3 +179,13 @@ def test_q_gives_the_script_in_progress_ctrl_c_first_and_a_signal_stops_it():
         assert runner.interrupt_grace_s == 10.0
         (runner.interrupt if by_hand else runner.stop)()
         assert held.how == expected and runner.stop_requested.is_set()
+
+
+def test_a_step_past_its_plan_is_no_31_of_30():
+    from gpuscale.events.schema import StepEvent
+    from gpuscale.formatting import step_of
+    from gpuscale.ui.live_sweep import _status
+
+    assert step_of(31, 30) == "31/31" and step_of(21, 60) == "21/60" and step_of(5, None) == "5"
+    over = StepEvent(t=1.0, step=30, step_time_s=0.01, samples=64, total_steps=30)
+    assert _status(1, over, "", None).startswith("1 device: step 31/31, ")

@@ -84,10 +84,13 @@ def relative_text(cost: Cost) -> str:
 
 def pace_words(speedup: float, text: str, than: str = "") -> str:
     """``1.54x faster`` (``than``: `` than 1``); a speedup below 1 is no such thing:
-    ``0.51x the speed, slower`` (``text``: the speedup formatted, with its range)."""
-    if speedup >= 1:
+    ``0.51x the speed, slower``, and one that reads 1.00x is ``1.00x the speed``
+    (``text``: the speedup formatted to two decimals, with its range)."""
+    shown = round(speedup, 2)
+    if shown > 1:
         return f"{text} faster{than}"
-    return f"{text} the speed{' of ' + than.removeprefix(' than ') if than else ''}, slower"
+    of = " of " + than.removeprefix(" than ") if than else ""
+    return f"{text} the speed{of}" + (", slower" if shown < 1 else "")
 
 
 def cost_line(speedup: float, text: str, base_devices: int, cost: Cost, what: str) -> str:

@@ -34,7 +34,7 @@ from gpuscale.analysis.sweep import Sweep, point_from_summary
 from gpuscale.commands.run import script_status
 from gpuscale.errors import EXIT_FAILED, GpuscaleError
 from gpuscale.events.schema import EndEvent, StartEvent, StepEvent, SweepRef
-from gpuscale.formatting import plural
+from gpuscale.formatting import plural, step_of
 from gpuscale.live.base import passed_on_note
 from gpuscale.recording.sweeps import new_sweep_id
 
@@ -181,8 +181,7 @@ def _follow(run, acc: RunAccumulator, n: int, console, quiet: bool) -> None:
             if isinstance(event, StepEvent):
                 last = event.step + 1
                 what = step_words(event.step_time_s, event.warmup)
-                of = f"/{event.total_steps}" if event.total_steps else ""  # the fit's plan
-                progress.step(last, f"step {last}{of}, {what}")
+                progress.step(last, f"step {step_of(last, event.total_steps)}, {what}")
             elif isinstance(event, EndEvent):  # the median step, as the table says it
                 median = median_words(counted_median(acc))
                 progress.finish(event.status, median and f"step {last}, {median}")

@@ -27,7 +27,7 @@ from typing import Any
 from gpuscale.analysis.summary import RunAccumulator
 from gpuscale.analysis.sweep import SweepPoint, point_from_summary
 from gpuscale.events.schema import EndEvent, PhaseEvent, StepEvent, SweepRef
-from gpuscale.formatting import format_ms, plural
+from gpuscale.formatting import format_ms, plural, step_of
 from gpuscale.recording.sweeps import new_sweep_id
 from gpuscale.ui.model import RunModel
 from gpuscale.ui.sweep_app import SweepView
@@ -295,13 +295,13 @@ def _status(
     who = f"{n} device{'s' if n > 1 else ''}"
     if isinstance(event, StepEvent):
         total = steps or event.total_steps  # a script's fit says its own (format 1.8)
-        of = f"/{total}" if total else ""
         if event.warmup or median_step_s is None:
             what = "warm-up" if event.warmup else f"{format_ms(event.step_time_s, 0)}/step"
         else:
             what = f"median {format_ms(median_step_s, 0)}/step"
         phases = previous.partition(" | ")[2]  # the last breakdown stays on the line
-        return f"{who}: step {event.step + 1}{of}, {what}" + (f" | {phases}" if phases else "")
+        step = step_of(event.step + 1, total)
+        return f"{who}: step {step}, {what}" + (f" | {phases}" if phases else "")
     if isinstance(event, PhaseEvent):
         head = previous.partition(" | ")[0]
         fills = median_step_s is not None and event.compute_s >= median_step_s

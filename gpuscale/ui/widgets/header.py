@@ -146,9 +146,8 @@ class RunHeader(Static):
                 state, style = "interrupted (no end event)", "$text-error"
         elif snap.start is None:
             state, style = "starting", "$text-warning"
-        progress = f"step {snap.steps_done}"
-        if snap.steps_total is not None:  # where the run's steps say it is planned to end
-            progress += f"/{snap.steps_total}"
+        # out of where the run's steps say it is planned to end
+        progress = f"step {fmt.step_of(snap.steps_done, snap.steps_total)}"
         if snap.steps_done == 0 and is_callbackless_start(snap.start):
             progress = "no step times"  # a script without gpuscale's callback: none will come
         elif (
