@@ -25,8 +25,8 @@ per-GPU-name multiplier in :mod:`gpuscale.analysis.model` did, by source, and
 lost it by machine type). The largest matching needs ``networkx`` (``pip install
 networkx``); without it a greedy matching gives a smaller, still valid bound.
 
-Before it, *repeats*: the same machine type, model, precision and batch published
-in two snapshots of a source. Their growth beyond the fitted counts (``x(N) /
+Before it, *repeats*: the same machine type, framework, model, precision, batch
+and scaling published twice (in two snapshots of a source, or twice in one). Their growth beyond the fitted counts (``x(N) /
 x(top)``) is what even a model that knew the machine and the model would have to
 predict for both; the line says how often the two differ by more than one number
 can cover within 8 % (software and setup, not anything the rows record).
@@ -115,13 +115,22 @@ def conflicts(items: list[dict], delta: float, ratio: float) -> list[tuple[int, 
 
 
 def repeats(tables: list[dict]) -> tuple[int, int]:
-    """``(differing, paired)``: predictions of tables measured again (same machine
-    type, model, precision, batch; :func:`benchmarks.corpus.machine_of`) whose two
-    published growths no one number covers within :data:`MISS`, of all such pairs."""
+    """``(differing, paired)``: predictions of tables published again (same machine
+    type, framework, model, precision, batch and scaling,
+    :func:`benchmarks.corpus.machine_of`; in two snapshots of a source, or twice in
+    one) whose two published growths no one number covers within :data:`MISS`, of
+    all such pairs."""
     spread = (1 + MISS) / (1 - MISS)
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for t in tables:
-        key = (machine_of(t), t["model"], t["precision"], t["batch_per_replica"])
+        key = (
+            machine_of(t),
+            t["framework"],
+            t["model"],
+            t["precision"],
+            t["batch_per_replica"],
+            t["scaling"],
+        )
         groups[key].append(t)
     paired = differing = 0
     for members in groups.values():
@@ -166,7 +175,8 @@ def main() -> int:
     differing, paired = repeats(tables)
     print(
         f"repeats: {differing} of {paired} predictions of a table published again (same "
-        f"machine, model, precision, batch) grow unlike it by more than one number covers "
+        f"machine, framework, model, precision, batch, scaling) grow unlike it by more than "
+        f"one number covers "
         f"within {MISS:.0%}"
     )
     items = predictions(tables)
