@@ -126,3 +126,16 @@ def test_a_caught_exit_a_ctrl_c_status_and_a_forked_child(monkeypatch):
     monkeypatch.setattr(at_exit, "_pid", os.getpid())
     at_exit.end_open_runs()
     assert ended == ["completed"]
+
+
+def test_an_uncaught_exception_of_several_lines_is_said_in_one(monkeypatch):
+    from gpuscale.keras import at_exit
+
+    try:
+        raise ValueError("the data went bad\nat row 3\nof 9")
+    except ValueError as exc:
+        monkeypatch.setattr(at_exit, "_uncaught", [(ValueError, exc, exc.__traceback__)])
+    how = at_exit.how_it_exits()
+    assert how.status == "failed" and "\n" not in how.error
+    assert how.error.endswith("failed: ValueError: the data went bad")
+    assert "of 9" in how.traceback

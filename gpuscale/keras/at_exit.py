@@ -128,7 +128,8 @@ def how_it_exits() -> Exit:
         kind, exc, tb = uncaught
         if issubclass(kind, KeyboardInterrupt):
             return Exit("stopped")
-        said = f"{kind.__name__}: {exc}" if str(exc) else kind.__name__
+        first = next((line for line in str(exc).splitlines() if line.strip()), "")
+        said = f"{kind.__name__}: {first}" if first else kind.__name__  # one line
         text = "".join(traceback.format_exception(kind, exc, tb)).rstrip()
         return Exit("failed", f"the script ({command()}) failed: {said}", text or None)
     if _exit_asked[0] is None:
