@@ -65,6 +65,8 @@ def record(
     step_s: float = 0.130,
     sample_all: bool = False,
     seed: int = 0,
+    gpus: list[int] | None = None,
+    exchange_s: float | None = None,
 ) -> Path:
     """A run of ``devices`` replicas on GPUs ``0..devices-1`` of ``machine`` (a
     :data:`fake_nvml.SCENARIOS` name), recorded to ``path``. Every GPU is at its
@@ -74,7 +76,8 @@ def record(
     the run's."""
     clock = FakeClock()
     fake = FakeNvml.scenario(machine, clock=clock)
-    used = list(range(devices))
+    used = sorted(gpus) if gpus is not None else list(range(devices))
+    devices = len(used)
     for i, gpu in enumerate(fake.gpus):
         if i not in used:
             idle(gpu)
@@ -114,6 +117,8 @@ def record(
     out: list = [start, LogEvent(t=T0 + 0.01, message=sampler.status, source="telemetry")]
     t, step, sample, next_sample = T0 + 1.0, 0, 0, T0 + SAMPLE_S
     exchange = 0.0 if devices == 1 else 0.004 + 0.001 * devices
+    if exchange_s is not None and devices > 1:
+        exchange = exchange_s
     while t < T0 + seconds:
         took = (step_s + exchange) * rng.uniform(0.98, 1.03)
         t += took

@@ -71,6 +71,7 @@ import msgspec
 from gpuscale.analysis import metrics
 from gpuscale.analysis.cost import Cost
 from gpuscale.analysis.model import ScalingModel
+from gpuscale.analysis.placement import BetterGpus
 from gpuscale.analysis.sweep import SweepPoint
 from gpuscale.formatting import format_with_range, plural
 
@@ -200,6 +201,17 @@ class Recommendation(msgspec.Struct, kw_only=True):
     warnings: list[str] = []
     """What the user should know before trusting the table: runs of one count that
     are more than 15% apart, combined all the same (:func:`.recommend.combine_runs`)."""
+    gpus: list[int] | None = None
+    """The GPUs to use for the recommended count (``--gpus``) on the machine the runs
+    were recorded on: its best-connected ``devices`` by the recordings' topology, as
+    ``gpuscale devices`` lists them (:func:`.placement.gpus_to_use`); ``None``
+    without a topology, for one device, for every GPU of the machine, off GPUs,
+    several workers, and without a recommendation."""
+    gpus_note: str | None = None
+    """:attr:`gpus` in words, said under the verdict."""
+    better_gpus: list[BetterGpus] = []
+    """Measured counts whose run used worse-connected GPUs than the machine offers
+    (:func:`.placement.worse_placed`), said once under Confidence."""
 
     @property
     def floor(self) -> float:
@@ -299,6 +311,9 @@ class Group(msgspec.Struct):
     rows: list[SweepPoint] = []
     measured: dict[int, float] = {}
     """Median measured throughput per device count."""
+    runs: list[SweepPoint] = []
+    """The measured points before the runs of one count were combined into
+    :attr:`points` (each run's own GPUs, :mod:`.placement`)."""
 
 
 SHARED_CORES_NEXT = (

@@ -32,6 +32,7 @@ from gpuscale.analysis.model import (
     compute_scale_for,
     threshold_compute_scale,
 )
+from gpuscale.analysis.placement import placement_sentence
 from gpuscale.analysis.predict import (
     BET_RISK,
     borrowed,
@@ -690,6 +691,9 @@ def _confidence(rec: Recommendation, groups: Sequence[Group], walk: Sequence[Wal
     held = held_down_sentence(groups)
     if held:
         lines.append(held)
+    placed = placement_sentence(rec.better_gpus, several)
+    if placed:
+        lines.append(placed)
     smallest = min(n for g in groups for n in g.measured)
     if smallest > 1:
         lines.append(

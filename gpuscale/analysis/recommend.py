@@ -53,6 +53,7 @@ from gpuscale.analysis.decide import (
 from gpuscale.analysis.explain import explain
 from gpuscale.analysis.hierarchy import anchor_of_two_level, fit_two_level
 from gpuscale.analysis.hierarchy import explain as explain_multi_worker
+from gpuscale.analysis.placement import gpus_to_use, worse_placed
 from gpuscale.analysis.pooled import pooled_phases
 from gpuscale.analysis.predict import (
     Calibration,
@@ -69,7 +70,7 @@ from gpuscale.analysis.predict import (
 from gpuscale.analysis.summary import RunSummary
 from gpuscale.analysis.sweep import SweepPoint, phases_unresolved
 from gpuscale.errors import GpuscaleError
-from gpuscale.events.schema import StartEvent
+from gpuscale.events.schema import StartEvent, Topology
 from gpuscale.formatting import (
     format_cost,
     format_cost_range,
@@ -140,9 +141,16 @@ def _group(
         per_n: dict[int, list[SweepPoint]] = defaultdict(list)
         for p in ps:
             per_n[p.devices].append(msgspec.structs.replace(p, config=name))
-        ps = [combine_runs(runs, name, warnings) for runs in per_n.values()]
+        runs = [p for at_n in per_n.values() for p in at_n]
+        ps = [combine_runs(at_n, name, warnings) for at_n in per_n.values()]
         groups.append(
-            Group(config=name, scaling=scaling, points=ps, model=fit_calibrated(ps, calibration))
+            Group(
+                config=name,
+                scaling=scaling,
+                points=ps,
+                model=fit_calibrated(ps, calibration),
+                runs=runs,
+            )
         )
     return groups
 
@@ -176,6 +184,7 @@ def recommend(
     available_devices: int | None = None,
     calibration: Calibration | None = None,
     price_per_device_hour: float | None = None,
+    topology: Topology | None = None,
 ) -> Recommendation:
     """Recommend a device count and configuration from measured sweep points
     (normalized :class:`SweepPoint`; predicted points are ignored).
@@ -183,7 +192,10 @@ def recommend(
     ``max_devices`` (the user's limit) and ``available_devices`` (the machine's)
     cap everything recommended, measured counts included; the smaller one wins.
     Without either, measured counts are all candidates and predictions go up to
-    :data:`DEFAULT_MAX_DEVICES`."""
+    :data:`DEFAULT_MAX_DEVICES`. ``topology``: the machine the points were
+    measured on (:attr:`~gpuscale.analysis.sweep.Sweep.topology`), to name the
+    GPUs to use and the counts measured on worse-connected ones
+    (:mod:`gpuscale.analysis.placement`)."""
     measured_points = [p for p in points if not p.predicted]
     if not measured_points:
         raise GpuscaleError("no measured points to recommend from")
@@ -256,6 +268,11 @@ def recommend(
             f"--price-per-device-hour must be a positive number, got {price_per_device_hour}"
         )
     prices = {g.config: price_per_device_hour or _price_of(g) for g in groups}
+    if rec.verdict != "none":
+        use = gpus_to_use(rec.devices, by_name[rec.config].points, topology)
+        if use is not None:
+            rec.gpus, rec.gpus_note = use
+    rec.better_gpus = worse_placed(groups, topology)
     explain(rec, groups, by_name, walk)
     if any(p is not None for p in prices.values()):
         _costs(rec, groups, prices)
@@ -423,6 +440,8 @@ def combine_runs(
         **phases,
         # a run held down among them: said, whichever run it was
         held_down="; ".join(dict.fromkeys(p.held_down for p in points if p.held_down)) or None,
+        # the GPUs they used, where they all used the same ones
+        gpus=first.gpus if all(p.gpus == first.gpus for p in points) else None,
         note=f"median of {len(points)} runs (step times {times[0] * 1000:.1f}-"
         f"{times[-1] * 1000:.1f} ms)",
     )

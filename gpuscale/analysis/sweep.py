@@ -33,7 +33,7 @@ from gpuscale.analysis.exchange import Exchange, exchange_of
 from gpuscale.analysis.held_down import held_down_said
 from gpuscale.analysis.metrics import resolved
 from gpuscale.analysis.script_runs import scaling_of
-from gpuscale.analysis.topology import link_of_run
+from gpuscale.analysis.topology import gpus_of_run, link_of_run, machine_topology
 from gpuscale.errors import GpuscaleError, folder_given
 from gpuscale.events import limits
 from gpuscale.events.bounded import (
@@ -46,6 +46,7 @@ from gpuscale.events.bounded import (
     strip_bom,
     validation_key,
 )
+from gpuscale.events.schema import Topology
 from gpuscale.formatting import plural
 
 FORMAT_NAME = "gpuscale-sweep"
@@ -74,6 +75,10 @@ _Fraction = Annotated[float, msgspec.Meta(gt=0, lt=1)]
 _Share = Annotated[float, msgspec.Meta(ge=0, le=1e6)]
 _MoreSteps = Annotated[int, msgspec.Meta(ge=0, le=limits.MAX_STEPS)]
 _CpuPct = Annotated[float, msgspec.Meta(ge=0, le=100 * limits.MAX_DEVICES)]
+_GpuList = Annotated[
+    list[Annotated[int, msgspec.Meta(ge=0, le=limits.MAX_DEVICES)]],
+    msgspec.Meta(min_length=1, max_length=limits.MAX_DEVICES),
+]
 
 
 class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
@@ -163,6 +168,14 @@ class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknow
     down in 100% of its 38 busy samples (thermal)``): every replica waits for the
     slowest GPU, so the count's throughput is a lower figure than the machine can
     do; ``recommend`` says so under Confidence. ``None``: none said."""
+    gpus: _GpuList | None = None
+    """The GPUs the run used, as NVML numbers them (what ``--gpus`` takes), from a
+    recording that says them for sure
+    (:func:`gpuscale.analysis.topology.gpus_of_run`: the built-in trainer's runs);
+    runs of one count combined keep them where they all used the same.
+    ``recommend --from`` on recordings compares them with the best-connected GPUs
+    of the recordings' topology (:mod:`gpuscale.analysis.placement`); a sweep file
+    carries no topology, so there they only say which GPUs were used."""
     device_name: str | None = None
     interconnect: str | None = None
     """Free text, e.g. ``PCIe 3.0 x16``."""
@@ -261,6 +274,13 @@ class Sweep(msgspec.Struct, kw_only=True):
     name: str | None = None
     """The recorded sweep's name (``sweep-...``): a live sweep's that was recorded, or
     the one sweep ``--from`` was given by name; ``None`` otherwise."""
+    topology: Topology | None = None
+    """The GPU topology of the machine the runs were recorded on, where every run's
+    start event carries the same one (:func:`gpuscale.analysis.topology.machine_topology`)
+    and no sweep file is among the inputs (its points may come from elsewhere):
+    ``recommend`` names the GPUs to use by it and says where a measured count ran
+    on worse-connected GPUs than the machine offers (:mod:`gpuscale.analysis.placement`).
+    Not written to a sweep file."""
 
 
 def normalize(point: SweepPoint, where: str = "") -> SweepPoint:
@@ -727,6 +747,7 @@ def point_from_summary(summary: Any, start: Any, source: str) -> SweepPoint:
         platform=start.platform,
         proc_cpu_pct=summary.proc_cpu_pct,
         held_down=held_down_said(summary.gpus_held_down, summary.workers),
+        gpus=gpus_of_run(start),
         device_name=device_name,
         interconnect=interconnect_text,
         interconnect_bytes_s=interconnect_bytes_s,
@@ -1019,6 +1040,7 @@ def _load_inputs(paths: Sequence[str | Path], warnings: list[str], cut_short: se
         _leave_out(
             unusable, warnings, anything_left=bool(points or recordings), cut_short=cut_short
         )
+    from_files = bool(points)  # a sweep file's points: no machine to choose GPUs on
     points += _points_of(recordings)  # together: one script's runs settle into one workload
     on_gpus = any(p.platform == "gpu" for p in points)  # CPU cores say nothing of GPUs
     available += [
@@ -1035,7 +1057,14 @@ def _load_inputs(paths: Sequence[str | Path], warnings: list[str], cut_short: se
         # the largest any input could use: sweeps of one machine with --devices 2 and
         # --sweep 4,8 capped at 2 would put measured counts "above the limit"
         available_devices=max(available) if available else None,
+        topology=None if from_files else runs_topology(start for _, start, _ in recordings),
     )
+
+
+def runs_topology(starts: Iterable[Any]) -> Topology | None:
+    """The machine's topology that the start events of a sweep's runs all carry
+    (:func:`gpuscale.analysis.topology.machine_topology`); ``None`` without runs."""
+    return machine_topology(getattr(start, "topology", None) for start in starts)
 
 
 def exposed_unresolved(point: SweepPoint) -> bool:

@@ -242,6 +242,33 @@ def best_subset(topology: Topology, k: int, among: Iterable[int] | None = None) 
 _UNKNOWN = LINK_CLASSES.index("unknown")
 
 
+def links_known(topology: Topology) -> bool:
+    """NVML reported the link of at least one pair of GPUs (else nothing can be chosen by it)."""
+    return any(pair_class(p) != "unknown" for p in topology.pairs)
+
+
+def best_gpus(topology: Topology | None, k: int) -> list[int] | None:
+    """The GPUs to advise for a run on ``k`` of them, as ``gpuscale devices``,
+    ``gpuscale run --devices N`` and ``recommend --from`` advise them: the
+    best-connected ``k`` (:func:`best_subset`); ``None`` when there is nothing to
+    choose: no topology, NVML reported no pair's link, or ``k`` at least the GPUs
+    the machine has."""
+    if topology is None or k < 1 or k >= len(topology.gpus) or not links_known(topology):
+        return None
+    return best_subset(topology, k)
+
+
+def worse_link(link: SetLink, than: SetLink) -> bool:
+    """``link`` is slower than ``than``: a slower class (:data:`LINK_CLASSES`), or
+    the same class at a lower nominal bandwidth when both are known (the order
+    :func:`best_subset` chooses by)."""
+    if _rank(link.link_class) != _rank(than.link_class):
+        return _rank(link.link_class) > _rank(than.link_class)
+    if link.peak_bytes_s is None or than.peak_bytes_s is None:
+        return False
+    return link.peak_bytes_s < than.peak_bytes_s
+
+
 def _grow(
     seed: int, k: int, indices: list[int], ranks: dict[tuple[int, int], int]
 ) -> tuple[int, ...]:
@@ -256,6 +283,65 @@ def _grow(
 
         chosen.append(min((i for i in indices if i not in chosen), key=cost))
     return tuple(sorted(chosen))
+
+
+MAX_MACHINE_GPUS = 64
+"""Most GPUs a recorded topology may list for ``recommend --from`` to choose GPUs
+by it (a machine has 16 at most today; a recording is untrusted input, and
+:func:`best_subset` grows with the GPUs)."""
+
+
+def gpus_of_run(start: StartEvent) -> list[int] | None:
+    """The GPUs a recorded run used, as NVML numbers them, where its start event
+    says so for sure: a run of the built-in trainer on one machine whose
+    ``config.gpus`` lists its GPU devices (``--gpus``, or ``--devices N`` turned
+    into the best-connected N, or a live sweep's choice), or that used every GPU
+    its ``topology`` lists. ``None`` otherwise: a user's script numbers its devices
+    as TensorFlow does (from 0 among those ``CUDA_VISIBLE_DEVICES`` shows), and so
+    does the trainer under a ``CUDA_VISIBLE_DEVICES`` the user set."""
+    if start.source != "trainer" or start.num_workers > 1 or start.platform != "gpu":
+        return None
+    used = sorted({d.index for d in start.devices if d.kind == "gpu"})
+    if not used or len(used) != sum(1 for d in start.devices if d.kind == "gpu"):
+        return None
+    given = (start.config or {}).get("gpus")
+    if isinstance(given, list) and all(type(i) is int for i in given) and sorted(given) == used:
+        return used
+    topology = start.topology
+    if topology is not None and used == sorted(g.index for g in topology.gpus):
+        return used
+    return None
+
+
+def machine_topology(topologies: Iterable[Topology | None]) -> Topology | None:
+    """The one machine's topology that runs' start events (``topologies``, one a
+    run) all describe; ``None`` when one of them has none (a recording older than
+    format 1.1, no NVML), when they describe different machines (other GPUs,
+    bus ids or links; the current PCIe link, which an idle GPU trains down, may
+    differ), or when the topology lists a GPU twice or more than
+    :data:`MAX_MACHINE_GPUS`. The last one given is returned."""
+    shapes: set[bytes] = set()
+    last: Topology | None = None
+    for topology in topologies:
+        if topology is None or len(topology.gpus) > MAX_MACHINE_GPUS:
+            return None
+        indices = [g.index for g in topology.gpus]
+        if len(set(indices)) != len(indices):
+            return None
+        gpus = sorted(
+            (
+                (g.index, g.name, g.pci_bus_id, g.pcie_max_gen, g.pcie_max_width, g.nvlink_links)
+                for g in topology.gpus
+            ),
+            key=lambda gpu: gpu[0],
+        )
+        pairs = sorted(
+            ((p.a, p.b, p.pcie, p.nvlinks, p.nvswitch) for p in topology.pairs),
+            key=lambda pair: pair[:2],
+        )
+        shapes.add(msgspec.json.encode([gpus, pairs]))
+        last = topology
+    return last if len(shapes) == 1 else None
 
 
 def link_of_run(start: StartEvent) -> SetLink | None:

@@ -21,7 +21,7 @@ import msgspec
 from gpuscale.analysis.topology import (
     LINK_LABELS,
     SetLink,
-    best_subset,
+    best_gpus,
     pair_class,
     slowest_link,
 )
@@ -144,7 +144,7 @@ class DevicesReport(msgspec.Struct, kw_only=True):
     all_gpus: SetLink | None = None
     """The slowest link among all GPUs (two or more)."""
     best_gpus: list[GpuChoice] = []
-    """For each count below all, the GPUs to use (:func:`best_subset`)."""
+    """For each count below all, the GPUs to use (:func:`best_gpus`)."""
 
 
 def collect(
@@ -184,11 +184,11 @@ def judge_topology(topology: Topology | None) -> tuple[SetLink | None, list[GpuC
         return None, []
     every = [g.index for g in topology.gpus]
     all_gpus = slowest_link(topology, every)
-    if all(pair_class(p) == "unknown" for p in topology.pairs):
-        return all_gpus, []
     choices = []
     for k in range(1, len(every)):
-        gpus = best_subset(topology, k)
+        gpus = best_gpus(topology, k)  # the rule `run --devices N` and `recommend` advise by
+        if gpus is None:  # NVML reported no pair's link: nothing to choose by
+            break
         link = slowest_link(topology, gpus)
         choices.append(
             GpuChoice(

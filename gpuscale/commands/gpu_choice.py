@@ -5,7 +5,7 @@ whose GPUs are not all connected alike (two CPU sockets, PCIe switches, an
 NVLink bridge on two of four cards) the first N are not always the best N:
 GPUs 0 and 4 of a two-socket box talk across the sockets, GPUs 0 and 1 through
 one PCIe switch. So the parent process reads the topology through NVML, picks
-:func:`gpuscale.analysis.topology.best_subset`, turns ``--devices N`` into
+:func:`gpuscale.analysis.topology.best_gpus`, turns ``--devices N`` into
 ``--gpus LIST`` and says so in one line. It leaves the choice alone when
 ``--gpus`` was given, when ``CUDA_VISIBLE_DEVICES`` is set (the user already
 chose, and CUDA's numbering then differs from NVML's), for multi-worker runs
@@ -22,7 +22,7 @@ from typing import IO, Any
 
 import msgspec
 
-from gpuscale.analysis.topology import LINK_LABELS, best_subset, pair_class, slowest_link
+from gpuscale.analysis.topology import LINK_LABELS, best_gpus, slowest_link
 from gpuscale.events.schema import Topology
 from gpuscale.trainer.options import TrainConfig, validate
 
@@ -40,10 +40,10 @@ def choose_gpus(
         return config, None
     if environ.get("CUDA_VISIBLE_DEVICES") is not None or topology is None:
         return config, None
-    count = len(topology.gpus)
-    if k >= count or all(pair_class(p) == "unknown" for p in topology.pairs):
+    gpus = best_gpus(topology, k)  # the rule `gpuscale devices` and `recommend` advise by
+    if gpus is None:
         return config, None
-    gpus = best_subset(topology, k)
+    count = len(topology.gpus)
     chosen = msgspec.structs.replace(config, devices=None, gpus=gpus)
     validate(chosen)
     listed = ",".join(map(str, gpus))

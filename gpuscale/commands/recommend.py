@@ -405,6 +405,7 @@ def report(
         max_devices=max_devices,
         available_devices=sweep.available_devices,
         price_per_device_hour=price,
+        topology=sweep.topology,
     )
     print_warnings(rec.warnings)  # runs combined though they disagree: on stderr too
     if plot:

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from gpuscale.analysis.summary import RunAccumulator
-from gpuscale.analysis.sweep import Sweep, SweepPoint, point_from_summary
+from gpuscale.analysis.sweep import Sweep, SweepPoint, point_from_summary, runs_topology
 from gpuscale.analysis.topology import best_subset, pair_class
 from gpuscale.errors import EXIT_FAILED, GpuscaleError
-from gpuscale.events.schema import EndEvent, LogEvent, StepEvent, SweepRef, Topology
+from gpuscale.events.schema import EndEvent, LogEvent, StartEvent, StepEvent, SweepRef, Topology
 from gpuscale.formatting import plural, visible
 from gpuscale.recording.sweeps import new_sweep_id
 
@@ -225,6 +225,7 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
         console.print(f"gpuscale: {note}", style="yellow", markup=False)
     points: list[SweepPoint] = []
     sources: list[str] = []
+    starts: list[StartEvent] = []  # each measured count's: the machine's topology
     sweep_start = time.perf_counter()
     stopped_by: str | None = None
     cut_short: tuple[int, int] | None = None  # the count stopped, with steps counted
@@ -258,6 +259,7 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
                     summary, start, source = kept
                     points.append(point_from_summary(summary, start, source))
                     sources.append(source)
+                    starts.append(start)
                     cut_short = (n, summary.steps_counted)
                 break
             summary = acc.summary() if acc.start is not None else None
@@ -276,6 +278,7 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
             source = source_of(run, unrecorded)
             points.append(point_from_summary(summary, acc.start, source))
             sources.append(source)
+            starts.append(acc.start)
     finally:
         if shared is not None:
             shared.close()
@@ -292,6 +295,7 @@ def run_sweep(args: argparse.Namespace, *, quiet: bool = False) -> tuple[Sweep, 
         available_devices=available,
         wall_s=wall_s,
         name=None if args.no_record else sweep_id,
+        topology=runs_topology(starts),
     )
     if stopped_by is not None:
         raise SweepInterrupted(

@@ -502,6 +502,8 @@ def render(
     expected = expected_speedup(rec)
     if expected:
         console.print(Text(expected + "."))
+    if rec.gpus_note:
+        console.print(Text(rec.gpus_note + ".", style="bold"))
     if rec.measure_next:
         console.print(Text(rec.measure_next[0].upper() + rec.measure_next[1:] + ".", style="bold"))
     asked = (

@@ -30,7 +30,7 @@ import time
 
 from gpuscale.analysis.script_runs import settle_script_runs
 from gpuscale.analysis.summary import RunAccumulator, RunSummary
-from gpuscale.analysis.sweep import Sweep, point_from_summary
+from gpuscale.analysis.sweep import Sweep, point_from_summary, runs_topology
 from gpuscale.commands.run import script_status
 from gpuscale.errors import EXIT_FAILED, GpuscaleError
 from gpuscale.events.schema import EndEvent, StartEvent, StepEvent, SweepRef
@@ -145,6 +145,7 @@ def run_script_sweep(
         available_devices=available,
         wall_s=time.perf_counter() - began,
         name=None if args.no_record else sweep_id,
+        topology=runs_topology(r[1] for r in runs),
     )
     if stopped_by is not None:
         heading = stopped_heading(heading, stopped_by, points, cut_short)

@@ -179,6 +179,7 @@ def _watch(
         sources=final.sources,
         available_devices=available,
         wall_s=time.perf_counter() - began,
+        topology=final.topology,
     )
     if runner.failure:  # the report from the counts measured, then the failure: exit 1
         raise SweepFailed(sweep, heading, runner.failure, status)

@@ -209,6 +209,7 @@ def _sweep_view(
         available_devices=sweep.available_devices,
         sources=list(sweep.sources),
         warnings=list(sweep.warnings),
+        topology=sweep.topology,
     )
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuscale.analysis.summary import RunAccumulator
-from gpuscale.analysis.sweep import SweepPoint, point_from_summary
+from gpuscale.analysis.sweep import SweepPoint, point_from_summary, runs_topology
 from gpuscale.events.schema import EndEvent, PhaseEvent, StepEvent, SweepRef
 from gpuscale.formatting import format_ms, plural, step_of
 from gpuscale.recording.sweeps import new_sweep_id
@@ -156,6 +156,7 @@ class LiveSweep:
                     points=list(points),
                     sources=list(sources),
                     cut_short=self.kept_cut_short,
+                    topology=runs_topology(start for _, start, _ in self._runs),
                 )
                 on_count(replace(self.view, status_line=None))
             if failure is not None:

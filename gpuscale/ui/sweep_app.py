@@ -35,6 +35,7 @@ from textual.widgets import Static
 from gpuscale.analysis.recommend import DEFAULT_MIN_EFFICIENCY, Recommendation, recommend
 from gpuscale.analysis.sweep import SweepPoint
 from gpuscale.errors import GpuscaleError
+from gpuscale.events.schema import Topology
 from gpuscale.formatting import markup_literal, plural
 from gpuscale.plots.scaling import build_scaling_chart
 from gpuscale.ui import keys
@@ -91,6 +92,10 @@ class SweepView:
     warnings: list[str] = field(default_factory=list)
     """What the readers forgave and inputs counted once (replay of several files),
     shown once as notifications."""
+    topology: Topology | None = None
+    """The machine's GPU topology the runs' recordings agree on
+    (:attr:`gpuscale.analysis.sweep.Sweep.topology`): the recommendation names the
+    GPUs to use by it."""
 
     @property
     def measured_counts(self) -> list[int]:
@@ -105,6 +110,7 @@ class SweepView:
                 min_efficiency=self.min_efficiency,
                 max_devices=self.max_devices,
                 available_devices=self.available_devices,
+                topology=self.topology,
             )
         except GpuscaleError:
             return None

@@ -120,6 +120,8 @@ def recommendation_text(rec: Recommendation | None, state: str | None = None) ->
     expected = expected_speedup(rec)
     if expected:
         text.append(expected[0].lower() + expected[1:] + "\n")
+    if rec.gpus_note:  # which GPUs, by the machine's topology
+        text.append(rec.gpus_note + ".\n")
     # rec.platform_note (CPU logical devices, workers on one machine) is a line of
     # rec.confidence, shown under Confidence as recommend prints it: not twice
     asked = [r for r in rec.table if not r.predicted and r.precision_asked is not None]
