@@ -421,3 +421,46 @@ def test_close_sends_what_waits_for_the_interval_at_once(monkeypatch):
         assert [e.step for e in _steps_then(client, received, close)] == [1, 2]
     finally:
         server.close()
+
+
+# -- a worker started twice, a cluster that differs ----------------------------------------
+
+
+def test_a_second_launch_of_a_connected_worker_is_refused_its_own_reconnects_are_not():
+    """One launch (a worker's gpuscale and its script share a session) may hold several
+    connections for its worker and reconnect; another launch claiming the same worker
+    is refused while the first has a connection open, and taken once it has none."""
+    q: queue.Queue = queue.Queue()
+    server = EventServer(q.put)
+    try:
+        first = EventClient(server.address, server.token, worker=1, session="launch-a")
+        script = EventClient(server.address, server.token, worker=1, session="launch-a")
+        with pytest.raises(HelloRefused, match="worker 1 is in this run already") as refused:
+            EventClient(server.address, server.token, worker=1, session="launch-b")
+        assert refused.value.kind == "duplicate"
+        assert server.refused_workers == {1: "it was started twice"}
+        first._sock.shutdown(socket.SHUT_RDWR)  # a network hiccup: the next send reconnects
+        first.send(StepEvent(t=1.0, step=0, step_time_s=0.1, samples=1, worker=1))
+        assert [e.step for e in _drain(q, 2) if isinstance(e, StepEvent)] == [0]
+        unsaid = EventClient(server.address, server.token, worker=1)  # no session: unchecked
+        for client in (first, script, unsaid):
+            client.close()
+        deadline = time.monotonic() + 30  # returns as soon as it holds
+        while server.connected(1) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        EventClient(server.address, server.token, worker=1, session="launch-b").close()
+    finally:
+        server.close()
+
+
+def test_the_admit_hook_refuses_a_hello_and_the_client_is_told_why():
+    q: queue.Queue = queue.Queue()
+    server = EventServer(q.put, admit=lambda hello: "" if hello.cluster == "2:ab" else "not ours")
+    try:
+        EventClient(server.address, server.token, worker=1, cluster="2:ab").close()
+        with pytest.raises(HelloRefused, match="refused this worker: not ours") as refused:
+            EventClient(server.address, server.token, worker=2, cluster="3:cd")
+        assert refused.value.kind == "cluster"
+        assert server.refused_workers == {2: "its TF_CONFIG lists another cluster"}
+    finally:
+        server.close()

@@ -57,6 +57,19 @@ def count_chosen(asked: Any) -> str:
     return "all GPUs found" if asked.platform == "gpu" else "the default"
 
 
+def steps_elsewhere(start: Any) -> str | None:
+    """Where the steps of a worker of a multi-host run are shown instead of on its own
+    screen: its script sends them to the chief (the start's ``config["events_to"]``,
+    :mod:`gpuscale.live.script_run`); ``None`` for any other start."""
+    chief = (getattr(start, "config", None) or {}).get("events_to")
+    if not chief:
+        return None
+    return (
+        f"This worker's steps, telemetry and output go to the chief at {chief}: its "
+        "gpuscale shows them and records the whole run"
+    )
+
+
 def before_own_start(start: Any, gpus_sampled: int) -> str | None:
     """What is true of a run shown with gpuscale's provisional start (the script's
     first sample, a trainer's launch): telemetry flows, but no step time comes before

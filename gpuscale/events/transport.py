@@ -12,14 +12,21 @@ Environment
 ``GPUSCALE_TOKEN``   shared secret; a connection that does not present it is
                      closed and nothing it sent is accepted.
 ``GPUSCALE_WORKER``  the worker index this process reports as (default 0).
+``GPUSCALE_SESSION`` the launch this process belongs to (set by the gpuscale that
+                     started a worker of a multi-host run, for its script too).
 
 Protocol
 --------
 The client's first line is a hello, ``{"hello":"gpuscale","token":...,"worker":N}``
-(at most :data:`MAX_HELLO_BYTES`, all of it within :data:`HELLO_TIMEOUT_S`); the
-server answers one line, ``{"ok":true}`` or ``{"ok":false,"reason":"..."}`` (and
-then closes), so a refused producer knows it (:class:`HelloRefused`). Tokens are
-compared as UTF-8 bytes in constant time. Every further line is one event
+(at most :data:`MAX_HELLO_BYTES`, all of it within :data:`HELLO_TIMEOUT_S`), with
+``"session"`` (the launch it belongs to) and ``"cluster"`` (a digest of the
+cluster its TF_CONFIG describes) where it has them; the server answers one line,
+``{"ok":true}`` or ``{"ok":false,"reason":"...","kind":"..."}`` (and then closes),
+so a refused producer knows it (:class:`HelloRefused`). Tokens are compared as
+UTF-8 bytes in constant time. While a worker number has connections open from one
+session, a hello for it from another session is refused (the same worker started
+twice); the server's ``admit`` hook may refuse a hello too (a cluster that differs).
+Every further line is one event
 (:mod:`gpuscale.events.schema`); a line longer than :data:`MAX_LINE_BYTES` is
 dropped whole (its remainder is read and thrown away, never taken as an event),
 and lines that do not decode are dropped with a warning.
@@ -66,6 +73,7 @@ from gpuscale.formatting import visible
 ENV_ADDRESS = "GPUSCALE_EVENTS"
 ENV_TOKEN = "GPUSCALE_TOKEN"
 ENV_WORKER = "GPUSCALE_WORKER"
+ENV_SESSION = "GPUSCALE_SESSION"
 DEFAULT_PORT = 47470
 """The port a multi-worker chief listens on unless told otherwise."""
 MAX_LINE_BYTES = 4 * 1024 * 1024
@@ -106,24 +114,44 @@ LOST_GRACE_S = sum(RECONNECT_BACKOFF_S) + 2.5
 reconnect before it counts as lost (longer than the client's whole back-off)."""
 
 
-class _Hello(msgspec.Struct):
+class Hello(msgspec.Struct, omit_defaults=True):
+    """A connection's first line: who it is and the secret it presents."""
+
     hello: str
     token: str
     worker: int = 0
+    session: str = ""
+    """The launch this connection belongs to (:data:`ENV_SESSION`): a worker's gpuscale
+    and its script share one; another process claiming the same worker has another."""
+    cluster: str = ""
+    """A digest of the cluster the worker's TF_CONFIG describes (:func:`gpuscale.live.
+    cluster.fingerprint`), checked by the server's ``admit`` hook."""
 
 
 class _Ack(msgspec.Struct, omit_defaults=True):
     ok: bool
     reason: str = ""
+    kind: str = ""
+    """Why, in one word: ``token``, ``duplicate``, ``cluster`` (empty: another reason)."""
+
+
+_REFUSED_WHY = {
+    "token": f"its {ENV_TOKEN} differs from the chief's",
+    "cluster": "its TF_CONFIG lists another cluster",
+    "duplicate": "it was started twice",
+}
+"""A refused worker, in a few words, by the refusal's kind (:attr:`EventServer.refused_workers`)."""
 
 
 class HelloRefused(ConnectionError):
-    """The server answered the hello with a refusal (a wrong token, too many
-    connections); ``reason`` says which."""
+    """The server answered the hello with a refusal (a wrong token, the worker already
+    connected from another launch, a cluster that differs, too many connections);
+    ``reason`` says which, ``kind`` in one word (see :class:`_Ack`)."""
 
-    def __init__(self, address: str, reason: str):
+    def __init__(self, address: str, reason: str, kind: str = ""):
         super().__init__(f"the gpuscale event server at {address} refused this worker: {reason}")
         self.reason = reason
+        self.kind = kind
 
 
 def _same_token(given: str, expected: str) -> bool:
@@ -161,7 +189,8 @@ class EventServer:
     ``on_event`` is called from the server's threads; it must be thread-safe
     (putting into a ``queue.Queue`` is). ``on_disconnect(worker, saw_end)`` is
     called when a producer's connection closes; ``saw_end`` is False when it went
-    away without an end event (a crashed or killed worker).
+    away without an end event (a crashed or killed worker). ``admit(hello)``, called
+    for a hello with the right token, returns why it is refused (``""``: admitted).
     """
 
     def __init__(
@@ -172,9 +201,11 @@ class EventServer:
         port: int = 0,
         token: str | None = None,
         on_disconnect: Callable[[int, bool], None] | None = None,
+        admit: Callable[[Hello], str] | None = None,
     ):
         self._on_event = on_event
         self._on_disconnect = on_disconnect
+        self._admit = admit
         self.token = token or secrets.token_hex(16)
         self._sock = socket.create_server((host, port), reuse_port=False)
         self._sock.settimeout(0.2)
@@ -183,10 +214,15 @@ class EventServer:
         self._threads: list[threading.Thread] = []
         self._conns: set[socket.socket] = set()
         self._open: dict[int, int] = {}
+        self._sessions: dict[int, dict[str, int]] = {}
+        """Per worker, the open connections of each session that said one."""
+        self._peers: dict[tuple[int, str], str] = {}
+        """Where a worker's session connected from (for the refusal of another)."""
         self._lock = threading.Lock()
         self._pending = 0
-        self.refused_workers: set[int] = set()
-        """Worker numbers named in hellos refused for their token."""
+        self.refused_workers: dict[int, str] = {}
+        """Worker numbers named in refused hellos (a wrong token, a cluster that
+        differs, started twice), with why in a few words."""
         self._rejected = 0
         self._rejected_from: set[str] = set()
         self._last_reason = ""
@@ -292,15 +328,37 @@ class EventServer:
         line, _, rest = data.partition(b"\n")
         return line, rest
 
-    def _answer(self, conn: socket.socket, ok: bool, reason: str = "") -> None:
+    def _answer(self, conn: socket.socket, ok: bool, reason: str = "", kind: str = "") -> None:
         try:
             conn.settimeout(2.0)
-            conn.sendall(msgspec.json.encode(_Ack(ok=ok, reason=reason)) + b"\n")
+            conn.sendall(msgspec.json.encode(_Ack(ok=ok, reason=reason, kind=kind)) + b"\n")
         except OSError:
             pass
 
+    def _open_session(self, hello: Hello, peer: tuple) -> str:
+        """Count a new connection of ``hello``'s session; why it is refused instead where
+        its worker has connections open from another session (the worker started twice:
+        TensorFlow would fail in one of them, and its events would mix with the other's).
+        A hello without a session (a local worker, an older client) is not checked."""
+        if not hello.session:
+            return ""
+        with self._lock:
+            sessions = self._sessions.setdefault(hello.worker, {})
+            others = [s for s, count in sessions.items() if count and s != hello.session]
+            if others:
+                where = self._peers.get((hello.worker, others[0]), "another process")
+                return (
+                    f"worker {hello.worker} is in this run already (connected from {where}): "
+                    "start each worker once, each with its own task index in TF_CONFIG"
+                )
+            sessions[hello.session] = sessions.get(hello.session, 0) + 1
+            self._peers[(hello.worker, hello.session)] = str(peer[0])
+        return ""
+
     def _serve(self, conn: socket.socket, peer: tuple) -> None:
         worker = -1
+        session = ""
+        """The session counted for this connection (:meth:`_open_session`), if any."""
         saw_end = False
         authenticated = False
         pending = True
@@ -308,27 +366,36 @@ class EventServer:
             got = self._read_hello(conn)
             first, rest = got if got is not None else (None, b"")
             hello = None
+            kind = ""  # a refusal's kind, for the refused producer and refused_workers
             if first is None:
                 reason = f"no hello within {HELLO_TIMEOUT_S:g} s (or one that is too long)"
             else:
                 try:
-                    hello = msgspec.json.decode(first, type=_Hello)  # flat: nothing to nest
+                    hello = msgspec.json.decode(first, type=Hello)  # flat: nothing to nest
                 except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, ValueError):
                     hello = None
                 if hello is None or hello.hello != "gpuscale":
                     reason = "not a gpuscale hello"
                 elif not _same_token(hello.token, self.token):
                     reason = f"worker {hello.worker} has no valid gpuscale token ({ENV_TOKEN})"
-                    with self._lock:
-                        self.refused_workers.add(hello.worker)
+                    kind = "token"
                 else:
-                    reason = ""
+                    reason = self._admit(hello) if self._admit is not None else ""
+                    kind = "cluster" if reason else ""
+            if not reason:
+                assert hello is not None
+                reason = self._open_session(hello, peer)  # checked and counted at once
+                kind = "duplicate" if reason else ""
+                if not reason:
+                    worker, session = hello.worker, hello.session
             with self._lock:
                 self._pending -= 1
                 pending = False
+                if kind and hello is not None:
+                    self.refused_workers[hello.worker] = _REFUSED_WHY[kind]
             if reason:
                 if first is not None:
-                    self._answer(conn, False, reason)
+                    self._answer(conn, False, reason, kind)
                 self._reject(peer, reason)
                 return
             assert hello is not None
@@ -371,6 +438,10 @@ class EventServer:
                     self._pending -= 1
                 if authenticated:
                     self._open[worker] -= 1
+                if session:
+                    self._sessions[worker][session] -= 1
+                    if not self._sessions[worker][session]:
+                        del self._sessions[worker][session]
             try:
                 conn.close()
             except OSError:
@@ -437,6 +508,13 @@ def _skip_rest_of_line(reader) -> int:
 _STOP = object()
 
 
+class _Flush:
+    """A mark in the client's queue: set once everything queued before it is written."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+
+
 def _read_ack(sock: socket.socket, address: str) -> _Ack:
     """The server's answer to the hello (one short line)."""
     sock.settimeout(ACK_TIMEOUT_S)
@@ -459,7 +537,9 @@ class EventClient:
     meanwhile (sooner for :data:`SENT_AT_ONCE`'s kinds, and at :meth:`close`, which
     sends everything queued before it). Connecting retries for
     ``connect_timeout_s``; a broken connection is retried a few times with back-off,
-    then events are dropped with one message on stderr (training goes on)."""
+    then events are dropped with one message on stderr (training goes on), or, given
+    ``on_lost``, that is called instead (from the sender's thread).
+    ``session`` and ``cluster`` go in the hello (see :class:`Hello`)."""
 
     def __init__(
         self,
@@ -469,9 +549,15 @@ class EventClient:
         worker: int = 0,
         connect_timeout_s: float = 10.0,
         reconnect_attempts: int = 3,
+        session: str = "",
+        cluster: str = "",
+        on_lost: Callable[[], None] | None = None,
     ):
         self.address = address
+        self._on_lost = on_lost
         self.worker = worker
+        self.session = session
+        self.cluster = cluster
         self._host, self._port = parse_address(address)
         self._token = token
         self._reconnect_attempts = reconnect_attempts
@@ -507,6 +593,7 @@ class EventClient:
                 f"{ENV_WORKER} must be a worker number (0, 1, ...), not {text!r}; "
                 f"unset it or fix it (gpuscale sets it for the processes it starts)"
             ) from None
+        kwargs.setdefault("session", environ.get(ENV_SESSION, ""))
         return cls(address, environ.get(ENV_TOKEN, ""), worker=worker, **kwargs)
 
     def _connect(self, timeout_s: float) -> None:
@@ -516,13 +603,19 @@ class EventClient:
             try:
                 sock = socket.create_connection((self._host, self._port), timeout=5)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                hello = _Hello(hello="gpuscale", token=self._token, worker=self.worker)
+                hello = Hello(
+                    hello="gpuscale",
+                    token=self._token,
+                    worker=self.worker,
+                    session=self.session,
+                    cluster=self.cluster,
+                )
                 sock.sendall(msgspec.json.encode(hello) + b"\n")
                 ack = _read_ack(sock, self.address)
                 sock.settimeout(None)
                 if not ack.ok:
                     sock.close()
-                    raise HelloRefused(self.address, ack.reason or "no reason given")
+                    raise HelloRefused(self.address, ack.reason or "no reason given", ack.kind)
                 self._sock = sock
                 return
             except HelloRefused:
@@ -547,6 +640,17 @@ class EventClient:
         if type(event) in SENT_AT_ONCE:
             self._wake()
 
+    def flush(self, timeout_s: float = 2.0) -> bool:
+        """Wait until everything queued before this call is written (at most
+        ``timeout_s``); whether it was. For an event that must leave before the
+        caller goes on: a thread that next holds the interpreter in a long native
+        call (TensorFlow's ``MultiWorkerMirroredStrategy()`` waiting for every
+        worker) leaves the sender no turn to run until that call returns."""
+        mark = _Flush()
+        self._queue.put(mark)
+        self._wake()
+        return mark.done.wait(timeout_s)
+
     def _wake(self) -> None:
         """End the sender's wait for the interval now (or its next one, if not waiting)."""
         try:
@@ -567,8 +671,13 @@ class EventClient:
                 stop = next((i for i, item in enumerate(items) if item is _STOP), None)
                 if stop is not None:
                     items = items[:stop]
+                marks = [item for item in items if type(item) is _Flush]
+                if marks:
+                    items = [item for item in items if type(item) is not _Flush]
                 if items and not self._broken:
                     self._send(b"".join(encode(item) + b"\n" for item in items))
+                for mark in marks:
+                    mark.done.set()
                 if stop is not None:
                     return
                 # events may keep coming: wait the interval (a timer, not the producer,
@@ -590,6 +699,9 @@ class EventClient:
             except (OSError, AssertionError):
                 if attempt == self._reconnect_attempts:
                     self._broken = True
+                    if self._on_lost is not None:
+                        self._on_lost()
+                        return
                     print(
                         f"gpuscale: lost the event server at {self.address}; "
                         "events are no longer reported (training goes on)",

@@ -74,8 +74,16 @@ def worker_index() -> int:
     return info.index if info else 0
 
 
+ANNOUNCE_FLUSH_S = 2.0
+"""How long ``import gpuscale.keras`` waits at most for its word to be on the wire."""
+
+
 def announce() -> None:
-    """Tell a waiting gpuscale parent that a callback is in this script."""
+    """Tell a waiting gpuscale parent that a callback is in this script, before the
+    import returns: a multi-worker script's next line, ``MultiWorkerMirroredStrategy()``,
+    holds the interpreter until every worker has joined (minutes on a cluster started
+    by hand), and the word would wait with it while its chief took the script for one
+    without the callback."""
     if os.environ.get(ENV_ADDRESS):
         client = Channel.client()
         if client is not None:
@@ -88,3 +96,4 @@ def announce() -> None:
                     level="debug",
                 )
             )
+            client.flush(ANNOUNCE_FLUSH_S)

@@ -28,6 +28,7 @@ and nothing it sent is recorded.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -146,6 +147,35 @@ def parse_tf_config(text: str) -> ClusterInfo:
         source="TF_CONFIG",
         task_type=task_type,
         task_index=task_index,
+    )
+
+
+def fingerprint(info: ClusterInfo) -> str:
+    """What every worker's cluster must agree on, as a short digest for the hello
+    (:class:`gpuscale.events.transport.Hello`): how many workers, and each one's port
+    in order. Hosts are left out: one machine may be spelled differently on each
+    (``node1``, ``node1.cluster``, an address); a port may not."""
+    ports = ",".join(address.rpartition(":")[2] for address in info.workers)
+    digest = hashlib.sha256(ports.encode()).hexdigest()[:16]
+    return f"{info.num_workers}:{digest}"
+
+
+def cluster_mismatch(info: ClusterInfo, theirs: str, worker: int) -> str:
+    """Why the chief (``info``) refuses worker ``worker`` whose cluster's
+    :func:`fingerprint` is ``theirs``: another number of workers or other ports
+    (TensorFlow would wait for ever for a worker at an address where none listens);
+    ``""`` where they agree or the worker did not say."""
+    if not theirs or theirs == fingerprint(info):
+        return ""
+    shown = ", ".join(info.workers[:4]) + (", ..." if info.num_workers > 4 else "")
+    count = theirs.partition(":")[0]
+    if count != str(info.num_workers):
+        differs = f"has {count} workers, the chief's {info.num_workers} ({shown})"
+    else:
+        differs = f"lists other ports than the chief's ({shown})"
+    return (
+        f"worker {worker}'s cluster {differs}: every worker needs the same cluster "
+        f"({info.source}), in the same order"
     )
 
 

@@ -57,7 +57,19 @@ stop, is recorded ``stopped`` too, with no warning: ``stopped_by_script``),
 or ``lost``: a worker that disconnected without finishing
 (killed, crashed host) is named in an ErrorEvent, the other workers of a local
 cluster are stopped (a synchronous all-reduce cannot go on without it) and
-everything received so far stays in the recording.
+everything received so far stays in the recording; a worker of a multi-host run
+whose connection to the chief broke for good stops its script and ends ``lost``
+too. A worker's failure that followed another worker's ``stopped`` end (Ctrl-C
+on that machine) names that worker.
+
+A cluster started by hand
+-------------------------
+The chief of a multi-host run makes up no start while a worker of the cluster has
+not connected (:meth:`_PumpState.awaited`): TensorFlow trains only once every
+worker has joined, which may take minutes. Its event server refuses a worker whose
+cluster differs from its own (:func:`gpuscale.live.cluster.cluster_mismatch`) and
+a worker started twice (another launch, ``GPUSCALE_SESSION``, of a worker number
+already connected); the refused worker runs nothing.
 """
 
 from __future__ import annotations
@@ -66,6 +78,7 @@ import collections
 import os
 import queue
 import re
+import secrets
 import shlex
 import signal
 import socket
@@ -97,6 +110,7 @@ from gpuscale.events.schema import (
 )
 from gpuscale.events.transport import (
     ENV_ADDRESS,
+    ENV_SESSION,
     ENV_TOKEN,
     ENV_WORKER,
     LOST_GRACE_S,
@@ -203,6 +217,11 @@ class _Line(msgspec.Struct):
 class _Exited(msgspec.Struct):
     worker: int
     returncode: int
+
+
+class _ChiefLost(msgspec.Struct):
+    """A worker's connection to its chief broke for good (the chief's gpuscale ended,
+    or its machine went away)."""
 
 
 class ScriptRun(RunBase):
@@ -316,23 +335,39 @@ class ScriptRun(RunBase):
         if self.cluster_info is not None and not self.is_chief:
             address = cluster.events_address(self.cluster_info, self._env)
             token = cluster.shared_token(self._env)
+            session = secrets.token_hex(8)  # this launch: its script's connections share it
             self.forwarding_to = address
             try:
                 self._forward = EventClient(
-                    address, token, worker=self.worker, connect_timeout_s=60.0
+                    address,
+                    token,
+                    worker=self.worker,
+                    connect_timeout_s=60.0,
+                    session=session,
+                    cluster=cluster.fingerprint(self.cluster_info),
+                    on_lost=lambda: self._incoming.put(_ChiefLost()),
                 )
             except HelloRefused as exc:
-                raise GpuscaleError(
-                    f"{exc}; set the same {ENV_TOKEN} on every worker (nothing was run)"
-                ) from None
+                advice = (
+                    f"; set the same {ENV_TOKEN} on every worker" if exc.kind == "token" else ""
+                )
+                raise GpuscaleError(f"{exc}{advice} (nothing was run)") from None
             except ConnectionError as exc:
                 raise GpuscaleError(f"{exc} (is the chief's gpuscale running?)") from None
-            env.update({ENV_ADDRESS: address, ENV_TOKEN: token, ENV_WORKER: str(self.worker)})
+            env.update(
+                {
+                    ENV_ADDRESS: address,
+                    ENV_TOKEN: token,
+                    ENV_WORKER: str(self.worker),
+                    ENV_SESSION: session,
+                }
+            )
             self._launch_one(env, self.worker)
         else:
             if self.cluster_info is not None:
                 token = cluster.shared_token(self._env)
                 port = cluster.events_port(self._env)
+                info = self.cluster_info
                 try:
                     self._server = EventServer(
                         self._incoming.put,
@@ -340,6 +375,9 @@ class ScriptRun(RunBase):
                         port=port,
                         token=token,
                         on_disconnect=self._on_disconnect,
+                        admit=lambda hello: cluster.cluster_mismatch(
+                            info, hello.cluster, hello.worker
+                        ),
                     )
                 except OSError as exc:
                     raise GpuscaleError(
@@ -773,9 +811,15 @@ class _PumpState:
         self.disconnected: set[int] = set()
         self.connected: set[int] = set()
         self.ended_workers: dict[int, int] = {}
+        self.chief_lost = False
+        """A worker of a multi-host run lost its chief while its script ran: the script
+        was stopped (it cannot train on alone), and the run ends ``lost``."""
         self.stopped_workers: set[int] = set()
         """Workers whose own end said ``stopped`` (a multi-worker trainer's stop takes
         every worker with it, and each still exits 0)."""
+        self.stopped_before_failure: list[int] = []
+        """Workers whose end had said ``stopped`` when the first worker failed: a
+        synchronous all-reduce cannot go on without them, which is likely why."""
         self.asked_to_stop: dict[int, str] = {}
         """Workers that said they were asked to stop, with the signal
         (:func:`~gpuscale.trainer.vote.stop_asked_message`)."""
@@ -1135,7 +1179,11 @@ class _PumpState:
             host=socket.gethostname(),
             pid=os.getpid(),
             source="script",
-            config={"argv": run.argv, "callback": False},
+            # a worker forwarding to its chief cannot tell whether its script uses the
+            # callback (the script's events go to the chief): not said, but where they go
+            config={"argv": run.argv, "callback": None, "events_to": run._forward.address}
+            if run._forward is not None
+            else {"argv": run.argv, "callback": False},
             devices=devices,
             platform="gpu" if devices else "cpu",
             model=run.name,
@@ -1154,10 +1202,18 @@ class _PumpState:
     # events from the outside -----------------------------------------------------------
     def handle(self, item: Any) -> None:
         run = self.run_
+        if isinstance(item, _ChiefLost):
+            if len(self.exited) < len(run._procs) and not run._stopping.is_set():
+                self.chief_lost = True
+                self.stop_others()  # its next all-reduce would wait for ever, or fail
+            return
         if isinstance(item, _Exited):
             # a worker that failed before this one: gpuscale is stopping the rest (a
             # SIGTERM of its own, not a loss), and the run failed with the first
             stopped_by_us = self.first_failure() is not None
+            if item.returncode != 0 and not stopped_by_us:
+                # workers that had ended stopped (Ctrl-C on their machine): the cause
+                self.stopped_before_failure = sorted(self.stopped_workers - {item.worker})
             self.exited[item.worker] = item.returncode
             if self.exit_seen_at is None:
                 self.exit_seen_at = time.monotonic()
@@ -1167,6 +1223,7 @@ class _PumpState:
                 and run.num_workers > 1
                 and not run._stopping.is_set()
                 and not self.lost
+                and not self.chief_lost
                 and not stopped_by_us
             ):
                 if code < 0 and item.worker not in self.lost:
@@ -1197,6 +1254,10 @@ class _PumpState:
                 run._backlog_bytes -= item.size
             item = item.event
         event: Event = item
+        if event.worker not in self.connected and self.awaited():
+            # a worker of a multi-host run joined: it needs the time the chief had to
+            # send its start (TensorFlow starts none before every worker has joined)
+            self.deadline = max(self.deadline, time.monotonic() + run.start_timeout_s)
         self.connected.add(event.worker)
         if isinstance(event, StartEvent):
             self.check_devices(event)
@@ -1296,13 +1357,23 @@ class _PumpState:
             threading.Thread(target=run._terminate, args=(3.0,), daemon=True).start()
 
     # the loop --------------------------------------------------------------------------
+    def awaited(self) -> list[int]:
+        """The workers the chief of a multi-host run has had no word from yet (none
+        connected, or refused: another may start in its place). TensorFlow starts
+        training only when every worker has joined, and a cluster started by hand may
+        take minutes: no start is made up for the run while they are awaited."""
+        run = self.run_
+        if run.cluster_info is None or run.local_workers or run._forward is not None:
+            return []
+        return [w for w in range(run.num_workers) if w != run.worker and w not in self.connected]
+
     def start_due(self) -> bool:
         run = self.run_
         return (
             len(self.starts) >= run.num_workers
             or len(self.exited) >= len(run._procs)
             or bool(self.lost)
-            or time.monotonic() >= self.deadline
+            or (time.monotonic() >= self.deadline and not self.awaited())
         )
 
     def finished(self) -> bool:
@@ -1314,7 +1385,8 @@ class _PumpState:
         waited = time.monotonic() - (self.exit_seen_at or time.monotonic())
         if run._server is not None and run.cluster_info is not None and not self.lost:
             # the chief of a multi-host run also waits for the remote workers
-            remote = set(range(run.num_workers)) - {0} - run._server.refused_workers
+            refused = set(run._server.refused_workers) - self.connected  # none of theirs came
+            remote = set(range(run.num_workers)) - {0} - refused
             if remote - self.disconnected and waited < 30.0:
                 return False
         return not waiting or waited > 2.0
@@ -1385,14 +1457,40 @@ class _PumpState:
             status = "stopped"
         elif self.lost:
             status = "lost"
+        elif self.chief_lost:
+            status = "lost"
+            failed = None  # stopped by gpuscale, or failing for want of the chief
+            self.publish(
+                ErrorEvent(
+                    t=time.time(),
+                    worker=run.worker,
+                    message=(
+                        f"the chief at {run.forwarding_to} is gone (its gpuscale ended, or "
+                        "its machine went away): MultiWorkerMirroredStrategy is synchronous, "
+                        "so this worker's script was stopped too; the chief's recording "
+                        "keeps what it received"
+                    ),
+                    source="gpuscale",
+                )
+            )
         elif failed is not None:
             status = "failed"
             worker, code = failed
             lines = run._stderr_tail.get(worker, ())
             tail = "\n".join(lines)
             how = describe_exit(code)
-            if not any(self.steps.values()):  # what it printed last is likely why
-                how += f" {self.before_step()}"
+            if self.stopped_before_failure:  # the likely cause, before the script's words
+                names = " and ".join(f"worker {w}" for w in self.stopped_before_failure)
+                how += (
+                    f" after {names} ended stopped (MultiWorkerMirroredStrategy is "
+                    "synchronous: no worker trains on without the others)"
+                )
+            # a worker forwarding to the chief sees none of its script's steps (the
+            # script sends them to the chief itself): it cannot say whether any came
+            forwarded = run._forward is not None
+            if forwarded or not any(self.steps.values()):  # what it printed last is likely why
+                if not forwarded:
+                    how += f" {self.before_step()}"
                 last = next((line.strip() for line in reversed(lines) if line.strip()), "")
                 if last:
                     how += f": {last}"
@@ -1487,12 +1585,13 @@ class _PumpState:
         if waited < due:
             return
         self.awaited_said = waited
-        missing = [w for w in range(run.num_workers) if w != run.worker and w not in self.connected]
+        missing = self.awaited()
         if not missing:
             return
-        refused = run._server.refused_workers if run._server is not None else set()
+        refused = run._server.refused_workers if run._server is not None else {}
         names = ", ".join(
-            f"worker {w} ({info.workers[w]})" + (" refused: another token" if w in refused else "")
+            f"worker {w} ({info.workers[w]}"
+            + (f"; refused: {refused[w]})" if w in refused else ")")
             for w in missing
             if w < len(info.workers)
         )
@@ -1502,7 +1601,7 @@ class _PumpState:
             level="warning",
             message=(
                 f"waiting {waited:.0f} s for {names} of {info.source}: training starts only when "
-                f"every worker has joined; start gpuscale there with the same {ENV_TOKEN}"
+                f"every worker has joined; start gpuscale there with the same {ENV_TOKEN} and cluster"
             ),
         )
         run._record(event)
@@ -1517,12 +1616,12 @@ class _PumpState:
         """The chief of a multi-host run says which workers sent nothing, and why
         where it knows (a hello refused for its token)."""
         run = self.run_
-        refused = run._server.refused_workers if run._server is not None else set()
+        refused = run._server.refused_workers if run._server is not None else {}
         for worker in range(run.num_workers):
             if worker == run.worker or worker in self.connected:
                 continue
             why = (
-                f"its hello was refused: its {ENV_TOKEN} differs from the chief's"
+                f"its hello was refused: {refused[worker]}"
                 if worker in refused
                 else "it never connected"
             )

@@ -24,7 +24,7 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.worker import get_current_worker
 
-from gpuscale.analysis.script_runs import before_own_start
+from gpuscale.analysis.script_runs import before_own_start, steps_elsewhere
 from gpuscale.analysis.summary import RunSummary
 from gpuscale.errors import EXIT_INTERRUPTED
 from gpuscale.events.schema import EndEvent, ErrorEvent
@@ -328,6 +328,7 @@ class GpuscaleApp(App[int]):
             interrupted=interrupted,
             failure=failure,
             waiting=waiting,
+            elsewhere=steps_elsewhere(snap.start) if snap is not None else None,
         )
 
     async def settle(self) -> None:

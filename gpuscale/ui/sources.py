@@ -373,7 +373,10 @@ class LiveSource(EventSource):
         """The recording's path as the run has it now: it is renamed once the run's
         own start arrives, and dropped when nothing was written."""
         path = getattr(self.run, "recording_path", None)
-        if path:
+        chief = getattr(self.run, "forwarding_to", None)
+        if chief:  # a worker of a multi-host run: its chief records the whole run
+            self.info.label = f"by the chief ({chief})"
+        elif path:
             self.info.label = str(path)
             self._had_path = True
         elif getattr(self.run, "record", getattr(self.run, "_record", "default")) is None:

@@ -318,12 +318,14 @@ class AdvicePanel(VerticalScroll, can_focus=True):
         interrupted: bool = False,
         failure: str | None = None,
         waiting: str | None = None,
+        elsewhere: str | None = None,
     ) -> None:
         """``final``: the run is over (``interrupted``: without an end event);
         ``failure``: why it failed, shown in place of "waiting" when it failed
         before any step was reported (a script without gpuscale's callback reports
         none, however long it trained: the failure's own line says which); ``waiting``: what is true before the first step
-        (:func:`advice_parts`)."""
+        (:func:`advice_parts`); ``elsewhere``: where the run's steps are shown instead
+        (a worker that forwards them to its chief: none come here)."""
         if interrupted:
             self.border_title = "Summary (run interrupted)"
         else:
@@ -338,6 +340,9 @@ class AdvicePanel(VerticalScroll, can_focus=True):
                     ("\n(e shows the error again, q quits)", "$text-muted"),
                 )
             )
+            return
+        if elsewhere is not None and (summary is None or summary.steps_total == 0):
+            self.body.update(Content.styled(elsewhere, "$text-muted"))
             return
         self._shown = (summary, recommendation, waiting, final)
         self.body.update(self._grid(summary, recommendation, waiting, final))

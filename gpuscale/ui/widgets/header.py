@@ -7,7 +7,12 @@ from textual.content import Content
 from textual.widgets import Static
 
 from gpuscale import formatting as fmt
-from gpuscale.analysis.script_runs import before_own_start, is_callbackless_start, scaling_of
+from gpuscale.analysis.script_runs import (
+    before_own_start,
+    is_callbackless_start,
+    scaling_of,
+    steps_elsewhere,
+)
 from gpuscale.ui.model import Snapshot
 from gpuscale.ui.sources import ReplayStatus, SourceInfo
 
@@ -150,6 +155,8 @@ class RunHeader(Static):
         progress = f"step {fmt.step_of(snap.steps_done, snap.steps_total)}"
         if snap.steps_done == 0 and is_callbackless_start(snap.start):
             progress = "no step times"  # a script without gpuscale's callback: none will come
+        elif snap.steps_done == 0 and steps_elsewhere(snap.start):
+            progress = "steps at the chief"  # a worker forwarding them: none come here
         elif (
             snap.steps_done == 0
             and state == "running"
