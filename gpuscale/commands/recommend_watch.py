@@ -49,7 +49,6 @@ def _trainer_runner(args: argparse.Namespace, floor: float) -> tuple[Any, str, l
     from gpuscale.trainer.options import config_from_args
     from gpuscale.trainer.preflight import check_config
     from gpuscale.ui.live_sweep import LiveSweep
-    from gpuscale.ui.sweep_app import SweepView
 
     counts, heading, pool, available = plan(args)
     base = config_from_args(args)
@@ -60,15 +59,7 @@ def _trainer_runner(args: argparse.Namespace, floor: float) -> tuple[Any, str, l
     )
     if shared is not None:
         heading += f"; one TensorFlow process for counts {', '.join(map(str, counts))}"
-    view = SweepView(
-        points=[],
-        heading=heading,
-        planned=counts,
-        state="running",
-        available_devices=available,
-        min_efficiency=floor,
-        max_devices=args.max_devices,
-    )
+    view = _empty_view(args, heading, counts, available, floor)
     if shared is not None:  # the counts in one trainer process, each its own run
         runner = LiveSweep(
             view,
@@ -83,6 +74,23 @@ def _trainer_runner(args: argparse.Namespace, floor: float) -> tuple[Any, str, l
     return runner, heading, notes, shared, available
 
 
+def _empty_view(
+    args: argparse.Namespace, heading: str, counts: list[int], available: int, floor: float
+) -> Any:
+    """The scaling view before its first count: what is planned, nothing measured."""
+    from gpuscale.ui.sweep_app import SweepView
+
+    return SweepView(
+        points=[],
+        heading=heading,
+        planned=counts,
+        state="running",
+        available_devices=available,
+        min_efficiency=floor,
+        max_devices=args.max_devices,
+    )
+
+
 def _script_runner(
     args: argparse.Namespace, command: list[str], floor: float
 ) -> tuple[Any, str, list[str], Any, int]:
@@ -93,7 +101,6 @@ def _script_runner(
     from gpuscale.live.child import cannot_start
     from gpuscale.live.script_sweep import ScriptCounts
     from gpuscale.ui.live_sweep import LiveSweep
-    from gpuscale.ui.sweep_app import SweepView
 
     why = cannot_start(command)
     if why is not None:  # one line, before the screen opens (as `run -- ...` says it)
@@ -102,15 +109,7 @@ def _script_runner(
     topology = sweep_topology(pool)
     picked = picked_gpus_note(pool, topology, counts) if pool else None
     heading += f"; {shlex.join(command)}, one run per count"
-    view = SweepView(
-        points=[],
-        heading=heading,
-        planned=counts,
-        state="running",
-        available_devices=available,
-        min_efficiency=floor,
-        max_devices=args.max_devices,
-    )
+    view = _empty_view(args, heading, counts, available, floor)
     runner = LiveSweep(
         view,
         count_envs(pool, topology, counts),
