@@ -53,8 +53,9 @@ def test_compute_filling_the_step_is_explained_with_the_numbers():
     assert note is not None
     assert note.startswith(
         "the probes' phases add up to 9.2 ms (compute 6.4, exposed all-reduce 1.1, "
-        "apply 1.7 ms) against the median step 6.1 ms (within their noise), and compute "
-        "alone fills that step: the exposed all-reduce and apply are not resolved"
+        "apply + input 1.7 ms) against the median step 6.1 ms (within their noise), and "
+        "compute alone fills that step: the exposed all-reduce and apply + input are not "
+        "resolved"
     ), note
 
 

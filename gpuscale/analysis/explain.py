@@ -40,6 +40,7 @@ from gpuscale.analysis.predict import (
     measured_superlinear,
     uncovered,
 )
+from gpuscale.analysis.summary import APPLY_WITH_INPUT
 from gpuscale.analysis.sweep import SweepPoint, exposed_unresolved, phases_unresolved
 from gpuscale.formatting import (
     format_bytes,
@@ -554,6 +555,16 @@ def _advice(
                 f"the largest part: fix the input pipeline (prefetch, parallel map, cache, data on "
                 f"the device) before adding devices; more devices only wait in parallel."
             )
+        if largest == "apply" and _input_in_apply_dominates(p):
+            rec.advice.append(
+                f"{APPLY_WITH_INPUT.capitalize()} is {_of_step(parts['apply'], step)} of each "
+                f"step at {dev(p.devices)}, the largest part: Keras's fit waits for each batch "
+                "within the step, and gpuscale's callback cannot tell that wait from the "
+                "optimizer update and Keras's own per-step work. If it is the input pipeline "
+                "(time the dataset alone, e.g. a loop over dataset.take(100)), fix it "
+                "(prefetch, a parallel map, cache, data on the device) before adding devices; "
+                "more devices only wait in parallel."
+            )
         if largest == "compute" and p.platform == "gpu" and not p.mixed_precision:
             rec.advice.append(
                 f"Compute is {_of_step(parts['compute'], step)} of each step at {dev(p.devices)}: "
@@ -574,6 +585,18 @@ def _advice(
                 f"{ALL_BUT_EXCHANGE} (all but the exchange; model): mixed precision shortens its compute on GPUs with Tensor "
                 f"Cores (V100 and newer); the exchange then weighs more, so measure again."
             )
+
+
+def _input_in_apply_dominates(p: SweepPoint) -> bool:
+    """Whether ``p``'s apply holds the wait for the batch
+    (:attr:`~gpuscale.analysis.sweep.SweepPoint.input_in_apply`) and is larger than
+    its compute and exposed exchange beyond their noise (the 95 % half-widths of
+    apply and compute added in quadrature): the run's summary says the same
+    (:func:`gpuscale.analysis.phase_report.input_in_apply_note`)."""
+    if not p.input_in_apply or p.input_s is not None or p.apply_s is None:
+        return False
+    noise = math.hypot(p.apply_err_s or 0.0, p.compute_err_s or 0.0)
+    return p.apply_s - noise > max(p.compute_s or 0.0, p.allreduce_s or 0.0)
 
 
 def _kind_comparison(worse: list[Group], better: list[Group], advice: str) -> str | None:

@@ -13,11 +13,12 @@ and :mod:`gpuscale.analysis.metrics`; nothing here measures anything.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 from gpuscale.analysis.confidence import comm_share_is_notable
 from gpuscale.analysis.metrics import MIN_SAMPLES_FOR_UNCERTAINTY, resolved
-from gpuscale.analysis.summary import PROBE_RESERVE, RunSummary, unsplit_within
+from gpuscale.analysis.summary import APPLY_WITH_INPUT, PROBE_RESERVE, RunSummary, unsplit_within
 from gpuscale.analysis.sweep import SweepPoint, phases_not_split
 from gpuscale.formatting import (
     format_duration_s,
@@ -228,6 +229,41 @@ def _part_pct(share: float) -> str:
 INPUT_NOT_MEASURED = "not measured"
 """The input wait where no probe measured it (the Keras callback's cannot)."""
 
+INPUT_IN_APPLY = f"not measured apart: in {APPLY_WITH_INPUT}"
+"""The input wait there: ``fit`` waits for each batch within the step it times, so
+the wait is in what is left of the step after compute and the exchange."""
+
+
+def apply_label(s: RunSummary) -> str:
+    """``apply``, or :data:`APPLY_WITH_INPUT` where the input wait is in it."""
+    return APPLY_WITH_INPUT if s.input_in_apply else "apply"
+
+
+def input_in_apply_note(s: RunSummary) -> str | None:
+    """Where ``apply + input`` (:attr:`RunSummary.input_in_apply`) is resolved and
+    larger than compute and the exposed all-reduce beyond their noise, what it
+    holds and how to tell the input wait apart: ``apply + input is 78% of the median
+    step: fit waits for each batch within the step ...``; ``None`` otherwise. What
+    the callback cannot measure is said as such, never guessed: the same part holds
+    the optimizer update and Keras's own per-step work."""
+    if not s.input_in_apply or not s.phases_split_step or s.phase_contradiction is not None:
+        return None
+    step, apply = s.step_time_s or s.phase_full_step_s, s.apply_s
+    if not step or apply is None or s.compute_s is None or not resolved(apply, s.apply_err_s):
+        return None
+    # beyond the noise of both (95 % half-widths added in quadrature; none below 3 probes)
+    noise = math.hypot(s.apply_err_s or 0.0, s.compute_err_s or 0.0)
+    if apply - noise <= max(s.compute_s, s.allreduce_s or 0.0):
+        return None
+    share = format_fraction_pct(min(apply / step, 1.0))
+    return (
+        f"{APPLY_WITH_INPUT} is {share} of the median step, more than compute: Keras's fit "
+        "waits for each batch within the step, and the callback cannot tell that wait from "
+        "the optimizer update and Keras's own per-step work; if it is the input pipeline "
+        "(time the dataset alone, e.g. a loop over dataset.take(100)), more devices will "
+        "not shorten it"
+    )
+
 
 PASSES_LONGER_NOTE = (
     "the probes' phases do not add up to the median step: the breakdown is not resolved"
@@ -269,7 +305,7 @@ def parts_note(s: RunSummary) -> str | None:
     ms = [
         f"compute {part(s.compute_s)}",
         f"exposed all-reduce {part(s.allreduce_s)}",
-        f"apply {part(s.apply_s)}",
+        f"{apply_label(s)} {part(s.apply_s)}",
         f"input {part(s.input_s)} ms",
     ]
     if s.input_s is None:  # not measured: no part of the sum
@@ -289,7 +325,8 @@ def parts_note(s: RunSummary) -> str | None:
         )
         return (
             f"{parts} against the median step {step} (within their noise), and compute "
-            f"alone fills that step: the exposed all-reduce and apply are not resolved ({why})"
+            f"alone fills that step: the exposed all-reduce and {apply_label(s)} are not "
+            f"resolved ({why})"
         )
     if few:
         why = "too few probes, or probes at unusual steps"
@@ -337,7 +374,9 @@ def phase_items(s: RunSummary) -> list[PhaseItem]:
     own noise (never a 0.0 that is noise), and no number at all where the phases do
     not add up to the median step (:attr:`RunSummary.phase_consistent`; then
     :func:`parts_note` says why). The exposed share is of the median step, the
-    one every view says."""
+    one every view says. A Keras ``fit`` timed by the callback calls apply
+    ``apply + input`` and its input wait ``not measured apart: in apply + input``
+    (:attr:`RunSummary.input_in_apply`)."""
     step, n = s.step_time_s or s.phase_full_step_s, s.probes_run
     apart = s.phase_consistent is False
     compute = format_phase_in_step_s(s.compute_s, s.compute_err_s, step, n, s.devices)
@@ -373,12 +412,14 @@ def phase_items(s: RunSummary) -> list[PhaseItem]:
         else format_phase_in_step_s(s.apply_s, s.apply_err_s, step, n)
     )
     input_wait = INPUT_NOT_MEASURED if s.input_s is None else format_measured_ms(s.input_s)
+    if s.input_in_apply:  # fit's wait for the batch: inside the step, so in apply
+        input_wait = INPUT_IN_APPLY
     if s.input_s is not None and s.input_share is not None:
         input_wait += f" ({format_fraction_pct(s.input_share)} of the median step)"
     return [
         PhaseItem("compute", compute),
         PhaseItem("exposed all-reduce", exposed, notable),
-        PhaseItem("apply", apply),
+        PhaseItem(apply_label(s), apply),
         PhaseItem("input wait", input_wait),
     ]
 

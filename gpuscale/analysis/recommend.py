@@ -431,6 +431,10 @@ def combine_runs(
         )
     steps = sum(p.steps or 0 for p in points) or None
     phases = _combined_phases(points, step)
+    # a run whose apply holds fit's wait for the batch makes the combined one hold it
+    phases["input_in_apply"] = phases.get("apply_s") is not None and any(
+        p.input_in_apply for p in points if p.apply_s is not None
+    )
     return msgspec.structs.replace(
         first,
         step_time_s=step,

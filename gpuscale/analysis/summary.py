@@ -130,6 +130,11 @@ when no ``--precision`` is asked; the probe scheduler's default
 (``gpuscale.trainer.schedule.DEFAULT_PRECISION``) is this one."""
 
 
+APPLY_WITH_INPUT = "apply + input"
+"""What every view calls apply where it holds the wait for the batch
+(:attr:`RunSummary.input_in_apply`: a Keras ``fit`` timed by the callback)."""
+
+
 class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     """The analysis of one run. ``None`` means "not measured in this run"."""
 
@@ -228,10 +233,14 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
     allreduce_total_s: float | None = None
     """Median all-reduce timed alone, when the trainer measures it."""
     apply_s: float | None = None
+    """The step less compute, the exposed all-reduce and the input wait: the
+    optimizer update and the framework's own per-step work; for a Keras ``fit``
+    timed by the callback also the wait for the batch (:attr:`input_in_apply`)."""
     input_s: float | None = None
     """Median input wait of the probes that measure it (the built-in trainer's);
     ``None`` where no probe did (the Keras callback's cannot: the batch is fetched
-    inside the step it times), never a 0 that was not measured."""
+    inside the step it times, so in ``fit`` the wait is in :attr:`apply_s`), never
+    a 0 that was not measured."""
     comm_share: float | None = None
     """Exposed all-reduce over the median step (``step_time_s``; where no step was
     counted, ``phase_full_step_s``): the one exposed share every view says (``recommend``'s, a sweep point's, the dashboard's)."""
@@ -432,6 +441,25 @@ class RunSummary(msgspec.Struct, kw_only=True, omit_defaults=True):
         (:attr:`probes`); a summary made before ``probes`` existed (one worker
         then): its phase breakdowns."""
         return self.probes or self.phase_steps
+
+    @property
+    def input_in_apply(self) -> bool:
+        """The input wait is inside :attr:`apply_s`: a script's Keras ``fit``, timed by
+        ``gpuscale.keras.ScalingMonitor``, fetches each batch within the step it
+        times (Keras's train function takes the next batch from the iterator), and
+        the callback's probe, on a synthetic batch, cannot split that wait out, so
+        what is left of the step after compute and the exposed exchange is the
+        optimizer update, Keras's own per-step work *and* the wait for the batch.
+        Every view names that part ``apply + input``. Not for a script's own loop
+        (:attr:`custom_loop`), which gets its batches outside the timed step (its
+        wait falls between steps), nor where a probe measured the wait (the built-in
+        trainer's, :attr:`input_s`)."""
+        return (
+            self.source == "script"
+            and not self.custom_loop
+            and self.phase_steps > 0
+            and self.input_s is None
+        )
 
     @property
     def compute_fills_step(self) -> bool:

@@ -144,6 +144,12 @@ class SweepPoint(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknow
     allreduce_total_s: _Duration | None = None
     apply_s: _Duration | None = None
     input_s: _Duration | None = None
+    input_in_apply: bool = False
+    """``apply_s`` also holds the wait for the batch, which was not measured apart
+    (``input_s`` not given): a Keras ``fit`` timed by gpuscale's callback fetches each
+    batch within the step it times (from a recording:
+    :attr:`~gpuscale.analysis.summary.RunSummary.input_in_apply`). ``recommend``
+    then calls that part ``apply + input``, and says so where it is the largest."""
     payload_bytes: _Payload | None = None
     """Gradient bytes exchanged per step."""
     exchange: Exchange | None = None
@@ -573,7 +579,7 @@ def without_phases(point: SweepPoint) -> SweepPoint:
     what only means something with them): what is kept of a point whose phases
     cannot fit its step (:func:`phases_problem`)."""
     return msgspec.structs.replace(
-        point, **dict.fromkeys((*PHASE_FIELDS, *_PHASE_DEPENDENTS), None)
+        point, **dict.fromkeys((*PHASE_FIELDS, *_PHASE_DEPENDENTS), None), input_in_apply=False
     )
 
 
@@ -740,6 +746,7 @@ def point_from_summary(summary: Any, start: Any, source: str) -> SweepPoint:
         allreduce_total_s=summary.allreduce_total_s,
         apply_s=summary.apply_s if split else None,
         input_s=summary.input_s if split else None,
+        input_in_apply=summary.input_in_apply and split,
         payload_bytes=summary.payload_bytes or None,
         exchange=exchange_of(cfg.get("strategy") or start.strategy, cfg.get("all_reduce")),
         workers=summary.workers,

@@ -36,6 +36,7 @@ from gpuscale.analysis.gpu_activity import (
     imbalance_text,
 )
 from gpuscale.analysis.phase_report import (
+    input_in_apply_note,
     parts_note,
     phase_items,
     phases_heading,
@@ -591,6 +592,9 @@ def phase_lines(s: dict[str, Any], replicas: int) -> list[str]:
     apart = parts_note(summary)
     if apart:
         lines.append(f"  [yellow]{_escape(apart)}[/]")
+    waits = input_in_apply_note(summary)
+    if waits:
+        lines.append(f"  [yellow]{_escape(waits)}[/]")
     lines.append(f"  probes: {probes_text(summary)}")
     return lines
 

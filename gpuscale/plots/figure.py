@@ -24,7 +24,7 @@ import textwrap
 from pathlib import Path
 
 from gpuscale.errors import GpuscaleError
-from gpuscale.plots.scaling import PHASES, ScalingChart, log_ticks, short_number
+from gpuscale.plots.scaling import ScalingChart, log_ticks, short_number
 
 FORMATS = {".svg": "svg", ".png": "png"}
 EXTRA_HINT = "pip install 'gpuscale[plot]'"
@@ -337,7 +337,8 @@ def _draw_phases(ax, chart: ScalingChart) -> None:
     xs = list(range(len(bars)))
     bottom = [0.0] * len(bars)
     split = any(b.phases_s for b in bars)
-    for i, (name, color) in enumerate(zip(PHASES, PHASE_COLORS, strict=False) if split else ()):
+    names = chart.phase_names  # PHASES, apply + input where fit's wait is in apply
+    for i, (name, color) in enumerate(zip(names, PHASE_COLORS, strict=False) if split else ()):
         heights = [(b.phases_s[i] * 1000 if b.phases_s else 0.0) for b in bars]
         ax.bar(xs, heights, bottom=bottom, color=color, label=name, width=0.6)
         bottom = [a + h for a, h in zip(bottom, heights, strict=False)]

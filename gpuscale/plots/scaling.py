@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from gpuscale.analysis import metrics
 from gpuscale.analysis.recommend import Recommendation
+from gpuscale.analysis.summary import APPLY_WITH_INPUT
 from gpuscale.formatting import format_samples_s, plural
 
 PHASES = ("compute", "exposed all-reduce", "apply", "input wait")
@@ -79,6 +80,9 @@ class PhaseBar:
     predicted: bool
     probes: int = 0
     """Phase probes behind this count (0: never probed, as a typed-in table)."""
+    input_in_apply: bool = False
+    """Its apply holds the wait for the batch, not measured apart (a Keras ``fit``
+    timed by the callback: :attr:`~gpuscale.analysis.sweep.SweepPoint.input_in_apply`)."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +139,17 @@ class ScalingChart:
     @property
     def has_ranges(self) -> bool:
         return any(p.has_range for s in self.series for p in s.points)
+
+    @property
+    def phase_names(self) -> tuple[str | None, ...]:
+        """:data:`PHASES` as the legend names them: where the apply of every split bar
+        holds the wait for the batch (:attr:`PhaseBar.input_in_apply`), ``apply +
+        input`` and no input wait of its own (``None``: not in the legend), as the
+        run's summary says it."""
+        split = [b for b in self.bars if b.phases_s]
+        if split and all(b.input_in_apply for b in split):
+            return (*PHASES[:2], APPLY_WITH_INPUT, None)
+        return PHASES
 
     @property
     def has_split(self) -> bool:
@@ -225,6 +240,7 @@ def build_scaling_chart(rec: Recommendation) -> ScalingChart:
             phases_s=_phases(row),
             predicted=row.predicted,
             probes=(row.probes or 0) if not row.predicted else 0,
+            input_in_apply=row.input_in_apply,
         )
         for row in sorted(rec.table, key=lambda r: r.devices)
         if row.config == rec.config and row.step_time_s is not None

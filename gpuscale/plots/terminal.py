@@ -20,7 +20,6 @@ from plotext._figure import _figure_class as _Figure  # one figure per chart: no
 from rich.text import Text
 
 from gpuscale.plots.scaling import (
-    PHASES,
     ScalingChart,
     linear_ticks,
     log_ticks,
@@ -193,7 +192,8 @@ def phase_chart(chart: ScalingChart, width: int, height: int) -> Text:
     unsplit = [0.0 if b.phases_s else b.step_time_s * 1000 for b in bars]
     items = []
     if any(b.phases_s for b in bars):
-        items += [("█", color, name) for name, color in zip(PHASES, PHASE_COLORS, strict=True)]
+        names = zip(chart.phase_names, PHASE_COLORS, strict=True)
+        items += [("█", color, name) for name, color in names if name]
     if any(unsplit):
         items.append(("█", UNSPLIT_COLOR, "not split"))
     legend = legend_text(items, width)

@@ -17,6 +17,7 @@ from textual.widgets import Static
 from gpuscale.analysis.confidence import live_predictions, run_confidence
 from gpuscale.analysis.gpu_activity import busy_not_working, gpu_activity_text
 from gpuscale.analysis.phase_report import (
+    input_in_apply_note,
     parts_note,
     phase_items,
     phases_heading,
@@ -242,6 +243,9 @@ def advice_parts(
         apart = parts_note(s)
         if apart:
             notes.append(_text(apart, "$text-warning"))
+        waits = input_in_apply_note(s)
+        if waits:
+            notes.append(_text(waits, "$text-warning"))
     elif not s.probes_off:  # probes off: the predictions' note says so
         notes.append(_text("phase breakdown: not measured yet", "$text-muted"))
     if s.devices == 1:

@@ -15,7 +15,12 @@ from textual_plotext.plot import Plot
 
 from gpuscale.analysis.metrics import PARTS_TOLERANCE
 from gpuscale.analysis.phase_report import parts_note, phase_items
-from gpuscale.analysis.summary import NO_STEP_TIMES_IN_RUN, RunSummary, without_step_times
+from gpuscale.analysis.summary import (
+    APPLY_WITH_INPUT,
+    NO_STEP_TIMES_IN_RUN,
+    RunSummary,
+    without_step_times,
+)
 from gpuscale.events.schema import PhaseEvent
 from gpuscale.formatting import format_duration_s, plural
 from gpuscale.plots.terminal import legend_text
@@ -187,6 +192,7 @@ PHASE_LABELS = {
     "compute": "compute",
     "exposed all-reduce": "all-reduce",
     "apply": "apply",
+    "apply + input": "apply",
     "input wait": "input",
 }
 """The summary's phase labels (:func:`gpuscale.analysis.phase_report.phase_items`) as
@@ -273,7 +279,15 @@ def build_breakdown_chart(
                 ("█", color, f"{name}: not resolved" if name in unresolved else name)
                 for name, color in zip(PHASE_NAMES, colors, strict=True)
             ]
-            if unmeasured:
+            if unmeasured and summary is not None and summary.input_in_apply:
+                # fit's wait for the batch is in the step, so in apply: as the text says
+                entries[2] = (
+                    entries[2][0],
+                    entries[2][1],
+                    entries[2][2].replace("apply", APPLY_WITH_INPUT),
+                )
+                del entries[-1]
+            elif unmeasured:
                 entries[-1] = ("█", UNRESOLVED_COLOR, "input: not measured")
             if lone:
                 entries[1] = ("█", UNRESOLVED_COLOR, "all-reduce: none (1 device), noise not drawn")
