@@ -137,6 +137,36 @@ def test_a_worker_that_joins_after_the_start_timeout_gets_the_run_its_own_start(
     assert [w["worker"] for w in start.config["workers"]] == [0, 1]
 
 
+def test_a_chief_whose_workers_run_without_gpuscale_shows_its_steps_live(tmp_path, monkeypatch):
+    """Only the chief runs under gpuscale (its workers run plain `python train.py`, so
+    none connects): its script's own start and steps were held back until it exited,
+    the live view blank for the whole run (found by review). A start from the chief's
+    own script means TensorFlow has every worker: the run starts there."""
+    monkeypatch.setattr(script_run, "REMOTE_END_WAIT_S", 1.0)  # none will come
+    port = cluster.free_ports(1)[0]
+    workers = [f"127.0.0.1:{p}" for p in cluster.free_ports(2)]
+    done = tmp_path / "done"
+    script = CALLBACK_SCRIPT.format(root=ROOT, wait="", after=wait_for_flag(done, 60))
+    chief = ScriptRun(
+        [sys.executable, "-c", script],
+        record=tmp_path / "chief.ndjson",
+        cluster_info=_info(workers, 0),
+        start_timeout_s=0.3,
+        sampler=False,
+        env=_env(port),
+    ).start()
+    seen: list = []
+
+    def steps_while_running(event) -> None:
+        seen.append((type(event).__name__, chief.done or done.exists()))
+        if isinstance(event, StepEvent) and event.step == 2:
+            done.touch()  # the script ends only once its steps were shown
+
+    _collect(chief, timeout_s=40, on_event=steps_while_running)
+    shown = [name for name, after in seen if not after]
+    assert "StartEvent" in shown and shown.count("StepEvent") == 3, seen
+
+
 def _chief_waiting_on_a_flag(tmp_path: Path, flag: Path) -> tuple[ScriptRun, int, list[str]]:
     port = cluster.free_ports(1)[0]
     workers = [f"127.0.0.1:{p}" for p in cluster.free_ports(2)]
@@ -269,6 +299,7 @@ def test_a_worker_whose_chief_is_gone_stops_its_script_and_says_why(tmp_path):
         cluster_info=_info(workers, 1),
         sampler=False,
         env=_env(port),
+        chief_gone_grace_s=1.0,  # 60 s by default: a script may write its files first
     ).start()
     try:
         deadline = time.monotonic() + 30  # returns as soon as it holds
@@ -281,6 +312,48 @@ def test_a_worker_whose_chief_is_gone_stops_its_script_and_says_why(tmp_path):
     assert other.error.message.startswith(
         f"the chief at 127.0.0.1:{port} is gone (its gpuscale ended, or its machine went away)"
     )
+    assert "script was stopped 1 s later" in other.error.message
+
+
+def test_a_worker_that_ends_on_its_own_after_its_chief_completed_is_not_killed(tmp_path):
+    """The chief's run completed and its gpuscale closed its port while this worker's
+    script still wrote its files: the worker killed it at once and ended 'lost'
+    (found by review)."""
+    from gpuscale.events.transport import EventServer
+
+    port = cluster.free_ports(1)[0]
+    workers = [f"127.0.0.1:{p}" for p in cluster.free_ports(2)]
+    chief = EventServer(lambda event: None, port=port, token=TOKEN)
+    done = tmp_path / "done"
+    writing = (
+        "import time\n"
+        "deadline = time.monotonic() + 60  # a hang guard\n"
+        f"while time.monotonic() < deadline and not __import__('os').path.exists({str(done)!r}):\n"
+        "    print('writing', flush=True)\n"
+        "    time.sleep(0.1)\n"
+    )
+    other = ScriptRun(
+        [sys.executable, "-c", writing],
+        cluster_info=_info(workers, 1),
+        sampler=False,
+        env=_env(port),
+        chief_gone_grace_s=30.0,
+    ).start()
+    try:
+        deadline = time.monotonic() + 30
+        while not chief.connected(1) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        chief.close()
+    deadline = time.monotonic() + 20  # until the worker has seen its chief gone
+    while not other._forward._broken and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert other._forward._broken
+    time.sleep(4.0)  # the old rule stopped the script within 3 s of that
+    assert not other.done  # still running: not killed at once
+    done.touch()  # its files written: the script ends on its own
+    assert other.wait(30)
+    assert other.status == "completed" and other.returncode == 0
 
 
 def test_a_failure_after_another_worker_stopped_names_that_worker(tmp_path):

@@ -167,6 +167,13 @@ KERAS_LATER_EPOCH = re.compile(r"(?:^|\r)Epoch (?:[2-9]|\d{2,})/\d+")
 """Keras's line at the start of epoch 2 or later: the first epoch is over."""
 KERAS_EPOCH = re.compile(r"(?:^|\r)Epoch \d+/\d+")
 """Keras's line at the start of an epoch (``fit`` with ``verbose`` on): training began."""
+REMOTE_END_WAIT_S = 30.0
+"""How long the chief of a multi-host run, its own script over, waits for the remote
+workers' connections to end (their last events) before its run ends."""
+CHIEF_GONE_GRACE_S = 60.0
+"""How long a worker's script may run on after its chief is gone (the chief's run
+completed, or its machine went away) before it is stopped: long enough to write its
+own files after the last step, short of the for ever its next all-reduce would wait."""
 TRAINED_AFTER_S = 30.0
 """A script that ran this long without a word from ``gpuscale.keras`` evidently got
 past its imports (where ``import gpuscale.keras`` belongs): its failure then comes
@@ -248,6 +255,7 @@ class ScriptRun(RunBase):
         local_workers: int = 0,
         cluster_info: cluster.ClusterInfo | None = None,
         start_timeout_s: float = 15.0,
+        chief_gone_grace_s: float = CHIEF_GONE_GRACE_S,
         callback_timeout_s: float = 120.0,
         trained_after_s: float = TRAINED_AFTER_S,
         lost_grace_s: float = LOST_GRACE_S,
@@ -268,6 +276,7 @@ class ScriptRun(RunBase):
         self.local_workers = local_workers
         self.cluster_info = cluster_info
         self.start_timeout_s = start_timeout_s
+        self.chief_gone_grace_s = chief_gone_grace_s
         self.callback_timeout_s = callback_timeout_s
         self.trained_after_s = trained_after_s
         self.lost_grace_s = lost_grace_s
@@ -812,8 +821,14 @@ class _PumpState:
         self.connected: set[int] = set()
         self.ended_workers: dict[int, int] = {}
         self.chief_lost = False
-        """A worker of a multi-host run lost its chief while its script ran: the script
-        was stopped (it cannot train on alone), and the run ends ``lost``."""
+        """A worker of a multi-host run lost its chief while its script ran (its run
+        ended, or its machine went away)."""
+        self.chief_lost_at: float | None = None
+        self.stopped_for_chief = False
+        """The script ran on :attr:`ScriptRun.chief_gone_grace_s` after its chief was
+        gone, and was stopped (it cannot train on alone): the run ends ``lost``. A
+        script that ends on its own within it (the chief completed first, this worker
+        was writing its files) ends as its exit says."""
         self.stopped_workers: set[int] = set()
         """Workers whose own end said ``stopped`` (a multi-worker trainer's stop takes
         every worker with it, and each still exits 0)."""
@@ -1205,7 +1220,21 @@ class _PumpState:
         if isinstance(item, _ChiefLost):
             if len(self.exited) < len(run._procs) and not run._stopping.is_set():
                 self.chief_lost = True
-                self.stop_others()  # its next all-reduce would wait for ever, or fail
+                self.chief_lost_at = time.monotonic()
+                self.publish(
+                    LogEvent(
+                        t=time.time(),
+                        source="gpuscale",
+                        level="warning",
+                        message=(
+                            f"the chief at {run.forwarding_to} is gone (its run ended, or its "
+                            "machine went away): this worker's events are no longer "
+                            f"recorded; its script is stopped in {run.chief_gone_grace_s:g} s "
+                            "unless it ends (with no chief, its next all-reduce would wait "
+                            "for ever)"
+                        ),
+                    )
+                )
             return
         if isinstance(item, _Exited):
             # a worker that failed before this one: gpuscale is stopping the rest (a
@@ -1373,7 +1402,10 @@ class _PumpState:
             len(self.starts) >= run.num_workers
             or len(self.exited) >= len(run._procs)
             or bool(self.lost)
-            or (time.monotonic() >= self.deadline and not self.awaited())
+            # awaited workers hold a made-up start back, not the chief's own script's:
+            # under MultiWorkerMirroredStrategy it starts only once every worker joined
+            # (workers may run without gpuscale, and never connect)
+            or (time.monotonic() >= self.deadline and (not self.awaited() or bool(self.starts)))
         )
 
     def finished(self) -> bool:
@@ -1387,7 +1419,7 @@ class _PumpState:
             # the chief of a multi-host run also waits for the remote workers
             refused = set(run._server.refused_workers) - self.connected  # none of theirs came
             remote = set(range(run.num_workers)) - {0} - refused
-            if remote - self.disconnected and waited < 30.0:
+            if remote - self.disconnected and waited < REMOTE_END_WAIT_S:
                 return False
         return not waiting or waited > 2.0
 
@@ -1401,6 +1433,14 @@ class _PumpState:
             if item is not None:
                 self.handle(item)
             self.check_suspects()
+            if (
+                self.chief_lost_at is not None
+                and not self.stopped_for_chief
+                and len(self.exited) < len(run._procs)
+                and time.monotonic() - self.chief_lost_at >= run.chief_gone_grace_s
+            ):
+                self.stopped_for_chief = True
+                self.stop_others()  # its next all-reduce would wait for ever, or fail
             if time.monotonic() - run._tracked_at >= 0.5:
                 run._tracked_at = time.monotonic()
                 run._track_descendants()
@@ -1457,7 +1497,7 @@ class _PumpState:
             status = "stopped"
         elif self.lost:
             status = "lost"
-        elif self.chief_lost:
+        elif self.chief_lost and (self.stopped_for_chief or failed is not None):
             status = "lost"
             failed = None  # stopped by gpuscale, or failing for want of the chief
             self.publish(
@@ -1467,8 +1507,13 @@ class _PumpState:
                     message=(
                         f"the chief at {run.forwarding_to} is gone (its gpuscale ended, or "
                         "its machine went away): MultiWorkerMirroredStrategy is synchronous, "
-                        "so this worker's script was stopped too; the chief's recording "
-                        "keeps what it received"
+                        + (
+                            f"so this worker's script was stopped {run.chief_gone_grace_s:g} s "
+                            "later"
+                            if self.stopped_for_chief
+                            else "and this worker's script failed without it"
+                        )
+                        + "; the chief's recording keeps what it received"
                     ),
                     source="gpuscale",
                 )
