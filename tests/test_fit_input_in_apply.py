@@ -245,3 +245,24 @@ def test_the_dashboard_says_it_as_the_printed_summary_does():
     assert "apply + input is 77% of the median step" in shown
     legend = " ".join(build_breakdown_chart(model.snapshot(), 80, 16, summary).plain.split())
     assert "apply + input" in legend and "input: not measured" not in legend
+
+
+def test_a_chart_legend_keeps_an_input_wait_a_file_gave_beside_apply_and_input():
+    """Found by review: a sweep file with input_in_apply and an input_s drew an input
+    segment without its legend entry."""
+    from gpuscale.plots.scaling import APPLY_WITH_INPUT, PHASES, PhaseBar, ScalingChart
+
+    def chart(wait: float) -> ScalingChart:
+        bar = PhaseBar(1, 0.05, (0.02, 0.0, 0.02, wait), False, 3, input_in_apply=True)
+        point = None
+        return ScalingChart(
+            series=[],
+            ideal=[],
+            recommended=point,
+            recommended_config="",
+            bars=[bar],
+            scaling="weak",
+        )
+
+    assert chart(0.0).phase_names == (*PHASES[:2], APPLY_WITH_INPUT, None)
+    assert chart(0.01).phase_names == (*PHASES[:2], APPLY_WITH_INPUT, PHASES[3])

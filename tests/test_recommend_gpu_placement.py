@@ -252,3 +252,20 @@ def test_replay_and_the_library_say_the_same(pcie):
     view = _sweep_view([pcie[n] for n in ("1", "2", "4bad", "8")], sweep=sweep)
     text = recommendation_text(view.recommendation()).plain
     assert "Use GPUs 0,1 for 2 devices" in text and "GPUs 0,1,4,5" in text
+
+
+def test_hand_edited_indices_and_pair_order(pcie):
+    """Found by review: indices shifted out of range were written by --json and refused
+    on reading it back ('Use GPUs -3,-2'); pairs listed b < a read as 'link not
+    reported by NVML' while the topology said links were known."""
+    start = load_run(pcie["4bad"]).start
+    for shift in (70_000, -3):
+        devices = [msgspec.structs.replace(d, index=d.index + shift) for d in start.devices]
+        config = {**start.config, "gpus": [i + shift for i in start.config["gpus"]]}
+        edited = msgspec.structs.replace(start, devices=devices, config=config)
+        assert gpus_of_run(edited) is None
+    topology = load_run(pcie["8"]).start.topology
+    swapped = msgspec.structs.replace(
+        topology, pairs=[msgspec.structs.replace(p, a=p.b, b=p.a) for p in topology.pairs]
+    )
+    assert best_gpus(swapped, 4) == best_gpus(topology, 4) == [0, 1, 2, 3]

@@ -43,6 +43,7 @@ from typing import Literal
 import msgspec
 
 from gpuscale.analysis.interconnect import nvlink_peak_bytes_s, pcie_peak_bytes_s
+from gpuscale.events.limits import MAX_DEVICES
 from gpuscale.events.schema import GpuLinks, GpuPair, StartEvent, Topology
 
 LinkClass = Literal[
@@ -113,7 +114,9 @@ def _rank(link: LinkClass) -> int:
 
 
 def _pairs(topology: Topology) -> dict[tuple[int, int], GpuPair]:
-    return {(p.a, p.b): p for p in topology.pairs}
+    """The pairs by ``(lower index, higher index)``, whichever order a start event
+    lists them in (NVML's reader lists ``a < b``; a recording is input)."""
+    return {(min(p.a, p.b), max(p.a, p.b)): p for p in topology.pairs}
 
 
 def _switch_links(gpu: GpuLinks) -> int:
@@ -303,6 +306,8 @@ def gpus_of_run(start: StartEvent) -> list[int] | None:
         return None
     used = sorted({d.index for d in start.devices if d.kind == "gpu"})
     if not used or len(used) != sum(1 for d in start.devices if d.kind == "gpu"):
+        return None
+    if used[0] < 0 or used[-1] > MAX_DEVICES:  # a hand-edited recording: no --gpus to say
         return None
     given = (start.config or {}).get("gpus")
     if isinstance(given, list) and all(type(i) is int for i in given) and sorted(given) == used:

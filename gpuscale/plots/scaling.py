@@ -148,7 +148,8 @@ class ScalingChart:
         run's summary says it."""
         split = [b for b in self.bars if b.phases_s]
         if split and all(b.input_in_apply for b in split):
-            return (*PHASES[:2], APPLY_WITH_INPUT, None)
+            waits = any(b.phases_s and b.phases_s[3] > 0 for b in split)  # a file gave one
+            return (*PHASES[:2], APPLY_WITH_INPUT, PHASES[3] if waits else None)
         return PHASES
 
     @property
