@@ -317,3 +317,15 @@ def test_a_live_summary_reads_the_rows_again_only_as_they_grow(tmp_path):
     finally:
         summary_module.GpuRows.within = original
     assert final.gpus_held_down and final.gpus_held_down[0].index == 3
+
+
+def test_the_dashboards_final_summary_says_it_as_replay_end_does(tmp_path):
+    """The cards showed the held-down GPU, but the panel that sums the run up said
+    neither line (what replay --end and run print under GPUs)."""
+    from gpuscale.ui.widgets.advice import advice_parts
+
+    s = _summary(record(tmp_path / "run.ndjson", tweak=_capped_and_idle))
+    _, notes = advice_parts(s, None, final=True)
+    said = " ".join(note.plain for note in notes)
+    assert "GPU 3 was held down in 100% of its " in said
+    assert "GPU 6 was busy 0% against " in said

@@ -15,7 +15,12 @@ from textual.content import Content
 from textual.widgets import Static
 
 from gpuscale.analysis.confidence import live_predictions, run_confidence
-from gpuscale.analysis.gpu_activity import busy_not_working, gpu_activity_text
+from gpuscale.analysis.gpu_activity import (
+    busy_not_working,
+    gpu_activity_text,
+    held_down_text,
+    imbalance_text,
+)
 from gpuscale.analysis.phase_report import (
     input_in_apply_note,
     parts_note,
@@ -201,9 +206,13 @@ def advice_parts(
         activity = gpu_activity_text(summary)
         if activity:
             gpus.append(_row("GPUs", activity))
-        warning = busy_not_working(summary)
-        if warning:
-            warnings.append(_text(warning, "$text-warning"))
+        for warning in (  # as run's text summary says them, under its GPUs line
+            held_down_text(summary),
+            imbalance_text(summary),
+            busy_not_working(summary),
+        ):
+            if warning:
+                warnings.append(_text(warning, "$text-warning"))
     if summary is None or summary.steps_total == 0:
         if summary is not None and summary.no_step_times:
             return gpus, [_text(NO_STEP_TIMES, "$text-warning"), *warnings]
