@@ -87,6 +87,18 @@ async def test_a_power_cap_stands_out_only_below_the_other_gpus_limit():
     assert all("power cap" not in _line_of(lines, i) for i in (0, 1, 2, 4, 6, 7))
 
 
+async def test_full_cards_warn_of_a_power_cap_only_below_the_other_gpus_limit():
+    """At 200x50 every full card said 'throttled: power cap' in warning colour when
+    every GPU was at its cap under full load (the one-line cards did not)."""
+    all_capped = held_down(["sw_power_cap"], others=["sw_power_cap"])
+    compact, lines = await _screen(all_capped, (200, 50))
+    assert not compact
+    assert not any("throttled: power cap" in line for line in lines), "\n".join(lines)
+    lowered = held_down(["sw_power_cap"], odd_limit_w=400.0, others=["sw_power_cap"])
+    _, lines = await _screen(lowered, (200, 50))
+    assert sum("throttled: power cap" in line for line in lines) == 1
+
+
 async def test_a_full_card_names_the_slowdown_before_what_its_width_cuts():
     """At 200x50 each card is 35 columns: the slowdown leads its line, so the
     card's width cuts the GPM numbers after it, not the reason."""
@@ -105,8 +117,8 @@ async def test_an_idle_gpus_reason_stays_behind_the_gpm_numbers():
     _, lines = await _screen(events, (80, 24))
     assert "█" in _line_of(lines, ODD) or "░" in _line_of(lines, ODD)
     _, lines = await _screen(events, (200, 50))
-    row = next(line for line in lines if "GPM SM" in line and "throttled" in line)
-    assert row.index("GPM SM") < row.index("throttled")
+    row = next(line for line in lines if "GPM SM" in line and "clocks" in line)
+    assert row.index("GPM SM") < row.index("clocks") and "throttled" not in row
 
 
 def test_percent_bars_are_drawn_against_0_to_100():

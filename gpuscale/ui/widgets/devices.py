@@ -96,11 +96,18 @@ def links_text(sample: GpuSample, width: int, nvlink_links: int | None = None) -
 
 
 def gpu_lines(
-    sample: GpuSample | None, width: int, ended: bool = False, nvlink_links: int | None = None
+    sample: GpuSample | None,
+    width: int,
+    ended: bool = False,
+    nvlink_links: int | None = None,
+    peer_limit_w: float | None = None,
 ) -> Content:
     """The body of a full GPU card (5 lines); ``ended``: the run is over, so no
     sample is coming; ``nvlink_links``: the GPU's active NVLink links, where the
-    device information says (0: the link line says ``no NVLink``)."""
+    device information says (0: the link line says ``no NVLink``); ``peer_limit_w``
+    as :func:`slowdown_tag` takes it: what holds the GPU down is said first, as a
+    warning, the clocks' other reasons (a power cap its peers share, ``gpu_idle``)
+    after the rest, plainly."""
     if sample is None:
         return Content(
             "no samples of this GPU in this run" if ended else "waiting for the first sample…"
@@ -126,13 +133,15 @@ def gpu_lines(
             f"GPM SM {fmt.format_pct(sample.gpm_sm_activity_pct)}"
             f" · tensor {fmt.format_pct(sample.gpm_tensor_activity_pct)}"
         )
-    slowed = slowdowns(sample.throttle_reasons)
-    if slowed:  # first, so a narrow card cuts the GPM numbers, not this
-        words = ", ".join(SLOWDOWNS[reason] for reason in slowed)
+    held = held_down_reasons(sample.throttle_reasons, sample.power_limit_w, peer_limit_w)
+    if held:  # first, so a narrow card cuts the GPM numbers, not this
+        words = ", ".join(SLOWDOWNS[reason] for reason in held)
         gpm = Content.styled(f"throttled: {words}", "$text-warning") + " · " + gpm
-    others = [r for r in sample.throttle_reasons or () if r not in SLOWDOWNS]
-    if others:
-        gpm = gpm + Content.styled(" · throttled: " + ",".join(others), "$text-warning")
+    reasons = sample.throttle_reasons or ()
+    others = [SLOWDOWNS[r] for r in slowdowns(reasons) if r not in held]
+    others += [r for r in reasons if r not in SLOWDOWNS]  # gpu_idle, sync_boost, ...
+    if others:  # every GPU under full load reaches its cap: no alarm
+        gpm = gpm + Content.styled(" · clocks: " + ", ".join(others), "$text-muted")
     lines.append(gpm)
     return Content("\n").join(lines)
 
@@ -323,7 +332,7 @@ class DeviceCard(Vertical):
             )
         else:
             links = info.nvlink_links if info is not None else None
-            body.update(gpu_lines(device.last, width, ended, links))
+            body.update(gpu_lines(device.last, width, ended, links, peer_limit_w))
         self.show_sparks(list(device.util_history_pct), list(device.sm_history_pct))
         used = device.last.proc_mem_bytes if device.last is not None else None
         self.border_subtitle = f"run uses {fmt.format_bytes(used)}" if used is not None else ""
