@@ -133,6 +133,9 @@ def test_input_wait_and_compute_bound_runs_get_their_advice():
     rec = recommend(compute_bound, max_devices=2)
     assert any("mixed precision" in a for a in rec.advice)
     assert not any("input" in a for a in rec.advice)
+    # the trainer's flag, and what a script does (it has no --mixed-precision to pass)
+    (advice,) = [a for a in rec.advice if "mixed precision" in a]
+    assert "--mixed-precision" in advice and "set_global_policy('mixed_float16')" in advice
 
 
 def test_a_gathering_configuration_alone_is_told_what_a_ring_would_do():

@@ -568,7 +568,9 @@ def _advice(
         if largest == "compute" and p.platform == "gpu" and not p.mixed_precision:
             rec.advice.append(
                 f"Compute is {_of_step(parts['compute'], step)} of each step at {dev(p.devices)}: "
-                f"mixed precision (--mixed-precision) shortens it on GPUs with Tensor Cores "
+                "mixed precision (the built-in trainer's --mixed-precision; in your script, "
+                "keras.mixed_precision.set_global_policy('mixed_float16') before building "
+                "the model) shortens it on GPUs with Tensor Cores "
                 f"(V100 and newer); the exchange then weighs more, so measure again."
             )
     elif (
