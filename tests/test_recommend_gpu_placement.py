@@ -269,3 +269,14 @@ def test_hand_edited_indices_and_pair_order(pcie):
         topology, pairs=[msgspec.structs.replace(p, a=p.b, b=p.a) for p in topology.pairs]
     )
     assert best_gpus(swapped, 4) == best_gpus(topology, 4) == [0, 1, 2, 3]
+
+
+def test_measure_next_names_the_gpus_to_measure_on(capsys, pcie):
+    """A sweep of one count says what to measure next; on a machine whose topology
+    the recording carries, on which GPUs (it named none)."""
+    out = " ".join(_text(capsys, pcie, "1").split())
+    assert "Measure 2 on GPUs 0,1 (gpuscale run --gpus 0,1) next: predicted " in out
+    out = " ".join(_text(capsys, pcie, "2").split())
+    assert "Measure 1 device next: the baseline" in out  # one device: nothing to choose
+    rec = recommend(load_inputs([pcie["1"]]).points)  # no topology given: no GPUs named
+    assert rec.measure_next.startswith("measure 2 next")
