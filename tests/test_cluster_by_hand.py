@@ -90,6 +90,46 @@ CALLBACK_SCRIPT = (
 (after ``wait``, as TensorFlow starts training only when every worker has joined)."""
 
 
+def _chief(tmp_path: Path, script: str) -> tuple[ScriptRun, int, list[str]]:
+    """Worker 0 of a two-worker cluster on loopback running ``script`` under gpuscale,
+    recorded to ``tmp_path / "chief.ndjson"``: the run, its event port, the workers."""
+    port = cluster.free_ports(1)[0]
+    workers = [f"127.0.0.1:{p}" for p in cluster.free_ports(2)]
+    chief = ScriptRun(
+        [sys.executable, "-c", script],
+        record=tmp_path / "chief.ndjson",
+        cluster_info=_info(workers, 0),
+        start_timeout_s=0.3,
+        sampler=False,
+        env=_env(port),
+    ).start()
+    return chief, port, workers
+
+
+def _worker_whose_chief_goes(script: str, grace_s: float) -> tuple[ScriptRun, int]:
+    """Worker 1 running ``script`` under gpuscale, connected to a chief's event server
+    that then closes (its gpuscale ended): the run and the chief's port."""
+    from gpuscale.events.transport import EventServer
+
+    port = cluster.free_ports(1)[0]
+    workers = [f"127.0.0.1:{p}" for p in cluster.free_ports(2)]
+    chief = EventServer(lambda event: None, port=port, token=TOKEN)  # the chief's gpuscale
+    other = ScriptRun(
+        [sys.executable, "-c", script],
+        cluster_info=_info(workers, 1),
+        sampler=False,
+        env=_env(port),
+        chief_gone_grace_s=grace_s,
+    ).start()
+    try:
+        deadline = time.monotonic() + 30  # returns as soon as it holds
+        while not chief.connected(1) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        chief.close()  # gone, and its port closed
+    return other, port
+
+
 def test_a_worker_that_joins_after_the_start_timeout_gets_the_run_its_own_start(
     tmp_path, monkeypatch
 ):
@@ -99,19 +139,10 @@ def test_a_worker_that_joins_after_the_start_timeout_gets_the_run_its_own_start(
     strategy unknown. While a worker of the cluster is awaited no start is made up:
     the workers' own starts make the run's."""
     monkeypatch.setattr(script_run, "AWAITED_FIRST_S", 0.6)  # said after the 0.3 s below
-    port = cluster.free_ports(1)[0]
-    workers = [f"127.0.0.1:{p}" for p in cluster.free_ports(2)]
     joined = tmp_path / "joined"
     script = CALLBACK_SCRIPT.format(root=ROOT, wait=wait_for_flag(joined, 60), after="")
     path = tmp_path / "chief.ndjson"
-    chief = ScriptRun(
-        [sys.executable, "-c", script],
-        record=path,
-        cluster_info=_info(workers, 0),
-        start_timeout_s=0.3,
-        sampler=False,
-        env=_env(port),
-    ).start()
+    chief, port, _ = _chief(tmp_path, script)
     remote: list[EventClient] = []
 
     def worker_1_joins_once_awaited(event) -> None:
@@ -143,18 +174,9 @@ def test_a_chief_whose_workers_run_without_gpuscale_shows_its_steps_live(tmp_pat
     the live view blank for the whole run (found by review). A start from the chief's
     own script means TensorFlow has every worker: the run starts there."""
     monkeypatch.setattr(script_run, "REMOTE_END_WAIT_S", 1.0)  # none will come
-    port = cluster.free_ports(1)[0]
-    workers = [f"127.0.0.1:{p}" for p in cluster.free_ports(2)]
     done = tmp_path / "done"
     script = CALLBACK_SCRIPT.format(root=ROOT, wait="", after=wait_for_flag(done, 60))
-    chief = ScriptRun(
-        [sys.executable, "-c", script],
-        record=tmp_path / "chief.ndjson",
-        cluster_info=_info(workers, 0),
-        start_timeout_s=0.3,
-        sampler=False,
-        env=_env(port),
-    ).start()
+    chief, _, _ = _chief(tmp_path, script)
     seen: list = []
 
     def steps_while_running(event) -> None:
@@ -168,17 +190,7 @@ def test_a_chief_whose_workers_run_without_gpuscale_shows_its_steps_live(tmp_pat
 
 
 def _chief_waiting_on_a_flag(tmp_path: Path, flag: Path) -> tuple[ScriptRun, int, list[str]]:
-    port = cluster.free_ports(1)[0]
-    workers = [f"127.0.0.1:{p}" for p in cluster.free_ports(2)]
-    chief = ScriptRun(
-        [sys.executable, "-c", wait_for_flag(flag, 60)],
-        record=tmp_path / "chief.ndjson",
-        cluster_info=_info(workers, 0),
-        start_timeout_s=0.3,
-        sampler=False,
-        env=_env(port),
-    ).start()
-    return chief, port, workers
+    return _chief(tmp_path, wait_for_flag(flag, 60))
 
 
 def test_a_worker_whose_cluster_differs_from_the_chiefs_is_refused_and_runs_nothing(tmp_path):
@@ -282,11 +294,6 @@ def test_a_worker_whose_chief_is_gone_stops_its_script_and_says_why(tmp_path):
     """The chief's gpuscale ended (Ctrl-C there, or its TensorFlow failed to start):
     a worker said "events are no longer reported (training goes on)" and its script
     waited for ever in TensorFlow for a chief that was not coming back."""
-    from gpuscale.events.transport import EventServer
-
-    port = cluster.free_ports(1)[0]
-    workers = [f"127.0.0.1:{p}" for p in cluster.free_ports(2)]
-    chief = EventServer(lambda event: None, port=port, token=TOKEN)  # the chief's gpuscale
     ticking = (
         "import time\n"
         "deadline = time.monotonic() + 60  # a hang guard\n"
@@ -294,19 +301,8 @@ def test_a_worker_whose_chief_is_gone_stops_its_script_and_says_why(tmp_path):
         "    print('tick', flush=True)\n"
         "    time.sleep(0.1)\n"
     )
-    other = ScriptRun(
-        [sys.executable, "-c", ticking],
-        cluster_info=_info(workers, 1),
-        sampler=False,
-        env=_env(port),
-        chief_gone_grace_s=1.0,  # 60 s by default: a script may write its files first
-    ).start()
-    try:
-        deadline = time.monotonic() + 30  # returns as soon as it holds
-        while not chief.connected(1) and time.monotonic() < deadline:
-            time.sleep(0.02)
-    finally:
-        chief.close()  # gone, and its port closed
+    # 60 s by default: a script may write its files first
+    other, port = _worker_whose_chief_goes(ticking, grace_s=1.0)
     assert other.wait(50), "the worker ran on without its chief"
     assert other.status == "lost" and other.returncode == 0  # `gpuscale run` exits 1
     assert other.error.message.startswith(
@@ -319,11 +315,6 @@ def test_a_worker_that_ends_on_its_own_after_its_chief_completed_is_not_killed(t
     """The chief's run completed and its gpuscale closed its port while this worker's
     script still wrote its files: the worker killed it at once and ended 'lost'
     (found by review)."""
-    from gpuscale.events.transport import EventServer
-
-    port = cluster.free_ports(1)[0]
-    workers = [f"127.0.0.1:{p}" for p in cluster.free_ports(2)]
-    chief = EventServer(lambda event: None, port=port, token=TOKEN)
     done = tmp_path / "done"
     writing = (
         "import time\n"
@@ -332,19 +323,7 @@ def test_a_worker_that_ends_on_its_own_after_its_chief_completed_is_not_killed(t
         "    print('writing', flush=True)\n"
         "    time.sleep(0.1)\n"
     )
-    other = ScriptRun(
-        [sys.executable, "-c", writing],
-        cluster_info=_info(workers, 1),
-        sampler=False,
-        env=_env(port),
-        chief_gone_grace_s=30.0,
-    ).start()
-    try:
-        deadline = time.monotonic() + 30
-        while not chief.connected(1) and time.monotonic() < deadline:
-            time.sleep(0.02)
-    finally:
-        chief.close()
+    other, _ = _worker_whose_chief_goes(writing, grace_s=30.0)
     deadline = time.monotonic() + 20  # until the worker has seen its chief gone
     while not other._forward._broken and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -360,22 +339,13 @@ def test_a_failure_after_another_worker_stopped_names_that_worker(tmp_path):
     """Ctrl-C on worker 1's machine stopped its script; the chief's script then failed
     in its next all-reduce, and the chief said only "the script worker 0 (...) exited
     with status 1", as if worker 0 had broken."""
-    port = cluster.free_ports(1)[0]
-    workers = [f"127.0.0.1:{p}" for p in cluster.free_ports(2)]
     stopped = tmp_path / "stopped"
     script = wait_for_flag(stopped, 60) + (
         "import sys\n"
         "print('UnavailableError: Collective ops is aborted by: Socket closed', file=sys.stderr)\n"
         "sys.exit(1)\n"
     )
-    chief = ScriptRun(
-        [sys.executable, "-c", script],
-        record=tmp_path / "chief.ndjson",
-        cluster_info=_info(workers, 0),
-        start_timeout_s=0.3,
-        sampler=False,
-        env=_env(port),
-    ).start()
+    chief, port, _ = _chief(tmp_path, script)
     remote = EventClient(f"127.0.0.1:{port}", TOKEN, worker=1)
     remote.send(_start(1))
     for step in range(3):

@@ -71,8 +71,9 @@ import msgspec
 from gpuscale.analysis import metrics
 from gpuscale.analysis.cost import Cost
 from gpuscale.analysis.model import ScalingModel
-from gpuscale.analysis.placement import BetterGpus
+from gpuscale.analysis.placement import BetterGpus, gpus_to_use, listed
 from gpuscale.analysis.sweep import SweepPoint
+from gpuscale.events.schema import Topology
 from gpuscale.formatting import format_with_range, plural
 
 DEFAULT_MIN_EFFICIENCY = 0.6
@@ -339,14 +340,24 @@ def shared_cores_next(model: ScalingModel) -> str:
 
 
 def measure_next(
-    rec: Recommendation, groups: Sequence[Group], walk: Sequence[WalkStep]
+    rec: Recommendation,
+    groups: Sequence[Group],
+    walk: Sequence[WalkStep],
+    topology: Topology | None = None,
 ) -> str | None:
     """The one run that would change or settle the answer: a predicted count the
     walk rejected only for its bet bound (or for having none), else (one measured count) the
     next count the model predicts, else the count below the only one measured. A
     predicted count of CPU logical devices sharing the cores is never it
-    (:data:`SHARED_CORES_NEXT` instead)."""
+    (:data:`SHARED_CORES_NEXT` instead). With the recordings' ``topology``, the GPUs
+    to measure it on where there is a choice (:func:`~gpuscale.analysis.placement.gpus_to_use`,
+    the rule ``devices`` lists): ``measure 2 on GPUs 0,1 (gpuscale run --gpus 0,1) next``."""
     by_name = {g.config: g for g in groups}
+
+    def on(devices: int, g: Group) -> str:
+        use = gpus_to_use(devices, g.points, topology)
+        return f" on GPUs {listed(use[0])} (gpuscale run --gpus {listed(use[0])})" if use else ""
+
     for step in walk:
         if step.uncertain and by_name[step.config_to].model.shared_cores:
             return shared_cores_next(by_name[step.config_to].model)
@@ -357,6 +368,7 @@ def measure_next(
             if row is not None:
                 # which configuration, where the sweep has several
                 which = f" with '{step.config_to}'" if len(groups) > 1 else ""
+                which += on(devices, by_name[step.config_to])
                 return (
                     f"measure {devices}{which} next: predicted "
                     f"{format_with_range(row.throughput, row.throughput_low, row.throughput_high, ',.0f')} samples/s"
@@ -373,10 +385,10 @@ def measure_next(
     if nxt and g.model.predicts:
         r = min(nxt, key=lambda row: row.devices)
         return (
-            f"measure {r.devices} next: predicted "
+            f"measure {r.devices}{on(r.devices, g)} next: predicted "
             f"{format_with_range(r.throughput, r.throughput_low, r.throughput_high, ',.0f')} samples/s"
         )
-    return "measure 2 devices next: one count alone has nothing to compare with"
+    return f"measure 2 devices{on(2, g)} next: one count alone has nothing to compare with"
 
 
 def row_at(g: Group, devices: int) -> SweepPoint | None:

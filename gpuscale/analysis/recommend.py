@@ -14,7 +14,6 @@ runs (:func:`combine_runs`), and runs the four steps.
 from __future__ import annotations
 
 import math
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Literal
@@ -54,7 +53,7 @@ from gpuscale.analysis.decide import (
 from gpuscale.analysis.explain import explain
 from gpuscale.analysis.hierarchy import anchor_of_two_level, fit_two_level
 from gpuscale.analysis.hierarchy import explain as explain_multi_worker
-from gpuscale.analysis.placement import gpus_to_use, listed, worse_placed
+from gpuscale.analysis.placement import gpus_to_use, worse_placed
 from gpuscale.analysis.pooled import pooled_phases
 from gpuscale.analysis.predict import (
     Calibration,
@@ -256,7 +255,7 @@ def recommend(
         rec.speedup_high = metrics.speedup(
             row.throughput_high or row.throughput_low, base.throughput
         )
-    rec.measure_next = _on_which_gpus(measure_next(rec, groups, walk), rec, by_name, topology)
+    rec.measure_next = measure_next(rec, groups, walk, topology)
     if any(p.platform == "cpu-logical" for p in measured_points):
         predicted = any(row.predicted for row in rec.table)  # no note on predictions not made
         rec.platform_note = cpu_logical_caveat(predicted, cores_used(measured_points))
@@ -281,25 +280,6 @@ def recommend(
     rec.reasons.extend(explain_multi_worker(measured_points, {g.config: g.rows for g in groups}))
     rec.confidence.extend(w[0].upper() + w[1:] + "." for w in warnings)
     return rec
-
-
-def _on_which_gpus(
-    said: str | None, rec: Recommendation, by_name: dict[str, Group], topology: Topology | None
-) -> str | None:
-    """``measure 4 next: ...`` with the GPUs to measure it on, where the recordings'
-    topology chooses them (:func:`~gpuscale.analysis.placement.gpus_to_use`: the
-    one rule ``devices`` lists): ``measure 4 next (on GPUs 0,1,2,3: gpuscale run
-    --gpus 0,1,2,3): ...``."""
-    found = re.match(r"measure (\d+)(?: devices?)?(?: with '(.*?)')? next", said or "")
-    if found is None or topology is None:
-        return said
-    g = by_name.get(found.group(2) or rec.config)
-    use = gpus_to_use(int(found.group(1)), g.points, topology) if g is not None else None
-    if use is None:
-        return said
-    shown = listed(use[0])
-    at = found.end() - len(" next")
-    return f"{said[:at]} on GPUs {shown} (gpuscale run --gpus {shown}){said[at:]}"
 
 
 def _price_of(g: Group) -> float | None:
