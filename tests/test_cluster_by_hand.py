@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from run_events import collect
 from script_flags import wait_for_flag
 
 from gpuscale.errors import GpuscaleError
@@ -39,18 +40,7 @@ def _info(workers: list[str], index: int) -> cluster.ClusterInfo:
 
 
 def _collect(run: ScriptRun, timeout_s: float = 60.0, on_event=None) -> list:
-    events = []
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for event in run.events(timeout=0.5):
-            events.append(event)
-            if on_event is not None:
-                on_event(event)
-        if run.done:
-            events.extend(run.drain())
-            return events
-    run.stop()
-    raise AssertionError("the run did not end in time")
+    return collect(run, timeout_s, on_event)
 
 
 def _start(worker: int, model: str = "mlp") -> StartEvent:

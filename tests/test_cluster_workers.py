@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from run_events import collect
 from script_flags import wait_for_flag
 
 from gpuscale.commands.run import SCRIPT_STOPPED_NOTE
@@ -44,18 +45,7 @@ def _env() -> dict[str, str]:
 
 
 def _collect(run: ScriptRun, timeout_s: float = 150.0, on_event=None) -> list:
-    events = []
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for event in run.events(timeout=1.0):
-            events.append(event)
-            if on_event is not None:
-                on_event(event)
-        if run.done:
-            events.extend(run.drain())
-            return events
-    run.stop()
-    raise AssertionError("the run did not end in time")
+    return collect(run, timeout_s, on_event, poll_s=1.0)
 
 
 def _wait_for_flag(flag: Path) -> str:
